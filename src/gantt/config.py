@@ -1,0 +1,217 @@
+"""Configuration: one file whose sections and option names match nova.conf where an option exists there.
+
+TOML (``gantt.toml``) is the native form; a nova.conf-style INI file is read too, so an operator can point Gantt at
+the ``[filter_scheduler]`` / ``[scheduler]`` / ``[metrics]`` sections they already have. Options Gantt adds live
+in ``[gantt]``. An unknown option in a known section is an error (a typo must not silently change placement);
+Nova options that do not apply to Gantt are accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec import Struct, field
+
+from gantt.model import InvalidRequest
+
+NOVA_DEFAULT_FILTERS = [
+    "ComputeFilter",
+    "ComputeCapabilitiesFilter",
+    "ImagePropertiesFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+]
+
+NOVA_ALL_WEIGHERS = ["nova.scheduler.weights.all_weighers"]
+
+
+class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
+    enabled_filters: list[str] = field(default_factory=lambda: list(NOVA_DEFAULT_FILTERS))
+    available_filters: list[str] = field(default_factory=lambda: ["nova.scheduler.filters.all_filters"])
+    weight_classes: list[str] = field(default_factory=lambda: list(NOVA_ALL_WEIGHERS))
+    host_subset_size: int = 1
+    shuffle_best_same_weighed_hosts: bool = False
+    max_io_ops_per_host: int = 8
+    max_instances_per_host: int = 50
+    track_instance_changes: bool = True
+    isolated_images: list[str] = field(default_factory=list)
+    isolated_hosts: list[str] = field(default_factory=list)
+    restrict_isolated_hosts_to_isolated_images: bool = True
+    aggregate_image_properties_isolation_namespace: str | None = None
+    aggregate_image_properties_isolation_separator: str = "."
+    ram_weight_multiplier: float = 1.0
+    cpu_weight_multiplier: float = 1.0
+    disk_weight_multiplier: float = 1.0
+    io_ops_weight_multiplier: float = -1.0
+    num_instances_weight_multiplier: float = 0.0
+    hypervisor_version_weight_multiplier: float = 1.0
+    soft_affinity_weight_multiplier: float = 1.0
+    soft_anti_affinity_weight_multiplier: float = 1.0
+    build_failure_weight_multiplier: float = 1000000.0
+    # Nova options accepted for compatibility; Gantt has nothing they would change.
+    pci_weight_multiplier: float = 1.0
+    cross_cell_move_weight_multiplier: float = 1000000.0
+    image_props_weight_multiplier: float = 0.0
+    image_props_weight_setting: list[str] = field(default_factory=list)
+    pci_in_placement: bool = False
+
+    def __post_init__(self) -> None:
+        if self.host_subset_size < 1:
+            # Nova treats values below 1 as 1 (and warns); keep that behaviour.
+            self.host_subset_size = 1
+        if self.max_io_ops_per_host < 0:
+            raise ValueError("max_io_ops_per_host must be >= 0")
+        if self.max_instances_per_host < 0:
+            raise ValueError("max_instances_per_host must be >= 0")
+
+
+class SchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
+    max_attempts: int = 3
+    query_placement_for_availability_zone: bool = True
+    limit_tenants_to_placement_aggregate: bool = False
+    placement_aggregate_required_for_tenants: bool = False
+    enable_isolated_aggregate_filtering: bool = False
+    query_placement_for_image_type_support: bool = False
+    workers: int | None = None
+    # Nova options accepted for compatibility.
+    driver: str = "filter_scheduler"
+    max_placement_results: int = 1000
+    discover_hosts_in_cells_interval: int = -1
+    image_metadata_prefilter: bool = False
+    periodic_task_interval: int = 60
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+
+
+class MetricsSection(Struct, forbid_unknown_fields=True, kw_only=True):
+    weight_multiplier: float = 1.0
+    weight_setting: list[str] = field(default_factory=list)
+    required: bool = True
+    weight_of_unavailable: float = -10000.0
+
+
+class DefaultSection(Struct, forbid_unknown_fields=False, kw_only=True):
+    default_availability_zone: str = "nova"
+    service_down_time: float = 60.0
+    cpu_allocation_ratio: float | None = None
+    ram_allocation_ratio: float | None = None
+    disk_allocation_ratio: float | None = None
+    initial_cpu_allocation_ratio: float = 4.0
+    initial_ram_allocation_ratio: float = 1.0
+    initial_disk_allocation_ratio: float = 1.0
+
+
+class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
+    """Gantt's own options."""
+
+    claim_timeout: float = 600.0  # an allocation a reporting host has not confirmed by then is released
+    claim_retries: int = 8  # how many store conflicts one request may absorb before it gives up
+    mask_cache_size: int = 256
+    seed: int | None = None  # for reproducible random choices (tests, the simulator)
+    store: str = "sqlite:///gantt.sqlite"
+    bind: str = "127.0.0.1"
+    port: int = 8780
+    token: str | None = None
+    max_body_bytes: int = 4 * 1024 * 1024
+
+
+class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default": "DEFAULT"}):
+    filter_scheduler: FilterSchedulerSection = field(default_factory=FilterSchedulerSection)
+    scheduler: SchedulerSection = field(default_factory=SchedulerSection)
+    metrics: MetricsSection = field(default_factory=MetricsSection)
+    default: DefaultSection = field(default_factory=DefaultSection)
+    gantt: GanttSection = field(default_factory=GanttSection)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Config:
+        try:
+            return msgspec.convert(data, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise InvalidRequest(f"configuration: {exc}", field=_path(str(exc))) from None
+
+    def with_overrides(self, **sections: dict[str, Any]) -> Config:
+        """A copy with some options changed: ``cfg.with_overrides(filter_scheduler={"host_subset_size": 3})``."""
+        data = msgspec.to_builtins(self)
+        for section, values in sections.items():
+            name = "DEFAULT" if section == "default" else section
+            data.setdefault(name, {}).update(values)
+        return Config.from_dict(data)
+
+
+def _path(message: str) -> str:
+    start = message.find("`$")
+    if start < 0:
+        return "$"
+    return message[start + 1: message.find("`", start + 1)]
+
+
+_LIST_OPTIONS = {"enabled_filters", "available_filters", "weight_classes", "isolated_images", "isolated_hosts",
+                 "weight_setting", "image_props_weight_setting"}
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Read a TOML file (or a nova.conf-style INI file); ``None`` gives Nova's defaults.
+
+    ``GANTT_CONFIG`` names the file when ``path`` is None.
+    """
+    if path is None:
+        path = os.environ.get("GANTT_CONFIG")
+        if not path:
+            return Config()
+    p = Path(path)
+    text = p.read_text()
+    if p.suffix == ".toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidRequest(f"{p}: {exc}") from None
+    else:
+        data = _ini_to_dict(text)
+    return Config.from_dict(data)
+
+
+def _ini_to_dict(text: str) -> dict[str, Any]:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string(text)
+    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt"}
+    data: dict[str, Any] = {}
+    defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
+    if defaults:
+        data["DEFAULT"] = defaults
+    for section in parser.sections():
+        if section not in wanted:
+            continue
+        known = {
+            "filter_scheduler": FilterSchedulerSection, "scheduler": SchedulerSection,
+            "metrics": MetricsSection, "gantt": GanttSection,
+        }[section].__struct_fields__
+        values: dict[str, Any] = {}
+        for key in parser[section]:
+            if key in parser.defaults() and key not in known:
+                continue
+            raw = parser[section][key]
+            if key in _LIST_OPTIONS:
+                values[key] = [item.strip() for item in raw.split(",") if item.strip()]
+            elif raw.strip().lower() in ("true", "false"):
+                values[key] = raw.strip().lower() == "true"
+            else:
+                values[key] = _number_or_string(raw.strip())
+        data[section] = values
+    return data
+
+
+def _number_or_string(raw: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw

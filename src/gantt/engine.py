@@ -1,0 +1,455 @@
+"""The pipeline: pre-selection → filters → weighers → pick (subset, shuffle) → claim → alternates → explain.
+
+The engine knows filters and weighers only through their narrow interfaces (``filters.base``,
+``weighers.base``) and storage only through an optional commit hook: it never imports the service or a store.
+
+Claims
+- Locally a claim is ``HostTable.claim``: a compare-and-set under the table lock (the node still has room). A
+  rejected claim moves on to the next candidate in rank order.
+- With a shared store, the service passes ``commit``: after every instance of a request holds its local claim, the
+  batch is committed to the store in one transaction. A ``ClaimConflict`` (another scheduler got there first)
+  rolls the local claims back; the hook has already refreshed the replica, and the request is decided again, up
+  to ``[gantt] claim_retries`` times.
+- All or nothing: if instance k of a request cannot be placed, the claims of instances 0..k-1 are released.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import uuid as uuidlib
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from gantt import filters as filter_pkg
+from gantt import weighers as weigher_pkg
+from gantt.config import Config
+from gantt.model import (
+    Allocation,
+    Explanation,
+    FilterStep,
+    GanttError,
+    NoValidHost,
+    RequestSpec,
+    Selection,
+    decode,
+)
+from gantt.request import NodeKey, RequestContext
+from gantt.state import ClaimRejected, HostTable
+
+log = logging.getLogger(__name__)
+
+CommitHook = Callable[[list[Allocation]], None]
+
+
+class ClaimConflict(GanttError):
+    """Raised by a commit hook when the store refused a batch because another scheduler changed a node."""
+
+    status = 409
+    title = "Claim conflict"
+
+    def __init__(self, message: str, keys: list[NodeKey] | None = None) -> None:
+        super().__init__(message)
+        self.keys = keys or []
+
+
+@dataclass(slots=True)
+class Ranking:
+    """One pass of filters and weighers for one instance."""
+
+    mask: np.ndarray
+    score: np.ndarray  # -inf where the mask is False
+    count: int
+    steps: list[tuple[str, np.ndarray | None]]
+    limits: dict[str, np.ndarray]
+
+
+@dataclass(slots=True)
+class Candidate:
+    host: str
+    nodename: str
+    weight: float
+    uuid: str | None = None
+    availability_zone: str | None = None
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class EngineStats:
+    decisions: int = 0
+    placements: int = 0
+    claim_conflicts: int = 0  # local compare-and-set rejections (the next candidate was tried)
+    commit_conflicts: int = 0  # store-level conflicts (the request was decided again)
+    no_valid_host: Counter[str] = field(default_factory=Counter)
+    mask_cache_hits: int = 0
+    mask_cache_misses: int = 0
+
+
+class Engine:
+    def __init__(self, table: HostTable, config: Config | None = None, *, commit: CommitHook | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.table = table
+        self.config = config or Config()
+        self.commit = commit
+        self.rng = rng or random.Random(self.config.gantt.seed)
+        self.stats = EngineStats()
+        self._stats_lock = threading.Lock()
+        fs = self.config.filter_scheduler
+        always = [cls for cls in filter_pkg.FILTERS.values() if cls.always_on]
+        enabled = [filter_pkg.resolve(name) for name in fs.enabled_filters]
+        self.filters: list[filter_pkg.Filter] = [cls(self.config) for cls in [*always, *dict.fromkeys(enabled)]]
+        self.weighers: list[weigher_pkg.Weigher] = [cls(self.config)
+                                                    for cls in weigher_pkg.resolve(fs.weight_classes)]
+        self._mask_cache: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
+        self._mask_cache_lock = threading.Lock()
+
+    # ----------------------------------------------------------------------------------------- public face
+
+    def select_destinations(self, spec: RequestSpec | dict[str, Any]) -> list[list[Selection]]:
+        """One list per instance: the claimed node first, then up to ``max_attempts - 1`` unclaimed alternates."""
+        spec = decode(spec, RequestSpec, path="$")
+        retries = self.config.gantt.claim_retries
+        for attempt in range(retries + 1):
+            ctx = RequestContext.build(spec, self.config, self.table.clock())
+            placed, answer = self._place_all(ctx)
+            if self.commit is None or not placed:
+                return answer
+            try:
+                self.commit(placed)
+                return answer
+            except ClaimConflict as exc:
+                self._rollback(placed)
+                with self._stats_lock:
+                    self.stats.commit_conflicts += 1
+                log.info("commit conflict on %s (attempt %d)", exc.keys, attempt + 1)
+            except BaseException:
+                self._rollback(placed)
+                raise
+        raise NoValidHost("claims kept conflicting with other schedulers; try again",
+                          Explanation(hosts=self.table.n, steps=[], reason="contention"))
+
+    def candidates(self, spec: RequestSpec | dict[str, Any], limit: int | None = None) -> list[Candidate]:
+        """The nodes that pass the filters, best first, with their weights; claims nothing (a dry run)."""
+        spec = decode(spec, RequestSpec, path="$")
+        ctx = RequestContext.build(spec, self.config, self.table.clock())
+        ranking = self._rank(ctx, contributions := {})
+        rows = np.flatnonzero(ranking.mask)
+        order = rows[np.argsort(-ranking.score[rows], kind="stable")]
+        if limit is not None:
+            order = order[:limit]
+        table = self.table
+        return [Candidate(host=table.host_names[r], nodename=table.node_names[r], weight=float(ranking.score[r]),
+                          uuid=table.node_uuids[r], availability_zone=self._zone(int(r)),
+                          weights={name: float(values[r]) for name, values in contributions.items()})
+                for r in order.tolist()]
+
+    def explain(self, spec: RequestSpec | dict[str, Any]) -> Explanation:
+        """Filter by filter, how many nodes each removes for this request (whether or not anything fits)."""
+        spec = decode(spec, RequestSpec, path="$")
+        ctx = RequestContext.build(spec, self.config, self.table.clock())
+        return self._explain(ctx, self._rank(ctx))
+
+    def release(self, consumer_uuid: str) -> Allocation:
+        return self.table.release(consumer_uuid)
+
+    # ------------------------------------------------------------------------------------------ placement
+
+    def _place_all(self, ctx: RequestContext) -> tuple[list[Allocation], list[list[Selection]]]:
+        spec = ctx.spec
+        consumers = list(spec.instance_uuids) if spec.instance_uuids else [
+            str(uuidlib.uuid4()) for _ in range(spec.num_instances)]
+        placed: list[Allocation] = []
+        answer: list[list[Selection]] = []
+        with self._stats_lock:
+            self.stats.decisions += 1
+        try:
+            for index, consumer in enumerate(consumers):
+                ctx.instance_index = index
+                held = self.table.allocations.get(consumer)
+                if held is not None:  # idempotent: this consumer was placed before
+                    answer.append([self._selection_for(held)])
+                    self._book(ctx, (held.host, held.nodename), consumer)
+                    continue
+                selections, allocation = self._place_one(ctx, consumer)
+                placed.append(allocation)
+                answer.append(selections)
+                self._book(ctx, (allocation.host, allocation.nodename), consumer)
+        except BaseException:
+            self._rollback(placed)
+            raise
+        with self._stats_lock:
+            self.stats.placements += len(placed)
+        return placed, answer
+
+    def _book(self, ctx: RequestContext, key: NodeKey, consumer: str) -> None:
+        """Server-group bookkeeping so the next instance of the same request sees this one (as Nova does)."""
+        ctx.placed.append(key)
+        if ctx.group_policy is not None:
+            ctx.group_hosts.append(key[0])
+            ctx.group_members.add(consumer)
+
+    def _place_one(self, ctx: RequestContext, consumer: str) -> tuple[list[Selection], Allocation]:
+        table = self.table
+        ranking = self._rank(ctx)
+        if ranking.count == 0:
+            raise self._no_valid_host(ctx, ranking)
+        max_attempts = self.config.scheduler.max_attempts
+        spec = ctx.spec
+        chosen: Allocation | None = None
+        selections: list[Selection] = []
+        for row in self._order(ranking):
+            key = (table.host_names[row], table.node_names[row]) if row < table.n else None
+            if key is None:
+                continue
+            limits = {rc: float(arr[row]) for rc, arr in ranking.limits.items() if arr[row] == arr[row]}
+            if chosen is None:
+                allocation = Allocation(consumer_uuid=consumer, host=key[0], nodename=key[1],
+                                        resources=dict(ctx.resources), project_id=spec.project_id,
+                                        user_id=spec.user_id, request_id=spec.request_id)
+                try:
+                    chosen = table.claim(key, allocation, limits=limits or None)
+                except ClaimRejected:
+                    with self._stats_lock:
+                        self.stats.claim_conflicts += 1
+                    continue
+                selections.append(self._selection(row, chosen.resources, limits, consumer,
+                                                  float(ranking.score[row])))
+                if max_attempts <= 1:
+                    break
+                continue
+            # Alternates: later candidates that still fit now; not claimed (the conductor's retry claims them).
+            if key[0] == chosen.host or table.fits(row, ctx.resources, limits or None) is not None:
+                continue
+            selections.append(self._selection(row, dict(ctx.resources), limits, None, float(ranking.score[row])))
+            if len(selections) >= max_attempts:
+                break
+        if chosen is None:
+            # Every candidate was taken between ranking and claiming; rank again from the current state.
+            ranking = self._rank(ctx)
+            raise self._no_valid_host(ctx, ranking, reason="contention" if ranking.count else "")
+        return selections, chosen
+
+    def _order(self, ranking: Ranking) -> Iterator[int]:
+        """Rows in Nova's pick order: a random one of the best ``host_subset_size``, then the rest by weight.
+
+        With ``shuffle_best_same_weighed_hosts`` the nodes tied for the best weight are shuffled first. Only the few
+        rows actually needed are extracted (repeated argmax), never a sort of every candidate.
+        """
+        fs = self.config.filter_scheduler
+        score = ranking.score.copy()
+        remaining = ranking.count
+        head: list[int] = []
+        if fs.shuffle_best_same_weighed_hosts and remaining:
+            top = score.max()
+            ties = np.flatnonzero(score == top)
+            take = min(len(ties), fs.host_subset_size + self.config.scheduler.max_attempts + 4)
+            picked = [int(t) for t in self.rng.sample(ties.tolist(), take)] if len(ties) > take else \
+                self.rng.sample(ties.tolist(), len(ties))
+            head.extend(picked)
+            score[picked] = -np.inf
+            remaining -= len(picked)
+        while len(head) < fs.host_subset_size and remaining > 0:
+            row = int(score.argmax())
+            head.append(row)
+            score[row] = -np.inf
+            remaining -= 1
+        if head:
+            subset = head[: fs.host_subset_size]
+            first = subset[self.rng.randrange(len(subset))]
+            head.remove(first)
+            yield first
+        yield from head
+        while remaining > 0:
+            row = int(score.argmax())
+            score[row] = -np.inf
+            remaining -= 1
+            yield row
+
+    def _rollback(self, placed: list[Allocation]) -> None:
+        for allocation in reversed(placed):
+            try:
+                self.table.release(allocation.consumer_uuid)
+            except GanttError:
+                pass
+
+    # -------------------------------------------------------------------------------------------- ranking
+
+    def _preselect(self, ctx: RequestContext) -> tuple[list[tuple[str, np.ndarray | None]], bool]:
+        """ignore_hosts, force_hosts/force_nodes and requested_destination, as Nova's host manager applies them."""
+        table = self.table
+        spec = ctx.spec
+        steps: list[tuple[str, np.ndarray | None]] = []
+        hosts = table.host_names
+        if spec.ignore_hosts:
+            ignored = set(spec.ignore_hosts)
+            steps.append(("ignore_hosts", self._name_mask(hosts, lambda h: h not in ignored)))
+        forced = False
+        if spec.force_hosts or spec.force_nodes:
+            fh = {h.lower() for h in spec.force_hosts or ()}
+            fn = {n.lower() for n in spec.force_nodes or ()}
+            mask = np.ones(table.n, dtype=np.bool_)
+            if fh:
+                mask &= self._name_mask(hosts, lambda h: h.lower() in fh)
+            if fn:
+                mask &= self._name_mask(table.node_names, lambda nd: nd.lower() in fn)
+            steps.append(("force_hosts", mask))
+            forced = True
+        dest = spec.requested_destination
+        if dest is not None:
+            mask = np.ones(table.n, dtype=np.bool_)
+            if dest.host:
+                mask &= self._name_mask(hosts, lambda h: h == dest.host)
+            if dest.node:
+                mask &= self._name_mask(table.node_names, lambda nd: nd == dest.node)
+            for group in dest.aggregates or ():
+                wanted = {g.strip() for g in group.split(",") if g.strip()}
+                keys = {a.key for a in table.aggregates.values() if a.key in wanted or a.uuid in wanted}
+                mask &= table.factor("aggregates").map(lambda aggs, keys=keys: bool(aggs & keys))
+            steps.append(("requested_destination", mask))
+        return steps, forced
+
+    def _name_mask(self, names: list[str], keep: Callable[[str], bool]) -> np.ndarray:
+        n = self.table.n
+        return np.fromiter((keep(name) for name in names[:n]), dtype=np.bool_, count=n)
+
+    def _filter_mask(self, flt: filter_pkg.Filter, ctx: RequestContext) -> np.ndarray | None:
+        table = self.table
+        if flt.once_per_request and ctx.instance_index > 0:
+            memo = ctx.scratch.get(("once", flt.name))
+            if memo is not None and (memo[0] is None or len(memo[0]) == table.n):
+                return memo[0]
+        if flt.static:
+            key = (flt.name, flt.cache_key(ctx), table.static_revision, table.n)
+            with self._mask_cache_lock:
+                if key in self._mask_cache:
+                    self._mask_cache.move_to_end(key)
+                    self.stats.mask_cache_hits += 1
+                    mask = self._mask_cache[key]
+                    if flt.once_per_request:
+                        ctx.scratch[("once", flt.name)] = (mask,)
+                    return mask
+            mask = flt.mask(table, ctx)
+            with self._mask_cache_lock:
+                self.stats.mask_cache_misses += 1
+                self._mask_cache[key] = mask
+                while len(self._mask_cache) > self.config.gantt.mask_cache_size:
+                    self._mask_cache.popitem(last=False)
+        else:
+            mask = flt.mask(table, ctx)
+        if flt.once_per_request:
+            ctx.scratch[("once", flt.name)] = (mask,)
+        return mask
+
+    def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None = None) -> Ranking:
+        table = self.table
+        n = table.n
+        steps, forced = self._preselect(ctx)
+        limits: dict[str, np.ndarray] = {}
+        for flt in self.filters:
+            if forced and not flt.always_on:
+                continue  # Nova skips the filters for forced hosts; the resource claim still applies
+            steps.append((flt.name, self._filter_mask(flt, ctx)))
+            flt_limits = flt.limits(table, ctx)
+            if flt_limits:
+                for rc, arr in flt_limits.items():
+                    limits[rc] = arr if rc not in limits else np.fmin(limits[rc], arr)
+        mask = np.ones(n, dtype=np.bool_)
+        for _, m in steps:
+            if m is not None:
+                np.logical_and(mask, m[:n], out=mask)
+        count = int(np.count_nonzero(mask))
+        score = np.zeros(n)
+        if count:
+            self._weigh(ctx, mask, score, contributions)
+        score[~mask] = -np.inf
+        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits)
+
+    def _weigh(self, ctx: RequestContext, mask: np.ndarray, score: np.ndarray,
+               contributions: dict[str, np.ndarray] | None) -> None:
+        table = self.table
+        for weigher in self.weighers:
+            multiplier = weigher.multiplier()
+            override = table.metadata_min_float(weigher.multiplier_option) if weigher.multiplier_option else None
+            if multiplier == 0.0 and override is None:
+                continue
+            raw = weigher.raw(table, ctx)
+            if raw is None:
+                continue
+            lo = weigher.minval if weigher.minval is not None else float(np.min(raw, where=mask, initial=np.inf))
+            hi = weigher.maxval if weigher.maxval is not None else float(np.max(raw, where=mask, initial=-np.inf))
+            if not hi > lo:
+                continue  # Nova: every candidate equal -> every normalized weight 0
+            part = raw - lo
+            part *= 1.0 / (hi - lo)
+            if override is not None:
+                part *= np.where(np.isnan(override), multiplier, override)
+            else:
+                part *= multiplier
+            score += part
+            if contributions is not None:
+                contributions[weigher.name] = part
+
+    # ---------------------------------------------------------------------------------------- explanation
+
+    def _explain(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> Explanation:
+        table = self.table
+        n = table.n
+        alive = np.ones(n, dtype=np.bool_)
+        steps: list[FilterStep] = []
+        for name, m in ranking.steps:
+            before = int(np.count_nonzero(alive))
+            if m is not None:
+                alive &= m[:n]
+            after = int(np.count_nonzero(alive))
+            steps.append(FilterStep(name=name, before=before, removed=before - after, after=after))
+        nearest = []
+        for flt in self.filters:
+            if flt.name == "ResourceFilter" and ctx.resources:
+                others = np.ones(n, dtype=np.bool_)
+                for name, m in ranking.steps:
+                    if name != "ResourceFilter" and m is not None:
+                        others &= m[:n]
+                nearest = flt.nearest_miss(table, ctx, others)  # type: ignore[attr-defined]
+        if not reason:
+            reason = next((s.name for s in steps if s.removed and s.after == 0), "no hosts" if n == 0 else "")
+        return Explanation(hosts=n, steps=steps, nearest_miss=nearest, instance_index=ctx.instance_index,
+                           reason=reason)
+
+    def _no_valid_host(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> NoValidHost:
+        explanation = self._explain(ctx, ranking, reason)
+        with self._stats_lock:
+            self.stats.no_valid_host[explanation.reason or "unknown"] += 1
+        prefix = f"instance {ctx.instance_index + 1} of {ctx.spec.num_instances}: " if ctx.spec.num_instances > 1 \
+            else ""
+        return NoValidHost(prefix + explanation.summary(), explanation)
+
+    # ---------------------------------------------------------------------------------------- selections
+
+    def _zone(self, row: int) -> str:
+        code = int(self.table.cols["aggset_code"][row])
+        zones = self.table.metadata_values("availability_zone")[code]
+        return sorted(zones)[0] if zones else self.config.default.default_availability_zone
+
+    def _selection(self, row: int, resources: dict[str, int], limits: dict[str, float], consumer: str | None,
+                   weight: float) -> Selection:
+        table = self.table
+        return Selection(host=table.host_names[row], nodename=table.node_names[row], uuid=table.node_uuids[row],
+                         availability_zone=self._zone(row), allocation=dict(resources), limits=dict(limits),
+                         consumer_uuid=consumer, weight=weight)
+
+    def _selection_for(self, allocation: Allocation) -> Selection:
+        row = self.table.row_of.get((allocation.host, allocation.nodename))
+        if row is None:
+            return Selection(host=allocation.host, nodename=allocation.nodename,
+                             allocation=dict(allocation.resources), consumer_uuid=allocation.consumer_uuid)
+        return self._selection(row, allocation.resources, {}, allocation.consumer_uuid, 0.0)
+
+
+def selections_to_builtins(answer: list[list[Selection]]) -> list[list[dict[str, Any]]]:
+    return msgspec.to_builtins(answer)

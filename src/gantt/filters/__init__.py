@@ -1,0 +1,9 @@
+"""Filters, one module per family; importing this package registers them all (see ``base.register``)."""
+
+from gantt.filters import base
+from gantt.filters.base import FILTERS, Filter, register, resolve
+
+# Import for registration side effects; each module holds one family of filters.
+from gantt.filters import compute, placement  # noqa: E402,F401  isort: skip
+
+__all__ = ["FILTERS", "Filter", "base", "register", "resolve"]

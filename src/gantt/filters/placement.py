@@ -1,0 +1,123 @@
+"""What Placement checks before Nova's filters run: resources fit, traits match, aggregate membership.
+
+These are always on, whatever ``enabled_filters`` says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+
+from gantt.filters.base import Filter, register
+from gantt.model import NearestMiss
+from gantt.request import RequestContext
+from gantt.state import HostTable
+
+
+@register
+class ResourceFilter(Filter):
+    """Every requested class fits: ``(total - reserved) * ratio - used >= amount``, within min/max unit and step."""
+
+    name = "ResourceFilter"
+    always_on = True
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if not ctx.resources:
+            return None
+        n = table.n
+        out: np.ndarray | None = None
+        for rc, amount in ctx.resources.items():
+            j = table.rc_index.get(rc)
+            if j is None:
+                return np.zeros(n, dtype=np.bool_)
+            fits = table.rc["free"][:n, j] >= amount - 1e-9
+            bounds = _unit_bounds(table, j)
+            if amount > bounds[0]:
+                fits &= table.rc["max_unit"][:n, j] >= amount
+            if amount < bounds[1]:
+                fits &= table.rc["min_unit"][:n, j] <= amount
+            if bounds[2] > 1:
+                fits &= np.fmod(amount, np.maximum(table.rc["step_size"][:n, j], 1)) == 0
+            out = fits if out is None else out & fits
+        return out
+
+    def nearest_miss(self, table: HostTable, ctx: RequestContext, others: np.ndarray) -> list[NearestMiss]:
+        """For each requested class that some otherwise-eligible node lacks: the best such node, and the gap."""
+        misses: list[NearestMiss] = []
+        n = table.n
+        for rc, amount in ctx.resources.items():
+            j = table.rc_index.get(rc)
+            if j is None:
+                misses.append(NearestMiss(resource_class=rc, requested=amount, best_free=0.0, short_by=amount))
+                continue
+            free = np.where(others, table.rc["free"][:n, j], -np.inf)
+            if not free.size or np.isneginf(free.max()):
+                continue
+            best = int(free.argmax())
+            if free[best] >= amount:
+                continue
+            misses.append(NearestMiss(resource_class=rc, requested=amount, best_free=float(free[best]),
+                                      short_by=float(amount - free[best]), host=table.host_names[best],
+                                      nodename=table.node_names[best]))
+        return misses
+
+
+def _unit_bounds(table: HostTable, j: int) -> tuple[float, float, float]:
+    """(smallest max_unit, largest min_unit, largest step) over all rows: lets the common case skip three scans."""
+
+    def build() -> tuple[float, float, float]:
+        n = table.n
+        if n == 0:
+            return (np.inf, 0.0, 1.0)
+        has = table.has_inventory[:n, j]
+        if not has.any():
+            return (np.inf, 0.0, 1.0)
+        return (float(table.rc["max_unit"][:n, j][has].min()), float(table.rc["min_unit"][:n, j][has].max()),
+                float(table.rc["step_size"][:n, j][has].max()))
+
+    return table.aggregate_cache(("unit_bounds", j), build)
+
+
+@register
+class TraitsFilter(Filter):
+    """Required traits present, forbidden traits absent (flavor ``trait:`` extra specs, image properties, spec)."""
+
+    name = "TraitsFilter"
+    always_on = True
+    static = True
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        return (ctx.required_traits, ctx.forbidden_traits)
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        required, forbidden = ctx.required_traits, ctx.forbidden_traits
+        if not required and not forbidden:
+            return None
+        return table.factor("traits").map(lambda traits: required <= traits and not (forbidden & traits))
+
+
+@register
+class MemberOfFilter(Filter):
+    """``member_of``: for each inner list, the node's host is in at least one of those aggregates (id or uuid)."""
+
+    name = "MemberOfFilter"
+    always_on = True
+    static = True
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        return tuple(tuple(sorted(group)) for group in ctx.spec.member_of or ())
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        groups = ctx.spec.member_of
+        if not groups:
+            return None
+        wanted: list[set[str]] = []
+        for group in groups:
+            keys = set()
+            for ref in group:
+                for agg in table.aggregates.values():
+                    if ref in (agg.key, agg.uuid):
+                        keys.add(agg.key)
+            wanted.append(keys)
+        return table.factor("aggregates").map(lambda aggs: all(aggs & keys for keys in wanted))

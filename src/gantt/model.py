@@ -1,0 +1,482 @@
+"""The one data model of Gantt, shared by engine, service, client and stores.
+
+Field names are Nova's (design §3) so that a Nova operator or a Nova resource tracker maps one to one.
+Every Struct validates on decode; an error names the offending field as a JSON path (``$.flavor.vcpus``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, TypeVar
+
+import msgspec
+from msgspec import Struct, field
+
+__all__ = [
+    "STANDARD_CLASSES",
+    "Aggregate",
+    "Allocation",
+    "Flavor",
+    "GanttError",
+    "HostReport",
+    "HostStats",
+    "Image",
+    "InstanceGroup",
+    "InstanceInfo",
+    "Inventory",
+    "InvalidRequest",
+    "Metric",
+    "NoValidHost",
+    "NotFound",
+    "RequestSpec",
+    "RequestedDestination",
+    "Selection",
+    "ServiceInfo",
+    "StoreUnavailable",
+    "decode",
+    "to_builtins",
+]
+
+# --------------------------------------------------------------------------------------------------- errors
+
+
+class GanttError(Exception):
+    """Base of every error Gantt raises on purpose; ``status`` is the HTTP status the service maps it to."""
+
+    status = 500
+    title = "Internal error"
+
+    def __init__(self, message: str, *, field: str | None = None, detail: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.detail = detail
+
+    def to_problem(self) -> dict[str, Any]:
+        """An RFC 9457 problem body."""
+        body: dict[str, Any] = {"type": "about:blank", "title": self.title, "status": self.status,
+                                "detail": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        if self.detail is not None:
+            body["explanation"] = self.detail
+        return body
+
+
+class InvalidRequest(GanttError, ValueError):
+    status = 400
+    title = "Invalid request"
+
+
+class NotFound(GanttError, LookupError):
+    status = 404
+    title = "Not found"
+
+
+class Conflict(GanttError):
+    status = 409
+    title = "Conflict"
+
+
+class StoreUnavailable(GanttError):
+    """The shared store cannot commit (e.g. etcd lost quorum): fail fast, place nothing."""
+
+    status = 503
+    title = "Store unavailable"
+
+
+class NoValidHost(GanttError):
+    """Nothing fits. ``explanation`` says, filter by filter, how many hosts each one removed."""
+
+    status = 409
+    title = "No valid host"
+
+    def __init__(self, message: str, explanation: Explanation | None = None) -> None:
+        super().__init__(message, detail=to_builtins(explanation) if explanation is not None else None)
+        self.explanation = explanation
+
+
+# ------------------------------------------------------------------------------------------- host reports
+
+_RC_RE = re.compile(r"^[A-Z0-9_]+$")
+_CUSTOM_RE = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+
+
+def _standard_classes() -> frozenset[str]:
+    try:
+        import os_resource_classes as orc
+
+        return frozenset(orc.STANDARDS)
+    except ImportError:  # pragma: no cover - os-resource-classes is a hard dependency
+        return frozenset({"VCPU", "MEMORY_MB", "DISK_GB", "PCPU"})
+
+
+STANDARD_CLASSES = _standard_classes()
+
+
+def check_resource_class(name: str, where: str) -> None:
+    if name in STANDARD_CLASSES or _CUSTOM_RE.match(name):
+        return
+    raise ValueError(f"unknown resource class {name!r} at {where}: standard classes or CUSTOM_* only")
+
+
+class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One resource class on one host, as Placement sees it."""
+
+    total: int
+    reserved: int = 0
+    min_unit: int = 1
+    max_unit: int | None = None  # None: total
+    step_size: int = 1
+    allocation_ratio: float = 1.0
+    used: int | None = None  # what the host itself says it uses (None: it does not say)
+
+    def __post_init__(self) -> None:
+        if self.total < 0:
+            raise ValueError("total must be >= 0")
+        if self.reserved < 0:
+            raise ValueError("reserved must be >= 0")
+        if self.min_unit < 1:
+            raise ValueError("min_unit must be >= 1")
+        if self.max_unit is not None and self.max_unit < self.min_unit:
+            raise ValueError("max_unit must be >= min_unit")
+        if self.step_size < 1:
+            raise ValueError("step_size must be >= 1")
+        if not self.allocation_ratio > 0 or self.allocation_ratio != self.allocation_ratio:
+            raise ValueError("allocation_ratio must be > 0")
+        if self.used is not None and self.used < 0:
+            raise ValueError("used must be >= 0")
+
+    @property
+    def capacity(self) -> float:
+        return (self.total - self.reserved) * self.allocation_ratio
+
+
+class ServiceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    disabled: bool = False
+    disabled_reason: str | None = None
+    forced_down: bool = False
+
+
+class Metric(Struct, omit_defaults=True):
+    name: str
+    value: float
+    source: str = ""
+    timestamp: Any = None
+
+
+class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The ``stats`` of ``update_resource_stats``: Nova's compute_nodes fields. A report replaces what it names."""
+
+    uuid: str | None = None
+    vcpus: int | None = None
+    vcpus_used: int | None = None
+    memory_mb: int | None = None
+    memory_mb_used: int | None = None
+    local_gb: int | None = None
+    local_gb_used: int | None = None
+    disk_available_least: int | None = None
+    cpu_allocation_ratio: float | None = None
+    ram_allocation_ratio: float | None = None
+    disk_allocation_ratio: float | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    hypervisor_hostname: str | None = None
+    cpu_info: dict[str, Any] | str | None = None
+    supported_instances: list[list[str | None]] | None = None
+    host_ip: str | None = None
+    running_vms: int | None = None
+    num_instances: int | None = None
+    num_io_ops: int | None = None
+    current_workload: int | None = None
+    failed_builds: int | None = None
+    metrics: list[Metric] | None = None
+    stats: dict[str, Any] | None = None
+    service: ServiceInfo | None = None
+    inventories: dict[str, Inventory] | None = None
+    traits: list[str] | None = None
+    instances: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used",
+                     "running_vms", "num_instances", "num_io_ops", "current_workload", "failed_builds"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must be >= 0")
+        for name in ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0")
+        if self.inventories:
+            for rc in self.inventories:
+                check_resource_class(rc, "inventories")
+        if self.traits:
+            for trait in self.traits:
+                if not _RC_RE.match(trait):
+                    raise ValueError(f"invalid trait name {trait!r}")
+
+
+class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """``update_resource_stats(name, stats)`` as one message. ``node`` defaults to the host's own name."""
+
+    host: str
+    node: str | None = None
+    stats: HostStats = field(default_factory=HostStats)
+
+    def __post_init__(self) -> None:
+        if not self.host or len(self.host) > 255:
+            raise ValueError("host must be a non-empty name of at most 255 characters")
+        if self.node is not None and (not self.node or len(self.node) > 255):
+            raise ValueError("node must be a non-empty name of at most 255 characters")
+
+    @property
+    def nodename(self) -> str:
+        return self.node if self.node is not None else self.host
+
+    @classmethod
+    def of(cls, name: str | list[str] | tuple[str, str], stats: HostStats | dict[str, Any]) -> HostReport:
+        """Build from Nova's calling convention: ``name`` is ``"host"`` or ``["host", "node"]``."""
+        if isinstance(name, str):
+            host, node = name, None
+        elif isinstance(name, list | tuple) and len(name) == 2 and all(isinstance(p, str) for p in name):
+            host, node = name[0], name[1]
+        else:
+            raise InvalidRequest("name must be \"host\" or [\"host\", \"node\"]", field="$.name")
+        if isinstance(stats, dict):
+            stats = decode(stats, HostStats, path="$.stats")
+        try:
+            return cls(host=host, node=node, stats=stats)
+        except ValueError as exc:  # pragma: no cover - re-raised with the field named
+            raise InvalidRequest(str(exc), field="$.name") from exc
+
+
+# ---------------------------------------------------------------------------------------------- aggregates
+
+
+class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    id: int | str
+    name: str | None = None
+    uuid: str | None = None
+    hosts: list[str] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)
+    availability_zone: str | None = None  # Nova's API shows it; it is the same as metadata['availability_zone']
+
+    def __post_init__(self) -> None:
+        if isinstance(self.id, str) and not self.id:
+            raise ValueError("id must not be empty")
+        if self.availability_zone is not None and "availability_zone" not in self.metadata:
+            self.metadata["availability_zone"] = self.availability_zone
+        # Nova stores every metadata value as a string; accept what JSON gives and keep Nova's form.
+        for key, value in list(self.metadata.items()):
+            if not isinstance(value, str):
+                raise ValueError(f"metadata value of {key!r} must be a string")
+
+    @property
+    def key(self) -> str:
+        return str(self.id)
+
+
+# ----------------------------------------------------------------------------------------------- requests
+
+
+class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    name: str | None = None
+    vcpus: int = 0
+    memory_mb: int = 0
+    root_gb: int = 0
+    ephemeral_gb: int = 0
+    swap: int = 0  # MB, as in Nova
+    extra_specs: dict[str, str] = field(default_factory=dict)
+    flavorid: str | None = None
+    id: int | str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        for key, value in self.extra_specs.items():
+            if not isinstance(value, str):
+                raise ValueError(f"extra_specs value of {key!r} must be a string")
+
+
+class Image(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    id: str | None = None
+    name: str | None = None
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    uuid: str | None = None
+    name: str | None = None
+    policy: Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"] | None = None
+    policies: list[str] | None = None  # older Nova: a one-element list
+    members: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    rules: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.policy is None and self.policies:
+            if self.policies[0] not in ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"):
+                raise ValueError(f"unknown policy {self.policies[0]!r}")
+            self.policy = self.policies[0]  # type: ignore[assignment]
+        if "max_server_per_host" in self.rules:
+            value = self.rules["max_server_per_host"]
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                raise ValueError("rules.max_server_per_host must be a positive integer") from None
+            if number < 1 or isinstance(value, bool):
+                raise ValueError("rules.max_server_per_host must be a positive integer")
+            self.rules["max_server_per_host"] = number
+
+
+class RequestedDestination(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    host: str | None = None
+    node: str | None = None
+    aggregates: list[str] | None = None  # each a comma-separated "any of" group, as in Nova
+
+
+class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    flavor: Flavor | None = None
+    image: Image | None = None
+    project_id: str | None = None
+    user_id: str | None = None
+    availability_zone: str | None = None
+    num_instances: int = 1
+    instance_uuids: list[str] | None = None
+    scheduler_hints: dict[str, Any] = field(default_factory=dict)
+    instance_group: InstanceGroup | None = None
+    ignore_hosts: list[str] | None = None
+    force_hosts: list[str] | None = None
+    force_nodes: list[str] | None = None
+    requested_destination: RequestedDestination | None = None
+    resources: dict[str, int] | None = None
+    required_traits: list[str] | None = None
+    forbidden_traits: list[str] | None = None
+    member_of: list[list[str]] | None = None  # each inner list: "in any of these"; all inner lists must hold
+    request_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_instances < 1:
+            raise ValueError("num_instances must be >= 1")
+        if self.num_instances > 1000:
+            raise ValueError("num_instances must be <= 1000")
+        if self.instance_uuids is not None:
+            if len(self.instance_uuids) != self.num_instances:
+                if self.num_instances == 1 and len(self.instance_uuids) > 1:
+                    self.num_instances = len(self.instance_uuids)
+                else:
+                    raise ValueError("instance_uuids must have num_instances entries")
+            if len(set(self.instance_uuids)) != len(self.instance_uuids):
+                raise ValueError("instance_uuids must be unique")
+        if self.resources:
+            for rc, amount in self.resources.items():
+                check_resource_class(rc, "resources")
+                if amount < 0:
+                    raise ValueError(f"resources.{rc} must be >= 0")
+        if self.flavor is None and not self.resources:
+            raise ValueError("a request needs a flavor or resources")
+
+
+class InstanceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What a host runs, for the affinity filters (Nova's update_instance_info / sync_instance_info)."""
+
+    host: str
+    instances: list[str]
+
+
+# ------------------------------------------------------------------------------------------------ answers
+
+
+class Selection(Struct, omit_defaults=True):
+    host: str
+    nodename: str
+    uuid: str | None = None
+    availability_zone: str | None = None
+    allocation: dict[str, int] = field(default_factory=dict)
+    limits: dict[str, float] = field(default_factory=dict)
+    consumer_uuid: str | None = None  # set on the claimed (first) entry only
+    weight: float | None = None
+
+
+class Allocation(Struct, omit_defaults=True):
+    """Resources a consumer (an instance UUID) holds on one node. Keyed by ``consumer_uuid``."""
+
+    consumer_uuid: str
+    host: str
+    nodename: str
+    resources: dict[str, int]
+    project_id: str | None = None
+    user_id: str | None = None
+    request_id: str | None = None
+    created_at: float = 0.0
+    confirmed: bool = False  # the host's report lists the consumer: its usage is in the reported figures
+
+
+class FilterStep(Struct):
+    """One line of a NoValidHost explanation."""
+
+    name: str
+    before: int
+    removed: int
+    after: int
+
+
+class NearestMiss(Struct, omit_defaults=True):
+    resource_class: str
+    requested: int
+    best_free: float
+    short_by: float
+    host: str | None = None
+    nodename: str | None = None
+
+
+class Explanation(Struct, omit_defaults=True):
+    hosts: int
+    steps: list[FilterStep]
+    nearest_miss: list[NearestMiss] = field(default_factory=list)
+    instance_index: int = 0
+    reason: str = ""
+
+    def summary(self) -> str:
+        parts = [f"{s.name} removed {s.removed}" for s in self.steps if s.removed]
+        text = f"no valid host among {self.hosts}"
+        if self.reason:
+            text += f" ({self.reason})"
+        if parts:
+            text += ": " + ", ".join(parts)
+        for miss in self.nearest_miss:
+            text += (f"; nearest {miss.resource_class}: {miss.best_free:g} free of {miss.requested} "
+                     f"asked (short by {miss.short_by:g})")
+        return text
+
+
+# ------------------------------------------------------------------------------------------- decoding
+
+T = TypeVar("T")
+
+_PATH_RE = re.compile(r"at `([^`]*)`")
+
+
+def decode(data: Any, type_: type[T], *, path: str = "$") -> T:
+    """Turn builtins (a dict from JSON) or raw JSON bytes into a Struct, or raise InvalidRequest naming the field."""
+    if isinstance(data, type_):
+        return data
+    try:
+        if isinstance(data, bytes | bytearray | memoryview | str):
+            return msgspec.json.decode(data, type=type_, strict=True)
+        return msgspec.convert(data, type_, strict=True)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        match = _PATH_RE.search(message)
+        where = match.group(1) if match else "$"
+        if path != "$":
+            where = path + where[1:]
+        message = _PATH_RE.sub("", message).rstrip(" -")
+        raise InvalidRequest(f"{message} (at {where})", field=where) from None
+    except msgspec.DecodeError as exc:
+        raise InvalidRequest(f"malformed JSON: {exc}", field=path) from None
+
+
+def to_builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)

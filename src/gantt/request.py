@@ -1,0 +1,141 @@
+"""RequestContext: a RequestSpec normalized once per request, shared by every filter and weigher.
+
+Nova derives the resources a request needs from its flavor (and extra specs such as ``resources:VCPU=0`` or
+``trait:HW_CPU_X86_AVX2=required``); this module does that derivation in one place so no filter repeats it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from gantt.config import Config
+from gantt.model import InvalidRequest, RequestSpec, check_resource_class
+
+NodeKey = tuple[str, str]
+
+
+def resources_from_spec(spec: RequestSpec) -> dict[str, int]:
+    """What one instance consumes, by resource class (Nova's resources_from_request_spec, one group)."""
+    resources: dict[str, int] = {}
+    flavor = spec.flavor
+    if flavor is not None:
+        swap_gb = math.ceil(flavor.swap / 1024) if flavor.swap else 0
+        specs = flavor.extra_specs
+        vcpu_class = "PCPU" if specs.get("hw:cpu_policy") == "dedicated" else "VCPU"
+        resources[vcpu_class] = flavor.vcpus
+        resources["MEMORY_MB"] = flavor.memory_mb
+        resources["DISK_GB"] = flavor.root_gb + flavor.ephemeral_gb + swap_gb
+        for key, value in specs.items():
+            if not key.startswith("resources"):
+                continue
+            # resources:RC=N and granular resources1:RC=N; granular groups are merged onto the one node.
+            prefix, _, rc = key.partition(":")
+            if not rc or not (prefix == "resources" or prefix[len("resources"):].lstrip("_").isalnum()):
+                continue
+            try:
+                check_resource_class(rc, f"flavor.extra_specs.{key}")
+                amount = int(value)
+            except ValueError as exc:
+                raise InvalidRequest(str(exc) if "resource class" in str(exc)
+                                     else f"extra spec {key} must be an integer",
+                                     field=f"$.flavor.extra_specs.{key}") from None
+            if amount < 0:
+                raise InvalidRequest(f"extra spec {key} must be >= 0", field=f"$.flavor.extra_specs.{key}")
+            if prefix == "resources":
+                resources[rc] = amount
+            else:
+                resources[rc] = resources.get(rc, 0) + amount
+    if spec.resources:
+        if flavor is None:
+            resources = dict(spec.resources)
+        else:
+            for rc, amount in spec.resources.items():
+                resources[rc] = resources.get(rc, 0) + amount
+    return {rc: amount for rc, amount in resources.items() if amount > 0}
+
+
+def traits_from_spec(spec: RequestSpec) -> tuple[frozenset[str], frozenset[str]]:
+    required = set(spec.required_traits or ())
+    forbidden = set(spec.forbidden_traits or ())
+    sources: list[tuple[str, dict[str, Any]]] = []
+    if spec.flavor is not None:
+        sources.append(("flavor.extra_specs", spec.flavor.extra_specs))
+    if spec.image is not None:
+        sources.append(("image.properties", spec.image.properties))
+    for where, props in sources:
+        for key, value in props.items():
+            if not key.startswith("trait") or ":" not in key:
+                continue
+            prefix, _, trait = key.partition(":")
+            if prefix != "trait" and not prefix[len("trait"):].isdigit():
+                continue
+            if value == "required":
+                required.add(trait)
+            elif value == "forbidden":
+                forbidden.add(trait)
+            else:
+                raise InvalidRequest(f"{key} must be 'required' or 'forbidden'", field=f"$.{where}.{key}")
+    if required & forbidden:
+        clash = sorted(required & forbidden)[0]
+        raise InvalidRequest(f"trait {clash} is both required and forbidden", field="$.required_traits")
+    return frozenset(required), frozenset(forbidden)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything a filter or weigher may read about the request; per-instance fields move as instances land."""
+
+    spec: RequestSpec
+    config: Config
+    now: float
+    resources: dict[str, int]
+    required_traits: frozenset[str]
+    forbidden_traits: frozenset[str]
+    extra_specs: dict[str, str]
+    image_props: dict[str, Any]
+    hints: dict[str, Any]
+    # server group bookkeeping: hosts and members grow as this request's instances are placed
+    group_policy: str | None = None
+    group_hosts: list[str] = field(default_factory=list)
+    group_members: set[str] = field(default_factory=set)
+    group_rules: dict[str, Any] = field(default_factory=dict)
+    instance_index: int = 0
+    placed: list[NodeKey] = field(default_factory=list)
+    scratch: dict[str, Any] = field(default_factory=dict)  # per-request memo for filters/weighers
+
+    @classmethod
+    def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
+        required, forbidden = traits_from_spec(spec)
+        group = spec.instance_group
+        return cls(
+            spec=spec,
+            config=config,
+            now=now,
+            resources=resources_from_spec(spec),
+            required_traits=required,
+            forbidden_traits=forbidden,
+            extra_specs=dict(spec.flavor.extra_specs) if spec.flavor else {},
+            image_props=dict(spec.image.properties) if spec.image else {},
+            hints=dict(spec.scheduler_hints),
+            group_policy=group.policy if group else None,
+            group_hosts=list(group.hosts) if group else [],
+            group_members=set(group.members) if group else set(),
+            group_rules=dict(group.rules) if group else {},
+        )
+
+    def hint(self, name: str) -> Any:
+        """A scheduler hint; Nova's API delivers single values as one-element lists, so unwrap those."""
+        value = self.hints.get(name)
+        if isinstance(value, list) and len(value) == 1:
+            return value[0]
+        return value
+
+    def hint_list(self, name: str) -> list[Any]:
+        value = self.hints.get(name)
+        if value is None:
+            return []
+        if isinstance(value, list):
+            return value
+        return [value]

@@ -1,0 +1,91 @@
+"""``gantt.Scheduler``: the library face. The service and the client mirror it call for call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gantt.config import Config, load_config
+from gantt.engine import Candidate, CommitHook, Engine
+from gantt.model import (
+    Aggregate,
+    Allocation,
+    Explanation,
+    HostReport,
+    HostStats,
+    NotFound,
+    RequestSpec,
+    Selection,
+    decode,
+)
+from gantt.state import HostTable
+
+
+class Scheduler:
+    """An in-memory scheduler: a HostTable replica plus the engine that decides from it.
+
+    Every method accepts the plain dicts of the data contract (design §3) or the Structs.
+    """
+
+    def __init__(self, config: Config | dict[str, Any] | str | None = None, *, table: HostTable | None = None,
+                 commit: CommitHook | None = None, clock: Any = None) -> None:
+        if isinstance(config, str):
+            config = load_config(config)
+        elif isinstance(config, dict):
+            config = Config.from_dict(config)
+        self.config = config or Config()
+        if table is None:
+            kwargs: dict[str, Any] = {"service_down_time": self.config.default.service_down_time,
+                                      "claim_timeout": self.config.gantt.claim_timeout}
+            if clock is not None:
+                kwargs["clock"] = clock
+            table = HostTable(**kwargs)
+        self.table = table
+        self.engine = Engine(table, self.config, commit=commit)
+
+    # host state
+    def update_resource_stats(self, name: str | list[str] | tuple[str, str],
+                              stats: HostStats | dict[str, Any]) -> None:
+        self.table.update(HostReport.of(name, stats))
+
+    def report(self, report: HostReport | dict[str, Any]) -> None:
+        self.table.update(decode(report, HostReport))
+
+    def delete_host(self, host: str, node: str | None = None) -> None:
+        self.table.remove(host, node)
+
+    def update_aggregate(self, aggregate: Aggregate | dict[str, Any]) -> None:
+        self.table.update_aggregate(decode(aggregate, Aggregate))
+
+    def delete_aggregate(self, aggregate_id: int | str) -> None:
+        self.table.delete_aggregate(aggregate_id)
+
+    def update_instance_info(self, host: str, instances: list[str]) -> None:
+        self.table.set_instances(host, instances, replace=False)
+
+    def sync_instance_info(self, host: str, instances: list[str]) -> None:
+        self.table.set_instances(host, instances, replace=True)
+
+    def delete_instance_info(self, host: str, instance_uuid: str) -> None:
+        self.table.delete_instance(host, instance_uuid)
+
+    # decisions
+    def select_destinations(self, request_spec: RequestSpec | dict[str, Any]) -> list[list[Selection]]:
+        return self.engine.select_destinations(request_spec)
+
+    def candidates(self, request_spec: RequestSpec | dict[str, Any], limit: int | None = None) -> list[Candidate]:
+        return self.engine.candidates(request_spec, limit)
+
+    def explain(self, request_spec: RequestSpec | dict[str, Any]) -> Explanation:
+        return self.engine.explain(request_spec)
+
+    def release(self, consumer_uuid: str) -> Allocation:
+        return self.engine.release(consumer_uuid)
+
+    def allocation(self, consumer_uuid: str) -> Allocation:
+        alloc = self.table.allocations.get(consumer_uuid)
+        if alloc is None:
+            raise NotFound(f"no allocation for consumer {consumer_uuid!r}", field="consumer_uuid")
+        return alloc
+
+    def host(self, host: str, node: str | None = None) -> dict[str, Any]:
+        return self.table.describe(self.table.row(host, node))

@@ -1,0 +1,887 @@
+"""HostTable: the in-memory replica of every host, columnar so filters and weighers run over all hosts at once.
+
+Layout
+- One row per compute node (a host with several nodes has several rows). Rows are dense: deleting a node moves
+  the last row into its place, so **row numbers are not identities**; claims name ``(host, node)``.
+- Numbers that change on every report or claim live in numpy columns (``free``, ``num_io_ops`` …).
+- Attributes that rarely change and are shared by many hosts (hypervisor, cpu_info, traits, aggregate
+  membership) are *interned*: each row holds a small integer code into a list of distinct values. A filter
+  evaluates its predicate once per distinct value and maps it to rows with one ``take``; this is why the
+  aggregate and capability filters cost the same at 100 or 100,000 hosts.
+
+Revisions
+- ``revision`` moves on every change.
+- ``static_revision`` moves only when something a *static* filter can see changes (interned attributes,
+  aggregates, the set of rows). Static filter masks are cached against it, so a stream of usage-only reports
+  does not throw the cache away.
+
+Accounting (design §1): per node and resource class ``used = reported + in flight``; allocations the host's
+report lists in ``instances`` are confirmed and no longer counted on top.
+
+Thread safety: every mutation holds ``lock``. Readers take array references without the lock; growth swaps in
+new arrays, so a reader holds a consistent (if slightly old) array. Claims re-check under the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from gantt.model import Aggregate, Allocation, HostReport, HostStats, Inventory, NotFound
+
+log = logging.getLogger(__name__)
+
+NodeKey = tuple[str, str]
+
+# Nova's initial_*_allocation_ratio: used when a host reports none.
+DEFAULT_RATIOS = {"VCPU": 4.0, "MEMORY_MB": 1.0, "DISK_GB": 1.0}
+CLASSIC = (("VCPU", "vcpus", "vcpus_used", "cpu_allocation_ratio"),
+           ("MEMORY_MB", "memory_mb", "memory_mb_used", "ram_allocation_ratio"),
+           ("DISK_GB", "local_gb", "local_gb_used", "disk_allocation_ratio"))
+
+# Scalar columns: name -> (dtype, value of a row that never reported it)
+SCALARS: dict[str, tuple[Any, Any]] = {
+    "num_io_ops": (np.float64, 0),
+    "num_instances": (np.float64, 0),
+    "running_vms": (np.float64, 0),
+    "current_workload": (np.float64, 0),
+    "failed_builds": (np.float64, 0),
+    "hypervisor_version": (np.float64, 0),
+    "updated_at": (np.float64, -np.inf),
+    "disabled": (np.bool_, False),
+    "forced_down": (np.bool_, False),
+    "free_ram_mb": (np.float64, 0),
+    "free_disk_mb": (np.float64, 0),
+    "disk_available_least": (np.float64, np.nan),
+    "host_ip4": (np.int64, -1),
+    "usage_version": (np.int64, 0),
+    "caps_code": (np.int32, 0),
+    "traits_code": (np.int32, 0),
+    "aggset_code": (np.int32, 0),
+}
+# Per resource class, 2-D (rows x classes), column-major so one class is one contiguous column.
+RC_COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "ratio", "reported", "inflight",
+              "capacity", "free")
+
+
+class HostCaps(msgspec.Struct, frozen=True):
+    """The static, shareable attributes of a node (interned: identical values share one object and one code)."""
+
+    hypervisor_type: str | None = None
+    cpu_info: Any = None
+    supported_instances: tuple[tuple[str | None, ...], ...] = ()
+    stats: Any = None
+    hypervisor_version: int | None = None
+
+
+class Interner:
+    """Distinct values get dense codes; code 0 is the empty/unknown value given at construction."""
+
+    def __init__(self, empty: Any, key: Callable[[Any], Any] = lambda v: v) -> None:
+        self._key = key
+        self.values: list[Any] = [empty]
+        self._codes: dict[Any, int] = {key(empty): 0}
+
+    def code(self, value: Any) -> int:
+        k = self._key(value)
+        code = self._codes.get(k)
+        if code is None:
+            code = len(self.values)
+            self._codes[k] = code
+            self.values.append(value)
+        return code
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+
+
+@dataclass(slots=True)
+class Factor:
+    """A column as (per-row codes, distinct values): evaluate a predicate per value, then ``lut[codes]``."""
+
+    codes: np.ndarray
+    values: list[Any]
+
+    def map(self, predicate: Callable[[Any], bool]) -> np.ndarray:
+        lut = np.fromiter((bool(predicate(v)) for v in self.values), dtype=np.bool_, count=len(self.values))
+        return lut[self.codes]
+
+
+class ClaimRejected(Exception):
+    """A claim on one node failed its compare-and-set; the engine moves to the next candidate."""
+
+
+class HostTable:
+    """All hosts, columnar. See the module docstring for layout, revisions and accounting."""
+
+    def __init__(self, *, service_down_time: float = 60.0, claim_timeout: float = 600.0,
+                 clock: Callable[[], float] = time.time, initial_rows: int = 1024) -> None:
+        self.lock = threading.RLock()
+        self.clock = clock
+        self.service_down_time = service_down_time
+        self.claim_timeout = claim_timeout
+        self.revision = 0
+        self.static_revision = 0
+        self.n = 0
+        self._rows = max(16, initial_rows)
+        # identity
+        self.host_names: list[str] = []
+        self.node_names: list[str] = []
+        self.node_uuids: list[str | None] = []
+        self.hypervisor_hostnames: list[str | None] = []
+        self.host_ips: list[str | None] = []
+        self.row_of: dict[NodeKey, int] = {}
+        self.rows_of_host: dict[str, set[int]] = {}
+        # scalar columns
+        self.cols: dict[str, np.ndarray] = {
+            name: np.full(self._rows, fill, dtype=dtype) for name, (dtype, fill) in SCALARS.items()
+        }
+        # resource classes
+        self.rc_index: dict[str, int] = {}
+        self.rc_names: list[str] = []
+        self._rc_cap = 8
+        self.rc: dict[str, np.ndarray] = {
+            name: np.zeros((self._rows, self._rc_cap), dtype=np.float64, order="F") for name in RC_COLUMNS
+        }
+        self.has_inventory = np.zeros((self._rows, self._rc_cap), dtype=np.bool_, order="F")
+        self.reports_usage = np.zeros(self._rows, dtype=np.bool_)
+        self.reports_instances = np.zeros(self._rows, dtype=np.bool_)
+        for name in ("VCPU", "MEMORY_MB", "DISK_GB"):
+            self._rc_column(name)
+        # interned attributes
+        self.caps = Interner(HostCaps(), key=lambda c: _ENCODER.encode(c))
+        self.traitsets = Interner(frozenset())
+        self.aggsets = Interner(frozenset())
+        # metrics: one column per metric name, NaN where a node does not report it
+        self.metrics: dict[str, np.ndarray] = {}
+        # instances each node runs (reported or allocated), and where each instance is
+        self.instances: list[set[str]] = []
+        self.instance_host: dict[str, str] = {}
+        self.reported_instances: list[frozenset[str]] = []
+        # aggregates
+        self.aggregates: dict[str, Aggregate] = {}
+        self.host_aggregates: dict[str, set[str]] = {}
+        self._agg_cache: dict[tuple[Any, ...], Any] = {}
+        self._agg_cache_rev = -1
+        # allocations
+        self.allocations: dict[str, Allocation] = {}
+        self.node_allocations: dict[NodeKey, set[str]] = {}
+        self.expired_claims = 0
+        self._listeners: list[Callable[[str, Any], None]] = []
+
+    # ------------------------------------------------------------------------------------------- columns
+
+    def col(self, name: str) -> np.ndarray:
+        """A scalar column trimmed to the live rows (a view, no copy)."""
+        return self.cols[name][: self.n]
+
+    def rc_col(self, column: str, rc: str) -> np.ndarray | None:
+        """One resource class's column (``free``, ``capacity``, ``total`` …) for the live rows, or None."""
+        j = self.rc_index.get(rc)
+        if j is None:
+            return None
+        return self.rc[column][: self.n, j]
+
+    def has_rc(self, rc: str) -> np.ndarray:
+        j = self.rc_index.get(rc)
+        if j is None:
+            return np.zeros(self.n, dtype=np.bool_)
+        return self.has_inventory[: self.n, j]
+
+    def _rc_column(self, rc: str) -> int:
+        j = self.rc_index.get(rc)
+        if j is not None:
+            return j
+        j = len(self.rc_names)
+        if j >= self._rc_cap:
+            self._rc_cap *= 2
+            for name, arr in self.rc.items():
+                grown = np.zeros((self._rows, self._rc_cap), dtype=np.float64, order="F")
+                grown[:, : arr.shape[1]] = arr
+                self.rc[name] = grown
+            grown_b = np.zeros((self._rows, self._rc_cap), dtype=np.bool_, order="F")
+            grown_b[:, : self.has_inventory.shape[1]] = self.has_inventory
+            self.has_inventory = grown_b
+        self.rc_names.append(rc)
+        self.rc_index[rc] = j
+        return j
+
+    def _grow(self) -> None:
+        rows = self._rows * 2
+        for name, (dtype, fill) in SCALARS.items():
+            grown = np.full(rows, fill, dtype=dtype)
+            grown[: self._rows] = self.cols[name]
+            self.cols[name] = grown
+        for name, arr in self.rc.items():
+            grown2 = np.zeros((rows, self._rc_cap), dtype=np.float64, order="F")
+            grown2[: self._rows] = arr
+            self.rc[name] = grown2
+        grown_b = np.zeros((rows, self._rc_cap), dtype=np.bool_, order="F")
+        grown_b[: self._rows] = self.has_inventory
+        self.has_inventory = grown_b
+        for attr in ("reports_usage", "reports_instances"):
+            old = getattr(self, attr)
+            new = np.zeros(rows, dtype=np.bool_)
+            new[: self._rows] = old
+            setattr(self, attr, new)
+        for name, arr in self.metrics.items():
+            grown_m = np.full(rows, np.nan)
+            grown_m[: self._rows] = arr
+            self.metrics[name] = grown_m
+        self._rows = rows
+
+    # ------------------------------------------------------------------------------------------- queries
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __contains__(self, key: NodeKey) -> bool:
+        return key in self.row_of
+
+    def keys(self) -> Iterator[NodeKey]:
+        for i in range(self.n):
+            yield (self.host_names[i], self.node_names[i])
+
+    def row(self, host: str, node: str | None = None) -> int:
+        row = self.row_of.get((host, node if node is not None else host))
+        if row is None:
+            if node is None and host in self.rows_of_host and len(self.rows_of_host[host]) == 1:
+                return next(iter(self.rows_of_host[host]))
+            raise NotFound(f"no such host {host!r}" + (f" node {node!r}" if node else ""), field="host")
+        return row
+
+    def alive(self, now: float | None = None) -> np.ndarray:
+        """Nodes whose last report is within ``service_down_time``."""
+        now = self.clock() if now is None else now
+        return self.col("updated_at") >= now - self.service_down_time
+
+    def node_caps(self, row: int) -> HostCaps:
+        return self.caps.values[int(self.cols["caps_code"][row])]
+
+    def node_traits(self, row: int) -> frozenset[str]:
+        return self.traitsets.values[int(self.cols["traits_code"][row])]
+
+    def node_aggregates(self, row: int) -> list[Aggregate]:
+        keys = self.aggsets.values[int(self.cols["aggset_code"][row])]
+        return [self.aggregates[k] for k in sorted(keys)]
+
+    def factor(self, attribute: str) -> Factor:
+        """Any node attribute as codes + distinct values (interned ones cost nothing; others are factorized)."""
+        n = self.n
+        if attribute in HostCaps.__struct_fields__:
+            return Factor(self.col("caps_code"),
+                          [getattr(c, attribute) for c in self.caps.values])
+        if attribute == "traits":
+            return Factor(self.col("traits_code"), list(self.traitsets.values))
+        if attribute == "aggregates":
+            return Factor(self.col("aggset_code"), list(self.aggsets.values))
+        if attribute in ("host", "nodename", "hypervisor_hostname", "uuid", "host_ip"):
+            source = {"host": self.host_names, "nodename": self.node_names,
+                      "hypervisor_hostname": self.hypervisor_hostnames, "uuid": self.node_uuids,
+                      "host_ip": self.host_ips}[attribute]
+            return Factor(np.arange(n, dtype=np.int64), source[:n])
+        values = self.numeric(attribute)
+        if values is None:
+            raise KeyError(attribute)
+        uniq, codes = np.unique(values, return_inverse=True)
+        return Factor(codes.reshape(-1), uniq.tolist())
+
+    def numeric(self, attribute: str) -> np.ndarray | None:
+        """Nova's numeric HostState attributes as columns over live rows (None: not a numeric attribute)."""
+        if attribute in self.cols and attribute not in ("caps_code", "traits_code", "aggset_code",
+                                                        "usage_version", "host_ip4"):
+            return self.col(attribute)
+        derived = {
+            "vcpus_total": ("total", "VCPU"), "vcpus_used": ("used", "VCPU"),
+            "total_usable_ram_mb": ("total", "MEMORY_MB"), "memory_mb": ("total", "MEMORY_MB"),
+            "memory_mb_used": ("used", "MEMORY_MB"),
+            "total_usable_disk_gb": ("total", "DISK_GB"), "local_gb": ("total", "DISK_GB"),
+            "local_gb_used": ("used", "DISK_GB"),
+        }
+        if attribute in derived:
+            kind, rc = derived[attribute]
+            if kind == "used":
+                return self.used(rc)
+            col = self.rc_col("total", rc)
+            return col if col is not None else np.zeros(self.n)
+        if attribute == "free_disk_gb":
+            return self.col("free_disk_mb") / 1024.0
+        return None
+
+    def used(self, rc: str) -> np.ndarray:
+        j = self.rc_index.get(rc)
+        if j is None:
+            return np.zeros(self.n)
+        return self.rc["reported"][: self.n, j] + self.rc["inflight"][: self.n, j]
+
+    # ------------------------------------------------------------------------------------ aggregate index
+
+    def aggregate_cache(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+        """Memoize something derived from aggregates/static state until ``static_revision`` moves."""
+        if self._agg_cache_rev != self.static_revision:
+            self._agg_cache = {}
+            self._agg_cache_rev = self.static_revision
+        if key in self._agg_cache:
+            return self._agg_cache[key]
+        value = self._agg_cache[key] = build()
+        return value
+
+    def metadata_values(self, key: str) -> list[set[str]]:
+        """Per aggregate-set code: the values of metadata ``key`` across those aggregates (empty: not set)."""
+
+        def build() -> list[set[str]]:
+            out: list[set[str]] = []
+            for aggset in self.aggsets.values:
+                values = set()
+                for agg_key in aggset:
+                    agg = self.aggregates.get(agg_key)
+                    if agg is not None and key in agg.metadata:
+                        values.add(agg.metadata[key])
+                out.append(values)
+            return out
+
+        return self.aggregate_cache(("metadata_values", key), build)
+
+    def metadata_min_float(self, key: str) -> np.ndarray | None:
+        """Per live row: the lowest float value of metadata ``key`` across the node's aggregates (NaN: unset).
+
+        None when no aggregate sets the key at all (the common case: callers skip the work). Values that do not
+        parse as floats are ignored, as Nova logs and ignores them.
+        """
+
+        def build() -> np.ndarray | None:
+            lut = np.full(len(self.aggsets), np.nan)
+            found = False
+            for code, values in enumerate(self.metadata_values(key)):
+                numbers = []
+                for value in values:
+                    try:
+                        numbers.append(float(value))
+                    except ValueError:
+                        log.warning("aggregate metadata %s=%r is not a number; ignored", key, value)
+                if numbers:
+                    lut[code] = min(numbers)
+                    found = True
+            return lut if found else None
+
+        lut = self.aggregate_cache(("metadata_min_float", key), build)
+        if lut is None:
+            return None
+        return lut[self.col("aggset_code")]
+
+    def hosts_in_aggregate(self, agg_key: str) -> np.ndarray:
+        """Boolean mask over live rows: nodes whose host is a member of the aggregate."""
+        lut = np.fromiter((agg_key in s for s in self.aggsets.values), dtype=np.bool_, count=len(self.aggsets))
+        return lut[self.col("aggset_code")]
+
+    # ----------------------------------------------------------------------------------------- listeners
+
+    def subscribe(self, listener: Callable[[str, Any], None]) -> None:
+        """Called (under the lock) with ("host"|"aggregate"|"allocation"|..., object) after each change."""
+        self._listeners.append(listener)
+
+    def _changed(self, kind: str, obj: Any, *, static: bool = False) -> None:
+        self.revision += 1
+        if static:
+            self.static_revision += 1
+        for listener in self._listeners:
+            listener(kind, obj)
+
+    # ------------------------------------------------------------------------------------------- reports
+
+    def update(self, report: HostReport, *, now: float | None = None) -> int:
+        """Apply one host report (a full replacement of what it names). Returns the node's row."""
+        with self.lock:
+            now = self.clock() if now is None else now
+            key = (report.host, report.nodename)
+            row = self.row_of.get(key)
+            static = False
+            if row is None:
+                row = self._add_row(report.host, report.nodename)
+                static = True
+            stats = report.stats
+            cols = self.cols
+            if stats.uuid is not None:
+                self.node_uuids[row] = stats.uuid
+            if stats.hypervisor_hostname is not None:
+                self.hypervisor_hostnames[row] = stats.hypervisor_hostname
+            if stats.host_ip is not None and stats.host_ip != self.host_ips[row]:
+                self.host_ips[row] = stats.host_ip
+                cols["host_ip4"][row] = _ipv4_int(stats.host_ip)
+            for name in ("num_io_ops", "num_instances", "running_vms", "current_workload", "failed_builds"):
+                value = getattr(stats, name)
+                if value is not None:
+                    cols[name][row] = value
+            if stats.num_instances is None and stats.instances is not None:
+                cols["num_instances"][row] = len(stats.instances)
+            if stats.disk_available_least is not None:
+                cols["disk_available_least"][row] = stats.disk_available_least
+            if stats.service is not None:
+                cols["disabled"][row] = stats.service.disabled
+                cols["forced_down"][row] = stats.service.forced_down
+            static |= self._update_caps(row, stats)
+            if stats.traits is not None:
+                code = self.traitsets.code(frozenset(stats.traits))
+                if code != cols["traits_code"][row]:
+                    cols["traits_code"][row] = code
+                    static = True
+            if stats.metrics is not None:
+                self._update_metrics(row, stats)
+            static |= self._update_inventories(row, stats)
+            if stats.instances is not None:
+                self._update_instances(row, key, stats.instances, now)
+            self._refresh_free(row)
+            cols["updated_at"][row] = now
+            cols["usage_version"][row] += 1
+            self._changed("host", key, static=static)
+            return row
+
+    def _add_row(self, host: str, node: str) -> int:
+        if self.n >= self._rows:
+            self._grow()
+        row = self.n
+        self.n += 1
+        self.host_names.append(host)
+        self.node_names.append(node)
+        self.node_uuids.append(None)
+        self.hypervisor_hostnames.append(None)
+        self.host_ips.append(None)
+        self.instances.append(set())
+        self.reported_instances.append(frozenset())
+        self.row_of[(host, node)] = row
+        self.rows_of_host.setdefault(host, set()).add(row)
+        for name, (_, fill) in SCALARS.items():
+            self.cols[name][row] = fill
+        for arr in self.rc.values():
+            arr[row, :] = 0.0
+        self.has_inventory[row, :] = False
+        self.reports_usage[row] = False
+        self.reports_instances[row] = False
+        for arr in self.metrics.values():
+            arr[row] = np.nan
+        self.cols["aggset_code"][row] = self.aggsets.code(frozenset(self.host_aggregates.get(host, ())))
+        # in-flight allocations that outlived a removal of the node come back with it
+        for consumer in self.node_allocations.get((host, node), ()):
+            alloc = self.allocations[consumer]
+            self.instances[row].add(consumer)
+            if not alloc.confirmed:
+                self._add_inflight(row, alloc.resources, +1)
+        return row
+
+    def _update_caps(self, row: int, stats: HostStats) -> bool:
+        old = self.node_caps(row)
+        changes: dict[str, Any] = {}
+        if stats.hypervisor_type is not None:
+            changes["hypervisor_type"] = stats.hypervisor_type
+        if stats.hypervisor_version is not None:
+            changes["hypervisor_version"] = stats.hypervisor_version
+            self.cols["hypervisor_version"][row] = stats.hypervisor_version
+        if stats.cpu_info is not None:
+            changes["cpu_info"] = stats.cpu_info
+        if stats.supported_instances is not None:
+            changes["supported_instances"] = tuple(tuple(x) for x in stats.supported_instances)
+        if stats.stats is not None:
+            changes["stats"] = stats.stats
+        if not changes:
+            return False
+        new = msgspec.structs.replace(old, **changes)
+        code = self.caps.code(new)
+        if code == self.cols["caps_code"][row]:
+            return False
+        self.cols["caps_code"][row] = code
+        return True
+
+    def _update_metrics(self, row: int, stats: HostStats) -> None:
+        seen = set()
+        for metric in stats.metrics or ():
+            arr = self.metrics.get(metric.name)
+            if arr is None:
+                arr = self.metrics[metric.name] = np.full(self._rows, np.nan)
+            arr[row] = metric.value
+            seen.add(metric.name)
+        for name, arr in self.metrics.items():
+            if name not in seen:
+                arr[row] = np.nan
+
+    def _update_inventories(self, row: int, stats: HostStats) -> bool:
+        """Returns True when a static attribute (the set of classes, a min/max/step) changed."""
+        given = dict(stats.inventories or {})
+        for rc, total_f, used_f, ratio_f in CLASSIC:
+            if rc in given:
+                inv = given[rc]
+                if inv.used is None and getattr(stats, used_f) is not None:
+                    given[rc] = msgspec.structs.replace(inv, used=getattr(stats, used_f))
+                continue
+            total = getattr(stats, total_f)
+            j = self.rc_index[rc]
+            if total is None:
+                # Only the usage or ratio moved: keep the inventory, update what was named.
+                if self.has_inventory[row, j]:
+                    used = getattr(stats, used_f)
+                    if used is not None:
+                        self.rc["reported"][row, j] = used
+                        self.reports_usage[row] = True
+                    ratio = getattr(stats, ratio_f)
+                    if ratio is not None:
+                        self.rc["ratio"][row, j] = ratio
+                continue
+            ratio = getattr(stats, ratio_f)
+            if ratio is None:
+                ratio = self.rc["ratio"][row, j] if self.has_inventory[row, j] else DEFAULT_RATIOS[rc]
+            given[rc] = Inventory(total=total, allocation_ratio=float(ratio), used=getattr(stats, used_f))
+        static = False
+        rc_arrays = self.rc
+        for rc, inv in given.items():
+            j = self._rc_column(rc)
+            rc_arrays = self.rc
+            max_unit = inv.max_unit if inv.max_unit is not None else inv.total
+            if (not self.has_inventory[row, j] or rc_arrays["min_unit"][row, j] != inv.min_unit
+                    or rc_arrays["max_unit"][row, j] != max_unit or rc_arrays["step_size"][row, j] != inv.step_size):
+                static = True
+            self.has_inventory[row, j] = True
+            rc_arrays["total"][row, j] = inv.total
+            rc_arrays["reserved"][row, j] = inv.reserved
+            rc_arrays["min_unit"][row, j] = inv.min_unit
+            rc_arrays["max_unit"][row, j] = max_unit
+            rc_arrays["step_size"][row, j] = inv.step_size
+            rc_arrays["ratio"][row, j] = inv.allocation_ratio
+            rc_arrays["reported"][row, j] = inv.used or 0
+            if inv.used is not None:
+                self.reports_usage[row] = True
+        return static
+
+    def _update_instances(self, row: int, key: NodeKey, instances: list[str], now: float) -> None:
+        reported = frozenset(instances)
+        host = key[0]
+        for gone in self.reported_instances[row] - reported:
+            if gone not in self.allocations and self.instance_host.get(gone) == host:
+                del self.instance_host[gone]
+            if gone not in self.allocations:
+                self.instances[row].discard(gone)
+        for uuid in reported:
+            self.instance_host[uuid] = host
+        self.instances[row] |= reported
+        self.reported_instances[row] = reported
+        self.reports_instances[row] = True
+        for consumer in list(self.node_allocations.get(key, ())):
+            alloc = self.allocations[consumer]
+            if alloc.confirmed:
+                continue
+            if consumer in reported:
+                alloc.confirmed = True
+                self._add_inflight(row, alloc.resources, -1)
+            elif alloc.created_at and now - alloc.created_at > self.claim_timeout:
+                log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
+                            consumer, key[0], key[1], now - alloc.created_at)
+                self.expired_claims += 1
+                self._drop_allocation(consumer)
+
+    def _refresh_free(self, row: int) -> None:
+        rc = self.rc
+        k = len(self.rc_names)
+        cap = (rc["total"][row, :k] - rc["reserved"][row, :k]) * rc["ratio"][row, :k]
+        rc["capacity"][row, :k] = cap
+        rc["free"][row, :k] = cap - rc["reported"][row, :k] - rc["inflight"][row, :k]
+        mem = self.rc_index["MEMORY_MB"]
+        disk = self.rc_index["DISK_GB"]
+        self.cols["free_ram_mb"][row] = (rc["total"][row, mem] - rc["reserved"][row, mem]
+                                         - rc["reported"][row, mem] - rc["inflight"][row, mem])
+        least = self.cols["disk_available_least"][row]
+        if least == least:  # not NaN: the hypervisor's own view of free disk wins, as in Nova
+            self.cols["free_disk_mb"][row] = (least - rc["inflight"][row, disk]) * 1024.0
+        else:
+            self.cols["free_disk_mb"][row] = (rc["total"][row, disk] - rc["reserved"][row, disk]
+                                              - rc["reported"][row, disk] - rc["inflight"][row, disk]) * 1024.0
+
+    def _add_inflight(self, row: int, resources: dict[str, int], sign: int) -> None:
+        inflight = self.rc["inflight"]
+        for rc, amount in resources.items():
+            j = self._rc_column(rc)
+            inflight = self.rc["inflight"]
+            inflight[row, j] += sign * amount
+        self._refresh_free(row)
+        self.cols["usage_version"][row] += 1
+
+    def remove(self, host: str, node: str | None = None) -> list[NodeKey]:
+        """Remove a node (or, without ``node``, every node of the host) and the allocations on it."""
+        with self.lock:
+            if node is not None:
+                keys = [(host, node)] if (host, node) in self.row_of else []
+            else:
+                keys = [(host, self.node_names[r]) for r in sorted(self.rows_of_host.get(host, ()))]
+            if not keys:
+                raise NotFound(f"no such host {host!r}" + (f" node {node!r}" if node else ""), field="host")
+            for key in keys:
+                for consumer in list(self.node_allocations.get(key, ())):
+                    self._drop_allocation(consumer)
+                self._remove_row(self.row_of[key])
+            self._changed("host_removed", keys, static=True)
+            return keys
+
+    def _remove_row(self, row: int) -> None:
+        last = self.n - 1
+        key = (self.host_names[row], self.node_names[row])
+        del self.row_of[key]
+        self.rows_of_host[key[0]].discard(row)
+        if not self.rows_of_host[key[0]]:
+            del self.rows_of_host[key[0]]
+        for uuid in self.instances[row]:
+            if self.instance_host.get(uuid) == key[0]:
+                self.instance_host.pop(uuid, None)
+        if row != last:
+            moved = (self.host_names[last], self.node_names[last])
+            for arr in self.cols.values():
+                arr[row] = arr[last]
+            for arr in self.rc.values():
+                arr[row, :] = arr[last, :]
+            self.has_inventory[row, :] = self.has_inventory[last, :]
+            self.reports_usage[row] = self.reports_usage[last]
+            self.reports_instances[row] = self.reports_instances[last]
+            for arr in self.metrics.values():
+                arr[row] = arr[last]
+            for lst in (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames,
+                        self.host_ips, self.instances, self.reported_instances):
+                lst[row] = lst[last]  # type: ignore[index]
+            self.row_of[moved] = row
+            self.rows_of_host[moved[0]].discard(last)
+            self.rows_of_host[moved[0]].add(row)
+        for lst in (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames,
+                    self.host_ips, self.instances, self.reported_instances):
+            lst.pop()  # type: ignore[attr-defined]
+        self.n -= 1
+
+    # ---------------------------------------------------------------------------------------- aggregates
+
+    def update_aggregate(self, aggregate: Aggregate) -> None:
+        with self.lock:
+            key = aggregate.key
+            old = self.aggregates.get(key)
+            old_hosts = set(old.hosts) if old else set()
+            new_hosts = set(aggregate.hosts)
+            self.aggregates[key] = aggregate
+            for host in old_hosts - new_hosts:
+                self.host_aggregates.get(host, set()).discard(key)
+            for host in new_hosts - old_hosts:
+                self.host_aggregates.setdefault(host, set()).add(key)
+            self._recode_hosts(old_hosts ^ new_hosts)
+            self._changed("aggregate", aggregate, static=True)
+
+    def delete_aggregate(self, aggregate_id: int | str) -> Aggregate:
+        with self.lock:
+            key = str(aggregate_id)
+            old = self.aggregates.pop(key, None)
+            if old is None:
+                raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
+            for host in old.hosts:
+                self.host_aggregates.get(host, set()).discard(key)
+            self._recode_hosts(set(old.hosts))
+            self._changed("aggregate_removed", old, static=True)
+            return old
+
+    def _recode_hosts(self, hosts: Iterable[str]) -> None:
+        for host in hosts:
+            code = self.aggsets.code(frozenset(self.host_aggregates.get(host, ())))
+            for row in self.rows_of_host.get(host, ()):
+                self.cols["aggset_code"][row] = code
+
+    # --------------------------------------------------------------------------------------- allocations
+
+    def fits(self, row: int, resources: dict[str, int], limits: dict[str, float] | None = None) -> str | None:
+        """None if the node can take ``resources`` now; else the first resource class that does not fit."""
+        rc = self.rc
+        for name, amount in resources.items():
+            if amount <= 0:
+                continue
+            j = self.rc_index.get(name)
+            if j is None or not self.has_inventory[row, j]:
+                return name
+            if rc["free"][row, j] < amount - 1e-9:
+                return name
+            if amount < rc["min_unit"][row, j] or amount > rc["max_unit"][row, j]:
+                return name
+            if amount % rc["step_size"][row, j]:
+                return name
+            if limits and name in limits:
+                used = rc["reported"][row, j] + rc["inflight"][row, j]
+                if used + amount > limits[name] + 1e-9:
+                    return name
+        return None
+
+    def claim(self, key: NodeKey, allocation: Allocation, *, expected_version: int | None = None,
+              limits: dict[str, float] | None = None) -> Allocation:
+        """Consume ``allocation.resources`` on node ``key`` atomically, or raise ClaimRejected.
+
+        The compare: the node still exists and still has room (and, when ``expected_version`` is given, its usage
+        has not moved since the caller looked). A consumer that already holds an allocation gets it back.
+        """
+        with self.lock:
+            held = self.allocations.get(allocation.consumer_uuid)
+            if held is not None:
+                return held
+            row = self.row_of.get(key)
+            if row is None:
+                raise ClaimRejected(f"{key} is gone")
+            if expected_version is not None and self.cols["usage_version"][row] != expected_version:
+                raise ClaimRejected(f"{key} changed")
+            missing = self.fits(row, allocation.resources, limits)
+            if missing is not None:
+                raise ClaimRejected(f"{key} has no room for {missing}")
+            self._insert_allocation(row, key, allocation)
+            self._changed("allocation", allocation)
+            return allocation
+
+    def put_allocation(self, allocation: Allocation) -> None:
+        """Record an allocation decided elsewhere (another instance's claim arriving through the change feed).
+
+        No capacity check: the store already committed it. Idempotent per consumer.
+        """
+        with self.lock:
+            held = self.allocations.get(allocation.consumer_uuid)
+            if held is not None:
+                if (held.host, held.nodename) == (allocation.host, allocation.nodename) \
+                        and held.resources == allocation.resources and held.confirmed == allocation.confirmed:
+                    return
+                self._drop_allocation(allocation.consumer_uuid)
+            key = (allocation.host, allocation.nodename)
+            row = self.row_of.get(key)
+            if row is None:
+                self.allocations[allocation.consumer_uuid] = allocation
+                self.node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
+            else:
+                self._insert_allocation(row, key, allocation)
+            self._changed("allocation", allocation)
+
+    def _insert_allocation(self, row: int, key: NodeKey, allocation: Allocation) -> None:
+        if not allocation.created_at:
+            allocation.created_at = self.clock()
+        if allocation.consumer_uuid in self.reported_instances[row]:
+            allocation.confirmed = True
+        self.allocations[allocation.consumer_uuid] = allocation
+        self.node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
+        self.instances[row].add(allocation.consumer_uuid)
+        self.instance_host[allocation.consumer_uuid] = key[0]
+        if not allocation.confirmed:
+            self._add_inflight(row, allocation.resources, +1)
+        else:
+            self.cols["usage_version"][row] += 1
+
+    def release(self, consumer_uuid: str) -> Allocation:
+        with self.lock:
+            if consumer_uuid not in self.allocations:
+                raise NotFound(f"no allocation for consumer {consumer_uuid!r}", field="consumer_uuid")
+            alloc = self._drop_allocation(consumer_uuid)
+            self._changed("allocation_removed", alloc)
+            return alloc
+
+    def _drop_allocation(self, consumer_uuid: str) -> Allocation:
+        alloc = self.allocations.pop(consumer_uuid)
+        key = (alloc.host, alloc.nodename)
+        self.node_allocations.get(key, set()).discard(consumer_uuid)
+        row = self.row_of.get(key)
+        if row is not None:
+            if consumer_uuid not in self.reported_instances[row]:
+                self.instances[row].discard(consumer_uuid)
+                if self.instance_host.get(consumer_uuid) == alloc.host:
+                    del self.instance_host[consumer_uuid]
+            if not alloc.confirmed:
+                self._add_inflight(row, alloc.resources, -1)
+        return alloc
+
+    # ---------------------------------------------------------------------------------- instance info
+
+    def set_instances(self, host: str, instances: Iterable[str], *, replace: bool) -> None:
+        """Nova's update/sync_instance_info: what runs on a host, for the affinity filters."""
+        with self.lock:
+            rows = self.rows_of_host.get(host)
+            if not rows:
+                raise NotFound(f"no such host {host!r}", field="host")
+            row = min(rows)
+            new = set(instances)
+            if replace:
+                for r in rows:
+                    for uuid in self.instances[r] - new:
+                        if uuid not in self.allocations and self.instance_host.get(uuid) == host:
+                            del self.instance_host[uuid]
+                    self.instances[r] = {u for u in self.instances[r] if u in new or u in self.allocations}
+            self.instances[row] |= new
+            for uuid in new:
+                self.instance_host[uuid] = host
+            self._changed("instances", host)
+
+    def delete_instance(self, host: str, instance_uuid: str) -> None:
+        with self.lock:
+            rows = self.rows_of_host.get(host)
+            if not rows:
+                raise NotFound(f"no such host {host!r}", field="host")
+            found = False
+            for r in rows:
+                if instance_uuid in self.instances[r]:
+                    self.instances[r].discard(instance_uuid)
+                    found = True
+            if not found:
+                raise NotFound(f"instance {instance_uuid!r} is not on host {host!r}", field="instance_uuid")
+            if self.instance_host.get(instance_uuid) == host:
+                del self.instance_host[instance_uuid]
+            self._changed("instances", host)
+
+    # ------------------------------------------------------------------------------------------ summaries
+
+    def describe(self, row: int) -> dict[str, Any]:
+        """One node as plain data (for the API and the CLI)."""
+        caps = self.node_caps(row)
+        inventories = {}
+        for rc, j in self.rc_index.items():
+            if not self.has_inventory[row, j]:
+                continue
+            inventories[rc] = {
+                "total": int(self.rc["total"][row, j]), "reserved": int(self.rc["reserved"][row, j]),
+                "min_unit": int(self.rc["min_unit"][row, j]), "max_unit": int(self.rc["max_unit"][row, j]),
+                "step_size": int(self.rc["step_size"][row, j]), "allocation_ratio": float(self.rc["ratio"][row, j]),
+                "reported_used": int(self.rc["reported"][row, j]), "in_flight": int(self.rc["inflight"][row, j]),
+                "capacity": float(self.rc["capacity"][row, j]), "free": float(self.rc["free"][row, j]),
+            }
+        now = self.clock()
+        aggs = self.node_aggregates(row)
+        return {
+            "host": self.host_names[row], "nodename": self.node_names[row], "uuid": self.node_uuids[row],
+            "hypervisor_hostname": self.hypervisor_hostnames[row], "host_ip": self.host_ips[row],
+            "hypervisor_type": caps.hypervisor_type, "hypervisor_version": caps.hypervisor_version,
+            "up": bool(self.cols["updated_at"][row] >= now - self.service_down_time),
+            "disabled": bool(self.cols["disabled"][row]), "forced_down": bool(self.cols["forced_down"][row]),
+            "updated_at": float(self.cols["updated_at"][row]),
+            "num_io_ops": int(self.cols["num_io_ops"][row]), "num_instances": int(self.cols["num_instances"][row]),
+            "failed_builds": int(self.cols["failed_builds"][row]),
+            "free_ram_mb": float(self.cols["free_ram_mb"][row]), "free_disk_mb": float(self.cols["free_disk_mb"][row]),
+            "inventories": inventories, "traits": sorted(self.node_traits(row)),
+            "aggregates": [a.key for a in aggs],
+            "availability_zone": next((a.metadata["availability_zone"] for a in aggs
+                                       if "availability_zone" in a.metadata), None),
+            "instances": sorted(self.instances[row]),
+            "allocations": sorted(self.node_allocations.get((self.host_names[row], self.node_names[row]), ())),
+        }
+
+
+def _ipv4_int(ip: str) -> int:
+    parts = ip.split(".")
+    if len(parts) != 4:
+        return -1
+    try:
+        value = 0
+        for part in parts:
+            octet = int(part)
+            if not 0 <= octet <= 255:
+                return -1
+            value = value * 256 + octet
+        return value
+    except ValueError:
+        return -1

@@ -1,0 +1,43 @@
+"""RAMWeigher, CPUWeigher, DiskWeigher: prefer (multiplier > 0) or avoid (< 0) free capacity, as in Nova."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gantt.request import RequestContext
+from gantt.state import HostTable
+from gantt.weighers.base import Weigher, register
+
+
+@register
+class RAMWeigher(Weigher):
+    """Free RAM in MB (physical: total - reserved - used, in-flight claims included)."""
+
+    name = "RAMWeigher"
+    multiplier_option = "ram_weight_multiplier"
+
+    def raw(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        return table.col("free_ram_mb")
+
+
+@register
+class CPUWeigher(Weigher):
+    """Free vCPUs: ``vcpus * cpu_allocation_ratio - vcpus_used``."""
+
+    name = "CPUWeigher"
+    multiplier_option = "cpu_weight_multiplier"
+
+    def raw(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        free = table.rc_col("free", "VCPU")
+        return free if free is not None else None
+
+
+@register
+class DiskWeigher(Weigher):
+    """Free disk in MB (the hypervisor's ``disk_available_least`` when it reports one)."""
+
+    name = "DiskWeigher"
+    multiplier_option = "disk_weight_multiplier"
+
+    def raw(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        return table.col("free_disk_mb")

@@ -1,0 +1,81 @@
+"""Shared test helpers: a scheduler with a few hosts, built the way a cloud reports them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from gantt import Scheduler
+
+
+class FakeClock:
+    """A clock the tests move by hand (liveness, claim timeouts)."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def host_stats(**overrides: Any) -> dict[str, Any]:
+    """A typical KVM node: 16 vCPUs, 64 GiB, 1 TB, nothing used."""
+    stats: dict[str, Any] = {
+        "vcpus": 16, "vcpus_used": 0, "memory_mb": 65536, "memory_mb_used": 0, "local_gb": 1000,
+        "local_gb_used": 0, "hypervisor_type": "QEMU", "hypervisor_version": 8002000,
+        "cpu_allocation_ratio": 1.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
+        "supported_instances": [["x86_64", "kvm", "hvm"]],
+    }
+    stats.update(overrides)
+    return stats
+
+
+def make_scheduler(hosts: dict[str, dict[str, Any]] | int = 3, *, filters: list[str] | None = None,
+                   weighers: list[str] | None = None, clock: FakeClock | None = None,
+                   **sections: dict[str, Any]) -> Scheduler:
+    """A Scheduler with ``hosts`` (name -> stats overrides, or a count of identical hosts h0..hN-1).
+
+    ``filters``/``weighers`` set enabled_filters / weight_classes; other keyword arguments are config sections.
+    """
+    config: dict[str, Any] = {k: dict(v) for k, v in sections.items()}
+    fs = config.setdefault("filter_scheduler", {})
+    if filters is not None:
+        fs["enabled_filters"] = filters
+    if weighers is not None:
+        fs["weight_classes"] = weighers
+    config.setdefault("gantt", {}).setdefault("seed", 7)
+    sched = Scheduler(config, clock=clock or FakeClock())
+    if isinstance(hosts, int):
+        hosts = {f"h{i}": {} for i in range(hosts)}
+    for name, overrides in hosts.items():
+        sched.update_resource_stats(name, host_stats(**overrides))
+    return sched
+
+
+def request(vcpus: int = 1, memory_mb: int = 512, root_gb: int = 1, **fields: Any) -> dict[str, Any]:
+    extra_specs = fields.pop("extra_specs", {})
+    spec: dict[str, Any] = {"flavor": {"name": "m1.test", "vcpus": vcpus, "memory_mb": memory_mb,
+                                       "root_gb": root_gb, "extra_specs": extra_specs},
+                            "project_id": "p1", "user_id": "u1"}
+    spec.update(fields)
+    return spec
+
+
+def passing(sched: Scheduler, spec: dict[str, Any]) -> set[str]:
+    """Host names (nodes, for multi-node hosts) that pass every filter for ``spec``."""
+    return {c.nodename for c in sched.candidates(spec)}
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def scheduler_factory() -> Callable[..., Scheduler]:
+    return make_scheduler

@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import pytest
+
+from gantt import InvalidRequest, NoValidHost
+from tests.conftest import FakeClock, make_scheduler, passing, request
+
+FILTERS = ["ComputeFilter"]
+
+
+def test_places_on_a_host_and_consumes_it() -> None:
+    sched = make_scheduler(2, filters=FILTERS)
+    [[first, *alternates]] = sched.select_destinations(request(vcpus=16))
+    assert first.consumer_uuid and first.allocation == {"VCPU": 16, "MEMORY_MB": 512, "DISK_GB": 1}
+    assert [a.host for a in alternates] == ["h1" if first.host == "h0" else "h0"]
+    [[second, *_]] = sched.select_destinations(request(vcpus=16))
+    assert second.host != first.host
+    with pytest.raises(NoValidHost) as err:
+        sched.select_destinations(request(vcpus=1))
+    explanation = err.value.explanation
+    assert explanation is not None and explanation.reason == "ResourceFilter"
+    assert explanation.nearest_miss[0].resource_class == "VCPU"
+    assert explanation.nearest_miss[0].short_by == 1
+
+
+def test_bad_request_names_the_field() -> None:
+    sched = make_scheduler(1, filters=FILTERS)
+    with pytest.raises(InvalidRequest) as err:
+        sched.select_destinations({"flavor": {"vcpus": -1}})
+    assert err.value.field == "$.flavor"
+    with pytest.raises(InvalidRequest) as err:
+        sched.select_destinations({"flavor": {"vcpus": 1, "memory_mb": "lots"}})
+    assert err.value.field == "$.flavor.memory_mb"
+
+
+def test_idempotent_claim_per_consumer() -> None:
+    sched = make_scheduler(3, filters=FILTERS)
+    spec = request(vcpus=4, instance_uuids=["c-1"])
+    [[a, *_]] = sched.select_destinations(spec)
+    [[b, *_]] = sched.select_destinations(spec)
+    assert (a.host, a.consumer_uuid) == (b.host, b.consumer_uuid)
+    assert len(sched.table.allocations) == 1
+    assert sched.host(a.host)["inventories"]["VCPU"]["in_flight"] == 4
+
+
+def test_multi_instance_is_all_or_nothing() -> None:
+    sched = make_scheduler(2, filters=FILTERS)
+    with pytest.raises(NoValidHost) as err:
+        sched.select_destinations(request(vcpus=10, num_instances=3))
+    assert "instance 3 of 3" in str(err.value)
+    assert sched.table.allocations == {}
+    for host in ("h0", "h1"):
+        assert sched.host(host)["inventories"]["VCPU"]["free"] == 16
+
+
+def test_report_confirms_allocation_and_stops_counting_it_twice() -> None:
+    sched = make_scheduler(1, filters=FILTERS)
+    [[sel, *_]] = sched.select_destinations(request(vcpus=4, instance_uuids=["vm-1"]))
+    assert sched.host("h0")["inventories"]["VCPU"]["free"] == 12
+    # The host now runs it and reports the usage: in-flight must not be added on top.
+    sched.update_resource_stats("h0", {"vcpus_used": 4, "instances": ["vm-1"]})
+    inv = sched.host("h0")["inventories"]["VCPU"]
+    assert (inv["reported_used"], inv["in_flight"], inv["free"]) == (4, 0, 12)
+    assert sched.allocation("vm-1").confirmed
+
+
+def test_unconfirmed_claim_expires_on_a_reporting_host() -> None:
+    clock = FakeClock()
+    sched = make_scheduler(1, filters=FILTERS, clock=clock, gantt={"claim_timeout": 300})
+    sched.select_destinations(request(vcpus=4, instance_uuids=["vm-1"]))
+    clock.advance(301)
+    sched.update_resource_stats("h0", {"vcpus_used": 0, "instances": []})
+    assert "vm-1" not in sched.table.allocations
+    assert sched.table.expired_claims == 1
+    assert sched.host("h0")["inventories"]["VCPU"]["free"] == 16
+
+
+def test_down_host_is_filtered_and_multi_node_hosts_are_rows() -> None:
+    clock = FakeClock()
+    sched = make_scheduler(1, filters=FILTERS, clock=clock)
+    clock.advance(61)
+    sched.update_resource_stats(["ironic", "node-a"], {"vcpus": 4, "memory_mb": 4096, "local_gb": 10})
+    sched.update_resource_stats(["ironic", "node-b"], {"vcpus": 4, "memory_mb": 4096, "local_gb": 10})
+    assert passing(sched, request()) == {"node-a", "node-b"}
+    sched.delete_host("ironic", "node-a")
+    assert passing(sched, request()) == {"node-b"}
