@@ -34,6 +34,7 @@ __all__ = [
     "ServiceInfo",
     "StoreUnavailable",
     "decode",
+    "merge_reports",
     "to_builtins",
 ]
 
@@ -222,6 +223,9 @@ class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
     host: str
     node: str | None = None
     stats: HostStats = field(default_factory=HostStats)
+    # When the host reported (epoch seconds). Set by whoever receives the report, so that a replica rebuilt
+    # from a store later still knows which hosts have gone quiet.
+    reported_at: float | None = None
 
     def __post_init__(self) -> None:
         if not self.host or len(self.host) > 255:
@@ -248,6 +252,19 @@ class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
             return cls(host=host, node=node, stats=stats)
         except ValueError as exc:  # pragma: no cover - re-raised with the field named
             raise InvalidRequest(str(exc), field="$.name") from exc
+
+
+def merge_reports(old: HostReport | None, new: HostReport) -> HostReport:
+    """The record a store keeps: ``new`` replaces what it names; inventories are replaced class by class."""
+    if old is None:
+        return new
+    changes = {name: getattr(new.stats, name) for name in HostStats.__struct_fields__
+               if getattr(new.stats, name) is not None}
+    if new.stats.inventories is not None and old.stats.inventories:
+        changes["inventories"] = {**old.stats.inventories, **new.stats.inventories}
+    stats = msgspec.structs.replace(old.stats, **changes)
+    return HostReport(host=new.host, node=new.node, stats=stats,
+                      reported_at=new.reported_at if new.reported_at is not None else old.reported_at)
 
 
 # ---------------------------------------------------------------------------------------------- aggregates

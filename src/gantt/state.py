@@ -53,6 +53,9 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "running_vms": (np.float64, 0),
     "current_workload": (np.float64, 0),
     "failed_builds": (np.float64, 0),
+    # unconfirmed allocations on the node: builds Nova's HostState.consume_from_request would count as one more
+    # instance and one more io op until the host's report lists them (IoOps/NumInstances weighers read it)
+    "inflight_instances": (np.float64, 0),
     "hypervisor_version": (np.float64, 0),
     "updated_at": (np.float64, -np.inf),
     "disabled": (np.bool_, False),
@@ -171,12 +174,14 @@ class HostTable:
         # aggregates
         self.aggregates: dict[str, Aggregate] = {}
         self.host_aggregates: dict[str, set[str]] = {}
-        self._agg_cache: dict[tuple[Any, ...], Any] = {}
-        self._agg_cache_rev = -1
+        self._agg_cache_entry: tuple[int, dict[tuple[Any, ...], Any]] = (-1, {})
         # allocations
         self.allocations: dict[str, Allocation] = {}
         self.node_allocations: dict[NodeKey, set[str]] = {}
         self.expired_claims = 0
+        # With a shared store, expiry must be a store write (every replica must agree): the owner sets this hook
+        # and releases through the store; without it the table drops expired claims itself.
+        self.on_expire: Callable[[list[Allocation]], None] | None = None
         self._listeners: list[Callable[[str, Any], None]] = []
 
     # ------------------------------------------------------------------------------------------- columns
@@ -328,12 +333,20 @@ class HostTable:
 
     def aggregate_cache(self, key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         """Memoize something derived from aggregates/static state until ``static_revision`` moves."""
-        if self._agg_cache_rev != self.static_revision:
-            self._agg_cache = {}
-            self._agg_cache_rev = self.static_revision
-        if key in self._agg_cache:
-            return self._agg_cache[key]
-        value = self._agg_cache[key] = build()
+        # Readers call this without the lock. The (revision, dict) pair is swapped as one object so that a value
+        # built from state of revision r can never land in the dict of a later revision (which a separate
+        # "reset dict, then set revision" sequence allowed when another thread reset it mid-build).
+        rev = self.static_revision
+        entry = self._agg_cache_entry
+        if entry[0] != rev:
+            entry = (rev, {})
+            self._agg_cache_entry = entry
+        cache = entry[1]
+        if key in cache:
+            return cache[key]
+        value = build()
+        if self.static_revision == rev:  # state moved during the build: use the value once, do not keep it
+            cache[key] = value
         return value
 
     def metadata_values(self, key: str) -> list[set[str]]:
@@ -355,23 +368,23 @@ class HostTable:
     def metadata_min_float(self, key: str) -> np.ndarray | None:
         """Per live row: the lowest float value of metadata ``key`` across the node's aggregates (NaN: unset).
 
-        None when no aggregate sets the key at all (the common case: callers skip the work). Values that do not
-        parse as floats are ignored, as Nova logs and ignores them.
+        None when no aggregate sets the key at all (the common case: callers skip the work). As Nova's
+        validate_num_values does, one value that does not parse as a float voids the node's whole set (NaN: the
+        caller's default applies), rather than letting the remaining values decide.
         """
 
         def build() -> np.ndarray | None:
             lut = np.full(len(self.aggsets), np.nan)
             found = False
             for code, values in enumerate(self.metadata_values(key)):
-                numbers = []
-                for value in values:
-                    try:
-                        numbers.append(float(value))
-                    except ValueError:
-                        log.warning("aggregate metadata %s=%r is not a number; ignored", key, value)
-                if numbers:
-                    lut[code] = min(numbers)
+                if not values:
+                    continue
+                try:
+                    lut[code] = min(float(value) for value in values)
                     found = True
+                except ValueError:
+                    log.warning("aggregate metadata %s=%r is not a number; the default applies", key,
+                                sorted(values))
             return lut if found else None
 
         lut = self.aggregate_cache(("metadata_min_float", key), build)
@@ -402,7 +415,8 @@ class HostTable:
     def update(self, report: HostReport, *, now: float | None = None) -> int:
         """Apply one host report (a full replacement of what it names). Returns the node's row."""
         with self.lock:
-            now = self.clock() if now is None else now
+            if now is None:
+                now = report.reported_at if report.reported_at is not None else self.clock()
             key = (report.host, report.nodename)
             row = self.row_of.get(key)
             static = False
@@ -573,6 +587,7 @@ class HostTable:
         self.instances[row] |= reported
         self.reported_instances[row] = reported
         self.reports_instances[row] = True
+        expired: list[Allocation] = []
         for consumer in list(self.node_allocations.get(key, ())):
             alloc = self.allocations[consumer]
             if alloc.confirmed:
@@ -583,8 +598,14 @@ class HostTable:
             elif alloc.created_at and now - alloc.created_at > self.claim_timeout:
                 log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
                             consumer, key[0], key[1], now - alloc.created_at)
-                self.expired_claims += 1
-                self._drop_allocation(consumer)
+                expired.append(alloc)
+        if expired:
+            self.expired_claims += len(expired)
+            if self.on_expire is not None:
+                self.on_expire(expired)
+            else:
+                for alloc in expired:
+                    self._drop_allocation(alloc.consumer_uuid)
 
     def _refresh_free(self, row: int) -> None:
         rc = self.rc
@@ -596,12 +617,13 @@ class HostTable:
         disk = self.rc_index["DISK_GB"]
         self.cols["free_ram_mb"][row] = (rc["total"][row, mem] - rc["reserved"][row, mem]
                                          - rc["reported"][row, mem] - rc["inflight"][row, mem])
+        free_gb = rc["total"][row, disk] - rc["reserved"][row, disk] - rc["reported"][row, disk]
         least = self.cols["disk_available_least"][row]
-        if least == least:  # not NaN: the hypervisor's own view of free disk wins, as in Nova
-            self.cols["free_disk_mb"][row] = (least - rc["inflight"][row, disk]) * 1024.0
-        else:
-            self.cols["free_disk_mb"][row] = (rc["total"][row, disk] - rc["reserved"][row, disk]
-                                              - rc["reported"][row, disk] - rc["inflight"][row, disk]) * 1024.0
+        if least == least and least < free_gb:
+            # not NaN: as Nova's HostState does, the smaller of the hypervisor's own view and the accounted free
+            # space wins (disk_available_least can lag behind or run ahead of the database's figures)
+            free_gb = least
+        self.cols["free_disk_mb"][row] = (free_gb - rc["inflight"][row, disk]) * 1024.0
 
     def _add_inflight(self, row: int, resources: dict[str, int], sign: int) -> None:
         inflight = self.rc["inflight"]
@@ -609,6 +631,7 @@ class HostTable:
             j = self._rc_column(rc)
             inflight = self.rc["inflight"]
             inflight[row, j] += sign * amount
+        self.cols["inflight_instances"][row] += sign
         self._refresh_free(row)
         self.cols["usage_version"][row] += 1
 

@@ -26,15 +26,47 @@ class Weigher:
     # Fixed normalization bounds (Nova's minval/maxval); None: taken from the candidates.
     minval: ClassVar[float | None] = None
     maxval: ClassVar[float | None] = None
+    # Nova's BuildFailureWeigher negates its multiplier *after* the aggregate override is resolved; a sign here
+    # keeps that exact (negating the raw values instead would shift per-node scores when overrides differ).
+    multiplier_sign: ClassVar[float] = 1.0
 
     def __init__(self, config: Config) -> None:
         self.config = config
 
     def multiplier(self) -> float:
+        """The configured multiplier (before any aggregate override and before ``multiplier_sign``)."""
         return float(getattr(self.config.filter_scheduler, self.multiplier_option))
 
-    def raw(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        """Raw per-row values (length ``table.n``), or None when this request gives every node the same weight."""
+    def multipliers(self, table: HostTable) -> float | np.ndarray:
+        """The effective multiplier: a float when no aggregate overrides it, else one value per live row.
+
+        Nova's get_weight_multiplier: the lowest value of the option's metadata key across the node's aggregates,
+        the configured value where none sets it. The per-row array only changes with static state, so it is
+        memoized in the table's aggregate cache (one array build per aggregate change, not per decision).
+        """
+        base = self.multiplier()
+        sign = self.multiplier_sign
+        if not self.multiplier_option:
+            return sign * base
+        option = self.multiplier_option
+
+        def build() -> np.ndarray | None:
+            override = table.metadata_min_float(option)
+            if override is None:
+                return None
+            per_row = np.where(np.isnan(override), base, override)
+            per_row *= sign
+            return per_row
+
+        per_row = table.aggregate_cache(("weight_multiplier", option, base, sign), build)
+        return sign * base if per_row is None else per_row
+
+    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
+        """Raw per-row values (length ``table.n``), or None when this request gives every node the same weight.
+
+        ``mask`` marks the candidates (the rows that passed the filters); most weighers ignore it, but a weigher
+        that must fail on a candidate (MetricsWeigher with ``required``) looks only at those rows.
+        """
         raise NotImplementedError
 
 

@@ -1,0 +1,286 @@
+"""Replica: one scheduler instance's full in-memory view of a store, and the claims it commits back.
+
+- Built from ``store.snapshot()``, kept current by a follower thread reading ``store.changes(revision)``.
+- Every write (a report, an aggregate, a release) is committed to the store first and applied locally from the
+  commit's own changes, so the caller reads its own writes; the feed later brings the same changes and they are
+  skipped (each entity remembers the revision it was last applied at).
+- Claims: the engine claims on the local table (the in-process compare-and-set), then calls ``commit_claims``.
+  Under the table lock that re-validates each node (nothing over capacity with every local hold counted) and
+  records the node's usage revision *as that state saw it*; the store commits the allocations only if those
+  revisions still hold. A loser catches up from the feed and the engine decides again.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gantt.config import Config
+from gantt.engine import ClaimConflict
+from gantt.model import (
+    Aggregate,
+    Allocation,
+    GanttError,
+    HostReport,
+    InstanceInfo,
+    NotFound,
+    decode,
+)
+from gantt.scheduler import Scheduler
+from gantt.state import HostTable
+from gantt.store.base import Batch, Change, Compacted, Expect, NodeKey, Snapshot, Store, StoreConflict
+
+log = logging.getLogger(__name__)
+
+
+class Replica:
+    def __init__(self, store: Store, config: Config | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.config = config or Config()
+        self.clock = clock
+        self.revision = 0
+        self.node_revisions: dict[NodeKey, int] = {}
+        self._applied: dict[tuple[Any, ...], int] = {}
+        self._expired: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._follower: threading.Thread | None = None
+        self.last_sync = 0.0  # clock() of the last successful read of the feed
+        self.feed_errors = 0
+        self.resyncs = 0
+        self.scheduler = Scheduler(self.config, table=self._new_table(), commit=self.commit_claims)
+
+    @property
+    def table(self) -> HostTable:
+        return self.scheduler.table
+
+    def _new_table(self) -> HostTable:
+        table = HostTable(service_down_time=self.config.default.service_down_time,
+                          claim_timeout=self.config.gantt.claim_timeout, clock=self.clock)
+        table.on_expire = self._on_expire
+        return table
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def start(self, *, follow: bool = True) -> Replica:
+        self.load()
+        if follow:
+            self._follower = threading.Thread(target=self._follow, name="gantt-replica-feed", daemon=True)
+            self._follower.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._follower is not None:
+            self._follower.join(timeout=5)
+
+    def load(self) -> None:
+        """(Re)build the table from a snapshot and swap it in; in-flight decisions finish on the old one."""
+        snap = self.store.snapshot()
+        table = self._new_table()
+        applied: dict[tuple[Any, ...], int] = {}
+        _load_snapshot(table, snap)
+        node_revisions = {(nr.host, nr.node): nr.revision for nr in snap.node_revisions}
+        with self.table.lock:
+            self.scheduler.table = table
+            self.scheduler.engine.table = table
+            self.node_revisions = node_revisions
+            self._applied = applied
+            self.revision = snap.revision
+        self.last_sync = self.clock()
+
+    def catch_up(self, timeout: float = 0.0) -> int:
+        """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many."""
+        try:
+            changes = self.store.changes(self.revision, timeout=timeout)
+        except Compacted:
+            log.warning("change feed compacted past revision %d: re-snapshotting", self.revision)
+            self.resyncs += 1
+            self.load()
+            return 0
+        self.apply(changes)
+        self.last_sync = self.clock()
+        return len(changes)
+
+    def _follow(self) -> None:
+        backoff = 0.05
+        while not self._stop.is_set():
+            try:
+                self.catch_up(timeout=0.5)
+                self._flush_expired()
+                backoff = 0.05
+            except Exception as exc:  # the feed must survive store outages; it resumes from self.revision
+                self.feed_errors += 1
+                log.warning("change feed: %s; retrying in %.2fs", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    # --------------------------------------------------------------------------------------------- apply
+
+    def apply(self, changes: list[Change]) -> None:
+        table = self.table
+        with table.lock:
+            for change in changes:
+                self._apply_one(table, change)
+                if change.revision > self.revision:
+                    self.revision = change.revision
+
+    def _apply_one(self, table: HostTable, change: Change) -> None:
+        key = _entity(change)
+        if self._applied.get(key, 0) >= change.revision:
+            return
+        self._applied[key] = change.revision
+        rev = change.revision
+        try:
+            if change.kind == "host" and change.host is not None:
+                table.update(change.host)
+                self._bump(change.host.host, change.host.nodename, rev)
+            elif change.kind == "host_deleted" and change.node is not None:
+                self._bump(change.node[0], change.node[1], rev)
+                table.remove(change.node[0], change.node[1])
+            elif change.kind == "aggregate" and change.aggregate is not None:
+                table.update_aggregate(change.aggregate)
+            elif change.kind == "aggregate_deleted" and change.aggregate_id is not None:
+                table.delete_aggregate(change.aggregate_id)
+            elif change.kind == "allocation" and change.allocation is not None:
+                table.put_allocation(change.allocation)
+                self._bump(change.allocation.host, change.allocation.nodename, rev)
+            elif change.kind == "allocation_deleted" and change.allocation is not None:
+                self._bump(change.allocation.host, change.allocation.nodename, rev)
+                table.release(change.allocation.consumer_uuid)
+            elif change.kind == "instances" and change.instances is not None:
+                table.set_instances(change.instances.host, change.instances.instances, replace=True)
+        except NotFound:
+            pass  # already gone locally (our own rollback, or a host we never saw): the store is the truth
+
+    def _bump(self, host: str, node: str, revision: int) -> None:
+        key = (host, node)
+        if self.node_revisions.get(key, 0) < revision:
+            self.node_revisions[key] = revision
+
+    # -------------------------------------------------------------------------------------------- claims
+
+    def commit_claims(self, allocations: list[Allocation]) -> None:
+        """The engine's commit hook: one conditional batch for every instance of a request (all or nothing)."""
+        table = self.table
+        expects: dict[NodeKey, Expect] = {}
+        with table.lock:
+            k = len(table.rc_names)
+            for allocation in allocations:
+                key = (allocation.host, allocation.nodename)
+                row = table.row_of.get(key)
+                if row is None or (table.rc["free"][row, :k] < -1e-9).any():
+                    raise ClaimConflict(f"{key[0]}/{key[1]} no longer has room", [key])
+                expects[key] = Expect(key[0], key[1], self.node_revisions.get(key, 0))
+        try:
+            result = self.store.commit(Batch(expect=list(expects.values()), allocations=allocations))
+        except StoreConflict as exc:
+            try:
+                self.catch_up()
+            except GanttError as feed_exc:
+                log.warning("catch-up after conflict failed: %s", feed_exc)
+            raise ClaimConflict(str(exc), exc.keys) from None
+        self.apply(result.changes)
+
+    # --------------------------------------------------------------------------------------------- writes
+
+    def write(self, batch: Batch) -> int:
+        """Commit a batch and apply its changes here at once (read your own writes). Returns the revision."""
+        result = self.store.commit(batch)
+        self.apply(result.changes)
+        return result.revision
+
+    def report(self, report: HostReport | dict[str, Any]) -> int:
+        report = decode(report, HostReport)
+        if report.reported_at is None:
+            report.reported_at = self.clock()
+        return self.write(Batch(reports=[report]))
+
+    def update_resource_stats(self, name: str | list[str], stats: dict[str, Any]) -> int:
+        return self.report(HostReport.of(name, stats))
+
+    def update_aggregate(self, aggregate: Aggregate | dict[str, Any]) -> int:
+        return self.write(Batch(aggregates=[decode(aggregate, Aggregate)]))
+
+    def delete_aggregate(self, aggregate_id: int | str) -> int:
+        return self.write(Batch(delete_aggregates=[str(aggregate_id)]))
+
+    def delete_host(self, host: str, node: str | None = None) -> int:
+        return self.write(Batch(delete_hosts=[(host, node)]))
+
+    def release(self, consumer_uuid: str) -> int:
+        return self.write(Batch(releases=[consumer_uuid]))
+
+    def sync_instance_info(self, host: str, instances: list[str]) -> int:
+        return self.write(Batch(instances=[InstanceInfo(host=host, instances=instances)]))
+
+    def select_destinations(self, spec: Any) -> Any:
+        return self.scheduler.select_destinations(spec)
+
+    # -------------------------------------------------------------------------------------------- expiry
+
+    def _on_expire(self, expired: list[Allocation]) -> None:
+        # Called under the table lock while applying a report: queue, never write to the store from here.
+        for allocation in expired:
+            self._expired.put(allocation.consumer_uuid)
+
+    def _flush_expired(self) -> None:
+        consumers: list[str] = []
+        while not self._expired.empty():
+            consumers.append(self._expired.get_nowait())
+        if consumers:
+            self.write(Batch(releases=consumers, lenient_releases=True))
+
+
+def _entity(change: Change) -> tuple[Any, ...]:
+    if change.kind in ("host", "host_deleted"):
+        if change.host is not None:
+            return ("node", change.host.host, change.host.nodename)
+        assert change.node is not None
+        return ("node", change.node[0], change.node[1])
+    if change.kind in ("aggregate", "aggregate_deleted"):
+        return ("aggregate", change.aggregate.key if change.aggregate else change.aggregate_id)
+    if change.kind in ("allocation", "allocation_deleted"):
+        assert change.allocation is not None
+        return ("allocation", change.allocation.consumer_uuid)
+    assert change.instances is not None
+    return ("instances", change.instances.host)
+
+
+def _load_snapshot(table: HostTable, snap: Snapshot) -> None:
+    with table.lock:
+        for aggregate in snap.aggregates:
+            table.update_aggregate(aggregate)
+        for report in snap.hosts:
+            table.update(report)
+        for allocation in snap.allocations:
+            table.put_allocation(allocation)
+        for info in snap.instances:
+            if info.host in table.rows_of_host:
+                table.set_instances(info.host, info.instances, replace=True)
+
+
+def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
+    """Rebuild a table from a snapshot and list every node/class whose usage exceeds its capacity."""
+    config = config or Config()
+    table = HostTable(service_down_time=config.default.service_down_time, claim_timeout=float("inf"))
+    _load_snapshot(table, snap=snapshot)
+    problems: list[str] = []
+    n = table.n
+    for rc, j in table.rc_index.items():
+        used = table.rc["reported"][:n, j] + table.rc["inflight"][:n, j]
+        over = np.flatnonzero(used > table.rc["capacity"][:n, j] + 1e-9)
+        for row in over.tolist():
+            problems.append(f"{table.host_names[row]}/{table.node_names[row]} {rc}: used {used[row]:g} > "
+                            f"capacity {table.rc['capacity'][row, j]:g}")
+    known = set(table.row_of)
+    for alloc in snapshot.allocations:
+        if (alloc.host, alloc.nodename) not in known:
+            problems.append(f"allocation {alloc.consumer_uuid} on unknown node {alloc.host}/{alloc.nodename}")
+    return problems

@@ -1,0 +1,16 @@
+"""Stores: one narrow interface (``base.Store``), interchangeable backends (memory, sqlite, etcd)."""
+
+from gantt.store.base import (
+    Batch,
+    Change,
+    CommitResult,
+    Compacted,
+    Expect,
+    Snapshot,
+    Store,
+    StoreConflict,
+    open_store,
+)
+
+__all__ = ["Batch", "Change", "CommitResult", "Compacted", "Expect", "Snapshot", "Store", "StoreConflict",
+           "open_store"]

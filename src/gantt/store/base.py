@@ -1,0 +1,146 @@
+"""The store interface: snapshot with revision, change feed from a revision, conditional write of a batch.
+
+Every backend (memory, sqlite, etcd) implements exactly this; the replica (``gantt.replica``) is the only caller
+that turns it into HostTable state. The engine never sees a store.
+
+Revisions
+- The store numbers every committed batch (``revision``, strictly increasing). Each change in the feed carries
+  the revision of the batch that made it.
+- Each node has a *usage revision*: the revision of the last batch that changed what the node has in use (its
+  report, an allocation put or deleted on it, its deletion). A claim is a batch with ``expect`` entries: it commits
+  only if every named node's usage revision is still what the replica saw, so two schedulers can never consume
+  the same capacity: the loser gets ``StoreConflict`` naming the nodes, catches up, and decides again.
+
+Contract for backends
+- ``commit`` is atomic (all of the batch or none) and durable before it returns.
+- ``changes(since)`` returns every change with revision > ``since`` in revision order, waiting up to ``timeout``
+  seconds for one to arrive; ``Compacted`` when ``since`` is older than the history the backend keeps (the
+  replica then re-snapshots).
+- Host reports are merged on write (``gantt.model.merge_reports``); the feed and snapshots carry merged records.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Literal
+
+from msgspec import Struct, field
+
+from gantt.model import Aggregate, Allocation, GanttError, HostReport, InstanceInfo
+
+NodeKey = tuple[str, str]
+
+
+class StoreConflict(GanttError):
+    """An ``expect`` did not hold: another writer changed these nodes since the replica saw them."""
+
+    status = 409
+    title = "Conflict"
+
+    def __init__(self, keys: list[NodeKey]) -> None:
+        super().__init__(f"usage changed on {len(keys)} node(s): " + ", ".join(f"{h}/{n}" for h, n in keys[:5]))
+        self.keys = keys
+
+
+class Compacted(GanttError):
+    """The feed no longer reaches back to the requested revision; re-snapshot."""
+
+    status = 410
+    title = "Compacted"
+
+
+class Expect(Struct, array_like=True):
+    host: str
+    node: str
+    revision: int  # 0: the node has never been written
+
+
+class Batch(Struct, omit_defaults=True):
+    """One atomic write. Empty lists are the common case; a claim uses ``expect`` + ``allocations``."""
+
+    expect: list[Expect] = field(default_factory=list)
+    reports: list[HostReport] = field(default_factory=list)
+    delete_hosts: list[tuple[str, str | None]] = field(default_factory=list)  # node None: every node of host
+    aggregates: list[Aggregate] = field(default_factory=list)
+    delete_aggregates: list[str] = field(default_factory=list)
+    allocations: list[Allocation] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)  # consumer UUIDs
+    instances: list[InstanceInfo] = field(default_factory=list)  # replaces what the host runs
+    # Releases of consumers the store does not hold are an error unless this is set (expiry races are benign).
+    lenient_releases: bool = False
+
+
+ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",
+                     "allocation_deleted", "instances"]
+
+
+class Change(Struct, omit_defaults=True):
+    revision: int
+    kind: ChangeKind
+    host: HostReport | None = None  # kind "host": the merged record
+    node: tuple[str, str] | None = None  # kind "host_deleted"
+    aggregate: Aggregate | None = None  # kind "aggregate"
+    aggregate_id: str | None = None  # kind "aggregate_deleted"
+    allocation: Allocation | None = None  # kind "allocation" / "allocation_deleted"
+    instances: InstanceInfo | None = None  # kind "instances"
+
+
+class NodeRevision(Struct, array_like=True):
+    host: str
+    node: str
+    revision: int
+
+
+class Snapshot(Struct):
+    revision: int
+    hosts: list[HostReport]
+    aggregates: list[Aggregate]
+    allocations: list[Allocation]
+    instances: list[InstanceInfo]
+    node_revisions: list[NodeRevision]
+
+
+class CommitResult(Struct):
+    revision: int
+    changes: list[Change]
+
+
+class Store(abc.ABC):
+    """A narrow, synchronous, thread-safe interface; see the module docstring for the contract."""
+
+    url: str = ""
+
+    @abc.abstractmethod
+    def snapshot(self) -> Snapshot: ...
+
+    @abc.abstractmethod
+    def changes(self, since: int, timeout: float = 1.0) -> list[Change]: ...
+
+    @abc.abstractmethod
+    def commit(self, batch: Batch) -> CommitResult: ...
+
+    def close(self) -> None:  # noqa: B027 - optional for backends without resources
+        """Release connections and files."""
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(url: str) -> Store:
+    """``memory://``, ``sqlite:///path/to/file.sqlite`` (the default) or ``etcd://host:port[,host:port…]``."""
+    if url.startswith("memory:"):
+        from gantt.store.memory import MemoryStore
+
+        return MemoryStore()
+    if url.startswith("sqlite:"):
+        from gantt.store.sqlite import SQLiteStore  # type: ignore[import-not-found,unused-ignore]
+
+        return SQLiteStore(url)
+    if url.startswith("etcd:"):
+        from gantt.store.etcd import EtcdStore  # type: ignore[import-not-found,unused-ignore]
+
+        return EtcdStore(url)
+    raise ValueError(f"unknown store URL {url!r}: use sqlite:///path, etcd://host:port[,…] or memory://")

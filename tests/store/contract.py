@@ -1,0 +1,117 @@
+"""The store contract, written once and run against every backend (memory here; sqlite and etcd beside it).
+
+A backend's test module imports ``CONTRACT`` and parametrizes a ``store`` fixture; see test_memory.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from gantt.model import Aggregate, Allocation, HostReport, HostStats, InstanceInfo, Inventory, NotFound
+from gantt.store.base import Batch, Expect, Store, StoreConflict
+
+
+def report(host: str, node: str | None = None, **stats: object) -> HostReport:
+    base: dict[str, object] = {"vcpus": 8, "memory_mb": 8192, "local_gb": 100}
+    base.update(stats)
+    return HostReport(host=host, node=node, stats=HostStats(**base), reported_at=1000.0)  # type: ignore[arg-type]
+
+
+def alloc(consumer: str, host: str, node: str | None = None, vcpu: int = 1) -> Allocation:
+    return Allocation(consumer_uuid=consumer, host=host, nodename=node or host, resources={"VCPU": vcpu},
+                      created_at=1000.0)
+
+
+def check_snapshot_and_feed(store: Store) -> None:
+    r1 = store.commit(Batch(reports=[report("h1")])).revision
+    r2 = store.commit(Batch(aggregates=[Aggregate(id=1, name="a", hosts=["h1"],
+                                                  metadata={"availability_zone": "az1"})])).revision
+    assert r2 > r1 > 0
+    snap = store.snapshot()
+    assert snap.revision == r2
+    assert [h.host for h in snap.hosts] == ["h1"]
+    assert snap.aggregates[0].metadata == {"availability_zone": "az1"}
+    feed = store.changes(0, timeout=0)
+    assert [c.kind for c in feed] == ["host", "aggregate"]
+    assert [c.revision for c in feed] == [r1, r2]
+    assert store.changes(r2, timeout=0) == []
+
+
+def check_reports_merge(store: Store) -> None:
+    store.commit(Batch(reports=[report("h1", hypervisor_type="QEMU",
+                                       inventories={"CUSTOM_GPU": Inventory(total=2)})]))
+    store.commit(Batch(reports=[HostReport(host="h1", stats=HostStats(vcpus_used=3), reported_at=1001.0)]))
+    [merged] = store.snapshot().hosts
+    assert merged.stats.vcpus == 8 and merged.stats.vcpus_used == 3
+    assert merged.stats.hypervisor_type == "QEMU"
+    assert merged.stats.inventories == {"CUSTOM_GPU": Inventory(total=2)}
+    assert merged.reported_at == 1001.0
+
+
+def check_conditional_claims(store: Store) -> None:
+    rev = store.commit(Batch(reports=[report("h1")])).revision
+    store.commit(Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("c1", "h1")]))
+    with pytest.raises(StoreConflict) as err:
+        store.commit(Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("c2", "h1")]))
+    assert err.value.keys == [("h1", "h1")]
+    snap = store.snapshot()
+    assert [a.consumer_uuid for a in snap.allocations] == ["c1"]  # nothing of the losing batch
+
+
+def check_batch_is_atomic(store: Store) -> None:
+    rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
+    store.commit(Batch(allocations=[alloc("x", "h2")]))
+    with pytest.raises(StoreConflict):
+        store.commit(Batch(expect=[Expect("h1", "h1", rev), Expect("h2", "h2", rev)],
+                           allocations=[alloc("a", "h1"), alloc("b", "h2")]))
+    assert {a.consumer_uuid for a in store.snapshot().allocations} == {"x"}
+
+
+def check_releases_and_deletes(store: Store) -> None:
+    store.commit(Batch(reports=[report("h1"), report("bm", "n1"), report("bm", "n2")],
+                       aggregates=[Aggregate(id="7", hosts=["h1"])]))
+    store.commit(Batch(allocations=[alloc("c1", "h1"), alloc("c2", "bm", "n1")]))
+    with pytest.raises(NotFound):
+        store.commit(Batch(releases=["nope"]))
+    store.commit(Batch(releases=["nope"], lenient_releases=True))
+    store.commit(Batch(releases=["c1"]))
+    store.commit(Batch(delete_hosts=[("bm", None)]))
+    store.commit(Batch(delete_aggregates=["7"]))
+    with pytest.raises(NotFound):
+        store.commit(Batch(delete_aggregates=["7"]))
+    snap = store.snapshot()
+    assert [h.host for h in snap.hosts] == ["h1"]
+    assert snap.allocations == [] and snap.aggregates == []
+    kinds = [c.kind for c in store.changes(0, timeout=0)]
+    assert kinds.count("host_deleted") == 2 and "allocation_deleted" in kinds
+
+
+def check_instances(store: Store) -> None:
+    store.commit(Batch(reports=[report("h1")]))
+    store.commit(Batch(instances=[InstanceInfo(host="h1", instances=["i1", "i2"])]))
+    assert store.snapshot().instances == [InstanceInfo(host="h1", instances=["i1", "i2"])]
+
+
+def check_feed_waits_for_a_change(store: Store) -> None:
+    head = store.commit(Batch(reports=[report("h1")])).revision
+    timer = threading.Timer(0.2, lambda: store.commit(Batch(reports=[report("h2")])))
+    timer.start()
+    try:
+        changes = store.changes(head, timeout=5.0)
+    finally:
+        timer.join()
+    assert [c.host.host for c in changes if c.host] == ["h2"]
+
+
+CONTRACT: list[Callable[[Store], None]] = [
+    check_snapshot_and_feed,
+    check_reports_merge,
+    check_conditional_claims,
+    check_batch_is_atomic,
+    check_releases_and_deletes,
+    check_instances,
+    check_feed_waits_for_a_change,
+]

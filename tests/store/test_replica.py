@@ -1,0 +1,116 @@
+"""Replicas on one store: read-your-writes, feed catch-up, and no double booking between instances."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from gantt import NoValidHost
+from gantt.config import Config
+from gantt.replica import Replica, audit
+from gantt.store.memory import MemoryStore
+from tests.conftest import host_stats, request
+
+CONFIG = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}})
+
+
+def test_two_replicas_never_double_book() -> None:
+    store = MemoryStore()
+    a = Replica(store, CONFIG).start()
+    b = Replica(store, CONFIG).start()
+    try:
+        for i in range(4):
+            a.update_resource_stats(f"h{i}", host_stats(vcpus=8))
+        b.catch_up()
+        placed: list[str] = []
+        failures = 0
+        lock = threading.Lock()
+
+        def burst(replica: Replica) -> None:
+            nonlocal failures
+            for _ in range(40):
+                try:
+                    [[sel, *_]] = replica.select_destinations(request(vcpus=1))
+                    with lock:
+                        placed.append(sel.host)
+                except NoValidHost:
+                    with lock:
+                        failures += 1
+
+        threads = [threading.Thread(target=burst, args=(r,)) for r in (a, b, a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        snap = store.snapshot()
+        assert audit(snap, CONFIG) == []
+        assert len(snap.allocations) == len(placed) == 32  # 4 hosts x 8 vCPUs, ratio 1.0
+        assert failures == 160 - 32
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_follower_applies_other_instances_writes() -> None:
+    store = MemoryStore()
+    a = Replica(store, CONFIG).start()
+    b = Replica(store, CONFIG).start()
+    try:
+        a.update_resource_stats("h0", host_stats())
+        [[sel, *_]] = a.select_destinations(request(vcpus=4, instance_uuids=["vm-1"]))
+        deadline = time.monotonic() + 5
+        while "vm-1" not in b.table.allocations and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert b.table.allocations["vm-1"].host == sel.host
+        assert b.scheduler.host("h0")["inventories"]["VCPU"]["in_flight"] == 4
+        b.release("vm-1")
+        assert "vm-1" not in b.table.allocations
+        deadline = time.monotonic() + 5
+        while "vm-1" in a.table.allocations and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert "vm-1" not in a.table.allocations
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_restart_restores_state_and_liveness() -> None:
+    store = MemoryStore()
+    a = Replica(store, CONFIG).start(follow=False)
+    a.update_resource_stats("h0", host_stats())
+    a.select_destinations(request(vcpus=2, instance_uuids=["vm-1"]))
+    b = Replica(store, CONFIG).start(follow=False)
+    assert b.scheduler.host("h0")["inventories"]["VCPU"]["in_flight"] == 2
+    assert b.scheduler.host("h0")["up"]
+    later = Replica(store, CONFIG, clock=lambda: time.time() + 3600).start(follow=False)
+    assert not later.scheduler.host("h0")["up"]  # a snapshot must not make a silent host look alive
+
+
+def test_expired_claim_is_released_through_the_store() -> None:
+    store = MemoryStore()
+    now = [1000.0]
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]},
+                               "gantt": {"claim_timeout": 10}})
+    a = Replica(store, config, clock=lambda: now[0]).start(follow=False)
+    a.update_resource_stats("h0", host_stats())
+    a.select_destinations(request(vcpus=2, instance_uuids=["vm-1"]))
+    now[0] += 11
+    a.update_resource_stats("h0", {"instances": []})
+    a._flush_expired()
+    assert store.snapshot().allocations == []
+    assert "vm-1" not in a.table.allocations
+
+
+@pytest.mark.parametrize("n", [3])
+def test_multi_instance_request_commits_as_one_batch(n: int) -> None:
+    store = MemoryStore()
+    a = Replica(store, CONFIG).start(follow=False)
+    for i in range(2):
+        a.update_resource_stats(f"h{i}", host_stats(vcpus=8))
+    with pytest.raises(NoValidHost):
+        a.select_destinations(request(vcpus=6, num_instances=n))
+    assert store.snapshot().allocations == []
+    answer = a.select_destinations(request(vcpus=4, num_instances=4))
+    assert len(answer) == 4 and len(store.snapshot().allocations) == 4
