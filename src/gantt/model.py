@@ -23,8 +23,8 @@ __all__ = [
     "Image",
     "InstanceGroup",
     "InstanceInfo",
-    "Inventory",
     "InvalidRequest",
+    "Inventory",
     "Metric",
     "NoValidHost",
     "NotFound",
@@ -118,7 +118,7 @@ STANDARD_CLASSES = _standard_classes()
 def check_resource_class(name: str, where: str) -> None:
     if name in STANDARD_CLASSES or _CUSTOM_RE.match(name):
         return
-    raise ValueError(f"unknown resource class {name!r} at {where}: standard classes or CUSTOM_* only")
+    raise ValueError(f"{where} must name standard resource classes or CUSTOM_* ones, not {name!r}")
 
 
 class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -214,7 +214,7 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
         if self.traits:
             for trait in self.traits:
                 if not _RC_RE.match(trait):
-                    raise ValueError(f"invalid trait name {trait!r}")
+                    raise ValueError(f"traits must be upper-case names, not {trait!r}")
 
 
 class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -286,7 +286,7 @@ class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
         # Nova stores every metadata value as a string; accept what JSON gives and keep Nova's form.
         for key, value in list(self.metadata.items()):
             if not isinstance(value, str):
-                raise ValueError(f"metadata value of {key!r} must be a string")
+                raise ValueError(f"metadata must map keys to strings ({key!r} does not)")
 
     @property
     def key(self) -> str:
@@ -313,7 +313,7 @@ class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
                 raise ValueError(f"{name} must be >= 0")
         for key, value in self.extra_specs.items():
             if not isinstance(value, str):
-                raise ValueError(f"extra_specs value of {key!r} must be a string")
+                raise ValueError(f"extra_specs must map keys to strings ({key!r} does not)")
 
 
 class Image(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -334,7 +334,7 @@ class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
     def __post_init__(self) -> None:
         if self.policy is None and self.policies:
             if self.policies[0] not in ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"):
-                raise ValueError(f"unknown policy {self.policies[0]!r}")
+                raise ValueError(f"policies must name a known policy, not {self.policies[0]!r}")
             self.policy = self.policies[0]  # type: ignore[assignment]
         if "max_server_per_host" in self.rules:
             value = self.rules["max_server_per_host"]
@@ -392,7 +392,7 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
                 if amount < 0:
                     raise ValueError(f"resources.{rc} must be >= 0")
         if self.flavor is None and not self.resources:
-            raise ValueError("a request needs a flavor or resources")
+            raise ValueError("flavor must be given when resources is not")
 
 
 class InstanceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -473,6 +473,9 @@ class Explanation(Struct, omit_defaults=True):
 T = TypeVar("T")
 
 _PATH_RE = re.compile(r"at `([^`]*)`")
+# Our own __post_init__ checks start their message with the field's name ("memory_mb must be >= 0"); msgspec
+# reports them at the enclosing struct's path, so the name is appended to point at the field itself.
+_OWN_FIELD_RE = re.compile(r"^([a-z_][a-z0-9_.]*) must ")
 
 
 def decode(data: Any, type_: type[T], *, path: str = "$") -> T:
@@ -490,6 +493,9 @@ def decode(data: Any, type_: type[T], *, path: str = "$") -> T:
         if path != "$":
             where = path + where[1:]
         message = _PATH_RE.sub("", message).rstrip(" -")
+        own = _OWN_FIELD_RE.match(message)
+        if own:
+            where = f"{where}.{own.group(1)}"
         raise InvalidRequest(f"{message} (at {where})", field=where) from None
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"malformed JSON: {exc}", field=path) from None

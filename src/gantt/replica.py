@@ -54,6 +54,9 @@ class Replica:
         self.last_sync = 0.0  # clock() of the last successful read of the feed
         self.feed_errors = 0
         self.resyncs = 0
+        # What each host runs per the last instance-info write (the store keeps only the latest list per host),
+        # so that Nova's additive update_instance_info / delete_instance_info can be written as a full list.
+        self.instance_info: dict[str, list[str]] = {}
         self.scheduler = Scheduler(self.config, table=self._new_table(), commit=self.commit_claims)
 
     @property
@@ -90,6 +93,7 @@ class Replica:
         with self.table.lock:
             self.scheduler.table = table
             self.scheduler.engine.table = table
+            self.instance_info = {info.host: list(info.instances) for info in snap.instances}
             self.node_revisions = node_revisions
             self._applied = applied
             self.revision = snap.revision
@@ -155,6 +159,7 @@ class Replica:
                 self._bump(change.allocation.host, change.allocation.nodename, rev)
                 table.release(change.allocation.consumer_uuid)
             elif change.kind == "instances" and change.instances is not None:
+                self.instance_info[change.instances.host] = list(change.instances.instances)
                 table.set_instances(change.instances.host, change.instances.instances, replace=True)
         except NotFound:
             pass  # already gone locally (our own rollback, or a host we never saw): the store is the truth
@@ -205,6 +210,14 @@ class Replica:
     def update_resource_stats(self, name: str | list[str], stats: dict[str, Any]) -> int:
         return self.report(HostReport.of(name, stats))
 
+    def report_many(self, reports: list[HostReport]) -> int:
+        """Several host reports as one atomic batch (all applied or none)."""
+        now = self.clock()
+        for report in reports:
+            if report.reported_at is None:
+                report.reported_at = now
+        return self.write(Batch(reports=reports))
+
     def update_aggregate(self, aggregate: Aggregate | dict[str, Any]) -> int:
         return self.write(Batch(aggregates=[decode(aggregate, Aggregate)]))
 
@@ -218,7 +231,26 @@ class Replica:
         return self.write(Batch(releases=[consumer_uuid]))
 
     def sync_instance_info(self, host: str, instances: list[str]) -> int:
-        return self.write(Batch(instances=[InstanceInfo(host=host, instances=instances)]))
+        self._known_host(host)
+        return self.write(Batch(instances=[InstanceInfo(host=host, instances=list(dict.fromkeys(instances)))]))
+
+    def update_instance_info(self, host: str, instances: list[str]) -> int:
+        self._known_host(host)
+        merged = list(dict.fromkeys([*self.instance_info.get(host, ()), *instances]))
+        return self.write(Batch(instances=[InstanceInfo(host=host, instances=merged)]))
+
+    def delete_instance_info(self, host: str, instance_uuid: str) -> int:
+        self._known_host(host)
+        current = self.instance_info.get(host, [])
+        if instance_uuid not in current:
+            raise NotFound(f"instance {instance_uuid!r} is not on host {host!r}", field="instance_uuid")
+        return self.write(Batch(instances=[InstanceInfo(host=host, instances=[u for u in current
+                                                                            if u != instance_uuid])]))
+
+    def _known_host(self, host: str) -> None:
+        # The store accepts instance info for any name; refuse unknown hosts here so a typo is a 404, not a no-op.
+        if host not in self.table.rows_of_host:
+            raise NotFound(f"no such host {host!r}", field="host")
 
     def select_destinations(self, spec: Any) -> Any:
         return self.scheduler.select_destinations(spec)
