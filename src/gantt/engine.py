@@ -365,7 +365,7 @@ class Engine:
                 np.logical_and(mask, m[:n], out=mask)
         count = int(np.count_nonzero(mask))
         score = np.zeros(n)
-        if count:
+        if count > 1:  # Nova returns a lone candidate unweighed (weight 0): nothing to rank it against
             self._weigh(ctx, mask, score, contributions)
         score[~mask] = -np.inf
         return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits)
@@ -374,11 +374,10 @@ class Engine:
                contributions: dict[str, np.ndarray] | None) -> None:
         table = self.table
         for weigher in self.weighers:
-            multiplier = weigher.multiplier()
-            override = table.metadata_min_float(weigher.multiplier_option) if weigher.multiplier_option else None
-            if multiplier == 0.0 and override is None:
+            multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
+            if isinstance(multiplier, float) and multiplier == 0.0:
                 continue
-            raw = weigher.raw(table, ctx)
+            raw = weigher.raw(table, ctx, mask)
             if raw is None:
                 continue
             lo = weigher.minval if weigher.minval is not None else float(np.min(raw, where=mask, initial=np.inf))
@@ -387,10 +386,7 @@ class Engine:
                 continue  # Nova: every candidate equal -> every normalized weight 0
             part = raw - lo
             part *= 1.0 / (hi - lo)
-            if override is not None:
-                part *= np.where(np.isnan(override), multiplier, override)
-            else:
-                part *= multiplier
+            part *= multiplier
             score += part
             if contributions is not None:
                 contributions[weigher.name] = part

@@ -3,6 +3,6 @@
 from gantt.weighers import base
 from gantt.weighers.base import WEIGHERS, Weigher, register, resolve
 
-from gantt.weighers import resources  # noqa: E402,F401  isort: skip
+from gantt.weighers import affinity, build_failure, hypervisor, load, metrics, resources  # noqa: F401  isort: skip
 
 __all__ = ["WEIGHERS", "Weigher", "base", "register", "resolve"]

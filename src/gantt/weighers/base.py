@@ -1,4 +1,4 @@
-"""The one narrow interface every weigher implements, and the registry that finds weighers by Nova's class name.
+"""The narrow interface every weigher implements, and the registry that finds weighers by Nova's class name.
 
 A weigher returns raw values for all rows; the engine normalizes them over the candidates exactly as Nova does
 (``(x - min) / (max - min)``, all zeros when every candidate has the same value), multiplies by the weigher's
@@ -21,13 +21,15 @@ WEIGHERS: dict[str, type[Weigher]] = {}
 
 class Weigher:
     name: ClassVar[str] = ""
-    # The [filter_scheduler] option holding the multiplier; aggregates override it by a metadata key of this name.
+    # The [filter_scheduler] option holding the multiplier; aggregates override it by a metadata key of this
+    # name.
     multiplier_option: ClassVar[str] = ""
     # Fixed normalization bounds (Nova's minval/maxval); None: taken from the candidates.
     minval: ClassVar[float | None] = None
     maxval: ClassVar[float | None] = None
-    # Nova's BuildFailureWeigher negates its multiplier *after* the aggregate override is resolved; a sign here
-    # keeps that exact (negating the raw values instead would shift per-node scores when overrides differ).
+    # Nova's BuildFailureWeigher negates its multiplier *after* the aggregate override is resolved; a sign
+    # here keeps that exact (negating the raw values instead would shift per-node scores when overrides
+    # differ).
     multiplier_sign: ClassVar[float] = 1.0
 
     def __init__(self, config: Config) -> None:
@@ -40,9 +42,10 @@ class Weigher:
     def multipliers(self, table: HostTable) -> float | np.ndarray:
         """The effective multiplier: a float when no aggregate overrides it, else one value per live row.
 
-        Nova's get_weight_multiplier: the lowest value of the option's metadata key across the node's aggregates,
-        the configured value where none sets it. The per-row array only changes with static state, so it is
-        memoized in the table's aggregate cache (one array build per aggregate change, not per decision).
+        Nova's get_weight_multiplier: the lowest value of the option's metadata key across the node's
+        aggregates, the configured value where none sets it. The per-row array only changes with static
+        state, so it is memoized in the table's aggregate cache (one build per aggregate change, not per
+        decision).
         """
         base = self.multiplier()
         sign = self.multiplier_sign
@@ -62,10 +65,10 @@ class Weigher:
         return sign * base if per_row is None else per_row
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        """Raw per-row values (length ``table.n``), or None when this request gives every node the same weight.
+        """Raw per-row values (length ``table.n``), or None when the request gives every node the same weight.
 
-        ``mask`` marks the candidates (the rows that passed the filters); most weighers ignore it, but a weigher
-        that must fail on a candidate (MetricsWeigher with ``required``) looks only at those rows.
+        ``mask`` marks the candidates (the rows that passed the filters); most weighers ignore it, but a
+        weigher that must fail on a candidate (MetricsWeigher with ``required``) looks only at those rows.
         """
         raise NotImplementedError
 

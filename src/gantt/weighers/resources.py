@@ -16,7 +16,7 @@ class RAMWeigher(Weigher):
     name = "RAMWeigher"
     multiplier_option = "ram_weight_multiplier"
 
-    def raw(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         return table.col("free_ram_mb")
 
 
@@ -27,7 +27,7 @@ class CPUWeigher(Weigher):
     name = "CPUWeigher"
     multiplier_option = "cpu_weight_multiplier"
 
-    def raw(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         free = table.rc_col("free", "VCPU")
         return free if free is not None else None
 
@@ -39,5 +39,5 @@ class DiskWeigher(Weigher):
     name = "DiskWeigher"
     multiplier_option = "disk_weight_multiplier"
 
-    def raw(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         return table.col("free_disk_mb")

@@ -1,0 +1,26 @@
+"""BuildFailureWeigher: push nodes with recent failed builds to the back (Nova's build_failure weigher)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gantt.request import RequestContext
+from gantt.state import HostTable
+from gantt.weighers.base import Weigher, register
+
+
+@register
+class BuildFailureWeigher(Weigher):
+    """Raw value: the node's ``failed_builds``.
+
+    The multiplier is negated (Nova: ``-1 * multiplier``) after the aggregate override is resolved, so a
+    positive ``build_failure_weight_multiplier`` (default 1,000,000) makes failures count against a node,
+    and an aggregate setting the key to 0 makes its nodes ignore them.
+    """
+
+    name = "BuildFailureWeigher"
+    multiplier_option = "build_failure_weight_multiplier"
+    multiplier_sign = -1.0
+
+    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
+        return table.col("failed_builds")
