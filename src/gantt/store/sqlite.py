@@ -1,0 +1,481 @@
+"""SQLiteStore: the embedded default store, one file shared by every ``gantt serve`` process on a machine.
+
+Durability
+- WAL journal with ``synchronous=FULL``: a transaction is on disk (the WAL is fsynced) before ``commit`` returns,
+  so an acknowledged write survives ``kill -9`` and power loss alike.
+- Writers take the write lock up front (``BEGIN IMMEDIATE``), so a transaction never has to be retried half way
+  through because another process got the lock first; waiting for the lock is a short sleep loop (finer grained
+  than SQLite's own busy handler, which sleeps 1, 2, 5, 10 … ms).
+
+Group commit
+- ``commit`` hands its batch to one writer thread per store object and waits. The writer takes every batch that
+  is waiting, applies them in one SQLite transaction (one fsync for all) with a SAVEPOINT around each: a batch
+  whose ``expect`` fails or that names something unknown is rolled back to its savepoint and only its caller gets
+  the error. Each batch that changes something gets its own revision (strictly increasing, across processes too:
+  the counter is read inside the write transaction).
+
+Change feed
+- ``changes`` rows ``(revision, seq, kind, payload)``, the payload a msgpack-encoded ``Change``. A waiting reader
+  polls the head revision every ``poll_interval`` (a one-row primary-key read) and is woken at once by commits of
+  its own process. The last ``retention`` revisions are kept; older rows are deleted by the writer now and then,
+  and ``floor`` records the newest deleted revision: asking for changes since an older one raises ``Compacted``.
+
+Schema: see ``_SCHEMA``; ``schema_version`` holds its version so a later release can migrate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import msgspec
+
+from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NotFound, StoreUnavailable, merge_reports
+from gantt.store.base import (
+    Batch,
+    Change,
+    CommitResult,
+    Compacted,
+    NodeKey,
+    NodeRevision,
+    Snapshot,
+    Store,
+    StoreConflict,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS hosts (host TEXT NOT NULL, node TEXT NOT NULL, data BLOB NOT NULL,
+                                  PRIMARY KEY (host, node));
+CREATE TABLE IF NOT EXISTS node_revisions (host TEXT NOT NULL, node TEXT NOT NULL, revision INTEGER NOT NULL,
+                                           PRIMARY KEY (host, node)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS aggregates (id TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS allocations (consumer TEXT PRIMARY KEY, host TEXT NOT NULL, node TEXT NOT NULL,
+                                        data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS allocations_node ON allocations (host, node);
+CREATE TABLE IF NOT EXISTS instances (host TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS changes (revision INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
+                                    payload BLOB NOT NULL, PRIMARY KEY (revision, seq)) WITHOUT ROWID;
+"""
+
+_ENC = msgspec.msgpack.Encoder()
+_DEC_HOST = msgspec.msgpack.Decoder(HostReport)
+_DEC_AGG = msgspec.msgpack.Decoder(Aggregate)
+_DEC_ALLOC = msgspec.msgpack.Decoder(Allocation)
+_DEC_INST = msgspec.msgpack.Decoder(InstanceInfo)
+_DEC_CHANGE = msgspec.msgpack.Decoder(Change)
+
+
+def path_of(url: str) -> str:
+    """``sqlite:///rel/path`` is relative to the working directory, ``sqlite:////abs/path`` absolute (as in
+    SQLAlchemy); a bare path is accepted too."""
+    rest = url.split("?", 1)[0]
+    if rest.startswith("sqlite:///"):
+        rest = rest[len("sqlite:///"):]
+    elif rest.startswith("sqlite://"):
+        rest = rest[len("sqlite://"):]
+    elif rest.startswith("sqlite:"):
+        rest = rest[len("sqlite:"):]
+    if not rest or rest == ":memory:":
+        raise ValueError(f"{url!r}: the SQLite store needs a file (sqlite:///path/to/file.sqlite)")
+    return rest
+
+
+class _Pending:
+    __slots__ = ("batch", "done", "error", "result")
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+        self.done = threading.Event()
+        self.result: CommitResult | None = None
+        self.error: BaseException | None = None
+
+
+class SQLiteStore(Store):
+    """See the module docstring. ``retention``: how many revisions of change feed to keep."""
+
+    def __init__(self, url: str, *, retention: int | None = None, busy_timeout: float = 30.0,
+                 poll_interval: float = 0.005, max_group: int = 512) -> None:
+        self.url = url
+        self.path = path_of(url)
+        query = parse_qs(url.split("?", 1)[1]) if "?" in url else {}
+        self.retention = retention if retention is not None else int(query.get("retention", ["100000"])[0])
+        if self.retention < 1:
+            raise ValueError("retention must be >= 1")
+        self.busy_timeout = busy_timeout
+        self.poll_interval = poll_interval
+        self.max_group = max_group
+        parent = Path(self.path).parent
+        if not parent.exists():
+            parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._closed = False
+        # group commit: callers append, the writer drains
+        self._queue: list[_Pending] = []
+        self._queue_cond = threading.Condition()
+        self._writer: threading.Thread | None = None
+        self._writer_conn: sqlite3.Connection | None = None
+        # in-process wake-up of feed readers; other processes' commits are found by polling
+        self._head = 0
+        self._head_cond = threading.Condition()
+        self.groups = 0  # transactions committed by this object's writer (for benchmarks and tests)
+        self.batches = 0
+        self.lock_waits = 0
+        self._init_schema()
+
+    # ----------------------------------------------------------------------------------------- connections
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=self.busy_timeout, cached_statements=256)
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=OFF")
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StoreUnavailable("the store is closed")
+            conn = self._connect()
+            self._local.conn = conn
+        return conn
+
+    def _init_schema(self) -> None:
+        conn = self._connect()
+        # journal_mode is persistent in the file; switching needs a moment without other writers
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        if str(mode).lower() != "wal":
+            raise StoreUnavailable(f"{self.path}: cannot switch to WAL journal (got {mode!r})")
+        self._begin_immediate(conn)
+        try:
+            # statement by statement: executescript would COMMIT the write lock away first
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+            if row[0] is None:
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+                conn.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, 0)", [("revision",), ("floor",)])
+            elif row[0] > SCHEMA_VERSION:
+                raise StoreUnavailable(f"{self.path}: schema version {row[0]} is newer than this Gantt "
+                                       f"({SCHEMA_VERSION}); upgrade Gantt")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self._head = self._read_head(conn)
+        self._local.conn = conn
+
+    def _begin_immediate(self, conn: sqlite3.Connection) -> None:
+        """Take the write lock, sleeping in short random steps while another process holds it."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+        self.lock_waits += 1
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            time.sleep(random.uniform(0.0002, 0.001))
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
+                    raise StoreUnavailable(f"{self.path}: cannot take the write lock: {exc}") from exc
+
+    @staticmethod
+    def _read_head(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone()[0])
+
+    def close(self) -> None:
+        with self._queue_cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._queue_cond.notify_all()
+        if self._writer is not None:
+            self._writer.join(timeout=30)
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            with contextlib.suppress(sqlite3.Error):  # closing is best effort
+                conn.close()
+        with self._head_cond:
+            self._head_cond.notify_all()
+
+    # -------------------------------------------------------------------------------------------- reading
+
+    def snapshot(self) -> Snapshot:
+        conn = self._reader()
+        conn.execute("BEGIN")  # one read transaction: everything at one revision
+        try:
+            revision = self._read_head(conn)
+            hosts = [_DEC_HOST.decode(d) for (d,) in conn.execute("SELECT data FROM hosts ORDER BY rowid")]
+            aggregates = [_DEC_AGG.decode(d) for (d,) in conn.execute("SELECT data FROM aggregates ORDER BY rowid")]
+            allocations = [_DEC_ALLOC.decode(d)
+                           for (d,) in conn.execute("SELECT data FROM allocations ORDER BY rowid")]
+            instances = [_DEC_INST.decode(d) for (d,) in conn.execute("SELECT data FROM instances ORDER BY rowid")]
+            node_revisions = [NodeRevision(h, n, r)
+                              for h, n, r in conn.execute("SELECT host, node, revision FROM node_revisions")]
+        finally:
+            conn.execute("COMMIT")
+        return Snapshot(revision=revision, hosts=hosts, aggregates=aggregates, allocations=allocations,
+                        instances=instances, node_revisions=node_revisions)
+
+    def head(self) -> int:
+        """The newest committed revision (of any process)."""
+        return self._read_head(self._reader())
+
+    def changes(self, since: int, timeout: float = 1.0, *, limit: int = 20_000) -> list[Change]:
+        """Every change after ``since`` (up to about ``limit``, always whole revisions), waiting up to ``timeout``."""
+        conn = self._reader()
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            head = self._read_head(conn)
+            if head > since:
+                return self._read_changes(conn, since, limit)
+            floor = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
+            if since < floor:
+                raise Compacted(f"revision {since} is compacted; the feed keeps revisions after {floor}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._closed:
+                return []
+            with self._head_cond:
+                if self._head <= since:
+                    self._head_cond.wait(min(self.poll_interval, remaining))
+
+    def _read_changes(self, conn: sqlite3.Connection, since: int, limit: int) -> list[Change]:
+        conn.execute("BEGIN")
+        try:
+            floor = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
+            if since < floor:
+                raise Compacted(f"revision {since} is compacted; the feed keeps revisions after {floor}")
+            cut = conn.execute("SELECT revision FROM changes WHERE revision > ? ORDER BY revision, seq "
+                               "LIMIT 1 OFFSET ?", (since, limit)).fetchone()
+            if cut is None:
+                rows = conn.execute("SELECT payload FROM changes WHERE revision > ? ORDER BY revision, seq",
+                                    (since,)).fetchall()
+            else:
+                # never split a revision: the reader takes the last revision it sees as fully applied
+                upto = cut[0] - 1 if cut[0] - 1 > since else cut[0]
+                rows = conn.execute("SELECT payload FROM changes WHERE revision > ? AND revision <= ? "
+                                    "ORDER BY revision, seq", (since, upto)).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        return [_DEC_CHANGE.decode(p) for (p,) in rows]
+
+    # -------------------------------------------------------------------------------------------- writing
+
+    def commit(self, batch: Batch) -> CommitResult:
+        pending = _Pending(batch)
+        with self._queue_cond:
+            if self._closed:
+                raise StoreUnavailable("the store is closed")
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_loop, name="gantt-sqlite-writer", daemon=True)
+                self._writer.start()
+            self._queue.append(pending)
+            self._queue_cond.notify()
+        pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.result is not None
+        return pending.result
+
+    def _write_loop(self) -> None:
+        conn = self._writer_conn = self._connect()
+        # The writer waits for the lock in its own fine-grained loop (_begin_immediate). Nothing else it runs can
+        # be busy in WAL mode once it holds the write lock (auto-checkpoints are passive).
+        conn.execute("PRAGMA busy_timeout=0")
+        while True:
+            with self._queue_cond:
+                while not self._queue and not self._closed:
+                    self._queue_cond.wait()
+                if not self._queue and self._closed:
+                    return
+                group = self._queue[: self.max_group]
+                del self._queue[: self.max_group]
+            try:
+                self._commit_group(conn, group)
+            except BaseException as exc:  # the whole transaction failed: every caller in it gets the error
+                error: BaseException = exc
+                if isinstance(exc, sqlite3.Error):
+                    error = StoreUnavailable(f"{self.path}: {exc}")
+                    log.error("sqlite store: group commit of %d batch(es) failed: %s", len(group), exc)
+                for pending in group:
+                    if not pending.done.is_set():
+                        pending.result = None
+                        pending.error = error
+                        pending.done.set()
+
+    def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
+        self._begin_immediate(conn)
+        outcomes: list[tuple[_Pending, CommitResult | None, BaseException | None]] = []
+        try:
+            revision = self._read_head(conn)
+            start = revision
+            for pending in group:
+                conn.execute("SAVEPOINT b")
+                try:
+                    changes = _apply(conn, pending.batch, revision + 1)
+                except BaseException as exc:
+                    conn.execute("ROLLBACK TO b")
+                    conn.execute("RELEASE b")
+                    if not isinstance(exc, Exception):
+                        raise
+                    outcomes.append((pending, None, exc))
+                    continue
+                conn.execute("RELEASE b")
+                if changes:
+                    revision += 1
+                outcomes.append((pending, CommitResult(revision=revision, changes=changes), None))
+            if revision != start:
+                conn.execute("UPDATE meta SET value=? WHERE key='revision'", (revision,))
+                floor = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
+                # amortized: delete a slice of old feed every retention/10 revisions (at most 1000)
+                if revision - floor >= self.retention + max(1, min(self.retention // 10, 1000)):
+                    self._compact(conn, revision - self.retention)
+            conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        self.groups += 1
+        self.batches += len(group)
+        with self._head_cond:
+            if revision > self._head:
+                self._head = revision
+            self._head_cond.notify_all()
+        for pending, result, error in outcomes:
+            pending.result, pending.error = result, error
+            pending.done.set()
+
+    @staticmethod
+    def _compact(conn: sqlite3.Connection, floor: int) -> None:
+        conn.execute("DELETE FROM changes WHERE revision <= ?", (floor,))
+        conn.execute("UPDATE meta SET value=? WHERE key='floor' AND value < ?", (floor, floor))
+
+    def compact(self, keep: int | None = None) -> int:
+        """Delete the feed older than the last ``keep`` (default ``retention``) revisions now; returns the floor."""
+        keep = self.retention if keep is None else keep
+        conn = self._reader()
+        self._begin_immediate(conn)
+        try:
+            head = self._read_head(conn)
+            floor = max(head - keep, 0)
+            self._compact(conn, floor)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return floor
+
+
+# ------------------------------------------------------------------------------------ one batch, in SQL
+
+
+def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
+    """Apply ``batch`` as revision ``rev`` inside the open transaction, exactly as ``MemoryStore.commit`` does.
+
+    Raises StoreConflict / NotFound before writing anything (the caller's savepoint covers the rest).
+    """
+    ex = conn.execute
+    if batch.expect:
+        conflicts: list[NodeKey] = []
+        for e in batch.expect:
+            row = ex("SELECT revision FROM node_revisions WHERE host=? AND node=?", (e.host, e.node)).fetchone()
+            if (row[0] if row else 0) != e.revision:
+                conflicts.append((e.host, e.node))
+        if conflicts:
+            raise StoreConflict(conflicts)
+    if batch.releases and not batch.lenient_releases:
+        for consumer in batch.releases:
+            if ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None:
+                raise NotFound(f"no allocation for consumer {consumer!r}", field="consumer_uuid")
+    for aggregate_id in batch.delete_aggregates:
+        if ex("SELECT 1 FROM aggregates WHERE id=?", (aggregate_id,)).fetchone() is None:
+            raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
+    for host, node in batch.delete_hosts:
+        found = ex("SELECT 1 FROM hosts WHERE host=? LIMIT 1", (host,)) if node is None else \
+            ex("SELECT 1 FROM hosts WHERE host=? AND node=?", (host, node))
+        if found.fetchone() is None:
+            raise NotFound(f"no such host {host!r}", field="host")
+
+    changes: list[Change] = []
+    bumped: dict[NodeKey, None] = {}  # nodes whose usage revision moves to rev
+    for report in batch.reports:
+        key = (report.host, report.nodename)
+        row = ex("SELECT data FROM hosts WHERE host=? AND node=?", key).fetchone()
+        merged = merge_reports(_DEC_HOST.decode(row[0]) if row else None, report)
+        ex("INSERT INTO hosts (host, node, data) VALUES (?, ?, ?) "
+           "ON CONFLICT (host, node) DO UPDATE SET data=excluded.data", (*key, _ENC.encode(merged)))
+        bumped[key] = None
+        changes.append(Change(revision=rev, kind="host", host=merged))
+    for host, node in batch.delete_hosts:
+        keys: Iterable[tuple[str, str]] = ex("SELECT host, node FROM hosts WHERE host=? ORDER BY rowid", (host,)) \
+            .fetchall() if node is None else [(host, node)]
+        for key in keys:
+            ex("DELETE FROM hosts WHERE host=? AND node=?", key)
+            ex("DELETE FROM allocations WHERE host=? AND node=?", key)
+            bumped[key] = None
+            changes.append(Change(revision=rev, kind="host_deleted", node=(key[0], key[1])))
+    for aggregate in batch.aggregates:
+        ex("INSERT INTO aggregates (id, data) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET data=excluded.data",
+           (aggregate.key, _ENC.encode(aggregate)))
+        changes.append(Change(revision=rev, kind="aggregate", aggregate=aggregate))
+    for aggregate_id in batch.delete_aggregates:
+        ex("DELETE FROM aggregates WHERE id=?", (aggregate_id,))
+        changes.append(Change(revision=rev, kind="aggregate_deleted", aggregate_id=aggregate_id))
+    for allocation in batch.allocations:
+        key = (allocation.host, allocation.nodename)
+        ex("INSERT INTO allocations (consumer, host, node, data) VALUES (?, ?, ?, ?) ON CONFLICT (consumer) "
+           "DO UPDATE SET host=excluded.host, node=excluded.node, data=excluded.data",
+           (allocation.consumer_uuid, *key, _ENC.encode(allocation)))
+        bumped[key] = None
+        changes.append(Change(revision=rev, kind="allocation", allocation=allocation))
+    for consumer in batch.releases:
+        row = ex("DELETE FROM allocations WHERE consumer=? RETURNING data", (consumer,)).fetchone()
+        if row is not None:
+            gone = _DEC_ALLOC.decode(row[0])
+            bumped[(gone.host, gone.nodename)] = None
+            changes.append(Change(revision=rev, kind="allocation_deleted", allocation=gone))
+    for info in batch.instances:
+        ex("INSERT INTO instances (host, data) VALUES (?, ?) ON CONFLICT (host) DO UPDATE SET data=excluded.data",
+           (info.host, _ENC.encode(info)))
+        changes.append(Change(revision=rev, kind="instances", instances=info))
+    if bumped:
+        conn.executemany("INSERT INTO node_revisions (host, node, revision) VALUES (?, ?, ?) "
+                         "ON CONFLICT (host, node) DO UPDATE SET revision=excluded.revision",
+                         [(h, n, rev) for h, n in bumped])
+    if changes:
+        conn.executemany("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)",
+                         [(rev, seq, c.kind, _ENC.encode(c)) for seq, c in enumerate(changes)])
+    return changes

@@ -1,0 +1,259 @@
+"""SQLiteStore: the store contract, group commit, restart, several processes on one file, compaction."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from gantt import NoValidHost
+from gantt.config import Config
+from gantt.model import Aggregate, HostReport, HostStats, InstanceInfo, NotFound
+from gantt.replica import Replica, audit
+from gantt.store.base import Batch, Compacted, Expect, Store, StoreConflict, open_store
+from gantt.store.sqlite import SQLiteStore, path_of
+from tests.conftest import host_stats, request
+from tests.store.contract import CONTRACT, alloc, report
+
+CONFIG = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}})
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/gantt.sqlite"
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[SQLiteStore]:
+    s = SQLiteStore(url)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("check", CONTRACT, ids=lambda f: f.__name__)
+def test_sqlite_store_contract(check: Callable[[Store], None], store: SQLiteStore) -> None:
+    check(store)
+
+
+def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert path_of("sqlite:///rel/g.sqlite") == "rel/g.sqlite"
+    assert path_of("sqlite:////abs/g.sqlite") == "/abs/g.sqlite"
+    with pytest.raises(ValueError):
+        path_of("sqlite://")
+    monkeypatch.chdir(tmp_path)
+    with open_store("sqlite:///sub/dir/g.sqlite?retention=7") as s:
+        assert isinstance(s, SQLiteStore) and s.retention == 7
+        s.commit(Batch(reports=[report("h1")]))
+    assert (tmp_path / "sub/dir/g.sqlite").exists()
+
+
+def test_group_commit_combines_concurrent_batches(store: SQLiteStore) -> None:
+    base = store.commit(Batch(reports=[report(f"h{i}") for i in range(8)])).revision
+    results: dict[str, int] = {}
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    start = threading.Barrier(32)
+
+    def claim(i: int) -> None:
+        start.wait()
+        consumer = f"c{i}"
+        try:
+            result = store.commit(Batch(allocations=[alloc(consumer, f"h{i % 8}")]))
+        except BaseException as exc:  # pragma: no cover - reported below
+            with lock:
+                errors.append(exc)
+            return
+        assert [c.allocation.consumer_uuid for c in result.changes if c.allocation] == [consumer]
+        assert all(c.revision == result.revision for c in result.changes)
+        with lock:
+            results[consumer] = result.revision
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    # one revision per batch, no gaps, no duplicates, even though they shared transactions
+    assert sorted(results.values()) == list(range(base + 1, base + 33))
+    assert store.groups < 1 + 32  # at least two batches went in one transaction
+    assert len(store.snapshot().allocations) == 32
+
+
+def test_a_conflicting_batch_does_not_sink_its_group(store: SQLiteStore) -> None:
+    rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
+    store.commit(Batch(allocations=[alloc("taken", "h2")]))  # h2's usage revision moves on
+    # Hold the writer inside a transaction from another connection so the next batches queue up as one group.
+    blocker = store._connect()
+    blocker.execute("BEGIN IMMEDIATE")
+    outcomes: dict[str, object] = {}
+
+    def run(name: str, batch: Batch) -> None:
+        try:
+            outcomes[name] = store.commit(batch).revision
+        except (StoreConflict, NotFound) as exc:
+            outcomes[name] = exc
+
+    batches = {
+        "first": Batch(reports=[report("h3")]),  # the writer takes this alone and waits for the lock with it
+        "ok1": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("a", "h1")]),
+        "stale": Batch(expect=[Expect("h2", "h2", rev)], allocations=[alloc("b", "h2")]),
+        "unknown": Batch(releases=["nobody"], allocations=[alloc("c", "h1")]),
+        "ok2": Batch(allocations=[alloc("d", "h2")]),
+    }
+    threads = []
+    for name, batch in batches.items():
+        threads.append(threading.Thread(target=run, args=(name, batch)))
+        threads[-1].start()
+        time.sleep(0.02)
+    groups = store.groups
+    blocker.execute("ROLLBACK")
+    for t in threads:
+        t.join()
+    assert store.groups == groups + 2  # "first" alone, then the other four in one transaction
+    assert isinstance(outcomes["stale"], StoreConflict) and outcomes["stale"].keys == [("h2", "h2")]
+    assert isinstance(outcomes["unknown"], NotFound)
+    assert isinstance(outcomes["ok1"], int) and isinstance(outcomes["ok2"], int)
+    assert outcomes["first"] == rev + 2
+    assert {outcomes["ok1"], outcomes["ok2"]} == {rev + 3, rev + 4}
+    assert {a.consumer_uuid for a in store.snapshot().allocations} == {"taken", "a", "d"}
+    feed = store.changes(rev, timeout=0)
+    assert [c.allocation.consumer_uuid for c in feed if c.allocation] == ["taken", "a", "d"]
+
+
+def test_restart_restores_everything_exactly(url: str) -> None:
+    with SQLiteStore(url) as s:
+        s.commit(Batch(reports=[report("h1", hypervisor_type="QEMU"), report("bm", "n1"), report("bm", "n2")],
+                       aggregates=[Aggregate(id=3, name="agg", hosts=["h1"], metadata={"availability_zone": "z"})]))
+        s.commit(Batch(allocations=[alloc("c1", "h1", vcpu=2), alloc("c2", "bm", "n2")]))
+        s.commit(Batch(instances=[InstanceInfo(host="h1", instances=["c1"])]))
+        s.commit(Batch(releases=["c2"]))
+        before = s.snapshot()
+    with SQLiteStore(url) as again:
+        after = again.snapshot()
+        assert after == before
+        assert after.revision == 4
+        assert again.commit(Batch(reports=[report("h9")])).revision == 5  # revisions carry on
+
+
+def test_replica_on_sqlite_and_restart(url: str) -> None:
+    with SQLiteStore(url) as s:
+        a = Replica(s, CONFIG).start(follow=False)
+        for i in range(3):
+            a.update_resource_stats(f"h{i}", host_stats(vcpus=4))
+        a.select_destinations(request(vcpus=2, instance_uuids=["vm-1"]))
+        a.release("vm-1")
+        a.select_destinations(request(vcpus=3, instance_uuids=["vm-2"]))
+        held = a.table.allocations["vm-2"]
+    with SQLiteStore(url) as s:
+        b = Replica(s, CONFIG).start(follow=False)
+        assert b.table.allocations.keys() == {"vm-2"}
+        assert b.table.allocations["vm-2"].host == held.host
+        assert b.scheduler.host(held.host)["inventories"]["VCPU"]["in_flight"] == 3
+        assert audit(s.snapshot(), CONFIG) == []
+
+
+def test_compaction_makes_replica_resnapshot(url: str) -> None:
+    with SQLiteStore(url, retention=5) as s:
+        a = Replica(s, CONFIG).start(follow=False)
+        a.update_resource_stats("h0", host_stats(vcpus=64))
+        behind = Replica(s, CONFIG).start(follow=False)
+        seen = behind.revision
+        for i in range(20):
+            a.select_destinations(request(vcpus=1, instance_uuids=[f"vm-{i}"]))
+        head = s.head()
+        assert head == seen + 20
+        # the writer compacts as it goes: only about the last `retention` revisions are kept
+        with pytest.raises(Compacted):
+            s.changes(seen, timeout=0)
+        assert len({c.revision for c in s.changes(head - 5, timeout=0)}) == 5
+        s.compact(keep=2)
+        with pytest.raises(Compacted):
+            s.changes(head - 3, timeout=0)
+        assert s.changes(head - 2, timeout=0)
+        behind.catch_up()
+        assert behind.resyncs == 1
+        assert behind.revision == head
+        assert len(behind.table.allocations) == 20
+
+
+def test_changes_waits_and_wakes_on_commit(store: SQLiteStore) -> None:
+    head = store.commit(Batch(reports=[report("h1")])).revision
+    t0 = time.monotonic()
+    assert store.changes(head, timeout=0.1) == []
+    assert 0.09 <= time.monotonic() - t0 < 1.0
+    other = SQLiteStore(store.url)  # another object on the file: found by polling, not by in-process wake-up
+    try:
+        timer = threading.Timer(0.1, lambda: other.commit(Batch(reports=[report("h2")])))
+        timer.start()
+        t0 = time.monotonic()
+        got = store.changes(head, timeout=5)
+        timer.join()
+        assert [c.host.host for c in got if c.host] == ["h2"]
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        other.close()
+
+
+def test_feed_never_splits_a_revision(store: SQLiteStore) -> None:
+    store.commit(Batch(reports=[report(f"h{i}") for i in range(10)]))
+    store.commit(Batch(reports=[report(f"g{i}") for i in range(10)]))
+    part = store.changes(0, timeout=0, limit=5)
+    assert len(part) == 10 and {c.revision for c in part} == {1}
+    part = store.changes(0, timeout=0, limit=15)
+    assert len(part) == 10
+    assert len(store.changes(1, timeout=0, limit=3)) == 10
+
+
+# ------------------------------------------------------------------------------- several processes
+
+
+def _claimer(url: str, hosts: int, attempts: int, start: float, out: multiprocessing.Queue) -> None:
+    store = SQLiteStore(url)
+    replica = Replica(store, CONFIG).start()
+    placed: list[str] = []
+    failures = 0
+    conflicts_before = replica.scheduler.engine.stats.commit_conflicts
+    while time.time() < start:
+        time.sleep(0.005)
+    for _ in range(attempts):
+        try:
+            [[sel, *_]] = replica.select_destinations(request(vcpus=1))
+            placed.append(sel.consumer_uuid or "")
+        except NoValidHost:
+            failures += 1
+    out.put((placed, failures, replica.scheduler.engine.stats.commit_conflicts - conflicts_before,
+             store.groups, store.lock_waits))
+    replica.stop()
+    store.close()
+
+
+def test_two_processes_on_one_file_never_double_book(url: str) -> None:
+    hosts, vcpus = 20, 8
+    with SQLiteStore(url) as s:
+        now = time.time()  # reported now, so the hosts are up
+        s.commit(Batch(reports=[HostReport(host=f"h{i}", stats=HostStats(**host_stats(vcpus=vcpus)), reported_at=now)
+                                for i in range(hosts)]))
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter each: nothing of ours inherited via fork
+    out: multiprocessing.Queue = ctx.Queue()
+    start = time.time() + 2.5  # let both interpreters import and load before the race
+    attempts = 120
+    procs = [ctx.Process(target=_claimer, args=(url, hosts, attempts, start, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    placed = [c for r in results for c in r[0]]
+    failures = sum(r[1] for r in results)
+    with SQLiteStore(url) as s:
+        snap = s.snapshot()
+    assert audit(snap, CONFIG) == []
+    assert sorted(a.consumer_uuid for a in snap.allocations) == sorted(placed)
+    assert len(placed) == hosts * vcpus  # every vCPU booked once, none twice
+    assert failures == 2 * attempts - hosts * vcpus
