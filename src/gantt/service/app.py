@@ -1,0 +1,471 @@
+"""The ASGI app: thin handlers over a ``gantt.replica.Replica``; the domain objects and the store do the work.
+
+Every handler decodes its input completely (msgspec, so a bad field is a 400 naming it) before it touches
+anything, and every write is one store batch: a request is applied whole or not at all.
+
+Calls that decide or touch the store run in a thread pool: a decision is CPU-bound (numpy releases the GIL for
+most of it) and a store commit waits on disk; running them off the event loop keeps other requests' I/O moving
+and lets concurrent claims reach the store together, where a backend can commit them as one group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+import msgspec
+import numpy as np
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gantt import __version__
+from gantt.config import Config, load_config
+from gantt.model import (
+    Aggregate,
+    GanttError,
+    HostReport,
+    InvalidRequest,
+    NotFound,
+    RequestSpec,
+    decode,
+)
+from gantt.replica import Replica
+from gantt.service.metrics import Metrics
+from gantt.service.schemas import (
+    PROBLEM_JSON,
+    AggregateList,
+    AllocationList,
+    CandidateOut,
+    Candidates,
+    Health,
+    InstancesIn,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    ReportBatchIn,
+    ReportIn,
+    Selections,
+    Unauthorized,
+    UnsupportedMediaType,
+    Written,
+    openapi,
+)
+from gantt.store.base import Store, open_store
+
+log = logging.getLogger("gantt.service")
+
+T = TypeVar("T")
+
+# A replica that has not read the change feed for this long answers /health with 503 "degraded".
+STALE_AFTER = 10.0
+# How many decisions/commits may run at once. Measured on 2 cores (memory and sqlite stores, 1k-10k hosts): more
+# threads than this only add GIL contention, fewer starve the store's group commit.
+THREADS = 16
+_INT64 = 2**63 - 1
+_LONG_DIGITS = re.compile(rb"\d{19}")
+_ENCODER = msgspec.json.Encoder()
+
+
+class Service:
+    """What the handlers share: the replica, the token, limits and counters."""
+
+    def __init__(self, replica: Replica | None, config: Config, token: str | None) -> None:
+        self._replica = replica
+        self.config = config
+        self.token = token
+        self.max_body = config.gantt.max_body_bytes
+        self.metrics = Metrics()
+        self.limiter: anyio.CapacityLimiter | None = None
+
+    @property
+    def replica(self) -> Replica:
+        if self._replica is None:
+            raise GanttError("the service is not started")
+        return self._replica
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.limiter is None:
+            self.limiter = anyio.CapacityLimiter(THREADS)
+        return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self.limiter)
+
+    async def body(self, request: Request, type_: type[T]) -> T:
+        """Read and decode a JSON body: 415 if it is not JSON, 413 if too big, 400 naming the bad field."""
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+            raise UnsupportedMediaType(f"expected application/json, got {media or 'no content type'}",
+                                       field="content-type")
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+            raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {self.max_body}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body:  # chunked bodies declare no length: count as they arrive
+                raise PayloadTooLarge(f"body exceeds the limit of {self.max_body} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        value = decode(raw, type_)
+        if _LONG_DIGITS.search(raw):
+            # Python ints are unbounded but no column or store is; only bodies with 19+ digit runs pay for this.
+            _check_ints(msgspec.json.decode(raw), "$")
+        return value
+
+
+def _check_ints(value: Any, path: str) -> None:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if abs(value) > _INT64:
+            raise InvalidRequest(f"integer out of range (at {path})", field=path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_ints(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_ints(item, f"{path}[{i}]")
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(_ENCODER.encode(value), status_code=status, media_type="application/json")
+
+
+def _problem(error: GanttError, headers: dict[str, str] | None = None) -> Response:
+    return Response(_ENCODER.encode(error.to_problem()), status_code=error.status, media_type=PROBLEM_JSON,
+                    headers=headers)
+
+
+def _svc(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+# ------------------------------------------------------------------------------------------- handlers
+
+
+async def health(request: Request) -> Response:
+    svc = _svc(request)
+    replica = svc.replica
+    table = replica.table
+    lag = max(0.0, replica.clock() - replica.last_sync)
+    up = int(np.count_nonzero(table.alive())) if table.n else 0
+    body = Health(status="ok" if lag < STALE_AFTER else "degraded", version=__version__, pid=os.getpid(),
+                  store=replica.store.url, revision=replica.revision, hosts=table.n, hosts_up=up,
+                  seconds_since_sync=round(lag, 3))
+    return _json(body, 200 if body.status == "ok" else 503)
+
+
+async def metrics(request: Request) -> Response:
+    svc = _svc(request)
+    return Response(svc.metrics.render(svc.replica), media_type="text/plain; version=0.0.4")
+
+
+async def openapi_document(request: Request) -> Response:
+    return _json(request.app.state.openapi)
+
+
+async def report(request: Request) -> Response:
+    svc = _svc(request)
+    body = await svc.body(request, ReportIn)
+    host_report = HostReport.of(list(body.name) if isinstance(body.name, tuple) else body.name, body.stats)
+    return _json(Written(revision=await svc.run(svc.replica.report, host_report)))
+
+
+async def report_batch(request: Request) -> Response:
+    svc = _svc(request)
+    body = await svc.body(request, ReportBatchIn)
+    reports = []
+    for i, item in enumerate(body.reports):
+        try:
+            reports.append(HostReport.of(list(item.name) if isinstance(item.name, tuple) else item.name,
+                                         item.stats))
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"{exc.message} (at $.reports[{i}].name)", field=f"$.reports[{i}].name") from None
+    if not reports:
+        return _json(Written(revision=svc.replica.revision, count=0))
+    return _json(Written(revision=await svc.run(svc.replica.report_many, reports), count=len(reports)))
+
+
+def _list_hosts(replica: Replica) -> bytes:
+    table = replica.table
+    with table.lock:
+        hosts = [table.describe(row) for row in range(table.n)]
+    return _ENCODER.encode({"hosts": hosts})
+
+
+async def list_hosts(request: Request) -> Response:
+    svc = _svc(request)
+    return Response(await svc.run(_list_hosts, svc.replica), media_type="application/json")
+
+
+def _host(replica: Replica, host: str, node: str | None) -> dict[str, Any]:
+    table = replica.table
+    with table.lock:
+        if node is None and len(table.rows_of_host.get(host, ())) > 1:
+            nodes = sorted(table.node_names[r] for r in table.rows_of_host[host])
+            raise InvalidRequest(f"host {host!r} has {len(nodes)} nodes ({', '.join(nodes[:5])}…): name one "
+                                 "with ?node=", field="node")
+        return table.describe(table.row(host, node))
+
+
+async def show_host(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(_host(svc.replica, request.path_params["host"], request.query_params.get("node")))
+
+
+async def delete_host(request: Request) -> Response:
+    svc = _svc(request)
+    revision = await svc.run(svc.replica.delete_host, request.path_params["host"], request.query_params.get("node"))
+    return _json(Written(revision=revision))
+
+
+async def list_aggregates(request: Request) -> Response:
+    table = _svc(request).replica.table
+    with table.lock:
+        aggregates = sorted(table.aggregates.values(), key=lambda a: a.key)
+    return _json(AggregateList(aggregates=aggregates))
+
+
+def _aggregate(replica: Replica, aggregate_id: str) -> Aggregate:
+    aggregate = replica.table.aggregates.get(aggregate_id)
+    if aggregate is None:
+        raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
+    return aggregate
+
+
+async def show_aggregate(request: Request) -> Response:
+    return _json(_aggregate(_svc(request).replica, request.path_params["id"]))
+
+
+async def put_aggregate(request: Request) -> Response:
+    svc = _svc(request)
+    aggregate = await svc.body(request, Aggregate)
+    if aggregate.key != request.path_params["id"]:
+        raise InvalidRequest(f"id {aggregate.id!r} does not match the path's {request.path_params['id']!r}",
+                             field="$.id")
+    return _json(Written(revision=await svc.run(svc.replica.update_aggregate, aggregate)))
+
+
+async def delete_aggregate(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(Written(revision=await svc.run(svc.replica.delete_aggregate, request.path_params["id"])))
+
+
+async def select_destinations(request: Request) -> Response:
+    svc = _svc(request)
+    spec = await svc.body(request, RequestSpec)
+    start = time.perf_counter()
+    try:
+        answer = await svc.run(svc.replica.select_destinations, spec)
+    finally:
+        svc.metrics.decision_latency.observe(time.perf_counter() - start)
+    return _json(Selections(selections=answer))
+
+
+def _candidates(replica: Replica, spec: RequestSpec, limit: int | None) -> Candidates:
+    scheduler = replica.scheduler
+    ranked = scheduler.candidates(spec, limit)
+    return Candidates(candidates=[CandidateOut(host=c.host, nodename=c.nodename, weight=c.weight, uuid=c.uuid,
+                                               availability_zone=c.availability_zone, weights=c.weights)
+                                  for c in ranked],
+                      explanation=scheduler.explain(spec))
+
+
+async def candidates(request: Request) -> Response:
+    svc = _svc(request)
+    raw_limit = request.query_params.get("limit")
+    limit: int | None = None
+    if raw_limit is not None:
+        if not raw_limit.isdigit() or int(raw_limit) < 1 or len(raw_limit) > 9:
+            raise InvalidRequest("limit must be a positive integer", field="limit")
+        limit = int(raw_limit)
+    spec = await svc.body(request, RequestSpec)
+    return _json(await svc.run(_candidates, svc.replica, spec, limit))
+
+
+async def list_allocations(request: Request) -> Response:
+    table = _svc(request).replica.table
+    with table.lock:
+        allocations = sorted(table.allocations.values(), key=lambda a: a.consumer_uuid)
+    return _json(AllocationList(allocations=allocations))
+
+
+async def show_allocation(request: Request) -> Response:
+    return _json(_svc(request).replica.scheduler.allocation(request.path_params["consumer"]))
+
+
+async def release(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(Written(revision=await svc.run(svc.replica.release, request.path_params["consumer"])))
+
+
+async def update_instances(request: Request) -> Response:
+    svc = _svc(request)
+    body = await svc.body(request, InstancesIn)
+    fn = svc.replica.sync_instance_info if request.method == "PUT" else svc.replica.update_instance_info
+    return _json(Written(revision=await svc.run(fn, request.path_params["host"], body.instances)))
+
+
+async def delete_instance(request: Request) -> Response:
+    svc = _svc(request)
+    revision = await svc.run(svc.replica.delete_instance_info, request.path_params["host"],
+                             request.path_params["instance"])
+    return _json(Written(revision=revision))
+
+
+ROUTES = [
+    Route("/health", health, methods=["GET"]),
+    Route("/metrics", metrics, methods=["GET"]),
+    Route("/openapi.json", openapi_document, methods=["GET"]),
+    Route("/v1/resource-stats", report, methods=["POST"]),
+    Route("/v1/resource-stats/batch", report_batch, methods=["POST"]),
+    Route("/v1/hosts", list_hosts, methods=["GET"]),
+    Route("/v1/hosts/{host}", show_host, methods=["GET"]),
+    Route("/v1/hosts/{host}", delete_host, methods=["DELETE"]),
+    Route("/v1/aggregates", list_aggregates, methods=["GET"]),
+    Route("/v1/aggregates/{id}", show_aggregate, methods=["GET"]),
+    Route("/v1/aggregates/{id}", put_aggregate, methods=["PUT"]),
+    Route("/v1/aggregates/{id}", delete_aggregate, methods=["DELETE"]),
+    Route("/v1/select_destinations", select_destinations, methods=["POST"]),
+    Route("/v1/candidates", candidates, methods=["POST"]),
+    Route("/v1/allocations", list_allocations, methods=["GET"]),
+    Route("/v1/allocations/{consumer}", show_allocation, methods=["GET"]),
+    Route("/v1/allocations/{consumer}", release, methods=["DELETE"]),
+    Route("/v1/instances/{host}", update_instances, methods=["POST", "PUT"]),
+    Route("/v1/instances/{host}/{instance}", delete_instance, methods=["DELETE"]),
+]
+
+
+# ----------------------------------------------------------------------------------- errors and guard
+
+
+async def _gantt_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, GanttError)
+    if exc.status >= 500:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return _problem(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return _problem(MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}"),
+                        headers=dict(exc.headers or {}))
+    if exc.status_code == 404:
+        return _problem(NotFound(f"no such path {request.url.path}"))
+    error = GanttError(exc.detail)
+    error.status = exc.status_code
+    error.title = exc.detail
+    return _problem(error, headers=dict(exc.headers or {}))
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Starlette's outermost layer answers with this, then re-raises to Guard, which logs and counts it.
+    return _problem(GanttError("unexpected server error; it has been logged"))
+
+
+class Guard:
+    """Outermost layer: the bearer token, per-route status counts, and the catch-all for unexpected errors.
+
+    An exception that reaches this layer is a bug: it is logged, counted (``gantt_http_unhandled_total``) and
+    answered with a 500 problem, and the server carries on.
+    """
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app = app
+        self.service = service
+        self._expected = f"Bearer {service.token}".encode() if service.token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 0
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            if self._expected is not None and scope["path"] != "/health" and not self._authorized(scope):
+                await _send(watch, _problem(Unauthorized("a valid bearer token is required"),
+                                            headers={"WWW-Authenticate": "Bearer"}), scope, receive)
+                return
+            await self.app(scope, receive, watch)
+        except Exception:
+            self.service.metrics.unhandled += 1
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            if status == 0:
+                await _send(watch, _problem(GanttError("unexpected server error; it has been logged")), scope,
+                            receive)
+        finally:
+            route = scope.get("route")
+            self.service.metrics.responses[(route.path if route is not None else "other", status)] += 1
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self._expected is not None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                return hmac.compare_digest(value, self._expected)
+        return False
+
+
+async def _send(send: Send, response: Response, scope: Scope, receive: Receive) -> None:
+    await response(scope, receive, send)
+
+
+# ---------------------------------------------------------------------------------------------- factory
+
+
+def create_app(replica: Replica | None = None, *, config: Config | None = None, store: str | Store | None = None,
+               token: str | None = None) -> ASGIApp:
+    """The service over ``replica``, or over a replica it builds at startup from ``store`` (a URL or a Store).
+
+    ``token`` defaults to ``GANTT_TOKEN``, then ``[gantt] token``.
+    """
+    config = config or (replica.config if replica is not None else Config())
+    token = token or os.environ.get("GANTT_TOKEN") or config.gantt.token
+    service = Service(replica, config, token)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if replica is not None:
+            yield
+            return
+        opened = store if isinstance(store, Store) else open_store(store or config.gantt.store)
+        # Loading a large store takes seconds: off the loop, so the process stays responsive to signals.
+        built = await anyio.to_thread.run_sync(lambda: Replica(opened, config).start())
+        service._replica = built
+        log.info("serving %d hosts from %s at revision %d", built.table.n, opened.url, built.revision)
+        try:
+            yield
+        finally:
+            built.stop()
+            opened.close()
+
+    handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+        GanttError: _gantt_error, HTTPException: _http_error, Exception: _unexpected}
+    app = Starlette(routes=ROUTES, exception_handlers=handlers, lifespan=lifespan)
+    app.state.service = service
+    app.state.openapi = openapi()
+    return Guard(app, service)
+
+
+def app_from_env() -> ASGIApp:
+    """uvicorn factory (``--factory gantt.service.app:app_from_env``): GANTT_STORE, GANTT_CONFIG, GANTT_TOKEN."""
+    config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    return create_app(config=config, store=os.environ.get("GANTT_STORE") or config.gantt.store)

@@ -1,0 +1,336 @@
+"""The wire: request/response types of the HTTP API, its errors, and its OpenAPI 3.1 document.
+
+Domain types (HostStats, Aggregate, RequestSpec, Selection, Allocation, Explanation) are gantt.model's own; this
+module only adds the envelopes around them. The client imports it too, so it must not import Starlette.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from msgspec import Struct, field
+
+from gantt import __version__
+from gantt.model import (
+    Aggregate,
+    Allocation,
+    Conflict,
+    Explanation,
+    GanttError,
+    HostStats,
+    InvalidRequest,
+    NotFound,
+    NoValidHost,
+    RequestSpec,
+    Selection,
+    StoreUnavailable,
+)
+
+# ---------------------------------------------------------------------------------------------- errors
+
+
+class Unauthorized(GanttError):
+    status = 401
+    title = "Unauthorized"
+
+
+class MethodNotAllowed(GanttError):
+    status = 405
+    title = "Method not allowed"
+
+
+class PayloadTooLarge(GanttError):
+    status = 413
+    title = "Payload too large"
+
+
+class UnsupportedMediaType(GanttError):
+    status = 415
+    title = "Unsupported media type"
+
+
+ERRORS: dict[int, type[GanttError]] = {
+    400: InvalidRequest, 401: Unauthorized, 404: NotFound, 405: MethodNotAllowed, 409: Conflict,
+    413: PayloadTooLarge, 415: UnsupportedMediaType, 503: StoreUnavailable,
+}
+
+PROBLEM_JSON = "application/problem+json"
+
+# -------------------------------------------------------------------------------------------- requests
+
+
+class ReportIn(Struct, forbid_unknown_fields=True):
+    """``update_resource_stats(name, stats)``: ``name`` is ``"host"`` or ``["host", "node"]``."""
+
+    name: str | tuple[str, str]
+    stats: HostStats
+
+
+class ReportBatchIn(Struct, forbid_unknown_fields=True):
+    reports: list[ReportIn]
+
+
+class InstancesIn(Struct, forbid_unknown_fields=True):
+    instances: list[str]
+
+
+# ------------------------------------------------------------------------------------------- responses
+
+
+class Written(Struct):
+    """Every write answers with the store revision that holds it (a client can wait for a replica to reach it)."""
+
+    revision: int
+    count: int = 1
+
+
+class InventoryView(Struct):
+    total: int
+    reserved: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    allocation_ratio: float
+    reported_used: int
+    in_flight: int
+    capacity: float
+    free: float
+
+
+class HostInfo(Struct):
+    """One compute node as the replica sees it."""
+
+    host: str
+    nodename: str
+    up: bool
+    disabled: bool
+    inventories: dict[str, InventoryView]
+    uuid: str | None = None
+    hypervisor_hostname: str | None = None
+    host_ip: str | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    forced_down: bool = False
+    updated_at: float | None = None
+    num_io_ops: int = 0
+    num_instances: int = 0
+    failed_builds: int = 0
+    free_ram_mb: float = 0.0
+    free_disk_mb: float = 0.0
+    traits: list[str] = field(default_factory=list)
+    aggregates: list[str] = field(default_factory=list)
+    availability_zone: str | None = None
+    instances: list[str] = field(default_factory=list)
+    allocations: list[str] = field(default_factory=list)
+
+
+class HostList(Struct):
+    hosts: list[HostInfo]
+
+
+class AggregateList(Struct):
+    aggregates: list[Aggregate]
+
+
+class AllocationList(Struct):
+    allocations: list[Allocation]
+
+
+class Selections(Struct):
+    """One list per instance: the claimed node first, then unclaimed alternates."""
+
+    selections: list[list[Selection]]
+
+
+class CandidateOut(Struct):
+    host: str
+    nodename: str
+    weight: float
+    uuid: str | None = None
+    availability_zone: str | None = None
+    weights: dict[str, float] = field(default_factory=dict)
+
+
+class Candidates(Struct):
+    """A dry run: every node that passes the filters, best first, and the filter-by-filter explanation."""
+
+    candidates: list[CandidateOut]
+    explanation: Explanation
+
+
+class Health(Struct):
+    status: str  # "ok", or "degraded" when the change feed has not been read for a while
+    version: str
+    pid: int
+    store: str
+    revision: int
+    hosts: int
+    hosts_up: int
+    seconds_since_sync: float
+
+
+class Problem(Struct, omit_defaults=True):
+    """RFC 9457. ``field`` is the JSON path of the offending input; ``explanation`` comes with a 409 NoValidHost."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None
+    explanation: Explanation | None = None
+
+
+# ------------------------------------------------------------------------------------------- OpenAPI
+
+_COMPONENTS = (ReportIn, ReportBatchIn, InstancesIn, Aggregate, RequestSpec, Written, HostInfo, HostList,
+               AggregateList, Allocation, AllocationList, Selections, Candidates, Health, Problem)
+
+
+def _json(name: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{name}"}}}
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {"description": description,
+            "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}}
+
+
+def _op(summary: str, *, ok: str | None = None, body: str | None = None, errors: tuple[int, ...] = (),
+        params: list[dict[str, Any]] | None = None, status: str = "200", open_: bool = False,
+        description: str | None = None) -> dict[str, Any]:
+    responses: dict[str, Any] = {status: {"description": "OK"} if ok is None
+                                 else {"description": "OK", "content": _json(ok)}}
+    texts = {400: "Invalid input; `field` names it", 401: "Missing or wrong bearer token",
+             404: "Unknown host, aggregate, consumer or instance",
+             409: "NoValidHost: nothing fits; `explanation` says, filter by filter, how many hosts each removed "
+                  "and by how much the nearest host missed",
+             413: "Body larger than [gantt] max_body_bytes", 415: "Body is not application/json",
+             503: "The store cannot commit; nothing was applied"}
+    for code in errors:
+        responses[str(code)] = _problem(texts[code])
+    if not open_:
+        responses["401"] = _problem(texts[401])
+    op: dict[str, Any] = {"summary": summary, "responses": responses}
+    if description:
+        op["description"] = description
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": _json(body)}
+        responses.setdefault("400", _problem(texts[400]))
+        responses["413"] = _problem(texts[413])
+        responses["415"] = _problem(texts[415])
+    if params:
+        op["parameters"] = params
+    if open_:
+        op["security"] = []
+    return op
+
+
+def _path_param(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+
+_NODE = _query("node", {"type": "string"}, "The node of a host with several nodes (bare metal)")
+_WRITE_ERRORS = (503,)
+
+
+def openapi() -> dict[str, Any]:
+    """The OpenAPI 3.1 document the service serves at /openapi.json."""
+    _, components = msgspec.json.schema_components(_COMPONENTS, ref_template="#/components/schemas/{name}")
+    text = {"type": "string"}
+    paths: dict[str, Any] = {
+        "/health": {"get": _op("Liveness and replica status (no token needed)", ok="Health", open_=True)},
+        "/metrics": {"get": {**_op("Prometheus text metrics"), "responses": {
+            "200": {"description": "OK", "content": {"text/plain": {"schema": text}}},
+            "401": _problem("Missing or wrong bearer token")}}},
+        "/openapi.json": {"get": {"summary": "This document",
+                                  "responses": {"200": {"description": "OK"}}}},
+        "/v1/resource-stats": {"post": _op("update_resource_stats(name, stats): one host report", ok="Written",
+                                           body="ReportIn", errors=_WRITE_ERRORS)},
+        "/v1/resource-stats/batch": {"post": _op("Several host reports, applied atomically", ok="Written",
+                                                 body="ReportBatchIn", errors=_WRITE_ERRORS)},
+        "/v1/hosts": {"get": _op("Every compute node", ok="HostList")},
+        "/v1/hosts/{host}": {
+            "parameters": [_path_param("host")],
+            "get": _op("One compute node", ok="HostInfo", errors=(400, 404), params=[_NODE]),
+            "delete": _op("Forget a host (or one of its nodes) and the allocations on it", ok="Written",
+                          errors=(404, 503), params=[_NODE]),
+        },
+        "/v1/aggregates": {"get": _op("Every aggregate", ok="AggregateList")},
+        "/v1/aggregates/{id}": {
+            "parameters": [_path_param("id")],
+            "get": _op("One aggregate", ok="Aggregate", errors=(404,)),
+            "put": _op("Create or replace an aggregate (the body's id must match the path)", ok="Written",
+                       body="Aggregate", errors=_WRITE_ERRORS),
+            "delete": _op("Delete an aggregate", ok="Written", errors=(404, 503)),
+        },
+        "/v1/select_destinations": {"post": _op(
+            "Choose and claim a node per instance", ok="Selections", body="RequestSpec", errors=(409, 503),
+            description="Idempotent per consumer: with `instance_uuids`, asking again returns the allocations "
+                        "already held. All or nothing: if one instance does not fit, nothing is claimed. "
+                        "409 carries a NoValidHost problem whose `explanation` lists, filter by filter, how "
+                        "many hosts each removed (`steps`), why the last candidates went (`reason`) and, for "
+                        "resources, by how much the nearest node missed (`nearest_miss`).")},
+        "/v1/candidates": {"post": _op(
+            "Dry run: rank every node that passes the filters, with per-weigher weights; claims nothing",
+            ok="Candidates", body="RequestSpec",
+            params=[_query("limit", {"type": "integer", "minimum": 1}, "At most this many candidates")])},
+        "/v1/allocations": {"get": _op("Every allocation", ok="AllocationList")},
+        "/v1/allocations/{consumer}": {
+            "parameters": [_path_param("consumer")],
+            "get": _op("The allocation a consumer holds", ok="Allocation", errors=(404,)),
+            "delete": _op("Release a consumer's allocation", ok="Written", errors=(404, 503)),
+        },
+        "/v1/instances/{host}": {
+            "parameters": [_path_param("host")],
+            "post": _op("update_instance_info: add instances a host runs (affinity filters)", ok="Written",
+                        body="InstancesIn", errors=(404, 503)),
+            "put": _op("sync_instance_info: the full list of instances a host runs", ok="Written",
+                       body="InstancesIn", errors=(404, 503)),
+        },
+        "/v1/instances/{host}/{instance}": {
+            "parameters": [_path_param("host"), _path_param("instance")],
+            "delete": _op("delete_instance_info: the host no longer runs this instance", ok="Written",
+                          errors=(404, 503)),
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Gantt scheduler", "version": __version__,
+                 "description": "Errors are application/problem+json (RFC 9457). Every call but /health "
+                                "needs `Authorization: Bearer <token>` when the service has a "
+                                "token. Wrong method: 405; unknown path: 404."},
+        "paths": paths,
+        "components": {"schemas": components,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+    }
+
+
+__all__ = [
+    "ERRORS",
+    "PROBLEM_JSON",
+    "AggregateList",
+    "AllocationList",
+    "CandidateOut",
+    "Candidates",
+    "Health",
+    "HostInfo",
+    "HostList",
+    "InstancesIn",
+    "MethodNotAllowed",
+    "NoValidHost",
+    "PayloadTooLarge",
+    "Problem",
+    "ReportBatchIn",
+    "ReportIn",
+    "Selections",
+    "Unauthorized",
+    "UnsupportedMediaType",
+    "Written",
+    "openapi",
+]

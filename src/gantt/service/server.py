@@ -1,0 +1,184 @@
+"""Running the service: binding (loopback unless a token is set), uvicorn, and ``--workers N``.
+
+Workers: N processes on one store, each with its own Replica (built in the app's lifespan from a snapshot, then
+fed by the store's change feed). Where the OS has SO_REUSEPORT (Linux, BSD) each worker binds the port itself and
+the kernel spreads new connections across them evenly; the supervisor holds the port with a bound socket that
+never listens, so the port stays ours between worker restarts. Elsewhere, or when serving an inherited socket
+(``--fd``), the workers share one listening socket. The supervisor restarts a worker that dies and stops them all
+on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from gantt.config import Config, load_config
+
+log = logging.getLogger("gantt.service")
+
+STARTUP_FAILURE = 3
+
+
+class ServeError(Exception):
+    """A configuration that must not start (printed as is, exit status 2)."""
+
+
+@dataclass
+class ServeOptions:
+    store: str
+    host: str
+    port: int
+    config_path: str | None = None
+    workers: int = 1
+    token: str | None = None
+    fd: int | None = None
+    log_level: str = "warning"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+
+
+def check(options: ServeOptions) -> None:
+    if not is_loopback(options.host) and not options.token:
+        raise ServeError(f"refusing to bind {options.host}: a non-loopback address needs a bearer token "
+                         "(set [gantt] token in the config file or GANTT_TOKEN)")
+    if options.workers < 1:
+        raise ServeError("--workers must be at least 1")
+    if options.workers > 1 and options.store.startswith("memory:"):
+        raise ServeError("memory:// lives inside one process: several workers need a shared store "
+                         "(sqlite:///path or etcd://…)")
+
+
+def _listen(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _load(options: ServeOptions) -> Config:
+    return load_config(options.config_path) if options.config_path else load_config(None)
+
+
+def _serve_sockets(options: ServeOptions, sockets: list[socket.socket]) -> int:
+    import uvicorn
+
+    from gantt.service.app import create_app
+
+    logging.basicConfig(level=getattr(logging, options.log_level.upper(), logging.WARNING),
+                        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    config = _load(options)
+    app = create_app(config=config, store=options.store, token=options.token)
+    uv = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
+                        log_level=options.log_level, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(uv)
+    server.run(sockets=sockets)
+    return 0 if server.started else STARTUP_FAILURE
+
+
+def _worker(options: ServeOptions, shared: socket.socket | None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when workers stop (SIGTERM)
+    sock = shared if shared is not None else _listen(options.host, options.port, reuse_port=True)
+    sys.exit(_serve_sockets(options, [sock]))
+
+
+def serve(options: ServeOptions) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit status."""
+    check(options)
+    if options.workers == 1:
+        if options.fd is not None:
+            sock = socket.socket(fileno=options.fd)
+        else:
+            sock = _listen(options.host, options.port, reuse_port=False)
+        print(f"gantt: serving {options.store} on http://{_address(sock)} (pid {os.getpid()})", flush=True)
+        return _serve_sockets(options, [sock])
+    return _supervise(options)
+
+
+def _address(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _supervise(options: ServeOptions) -> int:
+    ctx = multiprocessing.get_context("spawn")
+    shared: socket.socket | None = None
+    holder: socket.socket | None = None
+    if options.fd is not None:
+        shared = socket.socket(fileno=options.fd)
+        address = _address(shared)
+    elif hasattr(socket, "SO_REUSEPORT"):
+        family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
+        holder = socket.socket(family, socket.SOCK_STREAM)
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        holder.bind((options.host.strip("[]"), options.port))  # never listens: holds the port, gets no traffic
+        options.port = holder.getsockname()[1]
+        address = _address(holder)
+    else:
+        shared = _listen(options.host, options.port, reuse_port=False)
+        address = _address(shared)
+    stopping = False
+
+    def stop(signum: int, frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    def spawn() -> multiprocessing.process.BaseProcess:
+        process = ctx.Process(target=_worker, args=(options, shared), name="gantt-worker")
+        process.start()
+        return process
+
+    workers = [spawn() for _ in range(options.workers)]
+    print(f"gantt: serving {options.store} on http://{address} with {options.workers} workers "
+          f"(pids {', '.join(str(w.pid) for w in workers)})", flush=True)
+    failures = 0
+    status = 0
+    while not stopping:
+        time.sleep(0.2)
+        for i, process in enumerate(workers):
+            if process.is_alive() or stopping:
+                continue
+            if process.exitcode == STARTUP_FAILURE:
+                failures += 1
+            if failures >= 3 * options.workers:
+                print("gantt: workers keep failing to start; giving up", file=sys.stderr, flush=True)
+                stopping, status = True, STARTUP_FAILURE
+                break
+            log.warning("worker %s exited with %s; restarting it", process.pid, process.exitcode)
+            workers[i] = spawn()
+    for process in workers:
+        if process.is_alive() and process.pid is not None:
+            os.kill(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for process in workers:
+        process.join(timeout=max(0.1, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+    if holder is not None:
+        holder.close()
+    return status
