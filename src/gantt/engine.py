@@ -59,6 +59,10 @@ class ClaimConflict(GanttError):
         self.keys = keys or []
 
 
+class _LostBorrowed(Exception):
+    """Internal: an allocation a request answered with (held by a twin request) vanished before it returned."""
+
+
 @dataclass(slots=True)
 class Ranking:
     """One pass of filters and weighers for one instance."""
@@ -117,7 +121,14 @@ class Engine:
         retries = self.config.gantt.claim_retries
         for attempt in range(retries + 1):
             ctx = RequestContext.build(spec, self.config, self.table.clock())
-            placed, answer = self._place_all(ctx)
+            try:
+                placed, answer = self._place_all(ctx)
+            except _LostBorrowed:
+                # A twin request (same consumers, another thread) gave up and rolled back a consumer this one
+                # answered with: decide again rather than return an allocation that no longer exists.
+                with self._stats_lock:
+                    self.stats.claim_conflicts += 1
+                continue
             if self.commit is None or not placed:
                 return answer
             try:
@@ -164,7 +175,8 @@ class Engine:
         spec = ctx.spec
         consumers = list(spec.instance_uuids) if spec.instance_uuids else [
             str(uuidlib.uuid4()) for _ in range(spec.num_instances)]
-        placed: list[Allocation] = []
+        placed: list[Allocation] = []  # claimed by this call: rolled back if the request fails
+        borrowed: list[Allocation] = []  # held already (by an earlier or concurrent twin request): not ours
         answer: list[list[Selection]] = []
         with self._stats_lock:
             self.stats.decisions += 1
@@ -174,12 +186,18 @@ class Engine:
                 held = self.table.allocations.get(consumer)
                 if held is not None:  # idempotent: this consumer was placed before
                     answer.append([self._selection_for(held)])
+                    borrowed.append(held)
                     self._book(ctx, (held.host, held.nodename), consumer)
                     continue
-                selections, allocation = self._place_one(ctx, consumer)
-                placed.append(allocation)
+                selections, allocation, owned = self._place_one(ctx, consumer, placed)
+                (placed if owned else borrowed).append(allocation)
                 answer.append(selections)
                 self._book(ctx, (allocation.host, allocation.nodename), consumer)
+            if borrowed:
+                with self.table.lock:
+                    lost = any(self.table.allocations.get(a.consumer_uuid) is not a for a in borrowed)
+                if lost:
+                    raise _LostBorrowed()
         except BaseException:
             self._rollback(placed)
             raise
@@ -194,11 +212,17 @@ class Engine:
             ctx.group_hosts.append(key[0])
             ctx.group_members.add(consumer)
 
-    def _place_one(self, ctx: RequestContext, consumer: str) -> tuple[list[Selection], Allocation]:
+    def _place_one(self, ctx: RequestContext, consumer: str,
+                   placed: list[Allocation]) -> tuple[list[Selection], Allocation, bool]:
+        """Claim one node for ``consumer``: (selections, allocation, whether this call created the allocation).
+
+        When a concurrent request for the same consumer got there first, the claim hands back *its* allocation:
+        the answer is then that allocation (not the row this call tried), and it is not ours to roll back.
+        """
         table = self.table
         ranking = self._rank(ctx)
         if ranking.count == 0:
-            raise self._no_valid_host(ctx, ranking)
+            return self._fail(ctx, consumer, placed, self._no_valid_host(ctx, ranking))
         max_attempts = self.config.scheduler.max_attempts
         spec = ctx.spec
         chosen: Allocation | None = None
@@ -218,6 +242,8 @@ class Engine:
                     with self._stats_lock:
                         self.stats.claim_conflicts += 1
                     continue
+                if chosen is not allocation:  # a twin request holds this consumer: answer with its claim
+                    return [self._selection_for(chosen)], chosen, False
                 selections.append(self._selection(row, chosen.resources, limits, consumer,
                                                   float(ranking.score[row])))
                 if max_attempts <= 1:
@@ -232,8 +258,25 @@ class Engine:
         if chosen is None:
             # Every candidate was taken between ranking and claiming; rank again from the current state.
             ranking = self._rank(ctx)
-            raise self._no_valid_host(ctx, ranking, reason="contention" if ranking.count else "")
-        return selections, chosen
+            error = self._no_valid_host(ctx, ranking, reason="contention" if ranking.count else "")
+            return self._fail(ctx, consumer, placed, error)
+        return selections, chosen, True
+
+    def _fail(self, ctx: RequestContext, consumer: str, placed: list[Allocation],
+              error: NoValidHost) -> tuple[list[Selection], Allocation, bool]:
+        """Give up on ``consumer`` — unless a twin request claimed it meanwhile (then answer with that claim).
+
+        The check and the rollback of this request's earlier claims happen under one hold of the table lock:
+        otherwise a twin could borrow one of those claims, pass its own final check, and return it after this
+        request released it (an answer naming an allocation that does not exist).
+        """
+        with self.table.lock:
+            held = self.table.allocations.get(consumer)
+            if held is not None:
+                return [self._selection_for(held)], held, False
+            self._rollback(placed)
+            placed.clear()
+        raise error
 
     def _order(self, ranking: Ranking) -> Iterator[int]:
         """Rows in Nova's pick order: a random one of the best ``host_subset_size``, then the rest by weight.
@@ -272,11 +315,12 @@ class Engine:
             yield row
 
     def _rollback(self, placed: list[Allocation]) -> None:
-        for allocation in reversed(placed):
-            try:
-                self.table.release(allocation.consumer_uuid)
-            except GanttError:
-                pass
+        table = self.table
+        with table.lock:
+            for allocation in reversed(placed):
+                # Only our own claim: after a release, a twin request may hold a new claim for the same consumer.
+                if table.allocations.get(allocation.consumer_uuid) is allocation:
+                    table.release(allocation.consumer_uuid)
 
     # -------------------------------------------------------------------------------------------- ranking
 
