@@ -44,6 +44,7 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     restrict_isolated_hosts_to_isolated_images: bool = True
     aggregate_image_properties_isolation_namespace: str | None = None
     aggregate_image_properties_isolation_separator: str = "."
+    image_properties_default_architecture: str | None = None  # ImagePropertiesFilter: arch of images without one
     ram_weight_multiplier: float = 1.0
     cpu_weight_multiplier: float = 1.0
     disk_weight_multiplier: float = 1.0

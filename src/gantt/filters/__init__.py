@@ -5,6 +5,6 @@ from gantt.filters.base import FILTERS, Filter, register, resolve
 
 # Import for registration side effects; each module holds one family of filters.
 from gantt.filters import compute, placement  # noqa: F401  isort: skip
-from gantt.filters import capabilities  # noqa: F401  isort: skip
+from gantt.filters import affinity, capabilities, image_props, io_ops, num_instances  # noqa: F401  isort: skip
 
 __all__ = ["FILTERS", "Filter", "base", "register", "resolve"]
