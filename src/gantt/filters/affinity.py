@@ -1,0 +1,169 @@
+"""Host affinity: server groups, same_host / different_host hints, and SimpleCIDRAffinityFilter.
+
+These masks start from the few hosts involved (where the named instances run, where the group's members are)
+through ``table.instance_host`` and ``table.rows_of_host``; no filter here scans every host in Python. A host's
+instances are shared by all of its nodes, as in Nova.
+
+Group bookkeeping across the instances of one request (the engine's ``_book``): each placed instance adds its host
+to ``ctx.group_hosts``, its UUID to ``ctx.group_members``, and its claim records where it runs, so instance k+1 of
+an affinity request follows instance k and an anti-affinity request spreads.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+from gantt.filters.base import Filter, register
+from gantt.model import InvalidRequest
+from gantt.request import RequestContext
+from gantt.state import HostTable
+
+
+def host_rows(table: HostTable, hosts: Iterable[str], value: bool = True, base: bool = False) -> np.ndarray:
+    """A mask that is ``base`` everywhere except on the nodes of ``hosts``, where it is ``value``."""
+    n = table.n
+    mask = np.full(n, base, dtype=np.bool_)
+    for host in hosts:
+        for row in table.rows_of_host.get(host, ()):
+            if row < n:
+                mask[row] = value
+    return mask
+
+
+def hosts_running(table: HostTable, uuids: Iterable[object]) -> set[str]:
+    found = set()
+    for uuid in uuids:
+        if isinstance(uuid, str):
+            host = table.instance_host.get(uuid)
+            if host is not None:
+                found.add(host)
+    return found
+
+
+@register
+class SameHostFilter(Filter):
+    """Hint ``same_host`` (instance UUIDs): only hosts running at least one of them."""
+
+    name = "SameHostFilter"
+    once_per_request = True
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        uuids = ctx.hint_list("same_host")
+        if not uuids:
+            return None
+        return host_rows(table, hosts_running(table, uuids))
+
+
+@register
+class DifferentHostFilter(Filter):
+    """Hint ``different_host`` (instance UUIDs): only hosts running none of them."""
+
+    name = "DifferentHostFilter"
+    once_per_request = True
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        uuids = ctx.hint_list("different_host")
+        if not uuids:
+            return None
+        return host_rows(table, hosts_running(table, uuids), value=False, base=True)
+
+
+@register
+class ServerGroupAffinityFilter(Filter):
+    """Policy ``affinity``: once the group has hosts, only those hosts."""
+
+    name = "ServerGroupAffinityFilter"
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if ctx.group_policy != "affinity" or not ctx.group_hosts:
+            return None
+        return host_rows(table, ctx.group_hosts)
+
+
+@register
+class ServerGroupAntiAffinityFilter(Filter):
+    """Policy ``anti-affinity``: a host passes while it runs fewer of the group's members than
+    ``rules.max_server_per_host`` (default 1).
+
+    Members count where the table knows them to run; a host the request lists in ``instance_group.hosts`` counts
+    as running at least one. The host already running the instance being scheduled passes (a move must not be
+    blocked by the instance itself).
+    """
+
+    name = "ServerGroupAntiAffinityFilter"
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if ctx.group_policy != "anti-affinity":
+            return None
+        limit = int(ctx.group_rules.get("max_server_per_host", 1) or 1)
+        counts: Counter[str] = Counter()
+        for member in ctx.group_members:
+            host = table.instance_host.get(member)
+            if host is not None:
+                counts[host] += 1
+        for host in set(ctx.group_hosts):
+            counts[host] = max(counts[host], 1)
+        full = [host for host, count in counts.items() if count >= limit]
+        if not full:
+            return None
+        mask = host_rows(table, full, value=False, base=True)
+        uuids = ctx.spec.instance_uuids
+        if uuids and ctx.instance_index < len(uuids):
+            own = table.instance_host.get(uuids[ctx.instance_index])
+            if own is not None:
+                mask |= host_rows(table, [own])
+        return mask
+
+
+def _hint_text(ctx: RequestContext, name: str) -> str | None:
+    value = ctx.hint(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise InvalidRequest(f"scheduler hint {name} must be a string", field=f"$.scheduler_hints.{name}")
+    return str(value).strip()
+
+
+@register
+class SimpleCIDRAffinityFilter(Filter):
+    """Hints ``build_near_host_ip`` (an address) and ``cidr`` (a prefix length, ``/24`` or ``24``; default /24):
+    only nodes whose ``host_ip`` lies in that network."""
+
+    name = "SimpleCIDRAffinityFilter"
+    once_per_request = True
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        near = _hint_text(ctx, "build_near_host_ip")
+        if not near:
+            return None
+        try:
+            address = ipaddress.ip_address(near)
+        except ValueError:
+            raise InvalidRequest(f"build_near_host_ip {near!r} is not an IP address",
+                                 field="$.scheduler_hints.build_near_host_ip") from None
+        cidr = _hint_text(ctx, "cidr") or "/24"
+        prefix_text = cidr[1:] if cidr.startswith("/") else cidr
+        if not prefix_text.isdigit() or int(prefix_text) > address.max_prefixlen:
+            raise InvalidRequest(f"cidr {cidr!r} is not a prefix length such as /24",
+                                 field="$.scheduler_hints.cidr")
+        network = ipaddress.ip_network(f"{address}/{int(prefix_text)}", strict=False)
+        n = table.n
+        ip4 = table.col("host_ip4")
+        if network.version == 4:
+            netmask = int(network.netmask)
+            return (ip4 >= 0) & ((ip4 & netmask) == int(network.network_address))
+        # IPv6: only the nodes without an IPv4 address can match; look at those few one by one.
+        mask = np.zeros(n, dtype=np.bool_)
+        for row in np.flatnonzero(ip4 < 0).tolist():
+            text = table.host_ips[row]
+            if not text:
+                continue
+            try:
+                mask[row] = ipaddress.ip_address(text) in network
+            except ValueError:
+                continue
+        return mask
