@@ -1,0 +1,76 @@
+"""Aggregate metadata as Nova's filters read it, evaluated once per aggregate set (not per host).
+
+Every node carries an aggregate-set code (``aggset_code``): nodes in the same aggregates share it. A predicate over
+a set's metadata therefore runs once per distinct set and reaches the rows through one lookup table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from gantt.state import HostTable
+
+log = logging.getLogger(__name__)
+
+Metadata = dict[str, frozenset[str]]
+
+
+def metadata_by_aggset(table: HostTable) -> list[Metadata]:
+    """Per aggregate-set code, Nova's aggregate_metadata_get_by_host: key -> every value across the set's
+    aggregates, each value split on commas and stripped."""
+
+    def build() -> list[Metadata]:
+        out: list[Metadata] = []
+        for aggset in table.aggsets.values:
+            merged: dict[str, set[str]] = {}
+            for key in aggset:
+                agg = table.aggregates.get(key)
+                if agg is None:
+                    continue
+                for name, value in agg.metadata.items():
+                    merged.setdefault(name, set()).update(part.strip() for part in value.split(","))
+            out.append({name: frozenset(values) for name, values in merged.items()})
+        return out
+
+    return table.aggregate_cache(("nova_metadata_by_aggset",), build)  # type: ignore[no-any-return]
+
+
+def rows_where(table: HostTable, predicate: Callable[[Metadata], bool]) -> np.ndarray:
+    """Bool mask over live rows: ``predicate`` of each node's merged aggregate metadata."""
+    sets = metadata_by_aggset(table)
+    lut = np.fromiter((bool(predicate(meta)) for meta in sets), dtype=np.bool_, count=len(sets))
+    return lut[table.col("aggset_code")]
+
+
+def any_aggregate_sets(table: HostTable, key: str) -> bool:
+    return any(key in agg.metadata for agg in table.aggregates.values())
+
+
+def metadata_min_int(table: HostTable, key: str) -> np.ndarray | None:
+    """Per live row, the lowest integer value of ``key`` across the node's aggregates (NaN: unset or invalid).
+
+    As Nova's validate_num_values(cast_to=int): one value that is not an integer voids the node's whole set, and
+    the caller's default applies. None when no aggregate sets the key at all.
+    """
+
+    def build() -> np.ndarray | None:
+        values_by_code = table.metadata_values(key)
+        lut = np.full(len(values_by_code), np.nan)
+        found = False
+        for code, values in enumerate(values_by_code):
+            if not values:
+                continue
+            try:
+                lut[code] = min(int(value) for value in values)
+                found = True
+            except ValueError:
+                log.warning("aggregate metadata %s=%r is not an integer; the default applies", key, sorted(values))
+        return lut if found else None
+
+    lut = table.aggregate_cache(("nova_metadata_min_int", key), build)
+    if lut is None:
+        return None
+    return lut[table.col("aggset_code")]  # type: ignore[no-any-return]
