@@ -1,0 +1,33 @@
+"""Engine benchmark: ``python bench/engine.py --hosts 10000 --json`` (also ``gantt bench engine``).
+
+Figures (design §4): per-decision p50/p99 (select_destinations incl. claim), dry-run filter+rank p50, memory per
+host, report ingestion rate (structs and JSON), cold start, mask cache hit rate. Timings are medians of rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gantt.benchmarks import engine_benchmark
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/engine.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=10000, help="number of nodes (default 10000)")
+    parser.add_argument("--requests", type=int, default=2000, help="requests per round (default 2000)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per figure; medians are reported")
+    parser.add_argument("--ingest", type=int, default=20000, help="reports per ingestion round")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print JSON only (default: JSON, indented)")
+    args = parser.parse_args(argv)
+    if args.hosts < 1 or args.requests < 1 or args.rounds < 1:
+        parser.error("--hosts, --requests and --rounds must be >= 1")
+    result = engine_benchmark(args.hosts, args.requests, args.seed, rounds=args.rounds, ingest=args.ingest)
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
