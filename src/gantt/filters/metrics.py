@@ -1,0 +1,59 @@
+"""MetricsFilter: keep only nodes reporting every metric ``[metrics] weight_setting`` names.
+
+So the MetricsWeigher never meets a node without the data it weighs. Entries of weight_setting that are not
+``name=ratio`` are ignored (and logged), as Nova does.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from gantt.config import Config
+from gantt.filters.base import Filter, register
+from gantt.request import RequestContext
+from gantt.state import HostTable
+
+log = logging.getLogger(__name__)
+
+
+def metric_names(settings: list[str]) -> list[str]:
+    names: list[str] = []
+    bad: list[str] = []
+    for item in settings:
+        name, sep, ratio = item.partition("=")
+        name = name.strip()
+        try:
+            float(ratio)
+        except ValueError:
+            bad.append(item)
+            continue
+        if name and sep:
+            names.append(name)
+        else:
+            bad.append(item)
+    if bad:
+        log.warning("ignoring invalid elements of [metrics] weight_setting: %s", ", ".join(bad))
+    return list(dict.fromkeys(names))
+
+
+@register
+class MetricsFilter(Filter):
+    name = "MetricsFilter"
+
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        self.names = metric_names(config.metrics.weight_setting)
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if not self.names:
+            return None
+        n = table.n
+        out = np.ones(n, dtype=np.bool_)
+        for name in self.names:
+            column = table.metrics.get(name)
+            if column is None:
+                return np.zeros(n, dtype=np.bool_)
+            out &= ~np.isnan(column[:n])
+        return out
