@@ -1,0 +1,43 @@
+"""AggregateMultiTenancyIsolation: hosts in tenant-isolated aggregates take only those tenants' instances.
+
+A node whose aggregates set any ``filter_tenant_id*`` key (each value a comma-separated list of projects) passes
+only for a request whose project is among all the values found; other nodes take any project. It does not keep an
+isolated tenant out of the other hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+
+from gantt.filters.agg_meta import Metadata, rows_where
+from gantt.filters.base import Filter, register
+from gantt.request import RequestContext
+from gantt.state import HostTable
+
+_PREFIX = "filter_tenant_id"
+
+
+@register
+class AggregateMultiTenancyIsolation(Filter):
+    name = "AggregateMultiTenancyIsolation"
+    static = True  # aggregates and the request's project only
+    once_per_request = True
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        return ctx.spec.project_id
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if not any(key.startswith(_PREFIX) for agg in table.aggregates.values() for key in agg.metadata):
+            return None
+        project = ctx.spec.project_id
+
+        def allowed(meta: Metadata) -> bool:
+            tenants: set[str] = set()
+            for key, values in meta.items():
+                if key.startswith(_PREFIX):
+                    tenants |= values
+            return not tenants or project in tenants
+
+        return rows_where(table, allowed)
