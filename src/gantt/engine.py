@@ -417,6 +417,7 @@ class Engine:
     def _weigh(self, ctx: RequestContext, mask: np.ndarray, score: np.ndarray,
                contributions: dict[str, np.ndarray] | None) -> None:
         table = self.table
+        all_pass = bool(mask.all())
         for weigher in self.weighers:
             multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
             if isinstance(multiplier, float) and multiplier == 0.0:
@@ -424,8 +425,8 @@ class Engine:
             raw = weigher.raw(table, ctx, mask)
             if raw is None:
                 continue
-            lo = weigher.minval if weigher.minval is not None else float(np.min(raw, where=mask, initial=np.inf))
-            hi = weigher.maxval if weigher.maxval is not None else float(np.max(raw, where=mask, initial=-np.inf))
+            lo = weigher.minval if weigher.minval is not None else _candidate_extreme(raw, mask, all_pass, False)
+            hi = weigher.maxval if weigher.maxval is not None else _candidate_extreme(raw, mask, all_pass, True)
             if not hi > lo:
                 continue  # Nova: every candidate equal -> every normalized weight 0
             part = raw - lo
@@ -489,6 +490,23 @@ class Engine:
             return Selection(host=allocation.host, nodename=allocation.nodename,
                              allocation=dict(allocation.resources), consumer_uuid=allocation.consumer_uuid)
         return self._selection(row, allocation.resources, {}, allocation.consumer_uuid, 0.0)
+
+
+def _candidate_extreme(raw: np.ndarray, mask: np.ndarray, all_pass: bool, highest: bool) -> float:
+    """min (or max) of ``raw`` over the candidate rows, without a masked reduction in the common case.
+
+    numpy's ``where=`` reductions run a slow generic loop (~1.6 ms per 100,000 rows). The extreme over every row
+    is a plain reduction (~20 µs); when the row holding it is a candidate, it is also the candidates' extreme.
+    Only otherwise do we pay for a masked pass.
+    """
+    if all_pass:
+        return float(raw.max() if highest else raw.min())
+    row = int(raw.argmax() if highest else raw.argmin())
+    if mask[row]:
+        return float(raw[row])
+    fill = -np.inf if highest else np.inf
+    masked = np.where(mask, raw, fill)
+    return float(masked.max() if highest else masked.min())
 
 
 def selections_to_builtins(answer: list[list[Selection]]) -> list[list[dict[str, Any]]]:

@@ -387,10 +387,18 @@ class HostTable:
                                 sorted(values))
             return lut if found else None
 
-        lut = self.aggregate_cache(("metadata_min_float", key), build)
-        if lut is None:
-            return None
-        return lut[self.col("aggset_code")]
+        def rows() -> np.ndarray | None:
+            lut = self.aggregate_cache(("metadata_min_float", key), build)
+            if lut is None:
+                return None
+            per_row = lut[self.col("aggset_code")]
+            # Shared by every caller until static state moves: read-only, so no caller can corrupt another's.
+            per_row.flags.writeable = False
+            return per_row
+
+        # Memoized per row, not just per aggregate set: aggset codes and the row set are static state, and the
+        # ratio filters ask for this on every decision (a 100,000-row gather each time otherwise).
+        return self.aggregate_cache(("metadata_min_float_rows", key), rows)
 
     def hosts_in_aggregate(self, agg_key: str) -> np.ndarray:
         """Boolean mask over live rows: nodes whose host is a member of the aggregate."""
