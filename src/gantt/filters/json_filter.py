@@ -293,8 +293,13 @@ def evaluate(table: HostTable, query: list[Any]) -> np.ndarray:
         absent = np.fromiter((v is None for v in fac.values), dtype=np.bool_, count=len(fac.values))
         pattern |= absent[fac.codes].astype(np.int64) << bit
     out = np.zeros(n, dtype=np.bool_)
-    groups = np.unique(pattern)
-    for group in groups.tolist():
+    if not factors:
+        groups = [0]
+    elif len(factors) <= 16:  # few patterns: count them in one pass rather than sort every row
+        groups = np.flatnonzero(np.bincount(pattern, minlength=1)).tolist()
+    else:
+        groups = np.unique(pattern).tolist()
+    for group in groups:
         rows = None if len(groups) == 1 else np.flatnonzero(pattern == group)
         size = n if rows is None else len(rows)
         env: dict[str, Value] = {}

@@ -25,8 +25,18 @@ class _AggregateRatioFilter(Filter):
     resource_class: ClassVar[str] = ""
     metadata_key: ClassVar[str] = ""
 
-    def _capacity(self, table: HostTable) -> np.ndarray | None:
+    def _capacity(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         """Per row, capacity under the aggregate ratio; NaN where no aggregate overrides (None: none anywhere)."""
+        # mask() and limits() run back to back on the same state: compute once per table revision
+        memo_key = (self.name, "capacity")
+        memo = ctx.scratch.get(memo_key)
+        if memo is not None and memo[0] == (table.revision, table.n):
+            return memo[1]  # type: ignore[no-any-return]
+        capacity = self._build_capacity(table)
+        ctx.scratch[memo_key] = ((table.revision, table.n), capacity)
+        return capacity
+
+    def _build_capacity(self, table: HostTable) -> np.ndarray | None:
         override = table.metadata_min_float(self.metadata_key)
         j = table.rc_index.get(self.resource_class)
         if override is None or j is None:
@@ -41,7 +51,7 @@ class _AggregateRatioFilter(Filter):
         amount = ctx.resources.get(self.resource_class, 0)
         if amount <= 0:
             return None
-        capacity = self._capacity(table)
+        capacity = self._capacity(table, ctx)
         if capacity is None:
             return None  # every node keeps its own ratio: the resource check already decides
         j = table.rc_index[self.resource_class]
@@ -54,7 +64,7 @@ class _AggregateRatioFilter(Filter):
     def limits(self, table: HostTable, ctx: RequestContext) -> dict[str, np.ndarray] | None:
         if ctx.resources.get(self.resource_class, 0) <= 0:
             return None
-        capacity = self._capacity(table)
+        capacity = self._capacity(table, ctx)
         if capacity is None:
             return None
         return {self.resource_class: capacity}
