@@ -92,8 +92,16 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket]) -> int:
     uv = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
                         log_level=options.log_level, timeout_graceful_shutdown=5)
     server = uvicorn.Server(uv)
+    # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal against the handlers it found;
+    # make those no-ops so a clean stop exits 0 rather than "killed by SIGTERM".
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _ignore)
     server.run(sockets=sockets)
     return 0 if server.started else STARTUP_FAILURE
+
+
+def _ignore(signum: int, frame: Any) -> None:
+    pass
 
 
 def _worker(options: ServeOptions, shared: socket.socket | None) -> None:

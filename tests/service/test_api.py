@@ -1,0 +1,226 @@
+"""Every endpoint over real HTTP against a real ``gantt serve``, through the public client."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import httpx
+import pytest
+
+from gantt.client import AsyncSchedulerClient, SchedulerClient
+from gantt.model import Aggregate, InvalidRequest, NotFound, NoValidHost
+from gantt.service.app import ROUTES
+from tests.conftest import host_stats, request
+from tests.service.conftest import MAX_BODY
+from tests.service.server import ServerProcess
+
+
+@pytest.fixture
+def tag() -> str:
+    """A prefix so tests sharing the session's server never see each other's hosts."""
+    return uuid.uuid4().hex[:8]
+
+
+def _flavor(vcpus: int = 1, **fields: object) -> dict[str, object]:
+    return request(vcpus=vcpus, **fields)
+
+
+def test_health_and_openapi(client: SchedulerClient) -> None:
+    health = client.health()
+    assert health.status == "ok" and health.pid > 0
+    doc = client.openapi()
+    assert doc["openapi"] == "3.1.0"
+    documented = {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops
+                  if method != "parameters"}
+    served = {(route.path, method) for route in ROUTES for method in route.methods or () if method != "HEAD"}
+    assert served == documented
+    assert "Problem" in doc["components"]["schemas"] and "RequestSpec" in doc["components"]["schemas"]
+    conflict = doc["paths"]["/v1/select_destinations"]["post"]["responses"]["409"]
+    assert "explanation" in conflict["description"]
+
+
+def test_report_show_list_delete_host(client: SchedulerClient, tag: str) -> None:
+    before = client.health().revision
+    revision = client.update_resource_stats(f"{tag}-a", host_stats(vcpus=8))
+    assert revision > before
+    client.update_resource_stats([f"{tag}-bm", "node-1"], host_stats(vcpus=4))
+    client.update_resource_stats([f"{tag}-bm", "node-2"], host_stats(vcpus=4))
+    host = client.host(f"{tag}-a")
+    assert host.inventories["VCPU"].total == 8 and host.up
+    assert client.host(f"{tag}-bm", "node-2").nodename == "node-2"
+    with pytest.raises(InvalidRequest) as err:
+        client.host(f"{tag}-bm")  # two nodes: which one?
+    assert err.value.field == "node"
+    names = {(h.host, h.nodename) for h in client.hosts()}
+    assert {(f"{tag}-a", f"{tag}-a"), (f"{tag}-bm", "node-1"), (f"{tag}-bm", "node-2")} <= names
+    client.delete_host(f"{tag}-bm", "node-1")
+    assert client.host(f"{tag}-bm").nodename == "node-2"
+    client.delete_host(f"{tag}-a")
+    with pytest.raises(NotFound):
+        client.host(f"{tag}-a")
+    with pytest.raises(NotFound):
+        client.delete_host(f"{tag}-a")
+
+
+def test_batched_reports_are_atomic(client: SchedulerClient, tag: str) -> None:
+    count_before = len(client.hosts())
+    client.update_resource_stats_many([(f"{tag}-{i}", host_stats()) for i in range(5)])
+    assert len(client.hosts()) == count_before + 5
+    with pytest.raises(InvalidRequest) as err:
+        client.update_resource_stats_many([(f"{tag}-x", host_stats()), (f"{tag}-y", host_stats(vcpus=-1))])
+    assert err.value.field == "$.reports[1].stats.vcpus"
+    assert len(client.hosts()) == count_before + 5  # the good one was not applied either
+
+
+def test_aggregates(client: SchedulerClient, tag: str) -> None:
+    client.update_resource_stats(f"{tag}-h", host_stats())
+    client.update_aggregate({"id": f"{tag}-agg", "name": "zone", "hosts": [f"{tag}-h"],
+                             "metadata": {"availability_zone": f"{tag}-az"}})
+    found = [a for a in client.aggregates() if a.key == f"{tag}-agg"]
+    assert found and found[0].metadata == {"availability_zone": f"{tag}-az"}
+    assert isinstance(found[0], Aggregate)
+    assert client.host(f"{tag}-h").availability_zone == f"{tag}-az"
+    [[chosen, *_]] = client.select_destinations(_flavor(availability_zone=f"{tag}-az"))
+    assert chosen.host == f"{tag}-h" and chosen.availability_zone == f"{tag}-az"
+    client.delete_aggregate(f"{tag}-agg")
+    assert all(a.key != f"{tag}-agg" for a in client.aggregates())
+    with pytest.raises(NotFound):
+        client.delete_aggregate(f"{tag}-agg")
+    with pytest.raises(NotFound):
+        client.aggregate(f"{tag}-agg")
+
+
+def test_aggregate_id_must_match_path(server: ServerProcess, tag: str) -> None:
+    response = httpx.put(f"{server.url}/v1/aggregates/{tag}-1", json={"id": f"{tag}-2"})
+    assert response.status_code == 400 and response.json()["field"] == "$.id"
+
+
+def test_select_release_and_allocations(client: SchedulerClient, tag: str) -> None:
+    client.update_resource_stats(f"{tag}-h", host_stats(vcpus=4))
+    consumer = f"{tag}-vm"
+    spec = _flavor(vcpus=3, instance_uuids=[consumer], force_hosts=[f"{tag}-h"])
+    [[first, *_]] = client.select_destinations(spec)
+    [[again, *_]] = client.select_destinations(spec)  # idempotent per consumer
+    assert (first.host, first.consumer_uuid) == (again.host, again.consumer_uuid) == (f"{tag}-h", consumer)
+    allocation = client.allocation(consumer)
+    assert allocation.host == f"{tag}-h" and allocation.resources["VCPU"] == 3
+    assert [a.consumer_uuid for a in client.allocations()].count(consumer) == 1
+    assert client.host(f"{tag}-h").inventories["VCPU"].in_flight == 3
+    client.release(consumer)
+    with pytest.raises(NotFound):
+        client.allocation(consumer)
+    with pytest.raises(NotFound):
+        client.release(consumer)
+    assert client.host(f"{tag}-h").inventories["VCPU"].in_flight == 0
+
+
+def test_no_valid_host_is_409_with_the_explanation(server: ServerProcess, client: SchedulerClient,
+                                                   tag: str) -> None:
+    client.update_resource_stats(f"{tag}-h", host_stats(vcpus=4))
+    spec = _flavor(vcpus=64, force_hosts=[f"{tag}-h"])
+    response = httpx.post(f"{server.url}/v1/select_destinations", json=spec)
+    assert response.status_code == 409
+    assert response.headers["content-type"] == "application/problem+json"
+    body = response.json()
+    assert body["title"] == "No valid host"
+    steps = {step["name"]: step for step in body["explanation"]["steps"]}
+    assert steps["ResourceFilter"]["removed"] == 1
+    assert body["explanation"]["nearest_miss"][0]["resource_class"] == "VCPU"
+    with pytest.raises(NoValidHost) as err:
+        client.select_destinations(spec)
+    assert err.value.explanation is not None and err.value.explanation.reason == "ResourceFilter"
+    assert "ResourceFilter" in str(err.value)
+
+
+def test_candidates_dry_run_claims_nothing(client: SchedulerClient, tag: str) -> None:
+    for i, vcpus in enumerate((8, 16)):
+        client.update_resource_stats(f"{tag}-{i}", host_stats(vcpus=vcpus))
+    spec = _flavor(vcpus=2, force_hosts=[f"{tag}-0", f"{tag}-1"])
+    allocations = len(client.allocations())
+    result = client.candidates(spec, limit=5)
+    assert [c.host for c in result.candidates] == [f"{tag}-1", f"{tag}-0"]  # more free vCPU weighs more
+    assert "CPUWeigher" in result.candidates[0].weights
+    assert result.explanation.steps
+    assert len(client.allocations()) == allocations
+    assert len(client.candidates(spec, limit=1).candidates) == 1
+
+
+def test_instance_info(client: SchedulerClient, tag: str) -> None:
+    host = f"{tag}-h"
+    client.update_resource_stats(host, host_stats())
+    client.sync_instance_info(host, ["i-1", "i-2"])
+    client.update_instance_info(host, ["i-3"])
+    assert set(client.host(host).instances) >= {"i-1", "i-2", "i-3"}
+    client.delete_instance_info(host, "i-2")
+    assert "i-2" not in client.host(host).instances
+    with pytest.raises(NotFound):
+        client.delete_instance_info(host, "i-2")
+    with pytest.raises(NotFound):
+        client.sync_instance_info(f"{tag}-nowhere", ["i-1"])
+
+
+def test_http_errors_are_problems(server: ServerProcess) -> None:
+    url = server.url
+    cases = [
+        (httpx.patch(f"{url}/v1/hosts"), 405),
+        (httpx.get(f"{url}/v1/no-such-thing"), 404),
+        (httpx.get(f"{url}/v1/allocations/nobody"), 404),
+        (httpx.get(f"{url}/v1/hosts/nobody"), 404),
+        (httpx.delete(f"{url}/v1/instances/nobody/i-1"), 404),
+        (httpx.post(f"{url}/v1/select_destinations", content=b"{}", headers={"content-type": "text/plain"}), 415),
+        (httpx.post(f"{url}/v1/select_destinations", content=b"{}"), 415),  # no content type at all
+        (httpx.post(f"{url}/v1/resource-stats", content=b"x" * (MAX_BODY + 1),
+                    headers={"content-type": "application/json"}), 413),
+        (httpx.post(f"{url}/v1/candidates?limit=zero", json=request()), 400),
+    ]
+    for response, status in cases:
+        assert response.status_code == status, (response.request.url, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["status"] == status
+
+
+def test_chunked_oversized_body_is_413(server: ServerProcess) -> None:
+    def chunks() -> object:
+        for _ in range(MAX_BODY // 1024 + 2):
+            yield b" " * 1024
+
+    response = httpx.post(f"{server.url}/v1/resource-stats", content=chunks(),  # type: ignore[arg-type]
+                          headers={"content-type": "application/json"})
+    assert response.status_code == 413
+
+
+def test_metrics(client: SchedulerClient, tag: str) -> None:
+    client.update_resource_stats(f"{tag}-h", host_stats(vcpus=1))
+    client.select_destinations(_flavor(force_hosts=[f"{tag}-h"]))
+    with pytest.raises(NoValidHost):
+        client.select_destinations(_flavor(vcpus=99, force_hosts=[f"{tag}-h"]))
+    text = client.metrics()
+    for name in ("gantt_decisions_total", "gantt_placements_total", "gantt_claim_conflicts_total",
+                 'gantt_no_valid_host_total{', "gantt_decision_seconds_bucket", 'gantt_hosts{',
+                 "gantt_replica_revision", "gantt_replica_lag_seconds", "gantt_http_responses_total"):
+        assert name in text, name
+    assert 'reason="ResourceFilter"' in text
+
+
+def test_async_client(server: ServerProcess, tag: str) -> None:
+    async def scenario() -> None:
+        async with AsyncSchedulerClient(server.url) as client:
+            await client.update_resource_stats_many([(f"{tag}-{i}", host_stats(vcpus=4)) for i in range(3)])
+            hosts = [f"{tag}-{i}" for i in range(3)]
+            answers = await asyncio.gather(*(client.select_destinations(
+                _flavor(vcpus=4, force_hosts=hosts, instance_uuids=[f"{tag}-vm{i}"])) for i in range(3)))
+            assert sorted(a[0][0].host for a in answers) == hosts  # each took a whole host: no double booking
+            with pytest.raises(NoValidHost):
+                await client.select_destinations(_flavor(vcpus=4, force_hosts=hosts))
+            assert (await client.allocation(f"{tag}-vm0")).resources["VCPU"] == 4
+            await client.release(f"{tag}-vm0")
+            assert (await client.host(answers[0][0][0].host)).inventories["VCPU"].in_flight == 0
+            assert (await client.health()).status == "ok"
+            await client.update_aggregate({"id": f"{tag}-a", "hosts": hosts})
+            assert any(a.key == f"{tag}-a" for a in await client.aggregates())
+            await client.delete_aggregate(f"{tag}-a")
+            await client.delete_host(hosts[2])
+            assert all(h.host != hosts[2] for h in await client.hosts())
+
+    asyncio.run(scenario())
