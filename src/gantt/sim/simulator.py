@@ -1,0 +1,781 @@
+"""The discrete-event simulator: the real Scheduler/Engine/HostTable driven on a virtual clock.
+
+One event heap orders everything in virtual time: arrivals, decisions finishing, builds on compute hosts,
+instance departures, heartbeat ticks, failures and metric samples. A decision runs the real engine *at* its start
+time (the clock reads that time) and keeps its scheduler busy for the engine's measured wall time (or a fixed
+``decision_time``), so bursts queue up at the schedulers as they would in a cloud.
+
+Policies
+- ``gantt``: the scheduler decides from its replica and claims with a compare-and-set on the truth inside the
+  decision (``ClaimThroughTable``); a conflict moves to the next candidate. The compute host builds at
+  ``+build_time``; a dead host fails the build, the claim is released and the next alternate is claimed on the
+  truth (the conductor's retry), up to ``max_attempts`` hosts.
+- ``nova-classic``: the scheduler decides from its replica and only consumes from its own view. The compute host
+  claims on the truth when the build starts and rejects when it does not fit; the conductor then tries the
+  alternates, one build round-trip each, up to ``max_attempts`` hosts, then the instance fails.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gantt.config import Config
+from gantt.model import (
+    Allocation,
+    Flavor,
+    HostReport,
+    HostStats,
+    InstanceGroup,
+    NoValidHost,
+    RequestSpec,
+    Selection,
+    ServiceInfo,
+)
+from gantt.scheduler import Scheduler
+from gantt.sim.cloud import CloudLayout, build_cloud
+from gantt.sim.replica import ClaimThroughTable, Feed, heartbeat, replay
+from gantt.sim.scenario import Failure, Lifetime, Scenario
+from gantt.state import ClaimRejected, HostTable
+
+EPOCH = 1_000_000.0  # virtual time 0; non-zero because HostTable treats created_at == 0 as "unset"
+HEARTBEAT_SLOTS = 20  # heartbeats are sent in this many batches per report period
+
+# event kinds (ints: the heap compares them when times tie, and they are cheap)
+ARRIVE, DONE, BUILD, DEPART, TICK, SAMPLE, CALL = range(7)
+
+
+class VirtualClock:
+    def __init__(self, now: float = EPOCH) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(slots=True)
+class Request:
+    index: int
+    arrival: float
+    spec: RequestSpec
+    consumers: list[str]
+    resources: dict[str, int]
+    policy: str | None  # server group policy
+    scheduler: int = -1
+    pending: int = 0  # instances not yet resolved
+    hosts: list[int] = field(default_factory=list)  # rows of the placed instances
+    failed: int = 0
+
+
+@dataclass(slots=True)
+class SchedulerInstance:
+    index: int
+    lag: float
+    scheduler: Scheduler
+    table: HostTable
+    cursor: int = 0
+    alive: bool = True
+    busy: bool = False
+    queue: deque[Request] = field(default_factory=deque)
+    decisions: int = 0
+
+
+@dataclass
+class FailureRecord:
+    at: float
+    kind: str
+    target: str
+    hosts: int = 0
+    instances_on_hosts: int = 0
+    build_failures: int = 0
+    claims_after_detection: int = 0
+    claims_on_dead_hosts: int = 0
+
+
+class Arrivals:
+    """A Poisson process whose rate is piecewise constant: the base rate, replaced during bursts."""
+
+    def __init__(self, base: float, bursts: list[tuple[float, float, float]], rng: random.Random) -> None:
+        self.rng = rng
+        points = sorted({0.0, *(b[0] for b in bursts), *(b[0] + b[1] for b in bursts)})
+        self.segments: list[tuple[float, float]] = []  # (start, rate) from each breakpoint on
+        for start in points:
+            rates = [rate for at, dur, rate in bursts if at <= start < at + dur]
+            self.segments.append((start, max(rates) if rates else base))
+
+    def next(self, t: float) -> float:
+        need = self.rng.expovariate(1.0)
+        segs = self.segments
+        i = 0
+        while i + 1 < len(segs) and segs[i + 1][0] <= t:
+            i += 1
+        while True:
+            rate = segs[i][1]
+            end = segs[i + 1][0] if i + 1 < len(segs) else math.inf
+            if rate > 0 and rate * (end - t) >= need:
+                return t + need / rate
+            if end == math.inf:
+                return math.inf
+            need -= rate * (end - t)
+            t = end
+            i += 1
+
+
+def lifetime_sampler(spec: Lifetime, rng: random.Random) -> Callable[[], float | None]:
+    if spec.distribution == "forever":
+        return lambda: None
+    if spec.distribution == "fixed":
+        return lambda: spec.mean
+    if spec.distribution == "uniform":
+        return lambda: rng.uniform(spec.min, spec.max)
+    if spec.distribution == "lognormal":
+        mu = math.log(spec.mean) - spec.sigma ** 2 / 2  # so that the mean is ``mean``
+        return lambda: rng.lognormvariate(mu, spec.sigma)
+    rate = 1.0 / spec.mean
+    return lambda: rng.expovariate(rate)
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario, *, progress: Callable[[float, float], None] | None = None,
+                 max_requests: int | None = None) -> None:
+        self.s = scenario
+        self.config: Config = scenario.config()
+        self.progress = progress
+        self.policy = scenario.policy.kind
+        self.rng = random.Random(scenario.seed)
+        wl = scenario.workload
+        self.max_requests = wl.requests if max_requests is None else max_requests
+        self.end_arrivals = EPOCH + wl.duration if wl.duration is not None else math.inf
+        self.clock = VirtualClock()
+        self.layout: CloudLayout = build_cloud(scenario.cloud, scenario.seed)
+        n = self.layout.n
+        self.dead = np.zeros(n, dtype=np.bool_)  # the world: host really down (not what any table believes)
+        self.lost_at = np.full(n, math.inf)
+        self.detect_by = np.full(n, math.inf)  # by then no table may let a claim land there
+        self.failure_of = np.full(n, -1, dtype=np.int32)
+        self.fenced_reports: list[HostReport] = []
+        cp = scenario.control_plane
+        self.max_lag = max(cp.lag(i) for i in range(cp.schedulers))
+        self.truth = HostTable(service_down_time=cp.service_down_time, claim_timeout=self.config.gantt.claim_timeout,
+                               clock=self.clock, initial_rows=n + 16)
+        self.layout.populate(self.truth)
+        self.feed = Feed(self.truth, self.clock)
+        self.truth.subscribe(self._watch_truth)
+        self.schedulers = [self._new_scheduler(i) for i in range(cp.schedulers)]
+        self.rr = 0
+        self.waiting: deque[Request] = deque()  # arrivals while every scheduler is down
+        # workload
+        self.flavors = [Flavor(name=f.name, vcpus=f.vcpus, memory_mb=f.memory_mb, root_gb=f.root_gb,
+                               ephemeral_gb=f.ephemeral_gb, extra_specs=dict(f.extra_specs)) for f in wl.flavors]
+        self.flavor_weights = list(np.cumsum([f.weight for f in wl.flavors]))
+        self.arrivals = Arrivals(wl.rate, [(EPOCH + b.at, b.duration, b.rate) for b in wl.bursts], self.rng)
+        self.lifetime = lifetime_sampler(wl.lifetime, self.rng)
+        self.projects = [f"project-{i}" for i in range(wl.projects)]
+        # heartbeats: each host reports at a fixed phase of the report period
+        phase = np.random.default_rng(scenario.seed).integers(0, HEARTBEAT_SLOTS, size=n)
+        self.hb_slots = [np.flatnonzero(phase == k) for k in range(HEARTBEAT_SLOTS)]
+        self.hb_interval = cp.report_period / HEARTBEAT_SLOTS
+        self.hb_next = 0
+        # event heap
+        self.heap: list[tuple[float, int, int, Any]] = []
+        self.seq = 0
+        # metrics
+        self.c: Counter[str] = Counter()
+        self.nvh: Counter[str] = Counter()
+        self.fail_reasons: Counter[str] = Counter()
+        self.engine_ms: list[float] = []
+        self.latency_ms: list[float] = []  # arrival -> decision done (queueing + decision), virtual
+        self.active_ms: list[float] = []  # arrival -> instance built, virtual
+        self.failure_records: list[FailureRecord] = []
+        self.samples: list[dict[str, Any]] = []
+        self.inflight_requests = 0
+        self.arrived = 0
+        self.max_attempts = self.config.scheduler.max_attempts
+        duration = wl.duration if wl.duration is not None else (self.max_requests or 0) / wl.rate
+        if self.max_requests is not None:
+            duration = min(duration, self.max_requests / wl.rate)
+        self.expected_duration = duration
+        self.sample_interval = scenario.sample_interval or max(duration / 200.0, 1e-3)
+        flv = wl.flavors
+        self.min_flavor = (min(f.vcpus for f in flv), min(f.memory_mb for f in flv))
+        big = max(flv, key=lambda f: (f.vcpus, f.memory_mb))
+        self.big_flavor = (big.name, big.vcpus, big.memory_mb)
+        self.wall = 0.0
+        self.deciding = False
+
+    # ------------------------------------------------------------------------------------------ plumbing
+
+    def _push(self, t: float, kind: int, payload: Any) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, self.seq, kind, payload))
+
+    def _new_scheduler(self, index: int) -> SchedulerInstance:
+        cp = self.s.control_plane
+        kwargs: dict[str, Any] = {"service_down_time": cp.service_down_time,
+                                  "claim_timeout": self.config.gantt.claim_timeout, "clock": self.clock,
+                                  "initial_rows": self.layout.n + 16}
+        table = ClaimThroughTable(self.truth, **kwargs) if self.policy == "gantt" else HostTable(**kwargs)
+        self.layout.populate(table)
+        # A (re)starting instance loads a snapshot of the store, then follows the feed from its current end.
+        for allocation in self.truth.allocations.values():
+            HostTable.put_allocation(table, allocation)
+        for report in self.fenced_reports:
+            table.update(report)
+        live = self.truth.col("updated_at")
+        for value in np.unique(live):
+            heartbeat(table, np.flatnonzero(live == value), float(value))
+        config = self.config.with_overrides(gantt={"seed": self.s.seed * 1000 + index})
+        sched = Scheduler(config, table=table)
+        return SchedulerInstance(index=index, lag=cp.lag(index), scheduler=sched, table=table,
+                                 cursor=self.feed.end)
+
+    def _watch_truth(self, kind: str, obj: Any) -> None:
+        """Invariant bookkeeping on every claim that reaches the truth."""
+        if kind != "allocation":
+            return
+        row = self.truth.row_of.get((obj.host, obj.nodename))
+        if row is None:
+            return
+        now = self.clock.now
+        if now >= self.lost_at[row]:
+            self.c["claims_on_lost_hosts"] += 1
+            record = self.failure_records[self.failure_of[row]]
+            record.claims_on_dead_hosts += 1
+            # Only the schedulers' own decisions must avoid a host known down; a conductor retry claims the
+            # alternates it was given earlier, blind to liveness, as Nova's does (that build then fails).
+            if self.deciding and now > self.detect_by[row]:
+                self.c["claims_after_detection"] += 1
+                record.claims_after_detection += 1
+
+    # --------------------------------------------------------------------------------------------- run
+
+    def run(self) -> dict[str, Any]:
+        start = time.perf_counter()
+        self._prefill()
+        self.clock.now = EPOCH
+        for sched in self.schedulers:
+            sched.cursor = replay(sched.table, self.feed, sched.cursor, EPOCH)
+        first = self.arrivals.next(EPOCH)
+        if first < self.end_arrivals and self.max_requests != 0:
+            self._push(first, ARRIVE, None)
+        else:
+            self.c["arrival_stopped"] = 1
+        self._push(EPOCH, TICK, None)
+        self._push(EPOCH, SAMPLE, None)
+        for i, failure in enumerate(self.s.failures):
+            self._push(EPOCH + failure.at, CALL, self._failure_starter(i, failure))
+        heap = self.heap
+        pop = heapq.heappop
+        while heap:
+            t, _, kind, payload = pop(heap)
+            self.clock.now = t
+            if kind == ARRIVE:
+                self._arrive(t)
+            elif kind == DONE:
+                self._done(payload)
+            elif kind == BUILD:
+                self._build(t, *payload)
+            elif kind == DEPART:
+                if payload in self.truth.allocations:
+                    self.truth.release(payload)
+                    self.c["departed"] += 1
+            elif kind == TICK:
+                self._tick(t)
+            elif kind == SAMPLE:
+                self._sample(t)
+                self._push(t + self.sample_interval, SAMPLE, None)
+            else:
+                payload(t)
+            if self._finished():
+                break  # departures, heartbeats and failures after the last answer change nothing measured
+        self.clock.now = max(self.clock.now, EPOCH)
+        self._sample(self.clock.now)
+        self.wall = time.perf_counter() - start
+        return self.results()
+
+    def _finished(self) -> bool:
+        return self.arrivals_done and self.inflight_requests == 0
+
+    @property
+    def arrivals_done(self) -> bool:
+        return self.c["arrival_stopped"] > 0
+
+    # ------------------------------------------------------------------------------------------ workload
+
+    def _prefill(self) -> None:
+        pf = self.s.workload.prefill
+        if pf.vcpu_fraction <= 0:
+            return
+        cap = self.truth.rc_col("capacity", "VCPU")
+        target = float(cap.sum()) * pf.vcpu_fraction if cap is not None else 0.0
+        names = [f.name for f in self.flavors]
+        rows = np.random.default_rng(self.s.seed + 1).integers(0, self.layout.n, size=64)
+        used = 0.0
+        i = 0
+        misses = 0
+        while used < target and misses < 200:
+            if i % 64 == 0:
+                rows = np.random.default_rng(self.s.seed + 1 + i).integers(0, self.layout.n, size=64)
+            row = int(rows[i % 64])
+            flavor = self.flavors[names.index(pf.flavor)] if pf.flavor else self._pick_flavor()
+            resources = {"VCPU": flavor.vcpus, "MEMORY_MB": flavor.memory_mb,
+                         "DISK_GB": flavor.root_gb + flavor.ephemeral_gb}
+            key = (self.layout.names[row], self.layout.names[row])
+            consumer = f"pre-{i}"
+            i += 1
+            try:
+                self.truth.claim(key, Allocation(consumer_uuid=consumer, host=key[0], nodename=key[1],
+                                                 resources=resources, project_id="prefill"))
+            except ClaimRejected:
+                misses += 1
+                continue
+            misses = 0
+            used += flavor.vcpus
+            self.c["prefilled"] += 1
+            life = self.lifetime()
+            if life is not None:
+                self._push(EPOCH + life, DEPART, consumer)
+
+    def _pick_flavor(self) -> Flavor:
+        x = self.rng.random() * self.flavor_weights[-1]
+        for i, w in enumerate(self.flavor_weights):
+            if x < w:
+                return self.flavors[i]
+        return self.flavors[-1]
+
+    def _make_request(self, t: float) -> Request:
+        wl = self.s.workload
+        rng = self.rng
+        index = self.arrived
+        flavor = self._pick_flavor()
+        count = 1
+        group: InstanceGroup | None = None
+        policy = None
+        if wl.server_groups.probability and rng.random() < wl.server_groups.probability:
+            sg = wl.server_groups
+            count = rng.randint(sg.min, sg.max)
+            policy = "anti-affinity" if rng.random() < sg.anti_affinity else "affinity"
+            group = InstanceGroup(uuid=f"group-{index}", policy=policy)  # type: ignore[arg-type]
+        elif wl.multi_instance.probability and rng.random() < wl.multi_instance.probability:
+            count = rng.randint(wl.multi_instance.min, wl.multi_instance.max)
+        zone = None
+        if wl.az_fraction and rng.random() < wl.az_fraction:
+            zone = self.layout.zones[rng.randrange(len(self.layout.zones))]
+        consumers = [f"r{index}-{k}" for k in range(count)]
+        project = self.projects[rng.randrange(len(self.projects))]
+        spec = RequestSpec(flavor=flavor, project_id=project, user_id="sim", availability_zone=zone,
+                           num_instances=count, instance_uuids=consumers, instance_group=group,
+                           request_id=f"req-{index}")
+        resources = {"VCPU": flavor.vcpus, "MEMORY_MB": flavor.memory_mb,
+                     "DISK_GB": flavor.root_gb + flavor.ephemeral_gb}
+        return Request(index=index, arrival=t, spec=spec, consumers=consumers, resources=resources,
+                       policy=policy, pending=count)
+
+    def _arrive(self, t: float) -> None:
+        request = self._make_request(t)
+        self.arrived += 1
+        self.c["requests"] += 1
+        self.c["instances_requested"] += len(request.consumers)
+        self.inflight_requests += 1
+        nxt = self.arrivals.next(t)
+        if nxt < self.end_arrivals and (self.max_requests is None or self.arrived < self.max_requests):
+            self._push(nxt, ARRIVE, None)
+        else:
+            self.c["arrival_stopped"] = 1
+        self._dispatch(request, t)
+        if self.progress is not None and self.arrived % 1000 == 0:
+            self.progress(t - EPOCH, self.arrived)
+
+    def _dispatch(self, request: Request, t: float) -> None:
+        """Round-robin over live instances, as a message queue with several consumers does."""
+        count = len(self.schedulers)
+        for step in range(count):
+            sched = self.schedulers[(self.rr + step) % count]
+            if sched.alive:
+                self.rr = (sched.index + 1) % count
+                if sched.busy:
+                    sched.queue.append(request)
+                else:
+                    self._decide(sched, request, t)
+                return
+        self.waiting.append(request)
+
+    # ----------------------------------------------------------------------------------------- decisions
+
+    def _decide(self, sched: SchedulerInstance, request: Request, t: float) -> None:
+        sched.busy = True
+        sched.decisions += 1
+        request.scheduler = sched.index
+        sched.cursor = replay(sched.table, self.feed, sched.cursor, t - sched.lag)
+        before = sched.table.conflicts if isinstance(sched.table, ClaimThroughTable) else 0
+        answer: list[list[Selection]] | None = None
+        self.deciding = True
+        began = time.perf_counter()
+        try:
+            answer = sched.scheduler.select_destinations(request.spec)
+        except NoValidHost as exc:
+            reason = exc.explanation.reason if exc.explanation is not None else ""
+            self.nvh[reason or "unknown"] += 1
+        finally:
+            self.deciding = False
+        took = time.perf_counter() - began
+        self.engine_ms.append(took * 1000.0)
+        if isinstance(sched.table, ClaimThroughTable):
+            self.c["claim_conflicts"] += sched.table.conflicts - before
+        decision_time = self.s.control_plane.decision_time
+        done = t + (took if decision_time == "measured" else float(decision_time))
+        self.latency_ms.append((done - request.arrival) * 1000.0)
+        self._push(done, DONE, sched.index)
+        if answer is None:
+            self._fail_request(request, "NoValidHost")
+            return
+        build_at = done + self.s.control_plane.build_time
+        for k, selections in enumerate(answer):
+            self._push(build_at, BUILD, (request, k, selections, 0))
+
+    def _done(self, index: int) -> None:
+        sched = self.schedulers[index]
+        sched.busy = False
+        if not sched.alive:
+            return
+        if sched.queue:
+            self._decide(sched, sched.queue.popleft(), self.clock.now)
+
+    # -------------------------------------------------------------------------------------------- builds
+
+    def _build(self, t: float, request: Request, k: int, selections: list[Selection], attempt: int) -> None:
+        sel = selections[attempt]
+        key = (sel.host, sel.nodename)
+        row = self.truth.row_of[key]
+        consumer = request.consumers[k]
+        dead = bool(self.dead[row])
+        if self.policy == "gantt":
+            if not dead:
+                self._active(request, k, row, t)
+                return
+            self._build_failed_on_dead(row, consumer)
+            self.truth.release(consumer)
+        else:
+            if not dead:
+                try:
+                    self.truth.claim(key, Allocation(consumer_uuid=consumer, host=key[0], nodename=key[1],
+                                                     resources=dict(request.resources),
+                                                     project_id=request.spec.project_id))
+                    self._active(request, k, row, t)
+                    return
+                except ClaimRejected:
+                    self.c["build_rejections"] += 1
+            else:
+                self._build_failed_on_dead(row, consumer)
+        self._retry(t, request, k, selections, attempt + 1)
+
+    def _build_failed_on_dead(self, row: int, consumer: str) -> None:
+        self.c["build_failures_dead_host"] += 1
+        if self.failure_of[row] >= 0:
+            self.failure_records[self.failure_of[row]].build_failures += 1
+
+    def _retry(self, t: float, request: Request, k: int, selections: list[Selection], attempt: int) -> None:
+        """The conductor's reschedule to the alternates (at most ``max_attempts`` hosts in all)."""
+        consumer = request.consumers[k]
+        while attempt < len(selections) and attempt < self.max_attempts:
+            self.c["retries"] += 1
+            if self.policy == "nova-classic":
+                self._push(t + self.s.control_plane.build_time, BUILD, (request, k, selections, attempt))
+                return
+            sel = selections[attempt]
+            try:
+                self.truth.claim((sel.host, sel.nodename),
+                                 Allocation(consumer_uuid=consumer, host=sel.host, nodename=sel.nodename,
+                                            resources=dict(request.resources), project_id=request.spec.project_id))
+            except ClaimRejected:
+                self.c["claim_conflicts"] += 1
+                self.c["alternate_conflicts"] += 1
+                attempt += 1
+                continue
+            self._push(t + self.s.control_plane.build_time, BUILD, (request, k, selections, attempt))
+            return
+        self.c["instances_failed"] += 1
+        self.fail_reasons["MaxRetriesExceeded"] += 1
+        request.failed += 1
+        self._forget_local_claim(request, consumer)
+        self._resolve(request)
+
+    def _forget_local_claim(self, request: Request, consumer: str) -> None:
+        """Nova's scheduler view drops a consumer that never got built (its next refresh would)."""
+        if self.policy != "nova-classic" or request.scheduler < 0:
+            return
+        table = self.schedulers[request.scheduler].table
+        if consumer in table.allocations and consumer not in self.truth.allocations:
+            HostTable.release(table, consumer)
+
+    def _active(self, request: Request, k: int, row: int, t: float) -> None:
+        self.c["instances_placed"] += 1
+        self.c["active"] += 1
+        if t >= self.lost_at[row]:
+            self.c["builds_on_lost_hosts"] += 1
+        self.active_ms.append((t - request.arrival) * 1000.0)
+        request.hosts.append(row)
+        life = self.lifetime()
+        if life is not None:
+            self._push(t + life, DEPART, request.consumers[k])
+        self._resolve(request)
+
+    def _resolve(self, request: Request) -> None:
+        request.pending -= 1
+        if request.pending:
+            return
+        self.inflight_requests -= 1
+        if request.failed:
+            self.c["requests_failed" if not request.hosts else "requests_partial"] += 1
+        else:
+            self.c["requests_placed"] += 1
+        if request.policy is not None and len(request.hosts) > 1:
+            distinct = len(set(request.hosts))
+            if (request.policy == "anti-affinity" and distinct < len(request.hosts)) or \
+                    (request.policy == "affinity" and distinct > 1):
+                self.c["server_group_violations"] += 1
+
+    def _fail_request(self, request: Request, reason: str) -> None:
+        self.fail_reasons[reason] += 1
+        self.c["instances_failed"] += len(request.consumers)
+        request.failed = len(request.consumers)
+        request.pending = 1
+        self._resolve(request)
+
+    # -------------------------------------------------------------------------------------- heartbeats
+
+    def _tick(self, t: float) -> None:
+        rows = self.hb_slots[self.hb_next]
+        self.hb_next = (self.hb_next + 1) % HEARTBEAT_SLOTS
+        rows = rows[~self.dead[rows]]
+        heartbeat(self.truth, rows, t)
+        self.feed.heartbeat(rows)
+        self._push(t + self.hb_interval, TICK, None)
+
+    # ----------------------------------------------------------------------------------------- failures
+
+    def _failure_starter(self, index: int, failure: Failure) -> Callable[[float], None]:
+        def start(t: float) -> None:
+            if failure.kind == "rack_lost":
+                self._rack_lost(t, failure)
+            elif failure.kind == "host_flap":
+                self._flap(t, failure)
+            else:
+                self._crash(t, failure)
+        return start
+
+    def _record(self, t: float, kind: str, target: str, rows: np.ndarray | None = None) -> FailureRecord:
+        record = FailureRecord(at=t - EPOCH, kind=kind, target=target)
+        if rows is not None:
+            record.hosts = len(rows)
+            names = self.layout.names
+            record.instances_on_hosts = sum(len(self.truth.node_allocations.get((names[r], names[r]), ()))
+                                            for r in rows.tolist())
+        self.failure_records.append(record)
+        return record
+
+    def _rack_lost(self, t: float, failure: Failure) -> None:
+        assert failure.rack is not None
+        rows = self.layout.rack_hosts(failure.rack)
+        self._record(t, "rack_lost", failure.rack, rows)
+        self.dead[rows] = True
+        self.lost_at[rows] = np.minimum(self.lost_at[rows], t)
+        self.failure_of[rows] = len(self.failure_records) - 1
+        # Unfenced: the last heartbeat was at most now, so every table sees the host down by now + down time.
+        # Fenced: the forced_down report reaches each replica after its lag.
+        delay = self.max_lag if failure.fenced else self.s.control_plane.service_down_time
+        self.detect_by[rows] = np.minimum(self.detect_by[rows], t + delay)
+        if failure.fenced:
+            for r in rows.tolist():
+                report = HostReport(host=self.layout.names[r],
+                                    stats=HostStats(service=ServiceInfo(forced_down=True,
+                                                                        disabled_reason="rack lost")))
+                self.truth.update(report)
+                self.feed.report(report)
+                self.fenced_reports.append(report)
+
+    def _flap(self, t: float, failure: Failure) -> None:
+        if failure.rack is not None:
+            rows = self.layout.rack_hosts(failure.rack)
+        else:
+            pick = random.Random(self.s.seed + int(failure.at * 1000))
+            rows = np.array(sorted(pick.sample(range(self.layout.n), failure.hosts)), dtype=np.int64)
+        target = failure.rack or f"{len(rows)} hosts"
+        self._record(t, "host_flap", target, rows)
+        index = len(self.failure_records) - 1
+        period = failure.down_for + failure.up_for
+
+        def down(now: float) -> None:
+            self.dead[rows] = True
+            self.failure_of[rows] = index
+
+        def up(now: float) -> None:
+            self.dead[rows] = np.isfinite(self.lost_at[rows])  # a host lost for good stays dead
+            alive = rows[~self.dead[rows]]
+            heartbeat(self.truth, alive, now)  # nova-compute reports as soon as it is back
+            self.feed.heartbeat(alive)
+
+        for cycle in range(failure.cycles):
+            self._push(t + cycle * period, CALL, down)
+            self._push(t + cycle * period + failure.down_for, CALL, up)
+
+    def _crash(self, t: float, failure: Failure) -> None:
+        sched = self.schedulers[failure.scheduler]
+        self._record(t, "scheduler_crash", f"scheduler {failure.scheduler}")
+        if not sched.alive:
+            return
+        sched.alive = False
+        orphans = list(sched.queue)
+        sched.queue.clear()
+        self.c["redelivered"] += len(orphans)
+        for request in orphans:  # unacknowledged messages go back to the queue for the other consumers
+            self._dispatch(request, t)
+
+        def restart(now: float) -> None:
+            fresh = self._new_scheduler(failure.scheduler)
+            self.schedulers[failure.scheduler] = fresh
+            fresh.busy = sched.busy  # a decision that was running when it crashed still ends at its time
+            while self.waiting:
+                self._dispatch(self.waiting.popleft(), now)
+            if not fresh.busy and fresh.queue:
+                self._decide(fresh, fresh.queue.popleft(), now)
+
+        self._push(t + failure.down_for, CALL, restart)
+
+    # ------------------------------------------------------------------------------------------ metrics
+
+    def _sample(self, t: float) -> None:
+        truth = self.truth
+        n = self.layout.n
+        up = ~self.dead
+        cap_v = truth.rc_col("capacity", "VCPU")
+        cap_m = truth.rc_col("capacity", "MEMORY_MB")
+        assert cap_v is not None and cap_m is not None
+        used_v = truth.used("VCPU")
+        used_m = truth.used("MEMORY_MB")
+        zones = len(self.layout.zones)
+        az = self.layout.az
+        wu = np.bincount(az, weights=np.where(up, used_v, 0.0), minlength=zones)
+        wc = np.bincount(az, weights=np.where(up, cap_v, 0.0), minlength=zones)
+        mu = np.bincount(az, weights=np.where(up, used_m, 0.0), minlength=zones)
+        mc = np.bincount(az, weights=np.where(up, cap_m, 0.0), minlength=zones)
+        free_v = np.where(up, np.maximum(cap_v - used_v, 0.0), 0.0)
+        free_m = np.where(up, np.maximum(cap_m - used_m, 0.0), 0.0)
+        total_free_v = float(free_v.sum())
+        total_free_m = float(free_m.sum())
+        small_v, small_m = self.min_flavor
+        stranded_v = float(free_v[free_m < small_m].sum()) / total_free_v if total_free_v else 0.0
+        stranded_m = float(free_m[free_v < small_v].sum()) / total_free_m if total_free_m else 0.0
+        _, big_v, big_m = self.big_flavor
+        fits = np.minimum(free_v // max(big_v, 1), free_m // max(big_m, 1))
+        frag = 1.0 - float(fits.sum()) * big_v / total_free_v if total_free_v and big_v else 0.0
+        over = 0
+        for rc in truth.rc_names:
+            cap = truth.rc_col("capacity", rc)
+            if cap is not None:
+                over += int(np.count_nonzero(truth.used(rc) > cap + 1e-6))
+        self.c["overcommit_observed"] = max(self.c["overcommit_observed"], over)
+        self.samples.append({
+            "t": t - EPOCH,
+            "util_vcpu": (wu / np.maximum(wc, 1e-9)).tolist(),
+            "util_ram": (mu / np.maximum(mc, 1e-9)).tolist(),
+            "util_vcpu_all": float(wu.sum() / max(wc.sum(), 1e-9)),
+            "hosts_up": int(up.sum()),
+            "hosts_seen_up": int(np.count_nonzero(truth.alive(t)[:n] & ~truth.col("forced_down")[:n])),
+            "placed": self.c["instances_placed"], "failed": self.c["instances_failed"],
+            "retries": self.c["retries"], "conflicts": self.c["claim_conflicts"] + self.c["build_rejections"],
+            "no_valid_host": sum(self.nvh.values()), "requests": self.c["requests"],
+            "active": len(truth.allocations),
+            "queued": sum(len(s.queue) for s in self.schedulers) + len(self.waiting),
+            "schedulers_up": sum(1 for s in self.schedulers if s.alive),
+            "stranded_vcpu": stranded_v, "stranded_ram": stranded_m, "fragmentation": frag,
+            "overcommitted_nodes": over,
+        })
+        live = [s.cursor for s in self.schedulers if s.alive]
+        self.feed.trim(min(live) if live else self.feed.end)
+        if self.progress is not None:
+            self.progress(t - EPOCH, self.arrived)
+
+    def results(self) -> dict[str, Any]:
+        c = self.c
+        eng = np.asarray(self.engine_ms) if self.engine_ms else np.zeros(1)
+        lat = np.asarray(self.latency_ms) if self.latency_ms else np.zeros(1)
+        act = np.asarray(self.active_ms) if self.active_ms else np.zeros(1)
+        engine_seconds = float(eng.sum()) / 1000.0
+        final = self.samples[-1] if self.samples else {}
+        requested = c["instances_requested"]
+        zones = self.layout.zones
+        timeline: dict[str, Any] = {"t": [s["t"] for s in self.samples]}
+        for key in ("util_vcpu", "util_ram"):
+            timeline[key] = {z: [s[key][i] for s in self.samples] for i, z in enumerate(zones)}
+        for key in ("util_vcpu_all", "hosts_up", "hosts_seen_up", "placed", "failed", "retries", "conflicts",
+                    "no_valid_host", "requests", "active", "queued", "schedulers_up", "stranded_vcpu",
+                    "stranded_ram", "fragmentation"):
+            timeline[key] = [s[key] for s in self.samples]
+        return {
+            "scenario": self.s.name,
+            "policy": self.policy,
+            "hosts": self.layout.n,
+            "schedulers": len(self.schedulers),
+            "filters": list(self.config.filter_scheduler.enabled_filters),
+            "wall_seconds": round(self.wall, 3),
+            "virtual_seconds": round(self.clock.now - EPOCH, 3),
+            "requests": {"total": c["requests"], "placed": c["requests_placed"], "failed": c["requests_failed"],
+                         "partial": c["requests_partial"]},
+            "instances": {"requested": requested, "placed": c["instances_placed"],
+                          "failed": c["instances_failed"], "prefilled": c["prefilled"],
+                          "departed": c["departed"]},
+            "engine": {"decisions": len(self.engine_ms), "engine_seconds": round(engine_seconds, 3),
+                       "decisions_per_second": round(len(self.engine_ms) / engine_seconds, 1)
+                       if engine_seconds else 0.0,
+                       "p50_ms": round(float(np.percentile(eng, 50)), 4),
+                       "p99_ms": round(float(np.percentile(eng, 99)), 4),
+                       "mean_ms": round(float(eng.mean()), 4)},
+            "decision_latency": {"p50_ms": round(float(np.percentile(lat, 50)), 3),
+                                 "p99_ms": round(float(np.percentile(lat, 99)), 3),
+                                 "max_ms": round(float(lat.max()), 3),
+                                 "note": "virtual: arrival to decision done (queueing + decision)"},
+            "time_to_active": {"p50_ms": round(float(np.percentile(act, 50)), 3),
+                               "p99_ms": round(float(np.percentile(act, 99)), 3)},
+            "conflicts": {"claim_conflicts": c["claim_conflicts"], "alternate_conflicts": c["alternate_conflicts"],
+                          "build_rejections": c["build_rejections"]},
+            "retries": c["retries"],
+            "build_failures_dead_host": c["build_failures_dead_host"],
+            "redelivered": c["redelivered"],
+            "no_valid_host": dict(self.nvh.most_common()),
+            "failure_reasons": dict(self.fail_reasons.most_common()),
+            "failures": [vars(r) | {"at": round(r.at, 3)} for r in self.failure_records],
+            "final": {"utilization_vcpu": dict(zip(zones, final.get("util_vcpu", []), strict=False)),
+                      "utilization_ram": dict(zip(zones, final.get("util_ram", []), strict=False)),
+                      "stranded_vcpu": final.get("stranded_vcpu", 0.0),
+                      "stranded_ram": final.get("stranded_ram", 0.0),
+                      "fragmentation": final.get("fragmentation", 0.0),
+                      "fragmentation_flavor": self.big_flavor[0],
+                      "active_allocations": len(self.truth.allocations)},
+            "invariants": {
+                "overcommitted_nodes": c["overcommit_observed"],
+                "conservation": requested == c["instances_placed"] + c["instances_failed"],
+                "claims_on_lost_hosts": c["claims_on_lost_hosts"],
+                "claims_after_detection": c["claims_after_detection"],
+                "builds_on_lost_hosts": c["builds_on_lost_hosts"],
+                "server_group_violations": c["server_group_violations"],
+            },
+            "timeline": timeline,
+        }
+
+
+def run_scenario(scenario: Scenario, *, progress: Callable[[float, float], None] | None = None,
+                 max_requests: int | None = None) -> dict[str, Any]:
+    """Run one scenario to completion and return its metrics (JSON-ready)."""
+    return Simulation(scenario, progress=progress, max_requests=max_requests).run()
+
+
+__all__ = ["Simulation", "run_scenario"]
