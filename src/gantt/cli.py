@@ -349,7 +349,7 @@ def _run_entry(entry: Callable[[list[str]], Any], argv: list[str]) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    candidates = [f"bench.{args.which}", f"gantt.benchmarks.{args.which}", f"bench/{args.which}.py"]
+    candidates = [f"bench/{args.which}.py", f"bench.{args.which}", f"gantt.benchmarks.{args.which}"]
     entry = load_entry(candidates)
     if entry is None:
         err_console.print(f"gantt bench {args.which}: no benchmark found (looked for bench/{args.which}.py with a "
@@ -373,6 +373,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- parser
+
+BENCHMARKS = ["engine", "http", "cluster"]
 
 
 def _client_options(parser: argparse.ArgumentParser) -> None:
@@ -449,12 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help="config file (for allocation ratios defaults)")
     p.set_defaults(func=cmd_audit)
 
+    # bench and simulate are parsed by _passthrough; these entries document them in --help.
     p = sub.add_parser("bench", help="run a benchmark (bench/engine.py, bench/http.py, bench/cluster.py)")
-    p.add_argument("which", choices=["engine", "http", "cluster"])
+    p.add_argument("which", choices=BENCHMARKS)
     p.add_argument("args", nargs=argparse.REMAINDER, help="passed to the benchmark")
     p.set_defaults(func=cmd_bench)
 
-    p = sub.add_parser("simulate", help="run the simulator (gantt.sim)")
+    p = sub.add_parser("simulate", help="run the simulator (gantt.sim.cli)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="passed to the simulator")
     p.set_defaults(func=cmd_simulate)
 
@@ -472,9 +475,19 @@ _NEEDS = {("hosts", "show"): "name", ("hosts", "delete"): "name", ("aggregates",
           ("allocations", "release"): "consumer"}
 
 
+def _passthrough(argv: list[str]) -> argparse.Namespace | None:
+    """bench/simulate hand every argument after their name to the module they run, --help included."""
+    if argv and argv[0] == "simulate":
+        return argparse.Namespace(command="simulate", func=cmd_simulate, args=argv[1:])
+    if len(argv) > 1 and argv[0] == "bench" and argv[1] in BENCHMARKS:
+        return argparse.Namespace(command="bench", func=cmd_bench, which=argv[1], args=argv[2:])
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _passthrough(argv) or parser.parse_args(argv)
     needed = _NEEDS.get((args.command, getattr(args, "action", None)))
     if needed and not getattr(args, needed):
         parser.error(f"{args.command} {args.action} needs {needed.upper()}")

@@ -1,0 +1,257 @@
+"""Property: malformed input at every write endpoint gets a 4xx problem, never a 5xx, and changes nothing.
+
+Bodies are generated to be invalid for sure: junk and truncated JSON, wrong top-level shapes, unknown fields,
+missing required fields, and values of the wrong type or out of range (including integers beyond int64) at known
+fields. After thousands of them the store revision and a full listing (hosts, aggregates, allocations) are what
+they were, the catch-all handler never ran, and the server still answers.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import host_stats
+from tests.service.server import ServerProcess
+
+HOST = "fuzz-host"
+STATS = host_stats(vcpus=8)
+SPEC = {"flavor": {"name": "f", "vcpus": 1, "memory_mb": 64, "root_gb": 1, "extra_specs": {}},
+        "project_id": "p", "instance_uuids": ["fuzz-vm"], "force_hosts": [HOST]}
+
+INT64 = 2**63 - 1
+huge = st.one_of(st.integers(min_value=INT64 + 1, max_value=10**40), st.integers(min_value=-(10**40), max_value=-1))
+not_json_int = st.one_of(st.text(max_size=8), st.booleans(), st.lists(st.integers(), max_size=2),
+                         st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+                         st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f != int(f)))
+bad_count = st.one_of(not_json_int, huge)  # for fields that must be a non-negative int
+not_str = st.one_of(st.integers(), st.booleans(), st.lists(st.text(max_size=3), max_size=2),
+                    st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2))
+not_str_list = st.one_of(st.text(max_size=5), st.integers(), st.lists(st.integers(), min_size=1, max_size=3),
+                         st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2))
+not_object = st.one_of(st.text(max_size=5), st.integers(), st.booleans(), st.lists(st.integers(), max_size=2))
+bad_ratio = st.one_of(st.text(min_size=1, max_size=5), st.lists(st.integers(), max_size=2),
+                      st.floats(max_value=0.0, allow_nan=False, allow_infinity=False))
+bad_name = st.one_of(st.integers(), st.booleans(), st.just(""), st.text(min_size=256, max_size=300),
+                     st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2),
+                     st.lists(st.text(min_size=1, max_size=5), min_size=0, max_size=1),
+                     st.lists(st.text(min_size=1, max_size=5), min_size=3, max_size=4),
+                     st.tuples(st.text(min_size=1, max_size=4), st.integers()).map(list))
+
+
+# Per endpoint: a valid body, its required top-level keys, and (path, strategy of invalid values) pairs.
+ENDPOINTS: dict[str, dict[str, Any]] = {
+    "report": {
+        "method": "POST", "path": "/v1/resource-stats", "body": {"name": HOST, "stats": STATS},
+        "required": ["name", "stats"], "objects": [(), ("stats",)],
+        "fields": [
+            (("name",), bad_name), (("stats",), not_object), (("stats", "vcpus"), bad_count),
+            (("stats", "memory_mb"), bad_count), (("stats", "vcpus_used"), bad_count),
+            (("stats", "cpu_allocation_ratio"), bad_ratio), (("stats", "traits"), not_str_list),
+            (("stats", "traits"), st.just(["lower-case"])), (("stats", "instances"), not_str_list),
+            (("stats", "inventories"), st.one_of(not_object, st.just({"NOT_A_CLASS": {"total": 1}}),
+                                                 st.just({"VCPU": {"total": -1}}),
+                                                 st.just({"VCPU": {"total": 4, "zz": 1}}),
+                                                 st.just({"VCPU": {"reserved": 1}}))),
+            (("stats", "service"), st.one_of(not_object, st.just({"disabled": "yes"}))),
+            (("stats", "hypervisor_version"), st.one_of(not_json_int, huge.filter(lambda v: v > 0))),
+        ],
+    },
+    "batch": {
+        "method": "POST", "path": "/v1/resource-stats/batch",
+        "body": {"reports": [{"name": HOST, "stats": STATS}, {"name": [HOST, "n2"], "stats": STATS}]},
+        "required": ["reports"], "objects": [(), ("reports", 0), ("reports", 1, "stats")],
+        "fields": [
+            (("reports",), not_str_list.filter(lambda v: v != [])), (("reports", 1, "name"), bad_name),
+            (("reports", 0, "stats", "local_gb"), bad_count), (("reports", 1), not_object),
+        ],
+    },
+    "aggregate": {
+        "method": "PUT", "path": "/v1/aggregates/fuzz-agg",
+        "body": {"id": "fuzz-agg", "name": "a", "hosts": [HOST], "metadata": {"availability_zone": "z"}},
+        "required": ["id"], "objects": [()],
+        "fields": [
+            (("id",), st.one_of(st.booleans(), st.floats(allow_nan=False).filter(lambda f: f != int(f)),
+                                st.lists(st.integers(), max_size=2), st.just(""),
+                                st.text(min_size=1, max_size=5).filter(lambda s: s != "fuzz-agg"))),
+            (("hosts",), not_str_list), (("metadata",), st.one_of(not_object, st.just({"k": 1}))),
+            (("name",), not_str.filter(lambda v: not isinstance(v, str))),
+        ],
+    },
+    "select": {
+        "method": "POST", "path": "/v1/select_destinations", "body": SPEC,
+        "required": ["flavor"], "objects": [(), ("flavor",)],
+        "fields": [
+            (("flavor",), not_object), (("flavor", "vcpus"), bad_count), (("flavor", "memory_mb"), bad_count),
+            (("flavor", "extra_specs"), st.one_of(not_object, st.just({"k": 1}))),
+            (("num_instances",), st.one_of(not_json_int, huge, st.integers(min_value=1001), st.just(0))),
+            (("instance_uuids",), st.one_of(not_str_list, st.just(["a", "a"]))),
+            (("resources",), st.one_of(not_object, st.just({"lowercase": 1}), st.just({"VCPU": -1}),
+                                       st.just({"VCPU": "x"}), st.just({"CUSTOM_X": 10**30}))),
+            (("availability_zone",), not_str), (("scheduler_hints",), not_object),
+            (("force_hosts",), not_str_list), (("project_id",), not_str),
+            (("instance_group",), st.one_of(not_object, st.just({"policy": "sideways"}),
+                                            st.just({"policies": ["sideways"]}),
+                                            st.just({"rules": {"max_server_per_host": 0}}))),
+            (("requested_destination",), st.one_of(not_object, st.just({"host": 1}))),
+        ],
+    },
+    "candidates": {
+        "method": "POST", "path": "/v1/candidates", "body": SPEC, "required": ["flavor"],
+        "objects": [(), ("flavor",)],
+        "fields": [(("flavor", "vcpus"), bad_count), (("num_instances",), st.just(0)),
+                   (("image",), st.one_of(not_object, st.just({"properties": []})))],
+    },
+    "instances-add": {
+        "method": "POST", "path": f"/v1/instances/{HOST}", "body": {"instances": ["i-1"]},
+        "required": ["instances"], "objects": [()], "fields": [(("instances",), not_str_list)],
+    },
+    "instances-sync": {
+        "method": "PUT", "path": f"/v1/instances/{HOST}", "body": {"instances": ["i-1"]},
+        "required": ["instances"], "objects": [()], "fields": [(("instances",), not_str_list)],
+    },
+}
+
+
+def _set(body: Any, path: tuple[Any, ...], value: Any) -> Any:
+    body = copy.deepcopy(body)
+    target = body
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return body
+
+
+def _get(body: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        body = body[key]
+    return body
+
+
+def _invalid_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False
+
+
+def bodies(spec: dict[str, Any]) -> st.SearchStrategy[bytes]:
+    base = spec["body"]
+    raw = json.dumps(base).encode()
+    junk = st.one_of(
+        st.integers(min_value=0, max_value=len(raw) - 1).map(lambda k: raw[:k]),  # truncated: never valid
+        st.text(max_size=40).filter(_invalid_json).map(str.encode),
+        st.binary(max_size=40).map(lambda b: b"{\xff" + b),  # not UTF-8
+        st.sampled_from([b"", b"null", b"[]", b"{}", b"NaN", b'{"a":1,}', b"\"\\ud800\"", b"[" * 5000]),
+    )
+    shape = not_object.map(lambda v: json.dumps(v).encode())
+    unknown = st.tuples(st.sampled_from(spec["objects"]), st.text(min_size=1, max_size=8)).map(
+        lambda pair: _set(base, (*pair[0], "zz_" + pair[1]), 1))
+    missing = st.sampled_from(spec["required"]).map(lambda key: {k: v for k, v in base.items() if k != key})
+    wrong = st.one_of(*(values.map(lambda v, p=path: _set(base, p, v)) for path, values in spec["fields"]))
+    return st.one_of(junk, shape, st.one_of(unknown, missing, wrong).map(lambda b: json.dumps(b).encode()))
+
+
+def _state(http: httpx.Client) -> tuple[Any, ...]:
+    health = http.get("/health").json()
+    listing = tuple(http.get(path).json() for path in ("/v1/hosts", "/v1/aggregates", "/v1/allocations"))
+    return (health["revision"], *listing)
+
+
+def _unhandled(http: httpx.Client) -> int:
+    match = re.search(r"^gantt_http_unhandled_total\{[^}]*\} (\d+)$", http.get("/metrics").text, re.M)
+    assert match is not None
+    return int(match.group(1))
+
+
+@pytest.fixture(scope="module")
+def http(server: ServerProcess) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        client.post("/v1/resource-stats", json={"name": HOST, "stats": STATS}).raise_for_status()
+        client.put("/v1/aggregates/fuzz-existing", json={"id": "fuzz-existing", "hosts": [HOST]}).raise_for_status()
+        yield client
+
+
+@pytest.mark.parametrize("name", sorted(ENDPOINTS))
+def test_malformed_requests_are_4xx_and_change_nothing(http: httpx.Client, name: str) -> None:
+    spec = ENDPOINTS[name]
+    before = _state(http)
+    unhandled = _unhandled(http)
+    statuses: set[int] = set()
+
+    @settings(max_examples=300, deadline=None, database=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                     HealthCheck.function_scoped_fixture])
+    @given(body=bodies(spec))
+    def check(body: bytes) -> None:
+        response = http.request(spec["method"], spec["path"], content=body,
+                                headers={"content-type": "application/json"})
+        assert 400 <= response.status_code < 500, (body[:200], response.status_code, response.text[:300])
+        assert response.headers["content-type"] == "application/problem+json"
+        problem = response.json()
+        assert problem["status"] == response.status_code and problem["detail"]
+        statuses.add(response.status_code)
+
+    check()
+    assert statuses == {400}
+    assert _state(http) == before
+    assert _unhandled(http) == unhandled
+    assert http.get("/health").status_code == 200
+
+
+def test_a_valid_body_still_works_after_the_fuzzing(http: httpx.Client) -> None:
+    """The templates are valid: what the fuzzer mutates is exactly one thing away from an accepted request."""
+    for name, spec in ENDPOINTS.items():
+        if name == "candidates":
+            continue
+        response = http.request(spec["method"], spec["path"], json=spec["body"])
+        assert response.status_code == 200, (name, response.text)
+    assert http.post("/v1/candidates", json=SPEC).status_code == 200
+    assert _get(ENDPOINTS["select"]["body"], ("flavor", "vcpus")) == 1
+
+
+json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(),
+                                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=10)),
+                           lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                   st.dictionaries(st.text(max_size=5), inner, max_size=3)),
+                           max_leaves=6)
+HINTS = ["same_host", "different_host", "group", "query", "build_near_host_ip", "cidr", "target_cell"]
+IMAGE_PROPERTIES = ["hw_architecture", "img_hv_type", "hw_vm_mode", "img_hv_requested_version",
+                    "hypervisor_version_requires", "os_type"]
+EXTRA_SPECS = ["capabilities:cpu_info:features", "hw:cpu_policy", "vcpus", "aggregate_instance_extra_specs:k",
+               "resources:VCPU", "trait:HW_CPU_X86_AVX"]
+
+
+@pytest.mark.parametrize("field", ["scheduler_hints", "image", "extra_specs"])
+def test_free_form_fields_never_reach_the_catch_all(http: httpx.Client, field: str) -> None:
+    """Hints, image properties and extra specs are free-form: filters interpret them and must answer 200 or a 4xx."""
+    before = _state(http)
+    unhandled = _unhandled(http)
+    if field == "scheduler_hints":
+        values = st.dictionaries(st.sampled_from(HINTS), json_values, min_size=1, max_size=3)
+    elif field == "image":
+        values = st.dictionaries(st.sampled_from(IMAGE_PROPERTIES), json_values, min_size=1, max_size=3).map(
+            lambda props: {"properties": props})
+    else:
+        values = st.dictionaries(st.sampled_from(EXTRA_SPECS), st.text(max_size=12), min_size=1, max_size=3)
+
+    @settings(max_examples=150, deadline=None, database=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(value=values)
+    def check(value: Any) -> None:
+        spec = _set(SPEC, ("flavor", "extra_specs") if field == "extra_specs" else (field,), value)
+        response = http.post("/v1/candidates", json=spec)
+        assert response.status_code in (200, 400), (value, response.status_code, response.text[:300])
+
+    check()
+    assert _state(http) == before
+    assert _unhandled(http) == unhandled

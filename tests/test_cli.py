@@ -1,0 +1,142 @@
+"""The ``gantt`` command: client commands against a real server, audit, lazy dispatch, the demo."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from gantt import cli
+from gantt.model import Allocation, HostReport
+from gantt.store.base import Batch, open_store
+from tests.conftest import host_stats
+from tests.service.server import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    config = {"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}, "DEFAULT": {"service_down_time": 86400}}
+    with ServerProcess("memory://", config=config, workdir=tmp_path_factory.mktemp("cli")) as server:
+        with server.client() as client:
+            client.update_resource_stats_many([(f"cli-{i}", host_stats(vcpus=8)) for i in range(3)])
+        yield server.url
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich wraps and elides to the terminal width; captured output has none, so give it room."""
+    monkeypatch.setattr(cli, "console", Console(width=250))
+    monkeypatch.setattr(cli, "err_console", Console(width=250, stderr=True))
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_hosts_and_aggregates(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "hosts", "--url", url)
+    assert status == 0 and "cli-0" in out and "compute nodes" in out
+    status, out, _ = run(capsys, "hosts", "show", "cli-1", "--url", url)
+    assert status == 0 and "VCPU" in out
+    status, out, _ = run(capsys, "aggregates", "set", "agg-1", "--hosts", "cli-0", "cli-1", "--zone", "az-x",
+                         "--metadata", "ssd=true", "--url", url)
+    assert status == 0
+    status, out, _ = run(capsys, "aggregates", "--url", url, "--json")
+    assert status == 0 and '"availability_zone": "az-x"' in out and '"ssd": "true"' in out
+    status, out, _ = run(capsys, "aggregates", "delete", "agg-1", "--url", url)
+    assert status == 0
+    status, _, err = run(capsys, "aggregates", "delete", "agg-1", "--url", url)
+    assert status == 1 and "Not found" in err
+
+
+def test_select_dry_run_allocations_release(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "select", "--dry-run", "--vcpus", "2", "--url", url)
+    assert status == 0 and "dry run" in out and "weight" in out and "ComputeFilter" in out
+    status, out, _ = run(capsys, "select", "--vcpus", "2", "--instance-uuid", "cli-vm", "--url", url)
+    assert status == 0 and "cli-vm" in out
+    status, out, _ = run(capsys, "allocations", "show", "cli-vm", "--url", url)
+    assert status == 0 and "cli-vm" in out
+    status, out, _ = run(capsys, "allocations", "--url", url)
+    assert status == 0 and "cli-vm" in out
+    status, out, _ = run(capsys, "allocations", "release", "cli-vm", "--url", url)
+    assert status == 0 and "released" in out
+    status, _, err = run(capsys, "allocations", "show", "cli-vm", "--url", url)
+    assert status == 1 and "cli-vm" in err
+
+
+def test_no_valid_host_prints_the_explanation(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "select", "--vcpus", "999", "--url", url)
+    assert status == 1
+    assert "ResourceFilter" in err and "short by" in err
+
+
+def test_hosts_delete_and_usage_errors(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, _ = run(capsys, "hosts", "delete", "cli-2", "--url", url)
+    assert status == 0
+    status, _, err = run(capsys, "hosts", "show", "cli-2", "--url", url)
+    assert status == 1 and "Not found" in err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["hosts", "show", "--url", url])
+    assert exc.value.code == 2
+
+
+def test_unreachable_service(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(capsys, "hosts", "--url", "http://127.0.0.1:9")
+    assert status == 1 and "cannot reach Gantt" in err
+
+
+def test_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("gantt.store.sqlite")
+    good = f"sqlite:///{tmp_path}/good.sqlite"
+    with open_store(good) as store:
+        store.commit(Batch(reports=[HostReport.of("h0", host_stats(vcpus=4))]))
+        store.commit(Batch(allocations=[Allocation("vm-1", "h0", "h0", {"VCPU": 2})]))
+    status, out, _ = run(capsys, "audit", "--store", good)
+    assert status == 0 and "audit ok" in out
+    bad = f"sqlite:///{tmp_path}/bad.sqlite"
+    with open_store(bad) as store:
+        store.commit(Batch(reports=[HostReport.of("h0", host_stats(vcpus=4))]))
+        store.commit(Batch(allocations=[Allocation("vm-1", "h0", "h0", {"VCPU": 3}),
+                                        Allocation("vm-2", "h0", "h0", {"VCPU": 3})]))
+    status, out, _ = run(capsys, "audit", "--store", bad)
+    assert status == 1 and "VCPU" in out and "violation" in out
+
+
+def test_bench_and_simulate_dispatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "http.py").write_text(
+        "import sys\ndef main(argv):\n    print('fake http bench', argv)\n    return 0\n")
+    monkeypatch.setattr(cli, "_repo_root", lambda: tmp_path)
+    status, out, _ = run(capsys, "bench", "http", "--hosts", "10")
+    assert status == 0 and "fake http bench ['--hosts', '10']" in out
+    monkeypatch.setattr(cli, "load_entry", lambda candidates, func="main": None)
+    status, _, err = run(capsys, "bench", "cluster")
+    assert status == 2 and "no benchmark found" in err
+    status, _, err = run(capsys, "simulate", "--help")
+    assert status == 2 and "not available" in err
+
+
+def test_load_entry_skips_missing_modules() -> None:
+    assert cli.load_entry(["bench/definitely_missing.py", "gantt.no_such_module"]) is None
+
+
+def test_python_dash_m_gantt() -> None:
+    result = subprocess.run([sys.executable, "-m", "gantt", "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "serve" in result.stdout and "demo" in result.stdout
+
+
+def test_demo_runs_end_to_end() -> None:
+    result = subprocess.run([sys.executable, "-m", "gantt", "demo", "--hosts", "60", "--requests", "150"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "where they landed" in out and "az1" in out and "az3" in out
+    assert "NoValidHost" in out and "filter by filter" in out
+    assert "server stopped (exit status 0)" in out
