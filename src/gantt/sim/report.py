@@ -21,7 +21,8 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("policy", r["policy"]),
         ("hosts / schedulers", f"{r['hosts']:,} / {r['schedulers']}"),
-        ("wall time", f"{r['wall_seconds']:.1f} s"),
+        ("wall time (CPU time)", f"{r['wall_seconds']:.1f} s ({r.get('cpu_seconds', 0.0):.1f} s)"),
+        ("of which outside the engine", f"{r.get('simulator_overhead_seconds', 0.0):.1f} s"),
         ("virtual time", f"{r['virtual_seconds']:.1f} s"),
         ("requests (placed / failed / partial)",
          f"{r['requests']['total']:,} ({r['requests']['placed']:,} / {r['requests']['failed']:,} / "
@@ -42,7 +43,8 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("failed by reason", ", ".join(f"{k}: {v}" for k, v in r["failure_reasons"].items()) or "none"),
         ("final vCPU utilization", ", ".join(f"{z} {_pct(u)}" for z, u in r["final"]["utilization_vcpu"].items())),
         ("final RAM utilization", ", ".join(f"{z} {_pct(u)}" for z, u in r["final"]["utilization_ram"].items())),
-        ("stranded vCPU / RAM", f"{_pct(r['final']['stranded_vcpu'])} / {_pct(r['final']['stranded_ram'])}"),
+        ("stranded vCPU / RAM / disk", f"{_pct(r['final']['stranded_vcpu'])} / {_pct(r['final']['stranded_ram'])}"
+                                       f" / {_pct(r['final'].get('stranded_disk', 0.0))}"),
         (f"fragmentation ({r['final']['fragmentation_flavor']})", _pct(r["final"]["fragmentation"])),
         ("overcommitted nodes (must be 0)", str(inv["overcommitted_nodes"])),
         ("placed + failed = requested", "yes" if inv["conservation"] else "NO"),

@@ -43,7 +43,7 @@ from gantt.model import (
 from gantt.scheduler import Scheduler
 from gantt.sim.cloud import CloudLayout, build_cloud
 from gantt.sim.replica import ClaimThroughTable, Feed, heartbeat, replay
-from gantt.sim.scenario import Failure, Lifetime, Scenario
+from gantt.sim.scenario import Failure, FlavorSpec, Lifetime, Scenario
 from gantt.state import ClaimRejected, HostTable
 
 EPOCH = 1_000_000.0  # virtual time 0; non-zero because HostTable treats created_at == 0 as "unset"
@@ -205,10 +205,15 @@ class Simulation:
         self.expected_duration = duration
         self.sample_interval = scenario.sample_interval or max(duration / 200.0, 1e-3)
         flv = wl.flavors
-        self.min_flavor = (min(f.vcpus for f in flv), min(f.memory_mb for f in flv))
+
+        def needs(f: FlavorSpec) -> dict[str, int]:
+            return {"VCPU": f.vcpus, "MEMORY_MB": f.memory_mb, "DISK_GB": f.root_gb + f.ephemeral_gb}
+
+        self.min_flavor = {rc: min(needs(f)[rc] for f in flv) for rc in ("VCPU", "MEMORY_MB", "DISK_GB")}
         big = max(flv, key=lambda f: (f.vcpus, f.memory_mb))
-        self.big_flavor = (big.name, big.vcpus, big.memory_mb)
+        self.big_flavor = (big.name, needs(big))
         self.wall = 0.0
+        self.cpu = 0.0  # the machine may be shared: CPU time says what the run itself cost
         self.deciding = False
 
     # ------------------------------------------------------------------------------------------ plumbing
@@ -259,6 +264,7 @@ class Simulation:
 
     def run(self) -> dict[str, Any]:
         start = time.perf_counter()
+        cpu_start = time.process_time()
         self._prefill()
         self.clock.now = EPOCH
         for sched in self.schedulers:
@@ -299,6 +305,7 @@ class Simulation:
         self.clock.now = max(self.clock.now, EPOCH)
         self._sample(self.clock.now)
         self.wall = time.perf_counter() - start
+        self.cpu = time.process_time() - cpu_start
         return self.results()
 
     def _finished(self) -> bool:
@@ -667,16 +674,30 @@ class Simulation:
         wc = np.bincount(az, weights=np.where(up, cap_v, 0.0), minlength=zones)
         mu = np.bincount(az, weights=np.where(up, used_m, 0.0), minlength=zones)
         mc = np.bincount(az, weights=np.where(up, cap_m, 0.0), minlength=zones)
-        free_v = np.where(up, np.maximum(cap_v - used_v, 0.0), 0.0)
-        free_m = np.where(up, np.maximum(cap_m - used_m, 0.0), 0.0)
+        free: dict[str, np.ndarray] = {}
+        for rc in ("VCPU", "MEMORY_MB", "DISK_GB"):
+            cap = truth.rc_col("capacity", rc)
+            if cap is not None:
+                free[rc] = np.where(up, np.maximum(cap - truth.used(rc), 0.0), 0.0)
+        # Stranded: free capacity of one class on hosts where another class cannot fit even the smallest flavor.
+        short = {rc: free[rc] < self.min_flavor[rc] for rc in free}
+        stranded: dict[str, float] = {}
+        for rc, values in free.items():
+            others = np.zeros(n, dtype=np.bool_)
+            for other, mask in short.items():
+                if other != rc:
+                    others |= mask
+            total = float(values.sum())
+            stranded[rc] = float(values[others].sum()) / total if total else 0.0
+        free_v = free["VCPU"]
         total_free_v = float(free_v.sum())
-        total_free_m = float(free_m.sum())
-        small_v, small_m = self.min_flavor
-        stranded_v = float(free_v[free_m < small_m].sum()) / total_free_v if total_free_v else 0.0
-        stranded_m = float(free_m[free_v < small_v].sum()) / total_free_m if total_free_m else 0.0
-        _, big_v, big_m = self.big_flavor
-        fits = np.minimum(free_v // max(big_v, 1), free_m // max(big_m, 1))
-        frag = 1.0 - float(fits.sum()) * big_v / total_free_v if total_free_v and big_v else 0.0
+        big = self.big_flavor[1]
+        fits = np.full(n, np.inf)
+        for rc, amount in big.items():
+            if amount > 0 and rc in free:
+                fits = np.minimum(fits, free[rc] // amount)
+        fits[~np.isfinite(fits)] = 0
+        frag = 1.0 - float(fits.sum()) * big["VCPU"] / total_free_v if total_free_v and big["VCPU"] else 0.0
         over = 0
         for rc in truth.rc_names:
             cap = truth.rc_col("capacity", rc)
@@ -696,7 +717,8 @@ class Simulation:
             "active": len(truth.allocations),
             "queued": sum(len(s.queue) for s in self.schedulers) + len(self.waiting),
             "schedulers_up": sum(1 for s in self.schedulers if s.alive),
-            "stranded_vcpu": stranded_v, "stranded_ram": stranded_m, "fragmentation": frag,
+            "stranded_vcpu": stranded.get("VCPU", 0.0), "stranded_ram": stranded.get("MEMORY_MB", 0.0),
+            "stranded_disk": stranded.get("DISK_GB", 0.0), "fragmentation": max(frag, 0.0),
             "overcommitted_nodes": over,
         })
         live = [s.cursor for s in self.schedulers if s.alive]
@@ -718,7 +740,7 @@ class Simulation:
             timeline[key] = {z: [s[key][i] for s in self.samples] for i, z in enumerate(zones)}
         for key in ("util_vcpu_all", "hosts_up", "hosts_seen_up", "placed", "failed", "retries", "conflicts",
                     "no_valid_host", "requests", "active", "queued", "schedulers_up", "stranded_vcpu",
-                    "stranded_ram", "fragmentation"):
+                    "stranded_ram", "stranded_disk", "fragmentation"):
             timeline[key] = [s[key] for s in self.samples]
         return {
             "scenario": self.s.name,
@@ -727,6 +749,8 @@ class Simulation:
             "schedulers": len(self.schedulers),
             "filters": list(self.config.filter_scheduler.enabled_filters),
             "wall_seconds": round(self.wall, 3),
+            "cpu_seconds": round(self.cpu, 3),
+            "simulator_overhead_seconds": round(max(self.wall - engine_seconds, 0.0), 3),
             "virtual_seconds": round(self.clock.now - EPOCH, 3),
             "requests": {"total": c["requests"], "placed": c["requests_placed"], "failed": c["requests_failed"],
                          "partial": c["requests_partial"]},
@@ -757,6 +781,7 @@ class Simulation:
                       "utilization_ram": dict(zip(zones, final.get("util_ram", []), strict=False)),
                       "stranded_vcpu": final.get("stranded_vcpu", 0.0),
                       "stranded_ram": final.get("stranded_ram", 0.0),
+                      "stranded_disk": final.get("stranded_disk", 0.0),
                       "fragmentation": final.get("fragmentation", 0.0),
                       "fragmentation_flavor": self.big_flavor[0],
                       "active_allocations": len(self.truth.allocations)},
