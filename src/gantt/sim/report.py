@@ -22,14 +22,14 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("policy", r["policy"]),
         ("hosts / schedulers", f"{r['hosts']:,} / {r['schedulers']}"),
         ("wall time (CPU time)", f"{r['wall_seconds']:.1f} s ({r.get('cpu_seconds', 0.0):.1f} s)"),
-        ("of which outside the engine", f"{r.get('simulator_overhead_seconds', 0.0):.1f} s"),
+        ("CPU outside the engine", f"{r.get('simulator_overhead_cpu_seconds', 0.0):.1f} s"),
         ("virtual time", f"{r['virtual_seconds']:.1f} s"),
         ("requests (placed / failed / partial)",
          f"{r['requests']['total']:,} ({r['requests']['placed']:,} / {r['requests']['failed']:,} / "
          f"{r['requests']['partial']:,})"),
         ("instances placed / failed",
          f"{r['instances']['placed']:,} / {r['instances']['failed']:,} of {r['instances']['requested']:,}"),
-        ("engine decisions/s (engine time)", f"{r['engine']['decisions_per_second']:,.0f}"),
+        ("engine decisions/s (engine CPU time)", f"{r['engine']['decisions_per_second']:,.0f}"),
         ("engine p50 / p99", f"{r['engine']['p50_ms']:.3f} / {r['engine']['p99_ms']:.3f} ms"),
         ("decision latency p50 / p99 (virtual)",
          f"{r['decision_latency']['p50_ms']:.2f} / {r['decision_latency']['p99_ms']:.2f} ms"),
@@ -83,6 +83,8 @@ def _mark_failures(ax: Any, r: dict[str, Any], *, label: bool) -> None:
     for f in r["failures"]:
         color = FAILURE_COLORS.get(f["kind"], "gray")
         ax.axvline(f["at"], color=color, linestyle="--", linewidth=1)
+        if f.get("until") is not None:  # how long the failure lasts (flapping cycles, scheduler downtime)
+            ax.axvspan(f["at"], f["until"], color=color, alpha=0.08)
         if label:
             ax.annotate(f"{f['kind']}\n{f['target']}", xy=(f["at"], 1.0), xycoords=("data", "axes fraction"),
                         fontsize=7, color=color, rotation=90, va="top", ha="right")
