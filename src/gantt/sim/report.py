@@ -84,7 +84,8 @@ def _mark_failures(ax: Any, r: dict[str, Any], *, label: bool) -> None:
         color = FAILURE_COLORS.get(f["kind"], "gray")
         ax.axvline(f["at"], color=color, linestyle="--", linewidth=1)
         if f.get("until") is not None:  # how long the failure lasts (flapping cycles, scheduler downtime)
-            ax.axvspan(f["at"], f["until"], color=color, alpha=0.08)
+            end = min(f["until"], r["timeline"]["t"][-1]) if r["timeline"]["t"] else f["until"]
+            ax.axvspan(f["at"], max(end, f["at"]), color=color, alpha=0.08)
         if label:
             ax.annotate(f"{f['kind']}\n{f['target']}", xy=(f["at"], 1.0), xycoords=("data", "axes fraction"),
                         fontsize=7, color=color, rotation=90, va="top", ha="right")
