@@ -4,6 +4,13 @@
 - Every write (a report, an aggregate, a release) is committed to the store first and applied locally from the
   commit's own changes, so the caller reads its own writes; the feed later brings the same changes and they are
   skipped (each entity remembers the revision it was last applied at).
+- ``revision`` is the feed's cursor and only the feed moves it: a commit of ours may land at a revision above
+  other instances' changes that the feed has not delivered yet, and those must still be read.
+- A node's usage revision (what a claim expects) means "every usage change on this node up to here is in the
+  table". The feed keeps that true by applying in order; our own *claims* may move it too (the store checked
+  nothing changed in between); our unconditional writes (reports, releases) leave it to the feed.
+- A claim whose commit failed without an answer (``StoreUnavailable``: a timeout may still have been applied)
+  leaves its nodes unusable until the follower has re-snapshotted, so a lost answer cannot hide a booking.
 - Claims: the engine claims on the local table (the in-process compare-and-set), then calls ``commit_claims``.
   Under the table lock that re-validates each node (nothing over capacity with every local hold counted) and
   records the node's usage revision *as that state saw it*; the store commits the allocations only if those
@@ -30,6 +37,7 @@ from gantt.model import (
     HostReport,
     InstanceInfo,
     NotFound,
+    StoreUnavailable,
     decode,
 )
 from gantt.scheduler import Scheduler
@@ -54,6 +62,8 @@ class Replica:
         self.last_sync = 0.0  # clock() of the last successful read of the feed
         self.feed_errors = 0
         self.resyncs = 0
+        # Nodes whose last claim commit had an unknown outcome: not claimable until the next snapshot load.
+        self._dirty: set[NodeKey] = set()
         # What each host runs per the last instance-info write (the store keeps only the latest list per host),
         # so that Nova's additive update_instance_info / delete_instance_info can be written as a full list.
         self.instance_info: dict[str, list[str]] = {}
@@ -97,6 +107,7 @@ class Replica:
             self.node_revisions = node_revisions
             self._applied = applied
             self.revision = snap.revision
+            self._dirty = set()
         self.last_sync = self.clock()
 
     def catch_up(self, timeout: float = 0.0) -> int:
@@ -116,6 +127,9 @@ class Replica:
         backoff = 0.05
         while not self._stop.is_set():
             try:
+                if self._dirty:
+                    self.resyncs += 1
+                    self.load()
                 self.catch_up(timeout=0.5)
                 self._flush_expired()
                 backoff = 0.05
@@ -127,26 +141,30 @@ class Replica:
 
     # --------------------------------------------------------------------------------------------- apply
 
-    def apply(self, changes: list[Change]) -> None:
+    def apply(self, changes: list[Change], *, own: str | None = None) -> None:
+        """Apply changes: from the feed (``own=None``), or a commit of ours: ``"claim"`` (conditional, may move
+        node usage revisions) or ``"write"`` (unconditional, leaves them and the cursor to the feed)."""
         table = self.table
         with table.lock:
             for change in changes:
-                self._apply_one(table, change)
-                if change.revision > self.revision:
+                self._apply_one(table, change, bump=own != "write")
+                if own is None and change.revision > self.revision:
                     self.revision = change.revision
 
-    def _apply_one(self, table: HostTable, change: Change) -> None:
-        key = _entity(change)
-        if self._applied.get(key, 0) >= change.revision:
-            return
-        self._applied[key] = change.revision
+    def _apply_one(self, table: HostTable, change: Change, *, bump: bool = True) -> None:
         rev = change.revision
+        if bump:
+            node = _usage_node(change)
+            if node is not None:
+                self._bump(node[0], node[1], rev)
+        key = _entity(change)
+        if self._applied.get(key, 0) >= rev:
+            return
+        self._applied[key] = rev
         try:
             if change.kind == "host" and change.host is not None:
                 table.update(change.host)
-                self._bump(change.host.host, change.host.nodename, rev)
             elif change.kind == "host_deleted" and change.node is not None:
-                self._bump(change.node[0], change.node[1], rev)
                 table.remove(change.node[0], change.node[1])
             elif change.kind == "aggregate" and change.aggregate is not None:
                 table.update_aggregate(change.aggregate)
@@ -154,9 +172,7 @@ class Replica:
                 table.delete_aggregate(change.aggregate_id)
             elif change.kind == "allocation" and change.allocation is not None:
                 table.put_allocation(change.allocation)
-                self._bump(change.allocation.host, change.allocation.nodename, rev)
             elif change.kind == "allocation_deleted" and change.allocation is not None:
-                self._bump(change.allocation.host, change.allocation.nodename, rev)
                 table.release(change.allocation.consumer_uuid)
             elif change.kind == "instances" and change.instances is not None:
                 self.instance_info[change.instances.host] = list(change.instances.instances)
@@ -182,6 +198,8 @@ class Replica:
                 row = table.row_of.get(key)
                 if row is None or (table.rc["free"][row, :k] < -1e-9).any():
                     raise ClaimConflict(f"{key[0]}/{key[1]} no longer has room", [key])
+                if key in self._dirty:  # 503 until the follower has re-read the store
+                    raise StoreUnavailable(f"{key[0]}/{key[1]}: an earlier commit went unanswered; resynchronizing")
                 expects[key] = Expect(key[0], key[1], self.node_revisions.get(key, 0))
         try:
             result = self.store.commit(Batch(expect=list(expects.values()), allocations=allocations))
@@ -191,14 +209,20 @@ class Replica:
             except GanttError as feed_exc:
                 log.warning("catch-up after conflict failed: %s", feed_exc)
             raise ClaimConflict(str(exc), exc.keys) from None
-        self.apply(result.changes)
+        except BaseException as exc:
+            if not isinstance(exc, GanttError) or isinstance(exc, StoreUnavailable):
+                # Unknown outcome: the engine rolls our local claims back, yet the store may hold them.
+                with table.lock:
+                    self._dirty.update(expects)
+            raise
+        self.apply(result.changes, own="claim")
 
     # --------------------------------------------------------------------------------------------- writes
 
     def write(self, batch: Batch) -> int:
         """Commit a batch and apply its changes here at once (read your own writes). Returns the revision."""
         result = self.store.commit(batch)
-        self.apply(result.changes)
+        self.apply(result.changes, own="write")
         return result.revision
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
@@ -268,6 +292,17 @@ class Replica:
             consumers.append(self._expired.get_nowait())
         if consumers:
             self.write(Batch(releases=consumers, lenient_releases=True))
+
+
+def _usage_node(change: Change) -> NodeKey | None:
+    """The node whose usage revision this change moves (as the store counts it), if any."""
+    if change.kind == "host" and change.host is not None:
+        return change.host.host, change.host.nodename
+    if change.kind == "host_deleted" and change.node is not None:
+        return change.node
+    if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
+        return change.allocation.host, change.allocation.nodename
+    return None
 
 
 def _entity(change: Change) -> tuple[Any, ...]:

@@ -377,8 +377,7 @@ class EtcdStore(Store):
                 return CommitResult(revision=plan.read_revision or self.head(), changes=[])
             failure = [pb.RequestOp(request_range=pb.RangeRequest(key=usage, keys_only=True))
                        for _, usage, _ in plan.expects]
-            failure += [pb.RequestOp(request_range=pb.RangeRequest(key=key, keys_only=True))
-                        for _, key in plan.claimed]
+            failure += [pb.RequestOp(request_range=pb.RangeRequest(key=key)) for _, key in plan.claimed]
             success = [pb.RequestOp(request_put=pb.PutRequest(key=k, value=v)) if v is not None
                        else pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k))
                        for k, v in plan.ops.items()]
@@ -389,6 +388,12 @@ class EtcdStore(Store):
                 self._count("commits")
                 return CommitResult(revision=revision,
                                     changes=[msgspec.structs.replace(c, revision=revision) for c in plan.changes])
+            mine = self._already_applied(plan, resp)
+            if mine:
+                self._saw(mine)
+                self._count("commits")
+                return CommitResult(revision=mine,
+                                    changes=[msgspec.structs.replace(c, revision=mine) for c in plan.changes])
             conflicts: list[NodeKey] = []
             for (node, _, expected), r in zip(plan.expects, resp.responses[:len(plan.expects)], strict=True):
                 actual = r.response_range.kvs[0].mod_revision if r.response_range.kvs else 0
@@ -405,6 +410,18 @@ class EtcdStore(Store):
                 raise StoreConflict(conflicts)
             self._count("rmw_retries")
         raise StoreUnavailable(f"gave up after {attempts} read-modify-write conflicts (heavy write contention)")
+
+    def _already_applied(self, plan: _Plan, resp: Any) -> int:
+        """A claim that "conflicts" with itself: an earlier attempt timed out but was applied. Its revision, or 0."""
+        if not plan.claimed:
+            return 0
+        revisions = set()
+        for (_, key), r in zip(plan.claimed, resp.responses[len(plan.expects):], strict=True):
+            kvs = r.response_range.kvs
+            if not kvs or kvs[0].value != plan.ops.get(key):
+                return 0
+            revisions.add(kvs[0].mod_revision)
+        return revisions.pop() if len(revisions) == 1 else 0
 
     def _plan(self, batch: Batch) -> _Plan:
         plan = _Plan()

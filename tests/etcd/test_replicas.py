@@ -1,0 +1,139 @@
+"""Several Gantt instances (Replicas) on one etcd cluster: threads, processes, and an instance killed -9."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gantt.model import NoValidHost
+from gantt.replica import Replica, audit
+from gantt.store.etcd import EtcdStore
+from tests.conftest import host_stats
+from tests.etcd.worker import config
+
+pytestmark = pytest.mark.etcd
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def seed_hosts(url: str, n: int, vcpus: int) -> None:
+    with EtcdStore(url) as store:
+        r = Replica(store, config(0)).start(follow=False)
+        for i in range(n):
+            r.update_resource_stats(f"h{i}", host_stats(vcpus=vcpus, memory_mb=65536))
+
+
+def check_store(url: str, capacity: int, sizes: dict[str, int] | None = None) -> list[str]:
+    """Audit clean, and every request's allocations all there or all absent; returns the request ids."""
+    with EtcdStore(url) as store:
+        snap = store.snapshot()
+    assert audit(snap) == []
+    assert len(snap.allocations) <= capacity
+    per_request = collections.Counter(a.request_id for a in snap.allocations)
+    if sizes is not None:
+        for request_id, count in per_request.items():
+            assert count == sizes.get(request_id, count), f"partial request {request_id}: {count}"
+    return list(per_request)
+
+
+def wait_for(predicate: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_replicas_in_threads_fill_the_cloud_without_overcommit(store_url: str) -> None:
+    seed_hosts(store_url, 6, vcpus=8)  # 48 vCPUs for 3 instances x 4 threads asking for 1-3 vCPUs
+    stores = [EtcdStore(store_url) for _ in range(3)]
+    replicas = [Replica(s, config(i)).start() for i, s in enumerate(stores)]
+    placed: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def burst(replica: Replica, k: int) -> None:
+        for j in range(30):
+            n = 1 + (j + k) % 3  # multi-instance requests too
+            rid = f"r{k}-{j}"
+            try:
+                replica.select_destinations({"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1},
+                                             "num_instances": n, "request_id": rid})
+                with lock:
+                    placed.append((rid, n))
+            except NoValidHost:
+                pass
+
+    threads = [threading.Thread(target=burst, args=(replicas[k % 3], k)) for k in range(12)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        sizes = dict(placed)
+        ids = check_store(store_url, capacity=48, sizes=sizes)
+        assert sorted(ids) == sorted(sizes)  # nothing placed that the callers were not told about
+        assert sum(sizes.values()) >= 46  # the cloud filled up (a few 2-3 instance requests may not fit)
+        conflicts = sum(r.scheduler.engine.stats.commit_conflicts for r in replicas)
+        assert conflicts == sum(s.stats.claim_conflicts for s in stores)
+        # every instance converges on the same view through the feed
+        for r in replicas:
+            wait_for(lambda r=r: len(r.table.allocations) == sum(sizes.values()))
+    finally:
+        for r, s in zip(replicas, stores, strict=True):
+            r.stop()
+            s.close()
+
+
+def _spawn(url: str, seed: int, instances: int, max_requests: int = 10_000) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'src'}"}
+    return subprocess.Popen([sys.executable, "-m", "tests.etcd.worker", url, "--seed", str(seed),
+                             "--instances", str(instances), "--max-requests", str(max_requests)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_replicas_in_separate_processes_never_overcommit(store_url: str) -> None:
+    seed_hosts(store_url, 8, vcpus=6)  # 48 vCPUs
+    procs = [_spawn(store_url, seed, instances=1 + seed % 2) for seed in range(3)]
+    sizes: dict[str, int] = {}
+    for p in procs:
+        out, err = p.communicate(timeout=90)
+        assert p.returncode == 0, err[-2000:]
+        for line in out.splitlines():
+            if line.startswith("placed "):
+                _, rid, n = line.split()
+                sizes[rid] = int(n)
+    ids = check_store(store_url, capacity=48, sizes=sizes)
+    assert sorted(ids) == sorted(sizes)
+    assert sum(sizes.values()) >= 47
+
+
+def test_instance_killed_mid_burst_leaves_no_partial_request(store_url: str) -> None:
+    seed_hosts(store_url, 40, vcpus=16)  # room for far more than the worker places before the kill
+    proc = _spawn(store_url, seed=1, instances=4)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    lines = 0
+    for line in proc.stdout:  # let it get going, then kill it between any two instructions
+        lines += line.startswith("placed ")
+        if lines >= 15:
+            break
+    time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    with EtcdStore(store_url) as store:
+        snap = store.snapshot()
+    assert audit(snap) == []
+    per_request = collections.Counter(a.request_id for a in snap.allocations)
+    assert len(per_request) >= 15
+    assert set(per_request.values()) == {4}, per_request  # every request whole: one txn each
+    # A new instance starts from the store and keeps placing.
+    with EtcdStore(store_url) as store:
+        r = Replica(store, config(9)).start(follow=False)
+        assert len(r.table.allocations) == len(snap.allocations)
+        r.select_destinations({"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1}, "num_instances": 4})
