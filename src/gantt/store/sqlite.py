@@ -135,6 +135,7 @@ class SQLiteStore(Store):
         self.groups = 0  # transactions committed by this object's writer (for benchmarks and tests)
         self.batches = 0
         self.lock_waits = 0
+        self.commit_seconds = 0.0  # time spent in COMMIT (the fsync), summed
         self._init_schema()
 
     # ----------------------------------------------------------------------------------------- connections
@@ -363,7 +364,9 @@ class SQLiteStore(Store):
                 # amortized: delete a slice of old feed every retention/10 revisions (at most 1000)
                 if revision - floor >= self.retention + max(1, min(self.retention // 10, 1000)):
                     self._compact(conn, revision - self.retention)
+            synced = time.perf_counter()
             conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
+            self.commit_seconds += time.perf_counter() - synced
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

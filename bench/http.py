@@ -1,0 +1,400 @@
+"""Placements and host reports through the HTTP API of a real ``gantt serve`` on a temporary SQLite file.
+
+    python bench/http.py --hosts 10000 --concurrency 32 --workers 2 --json
+
+Phases (each bounded in count and time; the run stops by itself):
+1. register ``--hosts`` hosts through ``POST /v1/resource-stats/batch`` (batches of ``--batch``): batched reports/s;
+2. ``--single-reports`` reports one by one (``POST /v1/resource-stats``) from ``--concurrency`` connections;
+3. placements: ``--concurrency`` keep-alive connections each post ``select_destinations`` in a loop for
+   ``--duration`` seconds (or ``--placements`` in all). When the allocations held would pass ``--keep`` of the
+   cloud's capacity, the oldest are released (``DELETE /v1/allocations/{consumer}``) to keep room;
+4. the store file is audited (no node over capacity) and every worker's conflict counters are read.
+
+Every claim is durable (SQLite WAL, synchronous=FULL) before its 200 answer. The load generator is raw asyncio
+HTTP/1.1 over loopback (keep-alive, pre-built request bytes, uvloop when installed) so that as little of the two
+cores as possible goes to the client; ``--clients`` runs it in several processes.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's directory comes first on sys.path and its name would shadow the stdlib's ``http``.
+if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import re
+import statistics
+import tempfile
+import time
+from collections import deque
+from typing import Any
+
+import msgspec
+
+from gantt.replica import audit
+from gantt.service.process import ServerProcess
+from gantt.store.sqlite import SQLiteStore
+
+FLAVOR = {"name": "m1.small", "vcpus": 1, "memory_mb": 512, "root_gb": 1}
+HOST_VCPUS, HOST_RAM_MB, HOST_DISK_GB = 32, 131072, 2000
+
+
+def host_stats(i: int, now: float | None = None) -> dict[str, Any]:
+    return {"vcpus": HOST_VCPUS, "vcpus_used": 0, "memory_mb": HOST_RAM_MB, "memory_mb_used": 0,
+            "local_gb": HOST_DISK_GB, "local_gb_used": 0, "hypervisor_type": "QEMU", "hypervisor_version": 8002000,
+            "cpu_allocation_ratio": 1.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
+            "supported_instances": [["x86_64", "kvm", "hvm"]], "num_instances": 0, "num_io_ops": 0,
+            "host_ip": f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"}
+
+
+# ------------------------------------------------------------------------------------------ HTTP/1.1 client
+
+
+class Conn:
+    """One keep-alive HTTP/1.1 connection; requests are sent one at a time."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def open(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+
+    async def request(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        if self.writer is None:
+            await self.open()
+        assert self.reader is not None and self.writer is not None
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        self.writer.write(head + body)
+        raw = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(raw[9:12])
+        match = _LENGTH.search(raw)
+        length = int(match.group(1)) if match else 0
+        data = await self.reader.readexactly(length) if length else b""
+        if _CLOSE.search(raw):
+            self.close()
+        return status, data
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+_LENGTH = re.compile(rb"(?i)\r\ncontent-length:\s*(\d+)")
+_CLOSE = re.compile(rb"(?i)\r\nconnection:\s*close")
+_SELECTIONS = msgspec.json.Decoder()
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# ---------------------------------------------------------------------------------------------- phases
+
+
+async def register(host: str, port: int, hosts: int, batch: int, concurrency: int) -> dict[str, Any]:
+    now = time.time()
+    bodies = [msgspec.json.encode({"reports": [{"name": f"host-{i:06d}", "stats": host_stats(i, now)}
+                                               for i in range(start, min(hosts, start + batch))]})
+              for start in range(0, hosts, batch)]
+    queue: deque[bytes] = deque(bodies)
+    errors = 0
+
+    async def run() -> None:
+        nonlocal errors
+        conn = Conn(host, port)
+        while queue:
+            status, _ = await conn.request("POST", "/v1/resource-stats/batch", queue.popleft())
+            errors += status != 200
+        conn.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(run() for _ in range(min(concurrency, 4, len(bodies)))))
+    elapsed = time.perf_counter() - start
+    return {"reports": hosts, "batch": batch, "seconds": round(elapsed, 3), "per_s": round(hosts / elapsed),
+            "errors": errors}
+
+
+async def single_reports(host: str, port: int, hosts: int, count: int, concurrency: int,
+                         duration: float) -> dict[str, Any]:
+    done = errors = 0
+    latencies: list[float] = []
+    deadline = time.perf_counter() + duration
+
+    async def run(k: int) -> None:
+        nonlocal done, errors
+        conn = Conn(host, port)
+        i = k
+        while done < count and time.perf_counter() < deadline:
+            body = msgspec.json.encode({"name": f"host-{i % hosts:06d}",
+                                        "stats": {"vcpus_used": 0, "num_io_ops": i % 5, "current_workload": 0}})
+            t = time.perf_counter()
+            status, _ = await conn.request("POST", "/v1/resource-stats", body)
+            latencies.append(time.perf_counter() - t)
+            done += 1
+            errors += status != 200
+            i += concurrency
+        conn.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(run(k) for k in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    return {"reports": done, "seconds": round(elapsed, 3), "per_s": round(done / elapsed), "errors": errors,
+            "p50_ms": round(_percentile(latencies, 0.5) * 1000, 2),
+            "p99_ms": round(_percentile(latencies, 0.99) * 1000, 2)}
+
+
+async def placements(host: str, port: int, concurrency: int, duration: float, count: int, keep: int,
+                     seed: int) -> dict[str, Any]:
+    body = msgspec.json.encode({"flavor": FLAVOR, "project_id": "bench", "user_id": "bench"})
+    held: deque[str] = deque()
+    latencies: list[float] = []
+    release_latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    started = 0
+    deadline = time.perf_counter() + duration
+
+    async def run() -> None:
+        nonlocal started
+        conn = Conn(host, port)
+        while started < count and time.perf_counter() < deadline:
+            if len(held) > keep:
+                consumer = held.popleft()
+                t = time.perf_counter()
+                status, _ = await conn.request("DELETE", f"/v1/allocations/{consumer}")
+                release_latencies.append(time.perf_counter() - t)
+                statuses[-status] = statuses.get(-status, 0) + 1
+                continue
+            started += 1
+            t = time.perf_counter()
+            status, data = await conn.request("POST", "/v1/select_destinations", body)
+            latencies.append(time.perf_counter() - t)
+            statuses[status] = statuses.get(status, 0) + 1
+            if status == 200:
+                held.append(_SELECTIONS.decode(data)["selections"][0][0]["consumer_uuid"])
+        conn.close()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(run() for _ in range(concurrency)))
+    elapsed = time.perf_counter() - start
+    ok = statuses.get(200, 0)
+    return {"requests": len(latencies), "placed": ok, "seconds": round(elapsed, 3), "per_s": round(ok / elapsed),
+            "p50_ms": round(_percentile(latencies, 0.5) * 1000, 2),
+            "p99_ms": round(_percentile(latencies, 0.99) * 1000, 2),
+            "releases": len(release_latencies),
+            "release_p50_ms": round(_percentile(release_latencies, 0.5) * 1000, 2) if release_latencies else None,
+            "statuses": {str(k): v for k, v in sorted(statuses.items())}, "held": list(held)}
+
+
+def _client_proc(args: tuple[Any, ...], out: Any) -> None:
+    _use_uvloop()
+    out.put(asyncio.run(placements(*args)))
+
+
+def _use_uvloop() -> None:
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:  # pragma: no cover - uvloop is a dependency, but the stdlib loop works too
+        pass
+
+
+def drive(host: str, port: int, clients: int, concurrency: int, duration: float, count: int, keep: int,
+          ) -> dict[str, Any]:
+    """Placements from ``clients`` load-generator processes (1: in this process)."""
+    if clients <= 1:
+        return asyncio.run(placements(host, port, concurrency, duration, count, keep, 0))
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    per = max(1, concurrency // clients)
+    procs = [ctx.Process(target=_client_proc, args=((host, port, per, duration, count // clients,
+                                                     keep // clients, k), out)) for k in range(clients)]
+    for p in procs:
+        p.start()
+    parts = [out.get(timeout=duration + 120) for _ in procs]
+    for p in procs:
+        p.join()
+    merged: dict[str, Any] = {"requests": sum(p["requests"] for p in parts),
+                              "placed": sum(p["placed"] for p in parts),
+                              "seconds": max(p["seconds"] for p in parts),
+                              "releases": sum(p["releases"] for p in parts)}
+    merged["per_s"] = round(merged["placed"] / merged["seconds"])
+    # per-process percentiles cannot be merged exactly; the worst process's figure is the honest one
+    merged["p50_ms"] = max(p["p50_ms"] for p in parts)
+    merged["p99_ms"] = max(p["p99_ms"] for p in parts)
+    statuses: dict[str, int] = {}
+    for p in parts:
+        for k, v in p["statuses"].items():
+            statuses[k] = statuses.get(k, 0) + v
+    merged["statuses"] = statuses
+    merged["held"] = [c for p in parts for c in p["held"]]
+    return merged
+
+
+_METRIC = re.compile(r'^(gantt_[a-z_]+)\{([^}]*)\}\s+([0-9.eE+-]+)$')
+
+
+def scrape_workers(url: str, workers: int, tries: int = 200) -> dict[str, dict[str, float]]:
+    """Each worker's counters: /metrics answers from whichever worker took the connection, so ask until each
+    pid has answered (fresh connection every time)."""
+    import httpx
+
+    seen: dict[str, dict[str, float]] = {}
+    for _ in range(tries):
+        try:
+            text = httpx.get(f"{url}/metrics", timeout=5.0, headers={"Connection": "close"}).text
+        except httpx.HTTPError:
+            continue
+        figures: dict[str, float] = {}
+        pid = "?"
+        for line in text.splitlines():
+            m = _METRIC.match(line)
+            if not m:
+                continue
+            labels = m.group(2)
+            pid_match = re.search(r'(?:pid|worker)="([^"]+)"', labels)
+            if pid_match:
+                pid = pid_match.group(1)
+            level = re.search(r'level="([^"]+)"', labels)
+            key = m.group(1) + (f".{level.group(1)}" if level else "")
+            if "_bucket" in key or "reason=" in labels:
+                continue
+            figures[key] = figures.get(key, 0.0) + float(m.group(3))
+        seen[pid] = figures
+        if len(seen) >= workers:
+            break
+    return seen
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+
+def run_once(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="gantt-bench-http-") as tmp:
+        db = Path(tmp) / "gantt.sqlite"
+        config: dict[str, Any] = {"scheduler": {"max_attempts": args.max_attempts}}
+        if args.subset:
+            config["filter_scheduler"] = {"host_subset_size": args.subset}
+        server = ServerProcess(f"sqlite:///{db}", workers=args.workers, config=config, workdir=tmp)
+        try:
+            server.start(timeout=120)
+            _use_uvloop()
+            host, port = "127.0.0.1", server.port
+            reg = asyncio.run(register(host, port, args.hosts, args.batch, args.concurrency))
+            wait_replicas(server.url, args.workers, args.hosts)
+            single = asyncio.run(single_reports(host, port, args.hosts, args.single_reports, args.concurrency,
+                                                args.duration))
+            before = scrape_workers(server.url, args.workers)
+            capacity = args.hosts * HOST_VCPUS
+            keep = int(capacity * args.keep)
+            asyncio.run(placements(host, port, args.concurrency, 5.0, args.warmup, keep, 1))  # warm caches
+            placed = drive(host, port, args.clients, args.concurrency, args.duration, args.placements, keep)
+            after = scrape_workers(server.url, args.workers)
+            held = placed.pop("held")
+        finally:
+            server.stop()
+        with SQLiteStore(f"sqlite:///{db}") as store:
+            snap = store.snapshot()
+        problems = audit(snap)
+        stored = {a.consumer_uuid for a in snap.allocations}
+        lost = [c for c in held if c not in stored]
+
+        def delta(key: str) -> float:
+            return sum(after.get(pid, {}).get(key, 0.0) - before.get(pid, {}).get(key, 0.0) for pid in after)
+
+        result = {
+            "placements_per_s": placed["per_s"],
+            "latency_ms": {"p50": placed["p50_ms"], "p99": placed["p99_ms"]},
+            "placements": placed,
+            "conflicts": {"store": delta("gantt_claim_conflicts_total.store"),
+                          "local": delta("gantt_claim_conflicts_total.local"),
+                          "decisions": delta("gantt_decisions_total"),
+                          "retry_rate": round(delta("gantt_claim_conflicts_total.store")
+                                              / max(1.0, delta("gantt_decisions_total")), 4),
+                          "workers_seen": len(after)},
+            "reports_per_s": {"batched": reg["per_s"], "single": single["per_s"]},
+            "reports": {"batched": reg, "single": single},
+            "audit": {"overcommitted": len(problems), "acknowledged_missing": len(lost),
+                      "allocations": len(snap.allocations), "revision": snap.revision,
+                      "file_mb": round(sum(p.stat().st_size for p in Path(tmp).glob("gantt.sqlite*")) / 2**20, 1)},
+        }
+        return result
+
+
+def wait_replicas(url: str, workers: int, hosts: int, timeout: float = 60.0) -> None:
+    """Until every worker's replica has every host (the feed is asynchronous across processes)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    ready: set[int] = set()
+    while time.monotonic() < deadline and len(ready) < workers:
+        try:
+            health = httpx.get(f"{url}/health", timeout=5.0, headers={"Connection": "close"}).json()
+        except httpx.HTTPError:
+            continue
+        if health.get("hosts", 0) >= hosts:
+            ready.add(health.get("pid", 0))
+        else:
+            time.sleep(0.05)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", type=int, default=10_000)
+    parser.add_argument("--concurrency", type=int, default=32, help="open connections placing at once")
+    parser.add_argument("--workers", type=int, default=2, help="gantt serve --workers")
+    parser.add_argument("--clients", type=int, default=1, help="load-generator processes")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of placements (and of single reports)")
+    parser.add_argument("--placements", type=int, default=1_000_000, help="at most this many placement requests")
+    parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--single-reports", type=int, default=10_000)
+    parser.add_argument("--batch", type=int, default=500, help="reports per batched request")
+    parser.add_argument("--keep", type=float, default=0.5, help="release once this share of vCPUs is held")
+    parser.add_argument("--subset", type=int, default=0, help="[filter_scheduler] host_subset_size (0: default)")
+    parser.add_argument("--max-attempts", type=int, default=1, help="[scheduler] max_attempts (alternates)")
+    parser.add_argument("--runs", type=int, default=1, help="repeat on a fresh server; figures are medians")
+    parser.add_argument("--json", action="store_true", help="print only the JSON figures")
+    args = parser.parse_args(argv)
+
+    runs = []
+    for i in range(args.runs):
+        result = run_once(args)
+        runs.append(result)
+        if not args.json:
+            print(f"run {i + 1}: {result['placements_per_s']} placements/s, p50 {result['latency_ms']['p50']} ms, "
+                  f"p99 {result['latency_ms']['p99']} ms, reports/s {result['reports_per_s']}", file=sys.stderr)
+    summary: dict[str, Any] = {
+        "benchmark": "http",
+        "command": "python bench/http.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "hosts": args.hosts, "workers": args.workers, "concurrency": args.concurrency, "clients": args.clients,
+        "store": "sqlite (WAL, synchronous=FULL, group commit)", "cpus": os.cpu_count(), "runs": len(runs),
+        "placements_per_s": statistics.median(r["placements_per_s"] for r in runs),
+        "latency_ms": {"p50": statistics.median(r["latency_ms"]["p50"] for r in runs),
+                       "p99": statistics.median(r["latency_ms"]["p99"] for r in runs)},
+        "conflict_retry_rate": statistics.median(r["conflicts"]["retry_rate"] for r in runs),
+        "reports_per_s": {"batched": statistics.median(r["reports_per_s"]["batched"] for r in runs),
+                          "single": statistics.median(r["reports_per_s"]["single"] for r in runs)},
+        "overcommitted": max(r["audit"]["overcommitted"] for r in runs),
+        "acknowledged_missing": max(r["audit"]["acknowledged_missing"] for r in runs),
+        "per_run": runs,
+    }
+    print(json.dumps(summary, indent=None if args.json else 2))
+    return 0 if summary["overcommitted"] == 0 and summary["acknowledged_missing"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
