@@ -79,7 +79,8 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
         "body": {"id": "fuzz-agg", "name": "a", "hosts": [HOST], "metadata": {"availability_zone": "z"}},
         "required": ["id"], "objects": [()],
         "fields": [
-            (("id",), st.one_of(st.booleans(), st.floats(allow_nan=False).filter(lambda f: f != int(f)),
+            (("id",), st.one_of(st.booleans(),
+                                st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: f != int(f)),
                                 st.lists(st.integers(), max_size=2), st.just(""),
                                 st.text(min_size=1, max_size=5).filter(lambda s: s != "fuzz-agg"))),
             (("hosts",), not_str_list), (("metadata",), st.one_of(not_object, st.just({"k": 1}))),
