@@ -14,7 +14,8 @@ class ComputeFilter(Filter):
     name = "ComputeFilter"
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        up = table.alive(ctx.now)
-        up &= ~table.col("disabled")
-        up &= ~table.col("forced_down")
-        return up
+        # Liveness moves with the clock and is one comparison; the service flags change rarely (the table moves
+        # static_revision when they do), so their part is built once per static revision.
+        enabled = table.aggregate_cache(
+            ("service_enabled",), lambda: ~(table.col("disabled") | table.col("forced_down")))
+        return table.alive(ctx.now) & enabled

@@ -15,7 +15,7 @@ from gantt.state import HostTable
 
 
 def _io_ops(table: HostTable) -> np.ndarray:
-    return table.col("num_io_ops") + table.col("inflight_instances")
+    return table.col("io_ops_load")
 
 
 @register

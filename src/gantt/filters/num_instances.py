@@ -15,7 +15,7 @@ from gantt.state import HostTable
 
 
 def _instances(table: HostTable) -> np.ndarray:
-    return table.col("num_instances") + table.col("inflight_instances")
+    return table.col("instances_load")
 
 
 @register

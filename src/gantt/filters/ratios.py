@@ -25,49 +25,54 @@ class _AggregateRatioFilter(Filter):
     resource_class: ClassVar[str] = ""
     metadata_key: ClassVar[str] = ""
 
-    def _capacity(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        """Per row, capacity under the aggregate ratio; NaN where no aggregate overrides (None: none anywhere)."""
-        # mask() and limits() run back to back on the same state: compute once per table revision
-        memo_key = (self.name, "capacity")
-        memo = ctx.scratch.get(memo_key)
-        if memo is not None and memo[0] == (table.revision, table.n):
-            return memo[1]  # type: ignore[no-any-return]
-        capacity = self._build_capacity(table)
-        ctx.scratch[memo_key] = ((table.revision, table.n), capacity)
-        return capacity
+    def _overrides(self, table: HostTable) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """(capacity under the aggregate ratio, NaN where none overrides; the per-row ``delta``; smallest total).
 
-    def _build_capacity(self, table: HostTable) -> np.ndarray | None:
-        override = table.metadata_min_float(self.metadata_key)
-        j = table.rc_index.get(self.resource_class)
-        if override is None or j is None:
-            return None
-        n = table.n
-        usable = table.rc["total"][:n, j] - table.rc["reserved"][:n, j]
-        capacity = usable * override
-        capacity[~table.has_inventory[:n, j]] = np.nan
-        return capacity
+        ``used + amount <= aggregate capacity`` is ``free >= amount + delta`` with ``delta = capacity under the
+        node's own ratio - capacity under the aggregate's`` (``-inf`` where no aggregate overrides), ``free``
+        being the column the resource check just read. ``delta`` depends only on aggregates and inventory shape
+        (total, reserved, ratio), which move ``static_revision``, so it is built once per static revision and a
+        decision costs one add and one comparison instead of gathering usage columns.
+        """
+
+        def build() -> tuple[np.ndarray, np.ndarray, float] | None:
+            override = table.metadata_min_float(self.metadata_key)
+            j = table.rc_index.get(self.resource_class)
+            if override is None or j is None:
+                return None
+            n = table.n
+            capacity = (table.rc["total"][:n, j] - table.rc["reserved"][:n, j]) * override
+            capacity[~table.has_inventory[:n, j]] = np.nan
+            overridden = ~np.isnan(capacity)
+            delta = np.full(n, -np.inf)
+            delta[overridden] = table.rc["capacity"][:n, j][overridden] - capacity[overridden]
+            totals = table.rc["total"][:n, j][overridden]
+            return capacity, delta, float(totals.min()) if totals.size else np.inf
+
+        return table.aggregate_cache(("aggregate_ratio_capacity", self.metadata_key, self.resource_class), build)
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         amount = ctx.resources.get(self.resource_class, 0)
         if amount <= 0:
             return None
-        capacity = self._capacity(table, ctx)
-        if capacity is None:
+        overrides = self._overrides(table)
+        if overrides is None:
             return None  # every node keeps its own ratio: the resource check already decides
+        capacity, delta, smallest_total = overrides
         j = table.rc_index[self.resource_class]
         n = table.n
-        used = table.rc["reported"][:n, j] + table.rc["inflight"][:n, j]
-        with np.errstate(invalid="ignore"):
-            fits = (used + amount <= capacity + 1e-9) & (amount <= table.rc["total"][:n, j])
-        return fits | np.isnan(capacity)
+        fits = table.rc["free"][:n, j] >= (delta + (amount - 1e-9))
+        if amount > smallest_total:  # an instance may not overcommit a node against itself
+            fits &= np.isnan(capacity) | (amount <= table.rc["total"][:n, j])
+        return fits
 
     def limits(self, table: HostTable, ctx: RequestContext) -> dict[str, np.ndarray] | None:
         if ctx.resources.get(self.resource_class, 0) <= 0:
             return None
-        capacity = self._capacity(table, ctx)
-        if capacity is None:
+        overrides = self._overrides(table)
+        if overrides is None:
             return None
-        return {self.resource_class: capacity}
+        return {self.resource_class: overrides[0]}
 
 
 @register

@@ -28,7 +28,7 @@ class IoOpsWeigher(Weigher):
     minval = 0.0
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("num_io_ops") + table.col("inflight_instances")
+        return table.col("io_ops_load")
 
 
 @register
@@ -39,4 +39,4 @@ class NumInstancesWeigher(Weigher):
     multiplier_option = "num_instances_weight_multiplier"
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("num_instances") + table.col("inflight_instances")
+        return table.col("instances_load")
