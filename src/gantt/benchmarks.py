@@ -11,6 +11,7 @@ noisy, and a median is robust to a neighbour's burst where a mean or a single ru
 from __future__ import annotations
 
 import gc
+import os
 import random
 import statistics
 import sys
@@ -159,13 +160,20 @@ def _load(reports: list[HostReport], aggs: list[Aggregate], now: float) -> HostT
     return table
 
 
-def _decisions(engine: Engine, specs: list[RequestSpec], live_limit: int) -> tuple[list[float], int]:
-    """Time every select_destinations (decision + claim); release the oldest consumers beyond ``live_limit``."""
-    times: list[float] = []
+def _decisions(engine: Engine, specs: list[RequestSpec],
+               live_limit: int) -> tuple[list[float], list[float], int]:
+    """Time every select_destinations (decision + claim); release the oldest consumers beyond ``live_limit``.
+
+    Returns (single-instance request times, multi-instance request times, failures): the design's target is
+    per decision for one instance; a request for k instances makes k decisions and is reported apart.
+    """
+    single: list[float] = []
+    multi: list[float] = []
     live: deque[str] = deque()
     failures = 0
     perf = time.perf_counter
     for spec in specs:
+        times = single if spec.num_instances == 1 else multi
         t0 = perf()
         try:
             answer = engine.select_destinations(spec)
@@ -180,7 +188,7 @@ def _decisions(engine: Engine, specs: list[RequestSpec], live_limit: int) -> tup
             engine.release(live.popleft())
     for consumer in live:
         engine.release(consumer)
-    return times, failures
+    return single, multi, failures
 
 
 def _dry_runs(engine: Engine, specs: list[RequestSpec], now: float) -> list[float]:
@@ -260,14 +268,20 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
         engine.select_destinations(specs[0])
         cold.append(time.perf_counter() - t0)
     assert engine is not None
+    # As the service does after loading its replica (gantt.replica.Replica.load): move the long-lived rows out
+    # of the cyclic collector's generations, so a collection does not walk 100,000 rows mid-decision.
+    gc.collect()
+    gc.freeze()
     table = engine.table
     live_limit = max(10, min(hosts // 2, 20000))
 
-    p50s, p99s, fails = [], [], 0
+    p50s, p99s, multi_p50s, multi_p99s, fails = [], [], [], [], 0
     for _ in range(rounds):
-        times, failures = _decisions(engine, specs, live_limit)
-        p50s.append(_pct(times, 50) * 1e3)
-        p99s.append(_pct(times, 99) * 1e3)
+        single, multi, failures = _decisions(engine, specs, live_limit)
+        p50s.append(_pct(single, 50) * 1e3)
+        p99s.append(_pct(single, 99) * 1e3)
+        multi_p50s.append(_pct(multi, 50) * 1e3)
+        multi_p99s.append(_pct(multi, 99) * 1e3)
         fails += failures
     dry = [_pct(_dry_runs(engine, specs[: max(50, requests // 4)], now), 50) * 1e3 for _ in range(rounds)]
     stats = engine.stats
@@ -285,11 +299,14 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
         "filters": {"enabled": enabled, "missing_fell_back": missing},
         "weighers": WEIGHERS,
         "decision_ms": {"p50": statistics.median(p50s), "p99": statistics.median(p99s),
-                        "what": "select_destinations incl. claim, per request (multi-instance requests included)"},
+                        "what": "select_destinations incl. claim, one-instance requests (the design's target)"},
+        "multi_instance_request_ms": {"p50": statistics.median(multi_p50s), "p99": statistics.median(multi_p99s),
+                                      "what": "select_destinations for 2-3 instances (one decision each)"},
         "no_valid_host": fails,
         "dry_run_filter_rank_ms": {"p50": statistics.median(dry),
                                    "what": "RequestContext + every filter + every weigher over all nodes"},
         "memory_bytes_per_host": round(memory, 1),
+        "load_average_1m": os.getloadavg()[0],
         "memory_method": "tracemalloc net growth while loading all reports and aggregates into a fresh "
                          "HostTable (reports allocated before tracing; no free-form stats), / node count",
         "ingestion_reports_per_s": {"structs": statistics.median(ingest_structs),
