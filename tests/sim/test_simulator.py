@@ -134,3 +134,14 @@ def test_cli_reports_a_bad_scenario(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main([str(bad), "--quiet"]) == 2
     assert "hosts_per_rack" in capsys.readouterr().err
     assert main(["simulate", str(tmp_path / "missing.toml")]) == 2
+
+
+def test_python_dash_m_runs_a_scenario(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "m.json"
+    done = subprocess.run([sys.executable, "-m", "gantt.sim", str(EXAMPLES / "small.toml"), "--requests", "200",
+                           "--quiet", "--json", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["requests"]["total"] == 200
