@@ -287,8 +287,13 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gantt-bench-http-") as tmp:
         db = Path(tmp) / "gantt.sqlite"
         config: dict[str, Any] = {"scheduler": {"max_attempts": args.max_attempts}}
+        fs: dict[str, Any] = {}
         if args.subset:
-            config["filter_scheduler"] = {"host_subset_size": args.subset}
+            fs["host_subset_size"] = args.subset
+        if args.shuffle:
+            fs["shuffle_best_same_weighed_hosts"] = True
+        if fs:
+            config["filter_scheduler"] = fs
         server = ServerProcess(f"sqlite:///{db}", workers=args.workers, config=config, workdir=tmp)
         try:
             server.start(timeout=120)
@@ -365,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=500, help="reports per batched request")
     parser.add_argument("--keep", type=float, default=0.5, help="release once this share of vCPUs is held")
     parser.add_argument("--subset", type=int, default=0, help="[filter_scheduler] host_subset_size (0: default)")
+    parser.add_argument("--shuffle", action="store_true",
+                        help="[filter_scheduler] shuffle_best_same_weighed_hosts: several schedulers then spread "
+                             "over equally good hosts instead of all taking the same first one")
     parser.add_argument("--max-attempts", type=int, default=1, help="[scheduler] max_attempts (alternates)")
     parser.add_argument("--runs", type=int, default=1, help="repeat on a fresh server; figures are medians")
     parser.add_argument("--json", action="store_true", help="print only the JSON figures")

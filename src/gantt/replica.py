@@ -68,6 +68,8 @@ class Replica:
         # What each host runs per the last instance-info write (the store keeps only the latest list per host),
         # so that Nova's additive update_instance_info / delete_instance_info can be written as a full list.
         self.instance_info: dict[str, list[str]] = {}
+        self._claiming: dict[NodeKey, threading.Event] = {}  # node -> the claim commit in flight on it
+        self._claiming_lock = threading.Lock()
         self.scheduler = Scheduler(self.config, table=self._new_table(), commit=self.commit_claims)
 
     @property
@@ -195,6 +197,30 @@ class Replica:
 
     def commit_claims(self, allocations: list[Allocation]) -> None:
         """The engine's commit hook: one conditional batch for every instance of a request (all or nothing)."""
+        keys = list(dict.fromkeys((a.host, a.nodename) for a in allocations))
+        mine = threading.Event()
+        # One claim commit at a time per node within this replica: a second claim on a node whose first commit is
+        # still in flight would expect the node's old usage revision and lose to our own first claim. Waiting
+        # until the first has committed and been applied lets the second expect the revision it produced.
+        while True:
+            with self._claiming_lock:
+                busy = [self._claiming[key] for key in keys if key in self._claiming]
+                if not busy:
+                    for key in keys:
+                        self._claiming[key] = mine
+                    break
+            for event in busy:
+                event.wait()
+        try:
+            self._commit_claims(allocations)
+        finally:
+            with self._claiming_lock:
+                for key in keys:
+                    if self._claiming.get(key) is mine:
+                        del self._claiming[key]
+            mine.set()
+
+    def _commit_claims(self, allocations: list[Allocation]) -> None:
         table = self.table
         expects: dict[NodeKey, Expect] = {}
         with table.lock:

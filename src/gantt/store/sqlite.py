@@ -132,6 +132,10 @@ class SQLiteStore(Store):
         # in-process wake-up of feed readers; other processes' commits are found by polling
         self._head = 0
         self._head_cond = threading.Condition()
+        # The changes of revisions this object committed, kept a while: a follower in this process gets them
+        # without reading and decoding them back from the file (with one process, that is every revision).
+        self._recent: dict[int, list[Change]] = {}
+        self._recent_limit = min(self.retention, 8192)
         self.groups = 0  # transactions committed by this object's writer (for benchmarks and tests)
         self.batches = 0
         self.lock_waits = 0
@@ -262,6 +266,9 @@ class SQLiteStore(Store):
         while True:
             head = self._read_head(conn)
             if head > since:
+                cached = self._cached(since, head, limit)
+                if cached is not None:
+                    return cached
                 return self._read_changes(conn, since, limit)
             floor = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
             if since < floor:
@@ -273,6 +280,22 @@ class SQLiteStore(Store):
                 if self._head <= since:
                     self._head_cond.wait(min(self.poll_interval, remaining))
 
+    def _cached(self, since: int, head: int, limit: int) -> list[Change] | None:
+        """Revisions ``since+1 .. head`` from memory if this object committed every one of them (and the feed,
+        which keeps at least as many revisions as the cache, still has them)."""
+        out: list[Change] = []
+        with self._head_cond:
+            if head - since > len(self._recent):
+                return None
+            for revision in range(since + 1, head + 1):
+                changes = self._recent.get(revision)
+                if changes is None:
+                    return None
+                if out and len(out) + len(changes) > limit:
+                    break  # whole revisions only, as from the file
+                out.extend(changes)
+        return out
+
     def _read_changes(self, conn: sqlite3.Connection, since: int, limit: int) -> list[Change]:
         conn.execute("BEGIN")
         try:
@@ -282,16 +305,21 @@ class SQLiteStore(Store):
             cut = conn.execute("SELECT revision FROM changes WHERE revision > ? ORDER BY revision, seq "
                                "LIMIT 1 OFFSET ?", (since, limit)).fetchone()
             if cut is None:
-                rows = conn.execute("SELECT payload FROM changes WHERE revision > ? ORDER BY revision, seq",
-                                    (since,)).fetchall()
+                rows = conn.execute("SELECT revision, seq, payload FROM changes WHERE revision > ? "
+                                    "ORDER BY revision, seq", (since,)).fetchall()
             else:
                 # never split a revision: the reader takes the last revision it sees as fully applied
                 upto = cut[0] - 1 if cut[0] - 1 > since else cut[0]
-                rows = conn.execute("SELECT payload FROM changes WHERE revision > ? AND revision <= ? "
+                rows = conn.execute("SELECT revision, seq, payload FROM changes WHERE revision > ? AND revision <= ? "
                                     "ORDER BY revision, seq", (since, upto)).fetchall()
         finally:
             conn.execute("COMMIT")
-        return [_DEC_CHANGE.decode(p) for (p,) in rows]
+        recent = self._recent
+        out: list[Change] = []
+        for revision, seq, payload in rows:
+            mine = recent.get(revision)  # our own revisions between other processes' ones: no decoding
+            out.append(mine[seq] if mine is not None and seq < len(mine) else _DEC_CHANGE.decode(payload))
+        return out
 
     # -------------------------------------------------------------------------------------------- writing
 
@@ -376,6 +404,11 @@ class SQLiteStore(Store):
         with self._head_cond:
             if revision > self._head:
                 self._head = revision
+            for _, result, _ in outcomes:
+                if result is not None and result.changes:
+                    self._recent[result.revision] = result.changes
+            while len(self._recent) > self._recent_limit:  # inserted in revision order: the first is the oldest
+                del self._recent[next(iter(self._recent))]
             self._head_cond.notify_all()
         for pending, result, error in outcomes:
             pending.result, pending.error = result, error
@@ -399,6 +432,9 @@ class SQLiteStore(Store):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        with self._head_cond:
+            for revision in [r for r in self._recent if r <= floor]:
+                del self._recent[revision]
         return floor
 
 
