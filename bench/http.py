@@ -245,6 +245,30 @@ def drive(host: str, port: int, clients: int, concurrency: int, duration: float,
     return merged
 
 
+def cpu_seconds(root: int) -> float:
+    """User + system CPU of ``root`` and its descendants (Linux /proc; 0 elsewhere)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        times[pid] = (int(fields[11]) + int(fields[12])) / tick
+    total = 0.0
+    for pid, t in times.items():
+        p = pid
+        while p > 1:
+            if p == root:
+                total += t
+                break
+            p = parents.get(p, 1)
+    return total
+
+
 _METRIC = re.compile(r'^(gantt_[a-z_]+)\{([^}]*)\}\s+([0-9.eE+-]+)$')
 
 
@@ -307,7 +331,12 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             capacity = args.hosts * HOST_VCPUS
             keep = int(capacity * args.keep)
             asyncio.run(placements(host, port, args.concurrency, 5.0, args.warmup, keep, 1))  # warm caches
+            assert server.proc is not None
+            # the server is a child of this process: the client's share is the rest of this process tree
+            server_cpu, all_cpu = cpu_seconds(server.proc.pid), cpu_seconds(os.getpid())
             placed = drive(host, port, args.clients, args.concurrency, args.duration, args.placements, keep)
+            server_cpu = cpu_seconds(server.proc.pid) - server_cpu
+            client_cpu = cpu_seconds(os.getpid()) - all_cpu - server_cpu
             after = scrape_workers(server.url, args.workers)
             held = placed.pop("held")
         finally:
@@ -331,6 +360,8 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
                           "retry_rate": round(delta("gantt_claim_conflicts_total.store")
                                               / max(1.0, delta("gantt_decisions_total")), 4),
                           "workers_seen": len(after)},
+            "cpu_ms_per_placement": {"server": round(server_cpu * 1000 / max(1, placed["placed"]), 3),
+                                     "client": round(client_cpu * 1000 / max(1, placed["placed"]), 3)},
             "reports_per_s": {"batched": reg["per_s"], "single": single["per_s"]},
             "reports": {"batched": reg, "single": single},
             "audit": {"overcommitted": len(problems), "acknowledged_missing": len(lost),
@@ -396,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         "conflict_retry_rate": statistics.median(r["conflicts"]["retry_rate"] for r in runs),
         "reports_per_s": {"batched": statistics.median(r["reports_per_s"]["batched"] for r in runs),
                           "single": statistics.median(r["reports_per_s"]["single"] for r in runs)},
+        "cpu_ms_per_placement": {k: statistics.median(r["cpu_ms_per_placement"][k] for r in runs)
+                                 for k in ("server", "client")},
         "overcommitted": max(r["audit"]["overcommitted"] for r in runs),
         "acknowledged_missing": max(r["audit"]["acknowledged_missing"] for r in runs),
         "per_run": runs,

@@ -136,6 +136,7 @@ class SQLiteStore(Store):
         # without reading and decoding them back from the file (with one process, that is every revision).
         self._recent: dict[int, list[Change]] = {}
         self._recent_limit = min(self.retention, 8192)
+        self._floor_hint = 0
         self.groups = 0  # transactions committed by this object's writer (for benchmarks and tests)
         self.batches = 0
         self.lock_waits = 0
@@ -195,6 +196,7 @@ class SQLiteStore(Store):
                 conn.execute("ROLLBACK")
             raise
         self._head = self._read_head(conn)
+        self._floor_hint = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
         self._local.conn = conn
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
@@ -264,15 +266,19 @@ class SQLiteStore(Store):
         conn = self._reader()
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
+            # Our own commits first: when this object wrote everything after `since`, not even the head is read.
+            local = self._head
+            if local > since:
+                cached = self._cached(since, local, limit)
+                if cached is not None:
+                    return cached
             head = self._read_head(conn)
             if head > since:
                 cached = self._cached(since, head, limit)
                 if cached is not None:
                     return cached
                 return self._read_changes(conn, since, limit)
-            floor = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
-            if since < floor:
-                raise Compacted(f"revision {since} is compacted; the feed keeps revisions after {floor}")
+            # since >= head >= floor here, so nothing asked for can have been compacted away
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._closed:
                 return []
@@ -388,10 +394,11 @@ class SQLiteStore(Store):
                 outcomes.append((pending, CommitResult(revision=revision, changes=changes), None))
             if revision != start:
                 conn.execute("UPDATE meta SET value=? WHERE key='revision'", (revision,))
-                floor = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
-                # amortized: delete a slice of old feed every retention/10 revisions (at most 1000)
-                if revision - floor >= self.retention + max(1, min(self.retention // 10, 1000)):
+                # amortized: delete a slice of old feed every retention/10 revisions (at most 1000). The floor is
+                # remembered, not read per group: a stale (lower) one only makes a compaction come early.
+                if revision - self._floor_hint >= self.retention + max(1, min(self.retention // 10, 1000)):
                     self._compact(conn, revision - self.retention)
+                    self._floor_hint = revision - self.retention
             synced = time.perf_counter()
             conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
             self.commit_seconds += time.perf_counter() - synced
