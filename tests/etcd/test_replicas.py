@@ -50,9 +50,10 @@ def wait_for(predicate: object, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def test_replicas_in_threads_fill_the_cloud_without_overcommit(store_url: str) -> None:
+@pytest.mark.parametrize("group", ["", "?group=1"], ids=["one-txn-per-claim", "group-commit"])
+def test_replicas_in_threads_fill_the_cloud_without_overcommit(store_url: str, group: str) -> None:
     seed_hosts(store_url, 6, vcpus=8)  # 48 vCPUs for 3 instances x 4 threads asking for 1-3 vCPUs
-    stores = [EtcdStore(store_url) for _ in range(3)]
+    stores = [EtcdStore(store_url + group) for _ in range(3)]
     replicas = [Replica(s, config(i)).start() for i, s in enumerate(stores)]
     placed: list[tuple[str, int]] = []
     lock = threading.Lock()
@@ -80,7 +81,8 @@ def test_replicas_in_threads_fill_the_cloud_without_overcommit(store_url: str) -
         assert sorted(ids) == sorted(sizes)  # nothing placed that the callers were not told about
         assert sum(sizes.values()) >= 46  # the cloud filled up (a few 2-3 instance requests may not fit)
         conflicts = sum(r.scheduler.engine.stats.commit_conflicts for r in replicas)
-        assert conflicts == sum(s.stats.claim_conflicts for s in stores)
+        # every store-level conflict was retried by the engine (which also counts local re-check failures)
+        assert conflicts >= sum(s.stats.claim_conflicts for s in stores)
         # every instance converges on the same view through the feed
         for r in replicas:
             wait_for(lambda r=r: len(r.table.allocations) == sum(sizes.values()))

@@ -1,0 +1,212 @@
+"""Several schedulers on one 3-member etcd cluster, contended: ``python bench/cluster.py --instances 1,2,4 --json``.
+
+What runs (design §4, "several schedulers on a 3-member etcd cluster"):
+- A throwaway 3-member etcd cluster on this machine (loopback, data on disk under --data-dir), or ``--etcd URL``.
+- ``--hosts`` nodes, of which only ``--free-hosts`` big ones have room: every instance competes for the same few.
+- Each Gantt instance is a separate *process* (multiprocessing, spawn) holding a full Replica (snapshot + watch
+  feed) and calling ``Replica.select_destinations`` from ``--threads`` client threads: the engine, claims and
+  store path of a real instance, without the HTTP layer (bench/http.py measures that).
+- Figures per instance count: placements/s, conflict retries (the engine's commit conflicts per request),
+  store-level claim conflicts, p50/p99 latency of select_destinations, and an audit of the store at the end
+  (overcommit must be 0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "src")]
+
+from gantt.config import Config  # noqa: E402
+from gantt.model import HostReport, HostStats, NoValidHost, StoreUnavailable  # noqa: E402
+from gantt.replica import Replica, audit  # noqa: E402
+from gantt.store.base import Batch  # noqa: E402
+from gantt.store.etcd import EtcdStore  # noqa: E402
+
+FLAVOR = {"name": "bench.small", "vcpus": 1, "memory_mb": 512, "root_gb": 5}
+
+
+def make_config(seed: int, subset: int) -> Config:
+    # Nova's default filters and every weigher; host_subset_size spreads concurrent schedulers over the best few.
+    return Config.from_dict({"filter_scheduler": {"host_subset_size": subset},
+                             "gantt": {"seed": seed}})
+
+
+def seed_hosts(url: str, hosts: int, free: int) -> None:
+    """``hosts`` nodes: ``free`` big ones with room, the rest full (their report says everything is used)."""
+    now = time.time()
+    step = max(hosts // free, 1)
+    with EtcdStore(url, budget=30, timeout=10) as store:
+        batch: list[HostReport] = []
+        for i in range(hosts):
+            big = i % step == 0 and i // step < free
+            vcpus, ram, disk = (128, 1_048_576, 20_000) if big else (32, 131_072, 2_000)
+            stats = HostStats(vcpus=vcpus, vcpus_used=0 if big else vcpus, memory_mb=ram,
+                              memory_mb_used=0 if big else ram, local_gb=disk, local_gb_used=0 if big else disk,
+                              hypervisor_type="QEMU", hypervisor_version=8002000, cpu_allocation_ratio=1.0,
+                              ram_allocation_ratio=1.0, disk_allocation_ratio=1.0,
+                              supported_instances=[["x86_64", "kvm", "hvm"]])
+            batch.append(HostReport(host=f"node{i:06d}", stats=stats, reported_at=now))
+            if len(batch) == 250:
+                store.commit(Batch(reports=batch))
+                batch = []
+        if batch:
+            store.commit(Batch(reports=batch))
+
+
+def instance(index: int, url: str, subset: int, threads: int, duration: float, ready: Any, go: Any,
+             results: Any) -> None:
+    """One Gantt instance: a Replica in this process, ``threads`` clients calling select_destinations."""
+    store = EtcdStore(url)
+    replica = Replica(store, make_config(1000 + index, subset)).start()
+    ready.release()
+    go.wait()
+    latencies: list[float] = []
+    outcomes = {"placed": 0, "no_valid_host": 0, "contention": 0, "unavailable": 0}
+    lock = threading.Lock()
+    stop_at = time.monotonic() + duration
+
+    def client() -> None:
+        mine: list[float] = []
+        local = dict.fromkeys(outcomes, 0)
+        while time.monotonic() < stop_at:
+            t0 = time.perf_counter()
+            try:
+                replica.select_destinations({"flavor": FLAVOR, "project_id": "bench", "user_id": "bench"})
+                local["placed"] += 1
+            except NoValidHost as exc:
+                contention = exc.explanation is not None and exc.explanation.reason == "contention"
+                local["contention" if contention else "no_valid_host"] += 1
+            except StoreUnavailable:
+                local["unavailable"] += 1
+            mine.append(time.perf_counter() - t0)
+        with lock:
+            latencies.extend(mine)
+            for k, v in local.items():
+                outcomes[k] += v
+
+    started = time.monotonic()
+    pool = [threading.Thread(target=client) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    elapsed = time.monotonic() - started
+    engine = replica.scheduler.engine.stats
+    results.put({"index": index, "elapsed": elapsed, "latencies": latencies, **outcomes,
+                 "commit_conflicts": engine.commit_conflicts, "local_claim_conflicts": engine.claim_conflicts,
+                 "store": vars(store.stats), "resyncs": replica.resyncs})
+    replica.stop()
+    store.close()
+
+
+def run(url: str, instances: int, args: argparse.Namespace) -> dict[str, Any]:
+    t0 = time.monotonic()
+    seed_hosts(url, args.hosts, args.free_hosts)
+    seeded = time.monotonic() - t0
+    ctx = mp.get_context("spawn")
+    ready, go, results = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=instance, args=(i, url, args.subset, args.threads, args.duration, ready, go,
+                                                results), daemon=True) for i in range(instances)]
+    for p in procs:
+        p.start()
+    t0 = time.monotonic()
+    for _ in procs:
+        if not ready.acquire(timeout=300):
+            raise RuntimeError("an instance did not start")
+    load_s = time.monotonic() - t0
+    go.set()
+    parts = [results.get(timeout=args.duration + 60) for _ in procs]
+    for p in procs:
+        p.join(timeout=30)
+    with EtcdStore(url, budget=30, timeout=10) as store:
+        snap = store.snapshot()
+    problems = audit(snap)
+    latencies = sorted(x for part in parts for x in part["latencies"])
+    requests = len(latencies)
+    placed = sum(p["placed"] for p in parts)
+    elapsed = max(p["elapsed"] for p in parts)
+    retries = sum(p["commit_conflicts"] for p in parts)
+    store_conflicts = sum(p["store"]["claim_conflicts"] for p in parts)
+    store_commits = sum(p["store"]["commits"] for p in parts)
+
+    def pct(q: float) -> float:
+        return round(latencies[min(int(q * requests), requests - 1)] * 1000, 2) if requests else 0.0
+
+    return {
+        "instances": instances,
+        "threads_per_instance": args.threads,
+        "hosts": args.hosts,
+        "free_hosts": args.free_hosts,
+        "duration_s": round(elapsed, 2),
+        "requests": requests,
+        "placements": placed,
+        "placements_per_s": round(placed / elapsed, 1) if elapsed else 0.0,
+        "conflict_retries": retries,
+        "conflict_retry_rate": round(retries / max(requests, 1), 4),
+        "store_claim_conflicts": store_conflicts,
+        "store_conflict_rate": round(store_conflicts / max(store_conflicts + store_commits, 1), 4),
+        "no_valid_host": sum(p["no_valid_host"] for p in parts),
+        "gave_up_contention": sum(p["contention"] for p in parts),
+        "unavailable": sum(p["unavailable"] for p in parts),
+        "latency_ms": {"p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "max": pct(1.0)},
+        "allocations_in_store": len(snap.allocations),
+        "overcommit": len(problems),
+        "audit_problems": problems[:5],
+        "seed_s": round(seeded, 2),
+        "instance_load_s": round(load_s, 2),
+        "watch_reconnects": sum(p["store"]["watch_reconnects"] for p in parts),
+        "resyncs": sum(p["resyncs"] for p in parts),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/cluster.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", default="1,2,4", help="comma-separated instance counts (default 1,2,4)")
+    parser.add_argument("--hosts", type=int, default=10000)
+    parser.add_argument("--free-hosts", type=int, default=200, help="hosts with room (the contended few)")
+    parser.add_argument("--threads", type=int, default=16, help="client threads per instance")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of load per instance count")
+    parser.add_argument("--subset", type=int, default=10, help="[filter_scheduler] host_subset_size")
+    parser.add_argument("--etcd", help="use this cluster (etcd://h:p,…) instead of starting a local one")
+    parser.add_argument("--data-dir", help="where the local cluster keeps its data (default: a temp dir)")
+    parser.add_argument("--group", action="store_true", help="group commit (EtcdStore ?group=1, opt-in)")
+    parser.add_argument("--json", action="store_true", help="print compact JSON")
+    args = parser.parse_args(argv)
+    counts = [int(x) for x in args.instances.split(",") if x.strip()]
+    out: dict[str, Any] = {"benchmark": "cluster", "cpus": os.cpu_count(), "runs": []}
+    cluster = None
+    try:
+        if args.etcd:
+            base = args.etcd.rstrip("/")
+        else:
+            from tests.etcd.cluster import LocalCluster
+
+            data = Path(args.data_dir or tempfile.mkdtemp(prefix="gantt-bench-etcd-"))
+            cluster = LocalCluster(data)
+            cluster.start_all()
+            base = cluster.url("")
+            out["etcd"] = {"members": 3, "data_dir": str(data)}
+        for n in counts:
+            query = "?group=1" if args.group else ""
+            out["runs"].append(run(f"{base}/bench-{n}-{uuid.uuid4().hex[:8]}{query}", n, args))
+            print(json.dumps(out["runs"][-1]), file=sys.stderr)
+    finally:
+        if cluster is not None:
+            cluster.close()
+    print(json.dumps(out) if args.json else json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
