@@ -141,6 +141,7 @@ class SQLiteStore(Store):
         self.batches = 0
         self.lock_waits = 0
         self.commit_seconds = 0.0  # time spent in COMMIT (the fsync), summed
+        self.writer_cpu_seconds = 0.0  # CPU the writer thread used (what group commit costs this process)
         self._init_schema()
 
     # ----------------------------------------------------------------------------------------- connections
@@ -358,6 +359,7 @@ class SQLiteStore(Store):
                     return
                 group = self._queue[: self.max_group]
                 del self._queue[: self.max_group]
+            cpu = time.thread_time()
             try:
                 self._commit_group(conn, group)
             except BaseException as exc:  # the whole transaction failed: every caller in it gets the error
@@ -370,6 +372,7 @@ class SQLiteStore(Store):
                         pending.result = None
                         pending.error = error
                         pending.done.set()
+            self.writer_cpu_seconds += time.thread_time() - cpu
 
     def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
         self._begin_immediate(conn)
