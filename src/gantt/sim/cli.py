@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(results, out)
     if args.json_out:
         body: Any = results[0] if len(results) == 1 else {"a": results[0], "b": results[1]}
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)  # a long run must not be lost to a typo
         Path(args.json_out).write_text(json.dumps(body, indent=1))
         err.print(f"metrics written to {args.json_out}")
     if args.plots:
