@@ -95,12 +95,12 @@ def test_fixed_decision_time_is_reproducible() -> None:
 def test_compare_mode_writes_both_runs_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cmp.json"
     code = main(["--compare", str(EXAMPLES / "contended-gantt.toml"), str(EXAMPLES / "contended-nova.toml"),
-                 "--requests", "1500", "--quiet", "--json", str(out), "--plots", str(tmp_path / "plots")])
+                 "--requests", "800", "--quiet", "--json", str(out), "--plots", str(tmp_path / "plots")])
     assert code == 0
     body = json.loads(out.read_text())
     assert body["a"]["policy"] == "gantt" and body["b"]["policy"] == "nova-classic"
     for side in ("a", "b"):
-        assert body[side]["requests"]["total"] == 1500
+        assert body[side]["requests"]["total"] == 800
         assert body[side]["invariants"]["overcommitted_nodes"] == 0
     # Nova discovers conflicts at build time; Gantt at claim time, before anything is sent to a host.
     assert body["b"]["conflicts"]["build_rejections"] > 0
