@@ -318,7 +318,8 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             fs["shuffle_best_same_weighed_hosts"] = True
         if fs:
             config["filter_scheduler"] = fs
-        server = ServerProcess(f"sqlite:///{db}", workers=args.workers, config=config, workdir=tmp)
+        env = {"GANTT_THREADS": str(args.threads)} if args.threads else None
+        server = ServerProcess(f"sqlite:///{db}", workers=args.workers, config=config, workdir=tmp, env=env)
         try:
             server.start(timeout=120)
             _use_uvloop()
@@ -404,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shuffle", action="store_true",
                         help="[filter_scheduler] shuffle_best_same_weighed_hosts: several schedulers then spread "
                              "over equally good hosts instead of all taking the same first one")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="GANTT_THREADS: decision threads per worker (0: the service's default)")
     parser.add_argument("--max-attempts", type=int, default=1, help="[scheduler] max_attempts (alternates)")
     parser.add_argument("--runs", type=int, default=1, help="repeat on a fresh server; figures are medians")
     parser.add_argument("--json", action="store_true", help="print only the JSON figures")
