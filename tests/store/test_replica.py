@@ -114,3 +114,15 @@ def test_multi_instance_request_commits_as_one_batch(n: int) -> None:
     assert store.snapshot().allocations == []
     answer = a.select_destinations(request(vcpus=4, num_instances=4))
     assert len(answer) == 4 and len(store.snapshot().allocations) == 4
+
+
+def test_claim_after_own_release_does_not_conflict() -> None:
+    """A release is applied in feed order at once, so the next claim expects the node's current revision."""
+    store = MemoryStore()
+    a = Replica(store, CONFIG).start(follow=False)
+    a.update_resource_stats("h0", host_stats(vcpus=2))
+    for i in range(5):
+        a.select_destinations(request(vcpus=2, instance_uuids=[f"vm-{i}"]))
+        a.release(f"vm-{i}")
+    assert a.scheduler.engine.stats.commit_conflicts == 0
+    assert store.snapshot().allocations == []
