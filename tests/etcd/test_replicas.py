@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gantt.model import NoValidHost
+from gantt.model import NoValidHost, StoreUnavailable
 from gantt.replica import Replica, audit
 from gantt.store.etcd import EtcdStore
 from tests.conftest import host_stats
@@ -62,13 +62,18 @@ def test_replicas_in_threads_fill_the_cloud_without_overcommit(store_url: str, g
         for j in range(30):
             n = 1 + (j + k) % 3  # multi-instance requests too
             rid = f"r{k}-{j}"
-            try:
-                replica.select_destinations({"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1},
-                                             "num_instances": n, "request_id": rid})
-                with lock:
-                    placed.append((rid, n))
-            except NoValidHost:
-                pass
+            spec = {"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1}, "num_instances": n,
+                    "request_id": rid, "instance_uuids": [f"{rid}-{i}" for i in range(n)]}
+            for _ in range(50):
+                try:
+                    replica.select_destinations(spec)
+                    with lock:
+                        placed.append((rid, n))
+                    break
+                except NoValidHost:
+                    break
+                except StoreUnavailable:  # an overloaded test machine: retry like a client (same UUIDs)
+                    time.sleep(0.1)
 
     threads = [threading.Thread(target=burst, args=(replicas[k % 3], k)) for k in range(12)]
     try:

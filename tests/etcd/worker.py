@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import time
 import uuid
 
 from gantt.config import Config
-from gantt.model import NoValidHost
+from gantt.model import NoValidHost, StoreUnavailable
 from gantt.replica import Replica
 from gantt.store.etcd import EtcdStore
 
@@ -44,13 +45,21 @@ def main(argv: list[str] | None = None) -> int:
                 remaining[0] -= 1
             request_id = str(uuid.uuid4())
             spec = {"flavor": {"name": "t", "vcpus": 1, "memory_mb": 64, "root_gb": 1},
-                    "num_instances": args.instances, "request_id": request_id, "project_id": "p"}
-            try:
-                answer = replica.select_destinations(spec)
-            except NoValidHost as exc:
-                if exc.explanation is not None and exc.explanation.reason == "contention":
-                    continue  # lost every race this time: the cloud is not full yet
-                return
+                    "num_instances": args.instances, "request_id": request_id, "project_id": "p",
+                    "instance_uuids": [f"{request_id}-{i}" for i in range(args.instances)]}
+            answer = None
+            for _ in range(100):
+                try:
+                    answer = replica.select_destinations(spec)
+                    break
+                except NoValidHost as exc:
+                    if exc.explanation is not None and exc.explanation.reason == "contention":
+                        continue  # lost every race this time: the cloud is not full yet
+                    return
+                except StoreUnavailable:  # overloaded machine: retry as a client would (same UUIDs)
+                    time.sleep(0.1)
+            if answer is None:
+                continue
             with out_lock:
                 print(f"placed {request_id} {len(answer)}", flush=True)
 
