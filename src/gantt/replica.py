@@ -65,6 +65,7 @@ class Replica:
         self.resyncs = 0
         # Nodes whose last claim commit had an unknown outcome: not claimable until the next snapshot load.
         self._dirty: set[NodeKey] = set()
+        self.revalidations = 0  # store conflicts resolved by re-checking the same nodes (no new decision)
         # What each host runs per the last instance-info write (the store keeps only the latest list per host),
         # so that Nova's additive update_instance_info / delete_instance_info can be written as a full list.
         self.instance_info: dict[str, list[str]] = {}
@@ -221,6 +222,39 @@ class Replica:
             mine.set()
 
     def _commit_claims(self, allocations: list[Allocation]) -> None:
+        """Commit the request's allocations; on a conflict, re-validate the same nodes before giving up.
+
+        A conflict only says a node's usage moved (another instance claimed or released there), not that our
+        claim no longer fits. So: catch up from the feed, check the nodes again with every allocation now known
+        counted, and re-commit expecting the revisions that state carries. Only a node that really filled up
+        sends the engine back to decide again, which keeps re-decisions rare under contention.
+        """
+        attempts = self.config.gantt.claim_retries + 1
+        for attempt in range(attempts):
+            expects = self._expects(allocations)
+            try:
+                result = self.store.commit(Batch(expect=list(expects.values()), allocations=allocations))
+            except StoreConflict as exc:
+                self.revalidations += 1
+                try:
+                    self.catch_up()
+                except GanttError as feed_exc:
+                    log.warning("catch-up after conflict failed: %s", feed_exc)
+                if attempt + 1 == attempts:
+                    raise ClaimConflict(str(exc), exc.keys) from None
+                continue  # _expects raises ClaimConflict if a node no longer has room
+            except BaseException as exc:
+                if not isinstance(exc, GanttError) or isinstance(exc, StoreUnavailable):
+                    # Unknown outcome: the engine rolls our local claims back, yet the store may hold them.
+                    with self.table.lock:
+                        self._dirty.update(expects)
+                raise
+            self.apply(result.changes, own="claim")
+            return
+
+    def _expects(self, allocations: list[Allocation]) -> dict[NodeKey, Expect]:
+        """Under the table lock: every node still has room (our local holds counted), and the usage revision that
+        state reflects, which the store must still hold for the commit to land."""
         table = self.table
         expects: dict[NodeKey, Expect] = {}
         with table.lock:
@@ -233,21 +267,7 @@ class Replica:
                 if key in self._dirty:  # 503 until the follower has re-read the store
                     raise StoreUnavailable(f"{key[0]}/{key[1]}: an earlier commit went unanswered; resynchronizing")
                 expects[key] = Expect(key[0], key[1], self.node_revisions.get(key, 0))
-        try:
-            result = self.store.commit(Batch(expect=list(expects.values()), allocations=allocations))
-        except StoreConflict as exc:
-            try:
-                self.catch_up()
-            except GanttError as feed_exc:
-                log.warning("catch-up after conflict failed: %s", feed_exc)
-            raise ClaimConflict(str(exc), exc.keys) from None
-        except BaseException as exc:
-            if not isinstance(exc, GanttError) or isinstance(exc, StoreUnavailable):
-                # Unknown outcome: the engine rolls our local claims back, yet the store may hold them.
-                with table.lock:
-                    self._dirty.update(expects)
-            raise
-        self.apply(result.changes, own="claim")
+        return expects
 
     # --------------------------------------------------------------------------------------------- writes
 

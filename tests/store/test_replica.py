@@ -126,3 +126,25 @@ def test_claim_after_own_release_does_not_conflict() -> None:
         a.release(f"vm-{i}")
     assert a.scheduler.engine.stats.commit_conflicts == 0
     assert store.snapshot().allocations == []
+
+
+def test_conflict_on_a_node_with_room_is_revalidated_not_redecided() -> None:
+    store = MemoryStore()
+    a = Replica(store, CONFIG).start(follow=False)
+    a.update_resource_stats("h0", host_stats(vcpus=2))
+    b = Replica(store, CONFIG).start(follow=False)  # b's view is taken now and never refreshed by a follower
+    a.select_destinations(request(vcpus=1, instance_uuids=["from-a"]))
+    b.select_destinations(request(vcpus=1, instance_uuids=["from-b"]))  # stale revision: the store refuses once
+    assert b.revalidations == 1
+    assert b.scheduler.engine.stats.commit_conflicts == 0  # same node re-checked, no second decision
+    assert {x.consumer_uuid for x in store.snapshot().allocations} == {"from-a", "from-b"}
+    # now h0 is full: a stale claim re-checks, finds no room, and the engine decides again (nothing fits)
+    a.release("from-a")
+    c = Replica(store, CONFIG).start(follow=False)
+    a.select_destinations(request(vcpus=1, instance_uuids=["from-a-again"]))
+    c_view_before = c.scheduler.host("h0")["inventories"]["VCPU"]["free"]
+    assert c_view_before == 1  # c saw one vCPU free, but it is gone
+    with pytest.raises(NoValidHost):
+        c.select_destinations(request(vcpus=1, instance_uuids=["from-c"]))
+    assert audit(store.snapshot(), CONFIG) == []
+    assert "from-c" not in {x.consumer_uuid for x in store.snapshot().allocations}
