@@ -18,6 +18,8 @@ from pathlib import Path
 
 import grpc
 
+from gantt.lifeline import die_with_parent
+
 ETCD = shutil.which("etcd") or ("/usr/bin/etcd" if os.path.exists("/usr/bin/etcd") else None)
 
 
@@ -126,7 +128,7 @@ class LocalCluster:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD")}
         m.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=open(m.data_dir / "stderr.log", "ab"),  # noqa: SIM115
-                                  env=env, start_new_session=True)
+                                  env=env, start_new_session=True, preexec_fn=die_with_parent)
 
     def stop(self, i: int, sig: int = signal.SIGKILL) -> None:
         m = self.members[i]

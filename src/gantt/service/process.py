@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from gantt.client import SchedulerClient
+from gantt.lifeline import die_with_parent
 
 
 def toml_text(config: dict[str, Any]) -> str:
@@ -80,7 +81,7 @@ class ServerProcess:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.env,
                                          pass_fds=(self.sock.fileno(),), cwd=self.workdir,
-                                         start_new_session=True)
+                                         start_new_session=True, preexec_fn=die_with_parent)
         self.wait_healthy(timeout)
         return self
 

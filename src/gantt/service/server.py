@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gantt.config import Config, load_config
+from gantt.lifeline import die_with_parent
 
 log = logging.getLogger("gantt.service")
 
@@ -105,6 +106,7 @@ def _ignore(signum: int, frame: Any) -> None:
 
 
 def _worker(options: ServeOptions, shared: socket.socket | None) -> None:
+    die_with_parent(signal.SIGTERM)  # a supervisor killed with SIGKILL must not leave its workers serving
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when workers stop (SIGTERM)
     sock = shared if shared is not None else _listen(options.host, options.port, reuse_port=True)
     sys.exit(_serve_sockets(options, [sock]))
