@@ -1,10 +1,11 @@
 """Gantt: a standalone cloud scheduler with Nova-compatible decisions and claims that cannot double-book."""
 
 from gantt.config import Config, load_config
-from gantt.engine import Candidate, ClaimConflict, Engine
+from gantt.engine import ClaimConflict, Engine
 from gantt.model import (
     Aggregate,
     Allocation,
+    Candidate,
     Explanation,
     Flavor,
     GanttError,

@@ -32,6 +32,7 @@ from gantt import weighers as weigher_pkg
 from gantt.config import Config
 from gantt.model import (
     Allocation,
+    Candidate,
     Explanation,
     FilterStep,
     GanttError,
@@ -85,16 +86,6 @@ class Ranking:
 
     def candidate_scores(self) -> np.ndarray:
         return self.score if self.rows is not None else self.score.take(np.flatnonzero(self.mask))
-
-
-@dataclass(slots=True)
-class Candidate:
-    host: str
-    nodename: str
-    weight: float
-    uuid: str | None = None
-    availability_zone: str | None = None
-    weights: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

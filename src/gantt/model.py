@@ -16,6 +16,7 @@ __all__ = [
     "STANDARD_CLASSES",
     "Aggregate",
     "Allocation",
+    "Candidate",
     "Flavor",
     "GanttError",
     "HostReport",
@@ -414,6 +415,17 @@ class Selection(Struct, omit_defaults=True):
     limits: dict[str, float] = field(default_factory=dict)
     consumer_uuid: str | None = None  # set on the claimed (first) entry only
     weight: float | None = None
+
+
+class Candidate(Struct):
+    """A node that passes every filter for a request, with its total weight and each weigher's part (a dry run)."""
+
+    host: str
+    nodename: str
+    weight: float
+    uuid: str | None = None
+    availability_zone: str | None = None
+    weights: dict[str, float] = field(default_factory=dict)
 
 
 class Allocation(Struct, omit_defaults=True):

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from gantt.config import Config, load_config
-from gantt.engine import Candidate, CommitHook, Engine
+from gantt.engine import CommitHook, Engine
 from gantt.model import (
     Aggregate,
     Allocation,
+    Candidate,
     Explanation,
     HostReport,
     HostStats,

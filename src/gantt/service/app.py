@@ -48,7 +48,6 @@ from gantt.service.schemas import (
     PROBLEM_JSON,
     AggregateList,
     AllocationList,
-    CandidateOut,
     Candidates,
     Health,
     InstancesIn,
@@ -277,10 +276,7 @@ async def select_destinations(request: Request) -> Response:
 def _candidates(replica: Replica, spec: RequestSpec, limit: int | None) -> Candidates:
     scheduler = replica.scheduler
     ranked = scheduler.candidates(spec, limit)
-    return Candidates(candidates=[CandidateOut(host=c.host, nodename=c.nodename, weight=c.weight, uuid=c.uuid,
-                                               availability_zone=c.availability_zone, weights=c.weights)
-                                  for c in ranked],
-                      explanation=scheduler.explain(spec))
+    return Candidates(candidates=ranked, explanation=scheduler.explain(spec))
 
 
 async def candidates(request: Request) -> Response:

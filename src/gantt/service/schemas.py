@@ -15,6 +15,7 @@ from gantt import __version__
 from gantt.model import (
     Aggregate,
     Allocation,
+    Candidate,
     Conflict,
     Explanation,
     GanttError,
@@ -143,19 +144,10 @@ class Selections(Struct):
     selections: list[list[Selection]]
 
 
-class CandidateOut(Struct):
-    host: str
-    nodename: str
-    weight: float
-    uuid: str | None = None
-    availability_zone: str | None = None
-    weights: dict[str, float] = field(default_factory=dict)
-
-
 class Candidates(Struct):
     """A dry run: every node that passes the filters, best first, and the filter-by-filter explanation."""
 
-    candidates: list[CandidateOut]
+    candidates: list[Candidate]
     explanation: Explanation
 
 
@@ -316,7 +308,6 @@ __all__ = [
     "PROBLEM_JSON",
     "AggregateList",
     "AllocationList",
-    "CandidateOut",
     "Candidates",
     "Health",
     "HostInfo",
