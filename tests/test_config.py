@@ -84,3 +84,15 @@ def test_overrides_make_a_changed_copy() -> None:
     assert changed.filter_scheduler.host_subset_size == 3
     assert changed.default.service_down_time == 5
     assert base.filter_scheduler.host_subset_size == 1
+
+
+def test_default_allocation_ratios_apply_to_hosts_that_report_none() -> None:
+    sched = Scheduler({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]},
+                       "DEFAULT": {"initial_cpu_allocation_ratio": 2.0, "ram_allocation_ratio": 1.5}})
+    sched.update_resource_stats("h0", {"vcpus": 8, "memory_mb": 1000, "local_gb": 10})
+    inventories = sched.host("h0")["inventories"]
+    assert inventories["VCPU"]["capacity"] == 16  # initial_cpu_allocation_ratio
+    assert inventories["MEMORY_MB"]["capacity"] == 1500  # ram_allocation_ratio wins over initial_*
+    assert inventories["DISK_GB"]["capacity"] == 10  # Nova's initial_disk_allocation_ratio, 1.0
+    sched.update_resource_stats("h1", {"vcpus": 8, "memory_mb": 1000, "local_gb": 10, "cpu_allocation_ratio": 3.0})
+    assert sched.host("h1")["inventories"]["VCPU"]["capacity"] == 24  # what a host reports wins

@@ -78,8 +78,7 @@ class Replica:
         return self.scheduler.table
 
     def _new_table(self) -> HostTable:
-        table = HostTable(service_down_time=self.config.default.service_down_time,
-                          claim_timeout=self.config.gantt.claim_timeout, clock=self.clock)
+        table = HostTable.from_config(self.config, clock=self.clock)
         table.on_expire = self._on_expire
         return table
 
@@ -395,7 +394,7 @@ def _load_snapshot(table: HostTable, snap: Snapshot) -> None:
 def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
     """Rebuild a table from a snapshot and list every node/class whose usage exceeds its capacity."""
     config = config or Config()
-    table = HostTable(service_down_time=config.default.service_down_time, claim_timeout=float("inf"))
+    table = HostTable.from_config(config, claim_timeout=float("inf"))
     _load_snapshot(table, snap=snapshot)
     problems: list[str] = []
     n = table.n

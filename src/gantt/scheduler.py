@@ -35,11 +35,7 @@ class Scheduler:
             config = Config.from_dict(config)
         self.config = config or Config()
         if table is None:
-            kwargs: dict[str, Any] = {"service_down_time": self.config.default.service_down_time,
-                                      "claim_timeout": self.config.gantt.claim_timeout}
-            if clock is not None:
-                kwargs["clock"] = clock
-            table = HostTable(**kwargs)
+            table = HostTable.from_config(self.config, **({"clock": clock} if clock is not None else {}))
         self.table = table
         self.engine = Engine(table, self.config, commit=commit)
 

@@ -35,13 +35,14 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from gantt.config import Config
 from gantt.model import Aggregate, Allocation, HostReport, HostStats, Inventory, NotFound
 
 log = logging.getLogger(__name__)
 
 NodeKey = tuple[str, str]
 
-# Nova's initial_*_allocation_ratio: used when a host reports none.
+# Nova's initial_*_allocation_ratio defaults: used when a host reports none (configurable: [DEFAULT]).
 DEFAULT_RATIOS = {"VCPU": 4.0, "MEMORY_MB": 1.0, "DISK_GB": 1.0}
 CLASSIC = (("VCPU", "vcpus", "vcpus_used", "cpu_allocation_ratio"),
            ("MEMORY_MB", "memory_mb", "memory_mb_used", "ram_allocation_ratio"),
@@ -133,9 +134,11 @@ class HostTable:
     """All hosts, columnar. See the module docstring for layout, revisions and accounting."""
 
     def __init__(self, *, service_down_time: float = 60.0, claim_timeout: float = 600.0,
-                 clock: Callable[[], float] = time.time, initial_rows: int = 1024) -> None:
+                 clock: Callable[[], float] = time.time, initial_rows: int = 1024,
+                 default_ratios: dict[str, float] | None = None) -> None:
         self.lock = threading.RLock()
         self.clock = clock
+        self.default_ratios = {**DEFAULT_RATIOS, **(default_ratios or {})}
         self.service_down_time = service_down_time
         self.claim_timeout = claim_timeout
         self.revision = 0
@@ -188,6 +191,21 @@ class HostTable:
         # and releases through the store; without it the table drops expired claims itself.
         self.on_expire: Callable[[list[Allocation]], None] | None = None
         self._listeners: list[Callable[[str, Any], None]] = []
+
+    @classmethod
+    def from_config(cls, config: Config, **kwargs: Any) -> HostTable:
+        """A table with the options that shape it: ``service_down_time``, ``claim_timeout`` and the allocation
+        ratios a host that reports none gets (Nova: ``cpu_allocation_ratio`` when set, else
+        ``initial_cpu_allocation_ratio``; likewise for RAM and disk)."""
+        d = config.default
+        ratios = {
+            "VCPU": d.cpu_allocation_ratio or d.initial_cpu_allocation_ratio,
+            "MEMORY_MB": d.ram_allocation_ratio or d.initial_ram_allocation_ratio,
+            "DISK_GB": d.disk_allocation_ratio or d.initial_disk_allocation_ratio,
+        }
+        kwargs.setdefault("service_down_time", d.service_down_time)
+        kwargs.setdefault("claim_timeout", config.gantt.claim_timeout)
+        return cls(default_ratios=ratios, **kwargs)
 
     # ------------------------------------------------------------------------------------------- columns
 
@@ -572,7 +590,7 @@ class HostTable:
                 continue
             ratio = getattr(stats, ratio_f)
             if ratio is None:
-                ratio = self.rc["ratio"][row, j] if self.has_inventory[row, j] else DEFAULT_RATIOS[rc]
+                ratio = self.rc["ratio"][row, j] if self.has_inventory[row, j] else self.default_ratios[rc]
             given[rc] = Inventory(total=total, allocation_ratio=float(ratio), used=getattr(stats, used_f))
         static = static_ratio
         rc_arrays = self.rc
