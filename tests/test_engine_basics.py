@@ -84,3 +84,21 @@ def test_down_host_is_filtered_and_multi_node_hosts_are_rows() -> None:
     assert passing(sched, request()) == {"node-a", "node-b"}
     sched.delete_host("ironic", "node-a")
     assert passing(sched, request()) == {"node-b"}
+
+
+def test_a_node_added_after_a_removal_inherits_nothing() -> None:
+    sched = make_scheduler({"a": {}, "b": {}}, filters=FILTERS)
+    sched.update_resource_stats("b", {"service": {"disabled": True}, "traits": ["CUSTOM_X"], "num_io_ops": 7,
+                                      "metrics": [{"name": "cpu.percent", "value": 90.0}],
+                                      "inventories": {"CUSTOM_GPU": {"total": 4}}})
+    sched.delete_host("a")  # b moves into a's row; b's old row is freed
+    sched.delete_host("b")  # and now every row is freed
+    sched.update_resource_stats("c", {"vcpus": 2, "memory_mb": 1024, "local_gb": 10})
+    sched.update_resource_stats("d", {"vcpus": 2, "memory_mb": 1024, "local_gb": 10})
+    for name in ("c", "d"):
+        host = sched.host(name)
+        assert not host["disabled"] and host["traits"] == [] and host["num_io_ops"] == 0
+        assert set(host["inventories"]) == {"VCPU", "MEMORY_MB", "DISK_GB"}
+        row = sched.table.row(name)
+        assert all(arr[row] != arr[row] for arr in sched.table.metrics.values())  # NaN: not reported
+    assert passing(sched, request(vcpus=2)) == {"c", "d"}

@@ -510,15 +510,8 @@ class HostTable:
         self.reported_instances.append(frozenset())
         self.row_of[(host, node)] = row
         self.rows_of_host.setdefault(host, set()).add(row)
-        for name, (_, fill) in SCALARS.items():
-            self.cols[name][row] = fill
-        for arr in self.rc.values():
-            arr[row, :] = 0.0
-        self.has_inventory[row, :] = False
-        self.reports_usage[row] = False
-        self.reports_instances[row] = False
-        for arr in self.metrics.values():
-            arr[row] = np.nan
+        # Rows at and beyond n are always pristine (filled when allocated, reset when a removal frees one), so a
+        # new row needs no reset here: this is the cold-start path, once per node.
         self.cols["aggset_code"][row] = self.aggsets.code(frozenset(self.host_aggregates.get(host, ())))
         # in-flight allocations that outlived a removal of the node come back with it
         for consumer in self.node_allocations.get((host, node), ()):
@@ -731,6 +724,19 @@ class HostTable:
                     self.host_ips, self.instances, self.reported_instances):
             lst.pop()  # type: ignore[attr-defined]
         self.n -= 1
+        self._reset_row(last)
+
+    def _reset_row(self, row: int) -> None:
+        """Give a freed row back its never-reported values, so that _add_row can take it as it is."""
+        for name, (_, fill) in SCALARS.items():
+            self.cols[name][row] = fill
+        for arr in self.rc.values():
+            arr[row, :] = 0.0
+        self.has_inventory[row, :] = False
+        self.reports_usage[row] = False
+        self.reports_instances[row] = False
+        for arr in self.metrics.values():
+            arr[row] = np.nan
 
     # ---------------------------------------------------------------------------------------- aggregates
 
