@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from gantt import filters as filter_pkg
@@ -422,10 +421,7 @@ class Engine:
                 np.logical_and(mask, m[:n], out=mask)
         count = int(np.count_nonzero(mask))
         rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
-        if rows is not None:
-            score = np.zeros(count)
-        else:
-            score = np.zeros(n)
+        score = np.zeros(count if rows is not None else n)
         if count > 1:  # Nova returns a lone candidate unweighed (weight 0): nothing to rank it against
             self._weigh(ctx, mask, count, rows, score, contributions)
         if rows is None and count < n:
@@ -561,7 +557,3 @@ class _Extremes:
 def _aligned(values: np.ndarray, rows: np.ndarray | None, mask: np.ndarray) -> np.ndarray:
     """Per-weigher contributions in candidate order (as ``Ranking.candidate_scores``), for dry runs."""
     return values if rows is not None else values[mask]
-
-
-def selections_to_builtins(answer: list[list[Selection]]) -> list[list[dict[str, Any]]]:
-    return msgspec.to_builtins(answer)

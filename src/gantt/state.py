@@ -423,13 +423,6 @@ class HostTable:
         # ratio filters ask for this on every decision (a 100,000-row gather each time otherwise).
         return self.aggregate_cache(("metadata_min_float_rows", key), rows)
 
-    def hosts_in_aggregate(self, agg_key: str) -> np.ndarray:
-        """Boolean mask over live rows: nodes whose host is a member of the aggregate."""
-        lut = np.fromiter((agg_key in s for s in self.aggsets.values), dtype=np.bool_, count=len(self.aggsets))
-        return lut[self.col("aggset_code")]
-
-    # ----------------------------------------------------------------------------------------- listeners
-
     def subscribe(self, listener: Callable[[str, Any], None]) -> None:
         """Called (under the lock) with ("host"|"aggregate"|"allocation"|..., object) after each change."""
         self._listeners.append(listener)
