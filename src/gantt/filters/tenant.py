@@ -29,9 +29,12 @@ class AggregateMultiTenancyIsolation(Filter):
         return ctx.spec.project_id
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        if not any(key.startswith(_PREFIX) for agg in table.aggregates.values() for key in agg.metadata):
+        named = table.aggregate_cache(("tenant_isolation_projects",), lambda: _named_projects(table))
+        if named is None:
             return None
-        project = ctx.spec.project_id
+        # Every project no aggregate names gets the same mask: build it once, not once per project (a cloud has
+        # thousands of projects and only a few isolated ones).
+        project = ctx.spec.project_id if ctx.spec.project_id in named else None
 
         def allowed(meta: Metadata) -> bool:
             tenants: set[str] = set()
@@ -40,4 +43,16 @@ class AggregateMultiTenancyIsolation(Filter):
                     tenants |= values
             return not tenants or project in tenants
 
-        return rows_where(table, allowed)
+        return table.aggregate_cache(("tenant_isolation_mask", project), lambda: rows_where(table, allowed))
+
+
+def _named_projects(table: HostTable) -> frozenset[str] | None:
+    """Every project some aggregate isolates for; None when no aggregate isolates at all."""
+    found = False
+    projects: set[str] = set()
+    for agg in table.aggregates.values():
+        for key, value in agg.metadata.items():
+            if key.startswith(_PREFIX):
+                found = True
+                projects.update(part.strip() for part in value.split(","))
+    return frozenset(projects) if found else None
