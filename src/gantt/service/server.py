@@ -84,7 +84,10 @@ def _load(options: ServeOptions) -> Config:
 def _serve_sockets(options: ServeOptions, sockets: list[socket.socket]) -> int:
     import uvicorn
 
+    from gantt.allocator import keep_freed_memory
     from gantt.service.app import create_app
+
+    keep_freed_memory()
 
     logging.basicConfig(level=getattr(logging, options.log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")

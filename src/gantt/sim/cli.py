@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from gantt.allocator import keep_freed_memory
 from gantt.sim.report import print_summary, write_plots
 from gantt.sim.scenario import Scenario, ScenarioError, load_scenario
 from gantt.sim.simulator import Simulation
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         args_in = args_in[1:]
     parser = _parser()
     args = parser.parse_args(args_in)
+    keep_freed_memory()
     if (args.scenario is None) == (args.compare is None):
         parser.error("give one SCENARIO.toml, or --compare A.toml B.toml")
     err = Console(stderr=True)
