@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +36,7 @@ import msgspec
 import numpy as np
 
 from gantt.config import Config
+from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows
 from gantt.model import Aggregate, Allocation, HostReport, HostStats, Inventory, NotFound
 
 log = logging.getLogger(__name__)
@@ -191,6 +192,12 @@ class HostTable:
         # and releases through the store; without it the table drops expired claims itself.
         self.on_expire: Callable[[list[Allocation]], None] | None = None
         self._listeners: list[Callable[[str, Any], None]] = []
+        # derived data patched on changed rows rather than recomputed per decision (see gantt.journal)
+        self.journal = RowJournal()
+        self.heartbeat_epoch = 0
+        self._liveness = Liveness()
+        self._usage_masks = PatchedMasks()
+        self._column_bounds = ColumnBounds()
 
     @classmethod
     def from_config(cls, config: Config, **kwargs: Any) -> HostTable:
@@ -289,9 +296,33 @@ class HostTable:
         return row
 
     def alive(self, now: float | None = None) -> np.ndarray:
-        """Nodes whose last report is within ``service_down_time``."""
+        """Nodes whose last report is within ``service_down_time`` (do not modify the result: it is shared)."""
         now = self.clock() if now is None else now
-        return self.col("updated_at") >= now - self.service_down_time
+        return self._liveness.get(self.cols["updated_at"], now - self.service_down_time, n=self.n,
+                                  static_revision=self.static_revision, epoch=self.heartbeat_epoch,
+                                  journal=self.journal)
+
+    def usage_mask(self, key: Hashable, compute: Callable[[Rows], np.ndarray]) -> np.ndarray:
+        """A boolean mask over usage columns, memoized under ``key`` and patched on the rows changed since
+        (``compute(rows)`` evaluates it for an index array or ``slice(0, n)``). Do not modify the result."""
+        return self._usage_masks.get(key, n=self.n, static_revision=self.static_revision, journal=self.journal,
+                                     compute=compute)
+
+    def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
+        """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks,
+        when a shortlist of the column's extreme rows can tell; None means: take a full pass."""
+        return self._column_bounds.get(name, column, mask, highest=highest, n=self.n,
+                                       static_revision=self.static_revision, journal=self.journal)
+
+    def heartbeat(self, rows: np.ndarray, now: float) -> None:
+        """``update(HostReport(host))`` for many rows at once: a report naming nothing only says "alive at now"."""
+        if not len(rows):
+            return
+        with self.lock:
+            self.cols["updated_at"][rows] = now
+            self.cols["usage_version"][rows] += 1
+            self.heartbeat_epoch += 1
+            self.revision += 1
 
     def node_caps(self, row: int) -> HostCaps:
         return self.caps.values[int(self.cols["caps_code"][row])]
@@ -485,7 +516,7 @@ class HostTable:
             self._refresh_load(row)
             self._refresh_free(row)
             cols["updated_at"][row] = now
-            cols["usage_version"][row] += 1
+            self._touched(row)
             self._changed("host", key, static=static)
             return row
 
@@ -668,7 +699,13 @@ class HostTable:
         self.cols["inflight_instances"][row] += sign
         self._refresh_load(row)
         self._refresh_free(row)
+        self._touched(row)
+
+    def _touched(self, row: int) -> None:
+        """After a row's usage or report time is written: a new usage version, and a journal entry (last, so a
+        reader that sees the entry sees the values)."""
         self.cols["usage_version"][row] += 1
+        self.journal.append(row)
 
     def remove(self, host: str, node: str | None = None) -> list[NodeKey]:
         """Remove a node (or, without ``node``, every node of the host) and the allocations on it."""
@@ -844,7 +881,7 @@ class HostTable:
         if not allocation.confirmed:
             self._add_inflight(row, allocation.resources, +1)
         else:
-            self.cols["usage_version"][row] += 1
+            self._touched(row)
 
     def release(self, consumer_uuid: str) -> Allocation:
         with self.lock:

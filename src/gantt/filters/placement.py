@@ -10,6 +10,7 @@ from collections.abc import Hashable
 import numpy as np
 
 from gantt.filters.base import Filter, register
+from gantt.journal import Rows
 from gantt.model import NearestMiss
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -25,22 +26,15 @@ class ResourceFilter(Filter):
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         if not ctx.resources:
             return None
-        n = table.n
-        out: np.ndarray | None = None
+        wanted: list[tuple[int, int]] = []
         for rc, amount in ctx.resources.items():
             j = table.rc_index.get(rc)
             if j is None:
-                return np.zeros(n, dtype=np.bool_)
-            fits = table.rc["free"][:n, j] >= amount - 1e-9
-            bounds = _unit_bounds(table, j)
-            if amount > bounds[0]:
-                fits &= table.rc["max_unit"][:n, j] >= amount
-            if amount < bounds[1]:
-                fits &= table.rc["min_unit"][:n, j] <= amount
-            if bounds[2] > 1:
-                fits &= np.fmod(amount, np.maximum(table.rc["step_size"][:n, j], 1)) == 0
-            out = fits if out is None else out & fits
-        return out
+                return np.zeros(table.n, dtype=np.bool_)
+            wanted.append((j, amount))
+        # Patched on the rows whose usage changed since the last request of the same size, not recomputed.
+        key = (self.name, tuple(sorted(wanted)))
+        return table.usage_mask(key, lambda rows: _fits(table, wanted, rows))
 
     def nearest_miss(self, table: HostTable, ctx: RequestContext, others: np.ndarray) -> list[NearestMiss]:
         """For each requested class that some otherwise-eligible node lacks: the best such node, and the gap."""
@@ -61,6 +55,23 @@ class ResourceFilter(Filter):
                                       short_by=float(amount - free[best]), host=table.host_names[best],
                                       nodename=table.node_names[best]))
         return misses
+
+
+def _fits(table: HostTable, wanted: list[tuple[int, int]], rows: Rows) -> np.ndarray:
+    """Whether each of ``rows`` has room for every (class column, amount), within min/max unit and step."""
+    out: np.ndarray | None = None
+    for j, amount in wanted:
+        fits = table.rc["free"][rows, j] >= amount - 1e-9
+        bounds = _unit_bounds(table, j)
+        if amount > bounds[0]:
+            fits &= table.rc["max_unit"][rows, j] >= amount
+        if amount < bounds[1]:
+            fits &= table.rc["min_unit"][rows, j] <= amount
+        if bounds[2] > 1:
+            fits &= np.fmod(amount, np.maximum(table.rc["step_size"][rows, j], 1)) == 0
+        out = fits if out is None else out & fits
+    assert out is not None
+    return out
 
 
 def _unit_bounds(table: HostTable, j: int) -> tuple[float, float, float]:

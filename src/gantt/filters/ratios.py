@@ -17,6 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from gantt.filters.base import Filter, register
+from gantt.journal import Rows
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
@@ -60,11 +61,15 @@ class _AggregateRatioFilter(Filter):
             return None  # every node keeps its own ratio: the resource check already decides
         capacity, delta, smallest_total = overrides
         j = table.rc_index[self.resource_class]
-        n = table.n
-        fits = table.rc["free"][:n, j] >= (delta + (amount - 1e-9))
-        if amount > smallest_total:  # an instance may not overcommit a node against itself
-            fits &= np.isnan(capacity) | (amount <= table.rc["total"][:n, j])
-        return fits
+
+        def fits(rows: Rows) -> np.ndarray:
+            ok = table.rc["free"][rows, j] >= (delta[rows] + (amount - 1e-9))
+            if amount > smallest_total:  # an instance may not overcommit a node against itself
+                ok &= np.isnan(capacity[rows]) | (amount <= table.rc["total"][rows, j])
+            return ok
+
+        # Patched on the rows whose usage changed since the last request of the same size, not recomputed.
+        return table.usage_mask((self.name, amount), fits)
 
     def limits(self, table: HostTable, ctx: RequestContext) -> dict[str, np.ndarray] | None:
         if ctx.resources.get(self.resource_class, 0) <= 0:

@@ -19,8 +19,8 @@ Model (design §1 with a store in the middle):
 Heartbeats are vectorized: a heartbeat is a report naming nothing (``HostReport(host)``), whose only effect on a
 HostTable is ``updated_at = now`` and a usage-version bump. At 100,000 hosts reporting every minute that is
 1,700 reports/s per table; going through ``HostTable.update`` one by one on the truth and every replica would
-cost more than the decisions, so ``heartbeat`` writes those two columns for a batch of rows in one step. It is the
-only place the simulator writes HostTable internals.
+cost more than the decisions, so ``heartbeat`` uses ``HostTable.heartbeat``, which writes those two columns for a
+batch of rows in one step.
 """
 
 from __future__ import annotations
@@ -39,12 +39,7 @@ ALLOC, RELEASE, REPORT, HEARTBEAT = 0, 1, 2, 3
 
 def heartbeat(table: HostTable, rows: np.ndarray, now: float) -> None:
     """``HostTable.update(HostReport(host))`` for many rows at once (see the module docstring)."""
-    if not len(rows):
-        return
-    with table.lock:
-        table.cols["updated_at"][rows] = now
-        table.cols["usage_version"][rows] += 1
-        table.revision += 1
+    table.heartbeat(rows, now)
 
 
 class Feed:

@@ -31,6 +31,9 @@ class Weigher:
     # here keeps that exact (negating the raw values instead would shift per-node scores when overrides
     # differ).
     multiplier_sign: ClassVar[float] = 1.0
+    # When ``raw`` is exactly a usage column of the table (a name the table journals changes of), the engine
+    # finds its extremes over the candidates from a shortlist kept across decisions instead of a full pass.
+    usage_column: ClassVar[str | None] = None
 
     def __init__(self, config: Config) -> None:
         self.config = config

@@ -26,6 +26,7 @@ class IoOpsWeigher(Weigher):
     name = "IoOpsWeigher"
     multiplier_option = "io_ops_weight_multiplier"
     minval = 0.0
+    usage_column = "io_ops_load"
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         return table.col("io_ops_load")
@@ -37,6 +38,7 @@ class NumInstancesWeigher(Weigher):
 
     name = "NumInstancesWeigher"
     multiplier_option = "num_instances_weight_multiplier"
+    usage_column = "instances_load"
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         return table.col("instances_load")

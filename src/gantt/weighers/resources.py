@@ -15,6 +15,7 @@ class RAMWeigher(Weigher):
 
     name = "RAMWeigher"
     multiplier_option = "ram_weight_multiplier"
+    usage_column = "free_ram_mb"
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         return table.col("free_ram_mb")
@@ -26,6 +27,7 @@ class CPUWeigher(Weigher):
 
     name = "CPUWeigher"
     multiplier_option = "cpu_weight_multiplier"
+    usage_column = "free:VCPU"
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         free = table.rc_col("free", "VCPU")
@@ -38,6 +40,7 @@ class DiskWeigher(Weigher):
 
     name = "DiskWeigher"
     multiplier_option = "disk_weight_multiplier"
+    usage_column = "free_disk_mb"
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         return table.col("free_disk_mb")

@@ -1,0 +1,262 @@
+"""Derived per-row data kept up to date from a journal of changed rows, instead of recomputed per decision.
+
+At 100,000 nodes a pass over one float column costs 10-60 µs (more when several replicas compete for the cache),
+and a decision reads a dozen of them. Between two decisions only a handful of rows change (the claims and
+releases in between, a few reports), so anything derived from usage columns can be patched on those rows:
+
+- ``RowJournal``: every row whose usage or report time changed, in order. ``HostTable`` appends after each change
+  (under its lock, after the columns are written); readers take a sequence number and later ask what changed
+  since.
+- ``PatchedMasks``: boolean masks over usage columns (does this flavor fit?), keyed by the caller, patched on
+  the journaled rows.
+- ``Liveness``: the "reported within service_down_time" mask, valid for a window of clock readings and patched
+  on reports.
+- ``ColumnBounds``: the lowest / highest value of a column over a set of candidate rows, from a cached
+  shortlist of the column's extreme rows.
+
+Everything here is also valid for the rows and static state it was built on: callers key on
+``static_revision`` and the row count (both move when rows come or go or an inventory's shape changes).
+Readers never lock: a value built while a writer runs may miss that write, but the write's journal entry comes
+after its columns are written and after the reader took its sequence number, so the next reader patches it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+import numpy as np
+
+Rows = np.ndarray | slice
+
+
+class RowJournal:
+    """Row numbers in the order they changed (repeats included); trimmed from the head, and a reader whose start
+    was trimmed away rebuilds."""
+
+    def __init__(self, keep: int = 1 << 15) -> None:
+        self.keep = keep
+        # [absolute index of buffer[0], buffer, entries used]: replaced as one object when trimmed, so a reader
+        # never pairs one buffer's contents with another's base
+        self._state: list = [0, np.empty(4 * keep, dtype=np.intp), 0]
+
+    @property
+    def seq(self) -> int:
+        state = self._state
+        return state[0] + state[2]  # type: ignore[no-any-return]
+
+    def append(self, row: int) -> None:
+        state = self._state
+        base, buffer, used = state
+        if used == len(buffer):
+            fresh = np.empty_like(buffer)
+            fresh[: self.keep] = buffer[used - self.keep:]
+            state = [base + used - self.keep, fresh, self.keep]
+            buffer, used = fresh, self.keep
+            self._state = state
+        buffer[used] = row
+        state[2] = used + 1  # after the row is written: a reader never sees a slot before it is filled
+
+    def since(self, seq: int, until: int) -> np.ndarray | None:
+        """Rows changed in ``[seq, until)`` (a view; may repeat rows); None when that part is trimmed away."""
+        base, buffer, used = self._state
+        if seq < base or until > base + used:
+            return None
+        return buffer[seq - base:until - base]  # type: ignore[no-any-return]
+
+
+@dataclass(slots=True)
+class _Patched:
+    static_revision: int
+    n: int
+    seq: int
+    mask: np.ndarray
+
+
+class PatchedMasks:
+    """A small LRU of usage masks, each patched on the rows changed since it was built."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[Hashable, _Patched] = OrderedDict()
+
+    def get(self, key: Hashable, *, n: int, static_revision: int, journal: RowJournal,
+            compute: Callable[[Rows], np.ndarray]) -> np.ndarray:
+        """The mask for ``key``; ``compute(rows)`` evaluates it on some rows (an index array or ``slice(0, n)``)."""
+        seq = journal.seq
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if entry is not None and entry.static_revision == static_revision and entry.n == n:
+            if entry.seq == seq:
+                return entry.mask
+            rows = journal.since(entry.seq, seq)
+            if rows is not None and len(rows) * 16 <= n:
+                mask = entry.mask.copy()  # copied: a concurrent decision may still read the old one
+                if len(rows):
+                    mask[rows] = compute(rows)
+                self._store(key, _Patched(static_revision, n, seq, mask))
+                return mask
+        mask = compute(slice(0, n))
+        self._store(key, _Patched(static_revision, n, seq, mask))
+        return mask
+
+    def _store(self, key: Hashable, entry: _Patched) -> None:
+        with self._lock:
+            old = self._entries.get(key)
+            if old is not None and old.seq > entry.seq:
+                return  # a later build got there first
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+
+@dataclass(slots=True)
+class _Alive:
+    static_revision: int
+    n: int
+    seq: int
+    epoch: int
+    threshold: float  # the cutoff it was built for: alive = updated_at >= threshold
+    dead_max: float  # latest report among the dead rows: a cutoff at or below it revives one
+    alive_min: float  # earliest report among the live rows: a cutoff above it kills one
+    mask: np.ndarray
+
+
+class Liveness:
+    """``updated_at >= now - service_down_time`` without a pass over the column per decision.
+
+    The mask built for cutoff ``c`` holds for any cutoff in ``(dead_max, alive_min]``: no row's report time lies
+    between. A report moves one row (journaled: patched, and the window narrowed); a bulk heartbeat moves the
+    ``epoch`` and the next reader rebuilds.
+    """
+
+    def __init__(self) -> None:
+        self._entry: _Alive | None = None
+
+    def get(self, updated_at: np.ndarray, cutoff: float, *, n: int, static_revision: int, epoch: int,
+            journal: RowJournal) -> np.ndarray:
+        seq = journal.seq
+        entry = self._entry
+        if (entry is not None and entry.static_revision == static_revision and entry.n == n
+                and entry.epoch == epoch and entry.dead_max < cutoff <= entry.alive_min):
+            if entry.seq == seq:
+                return entry.mask
+            rows = journal.since(entry.seq, seq)
+            if rows is not None and len(rows) * 16 <= n:
+                values = updated_at[rows]
+                up = values >= entry.threshold
+                mask = entry.mask.copy()
+                mask[rows] = up
+                alive_min = min(entry.alive_min, float(values[up].min())) if up.any() else entry.alive_min
+                dead_max = max(entry.dead_max, float(values[~up].max())) if not up.all() else entry.dead_max
+                patched = _Alive(static_revision, n, seq, epoch, entry.threshold, dead_max, alive_min, mask)
+                if dead_max < cutoff <= alive_min:
+                    self._entry = patched
+                    return mask
+        column = updated_at[:n]
+        mask = column >= cutoff
+        # boolean indexing, not ``where=`` reductions: those run a slow generic loop on irregular masks
+        up = column[mask]
+        down = column[~mask]
+        alive_min = float(up.min()) if len(up) else np.inf
+        dead_max = float(down.max()) if len(down) else -np.inf
+        self._entry = _Alive(static_revision, n, seq, epoch, cutoff, dead_max, alive_min, mask)
+        return mask
+
+
+@dataclass(slots=True)
+class _Shortlist:
+    static_revision: int
+    n: int
+    seq: int  # journal position up to which ``values`` is current
+    rows: np.ndarray  # sorted row numbers
+    values: np.ndarray  # their current values
+    bound: float  # no row outside ``rows`` is more extreme than this
+
+
+class ColumnBounds:
+    """Lowest or highest value of a usage column over the candidates, from a shortlist of its extreme rows.
+
+    A shortlist holds the ``size`` most extreme rows of a column with their values, and ``bound``: no other row
+    is more extreme. Each query first brings it up to date with the rows changed since (a handful): a listed
+    row gets its new value; an unlisted row that now beats ``bound`` joins the list. The candidates' extreme is
+    then the best listed candidate, provided it reaches ``bound`` (every unlisted row is no better). When no
+    listed candidate does (a spreading weigher has used the list up) the caller takes a full pass and the list
+    is rebuilt: about once per ``size`` claims.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, bool], _Shortlist] = {}
+
+    def get(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool, n: int,
+            static_revision: int, journal: RowJournal) -> float | None:
+        """The candidates' extreme of ``column`` (``mask`` marks candidates), or None when the shortlist can't
+        tell."""
+        if n <= self.size * 8:
+            return None  # a small table: a full pass costs as little
+        key = (name, highest)
+        with self._lock:
+            seq = journal.seq
+            entry = self._entries.get(key)
+            if entry is not None and (entry.static_revision != static_revision or entry.n != n
+                                      or not self._catch_up(entry, column, journal, seq, highest)):
+                entry = None
+            if entry is None:
+                entry = self._build(column, highest=highest, n=n, static_revision=static_revision, seq=seq)
+                self._entries[key] = entry
+            values = entry.values[mask[entry.rows]]
+            if len(values):
+                best = float(values.max() if highest else values.min())
+                if (best >= entry.bound) if highest else (best <= entry.bound):
+                    return best
+            del self._entries[key]  # used up for these candidates: rebuild on the next query
+            return None
+
+    def _catch_up(self, entry: _Shortlist, column: np.ndarray, journal: RowJournal, seq: int,
+                  highest: bool) -> bool:
+        """Apply the rows changed since the entry's position; False when it is better rebuilt."""
+        if entry.seq == seq:
+            return True
+        changed = journal.since(entry.seq, seq)
+        if changed is None or len(changed) > self.size:
+            return False
+        rows = entry.rows
+        where = np.searchsorted(rows, changed)
+        listed = where < len(rows)
+        listed[listed] = rows[where[listed]] == changed[listed]
+        if listed.any():
+            entry.values[where[listed]] = column[changed[listed]]
+        if not listed.all():
+            outside = np.unique(changed[~listed])
+            fresh = column[outside]
+            beats = fresh > entry.bound if highest else fresh < entry.bound
+            if beats.any():
+                if len(rows) + int(beats.sum()) > 2 * self.size:
+                    return False
+                joined = np.concatenate((rows, outside[beats]))
+                order = np.argsort(joined, kind="stable")
+                entry.rows = joined[order]
+                entry.values = np.concatenate((entry.values, fresh[beats]))[order]
+        entry.seq = seq
+        return True
+
+    def _build(self, column: np.ndarray, *, highest: bool, n: int, static_revision: int, seq: int) -> _Shortlist:
+        size = self.size
+        values = column[:n]
+        if highest:
+            part = np.argpartition(values, n - size - 1)
+            rows = np.sort(part[n - size:])
+            bound = float(values[part[n - size - 1]])
+        else:
+            part = np.argpartition(values, size)
+            rows = np.sort(part[:size])
+            bound = float(values[part[size]])
+        return _Shortlist(static_revision, n, seq, rows, values[rows].copy(), bound)
