@@ -54,6 +54,22 @@ def test_column_bounds_follow_changes_and_joiners() -> None:
     assert answered > 400  # the shortlist answered most queries, not the fallback
 
 
+def test_column_bounds_row_that_joins_and_changes_again_keeps_its_latest_value() -> None:
+    n = 5000
+    column = np.zeros(n)
+    column[:64] = 10.0  # the shortlist: bound 0
+    journal = RowJournal()
+    bounds = ColumnBounds(size=64)
+    everyone = np.ones(n, dtype=np.bool_)
+    assert bounds.get("c", column, everyone, highest=True, n=n, static_revision=0, journal=journal) == 10.0
+    column[:64] = 0.0
+    for value in (50.0, 20.0):  # row 4000 rises past the bound, then falls back a little: one journal window
+        column[4000] = value
+        journal.append(4000)
+    journal.append(3)
+    assert bounds.get("c", column, everyone, highest=True, n=n, static_revision=0, journal=journal) == 20.0
+
+
 def test_liveness_matches_the_column_through_reports_heartbeats_and_time() -> None:
     rng = np.random.default_rng(5)
     n = 4000

@@ -289,42 +289,43 @@ class Engine:
         """(row, weight) in Nova's pick order: a random one of the best ``host_subset_size``, then by weight.
 
         With ``shuffle_best_same_weighed_hosts`` the nodes tied for the best weight are shuffled first. Only the few
-        rows actually needed are extracted (repeated argmax), never a sort of every candidate.
+        rows actually needed are extracted (repeated argmax), never a sort of every candidate. Consumes the
+        ranking: each picked score is overwritten with -inf (a copy would cost a pass over every row).
         """
         fs = self.config.filter_scheduler
-        score = ranking.score.copy()
+        score = ranking.score
         rows = ranking.rows
         remaining = ranking.count
-        head: list[int] = []  # positions in score
+        head: list[tuple[int, float]] = []  # (position in score, weight)
         if fs.shuffle_best_same_weighed_hosts and remaining:
             ties = np.flatnonzero(score == score.max()).tolist()
             take = min(len(ties), fs.host_subset_size + self.config.scheduler.max_attempts + 4)
-            picked = self.rng.sample(ties, take)
-            head.extend(picked)
-            score[picked] = -np.inf
-            remaining -= len(picked)
+            for i in self.rng.sample(ties, take):
+                head.append((i, float(score[i])))
+                score[i] = -np.inf
+            remaining -= take
         while len(head) < fs.host_subset_size and remaining > 0:
             i = int(score.argmax())
-            head.append(i)
+            head.append((i, float(score[i])))
             score[i] = -np.inf
             remaining -= 1
-        weights = ranking.score
 
-        def emit(i: int) -> tuple[int, float]:
-            return (int(rows[i]) if rows is not None else i), float(weights[i])
+        def emit(i: int, weight: float) -> tuple[int, float]:
+            return (int(rows[i]) if rows is not None else i), weight
 
         if head:
             subset = head[: fs.host_subset_size]
             first = subset[self.rng.randrange(len(subset))]
             head.remove(first)
-            yield emit(first)
-        for i in head:
-            yield emit(i)
+            yield emit(*first)
+        for i, weight in head:
+            yield emit(i, weight)
         while remaining > 0:
             i = int(score.argmax())
+            weight = float(score[i])
             score[i] = -np.inf
             remaining -= 1
-            yield emit(i)
+            yield emit(i, weight)
 
     def _rollback(self, placed: list[Allocation]) -> None:
         table = self.table

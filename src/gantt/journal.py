@@ -175,8 +175,9 @@ class _Shortlist:
     static_revision: int
     n: int
     seq: int  # journal position up to which ``values`` is current
-    rows: np.ndarray  # sorted row numbers
+    rows: np.ndarray  # listed row numbers
     values: np.ndarray  # their current values
+    position: dict[int, int]  # row -> index in ``rows``
     bound: float  # no row outside ``rows`` is more extreme than this
 
 
@@ -228,23 +229,30 @@ class ColumnBounds:
         changed = journal.since(entry.seq, seq)
         if changed is None or len(changed) > self.size:
             return False
-        rows = entry.rows
-        where = np.searchsorted(rows, changed)
-        listed = where < len(rows)
-        listed[listed] = rows[where[listed]] == changed[listed]
-        if listed.any():
-            entry.values[where[listed]] = column[changed[listed]]
-        if not listed.all():
-            outside = np.unique(changed[~listed])
-            fresh = column[outside]
-            beats = fresh > entry.bound if highest else fresh < entry.bound
-            if beats.any():
-                if len(rows) + int(beats.sum()) > 2 * self.size:
-                    return False
-                joined = np.concatenate((rows, outside[beats]))
-                order = np.argsort(joined, kind="stable")
-                entry.rows = joined[order]
-                entry.values = np.concatenate((entry.values, fresh[beats]))[order]
+        # A handful of rows per decision: a Python loop beats a dozen numpy calls on tiny arrays.
+        position = entry.position
+        values = entry.values
+        bound = entry.bound
+        joiners: list[tuple[int, float]] = []
+        for row in changed.tolist():
+            value = float(column[row])
+            at = position.get(row)
+            if at is not None:
+                if at >= 0:
+                    values[at] = value
+            elif value > bound if highest else value < bound:
+                position[row] = -1  # joins below; a row changed twice joins once, with its latest value
+                joiners.append((row, value))
+        if joiners:
+            if len(entry.rows) + len(joiners) > 2 * self.size:
+                return False
+            start = len(entry.rows)
+            latest = {row: float(column[row]) for row, _ in joiners}
+            entry.rows = np.concatenate((entry.rows, np.fromiter(latest, dtype=np.intp, count=len(latest))))
+            entry.values = np.concatenate((values, np.fromiter(latest.values(), dtype=np.float64,
+                                                               count=len(latest))))
+            for k, row in enumerate(latest):
+                position[row] = start + k
         entry.seq = seq
         return True
 
@@ -253,10 +261,11 @@ class ColumnBounds:
         values = column[:n]
         if highest:
             part = np.argpartition(values, n - size - 1)
-            rows = np.sort(part[n - size:])
+            rows = part[n - size:].copy()
             bound = float(values[part[n - size - 1]])
         else:
             part = np.argpartition(values, size)
-            rows = np.sort(part[:size])
+            rows = part[:size].copy()
             bound = float(values[part[size]])
-        return _Shortlist(static_revision, n, seq, rows, values[rows].copy(), bound)
+        return _Shortlist(static_revision, n, seq, rows, values[rows].copy(),
+                          {row: i for i, row in enumerate(rows.tolist())}, bound)
