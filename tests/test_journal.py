@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gantt import NoValidHost, Scheduler
-from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal
+from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, WeightedSums
 from gantt.model import Aggregate
 from tests.conftest import FakeClock, host_stats, request
 
@@ -145,6 +145,7 @@ def _forget_derived(sched: Scheduler) -> None:
     table._liveness = Liveness()
     table._usage_masks = PatchedMasks()
     table._column_bounds = ColumnBounds()
+    table._weighted_sums = WeightedSums()
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -200,3 +201,4 @@ def test_decisions_with_patched_data_equal_decisions_from_scratch(seed: int) -> 
     # the patched side really ran the patched paths
     assert patched.table._column_bounds._entries
     assert patched.table._usage_masks._entries
+    assert patched.table._weighted_sums._entries

@@ -42,6 +42,7 @@ from gantt.model import (
 )
 from gantt.request import NodeKey, RequestContext
 from gantt.state import ClaimRejected, HostTable
+from gantt.weighers.base import Weigher
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +80,15 @@ class Ranking:
     steps: list[tuple[str, np.ndarray | None]]
     limits: dict[str, np.ndarray]
     rows: np.ndarray | None = None
+    offset: float = 0.0  # added to every score to give the weight (it never changes the order)
 
     def candidate_rows(self) -> np.ndarray:
         return self.rows if self.rows is not None else np.flatnonzero(self.mask)
 
     def candidate_scores(self) -> np.ndarray:
-        return self.score if self.rows is not None else self.score.take(np.flatnonzero(self.mask))
+        """Weights in candidate order."""
+        scores = self.score if self.rows is not None else self.score.take(np.flatnonzero(self.mask))
+        return scores + self.offset
 
 
 @dataclass
@@ -310,8 +314,10 @@ class Engine:
             score[i] = -np.inf
             remaining -= 1
 
-        def emit(i: int, weight: float) -> tuple[int, float]:
-            return (int(rows[i]) if rows is not None else i), weight
+        offset = ranking.offset
+
+        def emit(i: int, score: float) -> tuple[int, float]:
+            return (int(rows[i]) if rows is not None else i), score + offset
 
         if head:
             subset = head[: fs.host_subset_size]
@@ -422,28 +428,29 @@ class Engine:
                 np.logical_and(mask, m[:n], out=mask)
         count = int(np.count_nonzero(mask))
         rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
-        score = np.zeros(count if rows is not None else n)
-        extremes = _Extremes(table, mask, rows is not None or count == n)
+        extremes = _Extremes(table, mask, rows)
         if count > 1:  # Nova returns a lone candidate unweighed (weight 0): nothing to rank it against
-            self._weigh(ctx, extremes, rows, score, contributions)
+            score, offset = self._weigh(ctx, extremes, rows, contributions)
+        else:
+            score, offset = np.zeros(count if rows is not None else n), 0.0
         if rows is None and count < n:
             # A fancy-index scatter: boolean-mask assignment is ~5x slower on irregular masks.
             score[extremes.excluded] = -np.inf
-        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows)
+        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset)
 
-    def _weigh(self, ctx: RequestContext, extremes: _Extremes, rows: np.ndarray | None, score: np.ndarray,
-               contributions: dict[str, np.ndarray] | None) -> None:
+    def _weigh(self, ctx: RequestContext, extremes: _Extremes, rows: np.ndarray | None,
+               contributions: dict[str, np.ndarray] | None) -> tuple[np.ndarray, float]:
         """Nova's weighing: per weigher ``multiplier * (x - min) / (max - min)`` over the candidates, summed.
 
-        With a scalar multiplier this is ``c * x - c * min``: one multiply and one add per weigher (the first
-        weigher writes ``score`` directly), the constants summed and added once at the end. Values land only where
-        ``score`` is aligned (all rows, or ``rows``); ``score`` arrives zeroed.
+        Returns ``(score, offset)``: the weight of a candidate is ``score + offset``. With a scalar multiplier a
+        weigher contributes ``c * x - c * min``; the ``c * x`` terms are summed per row and the constants into
+        ``offset``, which never changes the order and is added only to the weights reported. When every weigher
+        reads a usage column with a scalar multiplier the per-row sum comes from the table's patched sums; else
+        it is computed here. ``score`` covers every row, or ``rows`` (in that order) when given.
         """
         table = self.table
         mask = extremes.mask
-        scratch: np.ndarray | None = None
-        offset = 0.0
-        fresh = True  # score still holds zeros: the first term can be written rather than added
+        terms: list[tuple[Weigher, np.ndarray, float | np.ndarray, float, float]] = []
         for weigher in self.weighers:
             multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
             if isinstance(multiplier, float) and multiplier == 0.0:
@@ -451,39 +458,44 @@ class Engine:
             raw = weigher.raw(table, ctx, mask)
             if raw is None:
                 continue
+            bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, weigher.usage_column)
+            if bounds is None:
+                continue  # Nova: every candidate equal -> every normalized weight 0
+            terms.append((weigher, raw, multiplier, *bounds))
+        size = len(rows) if rows is not None else table.n
+        if not terms:
+            return np.zeros(size), 0.0
+        offset = 0.0
+        if contributions is None and all(w.usage_column and isinstance(m, float) for w, _, m, _, _ in terms):
+            factors = [(w.usage_column, raw, m / (hi - lo), lo) for w, raw, m, lo, hi in terms]
+            key = tuple((column, factor) for column, _, factor, _ in factors)
+            score = table.weighted_sum(key, [(raw, factor) for _, raw, factor, _ in factors], rows)
+            for _, _, factor, lo in factors:
+                offset -= lo * factor
+            return score, offset
+        score = np.zeros(size)
+        scratch = np.empty(size)
+        for weigher, raw, multiplier, lo, hi in terms:
             if rows is not None:
                 raw = raw[rows]
                 if not isinstance(multiplier, float):
                     multiplier = multiplier[rows]
-            bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, weigher.usage_column)
-            if bounds is None:
-                continue  # Nova: every candidate equal -> every normalized weight 0
-            lo, hi = bounds
             scale = 1.0 / (hi - lo)
             if isinstance(multiplier, float):
-                factor = multiplier * scale
-                if fresh and contributions is None:
-                    np.multiply(raw, factor, out=score)
-                else:
-                    if scratch is None:
-                        scratch = np.empty(len(score))
-                    np.multiply(raw, factor, out=scratch)
-                    score += scratch
-                    if contributions is not None:
-                        contributions[weigher.name] = _aligned(scratch - lo * factor, rows, mask)
+                factor = multiplier / (hi - lo)
+                np.multiply(raw, factor, out=scratch)
+                score += scratch
                 offset -= lo * factor
+                if contributions is not None:
+                    contributions[weigher.name] = _aligned(scratch - lo * factor, rows, mask)
             else:
-                if scratch is None:
-                    scratch = np.empty(len(score))
                 np.subtract(raw, lo, out=scratch)
                 scratch *= scale
                 scratch *= multiplier
                 score += scratch
                 if contributions is not None:
                     contributions[weigher.name] = _aligned(scratch.copy(), rows, mask)
-            fresh = False
-        if offset:
-            score += offset
+        return score, offset
 
     # ---------------------------------------------------------------------------------------- explanation
 
@@ -546,19 +558,20 @@ class _Extremes:
 
     numpy's ``where=`` reductions, ``np.where`` and gathers of most rows cost 50-100 µs per 100,000 rows; a plain
     reduction costs ~10. In order of preference:
-    - a weigher that reads a usage column of the table asks the table's shortlist of that column's extreme rows
-      (kept across decisions, patched on changed rows: a few µs);
+    - over most of the cloud, a weigher that reads a usage column of the table asks the table's shortlist of that
+      column's extreme rows (kept across decisions, patched on changed rows: a few µs);
+    - with few candidates (``rows`` given), a gather of those rows and plain reductions;
     - the extreme over every row is also the candidates' extreme when the row holding it is a candidate, or when
       some candidate ties with it (common: many identical empty hosts); a column whose extremes agree over every
       row is constant over the candidates too;
     - otherwise the column is copied into a scratch buffer with the excluded rows set to a value that cannot win.
-    With few candidates the engine weighs a gathered, aligned column instead, where plain reductions are exact.
     """
 
-    def __init__(self, table: HostTable, mask: np.ndarray, aligned: bool) -> None:
+    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None) -> None:
         self.table = table
         self.mask = mask
-        self.aligned = aligned  # the column holds candidates only (or every row is one)
+        self.rows = rows
+        self.everyone = rows is None and len(mask) > 0 and bool(mask.all())
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
 
@@ -571,28 +584,30 @@ class _Extremes:
 
     def bounds(self, raw: np.ndarray, minval: float | None, maxval: float | None,
                column: str | None = None) -> tuple[float, float] | None:
-        """(lo, hi) for normalization, or None when every candidate weighs the same (``hi <= lo``)."""
+        """(lo, hi) of ``raw`` (every row) over the candidates, for normalization, or None when every candidate
+        weighs the same (``hi <= lo``)."""
         lo, hi = minval, maxval
-        if self.aligned:
-            lo = float(raw.min()) if lo is None else lo
-            hi = float(raw.max()) if hi is None else hi
-            return (lo, hi) if hi > lo else None
-        if column is not None:
+        if column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
             if lo is None:
                 lo = self.table.candidate_extreme(column, raw, self.mask, highest=False)
             if hi is None:
                 hi = self.table.candidate_extreme(column, raw, self.mask, highest=True)
-        if lo is None and hi is None:
-            lo_row = int(raw.argmin())
-            hi_row = int(raw.argmax())
-            if raw[lo_row] == raw[hi_row]:
-                return None  # constant over every row, so over the candidates
-            lo = self._extreme(raw, lo_row, highest=False)
-            hi = self._extreme(raw, hi_row, highest=True)
-        elif lo is None:
-            lo = self._extreme(raw, int(raw.argmin()), highest=False)
-        elif hi is None:
-            hi = self._extreme(raw, int(raw.argmax()), highest=True)
+        if lo is None or hi is None:
+            if self.rows is not None or self.everyone:
+                values = raw.take(self.rows) if self.rows is not None else raw
+                lo = float(values.min()) if lo is None else lo
+                hi = float(values.max()) if hi is None else hi
+            elif lo is None and hi is None:
+                lo_row = int(raw.argmin())
+                hi_row = int(raw.argmax())
+                if raw[lo_row] == raw[hi_row]:
+                    return None  # constant over every row, so over the candidates
+                lo = self._extreme(raw, lo_row, highest=False)
+                hi = self._extreme(raw, hi_row, highest=True)
+            elif lo is None:
+                lo = self._extreme(raw, int(raw.argmin()), highest=False)
+            else:
+                hi = self._extreme(raw, int(raw.argmax()), highest=True)
         assert lo is not None and hi is not None
         return (lo, hi) if hi > lo else None
 

@@ -36,7 +36,7 @@ import msgspec
 import numpy as np
 
 from gantt.config import Config
-from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows
+from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums
 from gantt.model import Aggregate, Allocation, HostReport, HostStats, Inventory, NotFound
 
 log = logging.getLogger(__name__)
@@ -198,6 +198,7 @@ class HostTable:
         self._liveness = Liveness()
         self._usage_masks = PatchedMasks()
         self._column_bounds = ColumnBounds()
+        self._weighted_sums = WeightedSums()
 
     @classmethod
     def from_config(cls, config: Config, **kwargs: Any) -> HostTable:
@@ -313,6 +314,14 @@ class HostTable:
         when a shortlist of the column's extreme rows can tell; None means: take a full pass."""
         return self._column_bounds.get(name, column, mask, highest=highest, n=self.n,
                                        static_revision=self.static_revision, journal=self.journal)
+
+    def weighted_sum(self, key: Hashable, terms: list[tuple[np.ndarray, float]],
+                     rows: np.ndarray | None = None) -> np.ndarray:
+        """``sum(factor * column)`` for ``terms`` of usage columns (live rows), over every row or over ``rows``;
+        memoized under ``key`` (naming the columns and factors) and patched on the rows changed since. A new
+        array, the caller's to modify."""
+        return self._weighted_sums.get(key, terms, n=self.n, static_revision=self.static_revision,
+                                       journal=self.journal, rows=rows)
 
     def heartbeat(self, rows: np.ndarray, now: float) -> None:
         """``update(HostReport(host))`` for many rows at once: a report naming nothing only says "alive at now"."""
