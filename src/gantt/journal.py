@@ -182,46 +182,52 @@ class _Shortlist:
 
 
 class ColumnBounds:
-    """Lowest or highest value of a usage column over the candidates, from a shortlist of its extreme rows.
+    """Lowest or highest value of a usage column over the candidates, from shortlists of its extreme rows.
 
-    A shortlist holds the ``size`` most extreme rows of a column with their values, and ``bound``: no other row
-    is more extreme. Each query first brings it up to date with the rows changed since (a handful): a listed
-    row gets its new value; an unlisted row that now beats ``bound`` joins the list. The candidates' extreme is
-    then the best listed candidate, provided it reaches ``bound`` (every unlisted row is no better). When no
-    listed candidate does (a spreading weigher has used the list up) the caller takes a full pass and the list
-    is rebuilt: about once per ``size`` claims.
+    A shortlist holds rows of a column with their values, and ``bound``: no unlisted row is more extreme. It is
+    built for one request's candidates: their ``size`` most extreme rows, plus every row at all (candidate or not)
+    beyond the ``size``-th, so the bound holds for any later candidate set. Each query first brings a list up to
+    date with the rows changed since (a handful): a listed row gets its new value; an unlisted row that now beats
+    ``bound`` joins. The candidates' extreme is then the best listed candidate, provided it reaches ``bound``
+    (every unlisted row is no better). When no list can tell (a spreading weigher used it up, or these candidates
+    are not on it: nodes that are down or isolated often hold the extremes) a new one is built for these
+    candidates, which also answers the query. A few lists per column serve requests whose candidates differ.
     """
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 256, lists: int = 3) -> None:
         self.size = size
+        self.lists = lists
         self._lock = threading.Lock()
-        self._entries: dict[tuple[str, bool], _Shortlist] = {}
+        self._entries: dict[tuple[str, bool], list[_Shortlist]] = {}
 
     def get(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool, n: int,
             static_revision: int, journal: RowJournal) -> float | None:
-        """The candidates' extreme of ``column`` (``mask`` marks candidates), or None when the shortlist can't
-        tell."""
+        """The candidates' extreme of ``column`` (``mask`` marks candidates), or None for a small table or no
+        candidates."""
         if n <= self.size * 8:
             return None  # a small table: a full pass costs as little
         key = (name, highest)
         with self._lock:
             seq = journal.seq
-            entry = self._entries.get(key)
-            if entry is not None and (entry.static_revision != static_revision or entry.n != n
-                                      or not self._catch_up(entry, column, journal, seq, highest)):
-                entry = None
-            if entry is None:
-                entry = self._build(column, highest=highest, n=n, static_revision=static_revision, seq=seq)
-                self._entries[key] = entry
-            values = entry.values[mask[entry.rows]]
-            if len(values):
-                best = float(values.max() if highest else values.min())
-                if (best >= entry.bound) if highest else (best <= entry.bound):
-                    return best
-            top = float(entry.values.max() if highest else entry.values.min())
-            if (top < entry.bound) if highest else (top > entry.bound):
-                del self._entries[key]  # used up (not just missing these candidates): rebuild on the next query
-            return None
+            lists = self._entries.setdefault(key, [])
+            for entry in list(lists):
+                if (entry.static_revision != static_revision or entry.n != n
+                        or not self._catch_up(entry, column, journal, seq, highest)):
+                    lists.remove(entry)
+                    continue
+                values = entry.values[mask[entry.rows]]
+                if len(values):
+                    best = float(values.max() if highest else values.min())
+                    if (best >= entry.bound) if highest else (best <= entry.bound):
+                        if lists[0] is not entry:
+                            lists.remove(entry)
+                            lists.insert(0, entry)
+                        return best
+            built, best = self._build(column, mask, highest=highest, n=n, static_revision=static_revision, seq=seq)
+            if built is not None:
+                lists.insert(0, built)
+                del lists[self.lists:]
+            return best
 
     def _catch_up(self, entry: _Shortlist, column: np.ndarray, journal: RowJournal, seq: int,
                   highest: bool) -> bool:
@@ -258,19 +264,34 @@ class ColumnBounds:
         entry.seq = seq
         return True
 
-    def _build(self, column: np.ndarray, *, highest: bool, n: int, static_revision: int, seq: int) -> _Shortlist:
-        size = self.size
+    def _build(self, column: np.ndarray, mask: np.ndarray, *, highest: bool, n: int, static_revision: int,
+               seq: int) -> tuple[_Shortlist | None, float | None]:
+        """A shortlist for these candidates (None when too many other rows lie beyond them), and their extreme."""
         values = column[:n]
+        candidates = mask[:n]
+        count = int(np.count_nonzero(candidates))
+        if count == 0:
+            return None, None
+        shadow = np.where(candidates, values, -np.inf if highest else np.inf)
+        best = float(shadow.max() if highest else shadow.min())
+        k = min(self.size, count)
         if highest:
-            part = np.argpartition(values, n - size - 1)
-            rows = part[n - size:].copy()
-            bound = float(values[part[n - size - 1]])
+            bound = float(np.partition(shadow, n - k)[n - k])
+            beyond = np.flatnonzero(values > bound)
         else:
-            part = np.argpartition(values, size)
-            rows = part[:size].copy()
-            bound = float(values[part[size]])
-        return _Shortlist(static_revision, n, seq, rows, values[rows].copy(),
-                          {row: i for i, row in enumerate(rows.tolist())}, bound)
+            bound = float(np.partition(shadow, k - 1)[k - 1])
+            beyond = np.flatnonzero(values < bound)
+        if len(beyond) > 4 * self.size:
+            return None, best
+        wanted = k - int(np.count_nonzero(candidates[beyond]))
+        if wanted > 0:  # candidates tied at the bound complete the list
+            ties = np.flatnonzero((values == bound) & candidates)[:wanted]
+            rows = np.concatenate((beyond, ties))
+        else:
+            rows = beyond
+        entry = _Shortlist(static_revision, n, seq, rows, values[rows].copy(),
+                           {row: i for i, row in enumerate(rows.tolist())}, bound)
+        return entry, best
 
 
 @dataclass(slots=True)
@@ -291,7 +312,7 @@ class WeightedSums:
     values are bitwise the same either way.
     """
 
-    def __init__(self, size: int = 2) -> None:
+    def __init__(self, size: int = 6) -> None:
         self.size = size
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, _Sum] = OrderedDict()
