@@ -205,17 +205,29 @@ def _dry_runs(engine: Engine, specs: list[RequestSpec], now: float) -> list[floa
     return times
 
 
-def _memory_per_host(reports: list[HostReport], aggs: list[Aggregate], now: float) -> float:
-    """Bytes the replica holds per node: tracemalloc's net growth while loading, divided by the node count.
+def _memory_per_host(reports: list[HostReport], aggs: list[Aggregate], now: float, config: Config,
+                     specs: list[RequestSpec]) -> float:
+    """Bytes the replica holds per node: tracemalloc's net growth while loading, then deciding, / node count.
 
     The reports are built (and kept alive) before tracing starts, so only what the table itself keeps is
     counted: numpy columns (including the slack of row capacity), names, indexes, interned attributes, instance
-    sets. The benchmark's reports carry no free-form ``stats``, so nothing of that kind is included.
+    sets, and the derived data decisions keep on the table (patched masks, weighted sums, shortlists, the row
+    journal), filled by deciding every request once; each claim is released again, so allocations (which grow
+    with instances, not nodes) are not counted. The benchmark's reports carry no free-form ``stats``.
     """
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     table = _load(reports, aggs, now)
+    engine = Engine(table, config)
+    for spec in specs:
+        try:
+            for selections in engine.select_destinations(spec):
+                engine.release(selections[0].consumer_uuid or "")
+        except NoValidHost:
+            pass
+    del engine
+    gc.collect()
     after = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     del table
@@ -288,7 +300,7 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
     lookups = stats.mask_cache_hits + stats.mask_cache_misses
     ingest_structs, ingest_json = zip(*(_ingestion(table, reports, seed + r, ingest, now) for r in range(rounds)),
                                       strict=True)
-    memory = _memory_per_host(reports, aggs, now)
+    memory = _memory_per_host(reports, aggs, now, config, specs[:200])
     return {
         "hosts": hosts,
         "nodes_baremetal": sum(1 for r in reports if r.node is not None),
@@ -308,7 +320,8 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
         "memory_bytes_per_host": round(memory, 1),
         "load_average_1m": os.getloadavg()[0],
         "memory_method": "tracemalloc net growth while loading all reports and aggregates into a fresh "
-                         "HostTable (reports allocated before tracing; no free-form stats), / node count",
+                         "HostTable and deciding 200 requests (each claim released; the table's decision caches "
+                         "kept; reports allocated before tracing; no free-form stats), / node count",
         "ingestion_reports_per_s": {"structs": statistics.median(ingest_structs),
                                     "json": statistics.median(ingest_json), "reports_per_round": ingest},
         "cold_start_s": statistics.median(cold),

@@ -36,7 +36,7 @@ class RowJournal:
     """Row numbers in the order they changed (repeats included); trimmed from the head, and a reader whose start
     was trimmed away rebuilds."""
 
-    def __init__(self, keep: int = 1 << 15) -> None:
+    def __init__(self, keep: int = 1 << 13) -> None:
         self.keep = keep
         # [absolute index of buffer[0], buffer, entries used]: replaced as one object when trimmed, so a reader
         # never pairs one buffer's contents with another's base
@@ -78,7 +78,7 @@ class _Patched:
 class PatchedMasks:
     """A small LRU of usage masks, each patched on the rows changed since it was built."""
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, size: int = 32) -> None:
         self.size = size
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, _Patched] = OrderedDict()
