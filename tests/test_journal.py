@@ -32,6 +32,14 @@ def test_journal_gives_rows_since_a_position_until_trimmed() -> None:
     assert journal.since(journal.seq, journal.seq + 1) is None  # not written yet
 
 
+def test_journal_grows_before_it_trims() -> None:
+    journal = RowJournal(keep=4096)
+    for row in range(10_000):
+        journal.append(row)
+    everything = journal.since(0, 10_000)
+    assert everything is not None and everything.tolist() == list(range(10_000))
+
+
 def test_column_bounds_follow_changes_and_joiners() -> None:
     rng = np.random.default_rng(3)
     n = 5000
@@ -137,6 +145,7 @@ def _cloud(clock: FakeClock, seed: int) -> Scheduler:
         "gantt": {"seed": seed},
     }
     sched = Scheduler(config, clock=clock)
+    sched.table.patch_min_rows = 0  # patch at this size too (the default starts at 20,000 rows)
     for i in range(HOSTS):
         kind = rng.choice([(8, 16384, 200), (16, 65536, 1000), (64, 262144, 2000)])
         sched.update_resource_stats(f"h{i}", host_stats(vcpus=kind[0], memory_mb=kind[1], local_gb=kind[2],

@@ -571,9 +571,16 @@ class _Extremes:
         self.table = table
         self.mask = mask
         self.rows = rows
-        self.everyone = rows is None and len(mask) > 0 and bool(mask.all())
+        self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
+
+    @property
+    def everyone(self) -> bool:
+        """Every row is a candidate (so plain reductions are exact)."""
+        if self._everyone is None:
+            self._everyone = self.rows is None and len(self.mask) > 0 and bool(self.mask.all())
+        return self._everyone
 
     @property
     def excluded(self) -> np.ndarray:

@@ -40,7 +40,7 @@ class RowJournal:
         self.keep = keep
         # [absolute index of buffer[0], buffer, entries used]: replaced as one object when trimmed, so a reader
         # never pairs one buffer's contents with another's base
-        self._state: list = [0, np.empty(4 * keep, dtype=np.intp), 0]
+        self._state: list = [0, np.empty(min(4 * keep, 1024), dtype=np.intp), 0]  # grows up to 4 * keep
 
     @property
     def seq(self) -> int:
@@ -51,10 +51,16 @@ class RowJournal:
         state = self._state
         base, buffer, used = state
         if used == len(buffer):
-            fresh = np.empty_like(buffer)
-            fresh[: self.keep] = buffer[used - self.keep:]
-            state = [base + used - self.keep, fresh, self.keep]
-            buffer, used = fresh, self.keep
+            if len(buffer) < 4 * self.keep:  # grow: nothing is dropped yet
+                fresh = np.empty(min(2 * len(buffer), 4 * self.keep), dtype=np.intp)
+                fresh[:used] = buffer
+                state = [base, fresh, used]
+            else:  # keep the newest ``keep`` entries
+                fresh = np.empty_like(buffer)
+                fresh[: self.keep] = buffer[used - self.keep:]
+                state = [base + used - self.keep, fresh, self.keep]
+                used = self.keep
+            buffer = fresh
             self._state = state
         buffer[used] = row
         state[2] = used + 1  # after the row is written: a reader never sees a slot before it is filled
@@ -327,7 +333,7 @@ class WeightedSums:
                                       or not self._catch_up(entry, terms, journal, seq)):
                 entry = None
             if entry is None:
-                entry = _Sum(static_revision, n, seq, _weighted_sum(terms, slice(0, n)))
+                entry = _Sum(static_revision, n, seq, weighted_sum(terms, slice(0, n)))
             self._entries[key] = entry
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
@@ -343,12 +349,13 @@ class WeightedSums:
         if changed is None or len(changed) * 16 > entry.n:
             return False
         if len(changed):
-            entry.total[changed] = _weighted_sum(terms, changed)
+            entry.total[changed] = weighted_sum(terms, changed)
         entry.seq = seq
         return True
 
 
-def _weighted_sum(terms: list[tuple[np.ndarray, float]], rows: Rows) -> np.ndarray:
+def weighted_sum(terms: list[tuple[np.ndarray, float]], rows: Rows) -> np.ndarray:
+    """``sum(factor * column[rows])`` over (column, factor) terms, summed in their order."""
     column, factor = terms[0]
     total = np.multiply(column[rows], factor)
     if len(terms) > 1:

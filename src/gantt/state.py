@@ -36,7 +36,7 @@ import msgspec
 import numpy as np
 
 from gantt.config import Config
-from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums
+from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
 from gantt.model import Aggregate, Allocation, HostReport, HostStats, Inventory, NotFound
 
 log = logging.getLogger(__name__)
@@ -199,6 +199,8 @@ class HostTable:
         self._usage_masks = PatchedMasks()
         self._column_bounds = ColumnBounds()
         self._weighted_sums = WeightedSums()
+        # Below this many rows a full pass over a column costs less than the bookkeeping of a patched value.
+        self.patch_min_rows = 20_000
 
     @classmethod
     def from_config(cls, config: Config, **kwargs: Any) -> HostTable:
@@ -299,6 +301,8 @@ class HostTable:
     def alive(self, now: float | None = None) -> np.ndarray:
         """Nodes whose last report is within ``service_down_time`` (do not modify the result: it is shared)."""
         now = self.clock() if now is None else now
+        if self.n < self.patch_min_rows:
+            return self.col("updated_at") >= now - self.service_down_time
         return self._liveness.get(self.cols["updated_at"], now - self.service_down_time, n=self.n,
                                   static_revision=self.static_revision, epoch=self.heartbeat_epoch,
                                   journal=self.journal)
@@ -306,12 +310,16 @@ class HostTable:
     def usage_mask(self, key: Hashable, compute: Callable[[Rows], np.ndarray]) -> np.ndarray:
         """A boolean mask over usage columns, memoized under ``key`` and patched on the rows changed since
         (``compute(rows)`` evaluates it for an index array or ``slice(0, n)``). Do not modify the result."""
+        if self.n < self.patch_min_rows:
+            return compute(slice(0, self.n))
         return self._usage_masks.get(key, n=self.n, static_revision=self.static_revision, journal=self.journal,
                                      compute=compute)
 
     def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
         """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks,
         when a shortlist of the column's extreme rows can tell; None means: take a full pass."""
+        if self.n < self.patch_min_rows:
+            return None
         return self._column_bounds.get(name, column, mask, highest=highest, n=self.n,
                                        static_revision=self.static_revision, journal=self.journal)
 
@@ -320,6 +328,9 @@ class HostTable:
         """``sum(factor * column)`` for ``terms`` of usage columns (live rows), over every row or over ``rows``;
         memoized under ``key`` (naming the columns and factors) and patched on the rows changed since. A new
         array, the caller's to modify."""
+        if self.n < self.patch_min_rows:
+            total = weighted_sum(terms, slice(0, self.n))
+            return total.take(rows) if rows is not None else total
         return self._weighted_sums.get(key, terms, n=self.n, static_revision=self.static_revision,
                                        journal=self.journal, rows=rows)
 
@@ -903,7 +914,11 @@ class HostTable:
     def _drop_allocation(self, consumer_uuid: str) -> Allocation:
         alloc = self.allocations.pop(consumer_uuid)
         key = (alloc.host, alloc.nodename)
-        self.node_allocations.get(key, set()).discard(consumer_uuid)
+        holders = self.node_allocations.get(key)
+        if holders is not None:
+            holders.discard(consumer_uuid)
+            if not holders:
+                del self.node_allocations[key]  # an empty set per node that ever held a claim adds up at scale
         row = self.row_of.get(key)
         if row is not None:
             if consumer_uuid not in self.reported_instances[row]:
