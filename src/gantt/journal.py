@@ -11,11 +11,13 @@ releases in between, a few reports), so anything derived from usage columns can 
   the journaled rows.
 - ``Liveness``: the "reported within service_down_time" mask, valid for a window of clock readings and patched
   on reports.
-- ``ColumnBounds``: the lowest / highest value of a column over a set of candidate rows, from a cached
-  shortlist of the column's extreme rows.
+- ``ColumnBounds``: the lowest / highest value of a column over a set of candidate rows, from cached
+  shortlists of the column's extreme rows.
+- ``WeightedSums``: the weighers' ``sum(factor * column)`` per row, kept per set of factors.
 
-Everything here is also valid for the rows and static state it was built on: callers key on
-``static_revision`` and the row count (both move when rows come or go or an inventory's shape changes).
+Each is valid only for the rows and static state it was built on: it is keyed on ``static_revision`` and the
+row count (both move when rows come or go or an inventory's shape changes). ``HostTable`` uses them from
+``patch_min_rows`` rows on; below that a full pass is cheaper.
 Readers never lock: a value built while a writer runs may miss that write, but the write's journal entry comes
 after its columns are written and after the reader took its sequence number, so the next reader patches it.
 """
