@@ -698,6 +698,11 @@ class HostTable:
         cap = (rc["total"][row, :k] - rc["reserved"][row, :k]) * rc["ratio"][row, :k]
         rc["capacity"][row, :k] = cap
         rc["free"][row, :k] = cap - rc["reported"][row, :k] - rc["inflight"][row, :k]
+        self._refresh_physical_free(row)
+
+    def _refresh_physical_free(self, row: int) -> None:
+        """The weighers' free RAM and disk: physical (no allocation ratio), in MB."""
+        rc = self.rc
         mem = self.rc_index["MEMORY_MB"]
         disk = self.rc_index["DISK_GB"]
         self.cols["free_ram_mb"][row] = (rc["total"][row, mem] - rc["reserved"][row, mem]
@@ -711,14 +716,25 @@ class HostTable:
         self.cols["free_disk_mb"][row] = (free_gb - rc["inflight"][row, disk]) * 1024.0
 
     def _add_inflight(self, row: int, resources: dict[str, int], sign: int) -> None:
-        inflight = self.rc["inflight"]
-        for rc, amount in resources.items():
-            j = self._rc_column(rc)
-            inflight = self.rc["inflight"]
-            inflight[row, j] += sign * amount
+        known = self.rc_index
+        if all(name in known for name in resources):
+            # Every claim and release lands here, on every replica: only the named classes' free changes (the
+            # capacity does not), so update those alone rather than recompute the row.
+            rc = self.rc
+            inflight, free, capacity, reported = rc["inflight"], rc["free"], rc["capacity"], rc["reported"]
+            for name, amount in resources.items():
+                j = known[name]
+                held = inflight[row, j] + sign * amount
+                inflight[row, j] = held
+                free[row, j] = capacity[row, j] - reported[row, j] - held
+            self._refresh_physical_free(row)
+        else:
+            for name, amount in resources.items():
+                j = self._rc_column(name)  # may add a class (and grow the arrays)
+                self.rc["inflight"][row, j] += sign * amount
+            self._refresh_free(row)
         self.cols["inflight_instances"][row] += sign
         self._refresh_load(row)
-        self._refresh_free(row)
         self._touched(row)
 
     def _touched(self, row: int) -> None:
