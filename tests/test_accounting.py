@@ -39,3 +39,16 @@ def test_free_columns_after_claims_and_releases_equal_a_recomputation() -> None:
         assert np.array_equal(values, table.rc[name][:n, :k]), name
     for name, values in physical.items():
         assert np.array_equal(values, table.col(name)), name
+
+
+def test_nodes_running_nothing_share_one_empty_instance_set() -> None:
+    sched = make_scheduler(3)
+    table = sched.table
+    assert table.instances[0] is table.instances[1]  # no per-row empty set
+    table.put_allocation(Allocation(consumer_uuid="c1", host="h0", nodename="h0", resources={"VCPU": 1}))
+    sched.update_instance_info("h1", ["vm-a"])
+    assert set(table.instances[0]) == {"c1"} and set(table.instances[1]) == {"vm-a"}
+    assert not table.instances[2]  # the shared empty set did not pick anything up
+    table.release("c1")
+    sched.delete_instance_info("h1", "vm-a")
+    assert table.instances[0] is table.instances[1] is table.instances[2]

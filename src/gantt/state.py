@@ -29,6 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ from gantt.model import Aggregate, Allocation, HostReport, HostStats, Inventory,
 log = logging.getLogger(__name__)
 
 NodeKey = tuple[str, str]
+_NONE: frozenset[str] = frozenset()  # the instances of a node that runs none
 
 # Nova's initial_*_allocation_ratio defaults: used when a host reports none (configurable: [DEFAULT]).
 DEFAULT_RATIOS = {"VCPU": 4.0, "MEMORY_MB": 1.0, "DISK_GB": 1.0}
@@ -177,7 +179,8 @@ class HostTable:
         # metrics: one column per metric name, NaN where a node does not report it
         self.metrics: dict[str, np.ndarray] = {}
         # instances each node runs (reported or allocated), and where each instance is
-        self.instances: list[set[str]] = []
+        # what each node runs; rows with nothing share one empty frozenset (an empty set() costs 216 bytes a row)
+        self.instances: list[AbstractSet[str]] = []
         self.instance_host: dict[str, str] = {}
         self.reported_instances: list[frozenset[str]] = []
         # aggregates
@@ -550,7 +553,7 @@ class HostTable:
         self.node_uuids.append(None)
         self.hypervisor_hostnames.append(None)
         self.host_ips.append(None)
-        self.instances.append(set())
+        self.instances.append(_NONE)
         self.reported_instances.append(frozenset())
         self.row_of[(host, node)] = row
         self.rows_of_host.setdefault(host, set()).add(row)
@@ -560,7 +563,7 @@ class HostTable:
         # in-flight allocations that outlived a removal of the node come back with it
         for consumer in self.node_allocations.get((host, node), ()):
             alloc = self.allocations[consumer]
-            self.instances[row].add(consumer)
+            self._add_instances(row, (consumer,))
             if not alloc.confirmed:
                 self._add_inflight(row, alloc.resources, +1)
         return row
@@ -661,10 +664,10 @@ class HostTable:
             if gone not in self.allocations and self.instance_host.get(gone) == host:
                 del self.instance_host[gone]
             if gone not in self.allocations:
-                self.instances[row].discard(gone)
+                self._discard_instance(row, gone)
         for uuid in reported:
             self.instance_host[uuid] = host
-        self.instances[row] |= reported
+        self._add_instances(row, reported)
         self.reported_instances[row] = reported
         self.reports_instances[row] = True
         expired: list[Allocation] = []
@@ -736,6 +739,22 @@ class HostTable:
         self.cols["inflight_instances"][row] += sign
         self._refresh_load(row)
         self._touched(row)
+
+    def _add_instances(self, row: int, uuids: Iterable[str]) -> None:
+        held = self.instances[row]
+        if held is _NONE:
+            fresh = set(uuids)
+            if fresh:
+                self.instances[row] = fresh
+        else:
+            held |= set(uuids)  # type: ignore[operator]
+
+    def _discard_instance(self, row: int, uuid: str) -> None:
+        held = self.instances[row]
+        if uuid in held:
+            held.discard(uuid)  # type: ignore[attr-defined]
+            if not held:
+                self.instances[row] = _NONE
 
     def _touched(self, row: int) -> None:
         """After a row's usage or report time is written: a new usage version, and a journal entry (last, so a
@@ -912,7 +931,7 @@ class HostTable:
             allocation.confirmed = True
         self.allocations[allocation.consumer_uuid] = allocation
         self.node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
-        self.instances[row].add(allocation.consumer_uuid)
+        self._add_instances(row, (allocation.consumer_uuid,))
         self.instance_host[allocation.consumer_uuid] = key[0]
         if not allocation.confirmed:
             self._add_inflight(row, allocation.resources, +1)
@@ -938,7 +957,7 @@ class HostTable:
         row = self.row_of.get(key)
         if row is not None:
             if consumer_uuid not in self.reported_instances[row]:
-                self.instances[row].discard(consumer_uuid)
+                self._discard_instance(row, consumer_uuid)
                 if self.instance_host.get(consumer_uuid) == alloc.host:
                     del self.instance_host[consumer_uuid]
             if not alloc.confirmed:
@@ -960,8 +979,9 @@ class HostTable:
                     for uuid in self.instances[r] - new:
                         if uuid not in self.allocations and self.instance_host.get(uuid) == host:
                             del self.instance_host[uuid]
-                    self.instances[r] = {u for u in self.instances[r] if u in new or u in self.allocations}
-            self.instances[row] |= new
+                    kept = {u for u in self.instances[r] if u in new or u in self.allocations}
+                    self.instances[r] = kept or _NONE
+            self._add_instances(row, new)
             for uuid in new:
                 self.instance_host[uuid] = host
             self._changed("instances", host)
@@ -974,7 +994,7 @@ class HostTable:
             found = False
             for r in rows:
                 if instance_uuid in self.instances[r]:
-                    self.instances[r].discard(instance_uuid)
+                    self._discard_instance(r, instance_uuid)
                     found = True
             if not found:
                 raise NotFound(f"instance {instance_uuid!r} is not on host {host!r}", field="instance_uuid")
