@@ -15,6 +15,8 @@ Revisions
   aggregates, the set of rows, a service enabled or disabled, an inventory's shape: total, reserved, ratio,
   units).
   Static filter masks are cached against it, so a stream of usage-only reports does not throw the cache away.
+- ``journal`` lists the rows whose usage or report time changed, in order: what decisions derive from usage
+  columns (fit masks, liveness, extremes, weighted sums) is patched on those rows (``gantt.journal``).
 
 Accounting (design §1): per node and resource class ``used = reported + in flight``; allocations the host's
 report lists in ``instances`` are confirmed and no longer counted on top.
@@ -178,8 +180,8 @@ class HostTable:
         self.aggsets = Interner(frozenset())
         # metrics: one column per metric name, NaN where a node does not report it
         self.metrics: dict[str, np.ndarray] = {}
-        # instances each node runs (reported or allocated), and where each instance is
-        # what each node runs; rows with nothing share one empty frozenset (an empty set() costs 216 bytes a row)
+        # instances each node runs (reported or allocated), and where each instance is; rows that run nothing
+        # share one empty frozenset (an empty set() costs 216 bytes a row)
         self.instances: list[AbstractSet[str]] = []
         self.instance_host: dict[str, str] = {}
         self.reported_instances: list[frozenset[str]] = []
