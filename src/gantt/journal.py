@@ -205,7 +205,8 @@ class ColumnBounds:
     def __init__(self, size: int = 256, lists: int = 3) -> None:
         self.size = size
         self.lists = lists
-        self._lock = threading.Lock()
+        # one lock per (column, direction): concurrent decisions on one table wait only for the same list
+        self._locks: dict[tuple[str, bool], threading.Lock] = {}
         self._entries: dict[tuple[str, bool], list[_Shortlist]] = {}
 
     def get(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool, n: int,
@@ -215,7 +216,7 @@ class ColumnBounds:
         if n <= self.size * 8:
             return None  # a small table: a full pass costs as little
         key = (name, highest)
-        with self._lock:
+        with self._locks.setdefault(key, threading.Lock()):
             seq = journal.seq
             lists = self._entries.setdefault(key, [])
             for entry in list(lists):
