@@ -444,13 +444,15 @@ class HostTable:
 
         return self.aggregate_cache(("metadata_values", key), build)
 
-    def metadata_min_float(self, key: str) -> np.ndarray | None:
-        """Per live row: the lowest float value of metadata ``key`` across the node's aggregates (NaN: unset).
+    def metadata_min(self, key: str, number: type[float] | type[int] = float) -> np.ndarray | None:
+        """Per live row: the lowest value of metadata ``key``, parsed as ``number``, across the node's aggregates
+        (NaN: unset).
 
         None when no aggregate sets the key at all (the common case: callers skip the work). As Nova's
-        validate_num_values does, one value that does not parse as a float voids the node's whole set (NaN: the
-        caller's default applies), rather than letting the remaining values decide.
+        validate_num_values does, one value that does not parse voids the node's whole set (NaN: the caller's
+        default applies), rather than letting the remaining values decide.
         """
+        kind = number.__name__
 
         def build() -> np.ndarray | None:
             lut = np.full(len(self.aggsets), np.nan)
@@ -459,15 +461,15 @@ class HostTable:
                 if not values:
                     continue
                 try:
-                    lut[code] = min(float(value) for value in values)
+                    lut[code] = min(number(value) for value in values)
                     found = True
                 except ValueError:
-                    log.warning("aggregate metadata %s=%r is not a number; the default applies", key,
-                                sorted(values))
+                    log.warning("aggregate metadata %s=%r is not %s; the default applies", key, sorted(values),
+                                "an integer" if number is int else "a number")
             return lut if found else None
 
         def rows() -> np.ndarray | None:
-            lut = self.aggregate_cache(("metadata_min_float", key), build)
+            lut = self.aggregate_cache(("metadata_min", key, kind), build)
             if lut is None:
                 return None
             per_row = lut[self.col("aggset_code")]
@@ -477,7 +479,7 @@ class HostTable:
 
         # Memoized per row, not just per aggregate set: aggset codes and the row set are static state, and the
         # ratio filters ask for this on every decision (a 100,000-row gather each time otherwise).
-        return self.aggregate_cache(("metadata_min_float_rows", key), rows)
+        return self.aggregate_cache(("metadata_min_rows", key, kind), rows)
 
     def subscribe(self, listener: Callable[[str, Any], None]) -> None:
         """Called (under the lock) with ("host"|"aggregate"|"allocation"|..., object) after each change."""

@@ -6,14 +6,11 @@ a set's metadata therefore runs once per distinct set and reaches the rows throu
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 
 import numpy as np
 
 from gantt.state import HostTable
-
-log = logging.getLogger(__name__)
 
 Metadata = dict[str, frozenset[str]]
 
@@ -49,28 +46,11 @@ def any_aggregate_sets(table: HostTable, key: str) -> bool:
     return any(key in agg.metadata for agg in table.aggregates.values())
 
 
-def metadata_min_int(table: HostTable, key: str) -> np.ndarray | None:
-    """Per live row, the lowest integer value of ``key`` across the node's aggregates (NaN: unset or invalid).
+def limit_per_node(table: HostTable, key: str, default: float) -> float | np.ndarray:
+    """A per-node integer limit: the lowest value of ``key`` across the node's aggregates, else ``default``.
 
     As Nova's validate_num_values(cast_to=int): one value that is not an integer voids the node's whole set, and
-    the caller's default applies. None when no aggregate sets the key at all.
+    the default applies.
     """
-
-    def build() -> np.ndarray | None:
-        values_by_code = table.metadata_values(key)
-        lut = np.full(len(values_by_code), np.nan)
-        found = False
-        for code, values in enumerate(values_by_code):
-            if not values:
-                continue
-            try:
-                lut[code] = min(int(value) for value in values)
-                found = True
-            except ValueError:
-                log.warning("aggregate metadata %s=%r is not an integer; the default applies", key, sorted(values))
-        return lut if found else None
-
-    lut = table.aggregate_cache(("nova_metadata_min_int", key), build)
-    if lut is None:
-        return None
-    return lut[table.col("aggset_code")]  # type: ignore[no-any-return]
+    per_aggregate = table.metadata_min(key, int)
+    return default if per_aggregate is None else np.where(np.isnan(per_aggregate), default, per_aggregate)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gantt.filters.agg_meta import metadata_min_int
+from gantt.filters.agg_meta import limit_per_node
 from gantt.filters.base import Filter, register
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -35,7 +35,5 @@ class AggregateIoOpsFilter(Filter):
     name = "AggregateIoOpsFilter"
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        default = float(self.config.filter_scheduler.max_io_ops_per_host)
-        per_aggregate = metadata_min_int(table, "max_io_ops_per_host")
-        limit = default if per_aggregate is None else np.where(np.isnan(per_aggregate), default, per_aggregate)
+        limit = limit_per_node(table, "max_io_ops_per_host", float(self.config.filter_scheduler.max_io_ops_per_host))
         return _io_ops(table) < limit

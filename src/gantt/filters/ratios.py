@@ -37,7 +37,7 @@ class _AggregateRatioFilter(Filter):
         """
 
         def build() -> tuple[np.ndarray, np.ndarray, float] | None:
-            override = table.metadata_min_float(self.metadata_key)
+            override = table.metadata_min(self.metadata_key)
             j = table.rc_index.get(self.resource_class)
             if override is None or j is None:
                 return None

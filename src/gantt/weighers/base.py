@@ -57,7 +57,7 @@ class Weigher:
         option = self.multiplier_option
 
         def build() -> np.ndarray | None:
-            override = table.metadata_min_float(option)
+            override = table.metadata_min(option)
             if override is None:
                 return None
             per_row = np.where(np.isnan(override), base, override)
