@@ -95,6 +95,15 @@ def _per_interval(series: list[float]) -> list[float]:
     return [b - a for a, b in zip([0.0, *series[:-1]], series, strict=True)]
 
 
+def _save(fig: Any, path: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
 def write_plots(results: list[dict[str, Any]], directory: str | Path) -> list[str]:
     """Utilization, retries/conflicts/failures and capacity over time, failures marked. Returns the paths."""
     import matplotlib
@@ -122,10 +131,7 @@ def write_plots(results: list[dict[str, Any]], directory: str | Path) -> list[st
         ax.legend(fontsize=7, ncol=4, loc="lower right")
         _mark_failures(ax, r, label=True)
     axes[-1, 0].set_xlabel("virtual time (s)")
-    fig.tight_layout()
-    paths.append(str(out / "utilization.png"))
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out / "utilization.png"))
 
     # 2. retries, conflicts, failures per sample interval (the runs overlaid)
     fig, axes = plt.subplots(3, 1, figsize=(11, 10), sharex=True)
@@ -146,10 +152,7 @@ def write_plots(results: list[dict[str, Any]], directory: str | Path) -> list[st
     axes[2].set_xlabel("virtual time (s)")
     for ax in axes:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    paths.append(str(out / "retries.png"))
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out / "retries.png"))
 
     # 3. capacity and fragmentation: hosts up (real vs what the truth believes), stranded share
     fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
@@ -168,8 +171,5 @@ def write_plots(results: list[dict[str, Any]], directory: str | Path) -> list[st
     axes[1].set_xlabel("virtual time (s)")
     for ax in axes:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    paths.append(str(out / "capacity.png"))
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    paths.append(_save(fig, out / "capacity.png"))
     return paths
