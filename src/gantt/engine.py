@@ -480,7 +480,6 @@ class Engine:
                 raw = raw[rows]
                 if not isinstance(multiplier, float):
                     multiplier = multiplier[rows]
-            scale = 1.0 / (hi - lo)
             if isinstance(multiplier, float):
                 factor = multiplier / (hi - lo)
                 np.multiply(raw, factor, out=scratch)
@@ -490,7 +489,7 @@ class Engine:
                     contributions[weigher.name] = _aligned(scratch - lo * factor, rows, mask)
             else:
                 np.subtract(raw, lo, out=scratch)
-                scratch *= scale
+                scratch *= 1.0 / (hi - lo)
                 scratch *= multiplier
                 score += scratch
                 if contributions is not None:
