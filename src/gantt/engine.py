@@ -55,9 +55,12 @@ class ClaimConflict(GanttError):
     status = 409
     title = "Claim conflict"
 
-    def __init__(self, message: str, keys: list[NodeKey] | None = None) -> None:
+    def __init__(self, message: str, keys: list[NodeKey] | None = None, *, held: list[str] | None = None) -> None:
         super().__init__(message)
         self.keys = keys or []
+        # Consumers the store says another instance booked first; the replica has caught up with those bookings,
+        # so the local allocation of each is the store's: the rollback keeps it and the next round answers with it.
+        self.held = held or []
 
 
 class _LostBorrowed(Exception):
@@ -142,7 +145,7 @@ class Engine:
                 self.commit(placed)
                 return answer
             except ClaimConflict as exc:
-                self._rollback(placed)
+                self._rollback(placed, keep=set(exc.held))
                 with self._stats_lock:
                     self.stats.commit_conflicts += 1
                 log.info("commit conflict on %s (attempt %d)", exc.keys, attempt + 1)
@@ -333,10 +336,12 @@ class Engine:
             remaining -= 1
             yield emit(i, weight)
 
-    def _rollback(self, placed: list[Allocation]) -> None:
+    def _rollback(self, placed: list[Allocation], keep: set[str] | frozenset[str] = frozenset()) -> None:
         table = self.table
         with table.lock:
             for allocation in reversed(placed):
+                if allocation.consumer_uuid in keep:
+                    continue
                 # Only our own claim: after a release, a twin request may hold a new claim for the same consumer.
                 if table.allocations.get(allocation.consumer_uuid) is allocation:
                     table.release(allocation.consumer_uuid)

@@ -43,7 +43,17 @@ from gantt.model import (
 )
 from gantt.scheduler import Scheduler
 from gantt.state import HostTable
-from gantt.store.base import Batch, Change, Compacted, Expect, NodeKey, Snapshot, Store, StoreConflict
+from gantt.store.base import (
+    Batch,
+    Change,
+    Compacted,
+    ConsumerHeld,
+    Expect,
+    NodeKey,
+    Snapshot,
+    Store,
+    StoreConflict,
+)
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +243,12 @@ class Replica:
             expects = self._expects(allocations)
             try:
                 result = self.store.commit(Batch(expect=list(expects.values()), allocations=allocations))
+            except ConsumerHeld as exc:
+                # Another instance booked these consumers first: their booking is the answer, never ours. Catch
+                # up until this replica holds it, so the engine's next round finds and returns it.
+                self.revalidations += 1
+                self._catch_up_to(exc.revision)
+                raise ClaimConflict(str(exc), held=exc.consumers) from None
             except StoreConflict as exc:
                 self.revalidations += 1
                 try:
@@ -250,6 +266,15 @@ class Replica:
                 raise
             self.apply(result.changes, own="claim")
             return
+
+    def _catch_up_to(self, revision: int, timeout: float = 5.0) -> None:
+        """Apply the feed until it has reached ``revision``; StoreUnavailable if it cannot within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while self.revision < revision:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise StoreUnavailable(f"change feed did not reach revision {revision} within {timeout:.0f}s")
+            self.catch_up(timeout=min(remaining, 0.5))
 
     def _expects(self, allocations: list[Allocation]) -> dict[NodeKey, Expect]:
         """Under the table lock: every node still has room (our local holds counted), and the usage revision that

@@ -9,7 +9,7 @@ import pytest
 from gantt.model import Aggregate, HostReport, HostStats
 from gantt.replica import audit
 from gantt.store import open_store
-from gantt.store.base import Batch, Compacted, Expect, Store, StoreConflict
+from gantt.store.base import Batch, Compacted, ConsumerHeld, Expect, Store
 from gantt.store.etcd import EtcdStore
 from tests.store.contract import CONTRACT, alloc, report
 
@@ -49,8 +49,8 @@ def test_usage_revision_is_the_usage_keys_mod_revision(store: EtcdStore) -> None
     # Instances and aggregates do not touch usage.
     store.commit(Batch(aggregates=[Aggregate(id=1, hosts=["h1"])]))
     assert {nr.host: nr.revision for nr in store.snapshot().node_revisions} == revs
-    # A claim for a consumer that already holds an allocation conflicts (idempotency is the replica's job).
-    with pytest.raises(StoreConflict):
+    # A claim for a consumer that already holds an allocation is refused; the replica answers with the booking.
+    with pytest.raises(ConsumerHeld):
         store.commit(Batch(expect=[Expect("h2", "h2", r1)], allocations=[alloc("c1", "h2")]))
 
 

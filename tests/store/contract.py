@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from gantt.model import Aggregate, Allocation, HostReport, HostStats, InstanceInfo, Inventory, NotFound
-from gantt.store.base import Batch, Expect, Store, StoreConflict
+from gantt.store.base import Batch, ConsumerHeld, Expect, Store, StoreConflict
 
 
 def report(host: str, node: str | None = None, **stats: object) -> HostReport:
@@ -59,6 +59,19 @@ def check_conditional_claims(store: Store) -> None:
     assert err.value.keys == [("h1", "h1")]
     snap = store.snapshot()
     assert [a.consumer_uuid for a in snap.allocations] == ["c1"]  # nothing of the losing batch
+
+
+def check_a_booked_consumer_is_never_moved(store: Store) -> None:
+    """A claim for a consumer that already holds an allocation changes nothing and names the consumer."""
+    rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
+    booked = store.commit(Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("c1", "h1")])).revision
+    with pytest.raises(ConsumerHeld) as err:  # h2 is untouched, so only the consumer check can refuse this
+        store.commit(Batch(expect=[Expect("h2", "h2", rev)], allocations=[alloc("c2", "h2"), alloc("c1", "h2")]))
+    assert err.value.consumers == ["c1"]
+    assert err.value.revision >= booked
+    snap = store.snapshot()
+    assert [(a.consumer_uuid, a.host) for a in snap.allocations] == [("c1", "h1")]
+    assert snap.revision == booked
 
 
 def check_batch_is_atomic(store: Store) -> None:
@@ -110,6 +123,7 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_snapshot_and_feed,
     check_reports_merge,
     check_conditional_claims,
+    check_a_booked_consumer_is_never_moved,
     check_batch_is_atomic,
     check_releases_and_deletes,
     check_instances,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from gantt import NoValidHost
 from gantt.config import Config
 from gantt.replica import Replica, audit
 from gantt.store.memory import MemoryStore
+from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, request
 
 CONFIG = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}})
@@ -148,3 +150,40 @@ def test_conflict_on_a_node_with_room_is_revalidated_not_redecided() -> None:
         c.select_destinations(request(vcpus=1, instance_uuids=["from-c"]))
     assert audit(store.snapshot(), CONFIG) == []
     assert "from-c" not in {x.consumer_uuid for x in store.snapshot().allocations}
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_stale_replica_answers_the_booking_another_made(backend: str, tmp_path: Path) -> None:
+    """Issue 10: the same instance asked of two instances must get one host, and the store must keep it.
+
+    ``b`` does not follow the feed: it decides from a view without ``a``'s booking (on a host ``b`` has not even
+    seen) and claims another host. The store refuses to move the booking; ``b`` answers with ``a``'s host.
+    """
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"],
+                                                    "ram_weight_multiplier": -1.0}})  # least free RAM first
+    if backend == "memory":
+        store_a = store_b = MemoryStore()
+    else:
+        url = f"sqlite:///{tmp_path}/gantt.sqlite"
+        store_a, store_b = SQLiteStore(url), SQLiteStore(url)  # two connections, as two processes have
+    a = Replica(store_a, config).start(follow=False)
+    a.update_resource_stats("h-a", host_stats(memory_mb=4096))
+    a.update_resource_stats("h-b", host_stats(memory_mb=8192))
+    b = Replica(store_b, config).start(follow=False)
+    try:
+        a.update_resource_stats("h-c", host_stats(memory_mb=2048))
+        spec = request(vcpus=1) | {"instance_uuids": ["seq-i"]}
+        [[first, *_]] = a.select_destinations(spec)
+        assert first.host == "h-c"
+        [[second, *_]] = b.select_destinations(spec)
+        assert (second.host, second.consumer_uuid) == ("h-c", "seq-i")
+        [held] = store_a.snapshot().allocations
+        assert (held.consumer_uuid, held.host) == ("seq-i", "h-c")
+        assert b.table.allocations["seq-i"].host == "h-c"
+        assert "seq-i" not in {c for key, cs in b.table.node_allocations.items() if key[0] != "h-c" for c in cs}
+    finally:
+        a.stop()
+        b.stop()
+        store_a.close()
+        if store_b is not store_a:
+            store_b.close()

@@ -257,3 +257,36 @@ def test_two_processes_on_one_file_never_double_book(url: str) -> None:
     assert sorted(a.consumer_uuid for a in snap.allocations) == sorted(placed)
     assert len(placed) == hosts * vcpus  # every vCPU booked once, none twice
     assert failures == 2 * attempts - hosts * vcpus
+
+
+def _book_once(url: str, consumer: str, out: multiprocessing.Queue) -> None:
+    store = SQLiteStore(url)
+    replica = Replica(store, CONFIG).start(follow=False)
+    [[sel, *_]] = replica.select_destinations(request(vcpus=1) | {"instance_uuids": [consumer]})
+    out.put(sel.host)
+    store.close()
+
+
+def test_a_booking_made_by_another_process_is_the_answer(url: str) -> None:
+    """Issue 10: process B, whose view predates process A's booking, answers A's host and the file keeps it."""
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"],
+                                                    "host_subset_size": 50}})  # spread the two choices
+    with SQLiteStore(url) as s:
+        s.commit(Batch(reports=[HostReport(host=f"h{i}", stats=HostStats(**host_stats()), reported_at=time.time())
+                                for i in range(50)]))
+    ctx = multiprocessing.get_context("spawn")
+    moved = 0
+    for attempt in range(5):
+        store = SQLiteStore(url)
+        stale = Replica(store, config).start(follow=False)  # loaded before the other process books
+        out: multiprocessing.Queue = ctx.Queue()
+        child = ctx.Process(target=_book_once, args=(url, f"seq-{attempt}", out))
+        child.start()
+        booked = out.get(timeout=60)
+        child.join(timeout=30)
+        assert child.exitcode == 0
+        [[answer, *_]] = stale.select_destinations(request(vcpus=1) | {"instance_uuids": [f"seq-{attempt}"]})
+        held = {a.consumer_uuid: a.host for a in store.snapshot().allocations}
+        moved += answer.host != booked or held[f"seq-{attempt}"] != booked
+        store.close()
+    assert moved == 0

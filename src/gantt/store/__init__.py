@@ -5,6 +5,7 @@ from gantt.store.base import (
     Change,
     CommitResult,
     Compacted,
+    ConsumerHeld,
     Expect,
     Snapshot,
     Store,
@@ -12,5 +13,5 @@ from gantt.store.base import (
     open_store,
 )
 
-__all__ = ["Batch", "Change", "CommitResult", "Compacted", "Expect", "Snapshot", "Store", "StoreConflict",
-           "open_store"]
+__all__ = ["Batch", "Change", "CommitResult", "Compacted", "ConsumerHeld", "Expect", "Snapshot", "Store",
+           "StoreConflict", "open_store"]

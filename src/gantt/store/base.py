@@ -42,6 +42,22 @@ class StoreConflict(GanttError):
         self.keys = keys
 
 
+class ConsumerHeld(GanttError):
+    """A claim named a consumer that already holds an allocation in the store (booked by another instance).
+
+    The claim changes nothing: a booking is never moved by a race. ``revision`` is a store revision at which
+    the holding allocation exists; a replica that has caught up to it answers with that allocation instead.
+    """
+
+    status = 409
+    title = "Conflict"
+
+    def __init__(self, consumers: list[str], revision: int) -> None:
+        super().__init__(f"{len(consumers)} consumer(s) already hold an allocation: " + ", ".join(consumers[:5]))
+        self.consumers = consumers
+        self.revision = revision
+
+
 class Compacted(GanttError):
     """The feed no longer reaches back to the requested revision; re-snapshot."""
 

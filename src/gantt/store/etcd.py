@@ -86,6 +86,7 @@ from gantt.store.base import (
     Change,
     CommitResult,
     Compacted,
+    ConsumerHeld,
     NodeKey,
     NodeRevision,
     Snapshot,
@@ -476,10 +477,15 @@ class EtcdStore(Store):
             for item, plan, (a, b) in zip(group, plans, spans, strict=True):
                 responses = resp.responses[a:b]
                 mine = self._already_applied(plan, responses)
-                conflicts = [] if mine else self._conflicts(plan, responses)
+                held = None if mine else self._held(plan, responses)
+                conflicts = [] if mine or held else self._conflicts(plan, responses)
                 if mine:
                     item.result = CommitResult(revision=mine, changes=[
                         msgspec.structs.replace(c, revision=mine) for c in plan.changes])
+                    item.done.set()
+                elif held is not None:
+                    self._count("claim_conflicts")
+                    item.error = held
                     item.done.set()
                 elif conflicts:
                     self._count("claim_conflicts")
@@ -517,12 +523,20 @@ class EtcdStore(Store):
             if actual != expected and node not in conflicts:
                 conflicts.append(node)
             self._saw(actual)
-        for (node, _), r in zip(plan.claimed, responses[len(plan.expects):], strict=True):
-            if r.response_range.kvs:  # the consumer already holds an allocation
-                self._saw(r.response_range.kvs[0].mod_revision)
-                if node not in conflicts:
-                    conflicts.append(node)
         return conflicts
+
+    def _held(self, plan: _Plan, responses: Any) -> ConsumerHeld | None:
+        """The claim's consumers that another writer booked first (a claim never moves a booking)."""
+        held: list[str] = []
+        revision = 0
+        for (_, key), r in zip(plan.claimed, responses[len(plan.expects):], strict=True):
+            if r.response_range.kvs:
+                revision = max(revision, r.response_range.kvs[0].mod_revision)
+                held.append(unquote(key[len(self._k_allocs):].decode()))
+        if not held:
+            return None
+        self._saw(revision)
+        return ConsumerHeld(held, revision)
 
     def _commit(self, batch: Batch, plan: _Plan | None = None) -> CommitResult:
         attempts = 32
@@ -544,6 +558,10 @@ class EtcdStore(Store):
                 self._count("commits")
                 return CommitResult(revision=mine,
                                     changes=[msgspec.structs.replace(c, revision=mine) for c in plan.changes])
+            held = self._held(plan, resp.responses)
+            if held is not None:
+                self._count("claim_conflicts")
+                raise held
             conflicts = self._conflicts(plan, resp.responses)
             if conflicts:
                 self._count("claim_conflicts")

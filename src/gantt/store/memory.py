@@ -10,6 +10,7 @@ from gantt.store.base import (
     Change,
     CommitResult,
     Compacted,
+    ConsumerHeld,
     NodeKey,
     NodeRevision,
     Snapshot,
@@ -57,6 +58,9 @@ class MemoryStore(Store):
                          if self._node_revisions.get((e.host, e.node), 0) != e.revision]
             if conflicts:
                 raise StoreConflict(conflicts)
+            held = [a.consumer_uuid for a in batch.allocations if a.consumer_uuid in self._allocations]
+            if held:
+                raise ConsumerHeld(held, self._revision)
             if not batch.lenient_releases:
                 for consumer in batch.releases:
                     if consumer not in self._allocations:

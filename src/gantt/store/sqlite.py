@@ -43,6 +43,7 @@ from gantt.store.base import (
     Change,
     CommitResult,
     Compacted,
+    ConsumerHeld,
     NodeKey,
     NodeRevision,
     Snapshot,
@@ -465,6 +466,10 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
                 conflicts.append((e.host, e.node))
         if conflicts:
             raise StoreConflict(conflicts)
+    held = [a.consumer_uuid for a in batch.allocations
+            if ex("SELECT 1 FROM allocations WHERE consumer=?", (a.consumer_uuid,)).fetchone() is not None]
+    if held:
+        raise ConsumerHeld(held, rev - 1)
     if batch.releases and not batch.lenient_releases:
         for consumer in batch.releases:
             if ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None:
