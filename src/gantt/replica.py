@@ -362,6 +362,15 @@ class Replica:
     def select_destinations(self, spec: Any) -> Any:
         return self.scheduler.select_destinations(spec)
 
+    def candidates(self, spec: Any, limit: int | None = None) -> Any:
+        return self.scheduler.candidates(spec, limit)
+
+    def explain(self, spec: Any) -> Any:
+        return self.scheduler.explain(spec)
+
+    def allocation(self, consumer_uuid: str) -> Allocation:
+        return self.scheduler.allocation(consumer_uuid)
+
     # -------------------------------------------------------------------------------------------- expiry
 
     def _on_expire(self, expired: list[Allocation]) -> None:

@@ -27,6 +27,7 @@ new arrays, so a reader holds a consistent (if slightly old) array. Claims re-ch
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 
 NodeKey = tuple[str, str]
 _NONE: frozenset[str] = frozenset()  # the instances of a node that runs none
+_STATIC_EPOCHS = itertools.count(1)  # see HostTable.__init__: one range of static revisions per table
 
 # Nova's initial_*_allocation_ratio defaults: used when a host reports none (configurable: [DEFAULT]).
 DEFAULT_RATIOS = {"VCPU": 4.0, "MEMORY_MB": 1.0, "DISK_GB": 1.0}
@@ -147,7 +149,9 @@ class HostTable:
         self.service_down_time = service_down_time
         self.claim_timeout = claim_timeout
         self.revision = 0
-        self.static_revision = 0
+        # Caches outside the table (the engine's masks, filters' memos) are keyed on the static revision: a table
+        # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
+        self.static_revision = next(_STATIC_EPOCHS) << 32
         self.n = 0
         self._rows = max(16, initial_rows)
         # identity

@@ -187,3 +187,24 @@ def test_a_stale_replica_answers_the_booking_another_made(backend: str, tmp_path
         store_a.close()
         if store_b is not store_a:
             store_b.close()
+
+
+def test_a_reload_forgets_masks_derived_from_the_old_table() -> None:
+    """Issue 10: caches keyed on the static revision must not survive a reload onto a new table."""
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter", "AvailabilityZoneFilter"]}})
+    store = MemoryStore()
+    replica = Replica(store, config).start(follow=False)
+    replica.update_resource_stats("a", host_stats())
+    replica.update_resource_stats("b", host_stats())
+    replica.update_aggregate({"id": 1, "hosts": ["a"], "metadata": {"availability_zone": "az1"}})
+    replica.update_aggregate({"id": 2, "hosts": ["b"], "metadata": {"availability_zone": "az2"}})
+    az1 = request(vcpus=1) | {"availability_zone": "az1"}
+    assert [c.host for c in replica.candidates(az1)] == ["a"]
+    replica.update_aggregate({"id": 1, "hosts": ["b"], "metadata": {"availability_zone": "az1"}})
+    replica.update_aggregate({"id": 2, "hosts": ["a"], "metadata": {"availability_zone": "az2"}})
+    replica.load()
+    fresh = Replica(store, config).start(follow=False)
+    assert [c.host for c in fresh.candidates(az1)] == ["b"]
+    assert [c.host for c in replica.candidates(az1)] == ["b"]
+    [[chosen, *_]] = replica.select_destinations(az1)
+    assert chosen.host == "b"
