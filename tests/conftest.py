@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from gantt import Scheduler
+
+# Every process a test starts (servers, workers, spawned claimers) inherits this: a crash prints its stack.
+os.environ["PYTHONFAULTHANDLER"] = "1"
 
 
 class FakeClock:

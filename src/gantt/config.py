@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 from msgspec import Struct, field
 
-from gantt.model import InvalidRequest
+from gantt.model import InvalidRequest, prepare_types
 
 NOVA_DEFAULT_FILTERS = [
     "ComputeFilter",
@@ -216,3 +216,6 @@ def _number_or_string(raw: str) -> Any:
         except ValueError:
             pass
     return raw
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

@@ -41,7 +41,7 @@ import numpy as np
 
 from gantt.config import Config
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
-from gantt.model import Aggregate, Allocation, HostReport, HostStats, Inventory, NotFound
+from gantt.model import Aggregate, Allocation, HostReport, HostStats, Inventory, NotFound, prepare_types
 
 log = logging.getLogger(__name__)
 
@@ -1061,3 +1061,6 @@ def _ipv4_int(ip: str) -> int:
         return value
     except ValueError:
         return -1
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

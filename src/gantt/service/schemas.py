@@ -26,6 +26,7 @@ from gantt.model import (
     RequestSpec,
     Selection,
     StoreUnavailable,
+    prepare_types,
 )
 
 # ---------------------------------------------------------------------------------------------- errors
@@ -325,3 +326,6 @@ __all__ = [
     "Written",
     "openapi",
 ]
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

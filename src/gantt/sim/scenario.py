@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Struct, field
 
 from gantt.config import Config
-from gantt.model import InvalidRequest
+from gantt.model import InvalidRequest, prepare_types
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
@@ -344,3 +344,6 @@ def _check_references(s: Scenario) -> None:
         if failure.kind == "scheduler_crash" and not 0 <= failure.scheduler < s.control_plane.schedulers:
             raise ScenarioError(f"{where}.scheduler: no scheduler {failure.scheduler} (there are "
                                 f"{s.control_plane.schedulers}, numbered from 0)", field=f"{where}.scheduler")
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

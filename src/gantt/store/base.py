@@ -26,7 +26,7 @@ from typing import Literal
 
 from msgspec import Struct, field
 
-from gantt.model import Aggregate, Allocation, GanttError, HostReport, InstanceInfo
+from gantt.model import Aggregate, Allocation, GanttError, HostReport, InstanceInfo, prepare_types
 
 NodeKey = tuple[str, str]
 
@@ -160,3 +160,6 @@ def open_store(url: str) -> Store:
 
         return EtcdStore(url)
     raise ValueError(f"unknown store URL {url!r}: use sqlite:///path, etcd://host:port[,…] or memory://")
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)
