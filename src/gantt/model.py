@@ -255,10 +255,16 @@ class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
             raise InvalidRequest(str(exc), field="$.name") from exc
 
 
-def merge_reports(old: HostReport | None, new: HostReport) -> HostReport:
-    """The record a store keeps: ``new`` replaces what it names; inventories are replaced class by class."""
+def merge_reports(old: HostReport | None, new: HostReport) -> HostReport | None:
+    """The record a store keeps: ``new`` replaces what it names; inventories are replaced class by class.
+
+    None when ``new`` is older than ``old`` (by ``reported_at``): a report that arrives late must not roll a
+    host's state or its report time back, and the store decides it once so that every replica agrees.
+    """
     if old is None:
         return new
+    if old.reported_at is not None and new.reported_at is not None and new.reported_at < old.reported_at:
+        return None
     changes = {name: getattr(new.stats, name) for name in HostStats.__struct_fields__
                if getattr(new.stats, name) is not None}
     if new.stats.inventories is not None and old.stats.inventories:

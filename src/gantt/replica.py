@@ -75,6 +75,7 @@ class Replica:
         self.resyncs = 0
         # Nodes whose last claim commit had an unknown outcome: not claimable until the next snapshot load.
         self._dirty: set[NodeKey] = set()
+        self.stale_reports = 0  # reports this replica wrote that the store ignored as older than what it held
         self.revalidations = 0  # store conflicts resolved by re-checking the same nodes (no new decision)
         # What each host runs per the last instance-info write (the store keeps only the latest list per host),
         # so that Nova's additive update_instance_info / delete_instance_info can be written as a full list.
@@ -298,6 +299,8 @@ class Replica:
     def write(self, batch: Batch) -> int:
         """Commit a batch and apply its changes here at once (read your own writes). Returns the revision."""
         result = self.store.commit(batch)
+        if batch.reports:  # the store keeps no report older than the one it holds (model.merge_reports)
+            self.stale_reports += len(batch.reports) - sum(1 for c in result.changes if c.kind == "host")
         self.apply(result.changes, own="write")
         # Then read the feed once, without waiting: applied in order, our write moves its nodes' usage revisions
         # and the cursor, so the next claim on a node just released expects the right revision instead of

@@ -152,6 +152,7 @@ class HostTable:
         # Caches outside the table (the engine's masks, filters' memos) are keyed on the static revision: a table
         # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
         self.static_revision = next(_STATIC_EPOCHS) << 32
+        self.stale_reports = 0  # reports ignored because the node had applied a newer one
         self.n = 0
         self._rows = max(16, initial_rows)
         # identity
@@ -505,6 +506,10 @@ class HostTable:
                 now = report.reported_at if report.reported_at is not None else self.clock()
             key = (report.host, report.nodename)
             row = self.row_of.get(key)
+            if row is not None and report.reported_at is not None \
+                    and report.reported_at < self.cols["updated_at"][row]:
+                self.stale_reports += 1  # a late report must not roll the node's state or report time back
+                return row
             static = False
             if row is None:
                 row = self._add_row(report.host, report.nodename)

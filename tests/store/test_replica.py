@@ -208,3 +208,34 @@ def test_a_reload_forgets_masks_derived_from_the_old_table() -> None:
     assert [c.host for c in replica.candidates(az1)] == ["b"]
     [[chosen, *_]] = replica.select_destinations(az1)
     assert chosen.host == "b"
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_late_report_changes_nothing_and_is_counted(backend: str, tmp_path: Path) -> None:
+    """Issue 10: a report older (by reported_at) than the applied one must not roll the host back."""
+    store = MemoryStore() if backend == "memory" else SQLiteStore(f"sqlite:///{tmp_path}/g.sqlite")
+    replica = Replica(store, CONFIG).start(follow=False)
+    other = Replica(store, CONFIG).start(follow=False)
+    try:
+        replica.report({"host": "h", "stats": host_stats(vcpus=8, vcpus_used=6), "reported_at": 2000.0})
+        replica.report({"host": "h", "stats": host_stats(vcpus=8, vcpus_used=1), "reported_at": 1000.0})
+        [held] = store.snapshot().hosts
+        assert (held.reported_at, held.stats.vcpus_used) == (2000.0, 6)
+        assert replica.stale_reports == 1
+        other.catch_up()
+        for r in (replica, other):
+            row = r.table.row("h")
+            assert r.table.cols["updated_at"][row] == 2000.0
+            assert r.table.describe(row)["inventories"]["VCPU"]["reported_used"] == 6
+    finally:
+        store.close()
+
+
+def test_the_library_ignores_a_late_report_too() -> None:
+    from gantt import Scheduler
+
+    sched = Scheduler(CONFIG)
+    sched.report({"host": "h", "stats": host_stats(vcpus=8, vcpus_used=6), "reported_at": 2000.0})
+    sched.report({"host": "h", "stats": host_stats(vcpus=8, vcpus_used=1), "reported_at": 1000.0})
+    assert sched.host("h")["inventories"]["VCPU"]["reported_used"] == 6
+    assert sched.table.stale_reports == 1

@@ -641,7 +641,10 @@ class EtcdStore(Store):
             old = merged.get(key)
             if old is None and found["host"][key]:
                 old = _dec_host(found["host"][key][0].value)
-            merged[key] = new = merge_reports(old, report)
+            new = merge_reports(old, report)
+            if new is None:
+                continue  # stale
+            merged[key] = new
             plan.ops[self._node_key(*key)] = _encode(new)
             plan.ops[self._usage_key(*key)] = b""
             plan.changes.append(Change(revision=0, kind="host", host=new))

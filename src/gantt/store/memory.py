@@ -75,6 +75,8 @@ class MemoryStore(Store):
             for report in batch.reports:
                 key = (report.host, report.nodename)
                 merged = merge_reports(self._hosts.get(key), report)
+                if merged is None:
+                    continue  # stale
                 self._hosts[key] = merged
                 self._node_revisions[key] = rev
                 changes.append(Change(revision=rev, kind="host", host=merged))

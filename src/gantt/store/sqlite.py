@@ -489,6 +489,8 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
         key = (report.host, report.nodename)
         row = ex("SELECT data FROM hosts WHERE host=? AND node=?", key).fetchone()
         merged = merge_reports(_DEC_HOST.decode(row[0]) if row else None, report)
+        if merged is None:
+            continue  # stale
         ex("INSERT INTO hosts (host, node, data) VALUES (?, ?, ?) "
            "ON CONFLICT (host, node) DO UPDATE SET data=excluded.data", (*key, _ENC.encode(merged)))
         bumped[key] = None
