@@ -6,8 +6,10 @@ import random
 
 import numpy as np
 
+from gantt import Scheduler
+from gantt.config import Config
 from gantt.model import Allocation
-from tests.conftest import make_scheduler
+from tests.conftest import FakeClock, host_stats, make_scheduler, request
 
 
 def test_free_columns_after_claims_and_releases_equal_a_recomputation() -> None:
@@ -52,3 +54,58 @@ def test_nodes_running_nothing_share_one_empty_instance_set() -> None:
     table.release("c1")
     sched.delete_instance_info("h1", "vm-a")
     assert table.instances[0] is table.instances[1] is table.instances[2]
+
+
+def _vcpu(sched: Scheduler, host: str) -> dict[str, float]:
+    return sched.host(host)["inventories"]["VCPU"]
+
+
+def test_a_host_that_never_lists_instances_counts_a_claim_once_after_the_timeout() -> None:
+    """Issue 10: its reported usage includes a built instance; the claim must not stay on top of it forever."""
+    clock = FakeClock()
+    sched = make_scheduler({"h": {"vcpus": 8}}, filters=["ComputeFilter"], clock=clock, gantt={"claim_timeout": 600})
+    sched.select_destinations(request(vcpus=2) | {"instance_uuids": ["vm-1"]})
+    assert _vcpu(sched, "h")["free"] == 6
+    clock.advance(60)  # built: the host's usage includes it, the claim still counts on top (safe side)
+    sched.update_resource_stats("h", host_stats(vcpus=8, vcpus_used=2))
+    assert _vcpu(sched, "h")["free"] == 4
+    clock.advance(600)
+    sched.update_resource_stats("h", host_stats(vcpus=8, vcpus_used=2))
+    assert _vcpu(sched, "h")["free"] == 6  # counted once, by the report
+    assert sched.allocation("vm-1").host == "h"  # the booking stays until it is released
+    assert sched.table.settled_claims == 1
+    sched.release("vm-1")
+    assert _vcpu(sched, "h")["free"] == 6  # releasing a settled claim takes nothing off the report
+
+
+def test_a_host_that_lists_instances_confirms_or_releases() -> None:
+    clock = FakeClock()
+    sched = make_scheduler({"h": {"vcpus": 8}}, filters=["ComputeFilter"], clock=clock, gantt={"claim_timeout": 600})
+    sched.select_destinations(request(vcpus=2) | {"instance_uuids": ["vm-1"]})
+    sched.select_destinations(request(vcpus=2) | {"instance_uuids": ["vm-2"]})
+    clock.advance(60)
+    sched.update_resource_stats("h", host_stats(vcpus=8, vcpus_used=2, instances=["vm-1"]))
+    assert _vcpu(sched, "h")["free"] == 4  # vm-1 by the report, vm-2 in flight
+    clock.advance(600)
+    sched.update_resource_stats("h", host_stats(vcpus=8, vcpus_used=2, instances=["vm-1"]))
+    assert _vcpu(sched, "h")["free"] == 6  # vm-2 never built: released
+    assert sched.table.expired_claims == 1
+    assert sched.allocation("vm-1").host == "h"
+
+
+def test_a_replica_loading_old_claims_on_an_unlisting_host_counts_them_as_settled() -> None:
+    from gantt.replica import Replica
+    from gantt.store.memory import MemoryStore
+
+    clock = FakeClock()
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]},
+                               "gantt": {"claim_timeout": 600}})
+    store = MemoryStore()
+    first = Replica(store, config, clock=clock).start(follow=False)
+    first.update_resource_stats("h", host_stats(vcpus=8))
+    first.select_destinations(request(vcpus=2) | {"instance_uuids": ["vm-1"]})
+    clock.advance(700)
+    first.update_resource_stats("h", host_stats(vcpus=8, vcpus_used=2))
+    later = Replica(store, config, clock=clock).start(follow=False)
+    for replica in (first, later):
+        assert replica.table.describe(replica.table.row("h"))["inventories"]["VCPU"]["free"] == 6

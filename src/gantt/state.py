@@ -153,6 +153,7 @@ class HostTable:
         # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
         self.static_revision = next(_STATIC_EPOCHS) << 32
         self.stale_reports = 0  # reports ignored because the node had applied a newer one
+        self.settled_claims = 0  # claims on nodes that never list instances, left to the reports after the timeout
         self.n = 0
         self._rows = max(16, initial_rows)
         # identity
@@ -549,6 +550,8 @@ class HostTable:
             static |= self._update_inventories(row, stats)
             if stats.instances is not None:
                 self._update_instances(row, key, stats.instances, now)
+            elif not self.reports_instances[row]:
+                self._settle_unlisted(row, key, now)
             self._refresh_load(row)
             self._refresh_free(row)
             cols["updated_at"][row] = now
@@ -702,6 +705,20 @@ class HostTable:
             else:
                 for alloc in expired:
                     self._drop_allocation(alloc.consumer_uuid)
+
+    def _settle_unlisted(self, row: int, key: NodeKey, now: float) -> None:
+        """Claims on a node that never lists its instances stop counting in flight after ``claim_timeout``.
+
+        Such a node's reported usage (``vcpus_used`` …) includes an instance once it is built, and nothing says
+        when: until ``claim_timeout`` a claim is counted on top (twice once built: safe), after it the build has
+        happened or failed and the report is the truth. The allocation itself stays until it is released.
+        """
+        for consumer in list(self.node_allocations.get(key, ())):
+            alloc = self.allocations[consumer]
+            if not alloc.confirmed and alloc.created_at and now - alloc.created_at > self.claim_timeout:
+                alloc.confirmed = True
+                self._add_inflight(row, alloc.resources, -1)
+                self.settled_claims += 1
 
     def _refresh_load(self, row: int) -> None:
         cols = self.cols
@@ -940,7 +957,12 @@ class HostTable:
     def _insert_allocation(self, row: int, key: NodeKey, allocation: Allocation) -> None:
         if not allocation.created_at:
             allocation.created_at = self.clock()
-        if allocation.consumer_uuid in self.reported_instances[row]:
+        listed = allocation.consumer_uuid in self.reported_instances[row]
+        # On a node that never lists instances, a claim older than the timeout is settled, as _settle_unlisted
+        # would have done (a replica loading a snapshot).
+        settled = not self.reports_instances[row] \
+            and self.cols["updated_at"][row] - allocation.created_at > self.claim_timeout
+        if listed or settled:
             allocation.confirmed = True
         self.allocations[allocation.consumer_uuid] = allocation
         self.node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
