@@ -455,7 +455,7 @@ class Engine:
         """
         table = self.table
         mask = extremes.mask
-        terms: list[tuple[Weigher, np.ndarray, float | np.ndarray, float, float]] = []
+        terms: list[tuple[Weigher, str | None, np.ndarray, float | np.ndarray, float, float]] = []
         for weigher in self.weighers:
             multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
             if isinstance(multiplier, float) and multiplier == 0.0:
@@ -463,16 +463,18 @@ class Engine:
             raw = weigher.raw(table, ctx, mask)
             if raw is None:
                 continue
-            bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, weigher.usage_column)
+            column = weigher.usage_column
+            bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, column)
             if bounds is None:
                 continue  # Nova: every candidate equal -> every normalized weight 0
-            terms.append((weigher, raw, multiplier, *bounds))
+            raw, column = _clamped(extremes, raw, column, weigher.minval, weigher.maxval, bounds)
+            terms.append((weigher, column, raw, multiplier, *bounds))
         size = len(rows) if rows is not None else table.n
         if not terms:
             return np.zeros(size), 0.0
         offset = 0.0
-        if contributions is None and all(w.usage_column and isinstance(m, float) for w, _, m, _, _ in terms):
-            factors = [(w.usage_column, raw, m / (hi - lo), lo) for w, raw, m, lo, hi in terms]
+        if contributions is None and all(c and isinstance(m, float) for _, c, _, m, _, _ in terms):
+            factors = [(c, raw, m / (hi - lo), lo) for _, c, raw, m, lo, hi in terms]
             key = tuple((column, factor) for column, _, factor, _ in factors)
             score = table.weighted_sum(key, [(raw, factor) for _, raw, factor, _ in factors], rows)
             for _, _, factor, lo in factors:
@@ -480,7 +482,7 @@ class Engine:
             return score, offset
         score = np.zeros(size)
         scratch = np.empty(size)
-        for weigher, raw, multiplier, lo, hi in terms:
+        for weigher, _, raw, multiplier, lo, hi in terms:
             if rows is not None:
                 raw = raw[rows]
                 if not isinstance(multiplier, float):
@@ -638,6 +640,25 @@ class _Extremes:
         np.copyto(buffer, raw)
         buffer[excluded] = -np.inf if highest else np.inf
         return float(buffer.max() if highest else buffer.min())
+
+
+def _clamped(extremes: _Extremes, raw: np.ndarray, column: str | None, minval: float | None, maxval: float | None,
+             bounds: tuple[float, float]) -> tuple[np.ndarray, str | None]:
+    """Nova's weigh_objects: a weight below ``minval`` (above ``maxval``) counts as ``minval`` (``maxval``).
+
+    Only when a candidate lies outside the bounds is a clamped copy made (it is then no longer the usage
+    column, so the patched weighted sums do not apply to it); e.g. RAMWeigher's ``minval = 0`` clamps the
+    negative free RAM of an overcommitted node.
+    """
+    if minval is not None:
+        actual = extremes.bounds(raw, None, bounds[1], column)
+        if actual is not None and actual[0] < minval:
+            raw, column = np.maximum(raw, minval), None
+    if maxval is not None:
+        actual = extremes.bounds(raw, bounds[0], None, column)
+        if actual is not None and actual[1] > maxval:
+            raw, column = np.minimum(raw, maxval), None
+    return raw, column
 
 
 def _aligned(values: np.ndarray, rows: np.ndarray | None, mask: np.ndarray) -> np.ndarray:

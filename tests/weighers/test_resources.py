@@ -10,13 +10,23 @@ from tests.weighers.helpers import ranking, totals, weights
 F = ["ComputeFilter"]
 
 
-def test_ram_weigher_spreads_by_default_and_normalizes_to_unit_range() -> None:
+def test_ram_weigher_spreads_by_default_and_normalizes_from_zero() -> None:
+    # Nova 34's RAM/CPU/Disk weighers set minval = 0: weights run from 0 to the most free candidate.
     sched = make_scheduler({"a": {"memory_mb": 4096}, "b": {"memory_mb": 8192}, "c": {"memory_mb": 16384}},
                            filters=F, weighers=["RAMWeigher"])
     assert ranking(sched, request()) == ["c", "b", "a"]
     w = weights(sched, request(), "RAMWeigher")
-    assert w["c"] == pytest.approx(1.0) and w["a"] == pytest.approx(0.0)
-    assert w["b"] == pytest.approx((8192 - 4096) / (16384 - 4096))
+    assert w["c"] == pytest.approx(1.0) and w["a"] == pytest.approx(0.25)
+    assert w["b"] == pytest.approx(0.5)
+
+
+def test_negative_free_ram_counts_as_zero() -> None:
+    # An overcommitted node reports more RAM used than it has; Nova clamps its weight at minval (0).
+    sched = make_scheduler({"a": {"memory_mb": 4096, "memory_mb_used": 6144, "ram_allocation_ratio": 2.0},
+                            "b": {"memory_mb": 8192}, "c": {"memory_mb": 4096}},
+                           filters=F, weighers=["RAMWeigher"])
+    w = weights(sched, request(), "RAMWeigher")
+    assert w == {"a": 0.0, "b": pytest.approx(1.0), "c": pytest.approx(0.5)}
 
 
 def test_negative_multiplier_stacks() -> None:
@@ -34,9 +44,10 @@ def test_ram_counts_in_flight_claims() -> None:
     assert ranking(sched, request())[0] == "b"
 
 
-def test_all_equal_gives_zero_weights() -> None:
+def test_all_equal_gives_equal_weights() -> None:
+    # Normalized from 0, equal free capacity is 1.0 per weigher (Nova's normalize with minval=0).
     sched = make_scheduler(3, filters=F, weighers=["RAMWeigher", "CPUWeigher", "DiskWeigher"])
-    assert set(totals(sched, request()).values()) == {0.0}
+    assert set(totals(sched, request()).values()) == {3.0}
 
 
 def test_cpu_weigher_uses_allocation_ratio_and_usage() -> None:
@@ -75,14 +86,14 @@ def test_aggregate_override_lowest_value_wins_on_multi_aggregate_nodes() -> None
     sched.update_aggregate(_agg(2, ["c"], ram_weight_multiplier="-1.0"))
     w = weights(sched, request(), "RAMWeigher")
     assert w["c"] == pytest.approx(-1.0)
-    assert w["b"] == pytest.approx(3.0 * (8192 - 4096) / (16384 - 4096))
-    assert w["a"] == pytest.approx(0.0)
+    assert w["b"] == pytest.approx(3.0 * 8192 / 16384)
+    assert w["a"] == pytest.approx(4096 / 16384)
     assert ranking(sched, request()) == ["b", "a", "c"]
     # Updating an aggregate invalidates the memoized per-node multipliers.
     sched.update_aggregate(_agg(2, ["c"], ram_weight_multiplier="5.0"))
     assert weights(sched, request(), "RAMWeigher")["c"] == pytest.approx(3.0)
     sched.delete_aggregate(1)
-    assert weights(sched, request(), "RAMWeigher")["b"] == pytest.approx((8192 - 4096) / (16384 - 4096))
+    assert weights(sched, request(), "RAMWeigher")["b"] == pytest.approx(8192 / 16384)
 
 
 def test_aggregate_override_enables_a_weigher_whose_config_multiplier_is_zero() -> None:
@@ -110,4 +121,4 @@ def test_multi_node_host_rows_share_their_host_aggregates() -> None:
     sched.update_resource_stats("kvm", {"vcpus": 4, "memory_mb": 6144, "local_gb": 10})
     sched.update_aggregate(_agg(1, ["ironic"], ram_weight_multiplier="-1"))
     w = weights(sched, request(), "RAMWeigher")
-    assert w == {"n2": pytest.approx(-1.0), "n1": pytest.approx(0.0), "kvm": pytest.approx(0.5)}
+    assert w == {"n2": pytest.approx(-1.0), "n1": pytest.approx(-0.5), "kvm": pytest.approx(0.75)}

@@ -16,6 +16,7 @@ class RAMWeigher(Weigher):
     name = "RAMWeigher"
     multiplier_option = "ram_weight_multiplier"
     usage_column = "free_ram_mb"
+    minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         return table.col("free_ram_mb")
@@ -28,6 +29,7 @@ class CPUWeigher(Weigher):
     name = "CPUWeigher"
     multiplier_option = "cpu_weight_multiplier"
     usage_column = "free:VCPU"
+    minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         free = table.rc_col("free", "VCPU")
@@ -41,6 +43,7 @@ class DiskWeigher(Weigher):
     name = "DiskWeigher"
     multiplier_option = "disk_weight_multiplier"
     usage_column = "free_disk_mb"
+    minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         return table.col("free_disk_mb")
