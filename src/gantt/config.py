@@ -62,13 +62,12 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     pci_in_placement: bool = False
 
     def __post_init__(self) -> None:
-        if self.host_subset_size < 1:
-            # Nova treats values below 1 as 1 (and warns); keep that behaviour.
-            self.host_subset_size = 1
-        if self.max_io_ops_per_host < 0:
-            raise ValueError("max_io_ops_per_host must be >= 0")
-        if self.max_instances_per_host < 0:
-            raise ValueError("max_instances_per_host must be >= 0")
+        # Nova 34's own bounds on these options (oslo.config refuses a value outside them at start).
+        for name, least in (("host_subset_size", 1), ("max_io_ops_per_host", 0), ("max_instances_per_host", 1),
+                            ("soft_affinity_weight_multiplier", 0.0), ("soft_anti_affinity_weight_multiplier", 0.0),
+                            ("pci_weight_multiplier", 0.0)):
+            if getattr(self, name) < least:
+                raise ValueError(f"{name} must be >= {least}")
 
 
 class SchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):

@@ -613,7 +613,7 @@ class HostTable:
             arr = self.metrics.get(metric.name)
             if arr is None:
                 arr = self.metrics[metric.name] = np.full(self._rows, np.nan)
-            arr[row] = metric.value
+            arr[row] = _metric_value(metric.name, metric.value)
             seen.add(metric.name)
         for name, arr in self.metrics.items():
             if name not in seen:
@@ -1072,6 +1072,17 @@ class HostTable:
             "instances": sorted(self.instances[row]),
             "allocations": sorted(self.node_allocations.get((self.host_names[row], self.node_names[row]), ())),
         }
+
+
+# Nova keeps these as hundredths in an integer field: its scheduler reads a compute node's metrics JSON, scales
+# these names by 100 and truncates every value to an integer (nova.objects.monitor_metric), and its
+# MetricsWeigher weighs those integers. Gantt stores what Nova's weigher would see.
+_PERCENT_METRICS = frozenset({"cpu.user.percent", "cpu.kernel.percent", "cpu.idle.percent", "cpu.iowait.percent",
+                              "cpu.percent"})
+
+
+def _metric_value(name: str, value: float) -> float:
+    return float(int(value * 100 if name in _PERCENT_METRICS else value))
 
 
 def _ipv4_int(ip: str) -> int:

@@ -13,7 +13,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from gantt.config import Config
 from gantt.request import RequestContext
 from gantt.state import HostTable
 from gantt.weighers.base import Weigher, register
@@ -24,13 +23,6 @@ log = logging.getLogger(__name__)
 class _GroupMembersWeigher(Weigher):
     policy: ClassVar[str] = ""
     sign: ClassVar[float] = 1.0
-
-    def __init__(self, config: Config) -> None:
-        super().__init__(config)
-        if self.multiplier() < 0:
-            # As Nova warns: a negative multiplier turns the policy into its opposite.
-            log.warning("%s is negative: %s will favour the opposite of %s", self.multiplier_option,
-                        self.name, self.policy)
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
         if ctx.group_policy != self.policy:

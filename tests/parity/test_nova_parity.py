@@ -1,0 +1,86 @@
+"""Nova parity, proven by Nova's own code: every filter and weigher Gantt registers, on generated clouds.
+
+Gantt and Nova 34 (its HostState, filter classes and HostWeightHandler, in a separate virtualenv) answer the
+same generated requests; per filter the passing nodes, per weigher (and for all weighers summed) the weight of
+every candidate must agree. ``scripts/parity`` runs this module alone and prints the agreement table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.parity import cases, reference
+
+SEEDS = int(os.environ.get("GANTT_PARITY_SEEDS", "20"))
+REQUESTS = int(os.environ.get("GANTT_PARITY_REQUESTS", "50"))
+DRIVER = Path(__file__).with_name("nova_driver.py")
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def _same_weights(ours: dict[str, Any], nova: dict[str, Any]) -> bool:
+    if "error" in ours or "error" in nova:
+        return ours == nova
+    return set(ours) == set(nova) and all(_close(ours[n], float(nova[n])) for n in ours)
+
+
+@pytest.fixture(scope="module")
+def outcome() -> dict[str, Any]:
+    filters, weighers = cases.registered()
+    compared = [f for f in filters if f not in cases.NO_NOVA_REFERENCE]
+    clouds = [cases.cloud(seed, REQUESTS) for seed in range(SEEDS)]
+    ours = [answer for c in clouds for answer in cases.gantt_answers(c, compared, weighers)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") or k == "PYTHONFAULTHANDLER"}
+    done = subprocess.run([str(reference.python()), str(DRIVER)], input=json.dumps({"clouds": clouds}),
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    nova = json.loads(done.stdout)
+    return {"filters": filters, "weighers": weighers, "compared": compared, "ours": ours, "nova": nova,
+            "clouds": clouds}
+
+
+def test_every_registered_filter_and_weigher_is_compared_or_listed(outcome: dict[str, Any]) -> None:
+    nova_filters = set(outcome["nova"]["filters"])
+    assert set(outcome["compared"]) <= nova_filters, "a compared filter is not in Nova 34"
+    assert set(outcome["weighers"]) <= set(outcome["nova"]["weighers"])
+    # What has no Nova 34 counterpart must really have none (else it belongs in the comparison).
+    assert not (cases.NO_NOVA_REFERENCE & nova_filters)
+
+
+def test_gantt_agrees_with_nova(outcome: dict[str, Any]) -> None:
+    table: dict[str, list[int]] = {}
+    disagreements: list[str] = []
+    specs = [(c, case["spec"]) for c in outcome["clouds"] for case in c["requests"]]
+    for index, (ours, nova) in enumerate(zip(outcome["ours"], outcome["nova"]["results"], strict=True)):
+        cloud, spec = specs[index]
+        for name, nodes in ours["filters"].items():
+            row = table.setdefault(f"filter {name}", [0, 0, 0])
+            row[0] += 1
+            if nodes == nova["filters"][name]:
+                row[1] += 1
+            elif cases.documented_difference(cloud, spec, name, nodes, nova["filters"][name]):
+                row[2] += 1
+            elif len(disagreements) < 20:
+                disagreements.append(f"case {index} {name}: gantt {nodes} nova {nova['filters'][name]}")
+        for name, weights in ours["weights"].items():
+            row = table.setdefault(f"weigher {name}", [0, 0, 0])
+            row[0] += 1
+            if _same_weights(weights, nova["weights"][name]):
+                row[1] += 1
+            elif len(disagreements) < 20:
+                disagreements.append(f"case {index} {name}: gantt {weights} nova {nova['weights'][name]}")
+    width = max(len(k) for k in table)
+    lines = [f"{'compared':<{width}}  cases  agreed  documented difference",
+             *(f"{k:<{width}}  {v[0]:>5}  {v[1]:>6}  {v[2]:>21}" for k, v in sorted(table.items()))]
+    lines.append(f"no Nova 34 counterpart: {', '.join(sorted(cases.NO_NOVA_REFERENCE))}")
+    print("\n" + "\n".join(lines))
+    Path(os.environ.get("GANTT_PARITY_TABLE", "/dev/null")).write_text("\n".join(lines) + "\n")
+    assert disagreements == []
