@@ -7,8 +7,11 @@ Nova derives the resources a request needs from its flavor (and extra specs such
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+import os_traits
 
 from gantt.config import Config
 from gantt.model import InvalidRequest, RequestSpec, check_resource_class
@@ -77,10 +80,60 @@ def traits_from_spec(spec: RequestSpec) -> tuple[frozenset[str], frozenset[str]]
                 forbidden.add(trait)
             else:
                 raise InvalidRequest(f"{key} must be 'required' or 'forbidden'", field=f"$.{where}.{key}")
+    for where, names in (("$.required_traits", required), ("$.forbidden_traits", forbidden)):
+        for name in names:
+            if not valid_trait(name):
+                raise InvalidRequest(f"{name!r} is not a trait: a standard trait of os-traits, or CUSTOM_ followed "
+                                     "by upper-case letters, digits and underscores", field=where)
     if required & forbidden:
         clash = sorted(required & forbidden)[0]
         raise InvalidRequest(f"trait {clash} is both required and forbidden", field="$.required_traits")
     return frozenset(required), frozenset(forbidden)
+
+
+_CUSTOM_TRAIT = re.compile(r"CUSTOM_[A-Z0-9_]+")
+
+
+_STANDARD_TRAITS = frozenset(os_traits.get_traits())
+
+
+def valid_trait(name: str) -> bool:
+    """Placement's rule: a standard trait (os-traits) or ``CUSTOM_[A-Z0-9_]+``."""
+    return name in _STANDARD_TRAITS or _CUSTOM_TRAIT.fullmatch(name) is not None
+
+
+def member_of_from_spec(spec: RequestSpec) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
+    """Placement's ``member_of``: (groups each satisfied by any of its aggregates, aggregates forbidden).
+
+    Each inner list of ``spec.member_of`` is one ``member_of`` query parameter: ``["a", "b"]`` or
+    ``["in:a,b"]`` (any of), ``["!a"]`` or ``["!in:a,b"]`` (none of). (``requested_destination.aggregates`` is
+    the engine's pre-selection.)
+    """
+    groups: list[frozenset[str]] = []
+    forbidden: set[str] = set()
+    for i, group in enumerate(spec.member_of or ()):
+        where = f"$.member_of[{i}]"
+        if any(ref.startswith("!") for ref in group):
+            if len(group) != 1:
+                raise InvalidRequest("a forbidden aggregate ('!a' or '!in:a,b') must be the only entry of its "
+                                     "member_of group", field=where)
+            refs = _refs(group[0][1:], where)
+            forbidden |= refs
+            continue
+        refs = frozenset(ref for entry in group for ref in _refs(entry, where))
+        if not refs:
+            raise InvalidRequest("a member_of group names no aggregate", field=where)
+        groups.append(refs)
+    return tuple(groups), frozenset(forbidden)
+
+
+def _refs(entry: str, where: str) -> frozenset[str]:
+    body = entry[3:] if entry.startswith("in:") else entry
+    refs = [ref.strip() for ref in body.split(",")] if entry.startswith("in:") else [body.strip()]
+    if not all(refs) or any(ref.startswith(("!", "in:")) for ref in refs):
+        raise InvalidRequest(f"malformed member_of entry {entry!r}: use 'a', 'in:a,b', '!a' or '!in:a,b'",
+                             field=where)
+    return frozenset(refs)
 
 
 @dataclass(slots=True)
@@ -96,6 +149,8 @@ class RequestContext:
     extra_specs: dict[str, str]
     image_props: dict[str, Any]
     hints: dict[str, Any]
+    member_of: tuple[frozenset[str], ...] = ()  # each group: in any of these aggregates (ids or uuids)
+    forbidden_aggregates: frozenset[str] = frozenset()
     # server group bookkeeping: hosts and members grow as this request's instances are placed
     group_policy: str | None = None
     group_hosts: list[str] = field(default_factory=list)
@@ -108,6 +163,7 @@ class RequestContext:
     @classmethod
     def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
         required, forbidden = traits_from_spec(spec)
+        member_of, forbidden_aggregates = member_of_from_spec(spec)
         group = spec.instance_group
         return cls(
             spec=spec,
@@ -119,6 +175,8 @@ class RequestContext:
             extra_specs=dict(spec.flavor.extra_specs) if spec.flavor else {},
             image_props=dict(spec.image.properties) if spec.image else {},
             hints=dict(spec.scheduler_hints),
+            member_of=member_of,
+            forbidden_aggregates=forbidden_aggregates,
             group_policy=group.policy if group else None,
             group_hosts=list(group.hosts) if group else [],
             group_members=set(group.members) if group else set(),

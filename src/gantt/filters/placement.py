@@ -5,7 +5,7 @@ These are always on, whatever ``enabled_filters`` says.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 
 import numpy as np
 
@@ -110,25 +110,26 @@ class TraitsFilter(Filter):
 
 @register
 class MemberOfFilter(Filter):
-    """``member_of``: for each inner list, the node's host is in at least one of those aggregates (id or uuid)."""
+    """``member_of`` (and ``requested_destination.aggregates``): in at least one aggregate of every group, in
+    none of the forbidden ones (ids or uuids; see ``request.member_of_from_spec``)."""
 
     name = "MemberOfFilter"
     always_on = True
     static = True
 
     def cache_key(self, ctx: RequestContext) -> Hashable:
-        return tuple(tuple(sorted(group)) for group in ctx.spec.member_of or ())
+        return (ctx.member_of, ctx.forbidden_aggregates)
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        groups = ctx.spec.member_of
-        if not groups:
+        if not ctx.member_of and not ctx.forbidden_aggregates:
             return None
-        wanted: list[set[str]] = []
-        for group in groups:
-            keys = set()
-            for ref in group:
-                for agg in table.aggregates.values():
-                    if ref in (agg.key, agg.uuid):
-                        keys.add(agg.key)
-            wanted.append(keys)
-        return table.factor("aggregates").map(lambda aggs: all(aggs & keys for keys in wanted))
+        wanted = [aggregate_keys(table, refs) for refs in ctx.member_of]
+        banned = aggregate_keys(table, ctx.forbidden_aggregates)
+        return table.factor("aggregates").map(lambda aggs: all(aggs & keys for keys in wanted)
+                                              and not (aggs & banned))
+
+
+def aggregate_keys(table: HostTable, refs: Iterable[str]) -> frozenset[str]:
+    """The keys of the aggregates named by id or uuid (an unknown name matches nothing)."""
+    refs = set(refs)
+    return frozenset(agg.key for agg in table.aggregates.values() if agg.key in refs or agg.uuid in refs)
