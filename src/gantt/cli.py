@@ -102,7 +102,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(
         store=args.store or config.gantt.store, host=args.host or config.gantt.bind,
         port=args.port if args.port is not None else config.gantt.port, config_path=config_path,
-        workers=args.workers, token=os.environ.get("GANTT_TOKEN") or config.gantt.token, fd=args.fd,
+        workers=args.workers or config.scheduler.workers or 1,
+        token=os.environ.get("GANTT_TOKEN") or config.gantt.token, fd=args.fd,
         log_level=args.log_level)
     try:
         return serve(options)
@@ -395,7 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "needs a token")
     p.add_argument("--port", type=int, help="port (default [gantt] port, 8780)")
     p.add_argument("--config", help="config file, TOML or nova.conf-style INI (env GANTT_CONFIG)")
-    p.add_argument("--workers", type=int, default=1, help="processes on one store, each with its own replica")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes on one store, each with its own replica (default: [scheduler] workers, else 1)")
     p.add_argument("--fd", type=int, help="serve on this inherited listening socket instead of binding")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=cmd_serve)

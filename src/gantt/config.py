@@ -9,6 +9,7 @@ Nova options that do not apply to Gantt are accepted and ignored.
 from __future__ import annotations
 
 import configparser
+import logging
 import os
 import tomllib
 from pathlib import Path
@@ -18,6 +19,8 @@ import msgspec
 from msgspec import Struct, field
 
 from gantt.model import InvalidRequest, prepare_types
+
+log = logging.getLogger(__name__)
 
 NOVA_DEFAULT_FILTERS = [
     "ComputeFilter",
@@ -54,7 +57,7 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     soft_affinity_weight_multiplier: float = 1.0
     soft_anti_affinity_weight_multiplier: float = 1.0
     build_failure_weight_multiplier: float = 1000000.0
-    # Nova options accepted for compatibility; Gantt has nothing they would change.
+    # Nova options Gantt has nothing to do with: see _FILTER_SCHEDULER_WITHOUT_EFFECT.
     pci_weight_multiplier: float = 1.0
     cross_cell_move_weight_multiplier: float = 1000000.0
     image_props_weight_multiplier: float = 0.0
@@ -62,6 +65,13 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     pci_in_placement: bool = False
 
     def __post_init__(self) -> None:
+        _refuse_without_effect("filter_scheduler", self, _FILTER_SCHEDULER_WITHOUT_EFFECT)
+        available = [name.rsplit(".", 1)[-1] for name in self.available_filters]
+        if "all_filters" not in available:
+            missing = [n for n in self.enabled_filters if n.rsplit(".", 1)[-1] not in available]
+            if missing:
+                raise ValueError(f"enabled_filters names {', '.join(missing)}, which available_filters does not "
+                                 "make available")
         # Nova 34's own bounds on these options (oslo.config refuses a value outside them at start).
         for name, least in (("host_subset_size", 1), ("max_io_ops_per_host", 0), ("max_instances_per_host", 1),
                             ("soft_affinity_weight_multiplier", 0.0), ("soft_anti_affinity_weight_multiplier", 0.0),
@@ -78,7 +88,7 @@ class SchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     enable_isolated_aggregate_filtering: bool = False
     query_placement_for_image_type_support: bool = False
     workers: int | None = None
-    # Nova options accepted for compatibility.
+    # Nova options Gantt has nothing to do with: see _SCHEDULER_WITHOUT_EFFECT.
     driver: str = "filter_scheduler"
     max_placement_results: int = 1000
     discover_hosts_in_cells_interval: int = -1
@@ -88,6 +98,36 @@ class SchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError("workers must be >= 1")
+        _refuse_without_effect("scheduler", self, _SCHEDULER_WITHOUT_EFFECT)
+
+
+# Nova options Gantt reads but has nothing to do with: accepted at Nova's default (so a nova.conf that merely
+# repeats it loads), refused otherwise, so that no operator believes a setting is in force when it is not.
+_FILTER_SCHEDULER_WITHOUT_EFFECT = {
+    "pci_weight_multiplier": "Gantt has no PCIWeigher (PCI devices are not modeled yet)",
+    "pci_in_placement": "PCI devices are not modeled yet",
+    "cross_cell_move_weight_multiplier": "Gantt has no cells, so no CrossCellWeigher",
+    "image_props_weight_multiplier": "Gantt has no ImagePropertiesWeigher (it needs the images of the instances "
+                                     "on each host, which hosts do not report)",
+    "image_props_weight_setting": "Gantt has no ImagePropertiesWeigher",
+    "track_instance_changes": "Gantt always tracks instances from host reports and instance-info calls",
+}
+_SCHEDULER_WITHOUT_EFFECT = {
+    "driver": "Gantt is the filter scheduler",
+    "max_placement_results": "Gantt filters and weighs every host itself; there is no Placement query to cap",
+    "discover_hosts_in_cells_interval": "Gantt has no cells; hosts appear when they report",
+    "periodic_task_interval": "Gantt runs no periodic tasks",
+}
+
+
+def _refuse_without_effect(section: str, values: Struct, options: dict[str, str]) -> None:
+    defaults = {f.name: f.default if f.default is not msgspec.NODEFAULT else f.default_factory()
+                for f in msgspec.structs.fields(type(values))}
+    for name, why in options.items():
+        if getattr(values, name) != defaults[name]:
+            raise ValueError(f"[{section}] {name} has no effect in Gantt ({why}); remove it or leave Nova's default")
 
 
 class MetricsSection(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -186,6 +226,9 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
     defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
     if defaults:
         data["DEFAULT"] = defaults
+    ignored = [section for section in parser.sections() if section not in wanted]
+    if ignored:
+        log.info("nova.conf sections Gantt does not use, ignored: %s", ", ".join(ignored))
     for section in parser.sections():
         if section not in wanted:
             continue

@@ -326,6 +326,7 @@ class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
 class Image(Struct, forbid_unknown_fields=True, omit_defaults=True):
     id: str | None = None
     name: str | None = None
+    disk_format: str | None = None  # Glance's (qcow2, raw, …): [scheduler] query_placement_for_image_type_support
     properties: dict[str, Any] = field(default_factory=dict)
 
 

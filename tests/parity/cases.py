@@ -28,6 +28,9 @@ VM_MODES = ["hvm", "exe"]
 PROJECTS = ["p1", "p2", "p3"]
 FLAVORS = ["m1.small", "m1.large", "gpu.xl"]
 METRICS = ["cpu.percent", "cpu.frequency"]
+HOST_TRAITS = ["COMPUTE_STATUS_DISABLED", "COMPUTE_IMAGE_TYPE_QCOW2", "COMPUTE_IMAGE_TYPE_RAW", "HW_ARCH_X86_64",
+               "HW_ARCH_AARCH64", "COMPUTE_STORAGE_BUS_VIRTIO", "COMPUTE_GRAPHICS_MODEL_VGA", "CUSTOM_GOLD",
+               "CUSTOM_SILVER"]
 
 # Filters Gantt registers that Nova 34 no longer ships, so there is nothing to run them against: Nova removed
 # AggregateCore/Ram/DiskFilter in 20.0.0 (Placement enforces allocation ratios) and AvailabilityZoneFilter in
@@ -71,6 +74,7 @@ def _host(rng: random.Random, i: int) -> dict[str, Any]:
         "stats": {"gpu": rng.choice(["a100", "none"]), "rack": f"r{rng.randrange(3)}"},
         "instances": [f"vm-{i}-{k}" for k in range(rng.randrange(0, 3))],
         "service": {"disabled": rng.random() < 0.1, "forced_down": rng.random() < 0.05},
+        "traits": rng.sample(HOST_TRAITS, rng.randrange(0, 6)),
     }
     return {"host": f"n{i}", "node": f"n{i}", "age": rng.choice([1, 20, 45, 120, 900]), "stats": stats,
             "aggregates": []}
@@ -80,6 +84,10 @@ def _aggregates(rng: random.Random, hosts: list[dict[str, Any]]) -> list[dict[st
     keys: list[tuple[str, list[str]]] = [
         ("availability_zone", ["az1", "az2"]),
         ("filter_tenant_id", ["p1", "p2", "p1,p2"]),
+        ("filter_tenant_id_x", ["p1"]),
+        ("owner", ["p2"]),
+        ("trait:CUSTOM_GOLD", ["required"]),
+        ("trait:CUSTOM_SILVER", ["required", "forbidden"]),
         ("filter_tenant_id_2", ["p3"]),
         ("instance_type", ["m1.small", "m1.small,m1.large", "gpu.xl"]),
         ("max_io_ops_per_host", ["2", "5", "x"]),
@@ -106,7 +114,8 @@ def _aggregates(rng: random.Random, hosts: list[dict[str, Any]]) -> list[dict[st
         metadata = {key: rng.choice(values) for key, values in rng.sample(keys, rng.randrange(1, 5))}
         for host in members:
             host["aggregates"].append(agg_id)
-        out.append({"id": agg_id, "name": f"agg{agg_id}", "hosts": [h["host"] for h in members],
+        out.append({"id": agg_id, "uuid": f"aaaaaaaa-0000-0000-0000-{agg_id:012d}", "name": f"agg{agg_id}",
+                    "hosts": [h["host"] for h in members],
                     "metadata": metadata})
     return out
 
@@ -129,7 +138,11 @@ def _options(rng: random.Random, hosts: list[dict[str, Any]]) -> dict[str, dict[
     metrics = {"weight_setting": [f"{m}={rng.choice([1.0, -0.5, 2.0])}" for m in rng.sample(METRICS, 2)],
                "weight_multiplier": rng.choice([1.0, -1.0]), "weight_of_unavailable": -10000.0,
                "required": rng.random() < 0.2}
-    return {"filter_scheduler": fs, "metrics": metrics, "DEFAULT": {"service_down_time": 60}}
+    scheduler = {name: rng.random() < 0.5 for name in (
+        "limit_tenants_to_placement_aggregate", "placement_aggregate_required_for_tenants",
+        "enable_isolated_aggregate_filtering", "query_placement_for_image_type_support", "image_metadata_prefilter")}
+    return {"filter_scheduler": fs, "scheduler": scheduler, "metrics": metrics,
+            "DEFAULT": {"service_down_time": 60}}
 
 
 EXTRA_SPECS = [
@@ -142,6 +155,8 @@ EXTRA_SPECS = [
     ("ssd", ["true"]),
     ("gpu", ["a100", "s!= a100"]),
     ("hw:cpu_policy", ["shared"]),
+    ("trait:CUSTOM_GOLD", ["required"]),
+    ("trait:CUSTOM_SILVER", ["required", "forbidden"]),
 ]
 IMAGE_PROPS = [
     ("hw_architecture", ["x86_64", "aarch64"]),
@@ -149,6 +164,8 @@ IMAGE_PROPS = [
     ("hw_vm_mode", ["hvm", "exe"]),
     ("img_hv_requested_version", [">=8002000", "<6003000"]),
     ("os_distro", ["ubuntu", "rhel"]),
+    ("hw_disk_bus", ["virtio", "scsi"]),
+    ("hw_video_model", ["vga", "virtio"]),
 ]
 # Deliberate difference (README "Nova parity"): Nova's HostState.host_ip is a netaddr.IPAddress, which never
 # equals the string a JsonFilter query names, so Nova passes no host on this query; Gantt compares the address
@@ -180,7 +197,8 @@ def _request(rng: random.Random, hosts: list[dict[str, Any]], k: int) -> dict[st
         hints["cidr"] = rng.choice(["/24", "/16", "/30"])
     spec: dict[str, Any] = {
         "flavor": {"name": rng.choice(FLAVORS), "vcpus": 1, "memory_mb": 256, "root_gb": 1, "extra_specs": extra},
-        "image": {"id": rng.choice(["img-1", "img-2", "img-3"]), "properties": props},
+        "image": {"id": rng.choice(["img-1", "img-2", "img-3"]), "properties": props,
+                  "disk_format": rng.choice(["qcow2", "raw", "iso", "vdi"])},
         "project_id": rng.choice(PROJECTS), "user_id": "u1", "instance_uuids": [f"req-{k}"],
         "scheduler_hints": hints,
     }
@@ -209,8 +227,8 @@ def cloud(seed: int, requests: int) -> dict[str, Any]:
 def _config(options: dict[str, dict[str, Any]], weighers: list[str]) -> Config:
     fs = {k: v for k, v in options["filter_scheduler"].items() if v is not None}
     fs.update({"enabled_filters": ["AllHostsFilter"], "weight_classes": weighers})
-    return Config.from_dict({"filter_scheduler": fs, "metrics": options["metrics"], "DEFAULT": options["DEFAULT"],
-                             "gantt": {"seed": 1}})
+    return Config.from_dict({"filter_scheduler": fs, "scheduler": options["scheduler"], "metrics": options["metrics"],
+                             "DEFAULT": options["DEFAULT"], "gantt": {"seed": 1}})
 
 
 def _scheduler(c: dict[str, Any], weighers: list[str]) -> Scheduler:

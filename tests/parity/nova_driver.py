@@ -24,9 +24,13 @@ from nova import objects  # noqa: E402
 
 objects.register_all()
 
+from nova import exception  # noqa: E402
 from nova.scheduler import filters as nova_filters  # noqa: E402
-from nova.scheduler import host_manager  # noqa: E402
+from nova.scheduler import host_manager, request_filter  # noqa: E402
 from nova.scheduler import weights as nova_weights  # noqa: E402
+
+PREFILTERS = {"require_tenant_aggregate", "isolate_aggregates", "require_image_type_support",
+              "transform_image_metadata", "compute_status_filter"}
 from oslo_utils import timeutils  # noqa: E402
 
 CONF = nova.conf.CONF
@@ -88,8 +92,9 @@ def _spec(spec: dict[str, Any]) -> Any:
         flavor=objects.Flavor(name=flavor["name"], flavorid=flavor["name"], vcpus=flavor["vcpus"],
                               memory_mb=flavor["memory_mb"], root_gb=flavor["root_gb"], ephemeral_gb=0, swap=0,
                               extra_specs=dict(flavor.get("extra_specs") or {})),
-        image=objects.ImageMeta.from_dict({"id": (spec.get("image") or {}).get("id"), "name": "img", "properties":
-                                           dict((spec.get("image") or {}).get("properties") or {})}),
+        image=objects.ImageMeta.from_dict({"id": (spec.get("image") or {}).get("id"), "name": "img",
+                                           "disk_format": (spec.get("image") or {}).get("disk_format", "qcow2"),
+                                           "properties": dict((spec.get("image") or {}).get("properties") or {})}),
         project_id=spec["project_id"], user_id=spec["user_id"], num_instances=1, ignore_hosts=None,
         force_hosts=None, force_nodes=None, instance_uuid=spec["instance_uuids"][0],
         scheduler_hints={k: v if isinstance(v, list) else [v] for k, v in (spec.get("scheduler_hints") or {}).items()},
@@ -102,6 +107,55 @@ def _spec(spec: dict[str, Any]) -> Any:
                                                        members=list(group.get("members") or []),
                                                        rules=dict(group.get("rules") or {}))
     return request
+
+
+def _prefilter(name: str, cloud: dict[str, Any], spec_dict: dict[str, Any], states: list[Any]) -> list[str]:
+    """Run one of Nova's request filters, then the nodes its constraints admit (what Placement would return).
+
+    Only the aggregate look-ups are served from the generated cloud instead of Nova's API database, with the
+    query's meaning (nova/objects/aggregate.py): ``get_by_metadata(value=v)`` -> aggregates with some item of
+    value v, carrying those items only; ``get_non_matching_by_metadata_keys`` -> aggregates with an item whose
+    key starts with the prefix, whose value is the value and whose key is not ignored.
+    """
+    aggregates = cloud["aggregates"]
+
+    def by_metadata(ctxt: Any, key: Any = None, value: Any = None) -> list[Any]:
+        out = []
+        for a in aggregates:
+            items = {k: v for k, v in a["metadata"].items()
+                     if (key is None or k == key) and (value is None or v == value)}
+            if items:
+                out.append(objects.Aggregate(id=int(a["id"]), uuid=a["uuid"], name=a["name"], metadata=items))
+        return out
+
+    def non_matching(ctxt: Any, ignored: Any, prefix: str, value: Any = None) -> list[Any]:
+        return [objects.Aggregate(id=int(a["id"]), uuid=a["uuid"], name=a["name"], metadata={})
+                for a in aggregates
+                if any(k.startswith(prefix) and v == value and k not in ignored for k, v in a["metadata"].items())]
+
+    objects.AggregateList.get_by_metadata = classmethod(lambda cls, *a, **k: by_metadata(*a, **k))
+    objects.AggregateList.get_non_matching_by_metadata_keys = classmethod(lambda cls, *a, **k: non_matching(*a, **k))
+    spec = _spec(spec_dict)
+    spec.is_bfv = False
+    spec.requested_destination = None
+    try:
+        getattr(request_filter, name)(None, spec)
+    except exception.RequestFilterFailed:
+        return []
+    dest = spec.requested_destination
+    groups = [set(g.split(",")) for g in (dest.aggregates or [])] if dest is not None and "aggregates" in dest \
+        else []
+    forbidden = set(dest.forbidden_aggregates) if dest is not None and "forbidden_aggregates" in dest else set()
+    required, banned = set(spec.root_required), set(spec.root_forbidden)
+    uuid_of = {a["id"]: a["uuid"] for a in aggregates}
+    passing = []
+    for host, state in zip(cloud["hosts"], states, strict=True):
+        member = {uuid_of[i] for i in host["aggregates"]}
+        traits = set(host["stats"].get("traits") or ())
+        if all(member & g for g in groups) and not member & forbidden and required <= traits \
+                and not banned & traits:
+            passing.append(state.nodename)
+    return sorted(passing)
 
 
 def _weights(handler: Any, weigher_classes: list[Any], states: list[Any], names: list[str],
@@ -126,6 +180,9 @@ def main() -> None:
             spec = _spec(case["spec"])
             out: dict[str, Any] = {"filters": {}, "weights": {}}
             for name in case["filters"]:
+                if name in PREFILTERS:
+                    out["filters"][name] = _prefilter(name, cloud, case["spec"], states)
+                    continue
                 filt = filter_classes[name]()
                 out["filters"][name] = sorted(s.nodename for s in states if filt.host_passes(s, spec))
             for name, nodes in case["weigh"].items():
@@ -135,7 +192,8 @@ def main() -> None:
                 except Exception as exc:  # MetricsWeigher with required=True raises on a missing metric
                     out["weights"][name] = {"error": type(exc).__name__}
             results.append(out)
-    json.dump({"filters": sorted(filter_classes), "weighers": sorted(weigher_classes), "results": results},
+    json.dump({"filters": sorted([*filter_classes, *PREFILTERS]), "weighers": sorted(weigher_classes),
+               "results": results},
               sys.stdout)
 
 

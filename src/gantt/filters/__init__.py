@@ -7,7 +7,7 @@ from gantt.filters.base import FILTERS, Filter, register, resolve
 from gantt.filters import compute, placement  # noqa: F401  isort: skip
 from gantt.filters import (  # noqa: F401  isort: skip
     affinity, aggregate_specs, all_hosts, availability_zone, capabilities, image_isolation, image_props, io_ops,
-    isolated, json_filter, metrics, num_instances, ratios, tenant, type_affinity,
+    isolated, json_filter, metrics, num_instances, prefilters, ratios, tenant, type_affinity,
 )
 
 __all__ = ["FILTERS", "Filter", "base", "register", "resolve"]

@@ -1,0 +1,139 @@
+"""Nova's request filters (``nova/scheduler/request_filter.py``), which Nova runs before the filters to narrow
+Placement's query, as always-on masks named after Nova's functions. Each is off unless its option is set (as in
+Nova), except ``compute_status_filter``, which Nova always applies.
+
+- ``require_tenant_aggregate`` ([scheduler] limit_tenants_to_placement_aggregate): when some aggregate has a
+  ``filter_tenant_id*`` key whose value is exactly the project, only hosts in one of those aggregates; when none
+  does, every host (or, with placement_aggregate_required_for_tenants, none).
+- ``isolate_aggregates`` ([scheduler] enable_isolated_aggregate_filtering): an aggregate with a metadata key
+  ``trait:T`` set to ``required`` keeps out every request that does not require trait T.
+- ``require_image_type_support`` ([scheduler] query_placement_for_image_type_support): the image's disk format
+  as a required trait ``COMPUTE_IMAGE_TYPE_<FORMAT>``.
+- ``transform_image_metadata`` ([scheduler] image_metadata_prefilter): image properties (bus, video, vif,
+  architecture, viommu models) as required traits; none when one of them names no trait.
+- ``compute_status_filter``: a node with the COMPUTE_STATUS_DISABLED trait is out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+import os_traits
+
+from gantt.filters.base import Filter, register
+from gantt.request import RequestContext
+from gantt.state import HostTable
+
+_TENANT_KEY = "filter_tenant_id"
+_IMAGE_TRAIT_PREFIXES = {
+    "hw_cdrom_bus": "COMPUTE_STORAGE_BUS", "hw_disk_bus": "COMPUTE_STORAGE_BUS",
+    "hw_video_model": "COMPUTE_GRAPHICS_MODEL", "hw_vif_model": "COMPUTE_NET_VIF_MODEL",
+    "hw_architecture": "HW_ARCH", "hw_emulation_architecture": "COMPUTE_ARCH", "hw_viommu_model": "COMPUTE_VIOMMU",
+}
+
+
+def _in_any(table: HostTable, keys: frozenset[str]) -> np.ndarray:
+    return table.factor("aggregates").map(lambda aggs: bool(aggs & keys))
+
+
+def _having(table: HostTable, traits: frozenset[str]) -> np.ndarray:
+    return table.factor("traits").map(lambda have: traits <= have)
+
+
+@register
+class RequireTenantAggregate(Filter):
+    name = "require_tenant_aggregate"
+    always_on = True
+    static = True
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        return ctx.spec.project_id
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        scheduler = self.config.scheduler
+        if not scheduler.limit_tenants_to_placement_aggregate:
+            return None
+        project = ctx.spec.project_id
+        keys = frozenset(agg.key for agg in table.aggregates.values()
+                         if any(k.startswith(_TENANT_KEY) and v == project for k, v in agg.metadata.items()))
+        if keys:
+            return _in_any(table, keys)
+        if scheduler.placement_aggregate_required_for_tenants:
+            return np.zeros(table.n, dtype=np.bool_)
+        return None
+
+
+@register
+class IsolateAggregates(Filter):
+    name = "isolate_aggregates"
+    always_on = True
+    static = True
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        return ctx.required_traits
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if not self.config.scheduler.enable_isolated_aggregate_filtering:
+            return None
+        wanted = {f"trait:{t}" for t in ctx.required_traits}
+        keys = frozenset(agg.key for agg in table.aggregates.values()
+                         if any(k.startswith("trait:") and v == "required" and k not in wanted
+                                for k, v in agg.metadata.items()))
+        return ~_in_any(table, keys) if keys else None
+
+
+@register
+class RequireImageTypeSupport(Filter):
+    name = "require_image_type_support"
+    always_on = True
+    static = True
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        return ctx.spec.image.disk_format if ctx.spec.image else None
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        image = ctx.spec.image
+        if not self.config.scheduler.query_placement_for_image_type_support or image is None \
+                or not image.disk_format:
+            return None  # no image (boot from volume): nothing to require, as in Nova
+        trait = f"COMPUTE_IMAGE_TYPE_{image.disk_format.upper()}"
+        if not hasattr(os_traits, trait):
+            return None  # Nova logs and requires nothing for a format os-traits does not know
+        return _having(table, frozenset({trait}))
+
+
+@register
+class TransformImageMetadata(Filter):
+    name = "transform_image_metadata"
+    always_on = True
+    static = True
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        return tuple(sorted((k, str(v)) for k, v in ctx.image_props.items() if k in _IMAGE_TRAIT_PREFIXES))
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if not self.config.scheduler.image_metadata_prefilter:
+            return None
+        traits = set()
+        for key, prefix in _IMAGE_TRAIT_PREFIXES.items():
+            if key in ctx.image_props:
+                trait = f"{prefix}_{str(ctx.image_props[key]).replace('-', '_').upper()}"
+                if not hasattr(os_traits, trait):
+                    return None  # Nova: one unknown trait and the prefilter adds none
+                traits.add(trait)
+        return _having(table, frozenset(traits)) if traits else None
+
+
+@register
+class ComputeStatusFilter(Filter):
+    name = "compute_status_filter"
+    always_on = True
+    static = True
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        return None
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        disabled = os_traits.COMPUTE_STATUS_DISABLED
+        return table.factor("traits").map(lambda have: disabled not in have)
