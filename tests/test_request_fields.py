@@ -54,3 +54,31 @@ def test_an_invalid_trait_name_is_a_400_not_a_no_valid_host(fields: dict[str, ob
 def test_valid_standard_and_custom_traits_pass_validation() -> None:
     sched = make_scheduler({"h0": {"traits": ["HW_CPU_X86_AVX2", "CUSTOM_GPU_A100"]}, "h1": {}}, filters=[])
     assert passing(sched, request(required_traits=["HW_CPU_X86_AVX2", "CUSTOM_GPU_A100"])) == {"h0"}
+
+
+def test_no_valid_host_names_the_filter_that_removed_the_most_and_says_hosts_are_down() -> None:
+    from gantt import NoValidHost
+    from tests.conftest import FakeClock
+
+    clock = FakeClock()
+    sched = make_scheduler(3, filters=["ComputeFilter", "AvailabilityZoneFilter"], clock=clock)
+    clock.advance(120)
+    with pytest.raises(NoValidHost) as err:
+        sched.select_destinations(request())
+    assert err.value.explanation.reason == "ComputeFilter"
+    assert err.value.explanation.down == 3
+    assert "3 down: no report for > 60 s" in str(err.value)
+    assert sched.engine.stats.no_valid_host == {"ComputeFilter": 1}
+
+
+def test_the_nearest_miss_says_which_unit_constraint_blocks() -> None:
+    from gantt import NoValidHost
+
+    sched = make_scheduler({}, filters=["ComputeFilter"])
+    sched.update_resource_stats("h", {"vcpus": 16, "memory_mb": 4096, "local_gb": 10,
+                                      "inventories": {"VCPU": {"total": 1000, "max_unit": 16}}})
+    with pytest.raises(NoValidHost) as err:
+        sched.select_destinations(request(vcpus=32))
+    [miss] = err.value.explanation.nearest_miss
+    assert miss.constraint == "max_unit 16 < 32 asked on every node"
+    assert "short by" not in str(err.value)

@@ -525,9 +525,17 @@ class Engine:
                         others &= m[:n]
                 nearest = flt.nearest_miss(table, ctx, others)  # type: ignore[attr-defined]
         if not reason:
-            reason = next((s.name for s in steps if s.removed and s.after == 0), "no hosts" if n == 0 else "")
+            # The filter that removed the most (the first of equals): the one an operator should look at. The
+            # request's own pre-selection (force_hosts, ignore_hosts, requested_destination) counts only when it
+            # left nothing to filter.
+            names = {flt.name for flt in self.filters}
+            ranked = [s for s in steps if s.name in names and s.removed] or \
+                [s for s in steps if s.removed and s.after == 0]
+            worst = max(ranked, key=lambda s: s.removed, default=None)
+            reason = worst.name if worst is not None else ("no hosts" if n == 0 else "")
+        down = int(n - np.count_nonzero(table.alive(ctx.now)[:n])) if n else 0
         return Explanation(hosts=n, steps=steps, nearest_miss=nearest, instance_index=ctx.instance_index,
-                           reason=reason)
+                           reason=reason, down=down, service_down_time=table.service_down_time if down else 0.0)
 
     def _no_valid_host(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> NoValidHost:
         explanation = self._explain(ctx, ranking, reason)

@@ -465,6 +465,7 @@ class NearestMiss(Struct, omit_defaults=True):
     short_by: float
     host: str | None = None
     nodename: str | None = None
+    constraint: str | None = None  # a unit constraint no node can meet (then no amount of free capacity helps)
 
 
 class Explanation(Struct, omit_defaults=True):
@@ -472,16 +473,27 @@ class Explanation(Struct, omit_defaults=True):
     steps: list[FilterStep]
     nearest_miss: list[NearestMiss] = field(default_factory=list)
     instance_index: int = 0
-    reason: str = ""
+    reason: str = ""  # the filter that removed the most nodes ("contention" when claims lost every race)
+    down: int = 0  # nodes without a report for longer than service_down_time
+    service_down_time: float = 0.0
 
     def summary(self) -> str:
         parts = [f"{s.name} removed {s.removed}" for s in self.steps if s.removed]
-        text = f"no valid host among {self.hosts}"
+        passed = self.steps[-1].after if self.steps else self.hosts
+        if passed:  # nodes passed the filters: they were taken meanwhile, not ruled out
+            text = f"no node could take the request: {passed} of {self.hosts} passed the filters"
+        else:
+            text = f"no valid host among {self.hosts}"
         if self.reason:
             text += f" ({self.reason})"
         if parts:
             text += ": " + ", ".join(parts)
+        if self.down:
+            text += f"; {self.down} down: no report for > {self.service_down_time:g} s"
         for miss in self.nearest_miss:
+            if miss.constraint:
+                text += f"; {miss.resource_class} {miss.requested} can never fit: {miss.constraint}"
+                continue
             text += (f"; nearest {miss.resource_class}: {miss.best_free:g} free of {miss.requested} "
                      f"asked (short by {miss.short_by:g})")
         return text

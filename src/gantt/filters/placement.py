@@ -45,7 +45,16 @@ class ResourceFilter(Filter):
             if j is None:
                 misses.append(NearestMiss(resource_class=rc, requested=amount, best_free=0.0, short_by=amount))
                 continue
-            free = np.where(others, table.rc["free"][:n, j], -np.inf)
+            rc_cols = table.rc
+            eligible = others & table.has_inventory[:n, j]
+            units = eligible & (rc_cols["max_unit"][:n, j] >= amount) & (rc_cols["min_unit"][:n, j] <= amount) \
+                & (np.fmod(amount, np.maximum(rc_cols["step_size"][:n, j], 1)) == 0)
+            if eligible.any() and not units.any():
+                # No node could ever take this amount, however empty: name the unit constraint that blocks.
+                misses.append(NearestMiss(resource_class=rc, requested=amount, best_free=0.0, short_by=0.0,
+                                          constraint=_unit_constraint(table, j, amount, eligible)))
+                continue
+            free = np.where(units, rc_cols["free"][:n, j], -np.inf)
             if not free.size or np.isneginf(free.max()):
                 continue
             best = int(free.argmax())
@@ -55,6 +64,17 @@ class ResourceFilter(Filter):
                                       short_by=float(amount - free[best]), host=table.host_names[best],
                                       nodename=table.node_names[best]))
         return misses
+
+
+def _unit_constraint(table: HostTable, j: int, amount: int, rows: np.ndarray) -> str:
+    n = table.n
+    largest_max = float(table.rc["max_unit"][:n, j][rows].max())
+    if largest_max < amount:
+        return f"max_unit {largest_max:g} < {amount} asked on every node"
+    smallest_min = float(table.rc["min_unit"][:n, j][rows].min())
+    if smallest_min > amount:
+        return f"min_unit {smallest_min:g} > {amount} asked on every node"
+    return f"{amount} is no multiple of step_size on any node whose min_unit/max_unit admit it"
 
 
 def _fits(table: HostTable, wanted: list[tuple[int, int]], rows: Rows) -> np.ndarray:
