@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import configparser
 import logging
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -66,6 +67,7 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
 
     def __post_init__(self) -> None:
         _refuse_without_effect("filter_scheduler", self, _FILTER_SCHEDULER_WITHOUT_EFFECT)
+        _finite_floats(self)
         available = [name.rsplit(".", 1)[-1] for name in self.available_filters]
         if "all_filters" not in available:
             missing = [n for n in self.enabled_filters if n.rsplit(".", 1)[-1] not in available]
@@ -122,6 +124,13 @@ _SCHEDULER_WITHOUT_EFFECT = {
 }
 
 
+def _finite_floats(values: Struct) -> None:
+    for name in values.__struct_fields__:
+        value = getattr(values, name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number")
+
+
 def _refuse_without_effect(section: str, values: Struct, options: dict[str, str]) -> None:
     defaults = {f.name: f.default if f.default is not msgspec.NODEFAULT else f.default_factory()
                 for f in msgspec.structs.fields(type(values))}
@@ -135,6 +144,9 @@ class MetricsSection(Struct, forbid_unknown_fields=True, kw_only=True):
     weight_setting: list[str] = field(default_factory=list)
     required: bool = True
     weight_of_unavailable: float = -10000.0
+
+    def __post_init__(self) -> None:
+        _finite_floats(self)
 
 
 class DefaultSection(Struct, forbid_unknown_fields=False, kw_only=True):

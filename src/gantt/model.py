@@ -6,6 +6,7 @@ Every Struct validates on decode; an error names the offending field as a JSON p
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal, TypeVar
 
@@ -134,6 +135,10 @@ class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True):
     used: int | None = None  # what the host itself says it uses (None: it does not say)
 
     def __post_init__(self) -> None:
+        for name in ("total", "reserved", "min_unit", "max_unit", "step_size", "used"):
+            value = getattr(self, name)
+            if value is not None and value > MAX_COUNT:
+                raise ValueError(f"{name} must be <= {MAX_COUNT}")
         if self.total < 0:
             raise ValueError("total must be >= 0")
         if self.reserved < 0:
@@ -144,8 +149,9 @@ class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True):
             raise ValueError("max_unit must be >= min_unit")
         if self.step_size < 1:
             raise ValueError("step_size must be >= 1")
-        if not self.allocation_ratio > 0 or self.allocation_ratio != self.allocation_ratio:
-            raise ValueError("allocation_ratio must be > 0")
+        if not (self.allocation_ratio > 0 and math.isfinite(self.allocation_ratio)
+                and self.allocation_ratio <= _MAX_RATIO):
+            raise ValueError(f"allocation_ratio must be > 0 and <= {_MAX_RATIO:g}")
         if self.used is not None and self.used < 0:
             raise ValueError("used must be >= 0")
 
@@ -160,11 +166,26 @@ class ServiceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
     forced_down: bool = False
 
 
+# Stated ranges for every number that reaches a column (README "The service"): counts and capacities are
+# Placement's inventory bound (a 32-bit signed integer), ratios at most _MAX_RATIO, floats finite, so that no
+# product or sum over a node overflows into inf or NaN and then into a weight.
+MAX_COUNT = 2**31 - 1
+_MAX_RATIO = 10_000.0
+
+
+def _finite(name: str, value: float | None, low: float, high: float) -> None:
+    if value is not None and not (math.isfinite(value) and low <= value <= high):
+        raise ValueError(f"{name} must be a finite number in [{low:g}, {high:g}]")
+
+
 class Metric(Struct, omit_defaults=True):
     name: str
     value: float
     source: str = ""
     timestamp: Any = None
+
+    def __post_init__(self) -> None:
+        _finite("value", self.value, -1e15, 1e15)
 
 
 class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -203,12 +224,14 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
         for name in ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used",
                      "running_vms", "num_instances", "num_io_ops", "current_workload", "failed_builds"):
             value = getattr(self, name)
-            if value is not None and value < 0:
-                raise ValueError(f"{name} must be >= 0")
+            if value is not None and not 0 <= value <= MAX_COUNT:
+                raise ValueError(f"{name} must be >= 0 and <= {MAX_COUNT}")
+        if self.disk_available_least is not None and abs(self.disk_available_least) > MAX_COUNT:
+            raise ValueError(f"disk_available_least must be within ±{MAX_COUNT}")
         for name in ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"):
             value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be > 0")
+            if value is not None and not (value > 0 and math.isfinite(value) and value <= _MAX_RATIO):
+                raise ValueError(f"{name} must be > 0 and <= {_MAX_RATIO:g}")
         if self.inventories:
             for rc in self.inventories:
                 check_resource_class(rc, "inventories")
@@ -277,6 +300,21 @@ def merge_reports(old: HostReport | None, new: HostReport) -> HostReport | None:
 # ---------------------------------------------------------------------------------------------- aggregates
 
 
+NUMERIC_METADATA = frozenset({"cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio",
+                              "max_io_ops_per_host", "max_instances_per_host"})
+
+
+def _finite_text(key: str, value: str) -> None:
+    """A numeric metadata value that parses must be finite (Nova ignores, with a warning, one that does not
+    parse at all; Gantt keeps that); 'inf' or 'nan' would reach limits and weights as inf or NaN."""
+    try:
+        number = float(value)
+    except ValueError:
+        return
+    if not math.isfinite(number) or abs(number) > 1e15:
+        raise ValueError(f"metadata.{key} must be a finite number, not {value!r}")
+
+
 class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
     id: int | str
     name: str | None = None
@@ -294,6 +332,8 @@ class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
         for key, value in list(self.metadata.items()):
             if not isinstance(value, str):
                 raise ValueError(f"metadata must map keys to strings ({key!r} does not)")
+            if key in NUMERIC_METADATA or key.endswith("_weight_multiplier"):
+                _finite_text(key, value)
 
     @property
     def key(self) -> str:
