@@ -250,7 +250,7 @@ class Engine:
             if chosen is None:
                 allocation = Allocation(consumer_uuid=consumer, host=key[0], nodename=key[1],
                                         resources=dict(ctx.resources), project_id=spec.project_id,
-                                        user_id=spec.user_id, request_id=spec.request_id)
+                                        user_id=spec.user_id, request_id=spec.request_id, group=ctx.hard_group)
                 try:
                     chosen = table.claim(key, allocation, limits=limits or None)
                 except ClaimRejected:

@@ -487,6 +487,17 @@ class Allocation(Struct, omit_defaults=True):
     request_id: str | None = None
     created_at: float = 0.0
     confirmed: bool = False  # the host's report lists the consumer: its usage is in the reported figures
+    # The server group (affinity or anti-affinity) the consumer was placed under: its claim compares and moves
+    # the group's revision (group_node) as well as the node's, so two members' claims serialize.
+    group: str | None = None
+
+
+GROUP_HOST = "(server-group)"  # not a host name (RFC 1123 has no parentheses): the host part of a group's key
+
+
+def group_node(group: str) -> tuple[str, str]:
+    """The pseudo-node whose usage revision is a server group's: stores and replicas count it like a node's."""
+    return (GROUP_HOST, group)
 
 
 class FilterStep(Struct):

@@ -32,6 +32,7 @@ import numpy as np
 from gantt.config import Config
 from gantt.engine import ClaimConflict
 from gantt.model import (
+    GROUP_HOST,
     Aggregate,
     Allocation,
     GanttError,
@@ -40,6 +41,7 @@ from gantt.model import (
     NotFound,
     StoreUnavailable,
     decode,
+    group_node,
 )
 from gantt.scheduler import Scheduler
 from gantt.state import HostTable
@@ -173,8 +175,7 @@ class Replica:
     def _apply_one(self, table: HostTable, change: Change, *, bump: bool = True) -> None:
         rev = change.revision
         if bump:
-            node = _usage_node(change)
-            if node is not None:
+            for node in _usage_nodes(change, table):
                 self._bump(node[0], node[1], rev)
         key = _entity(change)
         if self._applied.get(key, 0) >= rev:
@@ -251,6 +252,14 @@ class Replica:
                 self._catch_up_to(exc.revision)
                 raise ClaimConflict(str(exc), held=exc.consumers) from None
             except StoreConflict as exc:
+                if any(key[0] == GROUP_HOST for key in exc.keys):
+                    # Another member of a server group was placed or released meanwhile: the policy must be
+                    # decided again on the state that includes it (capacity alone cannot be re-validated).
+                    try:
+                        self.catch_up()
+                    except GanttError as feed_exc:
+                        log.warning("catch-up after conflict failed: %s", feed_exc)
+                    raise ClaimConflict(str(exc), exc.keys) from None
                 self.revalidations += 1
                 try:
                     self.catch_up()
@@ -292,6 +301,9 @@ class Replica:
                 if key in self._dirty:  # 503 until the follower has re-read the store
                     raise StoreUnavailable(f"{key[0]}/{key[1]}: an earlier commit went unanswered; resynchronizing")
                 expects[key] = Expect(key[0], key[1], self.node_revisions.get(key, 0))
+                if allocation.group:
+                    group = group_node(allocation.group)
+                    expects[group] = Expect(group[0], group[1], self.node_revisions.get(group, 0))
         return expects
 
     # --------------------------------------------------------------------------------------------- writes
@@ -389,15 +401,22 @@ class Replica:
             self.write(Batch(releases=consumers, lenient_releases=True))
 
 
-def _usage_node(change: Change) -> NodeKey | None:
-    """The node whose usage revision this change moves (as the store counts it), if any."""
+def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
+    """The nodes (and server-group pseudo-nodes) whose usage revision this change moves, as the store counts."""
     if change.kind == "host" and change.host is not None:
-        return change.host.host, change.host.nodename
+        return [(change.host.host, change.host.nodename)]
     if change.kind == "host_deleted" and change.node is not None:
-        return change.node
+        return [change.node]
     if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
-        return change.allocation.host, change.allocation.nodename
-    return None
+        allocation = change.allocation
+        nodes = [(allocation.host, allocation.nodename)]
+        # A deletion from a feed that kept no old value names only the consumer: the group is in our table.
+        held = table.allocations.get(allocation.consumer_uuid)
+        group = allocation.group or (held.group if held is not None else None)
+        if group:
+            nodes.append(group_node(group))
+        return nodes
+    return []
 
 
 def _entity(change: Change) -> tuple[Any, ...]:

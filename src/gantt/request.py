@@ -183,6 +183,14 @@ class RequestContext:
             group_rules=dict(group.rules) if group else {},
         )
 
+    @property
+    def hard_group(self) -> str | None:
+        """The server group whose hard policy (affinity, anti-affinity) a claim must hold atomically."""
+        group = self.spec.instance_group
+        if group is None or not group.uuid or self.group_policy not in ("affinity", "anti-affinity"):
+            return None
+        return group.uuid
+
     def hint(self, name: str) -> Any:
         """A scheduler hint; Nova's API delivers single values as one-element lists, so unwrap those."""
         value = self.hints.get(name)

@@ -153,6 +153,8 @@ class HostTable:
         # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
         self.static_revision = next(_STATIC_EPOCHS) << 32
         self.stale_reports = 0  # reports ignored because the node had applied a newer one
+        # server group -> the consumers claimed under its hard policy (Allocation.group), wherever they run
+        self.group_allocations: dict[str, set[str]] = {}
         self.settled_claims = 0  # claims on nodes that never list instances, left to the reports after the timeout
         self.n = 0
         self._rows = max(16, initial_rows)
@@ -950,6 +952,8 @@ class HostTable:
             if row is None:
                 self.allocations[allocation.consumer_uuid] = allocation
                 self.node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
+                if allocation.group:
+                    self.group_allocations.setdefault(allocation.group, set()).add(allocation.consumer_uuid)
             else:
                 self._insert_allocation(row, key, allocation)
             self._changed("allocation", allocation)
@@ -966,6 +970,8 @@ class HostTable:
             allocation.confirmed = True
         self.allocations[allocation.consumer_uuid] = allocation
         self.node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
+        if allocation.group:
+            self.group_allocations.setdefault(allocation.group, set()).add(allocation.consumer_uuid)
         self._add_instances(row, (allocation.consumer_uuid,))
         self.instance_host[allocation.consumer_uuid] = key[0]
         if not allocation.confirmed:
@@ -983,6 +989,12 @@ class HostTable:
 
     def _drop_allocation(self, consumer_uuid: str) -> Allocation:
         alloc = self.allocations.pop(consumer_uuid)
+        if alloc.group:
+            members = self.group_allocations.get(alloc.group)
+            if members is not None:
+                members.discard(consumer_uuid)
+                if not members:
+                    del self.group_allocations[alloc.group]
         key = (alloc.host, alloc.nodename)
         holders = self.node_allocations.get(key)
         if holders is not None:

@@ -42,10 +42,22 @@ def test_anti_affinity_spreads_a_multi_instance_request() -> None:
     answer = s.select_destinations(request(num_instances=3, instance_group=group("anti-affinity")))
     assert sorted(sel[0].host for sel in answer) == ["h0", "h1", "h2"]
     with pytest.raises(NoValidHost) as err:
-        s.select_destinations(request(num_instances=4, instance_group=group("anti-affinity"),
+        s.select_destinations(request(num_instances=4, instance_group=group("anti-affinity", uuid="g2"),
                                       instance_uuids=["a", "b", "c", "d"]))
     assert "instance 4 of 4" in str(err.value)
     assert "ServerGroupAntiAffinityFilter removed 3" in str(err.value)
+
+
+def test_members_claimed_under_the_group_count_even_when_the_request_does_not_list_them() -> None:
+    # Nova's request lists the group's members as its database knew them; one placed an instant ago by another
+    # request (or scheduler) is known here by its claim.
+    s = make_scheduler(3, filters=["ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter"])
+    [[first, *_]] = s.select_destinations(request(instance_group=group("anti-affinity"), instance_uuids=["m1"]))
+    assert first.host not in passing(s, request(instance_group=group("anti-affinity"), instance_uuids=["m2"]))
+    [[lead, *_]] = s.select_destinations(request(instance_group=group("affinity", uuid="g3"), instance_uuids=["a1"]))
+    assert passing(s, request(instance_group=group("affinity", uuid="g3"), instance_uuids=["a2"])) == {lead.host}
+    s.release("m1")
+    assert first.host in passing(s, request(instance_group=group("anti-affinity"), instance_uuids=["m2"]))
 
 
 def test_anti_affinity_counts_members_and_honours_max_server_per_host() -> None:

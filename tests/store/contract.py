@@ -10,7 +10,16 @@ from collections.abc import Callable
 
 import pytest
 
-from gantt.model import Aggregate, Allocation, HostReport, HostStats, InstanceInfo, Inventory, NotFound
+from gantt.model import (
+    Aggregate,
+    Allocation,
+    HostReport,
+    HostStats,
+    InstanceInfo,
+    Inventory,
+    NotFound,
+    group_node,
+)
 from gantt.store.base import Batch, ConsumerHeld, Expect, Store, StoreConflict
 
 
@@ -74,6 +83,23 @@ def check_a_booked_consumer_is_never_moved(store: Store) -> None:
     assert snap.revision == booked
 
 
+def check_server_group_members_serialize(store: Store) -> None:
+    """A member's claim moves its group's revision; a claim expecting the old one conflicts on the group."""
+    rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
+    group = group_node("g")
+    first = Allocation(consumer_uuid="m1", host="h1", nodename="h1", resources={"VCPU": 1}, group="g")
+    moved = store.commit(Batch(expect=[Expect("h1", "h1", rev), Expect(*group, 0)], allocations=[first])).revision
+    revisions = {(nr.host, nr.node): nr.revision for nr in store.snapshot().node_revisions}
+    assert revisions[group] == moved
+    second = Allocation(consumer_uuid="m2", host="h2", nodename="h2", resources={"VCPU": 1}, group="g")
+    with pytest.raises(StoreConflict) as err:  # h2 is untouched: only the group refuses
+        store.commit(Batch(expect=[Expect("h2", "h2", rev), Expect(*group, 0)], allocations=[second]))
+    assert err.value.keys == [group]
+    store.commit(Batch(expect=[Expect("h2", "h2", rev), Expect(*group, moved)], allocations=[second]))
+    released = store.commit(Batch(releases=["m1"])).revision
+    assert {(nr.host, nr.node): nr.revision for nr in store.snapshot().node_revisions}[group] == released
+
+
 def check_batch_is_atomic(store: Store) -> None:
     rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
     store.commit(Batch(allocations=[alloc("x", "h2")]))
@@ -124,6 +150,7 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_reports_merge,
     check_conditional_claims,
     check_a_booked_consumer_is_never_moved,
+    check_server_group_members_serialize,
     check_batch_is_atomic,
     check_releases_and_deletes,
     check_instances,

@@ -239,3 +239,47 @@ def test_the_library_ignores_a_late_report_too() -> None:
     sched.report({"host": "h", "stats": host_stats(vcpus=8, vcpus_used=1), "reported_at": 1000.0})
     assert sched.host("h")["inventories"]["VCPU"]["reported_used"] == 6
     assert sched.table.stale_reports == 1
+
+
+def _group(policy: str, members: list[str]) -> dict[str, object]:
+    return {"uuid": "g-1", "policy": policy, "members": members}
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("policy", ["anti-affinity", "affinity"])
+def test_a_stale_replica_never_breaks_a_server_group(backend: str, policy: str, tmp_path: Path) -> None:
+    """Issue 10: group policy is held at claim time, atomically, like capacity.
+
+    ``b`` loaded before ``a`` placed the first member (on a host ``b`` does not even know), so ``b``'s own view
+    breaks the policy; its claim must conflict on the group and be decided again on the state that has it.
+    """
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter",
+                                                                        "ServerGroupAntiAffinityFilter",
+                                                                        "ServerGroupAffinityFilter"]}})
+    if backend == "memory":
+        store_a = store_b = MemoryStore()
+    else:
+        url = f"sqlite:///{tmp_path}/gantt.sqlite"
+        store_a, store_b = SQLiteStore(url), SQLiteStore(url)
+    a = Replica(store_a, config).start(follow=False)
+    a.update_resource_stats("h0", host_stats(memory_mb=65536))
+    a.update_resource_stats("h1", host_stats(memory_mb=32768))
+    b = Replica(store_b, config).start(follow=False)
+    try:
+        if policy == "affinity":
+            a.update_resource_stats("h2", host_stats(memory_mb=131072))  # unknown to b: a's first member goes here
+        [[first, *_]] = a.select_destinations(request(instance_uuids=["m1"], instance_group=_group(policy, ["m1"])))
+        [[second, *_]] = b.select_destinations(request(instance_uuids=["m2"],
+                                                       instance_group=_group(policy, ["m1", "m2"])))
+        if policy == "anti-affinity":
+            assert first.host == "h0" and second.host != first.host
+        else:
+            assert first.host == "h2" and second.host == first.host
+        held = {x.consumer_uuid: x for x in store_a.snapshot().allocations}
+        assert held["m1"].group == held["m2"].group == "g-1"
+    finally:
+        a.stop()
+        b.stop()
+        store_a.close()
+        if store_b is not store_a:
+            store_b.close()

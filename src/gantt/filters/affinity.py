@@ -44,6 +44,13 @@ def hosts_running(table: HostTable, uuids: Iterable[object]) -> set[str]:
     return found
 
 
+def claimed_members(table: HostTable, ctx: RequestContext) -> set[str]:
+    """Members the table knows were claimed under the group's hard policy, by any scheduler (Allocation.group),
+    besides those the request lists: a member placed an instant ago is not in Nova's list yet."""
+    group = ctx.hard_group
+    return set(table.group_allocations.get(group, ())) if group else set()
+
+
 @register
 class SameHostFilter(Filter):
     """Hint ``same_host`` (instance UUIDs): only hosts running at least one of them."""
@@ -79,9 +86,12 @@ class ServerGroupAffinityFilter(Filter):
     name = "ServerGroupAffinityFilter"
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        if ctx.group_policy != "affinity" or not ctx.group_hosts:
+        if ctx.group_policy != "affinity":
             return None
-        return host_rows(table, ctx.group_hosts)
+        hosts = set(ctx.group_hosts) | hosts_running(table, claimed_members(table, ctx))
+        if not hosts:
+            return None
+        return host_rows(table, hosts)
 
 
 @register
@@ -101,7 +111,7 @@ class ServerGroupAntiAffinityFilter(Filter):
             return None
         limit = int(ctx.group_rules.get("max_server_per_host", 1) or 1)
         counts: Counter[str] = Counter()
-        for member in ctx.group_members:
+        for member in ctx.group_members | claimed_members(table, ctx):
             host = table.instance_host.get(member)
             if host is not None:
                 counts[host] += 1

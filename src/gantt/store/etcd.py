@@ -79,6 +79,7 @@ from gantt.model import (
     InvalidRequest,
     NotFound,
     StoreUnavailable,
+    group_node,
     merge_reports,
 )
 from gantt.store.base import (
@@ -684,6 +685,8 @@ class EtcdStore(Store):
                 plan.compares.append(pb.Compare(key=akey, target=_MOD, result=_EQUAL, mod_revision=0))
             plan.ops[akey] = _encode(allocation)
             plan.ops[self._usage_key(*node)] = b""
+            if allocation.group:
+                plan.ops[self._usage_key(*group_node(allocation.group))] = b""
             plan.changes.append(Change(revision=0, kind="allocation", allocation=allocation))
 
         for consumer in batch.releases:
@@ -695,6 +698,8 @@ class EtcdStore(Store):
             ukey = self._usage_key(allocation.host, allocation.nodename)
             if plan.ops.get(ukey, b"") is not None:  # not if the node itself goes in this batch
                 plan.ops[ukey] = b""
+            if allocation.group:
+                plan.ops[self._usage_key(*group_node(allocation.group))] = b""
             plan.changes.append(Change(revision=0, kind="allocation_deleted", allocation=allocation))
 
         for info in batch.instances:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NotFound, merge_reports
+from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NotFound, group_node, merge_reports
 from gantt.store.base import (
     Batch,
     Change,
@@ -96,11 +96,15 @@ class MemoryStore(Store):
             for allocation in batch.allocations:
                 self._allocations[allocation.consumer_uuid] = allocation
                 self._node_revisions[(allocation.host, allocation.nodename)] = rev
+                if allocation.group:
+                    self._node_revisions[group_node(allocation.group)] = rev
                 changes.append(Change(revision=rev, kind="allocation", allocation=allocation))
             for consumer in batch.releases:
                 gone = self._allocations.pop(consumer, None)
                 if gone is not None:
                     self._node_revisions[(gone.host, gone.nodename)] = rev
+                    if gone.group:
+                        self._node_revisions[group_node(gone.group)] = rev
                     changes.append(Change(revision=rev, kind="allocation_deleted", allocation=gone))
             for info in batch.instances:
                 self._instances[info.host] = info

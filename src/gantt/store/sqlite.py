@@ -37,7 +37,16 @@ from urllib.parse import parse_qs
 
 import msgspec
 
-from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NotFound, StoreUnavailable, merge_reports
+from gantt.model import (
+    Aggregate,
+    Allocation,
+    HostReport,
+    InstanceInfo,
+    NotFound,
+    StoreUnavailable,
+    group_node,
+    merge_reports,
+)
 from gantt.store.base import (
     Batch,
     Change,
@@ -516,12 +525,16 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
            "DO UPDATE SET host=excluded.host, node=excluded.node, data=excluded.data",
            (allocation.consumer_uuid, *key, _ENC.encode(allocation)))
         bumped[key] = None
+        if allocation.group:
+            bumped[group_node(allocation.group)] = None
         changes.append(Change(revision=rev, kind="allocation", allocation=allocation))
     for consumer in batch.releases:
         row = ex("DELETE FROM allocations WHERE consumer=? RETURNING data", (consumer,)).fetchone()
         if row is not None:
             gone = _DEC_ALLOC.decode(row[0])
             bumped[(gone.host, gone.nodename)] = None
+            if gone.group:
+                bumped[group_node(gone.group)] = None
             changes.append(Change(revision=rev, kind="allocation_deleted", allocation=gone))
     for info in batch.instances:
         ex("INSERT INTO instances (host, data) VALUES (?, ?) ON CONFLICT (host) DO UPDATE SET data=excluded.data",
