@@ -58,6 +58,16 @@ def test_small_scenario_keeps_the_invariants(policy: str) -> None:
     assert [f["kind"] for f in r["failures"]] == ["rack_lost", "host_flap", "scheduler_crash"]
     assert r["timeline"]["schedulers_up"][-1] == 3
     assert min(r["timeline"]["schedulers_up"]) == 2
+    if policy == "gantt":  # issue 10: a server group's policy holds through retries to alternates too
+        assert inv["server_group_violations"] == 0
+
+
+def test_retries_to_alternates_never_break_a_server_group() -> None:
+    # Groups everywhere, builds failing on a lost rack: retries go to alternates, none may break the policy.
+    data = scenario_data(**{"policy.kind": "gantt", "workload.server_groups.probability": 0.5})
+    _, r = run(data)
+    assert r["retries"] > 0 and r["build_failures_dead_host"] > 0
+    assert r["invariants"]["server_group_violations"] == 0
 
 
 def test_a_lost_rack_receives_nothing_after_it_is_lost() -> None:

@@ -490,6 +490,16 @@ class Simulation:
                 self._build_failed_on_dead(row, consumer)
         self._retry(t, request, k, selections, attempt + 1)
 
+    def _group_allows(self, request: Request, k: int, host: str) -> bool:
+        """Whether ``host`` keeps the request's server-group policy, given where its other members are held."""
+        if request.policy not in ("affinity", "anti-affinity"):
+            return True
+        others = {a.host for c in request.consumers if c != request.consumers[k]
+                  for a in [self.truth.allocations.get(c)] if a is not None}
+        if request.policy == "anti-affinity":
+            return host not in others
+        return not others or host in others
+
     def _build_failed_on_dead(self, row: int, consumer: str) -> None:
         self.c["build_failures_dead_host"] += 1
         if self.failure_of[row] >= 0:
@@ -504,6 +514,12 @@ class Simulation:
                 self._push(t + self.s.control_plane.build_time, BUILD, (request, k, selections, attempt))
                 return
             sel = selections[attempt]
+            if not self._group_allows(request, k, sel.host):
+                # Nova's compute host re-checks the group policy before it builds (and reschedules); the
+                # gantt policy checks it before claiming the alternate.
+                self.c["alternate_conflicts"] += 1
+                attempt += 1
+                continue
             try:
                 self.truth.claim((sel.host, sel.nodename),
                                  Allocation(consumer_uuid=consumer, host=sel.host, nodename=sel.nodename,
