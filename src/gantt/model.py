@@ -173,6 +173,26 @@ MAX_COUNT = 2**31 - 1
 _MAX_RATIO = 10_000.0
 
 
+MAX_DEPTH = 32  # free-form JSON (hints, image properties, cpu_info, stats) nests at most this deep
+
+
+def check_depth(name: str, value: Any) -> None:
+    """Refuse free-form JSON nested deeper than MAX_DEPTH: code that walks it (JsonFilter, capabilities, the
+    encoders) recurses, and a body 100,000 levels deep must be a 400, not a RecursionError later."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            raise ValueError(f"{name} must nest at most {MAX_DEPTH} levels deep")
+        stack.extend((child, depth + 1) for child in children)
+
+
 def _finite(name: str, value: float | None, low: float, high: float) -> None:
     if value is not None and not (math.isfinite(value) and low <= value <= high):
         raise ValueError(f"{name} must be a finite number in [{low:g}, {high:g}]")
@@ -221,6 +241,8 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     instances: list[str] | None = None
 
     def __post_init__(self) -> None:
+        check_depth("cpu_info", self.cpu_info)
+        check_depth("stats", self.stats)
         for name in ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used",
                      "running_vms", "num_instances", "num_io_ops", "current_workload", "failed_builds"):
             value = getattr(self, name)
@@ -369,6 +391,9 @@ class Image(Struct, forbid_unknown_fields=True, omit_defaults=True):
     disk_format: str | None = None  # Glance's (qcow2, raw, …): [scheduler] query_placement_for_image_type_support
     properties: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        check_depth("properties", self.properties)
+
 
 class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
     uuid: str | None = None
@@ -380,6 +405,7 @@ class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
     rules: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_depth("rules", self.rules)
         if self.policy is None and self.policies:
             if self.policies[0] not in ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"):
                 raise ValueError(f"policies must name a known policy, not {self.policies[0]!r}")
@@ -422,6 +448,7 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     request_id: str | None = None
 
     def __post_init__(self) -> None:
+        check_depth("scheduler_hints", self.scheduler_hints)
         if self.num_instances < 1:
             raise ValueError("num_instances must be >= 1")
         if self.num_instances > 1000:
@@ -581,6 +608,11 @@ def decode(data: Any, type_: type[T], *, path: str = "$") -> T:
         raise InvalidRequest(f"{message} (at {where})", field=where) from None
     except msgspec.DecodeError as exc:
         raise InvalidRequest(f"malformed JSON: {exc}", field=path) from None
+    except RecursionError:
+        raise InvalidRequest(f"JSON nested too deeply (free-form fields: at most {MAX_DEPTH} levels)",
+                             field=path) from None
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"body is not valid UTF-8 (byte {exc.start})", field=path) from None
 
 
 def to_builtins(value: Any) -> Any:

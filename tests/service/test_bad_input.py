@@ -256,3 +256,34 @@ def test_free_form_fields_never_reach_the_catch_all(http: httpx.Client, field: s
     check()
     assert _state(http) == before
     assert _unhandled(http) == unhandled
+
+
+DEEP = b"[" * 20_000 + b"]" * 20_000  # under the test server's 64 KiB body limit
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/v1/select_destinations", b'{"flavor": {"vcpus": 1, "memory_mb": 64}, "scheduler_hints": {"q": ' + DEEP + b"}}",
+     "$"),
+    ("/v1/select_destinations", b'{"flavor": {"vcpus": 1, "memory_mb": 64}, "scheduler_hints": {"q": '
+     + b"[" * 40 + b"]" * 40 + b"}}", "$.scheduler_hints"),
+    ("/v1/select_destinations", b'{"flavor": {"vcpus": 1, "memory_mb": 64}, "image": {"properties": {"p": '
+     + b"[" * 40 + b"]" * 40 + b"}}}", "$.image.properties"),
+    ("/v1/resource-stats", b'{"name": "h", "stats": {"vcpus": 1, "memory_mb": 1, "local_gb": 1, "cpu_info": '
+     + b'{"a": ' * 40 + b"1" + b"}" * 40 + b"}}", "$.stats.cpu_info"),
+    ("/v1/select_destinations", b'{"flavor": {"name": "\xff\xfe", "vcpus": 1, "memory_mb": 64}}', "$"),
+])
+def test_deep_nesting_and_invalid_utf8_are_a_400_naming_the_field(http: httpx.Client, path: str, body: bytes,
+                                                                  field: str) -> None:
+    """Issue 11: these were RecursionError / UnicodeDecodeError answered by the catch-all (500)."""
+    before = _state(http), _unhandled(http)
+    response = http.post(path, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["field"] == field
+    assert (_state(http), _unhandled(http)) == before
+
+
+@pytest.mark.parametrize("limit", ["²", "٣", "-1", "0", "1e3", "9999999999"])
+def test_a_limit_that_is_not_ascii_digits_is_a_400(http: httpx.Client, limit: str) -> None:
+    response = http.post("/v1/candidates", params={"limit": limit}, json=SPEC)
+    assert response.status_code == 400 and response.json()["field"] == "limit"

@@ -106,7 +106,7 @@ class Service:
             raise UnsupportedMediaType(f"expected application/json, got {media or 'no content type'}",
                                        field="content-type")
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body:
+        if declared is not None and _DIGITS.fullmatch(declared) and int(declared) > self.max_body:
             raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {self.max_body}")
         chunks: list[bytes] = []
         size = 0
@@ -121,6 +121,9 @@ class Service:
             # Python ints are unbounded but no column or store is; only bodies with 19+ digit runs pay for this.
             _check_ints(msgspec.json.decode(raw), "$")
         return value
+
+
+_DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII only: str.isdigit() takes '²' and '٣'
 
 
 def _check_ints(value: Any, path: str) -> None:
@@ -284,7 +287,7 @@ async def candidates(request: Request) -> Response:
     raw_limit = request.query_params.get("limit")
     limit: int | None = None
     if raw_limit is not None:
-        if not raw_limit.isdigit() or int(raw_limit) < 1 or len(raw_limit) > 9:
+        if not _DIGITS.fullmatch(raw_limit) or int(raw_limit) < 1:
             raise InvalidRequest("limit must be a positive integer", field="limit")
         limit = int(raw_limit)
     spec = await svc.body(request, RequestSpec)
