@@ -97,7 +97,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = load_config(config_path)
         Scheduler(config)  # unknown filters or weighers: say so now, not in every worker's log
     except (GanttError, ValueError, OSError) as exc:
-        err_console.print(f"gantt serve: bad configuration: {exc}")
+        err_console.print(f"gantt serve: bad configuration: {exc}", markup=False)
         return 2
     options = ServeOptions(
         store=args.store or config.gantt.store, host=args.host or config.gantt.bind,
@@ -108,10 +108,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         return serve(options)
     except ServeError as exc:
-        err_console.print(f"gantt serve: {exc}")
+        err_console.print(f"gantt serve: {exc}", markup=False)  # "[gantt] token" is not rich markup
         return 2
     except OSError as exc:
-        err_console.print(f"gantt serve: cannot bind {options.host}:{options.port}: {exc}")
+        err_console.print(f"gantt serve: cannot bind {options.host}:{options.port}: {exc}", markup=False)
         return 2
 
 

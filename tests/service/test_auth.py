@@ -41,7 +41,7 @@ def test_non_loopback_bind_needs_a_token(tmp_path: object) -> None:
     result = subprocess.run([sys.executable, "-m", "gantt", "serve", "--store", "memory://", "--host", "0.0.0.0",
                              "--port", "0"], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
-    assert "refusing to bind 0.0.0.0" in result.stderr and "token" in result.stderr
+    assert "refusing to bind 0.0.0.0" in result.stderr and "[gantt] token" in result.stderr  # not eaten as markup
 
 
 def test_loopback_detection() -> None:
@@ -57,3 +57,33 @@ def test_unauthorized_maps_to_a_gantt_error(secured: ServerProcess) -> None:
         except GanttError as exc:
             client_error = exc
         assert isinstance(client_error, Unauthorized) and client_error.status == 401
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR"])
+def test_the_bearer_scheme_is_case_insensitive(secured: ServerProcess, scheme: str) -> None:
+    response = httpx.get(f"{secured.url}/v1/hosts", headers={"authorization": f"{scheme} {TOKEN}"})
+    assert response.status_code == 200
+
+
+def test_health_without_a_token_tells_only_the_status(secured: ServerProcess) -> None:
+    anonymous = httpx.get(f"{secured.url}/health")
+    assert anonymous.status_code == 200 and anonymous.json() == {"status": "ok"}
+    known = httpx.get(f"{secured.url}/health", headers={"authorization": f"Bearer {TOKEN}"}).json()
+    assert known["status"] == "ok" and "store" in known and "pid" in known
+
+
+def test_a_compressed_body_is_a_415(secured: ServerProcess) -> None:
+    import gzip
+    import json
+
+    body = gzip.compress(json.dumps({"flavor": {"vcpus": 1, "memory_mb": 64}}).encode())
+    response = httpx.post(f"{secured.url}/v1/select_destinations", content=body,
+                          headers={"authorization": f"Bearer {TOKEN}", "content-type": "application/json",
+                                   "content-encoding": "gzip"})
+    assert response.status_code == 415 and response.json()["field"] == "content-encoding"
+
+
+def test_a_trailing_slash_is_not_redirected_to_the_callers_host(secured: ServerProcess) -> None:
+    response = httpx.get(f"{secured.url}/v1/hosts/", headers={"authorization": f"Bearer {TOKEN}",
+                                                              "host": "evil.example"})
+    assert response.status_code == 404 and "location" not in response.headers

@@ -101,6 +101,10 @@ class Service:
 
     async def body(self, request: Request, type_: type[T]) -> T:
         """Read and decode a JSON body: 415 if it is not JSON, 413 if too big, 400 naming the bad field."""
+        encoding = request.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not accepted: send the JSON as is",
+                                       field="content-encoding")
         media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
             raise UnsupportedMediaType(f"expected application/json, got {media or 'no content type'}",
@@ -163,10 +167,14 @@ async def health(request: Request) -> Response:
     table = replica.table
     lag = max(0.0, replica.clock() - replica.last_sync)
     up = int(np.count_nonzero(table.alive())) if table.n else 0
-    body = Health(status="ok" if lag < STALE_AFTER else "degraded", version=__version__, pid=os.getpid(),
-                  store=replica.store.url, revision=replica.revision, hosts=table.n, hosts_up=up,
-                  seconds_since_sync=round(lag, 3))
-    return _json(body, 200 if body.status == "ok" else 503)
+    status = "ok" if lag < STALE_AFTER else "degraded"
+    code = 200 if status == "ok" else 503
+    if not authorized(request.scope, svc.token.encode() if svc.token else None):
+        # A load balancer needs the status only; where the store is and which process answers is for operators.
+        return _json({"status": status}, code)
+    body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.store.url,
+                  revision=replica.revision, hosts=table.n, hosts_up=up, seconds_since_sync=round(lag, 3))
+    return _json(body, code)
 
 
 async def metrics(request: Request) -> Response:
@@ -385,7 +393,7 @@ class Guard:
     def __init__(self, app: ASGIApp, service: Service) -> None:
         self.app = app
         self.service = service
-        self._expected = f"Bearer {service.token}".encode() if service.token else None
+        self._expected = service.token.encode() if service.token else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -416,11 +424,19 @@ class Guard:
             self.service.metrics.responses[(route.path if route is not None else "other", status)] += 1
 
     def _authorized(self, scope: Scope) -> bool:
-        assert self._expected is not None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                return hmac.compare_digest(value, self._expected)
-        return False
+        return authorized(scope, self._expected)
+
+
+def authorized(scope: Scope, token: bytes | None) -> bool:
+    """``Authorization: Bearer <token>``; the scheme is case-insensitive (RFC 7235), the token compared in
+    constant time. True when the service has no token."""
+    if token is None:
+        return True
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, credentials = value.strip().partition(b" ")
+            return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), token)
+    return False
 
 
 async def _send(send: Send, response: Response, scope: Scope, receive: Receive) -> None:
@@ -459,6 +475,8 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         GanttError: _gantt_error, HTTPException: _http_error, Exception: _unexpected}
     app = Starlette(routes=ROUTES, exception_handlers=handlers, lifespan=lifespan)
+    # No 307 to the path with(out) a slash: Starlette builds its Location from the request's Host header.
+    app.router.redirect_slashes = False
     app.state.service = service
     app.state.openapi = openapi()
     return Guard(app, service)
