@@ -8,10 +8,29 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
-from msgspec import Struct, field
+from msgspec import Meta, Struct, field
+
+# Limits on every string and list that reaches the store (README "The service"): what Nova's database holds
+# (255 for names, ids and metadata), and list sizes no real cloud reaches, so that one request cannot write
+# hundreds of megabytes. A name that is part of a URL (host, node, consumer, aggregate id) must also be
+# addressable: not empty, no '/', no control characters, not '.' or '..'.
+NAME_PATTERN = r"^(?!\.\.?$)[^/\x00-\x1f\x7f]+$"
+Name = Annotated[str, Meta(min_length=1, max_length=255, pattern=NAME_PATTERN,
+                           description="1-255 characters; no '/', no control characters, not '.' or '..'")]
+Text = Annotated[str, Meta(max_length=255)]
+_NAME_RE = re.compile(NAME_PATTERN)
+
+
+def valid_name(value: str) -> bool:
+    return len(value) <= 255 and _NAME_RE.match(value) is not None
+Key = Annotated[str, Meta(min_length=1, max_length=255)]
+MAX_HOSTS = 1_000_000  # hosts in one aggregate
+MAX_INSTANCES = 100_000  # instances one host lists
+MAX_LIST = 10_000  # hosts or members a request names, traits, …
+MAX_NUM_INSTANCES = 1_000  # instances in one request
 
 __all__ = [
     "STANDARD_CLASSES",
@@ -237,8 +256,8 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     stats: dict[str, Any] | None = None
     service: ServiceInfo | None = None
     inventories: dict[str, Inventory] | None = None
-    traits: list[str] | None = None
-    instances: list[str] | None = None
+    traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
+    instances: Annotated[list[Name], Meta(max_length=MAX_INSTANCES)] | None = None
 
     def __post_init__(self) -> None:
         check_depth("cpu_info", self.cpu_info)
@@ -266,18 +285,20 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
 class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """``update_resource_stats(name, stats)`` as one message. ``node`` defaults to the host's own name."""
 
-    host: str
-    node: str | None = None
+    host: Name
+    node: Name | None = None
     stats: HostStats = field(default_factory=HostStats)
     # When the host reported (epoch seconds). Set by whoever receives the report, so that a replica rebuilt
     # from a store later still knows which hosts have gone quiet.
     reported_at: float | None = None
 
     def __post_init__(self) -> None:
-        if not self.host or len(self.host) > 255:
-            raise ValueError("host must be a non-empty name of at most 255 characters")
-        if self.node is not None and (not self.node or len(self.node) > 255):
-            raise ValueError("node must be a non-empty name of at most 255 characters")
+        # Checked here as well as by the Name type: a report built in Python (HostReport.of, the service's
+        # name field) is not decoded, and msgspec checks constraints only when it decodes.
+        for part, value in (("host", self.host), ("node", self.node)):
+            if value is not None and not valid_name(value):
+                raise ValueError(f"{part} must be 1-255 characters, without '/' or control characters, "
+                                 "and not '.' or '..'")
 
     @property
     def nodename(self) -> str:
@@ -338,12 +359,12 @@ def _finite_text(key: str, value: str) -> None:
 
 
 class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    id: int | str
-    name: str | None = None
-    uuid: str | None = None
-    hosts: list[str] = field(default_factory=list)
-    metadata: dict[str, str] = field(default_factory=dict)
-    availability_zone: str | None = None  # Nova's API shows it; it is the same as metadata['availability_zone']
+    id: int | Name
+    name: Text | None = None
+    uuid: Text | None = None
+    hosts: Annotated[list[Name], Meta(max_length=MAX_HOSTS)] = field(default_factory=list)
+    metadata: Annotated[dict[Key, Text], Meta(max_length=MAX_LIST)] = field(default_factory=dict)
+    availability_zone: Text | None = None  # Nova's API shows it; it is the same as metadata['availability_zone']
 
     def __post_init__(self) -> None:
         if isinstance(self.id, str) and not self.id:
@@ -372,8 +393,8 @@ class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
     root_gb: int = 0
     ephemeral_gb: int = 0
     swap: int = 0  # MB, as in Nova
-    extra_specs: dict[str, str] = field(default_factory=dict)
-    flavorid: str | None = None
+    extra_specs: Annotated[dict[Key, Text], Meta(max_length=MAX_LIST)] = field(default_factory=dict)
+    flavorid: Text | None = None
     id: int | str | None = None
 
     def __post_init__(self) -> None:
@@ -396,12 +417,12 @@ class Image(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    uuid: str | None = None
-    name: str | None = None
+    uuid: Text | None = None
+    name: Text | None = None
     policy: Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"] | None = None
     policies: list[str] | None = None  # older Nova: a one-element list
-    members: list[str] = field(default_factory=list)
-    hosts: list[str] = field(default_factory=list)
+    members: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
+    hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
     rules: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -430,22 +451,22 @@ class RequestedDestination(Struct, forbid_unknown_fields=True, omit_defaults=Tru
 class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     flavor: Flavor | None = None
     image: Image | None = None
-    project_id: str | None = None
-    user_id: str | None = None
-    availability_zone: str | None = None
-    num_instances: int = 1
-    instance_uuids: list[str] | None = None
+    project_id: Text | None = None
+    user_id: Text | None = None
+    availability_zone: Text | None = None
+    num_instances: Annotated[int, Meta(ge=1, le=MAX_NUM_INSTANCES)] = 1
+    instance_uuids: Annotated[list[Name], Meta(max_length=MAX_NUM_INSTANCES)] | None = None
     scheduler_hints: dict[str, Any] = field(default_factory=dict)
     instance_group: InstanceGroup | None = None
-    ignore_hosts: list[str] | None = None
-    force_hosts: list[str] | None = None
-    force_nodes: list[str] | None = None
+    ignore_hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
+    force_hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
+    force_nodes: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     requested_destination: RequestedDestination | None = None
     resources: dict[str, int] | None = None
-    required_traits: list[str] | None = None
-    forbidden_traits: list[str] | None = None
+    required_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
+    forbidden_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     member_of: list[list[str]] | None = None  # each inner list: "in any of these"; all inner lists must hold
-    request_id: str | None = None
+    request_id: Text | None = None
 
     def __post_init__(self) -> None:
         check_depth("scheduler_hints", self.scheduler_hints)
@@ -473,8 +494,8 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
 class InstanceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """What a host runs, for the affinity filters (Nova's update_instance_info / sync_instance_info)."""
 
-    host: str
-    instances: list[str]
+    host: Name
+    instances: Annotated[list[Name], Meta(max_length=MAX_INSTANCES)]
 
 
 # ------------------------------------------------------------------------------------------------ answers
@@ -582,6 +603,7 @@ class Explanation(Struct, omit_defaults=True):
 T = TypeVar("T")
 
 _PATH_RE = re.compile(r"at `([^`]*)`")
+_KEY_PATH_RE = re.compile(r"in `(\$[^`]*)`")
 # Our own __post_init__ checks start their message with the field's name ("memory_mb must be >= 0"); msgspec
 # reports them at the enclosing struct's path, so the name is appended to point at the field itself.
 _OWN_FIELD_RE = re.compile(r"^([a-z_][a-z0-9_.]*) must ")
@@ -597,11 +619,11 @@ def decode(data: Any, type_: type[T], *, path: str = "$") -> T:
         return msgspec.convert(data, type_, strict=True)
     except msgspec.ValidationError as exc:
         message = str(exc)
-        match = _PATH_RE.search(message)
+        match = _KEY_PATH_RE.search(message) or _PATH_RE.search(message)  # a bad dict key: "at `key` in `$.x`"
         where = match.group(1) if match else "$"
         if path != "$":
             where = path + where[1:]
-        message = _PATH_RE.sub("", message).rstrip(" -")
+        message = _KEY_PATH_RE.sub("", _PATH_RE.sub("", message)).rstrip(" -")
         own = _OWN_FIELD_RE.match(message)
         if own:
             where = f"{where}.{own.group(1)}"

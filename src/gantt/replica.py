@@ -410,9 +410,10 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
     if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
         allocation = change.allocation
         nodes = [(allocation.host, allocation.nodename)]
-        # A deletion from a feed that kept no old value names only the consumer: the group is in our table.
-        held = table.allocations.get(allocation.consumer_uuid)
-        group = allocation.group or (held.group if held is not None else None)
+        group = allocation.group
+        if not allocation.host:  # a deletion from a feed that kept no old value: the group is in our table
+            held = table.allocations.get(allocation.consumer_uuid)
+            group = held.group if held is not None else None
         if group:
             nodes.append(group_node(group))
         return nodes

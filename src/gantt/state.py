@@ -944,7 +944,8 @@ class HostTable:
             held = self.allocations.get(allocation.consumer_uuid)
             if held is not None:
                 if (held.host, held.nodename) == (allocation.host, allocation.nodename) \
-                        and held.resources == allocation.resources and held.confirmed == allocation.confirmed:
+                        and held.resources == allocation.resources and held.confirmed == allocation.confirmed \
+                        and held.group == allocation.group:
                     return
                 self._drop_allocation(allocation.consumer_uuid)
             key = (allocation.host, allocation.nodename)

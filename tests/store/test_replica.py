@@ -283,3 +283,24 @@ def test_a_stale_replica_never_breaks_a_server_group(backend: str, policy: str, 
         store_a.close()
         if store_b is not store_a:
             store_b.close()
+
+
+def test_a_stale_group_member_claim_for_a_booked_consumer_answers_the_booking() -> None:
+    """Found by the property test: a stale replica's group claim for a consumer another replica had booked
+    outside the group took the group's revision from its own discarded claim, and every later claim of the
+    group conflicted forever (and the booking's vCPUs went uncounted)."""
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter",
+                                                                        "ServerGroupAntiAffinityFilter"]}})
+    store = MemoryStore()
+    seed = Replica(store, config).start(follow=False)
+    for host in ("h0", "h1"):
+        seed.update_resource_stats(host, host_stats(vcpus=4))
+    a, b = Replica(store, config).start(follow=False), Replica(store, config).start(follow=False)
+    [[first, *_]] = a.select_destinations(request(vcpus=2) | {"instance_uuids": ["c1"]})
+    group = {"instance_group": {"uuid": "g", "policy": "anti-affinity"}}
+    [[again, *_]] = b.select_destinations(request(vcpus=2) | {"instance_uuids": ["c1"]} | group)
+    assert again.host == first.host
+    row = b.table.row(first.host)
+    assert b.table.describe(row)["inventories"]["VCPU"]["free"] == 2
+    [[other, *_]] = b.select_destinations(request(vcpus=1) | {"instance_uuids": ["c2"]} | group)
+    assert other.consumer_uuid == "c2"

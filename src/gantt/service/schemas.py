@@ -6,13 +6,14 @@ module only adds the envelopes around them. The client imports it too, so it mus
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
-from msgspec import Struct, field
+from msgspec import Meta, Struct, field
 
 from gantt import __version__
 from gantt.model import (
+    MAX_INSTANCES,
     Aggregate,
     Allocation,
     Candidate,
@@ -21,6 +22,7 @@ from gantt.model import (
     GanttError,
     HostStats,
     InvalidRequest,
+    Name,
     NotFound,
     NoValidHost,
     RequestSpec,
@@ -65,6 +67,8 @@ PROBLEM_JSON = "application/problem+json"
 class ReportIn(Struct, forbid_unknown_fields=True):
     """``update_resource_stats(name, stats)``: ``name`` is ``"host"`` or ``["host", "node"]``."""
 
+    # Plain strings here: msgspec 0.22 crashes the garbage collector once a decoder has been built for a union
+    # of a constrained str and a tuple of them; HostReport checks the names when it is built from these.
     name: str | tuple[str, str]
     stats: HostStats
 
@@ -74,7 +78,7 @@ class ReportBatchIn(Struct, forbid_unknown_fields=True):
 
 
 class InstancesIn(Struct, forbid_unknown_fields=True):
-    instances: list[str]
+    instances: Annotated[list[Name], Meta(max_length=MAX_INSTANCES)]
 
 
 # ------------------------------------------------------------------------------------------- responses

@@ -1,0 +1,63 @@
+"""Issue 11: every string and list that reaches the store is bounded, and every name is addressable."""
+
+from __future__ import annotations
+
+import pytest
+
+from gantt import Scheduler
+from gantt.model import InvalidRequest
+from gantt.service.schemas import openapi
+from tests.conftest import host_stats, make_scheduler, request
+
+
+@pytest.mark.parametrize("name", ["", "a/b", ".", "..", "x" * 256, "tab\there"])
+def test_an_unaddressable_host_name_is_refused(name: str) -> None:
+    sched = Scheduler()
+    with pytest.raises(InvalidRequest):
+        sched.update_resource_stats(name, host_stats())
+    with pytest.raises(InvalidRequest):
+        sched.update_resource_stats(["ok", name], host_stats())
+    assert sched.table.n == 0
+
+
+@pytest.mark.parametrize(("fields", "where"), [
+    ({"instance_uuids": ["a/b"]}, "$.instance_uuids[0]"),
+    ({"instance_uuids": [""]}, "$.instance_uuids[0]"),
+    ({"request_id": "r" * 1_000_000}, "$.request_id"),
+    ({"num_instances": 1001}, "$.num_instances"),
+    ({"project_id": "p" * 256}, "$.project_id"),
+    ({"ignore_hosts": ["h"] * 10_001}, "$.ignore_hosts"),
+])
+def test_oversized_or_unaddressable_request_fields_are_refused(fields: dict[str, object], where: str) -> None:
+    sched = make_scheduler(1)
+    with pytest.raises(InvalidRequest) as err:
+        sched.select_destinations(request(**fields))
+    assert err.value.field == where
+    assert sched.table.allocations == {}
+
+
+@pytest.mark.parametrize(("aggregate", "where"), [
+    ({"id": "a/b"}, "$.id"),
+    ({"id": 1, "metadata": {"k": "v" * 256}}, "$.metadata[...]"),
+    ({"id": 1, "metadata": {"": "v"}}, "$.metadata[...]"),
+    ({"id": 1, "hosts": ["x/y"]}, "$.hosts[0]"),
+])
+def test_aggregate_limits(aggregate: dict[str, object], where: str) -> None:
+    sched = make_scheduler(1)
+    with pytest.raises(InvalidRequest) as err:
+        sched.update_aggregate(aggregate)
+    assert err.value.field.startswith(where.split("[")[0])
+
+
+def test_an_aggregate_of_a_hundred_thousand_hosts_is_valid() -> None:
+    sched = make_scheduler(1)
+    sched.update_aggregate({"id": 1, "hosts": [f"c{i}" for i in range(100_000)]})
+
+
+def test_the_openapi_document_states_the_limits() -> None:
+    schemas = openapi()["components"]["schemas"]
+    spec = schemas["RequestSpec"]["properties"]
+    assert spec["request_id"]["anyOf"][0]["maxLength"] == 255
+    assert spec["num_instances"]["maximum"] == 1000
+    hosts = schemas["Aggregate"]["properties"]["hosts"]
+    assert hosts["maxItems"] == 1_000_000 and hosts["items"]["maxLength"] == 255
