@@ -1,7 +1,8 @@
 """The ``gantt`` command: run the service, talk to it, audit a store, run benchmarks, the simulator, the demo.
 
 Client commands take ``--url`` (GANTT_URL, default http://127.0.0.1:8780) and ``--token`` (GANTT_TOKEN).
-Exit status: 0 ok, 1 the service said no (NoValidHost, not found, audit violations…), 2 bad usage or config.
+Exit status: 0 ok, 1 the service said no (NoValidHost, not found, audit violations…), 2 bad usage or config,
+3 the store cannot be used (no such file, not a Gantt store, damaged, read-only, unreachable).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from gantt.model import Explanation, GanttError, NoValidHost
 
 console = Console()
 err_console = Console(stderr=True)
+STORE_UNUSABLE = 3
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -108,8 +110,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         return serve(options)
     except ServeError as exc:
-        err_console.print(f"gantt serve: {exc}", markup=False)  # "[gantt] token" is not rich markup
-        return 2
+        err_console.print(f"gantt serve: {exc}", markup=False, soft_wrap=True)  # "[gantt] token": no markup
+        return STORE_UNUSABLE if exc.store else 2
     except OSError as exc:
         err_console.print(f"gantt serve: cannot bind {options.host}:{options.port}: {exc}", markup=False)
         return 2
@@ -292,13 +294,19 @@ def cmd_allocations(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from gantt.config import load_config
+    from gantt.model import StoreUnavailable
     from gantt.replica import audit
     from gantt.store.base import open_store
 
     config = load_config(args.config or os.environ.get("GANTT_CONFIG") or None)
-    with console.status(f"reading {args.store}"), open_store(args.store) as store:
-        snapshot = store.snapshot()
-    problems = audit(snapshot, config)
+    try:
+        with console.status(f"reading {args.store}"), open_store(args.store, create=False) as store:
+            snapshot = store.snapshot()
+            skipped = list(getattr(store, "skipped", ()))
+    except (StoreUnavailable, ValueError) as exc:
+        err_console.print(f"gantt audit: {exc}", markup=False, soft_wrap=True)
+        return STORE_UNUSABLE
+    problems = [f"unreadable row, skipped: {row}" for row in skipped] + audit(snapshot, config)
     summary = (f"{len(snapshot.hosts)} nodes, {len(snapshot.allocations)} allocations, "
                f"{len(snapshot.aggregates)} aggregates at revision {snapshot.revision}")
     if not problems:

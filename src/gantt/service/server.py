@@ -30,7 +30,25 @@ STARTUP_FAILURE = 3
 
 
 class ServeError(Exception):
-    """A configuration that must not start (printed as is, exit status 2)."""
+    """A configuration that must not start (printed as is; exit status 2, or 3 when the store is unusable)."""
+
+    def __init__(self, message: str, *, store: bool = False) -> None:
+        super().__init__(message)
+        self.store = store
+
+
+def check_store(url: str) -> None:
+    """Open a file store once before anything is printed or spawned: a missing directory, a foreign or damaged
+    file is one line and exit status 3, not "serving …" and then a traceback in every worker."""
+    if not url.startswith("sqlite:"):
+        return  # memory:// cannot fail; etcd is reached by the workers (and reports quorum loss as 503)
+    from gantt.model import StoreUnavailable
+    from gantt.store.sqlite import SQLiteStore
+
+    try:
+        SQLiteStore(url).close()
+    except (StoreUnavailable, ValueError, OSError) as exc:
+        raise ServeError(str(exc), store=True) from None
 
 
 @dataclass
@@ -118,6 +136,7 @@ def _worker(options: ServeOptions, shared: socket.socket | None) -> None:
 def serve(options: ServeOptions) -> int:
     """Run until SIGTERM/SIGINT; returns the exit status."""
     check(options)
+    check_store(options.store)
     if options.workers == 1:
         if options.fd is not None:
             sock = socket.socket(fileno=options.fd)

@@ -145,8 +145,11 @@ class Store(abc.ABC):
         self.close()
 
 
-def open_store(url: str) -> Store:
-    """``memory://``, ``sqlite:///path/to/file.sqlite`` (the default) or ``etcd://host:port[,host:port…]``."""
+def open_store(url: str, *, create: bool = True) -> Store:
+    """``memory://``, ``sqlite:///path/to/file.sqlite`` (the default) or ``etcd://host:port[,host:port…]``.
+
+    ``create=False``: a SQLite file that does not exist is an error (``gantt audit`` must not make one).
+    """
     if url.startswith("memory:"):
         from gantt.store.memory import MemoryStore
 
@@ -154,7 +157,7 @@ def open_store(url: str) -> Store:
     if url.startswith("sqlite:"):
         from gantt.store.sqlite import SQLiteStore  # type: ignore[import-not-found,unused-ignore]
 
-        return SQLiteStore(url)
+        return SQLiteStore(url, create=create)
     if url.startswith("etcd:"):
         from gantt.store.etcd import EtcdStore  # type: ignore[import-not-found,unused-ignore]
 

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs
 
 import msgspec
@@ -63,6 +64,11 @@ from gantt.store.base import (
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+# PRAGMA application_id of a Gantt store ("GNTT"): a file that carries another id is another program's
+# database, and Gantt neither adds its tables to it nor switches its journal mode.
+APPLICATION_ID = 0x474E5454
+_OUR_TABLES = {"schema_version", "meta", "hosts", "aggregates", "allocations", "instances", "node_revisions",
+               "changes"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
@@ -117,7 +123,7 @@ class SQLiteStore(Store):
     """See the module docstring. ``retention``: how many revisions of change feed to keep."""
 
     def __init__(self, url: str, *, retention: int | None = None, busy_timeout: float = 30.0,
-                 poll_interval: float = 0.005, max_group: int = 512) -> None:
+                 poll_interval: float = 0.005, max_group: int = 512, create: bool = True) -> None:
         self.url = url
         self.path = path_of(url)
         query = parse_qs(url.split("?", 1)[1]) if "?" in url else {}
@@ -128,8 +134,12 @@ class SQLiteStore(Store):
         self.poll_interval = poll_interval
         self.max_group = max_group
         parent = Path(self.path).parent
+        if not create and not Path(self.path).exists():
+            raise StoreUnavailable(f"{self.path}: no such store")
         if not parent.exists():
             parent.mkdir(parents=True, exist_ok=True)
+        self._check_file()
+        self.skipped: list[str] = []  # rows of the last snapshot that did not decode (README: repair)
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
@@ -174,7 +184,38 @@ class SQLiteStore(Store):
             self._local.conn = conn
         return conn
 
+    def _check_file(self) -> None:
+        """Refuse, before writing anything, a file that is not a Gantt store or is damaged."""
+        path = Path(self.path)
+        if not path.exists() or path.stat().st_size == 0:
+            return  # a new store
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.busy_timeout)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"{path}: cannot open: {exc}") from None
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if app_id not in (0, APPLICATION_ID) or (app_id == 0 and tables and not tables >= _OUR_TABLES):
+                raise StoreUnavailable(f"{path}: not a Gantt store (another application's database: tables "
+                                       f"{', '.join(sorted(tables)[:5]) or 'none'}); left untouched")
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise StoreUnavailable(f"{path}: the file is damaged: {problems[0]}")
+            if tables and conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone() is None:
+                raise StoreUnavailable(f"{path}: the meta row 'revision' is missing (a damaged store)")
+        except sqlite3.DatabaseError as exc:
+            raise StoreUnavailable(f"{path}: not a SQLite database or damaged: {exc}") from None
+        finally:
+            conn.close()
+
     def _init_schema(self) -> None:
+        try:
+            self._init_schema_once()
+        except sqlite3.Error as exc:  # read-only file or directory, full disk, …: one line naming the file
+            raise StoreUnavailable(f"{self.path}: cannot open the store: {exc}") from None
+
+    def _init_schema_once(self) -> None:
         conn = self._connect()
         # journal_mode is persistent in the file; switching needs a moment without other writers
         deadline = time.monotonic() + self.busy_timeout
@@ -195,6 +236,8 @@ class SQLiteStore(Store):
                 if statement.strip():
                     conn.execute(statement)
             row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+            if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+                conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
             if row[0] is None:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
                 conn.executemany("INSERT OR IGNORE INTO meta (key, value) VALUES (?, 0)", [("revision",), ("floor",)])
@@ -229,9 +272,11 @@ class SQLiteStore(Store):
                 if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() > deadline:
                     raise StoreUnavailable(f"{self.path}: cannot take the write lock: {exc}") from exc
 
-    @staticmethod
-    def _read_head(conn: sqlite3.Connection) -> int:
-        return int(conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone()[0])
+    def _read_head(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone()
+        if row is None:
+            raise StoreUnavailable(f"{self.path}: the meta row 'revision' is missing (a damaged store)")
+        return int(row[0])
 
     def close(self) -> None:
         with self._queue_cond:
@@ -256,11 +301,16 @@ class SQLiteStore(Store):
         conn.execute("BEGIN")  # one read transaction: everything at one revision
         try:
             revision = self._read_head(conn)
-            hosts = [_DEC_HOST.decode(d) for (d,) in conn.execute("SELECT data FROM hosts ORDER BY rowid")]
-            aggregates = [_DEC_AGG.decode(d) for (d,) in conn.execute("SELECT data FROM aggregates ORDER BY rowid")]
-            allocations = [_DEC_ALLOC.decode(d)
-                           for (d,) in conn.execute("SELECT data FROM allocations ORDER BY rowid")]
-            instances = [_DEC_INST.decode(d) for (d,) in conn.execute("SELECT data FROM instances ORDER BY rowid")]
+            skipped: list[str] = []
+            hosts = _rows(conn, "SELECT host || '/' || node, data FROM hosts ORDER BY rowid", _DEC_HOST,
+                          "host", skipped)
+            aggregates = _rows(conn, "SELECT id, data FROM aggregates ORDER BY rowid", _DEC_AGG, "aggregate",
+                               skipped)
+            allocations = _rows(conn, "SELECT consumer, data FROM allocations ORDER BY rowid", _DEC_ALLOC,
+                                "allocation", skipped)
+            instances = _rows(conn, "SELECT host, data FROM instances ORDER BY rowid", _DEC_INST, "instances",
+                              skipped)
+            self.skipped = skipped
             node_revisions = [NodeRevision(h, n, r)
                               for h, n, r in conn.execute("SELECT host, node, revision FROM node_revisions")]
         finally:
@@ -459,6 +509,18 @@ class SQLiteStore(Store):
 
 
 # ------------------------------------------------------------------------------------ one batch, in SQL
+
+
+def _rows(conn: sqlite3.Connection, query: str, decoder: Any, kind: str, skipped: list[str]) -> list[Any]:
+    """Decode every row; one that does not decode is logged with its key and skipped, not fatal to the rest."""
+    out = []
+    for key, data in conn.execute(query):
+        try:
+            out.append(decoder.decode(data))
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as exc:
+            log.error("%s %s in the store does not decode (%s): skipped; see README 'Store files'", kind, key, exc)
+            skipped.append(f"{kind} {key}: {exc}")
+    return out
 
 
 def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
