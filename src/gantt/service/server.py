@@ -104,6 +104,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket]) -> int:
 
     from gantt.allocator import keep_freed_memory
     from gantt.service.app import create_app
+    from gantt.service.protocol import BoundedHttpToolsProtocol
 
     keep_freed_memory()
 
@@ -111,8 +112,8 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket]) -> int:
                         format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
     config = _load(options)
     app = create_app(config=config, store=options.store, token=options.token)
-    uv = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
-                        log_level=options.log_level, timeout_graceful_shutdown=5)
+    uv = uvicorn.Config(app, loop="uvloop", http=BoundedHttpToolsProtocol, lifespan="on", access_log=False,
+                        log_level=options.log_level, timeout_graceful_shutdown=5, timeout_keep_alive=5)
     server = uvicorn.Server(uv)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal against the handlers it found;
     # make those no-ops so a clean stop exits 0 rather than "killed by SIGTERM".

@@ -1,0 +1,120 @@
+"""uvicorn's httptools protocol with the limits a service facing untrusted clients needs.
+
+Before these, a 200 MB header without a token was read in full (and held in memory) before the 401, a client
+that sent half a request line and waited kept its connection forever, and parser errors were answered in
+``text/plain``. Here: the request head (request line and headers) is at most ``MAX_HEAD_BYTES`` and
+``MAX_HEADERS`` headers, and must arrive within ``HEAD_TIMEOUT`` seconds of the connection (or of the previous
+response); past a limit the answer is a problem+json 431 (or 408) and the connection is closed, before any
+more is read. Idle keep-alive connections are closed by uvicorn's ``timeout_keep_alive``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+MAX_HEAD_BYTES = 64 * 1024
+MAX_HEADERS = 100
+HEAD_TIMEOUT = 10.0
+
+_REASONS = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+
+
+def _problem(status: int, detail: str) -> bytes:
+    body = json.dumps({"type": "about:blank", "title": _REASONS[status].decode(), "status": status,
+                       "detail": detail}).encode()
+    return b"".join([b"HTTP/1.1 %d " % status, _REASONS[status], b"\r\ncontent-type: application/problem+json\r\n",
+                     b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body), body])
+
+
+class BoundedHttpToolsProtocol(HttpToolsProtocol):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_bytes = 0
+        self._header_count = 0
+        self._in_head = True
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._rejected = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(HEAD_TIMEOUT, self._head_too_slow)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_too_slow(self) -> None:
+        if self._in_head and not self.transport.is_closing():
+            self._reject(408, f"the request head did not arrive within {HEAD_TIMEOUT:g} s")
+
+    def _reject(self, status: int, detail: str) -> None:
+        self._disarm()
+        if self._rejected or self.transport.is_closing():
+            return
+        self._rejected = True
+        self.transport.write(_problem(status, detail))
+        self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self._rejected:
+            return
+        if self._in_head:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES + 65536:  # far past the limit in one read: stop reading now
+                self._reject(431, f"the request head is larger than {MAX_HEAD_BYTES} bytes")
+                return
+        super().data_received(data)
+
+    def on_message_begin(self) -> None:
+        self._in_head = True
+        self._head_bytes = 0
+        self._header_count = 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        if self._rejected:
+            return
+        if len(self.url) + len(url) > MAX_HEAD_BYTES:
+            self._reject(431, f"the request line is longer than {MAX_HEAD_BYTES} bytes")
+            self.parser.pause()
+            return
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._rejected:
+            return
+        self._header_count += 1
+        if self._header_count > MAX_HEADERS or self._head_bytes > MAX_HEAD_BYTES:
+            self._reject(431, f"at most {MAX_HEADERS} headers and {MAX_HEAD_BYTES} bytes of request head")
+            self.parser.pause()
+            return
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        if self._rejected:
+            return
+        self._in_head = False
+        self._disarm()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True
+        self._head_bytes = 0
+        self._arm()
+
+    def send_400_response(self, msg: str) -> None:
+        self._reject(400, msg)
