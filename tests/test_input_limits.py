@@ -61,3 +61,9 @@ def test_the_openapi_document_states_the_limits() -> None:
     assert spec["num_instances"]["maximum"] == 1000
     hosts = schemas["Aggregate"]["properties"]["hosts"]
     assert hosts["maxItems"] == 1_000_000 and hosts["items"]["maxLength"] == 255
+
+
+def test_aggregate_host_lists_are_deduplicated_in_order() -> None:
+    sched = make_scheduler(2)
+    sched.update_aggregate({"id": 1, "hosts": ["h1", "h0"] + ["h1"] * 3000})
+    assert sched.table.aggregates["1"].hosts == ["h1", "h0"]

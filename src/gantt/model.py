@@ -369,6 +369,8 @@ class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
     def __post_init__(self) -> None:
         if isinstance(self.id, str) and not self.id:
             raise ValueError("id must not be empty")
+        if len(set(self.hosts)) != len(self.hosts):  # 3,000 x "c0" is one host: keep it once, in order
+            self.hosts = list(dict.fromkeys(self.hosts))
         if self.availability_zone is not None and "availability_zone" not in self.metadata:
             self.metadata["availability_zone"] = self.availability_zone
         # Nova stores every metadata value as a string; accept what JSON gives and keep Nova's form.
