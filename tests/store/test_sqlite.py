@@ -290,3 +290,14 @@ def test_a_booking_made_by_another_process_is_the_answer(url: str) -> None:
         moved += answer.host != booked or held[f"seq-{attempt}"] != booked
         store.close()
     assert moved == 0
+
+
+def test_the_in_memory_feed_cache_is_bounded_by_what_it_holds(store: SQLiteStore) -> None:
+    """Issue 11: PUT/DELETE of a 350,000-host aggregate, repeated, grew memory without a plateau."""
+    hosts = [f"c{i}" for i in range(100_000)]
+    for _ in range(12):
+        store.commit(Batch(aggregates=[Aggregate(id="big", hosts=hosts)]))
+        store.commit(Batch(delete_aggregates=["big"]))
+    held = sum(len(c.aggregate.hosts) for changes in store._recent.values() for c in changes if c.aggregate)
+    assert held <= 400_000
+    assert len(store.changes(0, timeout=0)) == 24  # the file still serves every revision the cache dropped

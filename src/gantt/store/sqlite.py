@@ -156,6 +156,10 @@ class SQLiteStore(Store):
         # without reading and decoding them back from the file (with one process, that is every revision).
         self._recent: dict[int, list[Change]] = {}
         self._recent_limit = min(self.retention, 8192)
+        # ... and at most this much of it, counted in hosts named (an aggregate of 350,000 hosts weighs
+        # 350,000): 8,192 revisions of such aggregate changes would otherwise hold gigabytes.
+        self._recent_weight_limit = 400_000
+        self._recent_weight: dict[int, int] = {}
         self._floor_hint = 0
         self.groups = 0  # transactions committed by this object's writer (for benchmarks and tests)
         self.batches = 0
@@ -477,8 +481,13 @@ class SQLiteStore(Store):
             for _, result, _ in outcomes:
                 if result is not None and result.changes:
                     self._recent[result.revision] = result.changes
-            while len(self._recent) > self._recent_limit:  # inserted in revision order: the first is the oldest
-                del self._recent[next(iter(self._recent))]
+                    self._recent_weight[result.revision] = sum(
+                        1 + (len(c.aggregate.hosts) if c.aggregate is not None else 0) for c in result.changes)
+            total = sum(self._recent_weight.values())
+            while self._recent and (len(self._recent) > self._recent_limit or total > self._recent_weight_limit):
+                oldest = next(iter(self._recent))  # inserted in revision order: the first is the oldest
+                del self._recent[oldest]
+                total -= self._recent_weight.pop(oldest, 0)
             self._head_cond.notify_all()
         for pending, result, error in outcomes:
             pending.result, pending.error = result, error
@@ -505,6 +514,7 @@ class SQLiteStore(Store):
         with self._head_cond:
             for revision in [r for r in self._recent if r <= floor]:
                 del self._recent[revision]
+                self._recent_weight.pop(revision, None)
         return floor
 
 
