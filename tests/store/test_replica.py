@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,11 +13,29 @@ import pytest
 from gantt import NoValidHost
 from gantt.config import Config
 from gantt.replica import Replica, audit
+from gantt.store.base import Store
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, request
 
 CONFIG = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}})
+
+
+@contextlib.contextmanager
+def _two_stores(backend: str, tmp_path: Path) -> Iterator[tuple[Store, Store]]:
+    """One store seen through two handles: the same object (memory), or two connections to one file, as two
+    processes would have (sqlite)."""
+    if backend == "memory":
+        store = MemoryStore()
+        yield store, store
+        return
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    first, second = SQLiteStore(url), SQLiteStore(url)
+    try:
+        yield first, second
+    finally:
+        first.close()
+        second.close()
 
 
 def test_two_replicas_never_double_book() -> None:
@@ -161,16 +181,11 @@ def test_a_stale_replica_answers_the_booking_another_made(backend: str, tmp_path
     """
     config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"],
                                                     "ram_weight_multiplier": -1.0}})  # least free RAM first
-    if backend == "memory":
-        store_a = store_b = MemoryStore()
-    else:
-        url = f"sqlite:///{tmp_path}/gantt.sqlite"
-        store_a, store_b = SQLiteStore(url), SQLiteStore(url)  # two connections, as two processes have
-    a = Replica(store_a, config).start(follow=False)
-    a.update_resource_stats("h-a", host_stats(memory_mb=4096))
-    a.update_resource_stats("h-b", host_stats(memory_mb=8192))
-    b = Replica(store_b, config).start(follow=False)
-    try:
+    with _two_stores(backend, tmp_path) as (store_a, store_b):
+        a = Replica(store_a, config).start(follow=False)
+        a.update_resource_stats("h-a", host_stats(memory_mb=4096))
+        a.update_resource_stats("h-b", host_stats(memory_mb=8192))
+        b = Replica(store_b, config).start(follow=False)
         a.update_resource_stats("h-c", host_stats(memory_mb=2048))
         spec = request(vcpus=1) | {"instance_uuids": ["seq-i"]}
         [[first, *_]] = a.select_destinations(spec)
@@ -181,12 +196,6 @@ def test_a_stale_replica_answers_the_booking_another_made(backend: str, tmp_path
         assert (held.consumer_uuid, held.host) == ("seq-i", "h-c")
         assert b.table.allocations["seq-i"].host == "h-c"
         assert "seq-i" not in {c for key, cs in b.table.node_allocations.items() if key[0] != "h-c" for c in cs}
-    finally:
-        a.stop()
-        b.stop()
-        store_a.close()
-        if store_b is not store_a:
-            store_b.close()
 
 
 def test_a_reload_forgets_masks_derived_from_the_old_table() -> None:
@@ -256,16 +265,11 @@ def test_a_stale_replica_never_breaks_a_server_group(backend: str, policy: str, 
     config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter",
                                                                         "ServerGroupAntiAffinityFilter",
                                                                         "ServerGroupAffinityFilter"]}})
-    if backend == "memory":
-        store_a = store_b = MemoryStore()
-    else:
-        url = f"sqlite:///{tmp_path}/gantt.sqlite"
-        store_a, store_b = SQLiteStore(url), SQLiteStore(url)
-    a = Replica(store_a, config).start(follow=False)
-    a.update_resource_stats("h0", host_stats(memory_mb=65536))
-    a.update_resource_stats("h1", host_stats(memory_mb=32768))
-    b = Replica(store_b, config).start(follow=False)
-    try:
+    with _two_stores(backend, tmp_path) as (store_a, store_b):
+        a = Replica(store_a, config).start(follow=False)
+        a.update_resource_stats("h0", host_stats(memory_mb=65536))
+        a.update_resource_stats("h1", host_stats(memory_mb=32768))
+        b = Replica(store_b, config).start(follow=False)
         if policy == "affinity":
             a.update_resource_stats("h2", host_stats(memory_mb=131072))  # unknown to b: a's first member goes here
         [[first, *_]] = a.select_destinations(request(instance_uuids=["m1"], instance_group=_group(policy, ["m1"])))
@@ -277,12 +281,6 @@ def test_a_stale_replica_never_breaks_a_server_group(backend: str, policy: str, 
             assert first.host == "h2" and second.host == first.host
         held = {x.consumer_uuid: x for x in store_a.snapshot().allocations}
         assert held["m1"].group == held["m2"].group == "g-1"
-    finally:
-        a.stop()
-        b.stop()
-        store_a.close()
-        if store_b is not store_a:
-            store_b.close()
 
 
 def test_a_stale_group_member_claim_for_a_booked_consumer_answers_the_booking() -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,3 +145,14 @@ class StaticMemo:
                 while len(self._masks) > self.size:
                     self._masks.popitem(last=False)
         return mask
+
+
+def in_any_aggregate(table: HostTable, keys: frozenset[str]) -> np.ndarray:
+    """Nodes whose host is in at least one of the aggregates ``keys`` names (by key)."""
+    return table.factor("aggregates").map(lambda aggs: bool(aggs & keys))
+
+
+def aggregate_keys(table: HostTable, refs: Iterable[str]) -> frozenset[str]:
+    """The keys of the aggregates named by id or uuid (an unknown name matches nothing)."""
+    refs = set(refs)
+    return frozenset(agg.key for agg in table.aggregates.values() if agg.key in refs or agg.uuid in refs)

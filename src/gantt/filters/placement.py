@@ -5,11 +5,12 @@ These are always on, whatever ``enabled_filters`` says.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 
 import numpy as np
 
 from gantt.filters.base import Filter, register
+from gantt.filters.hoststate import aggregate_keys
 from gantt.journal import Rows
 from gantt.model import NearestMiss
 from gantt.request import RequestContext
@@ -147,9 +148,3 @@ class MemberOfFilter(Filter):
         banned = aggregate_keys(table, ctx.forbidden_aggregates)
         return table.factor("aggregates").map(lambda aggs: all(aggs & keys for keys in wanted)
                                               and not (aggs & banned))
-
-
-def aggregate_keys(table: HostTable, refs: Iterable[str]) -> frozenset[str]:
-    """The keys of the aggregates named by id or uuid (an unknown name matches nothing)."""
-    refs = set(refs)
-    return frozenset(agg.key for agg in table.aggregates.values() if agg.key in refs or agg.uuid in refs)

@@ -22,6 +22,7 @@ import numpy as np
 import os_traits
 
 from gantt.filters.base import Filter, register
+from gantt.filters.hoststate import in_any_aggregate
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
@@ -31,10 +32,6 @@ _IMAGE_TRAIT_PREFIXES = {
     "hw_video_model": "COMPUTE_GRAPHICS_MODEL", "hw_vif_model": "COMPUTE_NET_VIF_MODEL",
     "hw_architecture": "HW_ARCH", "hw_emulation_architecture": "COMPUTE_ARCH", "hw_viommu_model": "COMPUTE_VIOMMU",
 }
-
-
-def _in_any(table: HostTable, keys: frozenset[str]) -> np.ndarray:
-    return table.factor("aggregates").map(lambda aggs: bool(aggs & keys))
 
 
 def _having(table: HostTable, traits: frozenset[str]) -> np.ndarray:
@@ -58,7 +55,7 @@ class RequireTenantAggregate(Filter):
         keys = frozenset(agg.key for agg in table.aggregates.values()
                          if any(k.startswith(_TENANT_KEY) and v == project for k, v in agg.metadata.items()))
         if keys:
-            return _in_any(table, keys)
+            return in_any_aggregate(table, keys)
         if scheduler.placement_aggregate_required_for_tenants:
             return np.zeros(table.n, dtype=np.bool_)
         return None
@@ -80,7 +77,7 @@ class IsolateAggregates(Filter):
         keys = frozenset(agg.key for agg in table.aggregates.values()
                          if any(k.startswith("trait:") and v == "required" and k not in wanted
                                 for k, v in agg.metadata.items()))
-        return ~_in_any(table, keys) if keys else None
+        return ~in_any_aggregate(table, keys) if keys else None
 
 
 @register
