@@ -29,8 +29,11 @@ from nova.scheduler import filters as nova_filters  # noqa: E402
 from nova.scheduler import host_manager, request_filter  # noqa: E402
 from nova.scheduler import weights as nova_weights  # noqa: E402
 
-PREFILTERS = {"require_tenant_aggregate", "isolate_aggregates", "require_image_type_support",
-              "transform_image_metadata", "compute_status_filter"}
+# Gantt's name -> Nova's request filter function (the same name where Gantt kept Nova's).
+PREFILTERS = {"require_tenant_aggregate": "require_tenant_aggregate", "isolate_aggregates": "isolate_aggregates",
+              "require_image_type_support": "require_image_type_support",
+              "transform_image_metadata": "transform_image_metadata", "compute_status_filter": "compute_status_filter",
+              "AvailabilityZoneRequestFilter": "map_az_to_placement_aggregate"}
 from oslo_utils import timeutils  # noqa: E402
 
 CONF = nova.conf.CONF
@@ -97,6 +100,7 @@ def _spec(spec: dict[str, Any]) -> Any:
                                            "properties": dict((spec.get("image") or {}).get("properties") or {})}),
         project_id=spec["project_id"], user_id=spec["user_id"], num_instances=1, ignore_hosts=None,
         force_hosts=None, force_nodes=None, instance_uuid=spec["instance_uuids"][0],
+        availability_zone=spec.get("availability_zone"),
         scheduler_hints={k: v if isinstance(v, list) else [v] for k, v in (spec.get("scheduler_hints") or {}).items()},
         instance_group=None)
     group = spec.get("instance_group")
@@ -139,7 +143,7 @@ def _prefilter(name: str, cloud: dict[str, Any], spec_dict: dict[str, Any], stat
     spec.is_bfv = False
     spec.requested_destination = None
     try:
-        getattr(request_filter, name)(None, spec)
+        getattr(request_filter, PREFILTERS[name])(None, spec)
     except exception.RequestFilterFailed:
         return []
     dest = spec.requested_destination
