@@ -236,6 +236,9 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
     wanted = {"filter_scheduler", "scheduler", "metrics", "gantt"}
     data: dict[str, Any] = {}
     defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
+    unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__)
+    if unused:  # nova.conf's [DEFAULT] holds every service's options; say which ones Gantt leaves alone
+        log.info("[DEFAULT] options Gantt does not use, ignored: %s", ", ".join(unused))
     if defaults:
         data["DEFAULT"] = defaults
     ignored = [section for section in parser.sections() if section not in wanted]

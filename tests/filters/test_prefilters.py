@@ -78,8 +78,10 @@ def test_available_filters_limits_what_may_be_enabled() -> None:
 
 def test_ignored_nova_conf_sections_are_logged(tmp_path, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "nova.conf"
-    path.write_text("[database]\nconnection = x\n[oslo_messaging_rabbit]\nx = 1\n[scheduler]\nmax_attempts = 2\n")
+    path.write_text("[DEFAULT]\nmy_ip = 10.0.0.1\n[database]\nconnection = x\n[oslo_messaging_rabbit]\nx = 1\n"
+                    "[scheduler]\nmax_attempts = 2\n")
     with caplog.at_level(logging.INFO, logger="gantt.config"):
         config = load_config(path)
     assert config.scheduler.max_attempts == 2
     assert "database, oslo_messaging_rabbit" in caplog.text
+    assert "[DEFAULT] options Gantt does not use, ignored: my_ip" in caplog.text
