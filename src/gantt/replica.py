@@ -39,6 +39,7 @@ from gantt.model import (
     HostReport,
     InstanceInfo,
     NotFound,
+    RequestSpec,
     StoreUnavailable,
     decode,
     group_node,
@@ -375,6 +376,11 @@ class Replica:
             raise NotFound(f"no such host {host!r}", field="host")
 
     def select_destinations(self, spec: Any) -> Any:
+        spec = decode(spec, RequestSpec, path="$")
+        if spec.instance_uuids and any(uuid in self.table.allocations for uuid in spec.instance_uuids):
+            # A repeat is answered from the table without a commit: read the feed first, so that a booking
+            # another instance has released meanwhile is not handed out as if it still held.
+            self.catch_up()
         return self.scheduler.select_destinations(spec)
 
     def candidates(self, spec: Any, limit: int | None = None) -> Any:

@@ -302,3 +302,18 @@ def test_a_stale_group_member_claim_for_a_booked_consumer_answers_the_booking() 
     assert b.table.describe(row)["inventories"]["VCPU"]["free"] == 2
     [[other, *_]] = b.select_destinations(request(vcpus=1) | {"instance_uuids": ["c2"]} | group)
     assert other.consumer_uuid == "c2"
+
+
+def test_a_repeat_is_not_answered_from_a_booking_released_elsewhere() -> None:
+    """Found by the property test: a replica behind the feed answered a repeated request from its own table
+    although another instance had released that booking, so the caller held a booking the store did not."""
+    store = MemoryStore()
+    a, b = Replica(store, CONFIG).start(follow=False), Replica(store, CONFIG).start(follow=False)
+    a.update_resource_stats("h", host_stats())
+    spec = request(vcpus=1) | {"instance_uuids": ["c1"]}
+    a.select_destinations(spec)
+    b.catch_up()
+    b.release("c1")  # a has not seen this
+    [[again, *_]] = a.select_destinations(spec)
+    assert [x.consumer_uuid for x in store.snapshot().allocations] == ["c1"]  # booked anew, not imagined
+    assert again.consumer_uuid == "c1"
