@@ -133,4 +133,5 @@ class ComputeStatusFilter(Filter):
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         disabled = os_traits.COMPUTE_STATUS_DISABLED
-        return table.factor("traits").map(lambda have: disabled not in have)
+        mask = table.factor("traits").map(lambda have: disabled not in have)
+        return None if mask.all() else mask  # cached as static: None spares every decision a pass
