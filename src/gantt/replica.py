@@ -39,6 +39,7 @@ from gantt.model import (
     HostReport,
     InstanceInfo,
     NotFound,
+    NoValidHost,
     RequestSpec,
     StoreUnavailable,
     decode,
@@ -381,7 +382,15 @@ class Replica:
             # A repeat is answered from the table without a commit: read the feed first, so that a booking
             # another instance has released meanwhile is not handed out as if it still held.
             self.catch_up()
-        return self.scheduler.select_destinations(spec)
+        try:
+            return self.scheduler.select_destinations(spec)
+        except NoValidHost:
+            # Nothing fits here; but if this replica is behind the feed, the consumers may be booked already
+            # (by another instance): then the answer is that booking, not NoValidHost. Rare path: read the feed.
+            if not spec.instance_uuids or not self.catch_up() \
+                    or not any(uuid in self.table.allocations for uuid in spec.instance_uuids):
+                raise
+            return self.scheduler.select_destinations(spec)
 
     def candidates(self, spec: Any, limit: int | None = None) -> Any:
         return self.scheduler.candidates(spec, limit)

@@ -946,6 +946,11 @@ class HostTable:
                 if (held.host, held.nodename) == (allocation.host, allocation.nodename) \
                         and held.resources == allocation.resources and held.confirmed == allocation.confirmed \
                         and held.group == allocation.group:
+                    # Same accounting; but the record is now the store's: a local claim of ours that happens to
+                    # equal it must not be rolled back as ours (rollbacks go by identity).
+                    if held is not allocation:
+                        allocation.created_at = allocation.created_at or held.created_at
+                        self.allocations[allocation.consumer_uuid] = allocation
                     return
                 self._drop_allocation(allocation.consumer_uuid)
             key = (allocation.host, allocation.nodename)

@@ -317,3 +317,27 @@ def test_a_repeat_is_not_answered_from_a_booking_released_elsewhere() -> None:
     [[again, *_]] = a.select_destinations(spec)
     assert [x.consumer_uuid for x in store.snapshot().allocations] == ["c1"]  # booked anew, not imagined
     assert again.consumer_uuid == "c1"
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_stale_replica_never_rolls_back_a_booking_equal_to_its_own(backend: str, tmp_path: Path) -> None:
+    """Found by the property test: a stale replica's group claim lost on the group's revision; catching up
+    brought the other instance's booking of the same consumer, equal to the local claim, so the table kept the
+    local object, and the rollback then released the store's booking locally. The next round claimed anew and
+    answered a host the store did not hold."""
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter",
+                                                                        "ServerGroupAntiAffinityFilter"]}})
+    group = {"instance_group": {"uuid": "g", "policy": "anti-affinity"}}
+    spec = request(vcpus=1) | {"instance_uuids": ["c7"]} | group
+    with _two_stores(backend, tmp_path) as (store_a, store_b):
+        a = Replica(store_a, config).start(follow=False)
+        a.update_resource_stats("h0", host_stats(memory_mb=8192))
+        a.update_resource_stats("h1", host_stats(memory_mb=4096))
+        b = Replica(store_b, config).start(follow=False)
+        [[first, *_]] = a.select_destinations(spec)
+        assert first.host == "h0"  # the most free RAM; b, behind, decides the same: an equal claim
+        a.update_resource_stats("h0", host_stats(memory_mb=8192, memory_mb_used=7000))  # now h1 weighs best
+        [[again, *_]] = b.select_destinations(spec)
+        assert again.host == "h0"
+        assert [(x.consumer_uuid, x.host) for x in store_a.snapshot().allocations] == [("c7", first.host)]
+        assert b.table.allocations["c7"].host == first.host
