@@ -70,6 +70,19 @@ def test_select_dry_run_allocations_release(url: str, capsys: pytest.CaptureFixt
     assert status == 1 and "cli-vm" in err
 
 
+def test_move_and_confirm(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, _ = run(capsys, "select", "--vcpus", "2", "--instance-uuid", "cli-mv", "--url", url)
+    assert status == 0
+    status, out, _ = run(capsys, "select", "--vcpus", "4", "--instance-uuid", "cli-mv", "--migration-uuid",
+                         "cli-mig", "--url", url)
+    assert status == 0 and "cli-mv" in out
+    status, out, _ = run(capsys, "migrations", "confirm", "cli-mig", "--url", url)
+    assert status == 0 and "confirmed cli-mig: dropped the source of cli-mv" in out and "VCPU=2" in out
+    status, _, err = run(capsys, "migrations", "revert", "cli-mig", "--url", url)
+    assert status == 1 and "cli-mig" in err
+    run(capsys, "allocations", "release", "cli-mv", "--url", url)
+
+
 def test_no_valid_host_prints_the_explanation(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run(capsys, "select", "--vcpus", "999", "--url", url)
     assert status == 1

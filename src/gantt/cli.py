@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gantt.model import Explanation, GanttError, NoValidHost
@@ -221,6 +222,8 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
             spec[key] = value
     if args.instance_uuid:
         spec["instance_uuids"] = args.instance_uuid
+    if args.migration_uuid:
+        spec["migration_uuid"] = args.migration_uuid
     if args.required_trait:
         spec["required_traits"] = args.required_trait
     if args.forbidden_trait:
@@ -286,6 +289,22 @@ def cmd_allocations(args: argparse.Namespace) -> int:
         table.add_row(a.consumer_uuid, a.host, a.nodename, ", ".join(f"{k}={v}" for k, v in a.resources.items()),
                       a.project_id or "", "yes" if a.confirmed else "no")
     console.print(table)
+    return 0
+
+
+def cmd_migrations(args: argparse.Namespace) -> int:
+    with _client(args) as client:
+        allocation = (client.confirm_move if args.action == "confirm" else client.revert_move)(args.migration)
+    if args.json:
+        _print_json(allocation)
+        return 0
+    resources = ", ".join(f"{k}={v}" for k, v in allocation.resources.items())
+    where = f"{escape(allocation.host)}/{escape(allocation.nodename)} ({resources})"
+    if args.action == "confirm":
+        console.print(f"confirmed {escape(args.migration)}: dropped the source of "
+                      f"{escape(allocation.instance_uuid or '')} on {where}")
+    else:
+        console.print(f"reverted {escape(args.migration)}: {escape(allocation.consumer_uuid)} back on {where}")
     return 0
 
 
@@ -445,6 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user")
     p.add_argument("--num-instances", type=int, default=1)
     p.add_argument("--instance-uuid", nargs="*", help="consumer UUIDs (asking again returns the same claim)")
+    p.add_argument("--migration-uuid", help="move the one --instance-uuid, holding its source under this UUID "
+                                            "until 'gantt migrations confirm|revert'")
     p.add_argument("--dry-run", action="store_true", help="rank candidates, claim nothing")
     p.add_argument("--limit", type=int, default=10, help="candidates shown by --dry-run (default %(default)s)")
     p.set_defaults(func=cmd_select)
@@ -455,6 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("consumer", nargs="?")
     p.add_argument("--limit", type=int, default=50)
     p.set_defaults(func=cmd_allocations)
+
+    p = sub.add_parser("migrations", help="confirm or revert a move (select --migration-uuid)")
+    _client_options(p)
+    p.add_argument("action", choices=["confirm", "revert"])
+    p.add_argument("migration")
+    p.set_defaults(func=cmd_migrations)
 
     p = sub.add_parser("audit", help="check a store: nothing over capacity, no allocation on a missing node")
     p.add_argument("--store", required=True, help="store URL")

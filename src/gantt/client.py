@@ -161,6 +161,12 @@ class _Calls:
     def release(self, consumer_uuid: str) -> Call[int]:
         return Call("DELETE", f"/v1/allocations/{_segment(consumer_uuid)}", _revision)
 
+    def confirm_move(self, migration_uuid: str) -> Call[Allocation]:
+        return Call("POST", f"/v1/migrations/{_segment(migration_uuid)}/confirm", self._allocation)
+
+    def revert_move(self, migration_uuid: str) -> Call[Allocation]:
+        return Call("POST", f"/v1/migrations/{_segment(migration_uuid)}/revert", self._allocation)
+
     def update_instance_info(self, host: str, instances: list[str]) -> Call[int]:
         return Call("POST", f"/v1/instances/{_segment(host)}", _revision, _encode({"instances": instances}))
 
@@ -288,6 +294,12 @@ class SchedulerClient:
     def release(self, consumer_uuid: str) -> int:
         return self._do(_CALLS.release(consumer_uuid))
 
+    def confirm_move(self, migration_uuid: str) -> Allocation:
+        return self._do(_CALLS.confirm_move(migration_uuid))
+
+    def revert_move(self, migration_uuid: str) -> Allocation:
+        return self._do(_CALLS.revert_move(migration_uuid))
+
     def update_instance_info(self, host: str, instances: list[str]) -> int:
         return self._do(_CALLS.update_instance_info(host, instances))
 
@@ -375,6 +387,12 @@ class AsyncSchedulerClient:
 
     async def release(self, consumer_uuid: str) -> int:
         return await self._do(_CALLS.release(consumer_uuid))
+
+    async def confirm_move(self, migration_uuid: str) -> Allocation:
+        return await self._do(_CALLS.confirm_move(migration_uuid))
+
+    async def revert_move(self, migration_uuid: str) -> Allocation:
+        return await self._do(_CALLS.revert_move(migration_uuid))
 
     async def update_instance_info(self, host: str, instances: list[str]) -> int:
         return await self._do(_CALLS.update_instance_info(host, instances))

@@ -151,6 +151,7 @@ class MetricsSection(Struct, forbid_unknown_fields=True, kw_only=True):
 
 class DefaultSection(Struct, forbid_unknown_fields=False, kw_only=True):
     default_availability_zone: str = "nova"
+    allow_resize_to_same_host: bool = False  # a move may land on the host it leaves (Nova's option, same default)
     service_down_time: float = 60.0
     cpu_allocation_ratio: float | None = None
     ram_allocation_ratio: float | None = None

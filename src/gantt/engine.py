@@ -32,6 +32,7 @@ from gantt.config import Config
 from gantt.model import (
     Allocation,
     Candidate,
+    Conflict,
     Explanation,
     FilterStep,
     GanttError,
@@ -41,7 +42,7 @@ from gantt.model import (
     decode,
 )
 from gantt.request import NodeKey, RequestContext
-from gantt.state import ClaimRejected, HostTable
+from gantt.state import ClaimRejected, HostTable, SourceMoved
 from gantt.weighers.base import Weigher
 
 log = logging.getLogger(__name__)
@@ -145,12 +146,12 @@ class Engine:
                 self.commit(placed)
                 return answer
             except ClaimConflict as exc:
-                self._rollback(placed, keep=set(exc.held))
+                self._rollback(placed, ctx.moved, keep=set(exc.held))
                 with self._stats_lock:
                     self.stats.commit_conflicts += 1
                 log.info("commit conflict on %s (attempt %d)", exc.keys, attempt + 1)
             except BaseException:
-                self._rollback(placed)
+                self._rollback(placed, ctx.moved)
                 raise
         raise NoValidHost("claims kept conflicting with other schedulers; try again",
                           Explanation(hosts=self.table.n, steps=[], reason="contention"))
@@ -158,7 +159,7 @@ class Engine:
     def candidates(self, spec: RequestSpec | dict[str, Any], limit: int | None = None) -> list[Candidate]:
         """The nodes that pass the filters, best first, with their weights; claims nothing (a dry run)."""
         spec = decode(spec, RequestSpec, path="$")
-        ctx = RequestContext.build(spec, self.config, self.table.clock())
+        ctx = self._dry_context(spec)
         contributions: dict[str, np.ndarray] = {}
         ranking = self._rank(ctx, contributions)
         rows = ranking.candidate_rows()
@@ -178,8 +179,16 @@ class Engine:
     def explain(self, spec: RequestSpec | dict[str, Any]) -> Explanation:
         """Filter by filter, how many nodes each removes for this request (whether or not anything fits)."""
         spec = decode(spec, RequestSpec, path="$")
-        ctx = RequestContext.build(spec, self.config, self.table.clock())
+        ctx = self._dry_context(spec)
         return self._explain(ctx, self._rank(ctx))
+
+    def _dry_context(self, spec: RequestSpec) -> RequestContext:
+        ctx = RequestContext.build(spec, self.config, self.table.clock())
+        if spec.migration_uuid and spec.instance_uuids:  # a move's dry run: what the move itself would rank
+            source = self.table.allocations.get(spec.instance_uuids[0])
+            if source is not None and source.migration_uuid != spec.migration_uuid:
+                ctx.move_source = source
+        return ctx
 
     def release(self, consumer_uuid: str) -> Allocation:
         return self.table.release(consumer_uuid)
@@ -198,8 +207,15 @@ class Engine:
         try:
             for index, consumer in enumerate(consumers):
                 ctx.instance_index = index
+                if spec.migration_uuid is not None:  # one instance (RequestSpec checks it)
+                    selections, allocation, owned = self._place_move(ctx, consumer, placed)
+                    (placed if owned else borrowed).append(allocation)
+                    answer.append(selections)
+                    self._book(ctx, (allocation.host, allocation.nodename), consumer)
+                    continue
                 held = self.table.allocations.get(consumer)
                 if held is not None:  # idempotent: this consumer was placed before
+                    _check_repeat(ctx, held)
                     answer.append([self._selection_for(held)])
                     borrowed.append(held)
                     self._book(ctx, (held.host, held.nodename), consumer)
@@ -214,10 +230,10 @@ class Engine:
                 if lost:
                     raise _LostBorrowed()
         except BaseException:
-            self._rollback(placed)
+            self._rollback(placed, ctx.moved)
             raise
         with self._stats_lock:
-            self.stats.placements += len(placed)
+            self.stats.placements += sum(1 for a in placed if a.instance_uuid is None)
         return placed, answer
 
     def _book(self, ctx: RequestContext, key: NodeKey, consumer: str) -> None:
@@ -227,12 +243,53 @@ class Engine:
             ctx.group_hosts.append(key[0])
             ctx.group_members.add(consumer)
 
+    def _place_move(self, ctx: RequestContext, consumer: str,
+                    placed: list[Allocation]) -> tuple[list[Selection], Allocation, bool]:
+        """A move of ``consumer`` under ``spec.migration_uuid`` (design §6): decided anew, never answered with the
+        allocation it leaves; that one is held by the migration until confirm or revert.
+
+        A repeat of a move already made (the migration holds this instance's source) answers with where the
+        instance went, like any repeated request.
+        """
+        table = self.table
+        migration = ctx.spec.migration_uuid
+        assert migration is not None
+        for _ in range(self.config.gantt.claim_retries + 1):
+            with table.lock:
+                source = table.allocations.get(consumer)
+                holding = table.allocations.get(migration)
+            if holding is not None:
+                if holding.instance_uuid != consumer:
+                    raise Conflict(f"migration {migration!r} is a consumer of its own or a move of another "
+                                   "instance", field="$.migration_uuid")
+                if source is None or source.migration_uuid != migration:
+                    raise Conflict(f"instance {consumer!r} no longer holds the allocation of migration "
+                                   f"{migration!r}", field="$.migration_uuid")
+                return [self._selection_for(source)], source, False
+            if source is not None and source.migration_uuid == migration:  # made and confirmed: a repeat
+                return [self._selection_for(source)], source, False
+            if source is None:
+                raise Conflict(f"instance {consumer!r} holds no allocation to move; place it without "
+                               "migration_uuid", field="$.instance_uuids")
+            if source.instance_uuid is not None:
+                raise Conflict(f"{consumer!r} is a migration holding a move's source, not an instance",
+                               field="$.instance_uuids")
+            ctx.move_source = source
+            try:
+                return self._place_one(ctx, consumer, placed)
+            except SourceMoved:
+                continue  # released or moved by another request meanwhile: look again
+        raise Conflict(f"instance {consumer!r} kept moving while this move was decided; try again",
+                       field="$.instance_uuids")
+
     def _place_one(self, ctx: RequestContext, consumer: str,
                    placed: list[Allocation]) -> tuple[list[Selection], Allocation, bool]:
         """Claim one node for ``consumer``: (selections, allocation, whether this call created the allocation).
 
         When a concurrent request for the same consumer got there first, the claim hands back *its* allocation:
         the answer is then that allocation (not the row this call tried), and it is not ours to roll back.
+        A move (``ctx.move_source``) claims with ``table.move``: the migration's allocation holding the source
+        joins ``placed`` (one commit with the instance's).
         """
         table = self.table
         ranking = self._rank(ctx)
@@ -252,7 +309,16 @@ class Engine:
                                         resources=dict(ctx.resources), project_id=spec.project_id,
                                         user_id=spec.user_id, request_id=spec.request_id, group=ctx.hard_group)
                 try:
-                    chosen = table.claim(key, allocation, limits=limits or None)
+                    if ctx.move_source is None:
+                        chosen = table.claim(key, allocation, limits=limits or None)
+                    else:
+                        allocation.migration_uuid = spec.migration_uuid
+                        held = table.move(key, allocation, ctx.move_source, limits=limits or None)
+                        ctx.moved[consumer] = (ctx.move_source, held)
+                        placed.append(held)
+                        chosen = allocation
+                except SourceMoved:
+                    raise
                 except ClaimRejected:
                     with self._stats_lock:
                         self.stats.claim_conflicts += 1
@@ -286,9 +352,10 @@ class Engine:
         """
         with self.table.lock:
             held = self.table.allocations.get(consumer)
-            if held is not None:
+            migration = ctx.spec.migration_uuid
+            if held is not None and (migration is None or held.migration_uuid == migration):
                 return [self._selection_for(held)], held, False
-            self._rollback(placed)
+            self._rollback(placed, ctx.moved)
             placed.clear()
         raise error
 
@@ -336,11 +403,17 @@ class Engine:
             remaining -= 1
             yield emit(i, weight)
 
-    def _rollback(self, placed: list[Allocation], keep: set[str] | frozenset[str] = frozenset()) -> None:
+    def _rollback(self, placed: list[Allocation], moved: dict[str, tuple[Allocation, Allocation]],
+                  keep: set[str] | frozenset[str] = frozenset()) -> None:
         table = self.table
         with table.lock:
             for allocation in reversed(placed):
                 if allocation.consumer_uuid in keep:
+                    continue
+                if allocation.consumer_uuid in moved:  # a move: the instance gets its source back
+                    source, held = moved[allocation.consumer_uuid]
+                    if held.consumer_uuid not in keep:  # else the store made this move (a twin request's)
+                        table.unmove(allocation, held, source)
                     continue
                 # Only our own claim: after a release, a twin request may hold a new claim for the same consumer.
                 if table.allocations.get(allocation.consumer_uuid) is allocation:
@@ -357,6 +430,9 @@ class Engine:
         if spec.ignore_hosts:
             ignored = set(spec.ignore_hosts)
             steps.append(("ignore_hosts", self._name_mask(hosts, lambda h: h not in ignored)))
+        source = ctx.move_source
+        if source is not None and not self.config.default.allow_resize_to_same_host:
+            steps.append(("allow_resize_to_same_host", self._name_mask(hosts, lambda h: h != source.host)))
         forced = False
         if spec.force_hosts or spec.force_nodes:
             fh = {h.lower() for h in spec.force_hosts or ()}
@@ -565,6 +641,27 @@ class Engine:
             return Selection(host=allocation.host, nodename=allocation.nodename,
                              allocation=dict(allocation.resources), consumer_uuid=allocation.consumer_uuid)
         return self._selection(row, allocation.resources, {}, allocation.consumer_uuid, 0.0)
+
+
+def _check_repeat(ctx: RequestContext, held: Allocation) -> None:
+    """A request naming a consumer that holds an allocation is a repeat and answered with that allocation, unless
+    it asks for something else: then it is a move without a migration_uuid, refused rather than ignored."""
+    spec = ctx.spec
+    dest = spec.requested_destination
+    why = None
+    if spec.ignore_hosts and held.host in spec.ignore_hosts:
+        why = f"ignore_hosts names {held.host!r}"
+    elif spec.force_hosts and held.host.lower() not in {h.lower() for h in spec.force_hosts}:
+        why = "force_hosts does not name its host"
+    elif spec.force_nodes and held.nodename.lower() not in {n.lower() for n in spec.force_nodes}:
+        why = "force_nodes does not name its node"
+    elif dest is not None and ((dest.host and dest.host != held.host) or (dest.node and dest.node != held.nodename)):
+        why = "requested_destination names another host"
+    elif {rc: n for rc, n in ctx.resources.items() if n} != {rc: n for rc, n in held.resources.items() if n}:
+        why = "the requested resources differ from what it holds"
+    if why is not None:
+        raise Conflict(f"consumer {held.consumer_uuid!r} holds an allocation on {held.host!r} and {why}: a move "
+                       "needs migration_uuid (or release the allocation first)", field="$.instance_uuids")
 
 
 class _Extremes:

@@ -469,6 +469,9 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     forbidden_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     member_of: list[list[str]] | None = None  # each inner list: "in any of these"; all inner lists must hold
     request_id: Text | None = None
+    # A move (resize, migration, evacuation) of the one instance named in instance_uuids (design §6): the
+    # instance is placed anew and its current allocation is held under this UUID until confirm or revert.
+    migration_uuid: Name | None = None
 
     def __post_init__(self) -> None:
         check_depth("scheduler_hints", self.scheduler_hints)
@@ -491,6 +494,11 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
                     raise ValueError(f"resources.{rc} must be >= 0")
         if self.flavor is None and not self.resources:
             raise ValueError("flavor must be given when resources is not")
+        if self.migration_uuid is not None:
+            if not self.instance_uuids or len(self.instance_uuids) != 1:
+                raise ValueError("a move (migration_uuid) names exactly one instance in instance_uuids")
+            if self.migration_uuid == self.instance_uuids[0]:
+                raise ValueError("migration_uuid must differ from the instance's UUID")
 
 
 class InstanceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -540,6 +548,16 @@ class Allocation(Struct, omit_defaults=True):
     # The server group (affinity or anti-affinity) the consumer was placed under: its claim compares and moves
     # the group's revision (group_node) as well as the node's, so two members' claims serialize.
     group: str | None = None
+    # Moves (design §6). On an instance's allocation made by a move: the migration holding its source.
+    migration_uuid: str | None = None
+    # On a migration's allocation: the instance whose source it holds until confirm (dropped) or revert (given
+    # back to the instance). The host lists the instance, not the migration: that is what confirms this one.
+    instance_uuid: str | None = None
+
+    @property
+    def listed_as(self) -> str:
+        """The UUID a host's instance list names when this allocation's resources are in its reported usage."""
+        return self.instance_uuid or self.consumer_uuid
 
 
 GROUP_HOST = "(server-group)"  # not a host name (RFC 1123 has no parentheses): the host part of a group's key

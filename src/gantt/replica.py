@@ -35,6 +35,7 @@ from gantt.model import (
     GROUP_HOST,
     Aggregate,
     Allocation,
+    Conflict,
     GanttError,
     HostReport,
     InstanceInfo,
@@ -132,6 +133,12 @@ class Replica:
         gc.unfreeze()
         gc.collect()
         gc.freeze()
+
+    def sync(self) -> int:
+        """Apply the feed up to every change committed before this call, by any instance; returns the revision.
+        (``catch_up`` applies what the feed has delivered so far, which on etcd may lag a commit by a moment.)"""
+        self._catch_up_to(self.store.barrier())
+        return self.revision
 
     def catch_up(self, timeout: float = 0.0) -> int:
         """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many."""
@@ -246,7 +253,8 @@ class Replica:
         for attempt in range(attempts):
             expects = self._expects(allocations)
             try:
-                result = self.store.commit(Batch(expect=list(expects.values()), allocations=allocations))
+                result = self.store.commit(Batch(expect=list(expects.values()), allocations=allocations,
+                                                 replaces=[a.consumer_uuid for a in allocations if a.migration_uuid]))
             except ConsumerHeld as exc:
                 # Another instance booked these consumers first: their booking is the answer, never ours. Catch
                 # up until this replica holds it, so the engine's next round finds and returns it.
@@ -297,6 +305,9 @@ class Replica:
             k = len(table.rc_names)
             for allocation in allocations:
                 key = (allocation.host, allocation.nodename)
+                if table.allocations.get(allocation.consumer_uuid) is not allocation:
+                    # the feed brought another booking (or the release) of this consumer: decide again from it
+                    raise ClaimConflict(f"{allocation.consumer_uuid} changed meanwhile", [key])
                 row = table.row_of.get(key)
                 if row is None or (table.rc["free"][row, :k] < -1e-9).any():
                     raise ClaimConflict(f"{key[0]}/{key[1]} no longer has room", [key])
@@ -354,6 +365,35 @@ class Replica:
     def release(self, consumer_uuid: str) -> int:
         return self.write(Batch(releases=[consumer_uuid]))
 
+    def confirm_move(self, migration_uuid: str) -> Allocation:
+        """Drop the source a move holds under ``migration_uuid`` (returned).
+
+        The release is strict: of a confirm and a revert racing on two instances, exactly one lands.
+        """
+        self.sync()  # the move may have been made on another instance an instant ago
+        with self.table.lock:
+            held = self.table.migration(migration_uuid)
+        self.write(Batch(releases=[migration_uuid]))
+        return held
+
+    def revert_move(self, migration_uuid: str) -> Allocation:
+        """Give the instance back the source held under ``migration_uuid`` and drop its destination, in one batch
+        that lands only while the destination is as this replica saw it. Returns the restored allocation."""
+        self.sync()
+        for _ in range(self.config.gantt.claim_retries + 1):
+            with self.table.lock:
+                held, moved = self.table.revertible(migration_uuid)
+                restored = self.table.reverted(held)
+                dest = (moved.host, moved.nodename)
+                expect = [Expect(dest[0], dest[1], self.node_revisions.get(dest, 0))]
+            try:
+                self.write(Batch(expect=expect, allocations=[restored], releases=[migration_uuid],
+                                 replaces=[restored.consumer_uuid]))
+                return restored
+            except StoreConflict:
+                self.catch_up()
+        raise ClaimConflict(f"the destination of migration {migration_uuid!r} kept changing; try again")
+
     def sync_instance_info(self, host: str, instances: list[str]) -> int:
         self._known_host(host)
         return self.write(Batch(instances=[InstanceInfo(host=host, instances=list(dict.fromkeys(instances)))]))
@@ -378,17 +418,20 @@ class Replica:
 
     def select_destinations(self, spec: Any) -> Any:
         spec = decode(spec, RequestSpec, path="$")
-        if spec.instance_uuids and any(uuid in self.table.allocations for uuid in spec.instance_uuids):
+        if spec.migration_uuid or (spec.instance_uuids
+                                   and any(uuid in self.table.allocations for uuid in spec.instance_uuids)):
             # A repeat is answered from the table without a commit: read the feed first, so that a booking
-            # another instance has released meanwhile is not handed out as if it still held.
+            # another instance has released meanwhile is not handed out as if it still held. A move reads it
+            # too: the booking it moves may have been made on another instance an instant ago.
             self.catch_up()
         try:
             return self.scheduler.select_destinations(spec)
-        except NoValidHost:
-            # Nothing fits here; but if this replica is behind the feed, the consumers may be booked already
-            # (by another instance): then the answer is that booking, not NoValidHost. Rare path: read the feed.
-            if not spec.instance_uuids or not self.catch_up() \
-                    or not any(uuid in self.table.allocations for uuid in spec.instance_uuids):
+        except (NoValidHost, Conflict):
+            # Nothing fits here, or a move finds nothing to move; but if this replica is behind the feed, the
+            # consumers may be booked already (by another instance): then the answer is that booking. Rare path:
+            # read the feed up to everything committed before now, and decide again if that changed anything.
+            before = self.revision
+            if not spec.instance_uuids or self.sync() == before:
                 raise
             return self.scheduler.select_destinations(spec)
 
@@ -431,6 +474,14 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
             group = held.group if held is not None else None
         if group:
             nodes.append(group_node(group))
+        if change.kind == "allocation":
+            # A move leaves a node: the store moved that node's usage revision too. (Not guessed from the table:
+            # a local claim of ours for the same consumer may be in flight there.)
+            left = change.replaced
+            if left is not None and left.host and (left.host, left.nodename) != nodes[0]:
+                nodes.append((left.host, left.nodename))
+                if left.group:
+                    nodes.append(group_node(left.group))
         return nodes
     return []
 

@@ -14,7 +14,7 @@ from typing import Any
 import os_traits
 
 from gantt.config import Config
-from gantt.model import InvalidRequest, RequestSpec, check_resource_class
+from gantt.model import Allocation, InvalidRequest, RequestSpec, check_resource_class
 
 NodeKey = tuple[str, str]
 
@@ -158,6 +158,10 @@ class RequestContext:
     group_rules: dict[str, Any] = field(default_factory=dict)
     instance_index: int = 0
     placed: list[NodeKey] = field(default_factory=list)
+    # A move: the allocation the instance leaves (set once the engine has found it), and for each move this
+    # request made, (source, the migration's allocation holding it) so a failed commit can undo it.
+    move_source: Allocation | None = None
+    moved: dict[str, tuple[Allocation, Allocation]] = field(default_factory=dict)
     scratch: dict[str, Any] = field(default_factory=dict)  # per-request memo for filters/weighers
 
     @classmethod

@@ -78,6 +78,14 @@ class Scheduler:
     def release(self, consumer_uuid: str) -> Allocation:
         return self.engine.release(consumer_uuid)
 
+    def confirm_move(self, migration_uuid: str) -> Allocation:
+        """A move is done: drop the source held under ``migration_uuid`` (returned)."""
+        return self.table.confirm_move(migration_uuid)
+
+    def revert_move(self, migration_uuid: str) -> Allocation:
+        """Undo a move: the instance gets its source back, the destination is freed; returns the allocation."""
+        return self.table.revert_move(migration_uuid)
+
     def allocation(self, consumer_uuid: str) -> Allocation:
         alloc = self.table.allocations.get(consumer_uuid)
         if alloc is None:

@@ -41,7 +41,7 @@ import numpy as np
 
 from gantt.config import Config
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
-from gantt.model import Aggregate, Allocation, HostReport, HostStats, Inventory, NotFound, prepare_types
+from gantt.model import Aggregate, Allocation, Conflict, HostReport, HostStats, Inventory, NotFound, prepare_types
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,10 @@ class Factor:
 
 class ClaimRejected(Exception):
     """A claim on one node failed its compare-and-set; the engine moves to the next candidate."""
+
+
+class SourceMoved(ClaimRejected):
+    """A move's source allocation is no longer the instance's: no other node can take the move either."""
 
 
 class HostTable:
@@ -693,7 +697,7 @@ class HostTable:
             alloc = self.allocations[consumer]
             if alloc.confirmed:
                 continue
-            if consumer in reported:
+            if alloc.listed_as in reported:
                 alloc.confirmed = True
                 self._add_inflight(row, alloc.resources, -1)
             elif alloc.created_at and now - alloc.created_at > self.claim_timeout:
@@ -945,7 +949,8 @@ class HostTable:
             if held is not None:
                 if (held.host, held.nodename) == (allocation.host, allocation.nodename) \
                         and held.resources == allocation.resources and held.confirmed == allocation.confirmed \
-                        and held.group == allocation.group:
+                        and held.group == allocation.group and held.migration_uuid == allocation.migration_uuid \
+                        and held.instance_uuid == allocation.instance_uuid:
                     # Same accounting; but the record is now the store's: a local claim of ours that happens to
                     # equal it must not be rolled back as ours (rollbacks go by identity).
                     if held is not allocation:
@@ -953,21 +958,17 @@ class HostTable:
                         self.allocations[allocation.consumer_uuid] = allocation
                     return
                 self._drop_allocation(allocation.consumer_uuid)
-            key = (allocation.host, allocation.nodename)
-            row = self.row_of.get(key)
-            if row is None:
-                self.allocations[allocation.consumer_uuid] = allocation
-                self.node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
-                if allocation.group:
-                    self.group_allocations.setdefault(allocation.group, set()).add(allocation.consumer_uuid)
-            else:
-                self._insert_allocation(row, key, allocation)
+            self._place_recorded(allocation)
             self._changed("allocation", allocation)
 
     def _insert_allocation(self, row: int, key: NodeKey, allocation: Allocation) -> None:
         if not allocation.created_at:
             allocation.created_at = self.clock()
-        listed = allocation.consumer_uuid in self.reported_instances[row]
+        listed = allocation.listed_as in self.reported_instances[row]
+        if listed and allocation.migration_uuid:
+            # A moved instance the node already lists (a resize on the same host, a revert's source): only a
+            # report made after the move counts what it now holds; until then it is in flight.
+            listed = bool(self.cols["updated_at"][row] > allocation.created_at)
         # On a node that never lists instances, a claim older than the timeout is settled, as _settle_unlisted
         # would have done (a replica loading a snapshot).
         settled = not self.reports_instances[row] \
@@ -984,6 +985,100 @@ class HostTable:
             self._add_inflight(row, allocation.resources, +1)
         else:
             self._touched(row)
+
+    def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
+             limits: dict[str, float] | None = None) -> Allocation:
+        """Move ``source``'s consumer to node ``key`` as ``allocation``, holding the source for the migration.
+
+        One compare-and-set: the consumer still holds ``source``, the migration holds nothing yet, the node has
+        room for the whole new allocation (the source keeps its resources until confirm or revert, as Nova's
+        migration-based allocations do, also on the same node). Returns the migration's allocation.
+        """
+        migration = allocation.migration_uuid
+        assert migration is not None
+        with self.lock:
+            if self.allocations.get(source.consumer_uuid) is not source:
+                raise SourceMoved(f"{source.consumer_uuid} moved meanwhile")
+            if migration in self.allocations:  # a twin request made this move: answer with it
+                raise SourceMoved(f"migration {migration} holds an allocation already")
+            row = self.row_of.get(key)
+            if row is None:
+                raise ClaimRejected(f"{key} is gone")
+            missing = self.fits(row, allocation.resources, limits)
+            if missing is not None:
+                raise ClaimRejected(f"{key} has no room for {missing}")
+            held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
+                                           instance_uuid=source.consumer_uuid, confirmed=False)
+            self._drop_allocation(source.consumer_uuid)
+            self._place_recorded(held)
+            self._insert_allocation(row, key, allocation)
+            self._changed("allocation", allocation)
+            self._changed("allocation", held)
+            return held
+
+    def unmove(self, allocation: Allocation, held: Allocation, source: Allocation) -> bool:
+        """Undo ``move`` while nothing else has replaced its allocations (a failed commit). Whether it did."""
+        with self.lock:
+            if self.allocations.get(allocation.consumer_uuid) is not allocation:
+                return False
+            self._drop_allocation(allocation.consumer_uuid)
+            if self.allocations.get(held.consumer_uuid) is held:
+                self._drop_allocation(held.consumer_uuid)
+            source.confirmed = False  # derived again on insertion
+            self._place_recorded(source)
+            self._changed("allocation", source)
+            return True
+
+    def migration(self, migration_uuid: str) -> Allocation:
+        """The allocation holding a move's source, under the migration's UUID."""
+        held = self.allocations.get(migration_uuid)
+        if held is None:
+            raise NotFound(f"no move in progress under migration {migration_uuid!r}", field="migration_uuid")
+        if held.instance_uuid is None:
+            raise Conflict(f"{migration_uuid!r} is a consumer, not a migration", field="migration_uuid")
+        return held
+
+    def revertible(self, migration_uuid: str) -> tuple[Allocation, Allocation]:
+        """(the source held, the instance's allocation) of a move that can still be reverted: the instance is
+        where this move put it (not released, not moved on by a later move)."""
+        held = self.migration(migration_uuid)
+        moved = self.allocations.get(held.instance_uuid or "")
+        if moved is None or moved.migration_uuid != migration_uuid:
+            raise Conflict(f"instance {held.instance_uuid!r} no longer holds the allocation of migration "
+                           f"{migration_uuid!r}; confirm drops its source", field="migration_uuid")
+        return held, moved
+
+    def reverted(self, held: Allocation) -> Allocation:
+        """The instance's allocation a revert gives back: the source, as the migration holds it."""
+        assert held.instance_uuid is not None
+        return msgspec.structs.replace(held, consumer_uuid=held.instance_uuid, instance_uuid=None,
+                                       migration_uuid=None, confirmed=False)
+
+    def confirm_move(self, migration_uuid: str) -> Allocation:
+        """Drop the source a move held (returned); the instance keeps its new allocation, if it still has one."""
+        with self.lock:
+            return self.release(self.migration(migration_uuid).consumer_uuid)
+
+    def revert_move(self, migration_uuid: str) -> Allocation:
+        """Give the instance its source back and drop the destination; returns the restored allocation."""
+        with self.lock:
+            held, _ = self.revertible(migration_uuid)
+            restored = self.reverted(held)
+            self.release(held.consumer_uuid)
+            self.put_allocation(restored)
+            return restored
+
+    def _place_recorded(self, allocation: Allocation) -> None:
+        """Insert an allocation without a capacity check (it is held already, under another consumer)."""
+        key = (allocation.host, allocation.nodename)
+        row = self.row_of.get(key)
+        if row is None:
+            self.allocations[allocation.consumer_uuid] = allocation
+            self.node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
+            if allocation.group:
+                self.group_allocations.setdefault(allocation.group, set()).add(allocation.consumer_uuid)
+        else:
+            self._insert_allocation(row, key, allocation)
 
     def release(self, consumer_uuid: str) -> Allocation:
         with self.lock:

@@ -19,6 +19,7 @@ from gantt.store.base import Snapshot
 from gantt.store.etcd import EtcdStore
 from tests.conftest import host_stats
 from tests.etcd.worker import config
+from tests.test_moves import moves_through_two_replicas
 
 pytestmark = pytest.mark.etcd
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,3 +161,13 @@ def test_instance_killed_mid_burst_leaves_no_partial_request(store_url: str) -> 
         r = Replica(store, config(9)).start(follow=False)
         assert len(r.table.allocations) == len(snap.allocations)
         r.select_destinations({"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1}, "num_instances": 4})
+
+
+def test_moves_through_two_replicas_on_etcd(store_url: str) -> None:
+    """Twin moves of one instance on two instances give one answer; of a confirm and a revert, one lands."""
+    stores = [EtcdStore(store_url), EtcdStore(store_url)]
+    try:
+        moves_through_two_replicas(*stores)
+    finally:
+        for s in stores:
+            s.close()

@@ -115,6 +115,33 @@ def test_select_release_and_allocations(client: SchedulerClient, tag: str) -> No
     assert client.host(f"{tag}-h").inventories["VCPU"].in_flight == 0
 
 
+def test_moves_confirm_and_revert(server: ServerProcess, client: SchedulerClient, tag: str) -> None:
+    client.update_resource_stats_many([(f"{tag}-{i}", host_stats(vcpus=4)) for i in range(2)])
+    hosts = [f"{tag}-0", f"{tag}-1"]
+    vm, mig = f"{tag}-vm", f"{tag}-mig"
+    client.select_destinations(_flavor(vcpus=2, instance_uuids=[vm], force_hosts=[hosts[0]]))
+    move = _flavor(vcpus=3, instance_uuids=[vm], migration_uuid=mig, force_hosts=hosts)
+    [[dest, *_]] = client.select_destinations(move)
+    assert (dest.host, dest.allocation["VCPU"]) == (hosts[1], 3)
+    assert client.allocation(mig).instance_uuid == vm and client.allocation(mig).host == hosts[0]
+    restored = client.revert_move(mig)
+    assert (restored.consumer_uuid, restored.host, restored.resources["VCPU"]) == (vm, hosts[0], 2)
+    response = httpx.post(f"{server.url}/v1/migrations/{mig}/confirm")
+    assert response.status_code == 404 and response.headers["content-type"] == "application/problem+json"
+    client.select_destinations({**move, "migration_uuid": f"{mig}-2"})
+    dropped = client.confirm_move(f"{mig}-2")
+    assert (dropped.host, dropped.resources["VCPU"], dropped.instance_uuid) == (hosts[0], 2, vm)
+    assert client.allocation(vm).host == hosts[1]
+    assert {a.consumer_uuid for a in client.allocations()} & {vm, mig, f"{mig}-2"} == {vm}
+    response = httpx.post(f"{server.url}/v1/migrations/{vm}/revert")  # an instance, not a migration
+    assert response.status_code == 409 and response.json()["field"] == "migration_uuid"
+    response = httpx.post(f"{server.url}/v1/migrations/{vm}/confirm")
+    assert response.status_code == 409 and response.json()["field"] == "migration_uuid"
+    response = httpx.post(f"{server.url}/v1/select_destinations",
+                          json=_flavor(vcpus=3, instance_uuids=[vm], ignore_hosts=[hosts[1]]))
+    assert response.status_code == 409 and "migration_uuid" in response.json()["detail"]
+
+
 def test_no_valid_host_is_409_with_the_explanation(server: ServerProcess, client: SchedulerClient,
                                                    tag: str) -> None:
     client.update_resource_stats(f"{tag}-h", host_stats(vcpus=4))

@@ -100,6 +100,43 @@ def check_server_group_members_serialize(store: Store) -> None:
     assert {(nr.host, nr.node): nr.revision for nr in store.snapshot().node_revisions}[group] == released
 
 
+def check_a_move_replaces_and_holds_the_source(store: Store) -> None:
+    """A move's batch replaces the instance's allocation (``replaces``) and books the migration on the source;
+    the node the instance leaves counts as changed; the feed says what was replaced; a revert is the reverse."""
+    rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
+    store.commit(Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("x", "h1")]))
+    revisions = {(nr.host, nr.node): nr.revision for nr in store.snapshot().node_revisions}
+    dest = Allocation(consumer_uuid="x", host="h2", nodename="h2", resources={"VCPU": 2}, migration_uuid="m")
+    source = Allocation(consumer_uuid="m", host="h1", nodename="h1", resources={"VCPU": 1}, instance_uuid="x")
+    with pytest.raises(ConsumerHeld):  # without ``replaces`` the instance's booking is never moved
+        store.commit(Batch(expect=[Expect("h2", "h2", revisions[("h2", "h2")])], allocations=[dest]))
+    with pytest.raises(NotFound):  # a move of a consumer that holds nothing
+        store.commit(Batch(allocations=[alloc("y", "h2")], replaces=["y"]))
+    moved = store.commit(Batch(expect=[Expect("h1", "h1", revisions[("h1", "h1")]),
+                                       Expect("h2", "h2", revisions[("h2", "h2")])],
+                               allocations=[source, dest], replaces=["x"])).revision
+    snap = store.snapshot()
+    assert sorted((a.consumer_uuid, a.host) for a in snap.allocations) == [("m", "h1"), ("x", "h2")]
+    revisions = {(nr.host, nr.node): nr.revision for nr in snap.node_revisions}
+    assert revisions[("h1", "h1")] == revisions[("h2", "h2")] == moved
+    [change] = [c for c in store.changes(moved - 1, timeout=0) if c.allocation and c.allocation.consumer_uuid == "x"]
+    assert change.replaced is not None and (change.replaced.host, change.replaced.resources) == ("h1", {"VCPU": 1})
+    # revert: the instance back on h1 with the source's resources, the migration released, all at once
+    back = Allocation(consumer_uuid="x", host="h1", nodename="h1", resources={"VCPU": 1})
+    with pytest.raises(StoreConflict):  # expects the destination as it was before the move
+        store.commit(Batch(expect=[Expect("h2", "h2", rev)], allocations=[back], releases=["m"],
+                           replaces=["x"]))
+    reverted = store.commit(Batch(expect=[Expect("h2", "h2", moved)], allocations=[back], releases=["m"],
+                                  replaces=["x"])).revision
+    snap = store.snapshot()
+    assert [(a.consumer_uuid, a.host) for a in snap.allocations] == [("x", "h1")]
+    revisions = {(nr.host, nr.node): nr.revision for nr in snap.node_revisions}
+    assert revisions[("h2", "h2")] == revisions[("h1", "h1")] == reverted
+    with pytest.raises(NotFound):  # the migration is gone: a second revert (or a confirm) changes nothing
+        store.commit(Batch(allocations=[back], releases=["m"], replaces=["x"]))
+    assert store.snapshot().revision == reverted
+
+
 def check_batch_is_atomic(store: Store) -> None:
     rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
     store.commit(Batch(allocations=[alloc("x", "h2")]))
@@ -151,6 +188,7 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_conditional_claims,
     check_a_booked_consumer_is_never_moved,
     check_server_group_members_serialize,
+    check_a_move_replaces_and_holds_the_source,
     check_batch_is_atomic,
     check_releases_and_deletes,
     check_instances,

@@ -1,6 +1,8 @@
-"""Issue 10: random interleavings of writes, claims, releases, reloads and feed lag across replicas on one store.
+"""Issue 10: random interleavings of writes, claims, releases, moves, reloads and feed lag across replicas on one
+store.
 
-After every step: no node over capacity, every acknowledged claim present and unmoved, no anti-affinity group
+After every step: no node over capacity, every acknowledged claim present and unmoved (a move moves it where it
+answered; its source stays held under the migration until confirm, or revert gives it back), no anti-affinity group
 with two members on one host, and every replica that has caught up answers exactly as a replica built from
 scratch on the same store. Replicas do not follow the feed by themselves: the test decides when each catches
 up, so their lag is part of the interleaving. ``GANTT_PROPERTY_EXAMPLES`` raises the number of examples for a
@@ -12,15 +14,15 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from gantt import NoValidHost
 from gantt.config import Config
-from gantt.model import GanttError
+from gantt.model import Conflict, GanttError, NotFound
 from gantt.replica import Replica, audit
 from gantt.store.base import Store
 from gantt.store.memory import MemoryStore
@@ -40,9 +42,13 @@ op = st.one_of(
     st.tuples(st.just("report"), st.integers(0, 2), st.sampled_from(HOSTS), st.integers(0, 10)),
     st.tuples(st.just("aggregate"), st.integers(0, 2), st.integers(1, 2),
               st.lists(st.sampled_from(HOSTS), unique=True, max_size=3), st.sampled_from(["az1", "az2"])),
-    st.tuples(st.just("claim"), st.integers(0, 2), st.integers(0, 11), st.sampled_from([None, "az1", "az2"]),
-              st.sampled_from([None, "anti-affinity", "affinity"]), st.integers(1, 3)),
+    st.tuples(st.just("claim"), st.integers(0, 2), st.integers(0, 11), st.sampled_from([None, None, "az1", "az2"]),
+              st.sampled_from([None, None, "anti-affinity", "affinity"]), st.integers(1, 3)),
     st.tuples(st.just("release"), st.integers(0, 2), st.integers(0, 11)),
+    # move: the consumer is the n-th booked one (n < 8), or c<n> whether booked or not
+    st.tuples(st.just("move"), st.integers(0, 2), st.integers(0, 11), st.integers(1, 3), st.integers(0, 2)),
+    st.tuples(st.just("confirm"), st.integers(0, 2), st.integers(0, 2)),
+    st.tuples(st.just("revert"), st.integers(0, 2), st.integers(0, 2)),
     st.tuples(st.just("catch_up"), st.integers(0, 2)),
     st.tuples(st.just("reload"), st.integers(0, 2)),
 )
@@ -57,13 +63,24 @@ def _spec(consumer: int, zone: str | None, policy: str | None, vcpus: int) -> di
     return spec
 
 
-def _check(store: Store, replicas: list[Replica], acked: dict[str, tuple[str, str | None]], clock: FakeClock,
-           probes: list[dict[str, Any]]) -> None:
+class Booking(NamedTuple):
+    host: str
+    policy: str | None
+    vcpus: int
+    migration: str | None = None  # the move that put it there
+
+
+def _check(store: Store, replicas: list[Replica], acked: dict[str, Booking], moving: dict[str, tuple[str, str]],
+           clock: FakeClock, probes: list[dict[str, Any]]) -> None:
     snap = store.snapshot()
     assert audit(snap, CONFIG) == []
     held = {a.consumer_uuid: a for a in snap.allocations}
-    for consumer, (host, _) in acked.items():
-        assert consumer in held and held[consumer].host == host, f"acknowledged {consumer} on {host} moved/lost"
+    for consumer, booking in acked.items():
+        assert consumer in held and held[consumer].host == booking.host, f"acknowledged {consumer} moved/lost"
+    for migration, (consumer, source) in moving.items():
+        assert migration in held and held[migration].host == source, f"{migration}: source {source} lost"
+        assert held[migration].instance_uuid == consumer
+    assert set(held) == set(acked) | set(moving)
     per_host = Counter((a.group, a.host) for a in snap.allocations if a.group == "g-anti-affinity")
     assert all(count == 1 for count in per_host.values()), per_host
     affinity_hosts = {a.host for a in snap.allocations if a.group == "g-affinity"}
@@ -83,11 +100,16 @@ def _run(store_a: Store, stores: list[Store], ops: list[tuple[Any, ...]]) -> Non
     for host in HOSTS:
         seed.update_resource_stats(host, host_stats(vcpus=4, memory_mb=8192))
     replicas = [Replica(s, CONFIG, clock=clock).start(follow=False) for s in stores]
-    acked: dict[str, tuple[str, str | None]] = {}
+    acked: dict[str, Booking] = {}
+    moving: dict[str, tuple[str, str]] = {}  # open migrations: migration -> (instance, source host)
     probes = [_spec(99, None, None, 1), _spec(99, "az1", None, 2), _spec(98, None, "anti-affinity", 1)]
+    for consumer in (0, 1):  # two bookings to start from, so that moves have something to move
+        [[chosen, *_]] = seed.select_destinations(_spec(consumer, None, None, 1))
+        acked[f"c{consumer}"] = Booking(chosen.host, None, 1)
     for step in ops:
         kind, r = step[0], replicas[step[1]]
         clock.advance(1)
+        expected: tuple[type[GanttError], ...] = (NoValidHost,)  # what this step may answer with, by the model
         try:
             if kind == "report":
                 r.update_resource_stats(step[2], host_stats(vcpus=4, memory_mb=8192, num_io_ops=step[3]))
@@ -95,24 +117,62 @@ def _run(store_a: Store, stores: list[Store], ops: list[tuple[Any, ...]]) -> Non
                 r.update_aggregate({"id": step[2], "hosts": step[3], "metadata": {"availability_zone": step[4]}})
             elif kind == "claim":
                 consumer = f"c{step[2]}"
+                if consumer in acked and acked[consumer].vcpus != step[5]:
+                    expected = (Conflict,)  # a repeat asking for other resources is a move without a migration
                 [[chosen, *_]] = r.select_destinations(_spec(step[2], step[3], step[4], step[5]))
                 if consumer in acked:  # asking again must answer the same booking
-                    assert chosen.host == acked[consumer][0]
-                acked[consumer] = (chosen.host, step[4])
+                    assert chosen.host == acked[consumer].host
+                else:
+                    acked[consumer] = Booking(chosen.host, step[4], step[5])
             elif kind == "release":
                 consumer = f"c{step[2]}"
                 if consumer in acked:
                     r.release(consumer)
                     del acked[consumer]
+            elif kind == "move":
+                consumer, migration = f"c{step[2]}", f"m{step[4]}"
+                if step[2] < 8 and acked:
+                    consumer = sorted(acked)[step[2] % len(acked)]
+                booking = acked.get(consumer)
+                repeat = booking is not None and booking.migration == migration \
+                    and moving.get(migration, (consumer,))[0] == consumer
+                if booking is None or (migration in moving and not repeat):
+                    expected = (Conflict, NotFound)
+                policy = booking.policy if booking else None
+                spec = _spec(int(consumer[1:]), None, policy, booking.vcpus if repeat and booking else step[3])
+                [[chosen, *_]] = r.select_destinations(spec | {"migration_uuid": migration})
+                assert booking is not None and (migration not in moving or repeat), step
+                if repeat:
+                    assert chosen.host == booking.host
+                else:
+                    assert chosen.host != booking.host  # allow_resize_to_same_host is off
+                    moving[migration] = (consumer, booking.host)
+                    acked[consumer] = Booking(chosen.host, policy, step[3], migration)
+            elif kind == "confirm":
+                migration = f"m{step[2]}"
+                expected = (NotFound,)
+                r.confirm_move(migration)
+                assert moving.pop(migration, None) is not None, step
+            elif kind == "revert":
+                migration = f"m{step[2]}"
+                consumer, source = moving.get(migration, ("", ""))
+                booking = acked.get(consumer)
+                expected = (NotFound,) if migration not in moving else (Conflict,)
+                restored = r.revert_move(migration)
+                assert booking is not None and booking.migration == migration, step
+                assert restored.host == source
+                del moving[migration]
+                acked[consumer] = Booking(source, booking.policy, restored.resources["VCPU"])
             elif kind == "catch_up":
                 r.catch_up()
             elif kind == "reload":
                 r.load()
-        except NoValidHost:
-            pass
-        except GanttError as exc:  # a release racing nothing: the store is the truth; nothing else may fail
-            assert kind == "release", f"{step}: {exc!r}"
-        _check(store_a, replicas, acked, clock, probes)
+        except GanttError as exc:  # only what the model expects; the store is the truth
+            assert isinstance(exc, expected), f"{step}: {exc!r}"
+            event(f"{kind}: {type(exc).__name__}")
+        else:
+            event(f"{kind}: done")
+        _check(store_a, replicas, acked, moving, clock, probes)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

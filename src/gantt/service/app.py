@@ -318,6 +318,16 @@ async def release(request: Request) -> Response:
     return _json(Written(revision=await svc.run(svc.replica.release, request.path_params["consumer"])))
 
 
+async def confirm_move(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(await svc.run(svc.replica.confirm_move, request.path_params["migration"]))
+
+
+async def revert_move(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(await svc.run(svc.replica.revert_move, request.path_params["migration"]))
+
+
 async def update_instances(request: Request) -> Response:
     svc = _svc(request)
     body = await svc.body(request, InstancesIn)
@@ -350,6 +360,8 @@ ROUTES = [
     Route("/v1/allocations", list_allocations, methods=["GET"]),
     Route("/v1/allocations/{consumer}", show_allocation, methods=["GET"]),
     Route("/v1/allocations/{consumer}", release, methods=["DELETE"]),
+    Route("/v1/migrations/{migration}/confirm", confirm_move, methods=["POST"]),
+    Route("/v1/migrations/{migration}/revert", revert_move, methods=["POST"]),
     Route("/v1/instances/{host}", update_instances, methods=["POST", "PUT"]),
     Route("/v1/instances/{host}/{instance}", delete_instance, methods=["DELETE"]),
 ]

@@ -223,6 +223,14 @@ def _op(summary: str, *, ok: str | None = None, body: str | None = None, errors:
     return op
 
 
+def _move_op(summary: str) -> dict[str, Any]:
+    op = _op(summary, ok="Allocation", errors=(404, 409, 503))
+    op["responses"]["404"] = _problem("No move in progress under this migration (never made, confirmed or "
+                                      "reverted already)")
+    op["responses"]["409"] = _problem("Not a migration; or (revert) the instance was released or moved on since")
+    return op
+
+
 def _path_param(name: str) -> dict[str, Any]:
     return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
 
@@ -269,6 +277,9 @@ def openapi() -> dict[str, Any]:
             "Choose and claim a node per instance", ok="Selections", body="RequestSpec", errors=(409, 503),
             description="Idempotent per consumer: with `instance_uuids`, asking again returns the allocations "
                         "already held. All or nothing: if one instance does not fit, nothing is claimed. "
+                        "With `migration_uuid`, a move of the one instance named: decided anew, the source held "
+                        "under the migration until `/v1/migrations/{migration}/confirm` or `…/revert`; the "
+                        "source host only if `[DEFAULT] allow_resize_to_same_host`. "
                         "409 carries a NoValidHost problem whose `explanation` lists, filter by filter, how "
                         "many hosts each removed (`steps`), why the last candidates went (`reason`) and, for "
                         "resources, by how much the nearest node missed (`nearest_miss`).")},
@@ -281,6 +292,15 @@ def openapi() -> dict[str, Any]:
             "parameters": [_path_param("consumer")],
             "get": _op("The allocation a consumer holds", ok="Allocation", errors=(404,)),
             "delete": _op("Release a consumer's allocation", ok="Written", errors=(404, 503)),
+        },
+        "/v1/migrations/{migration}/confirm": {
+            "parameters": [_path_param("migration")],
+            "post": _move_op("Confirm a move: drop the source held under the migration (returned)"),
+        },
+        "/v1/migrations/{migration}/revert": {
+            "parameters": [_path_param("migration")],
+            "post": _move_op("Revert a move: the instance gets its source back, the destination is freed; returns "
+                             "the restored allocation"),
         },
         "/v1/instances/{host}": {
             "parameters": [_path_param("host")],

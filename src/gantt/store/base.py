@@ -7,9 +7,10 @@ Revisions
 - The store numbers every committed batch (``revision``, strictly increasing). Each change in the feed carries
   the revision of the batch that made it.
 - Each node has a *usage revision*: the revision of the last batch that changed what the node has in use (its
-  report, an allocation put or deleted on it, its deletion). A claim is a batch with ``expect`` entries: it commits
-  only if every named node's usage revision is still what the replica saw, so two schedulers can never consume
-  the same capacity: the loser gets ``StoreConflict`` naming the nodes, catches up, and decides again.
+  report, an allocation put or deleted on it, an allocation moved away from it, its deletion). A claim is a
+  batch with ``expect`` entries: it commits only if every named node's usage revision is still what the replica
+  saw, so two schedulers can never consume the same capacity: the loser gets ``StoreConflict`` naming the
+  nodes, catches up, and decides again.
 
 Contract for backends
 - ``commit`` is atomic (all of the batch or none) and durable before it returns.
@@ -84,6 +85,10 @@ class Batch(Struct, omit_defaults=True):
     instances: list[InstanceInfo] = field(default_factory=list)  # replaces what the host runs
     # Releases of consumers the store does not hold are an error unless this is set (expiry races are benign).
     lenient_releases: bool = False
+    # Consumers whose current allocation an entry of ``allocations`` replaces (a move, or its revert): each must
+    # hold one (NotFound otherwise), and the node it leaves counts as changed. Any other consumer in
+    # ``allocations`` that holds one is ConsumerHeld: outside a move, a booking is never moved.
+    replaces: list[str] = field(default_factory=list)
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",
@@ -98,6 +103,7 @@ class Change(Struct, omit_defaults=True):
     aggregate: Aggregate | None = None  # kind "aggregate"
     aggregate_id: str | None = None  # kind "aggregate_deleted"
     allocation: Allocation | None = None  # kind "allocation" / "allocation_deleted"
+    replaced: Allocation | None = None  # kind "allocation" of a move: what the consumer held before (if known)
     instances: InstanceInfo | None = None  # kind "instances"
 
 
@@ -134,6 +140,11 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def commit(self, batch: Batch) -> CommitResult: ...
+
+    @abc.abstractmethod
+    def barrier(self) -> int:
+        """A revision the feed reaches once it holds every change committed before this call (by any writer):
+        a replica that has applied the feed up to it has read its own and everyone's earlier writes."""
 
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release connections and files."""

@@ -385,6 +385,16 @@ class EtcdStore(Store):
         """The cluster's current revision (a linearizable read)."""
         return int(self._call("Range", pb.RangeRequest(key=self._root, count_only=True)).header.revision)
 
+    def barrier(self) -> int:
+        """The newest revision of a key under our prefix (a linearizable read). Not ``head()``: the cluster's
+        revision moves with other prefixes' writes too, which our feed never delivers."""
+        resp = self._call("Range", pb.RangeRequest(key=self._root, range_end=self._range_end, limit=1, keys_only=True,
+                                                   sort_order=pb.RangeRequest.DESCEND,
+                                                   sort_target=pb.RangeRequest.MOD))
+        newest = int(resp.kvs[0].mod_revision) if resp.kvs else 0
+        self._saw(newest)  # so changes() waits for the stream to deliver it
+        return newest
+
     def compact(self, revision: int) -> None:
         """Drop history up to ``revision`` (operators normally let etcd's --auto-compaction do it)."""
         self._call("Compact", pb.CompactionRequest(revision=revision, physical=True), timeout=10, budget=10)
@@ -394,7 +404,7 @@ class EtcdStore(Store):
     def commit(self, batch: Batch) -> CommitResult:
         if self.group_commit and batch.expect and batch.allocations and not (
                 batch.reports or batch.delete_hosts or batch.aggregates or batch.delete_aggregates
-                or batch.releases or batch.instances):
+                or batch.releases or batch.instances or batch.replaces):
             return self._group_commit(batch)
         return self._commit(batch)
 
@@ -602,8 +612,11 @@ class EtcdStore(Store):
             reads.append(("agg", aggregate_id, self._agg_key(aggregate_id), None))
         for consumer in batch.releases:
             reads.append(("alloc", consumer, self._alloc_key(consumer), None))
+        for consumer in batch.replaces:  # a move: the guard on the read keeps what it leaves unchanged till commit
+            reads.append(("moved", consumer, self._alloc_key(consumer), None))
 
-        found: dict[str, dict[Any, list[Any]]] = {"host": {}, "dhost": {}, "dusage": {}, "agg": {}, "alloc": {}}
+        found: dict[str, dict[Any, list[Any]]] = {"host": {}, "dhost": {}, "dusage": {}, "agg": {}, "alloc": {},
+                                                  "moved": {}}
         if reads:
             ops = [pb.RequestOp(request_range=pb.RangeRequest(key=key, range_end=end or b""))
                    for _, _, key, end in reads]
@@ -630,6 +643,9 @@ class EtcdStore(Store):
         for host, node in batch.delete_hosts:
             if not found["dhost"][(host, node)]:
                 raise NotFound(f"no such host {host!r}", field="host")
+        for consumer in batch.replaces:
+            if not found["moved"][consumer]:
+                raise NotFound(f"no allocation for consumer {consumer!r} to move", field="consumer_uuid")
 
         for e in batch.expect:
             usage = self._usage_key(e.host, e.node)
@@ -680,14 +696,20 @@ class EtcdStore(Store):
         for allocation in batch.allocations:
             node = (allocation.host, allocation.nodename)
             akey = self._alloc_key(allocation.consumer_uuid)
-            if batch.expect:  # a claim: a consumer is booked once (idempotency), never moved by a race
+            replaced = None
+            if allocation.consumer_uuid in found["moved"]:  # a move: the node it leaves changes too
+                replaced = _dec_allocation(found["moved"][allocation.consumer_uuid][0].value)
+                plan.ops[self._usage_key(replaced.host, replaced.nodename)] = b""
+                if replaced.group:
+                    plan.ops[self._usage_key(*group_node(replaced.group))] = b""
+            elif batch.expect:  # a claim: a consumer is booked once (idempotency), never moved by a race
                 plan.claimed.append((node, akey))
                 plan.compares.append(pb.Compare(key=akey, target=_MOD, result=_EQUAL, mod_revision=0))
             plan.ops[akey] = _encode(allocation)
             plan.ops[self._usage_key(*node)] = b""
             if allocation.group:
                 plan.ops[self._usage_key(*group_node(allocation.group))] = b""
-            plan.changes.append(Change(revision=0, kind="allocation", allocation=allocation))
+            plan.changes.append(Change(revision=0, kind="allocation", allocation=allocation, replaced=replaced))
 
         for consumer in batch.releases:
             kvs = found["alloc"][consumer]
@@ -723,7 +745,9 @@ class EtcdStore(Store):
                     allocation = Allocation(consumer_uuid=unquote(key[len(self._k_allocs):].decode()),
                                             host="", nodename="", resources={})
                 return Change(revision=revision, kind="allocation_deleted", allocation=allocation)
-            return Change(revision=revision, kind="allocation", allocation=_dec_allocation(kv.value))
+            replaced = _dec_allocation(prev.value) if prev is not None and prev.value else None  # a move
+            return Change(revision=revision, kind="allocation", allocation=_dec_allocation(kv.value),
+                          replaced=replaced)
         if key.startswith(self._k_aggs):
             if deleted:
                 return Change(revision=revision, kind="aggregate_deleted",

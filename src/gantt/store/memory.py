@@ -51,6 +51,10 @@ class MemoryStore(Store):
                 self._cond.wait_for(lambda: self._revision > since, timeout=timeout)
             return [c for c in self._history if c.revision > since]
 
+    def barrier(self) -> int:
+        with self._cond:
+            return self._revision
+
     def commit(self, batch: Batch) -> CommitResult:
         with self._cond:
             rev = self._revision + 1
@@ -58,9 +62,14 @@ class MemoryStore(Store):
                          if self._node_revisions.get((e.host, e.node), 0) != e.revision]
             if conflicts:
                 raise StoreConflict(conflicts)
-            held = [a.consumer_uuid for a in batch.allocations if a.consumer_uuid in self._allocations]
+            replaces = set(batch.replaces)
+            held = [a.consumer_uuid for a in batch.allocations
+                    if a.consumer_uuid in self._allocations and a.consumer_uuid not in replaces]
             if held:
                 raise ConsumerHeld(held, self._revision)
+            for consumer in batch.replaces:
+                if consumer not in self._allocations:
+                    raise NotFound(f"no allocation for consumer {consumer!r} to move", field="consumer_uuid")
             if not batch.lenient_releases:
                 for consumer in batch.releases:
                     if consumer not in self._allocations:
@@ -94,11 +103,16 @@ class MemoryStore(Store):
                 del self._aggregates[aggregate_id]
                 changes.append(Change(revision=rev, kind="aggregate_deleted", aggregate_id=aggregate_id))
             for allocation in batch.allocations:
+                old = self._allocations.get(allocation.consumer_uuid)
+                if old is not None:  # a move: the node it leaves changes too
+                    self._node_revisions[(old.host, old.nodename)] = rev
+                    if old.group:
+                        self._node_revisions[group_node(old.group)] = rev
                 self._allocations[allocation.consumer_uuid] = allocation
                 self._node_revisions[(allocation.host, allocation.nodename)] = rev
                 if allocation.group:
                     self._node_revisions[group_node(allocation.group)] = rev
-                changes.append(Change(revision=rev, kind="allocation", allocation=allocation))
+                changes.append(Change(revision=rev, kind="allocation", allocation=allocation, replaced=old))
             for consumer in batch.releases:
                 gone = self._allocations.pop(consumer, None)
                 if gone is not None:

@@ -326,6 +326,9 @@ class SQLiteStore(Store):
         """The newest committed revision (of any process)."""
         return self._read_head(self._reader())
 
+    def barrier(self) -> int:
+        return self.head()
+
     def changes(self, since: int, timeout: float = 1.0, *, limit: int = 20_000) -> list[Change]:
         """Every change after ``since`` (up to about ``limit``, always whole revisions), waiting up to ``timeout``."""
         conn = self._reader()
@@ -547,10 +550,14 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
                 conflicts.append((e.host, e.node))
         if conflicts:
             raise StoreConflict(conflicts)
-    held = [a.consumer_uuid for a in batch.allocations
-            if ex("SELECT 1 FROM allocations WHERE consumer=?", (a.consumer_uuid,)).fetchone() is not None]
+    replaces = set(batch.replaces)
+    held = [a.consumer_uuid for a in batch.allocations if a.consumer_uuid not in replaces
+            and ex("SELECT 1 FROM allocations WHERE consumer=?", (a.consumer_uuid,)).fetchone() is not None]
     if held:
         raise ConsumerHeld(held, rev - 1)
+    for consumer in batch.replaces:
+        if ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None:
+            raise NotFound(f"no allocation for consumer {consumer!r} to move", field="consumer_uuid")
     if batch.releases and not batch.lenient_releases:
         for consumer in batch.releases:
             if ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None:
@@ -593,13 +600,20 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
         changes.append(Change(revision=rev, kind="aggregate_deleted", aggregate_id=aggregate_id))
     for allocation in batch.allocations:
         key = (allocation.host, allocation.nodename)
+        old = None
+        if allocation.consumer_uuid in replaces:  # a move: the node it leaves changes too
+            row = ex("SELECT data FROM allocations WHERE consumer=?", (allocation.consumer_uuid,)).fetchone()
+            old = _DEC_ALLOC.decode(row[0])
+            bumped[(old.host, old.nodename)] = None
+            if old.group:
+                bumped[group_node(old.group)] = None
         ex("INSERT INTO allocations (consumer, host, node, data) VALUES (?, ?, ?, ?) ON CONFLICT (consumer) "
            "DO UPDATE SET host=excluded.host, node=excluded.node, data=excluded.data",
            (allocation.consumer_uuid, *key, _ENC.encode(allocation)))
         bumped[key] = None
         if allocation.group:
             bumped[group_node(allocation.group)] = None
-        changes.append(Change(revision=rev, kind="allocation", allocation=allocation))
+        changes.append(Change(revision=rev, kind="allocation", allocation=allocation, replaced=old))
     for consumer in batch.releases:
         row = ex("DELETE FROM allocations WHERE consumer=? RETURNING data", (consumer,)).fetchone()
         if row is not None:
