@@ -624,9 +624,7 @@ class Engine:
     # ---------------------------------------------------------------------------------------- selections
 
     def _zone(self, row: int) -> str:
-        code = int(self.table.cols["aggset_code"][row])
-        zones = self.table.metadata_values("availability_zone")[code]
-        return sorted(zones)[0] if zones else self.config.default.default_availability_zone
+        return self.table.zone(row) or self.config.default.default_availability_zone
 
     def _selection(self, row: int, resources: dict[str, int], limits: dict[str, float], consumer: str | None,
                    weight: float) -> Selection:

@@ -456,6 +456,25 @@ class HostTable:
 
         return self.aggregate_cache(("metadata_values", key), build)
 
+    def zones(self) -> list[frozenset[str]]:
+        """Per aggregate-set code: the availability zones its aggregates name (empty: none, the default zone).
+
+        The one derivation of a node's zone, for the filters, the Selection and ``describe``: as Nova's
+        aggregate_metadata_get_by_host, each ``availability_zone`` value is split on commas and stripped.
+        """
+
+        def build() -> list[frozenset[str]]:
+            return [frozenset(zone.strip() for value in values for zone in value.split(",") if zone.strip())
+                    for values in self.metadata_values("availability_zone")]
+
+        return self.aggregate_cache(("zones",), build)
+
+    def zone(self, row: int) -> str | None:
+        """The node's availability zone (None: in no zoned aggregate). Nova's Selection takes any one of a set
+        that should have one member; the first in sorted order is the same answer on every replica."""
+        zones = self.zones()[int(self.cols["aggset_code"][row])]
+        return min(zones) if zones else None
+
     def metadata_min(self, key: str, number: type[float] | type[int] = float) -> np.ndarray | None:
         """Per live row: the lowest value of metadata ``key``, parsed as ``number``, across the node's aggregates
         (NaN: unset).
@@ -1180,8 +1199,7 @@ class HostTable:
             "free_ram_mb": float(self.cols["free_ram_mb"][row]), "free_disk_mb": float(self.cols["free_disk_mb"][row]),
             "inventories": inventories, "traits": sorted(self.node_traits(row)),
             "aggregates": [a.key for a in aggs],
-            "availability_zone": next((a.metadata["availability_zone"] for a in aggs
-                                       if "availability_zone" in a.metadata), None),
+            "availability_zone": self.zone(row),
             "instances": sorted(self.instances[row]),
             "allocations": sorted(self.node_allocations.get((self.host_names[row], self.node_names[row]), ())),
         }

@@ -48,3 +48,16 @@ def test_explanation_counts_the_zone_once() -> None:
         assert steps[name] == 4
         assert steps.get(other, 0) == 0
         assert f"{name} removed 4" in str(err.value)
+
+
+def test_one_zone_per_node_everywhere_it_is_shown() -> None:
+    """Issue 12: the filter split aggregate zones on commas, the Selection took the raw value and describe() the
+    first aggregate's: a node in "az2, az1" passed an az1 request and was answered as in "az2, az1"."""
+    s = make_scheduler(2, filters=["AvailabilityZoneFilter"])
+    s.update_aggregate({"id": 1, "hosts": ["h0"], "metadata": {"availability_zone": "az2, az1"}})
+    [[chosen, *_]] = s.select_destinations(request(availability_zone="az1"))
+    [candidate] = s.candidates(request(availability_zone="az2"))
+    assert (chosen.host, chosen.availability_zone) == ("h0", "az1")
+    assert (candidate.host, candidate.availability_zone) == ("h0", "az1")
+    assert s.host("h0")["availability_zone"] == "az1" and s.host("h1")["availability_zone"] is None
+    assert s.select_destinations(request(availability_zone="nova"))[0][0].availability_zone == "nova"

@@ -16,12 +16,9 @@ from collections.abc import Hashable
 import numpy as np
 
 from gantt.config import Config
-from gantt.filters.agg_meta import Metadata, rows_where
 from gantt.filters.base import Filter, register
 from gantt.request import RequestContext
 from gantt.state import HostTable
-
-_KEY = "availability_zone"
 
 
 def requested_zones(ctx: RequestContext) -> frozenset[str]:
@@ -32,13 +29,10 @@ def requested_zones(ctx: RequestContext) -> frozenset[str]:
 
 
 def zone_mask(table: HostTable, zones: frozenset[str], default_zone: str) -> np.ndarray:
-    def inside(meta: Metadata) -> bool:
-        node_zones = meta.get(_KEY)
-        if node_zones:
-            return bool(node_zones & zones)
-        return default_zone in zones
-
-    return rows_where(table, inside)
+    by_code = table.zones()
+    lut = np.fromiter(((bool(node_zones & zones) if node_zones else default_zone in zones) for node_zones in by_code),
+                      dtype=np.bool_, count=len(by_code))
+    return lut[table.col("aggset_code")]
 
 
 @register
