@@ -830,7 +830,7 @@ class HostTable:
                 for consumer in list(self.node_allocations.get(key, ())):
                     self._drop_allocation(consumer)
                 self._remove_row(self.row_of[key])
-            self._changed("host_removed", keys, static=True)
+            self._changed("host_deleted", keys, static=True)
             return keys
 
     def _remove_row(self, row: int) -> None:
@@ -903,7 +903,7 @@ class HostTable:
             for host in old.hosts:
                 self.host_aggregates.get(host, set()).discard(key)
             self._recode_hosts(set(old.hosts))
-            self._changed("aggregate_removed", old, static=True)
+            self._changed("aggregate_deleted", old, static=True)
             return old
 
     def _recode_hosts(self, hosts: Iterable[str]) -> None:
@@ -1104,7 +1104,7 @@ class HostTable:
             if consumer_uuid not in self.allocations:
                 raise NotFound(f"no allocation for consumer {consumer_uuid!r}", field="consumer_uuid")
             alloc = self._drop_allocation(consumer_uuid)
-            self._changed("allocation_removed", alloc)
+            self._changed("allocation_deleted", alloc)
             return alloc
 
     def _drop_allocation(self, consumer_uuid: str) -> Allocation:

@@ -54,7 +54,7 @@ class Feed:
     def _on_change(self, kind: str, obj: Any) -> None:
         if kind == "allocation":
             self.entries.append((self.clock(), ALLOC, obj))
-        elif kind == "allocation_removed":
+        elif kind == "allocation_deleted":
             self.entries.append((self.clock(), RELEASE, obj))
 
     def report(self, report: HostReport) -> None:
