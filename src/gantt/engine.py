@@ -36,12 +36,13 @@ from gantt.model import (
     Explanation,
     FilterStep,
     GanttError,
+    NodeKey,
     NoValidHost,
     RequestSpec,
     Selection,
     decode,
 )
-from gantt.request import NodeKey, RequestContext
+from gantt.request import RequestContext
 from gantt.state import ClaimRejected, HostTable, SourceMoved
 from gantt.weighers.base import Weigher
 

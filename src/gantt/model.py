@@ -560,6 +560,8 @@ class Allocation(Struct, omit_defaults=True):
         return self.instance_uuid or self.consumer_uuid
 
 
+NodeKey = tuple[str, str]  # (host, nodename): how claims, stores and replicas name a compute node
+
 GROUP_HOST = "(server-group)"  # not a host name (RFC 1123 has no parentheses): the host part of a group's key
 
 

@@ -14,9 +14,7 @@ from typing import Any
 import os_traits
 
 from gantt.config import Config
-from gantt.model import Allocation, InvalidRequest, RequestSpec, check_resource_class
-
-NodeKey = tuple[str, str]
+from gantt.model import Allocation, InvalidRequest, NodeKey, RequestSpec, check_resource_class
 
 
 def resources_from_spec(spec: RequestSpec) -> dict[str, int]:

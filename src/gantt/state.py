@@ -41,11 +41,20 @@ import numpy as np
 
 from gantt.config import Config
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
-from gantt.model import Aggregate, Allocation, Conflict, HostReport, HostStats, Inventory, NotFound, prepare_types
+from gantt.model import (
+    Aggregate,
+    Allocation,
+    Conflict,
+    HostReport,
+    HostStats,
+    Inventory,
+    NodeKey,
+    NotFound,
+    prepare_types,
+)
 
 log = logging.getLogger(__name__)
 
-NodeKey = tuple[str, str]
 _NONE: frozenset[str] = frozenset()  # the instances of a node that runs none
 _STATIC_EPOCHS = itertools.count(1)  # see HostTable.__init__: one range of static revisions per table
 
@@ -935,12 +944,11 @@ class HostTable:
                     return name
         return None
 
-    def claim(self, key: NodeKey, allocation: Allocation, *, expected_version: int | None = None,
-              limits: dict[str, float] | None = None) -> Allocation:
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
         """Consume ``allocation.resources`` on node ``key`` atomically, or raise ClaimRejected.
 
-        The compare: the node still exists and still has room (and, when ``expected_version`` is given, its usage
-        has not moved since the caller looked). A consumer that already holds an allocation gets it back.
+        The compare: the node still exists and still has room. A consumer that already holds an allocation gets
+        it back.
         """
         with self.lock:
             held = self.allocations.get(allocation.consumer_uuid)
@@ -949,8 +957,6 @@ class HostTable:
             row = self.row_of.get(key)
             if row is None:
                 raise ClaimRejected(f"{key} is gone")
-            if expected_version is not None and self.cols["usage_version"][row] != expected_version:
-                raise ClaimRejected(f"{key} changed")
             missing = self.fits(row, allocation.resources, limits)
             if missing is not None:
                 raise ClaimRejected(f"{key} has no room for {missing}")

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from gantt.model import Allocation, HostReport, NotFound
-from gantt.state import ClaimRejected, HostTable, NodeKey
+from gantt.model import Allocation, HostReport, NodeKey, NotFound
+from gantt.state import ClaimRejected, HostTable
 
 # Feed entry kinds
 ALLOC, RELEASE, REPORT, HEARTBEAT = 0, 1, 2, 3
@@ -119,8 +119,7 @@ class ClaimThroughTable(HostTable):
         self.truth = truth
         self.conflicts = 0
 
-    def claim(self, key: NodeKey, allocation: Allocation, *, expected_version: int | None = None,
-              limits: dict[str, float] | None = None) -> Allocation:
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
         held = self.allocations.get(allocation.consumer_uuid)
         if held is not None:
             return held

@@ -27,9 +27,7 @@ from typing import Literal
 
 from msgspec import Struct, field
 
-from gantt.model import Aggregate, Allocation, GanttError, HostReport, InstanceInfo, prepare_types
-
-NodeKey = tuple[str, str]
+from gantt.model import Aggregate, Allocation, GanttError, HostReport, InstanceInfo, NodeKey, prepare_types
 
 
 class StoreConflict(GanttError):

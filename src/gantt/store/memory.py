@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import threading
 
-from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NotFound, group_node, merge_reports
+from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey, NotFound, group_node, merge_reports
 from gantt.store.base import (
     Batch,
     Change,
     CommitResult,
     Compacted,
     ConsumerHeld,
-    NodeKey,
     NodeRevision,
     Snapshot,
     Store,
