@@ -381,7 +381,7 @@ class HostTable:
         return [self.aggregates[k] for k in sorted(keys)]
 
     def factor(self, attribute: str) -> Factor:
-        """Any node attribute as codes + distinct values (interned ones cost nothing; others are factorized)."""
+        """A node attribute as codes + distinct values: interned ones (capabilities, traits, aggregates) and names."""
         n = self.n
         if attribute in HostCaps.__struct_fields__:
             return Factor(self.col("caps_code"),
@@ -395,33 +395,7 @@ class HostTable:
                       "hypervisor_hostname": self.hypervisor_hostnames, "uuid": self.node_uuids,
                       "host_ip": self.host_ips}[attribute]
             return Factor(np.arange(n, dtype=np.int64), source[:n])
-        values = self.numeric(attribute)
-        if values is None:
-            raise KeyError(attribute)
-        uniq, codes = np.unique(values, return_inverse=True)
-        return Factor(codes.reshape(-1), uniq.tolist())
-
-    def numeric(self, attribute: str) -> np.ndarray | None:
-        """Nova's numeric HostState attributes as columns over live rows (None: not a numeric attribute)."""
-        if attribute in self.cols and attribute not in ("caps_code", "traits_code", "aggset_code",
-                                                        "usage_version", "host_ip4"):
-            return self.col(attribute)
-        derived = {
-            "vcpus_total": ("total", "VCPU"), "vcpus_used": ("used", "VCPU"),
-            "total_usable_ram_mb": ("total", "MEMORY_MB"), "memory_mb": ("total", "MEMORY_MB"),
-            "memory_mb_used": ("used", "MEMORY_MB"),
-            "total_usable_disk_gb": ("total", "DISK_GB"), "local_gb": ("total", "DISK_GB"),
-            "local_gb_used": ("used", "DISK_GB"),
-        }
-        if attribute in derived:
-            kind, rc = derived[attribute]
-            if kind == "used":
-                return self.used(rc)
-            col = self.rc_col("total", rc)
-            return col if col is not None else np.zeros(self.n)
-        if attribute == "free_disk_gb":
-            return self.col("free_disk_mb") / 1024.0
-        return None
+        raise KeyError(attribute)  # numbers are filters/hoststate.numeric_attribute's, with Nova's semantics
 
     def used(self, rc: str) -> np.ndarray:
         j = self.rc_index.get(rc)

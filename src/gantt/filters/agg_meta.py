@@ -42,10 +42,6 @@ def rows_where(table: HostTable, predicate: Callable[[Metadata], bool]) -> np.nd
     return lut[table.col("aggset_code")]
 
 
-def any_aggregate_sets(table: HostTable, key: str) -> bool:
-    return any(key in agg.metadata for agg in table.aggregates.values())
-
-
 def limit_per_node(table: HostTable, key: str, default: float) -> float | np.ndarray:
     """A per-node integer limit: the lowest value of ``key`` across the node's aggregates, else ``default``.
 
