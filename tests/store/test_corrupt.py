@@ -4,6 +4,7 @@ status (3), and no write to a file that is not a Gantt store; one undecodable ro
 from __future__ import annotations
 
 import hashlib
+import os
 import sqlite3
 import subprocess
 import sys
@@ -81,6 +82,29 @@ def test_a_broken_or_foreign_file_is_one_line_and_exit_3(tmp_path: Path, kind: s
     assert len(lines) == 1 and str(path) in lines[0] and expected in lines[0], done.stderr
     assert "Traceback" not in done.stderr and "serving" not in done.stdout
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before  # nothing written to it
+
+
+def test_a_read_only_store_is_refused_by_serve_and_audited(tmp_path: Path) -> None:
+    """Issue 11: a read-only store file printed "serving" and failed later. As root, permissions do not stop a
+    write, so the file is made immutable (chattr +i), which stops root too; otherwise mode 0444 does."""
+    path = tmp_path / "store.sqlite"
+    _store(path)
+    immutable = os.geteuid() == 0 and subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0
+    if not immutable:
+        if os.geteuid() == 0:
+            pytest.fail("cannot make a file read-only for root here (chattr +i failed)")
+        path.chmod(0o444)
+    try:
+        done = _gantt("serve", "--store", f"sqlite:///{path}", "--port", "0")
+        assert done.returncode == 3, done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and str(path) in lines[0] and "cannot be written" in lines[0], done.stderr
+        assert "serving" not in done.stdout
+        audited = _gantt("audit", "--store", f"sqlite:///{path}")
+        assert audited.returncode == 0 and "audit ok" in audited.stdout, audited.stderr
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
 
 
 def test_audit_never_creates_a_store(tmp_path: Path) -> None:

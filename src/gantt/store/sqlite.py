@@ -138,7 +138,7 @@ class SQLiteStore(Store):
             raise StoreUnavailable(f"{self.path}: no such store")
         if not parent.exists():
             parent.mkdir(parents=True, exist_ok=True)
-        self._check_file()
+        self._check_file(writable=create)
         self.skipped: list[str] = []  # rows of the last snapshot that did not decode (README: repair)
         self._local = threading.local()
         self._conns: list[sqlite3.Connection] = []
@@ -188,11 +188,19 @@ class SQLiteStore(Store):
             self._local.conn = conn
         return conn
 
-    def _check_file(self) -> None:
-        """Refuse, before writing anything, a file that is not a Gantt store or is damaged."""
+    def _check_file(self, *, writable: bool) -> None:
+        """Refuse, before writing anything, a file that is not a Gantt store, is damaged, or (for a writer: the
+        service) cannot be written: SQLite would open it, serve reads, and fail on the first write or checkpoint."""
         path = Path(self.path)
         if not path.exists() or path.stat().st_size == 0:
             return  # a new store
+        if writable:
+            try:
+                with open(path, "r+b"):
+                    pass
+            except OSError as exc:
+                raise StoreUnavailable(f"{path}: the store cannot be written ({exc.strerror}); a read-only copy "
+                                       "can be audited, not served") from None
         try:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.busy_timeout)
         except sqlite3.Error as exc:
