@@ -38,6 +38,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = True
         self._head_timer: asyncio.TimerHandle | None = None
         self._rejected = False
+        self._tail = b""  # the last bytes of the previous read: the blank line may straddle two reads
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -72,7 +73,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._rejected:
             return
         if self._in_head:
-            self._head_bytes += len(data)
+            # Count the head only: a read often carries the head and the start of the body together, and a big
+            # body is the body limit's business (413), not the head's.
+            window = self._tail + data[:MAX_HEAD_BYTES + 65536]
+            end = window.find(b"\r\n\r\n")
+            self._head_bytes += len(data) if end < 0 else max(0, end + 4 - len(self._tail))
+            self._tail = data[-3:]
             if self._head_bytes > MAX_HEAD_BYTES + 65536:  # far past the limit in one read: stop reading now
                 self._reject(431, f"the request head is larger than {MAX_HEAD_BYTES} bytes")
                 return
@@ -81,6 +87,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def on_message_begin(self) -> None:
         self._in_head = True
         self._head_bytes = 0
+        self._tail = b""
         self._header_count = 0
         super().on_message_begin()
 
