@@ -180,6 +180,27 @@ def test_http_errors_are_problems(server: ServerProcess) -> None:
         assert response.json()["status"] == status
 
 
+def test_405_allows_every_method_the_path_serves(server: ServerProcess) -> None:
+    # Found by the OpenAPI fuzzer: paths served by two routes named only the first route's methods in Allow.
+    for path, methods in [("/v1/hosts/somehost", {"GET", "HEAD", "DELETE"}),
+                          ("/v1/aggregates/1", {"GET", "HEAD", "PUT", "DELETE"}),
+                          ("/v1/allocations/someone", {"GET", "HEAD", "DELETE"}),
+                          ("/v1/instances/somehost", {"POST", "PUT"})]:
+        response = httpx.request("PATCH", f"{server.url}{path}")
+        assert response.status_code == 405
+        assert response.headers["content-type"] == "application/problem+json"
+        assert set(response.headers["allow"].split(", ")) == methods, path
+
+
+def test_every_operation_behind_the_token_documents_401(client: SchedulerClient) -> None:
+    # Found by the OpenAPI fuzzer: GET /openapi.json needs the token but documented only 200.
+    doc = client.openapi()
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            if method != "parameters" and op.get("security") != []:
+                assert "401" in op["responses"], (method, path)
+
+
 def test_chunked_oversized_body_is_413(server: ServerProcess) -> None:
     def chunks() -> object:
         for _ in range(MAX_BODY // 1024 + 2):

@@ -28,7 +28,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gantt import __version__
@@ -368,14 +368,26 @@ async def _gantt_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 405:
+        # Starlette's Allow names the methods of the first route that matched the path only; a path served by
+        # several routes (GET and DELETE /v1/hosts/{host}) must list them all (RFC 9110 §15.5.6).
+        allowed = _allowed_methods(request.scope)
         return _problem(MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}"),
-                        headers=dict(exc.headers or {}))
+                        headers={**(exc.headers or {}), "Allow": ", ".join(allowed)})
     if exc.status_code == 404:
         return _problem(NotFound(f"no such path {request.url.path}"))
     error = GanttError(exc.detail)
     error.status = exc.status_code
     error.title = exc.detail
     return _problem(error, headers=dict(exc.headers or {}))
+
+
+def _allowed_methods(scope: Scope) -> list[str]:
+    methods: set[str] = set()
+    for route in ROUTES:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE and route.methods:
+            methods |= route.methods
+    return sorted(methods)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

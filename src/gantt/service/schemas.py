@@ -244,8 +244,7 @@ def openapi() -> dict[str, Any]:
         "/metrics": {"get": {**_op("Prometheus text metrics"), "responses": {
             "200": {"description": "OK", "content": {"text/plain": {"schema": text}}},
             "401": _problem("Missing or wrong bearer token")}}},
-        "/openapi.json": {"get": {"summary": "This document",
-                                  "responses": {"200": {"description": "OK"}}}},
+        "/openapi.json": {"get": _op("This document")},
         "/v1/resource-stats": {"post": _op("update_resource_stats(name, stats): one host report", ok="Written",
                                            body="ReportIn", errors=_WRITE_ERRORS)},
         "/v1/resource-stats/batch": {"post": _op("Several host reports, applied atomically", ok="Written",
