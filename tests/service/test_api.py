@@ -192,6 +192,25 @@ def test_405_allows_every_method_the_path_serves(server: ServerProcess) -> None:
         assert set(response.headers["allow"].split(", ")) == methods, path
 
 
+def test_unknown_or_repeated_query_parameters_are_refused(client: SchedulerClient, server: ServerProcess,
+                                                          tag: str) -> None:
+    # Found by the OpenAPI fuzzer: unknown query parameters were ignored, so a mistyped ?nod= on a DELETE
+    # removed every node of the host instead of the one meant.
+    host = f"{tag}-bm"
+    for node in ("n1", "n2"):
+        client.update_resource_stats([host, node], host_stats())
+    for query in ("?nod=n1", "?node=n1&node=n2", "?node=n1&limit=3"):
+        response = httpx.delete(f"{server.url}/v1/hosts/{host}{query}")
+        assert response.status_code == 400, (query, response.text)
+        assert response.headers["content-type"] == "application/problem+json"
+        assert response.json()["field"] in ("nod", "node", "limit")
+    assert {h.nodename for h in client.hosts() if h.host == host} == {"n1", "n2"}
+    assert httpx.get(f"{server.url}/v1/hosts?verbose=1").status_code == 400
+    assert httpx.post(f"{server.url}/v1/candidates?limit=2", json=request()).status_code == 200
+    client.delete_host(host, "n1")
+    assert {h.nodename for h in client.hosts() if h.host == host} == {"n2"}
+
+
 def test_every_operation_behind_the_token_documents_401(client: SchedulerClient) -> None:
     # Found by the OpenAPI fuzzer: GET /openapi.json needs the token but documented only 200.
     doc = client.openapi()

@@ -299,7 +299,8 @@ def openapi() -> dict[str, Any]:
         "info": {"title": "Gantt scheduler", "version": __version__,
                  "description": "Errors are application/problem+json (RFC 9457). Every call but /health "
                                 "needs `Authorization: Bearer <token>` when the service has a "
-                                "token. Wrong method: 405; unknown path: 404."},
+                                "token. Wrong method: 405; unknown path: 404; a query parameter the call does "
+                                "not take, or one given twice: 400."},
         "paths": paths,
         "components": {"schemas": components,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
