@@ -13,7 +13,11 @@ from msgspec import Meta, Struct, field
 
 from gantt import __version__
 from gantt.model import (
+    MAX_COUNT,
     MAX_INSTANCES,
+    MAX_RATIO,
+    NAME_PATTERN,
+    STANDARD_CLASSES,
     Aggregate,
     Allocation,
     Candidate,
@@ -235,9 +239,56 @@ _NODE = _query("node", {"type": "string"}, "The node of a host with several node
 _WRITE_ERRORS = (503,)
 
 
+_COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+_RATIO = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_RATIO}
+_RESOURCE_CLASS = {"anyOf": [{"enum": sorted(STANDARD_CLASSES)}, {"pattern": "^CUSTOM_[A-Z0-9_]+$"}],
+                   "description": "a standard resource class (os-resource-classes) or CUSTOM_[A-Z0-9_]+"}
+_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": NAME_PATTERN}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}], "default": None}
+
+
+def _state_limits(schemas: dict[str, Any]) -> None:
+    """Add to msgspec's schemas the limits the model's own checks enforce (``__post_init__``: ranges, names a
+    plain ``str`` field must still satisfy, one field or another), so that the document says what is refused."""
+    stats = schemas["HostStats"]["properties"]
+    for name in ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used", "running_vms",
+                 "num_instances", "num_io_ops", "current_workload", "failed_builds"):
+        stats[name] = _nullable(_COUNT)
+    stats["disk_available_least"] = _nullable({"type": "integer", "minimum": -MAX_COUNT, "maximum": MAX_COUNT})
+    for name in ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"):
+        stats[name] = _nullable(_RATIO)
+    stats["traits"]["anyOf"][0]["items"]["pattern"] = "^[A-Z0-9_]+$"
+    stats["inventories"]["anyOf"][0]["propertyNames"] = _RESOURCE_CLASS
+    inventory = schemas["Inventory"]["properties"]
+    inventory["total"] = {**_COUNT}
+    inventory["reserved"] = {**_COUNT, "default": 0}
+    inventory["used"] = _nullable(_COUNT)
+    inventory["min_unit"] = {**_COUNT, "minimum": 1, "default": 1}
+    inventory["step_size"] = {**_COUNT, "minimum": 1, "default": 1}
+    inventory["max_unit"] = _nullable({**_COUNT, "minimum": 1})
+    inventory["max_unit"]["description"] = "at least min_unit; null: total"
+    inventory["allocation_ratio"] = {**_RATIO, "default": 1.0}
+    schemas["Metric"]["properties"]["value"] = {"type": "number", "minimum": -1e15, "maximum": 1e15}
+    schemas["ReportIn"]["properties"]["name"] = {"anyOf": [_NAME, {
+        "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_NAME, _NAME], "items": False}]}
+    for name in ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap"):
+        schemas["Flavor"]["properties"][name] = {"type": "integer", "minimum": 0, "default": 0}
+    spec = schemas["RequestSpec"]
+    spec["properties"]["resources"] = _nullable({"type": "object", "propertyNames": _RESOURCE_CLASS,
+                                                 "additionalProperties": {"type": "integer", "minimum": 0}})
+    spec["anyOf"] = [{"required": ["flavor"], "properties": {"flavor": {"$ref": "#/components/schemas/Flavor"}}},
+                     {"required": ["resources"], "properties": {"resources": {"type": "object",
+                                                                              "minProperties": 1}}}]
+    spec["description"] = "`flavor`, or `resources` without one (then they replace the flavor's amounts)."
+
+
 def openapi() -> dict[str, Any]:
     """The OpenAPI 3.1 document the service serves at /openapi.json."""
     _, components = msgspec.json.schema_components(_COMPONENTS, ref_template="#/components/schemas/{name}")
+    _state_limits(components)
     text = {"type": "string"}
     paths: dict[str, Any] = {
         "/health": {"get": _op("Liveness and replica status (no token needed)", ok="Health", open_=True)},
