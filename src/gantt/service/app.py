@@ -158,7 +158,8 @@ def _query(request: Request) -> dict[str, str]:
     for name, value in request.query_params.multi_items():
         if name not in allowed:
             known = ", ".join(sorted(allowed)) or "none"
-            raise InvalidRequest(f"unknown query parameter {name!r} (this call takes: {known})", field=name)
+            raise InvalidRequest(f"unknown query parameter {name[:64]!r} (this call takes: {known})",
+                                 field=name[:64])
         if name in seen:
             raise InvalidRequest(f"query parameter {name!r} given more than once", field=name)
         seen[name] = value

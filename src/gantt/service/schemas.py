@@ -208,7 +208,8 @@ def _op(summary: str, *, ok: str | None = None, body: str | None = None, errors:
                   "and by how much the nearest host missed",
              413: "Body larger than [gantt] max_body_bytes", 415: "Body is not application/json",
              503: "The store cannot commit; nothing was applied"}
-    for code in errors:
+    # Every call refuses a query parameter it does not take (and a bad body or name) with 400.
+    for code in (400, *errors):
         responses[str(code)] = _problem(texts[code])
     if not open_:
         responses["401"] = _problem(texts[401])
@@ -285,16 +286,29 @@ def _state_limits(schemas: dict[str, Any]) -> None:
     spec["description"] = "`flavor`, or `resources` without one (then they replace the flavor's amounts)."
 
 
+def _text(op: dict[str, Any]) -> dict[str, Any]:
+    op["responses"]["200"] = {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    return op
+
+
+def _health() -> dict[str, Any]:
+    op = _op("Liveness and replica status (no token needed; without it, only `status`)", open_=True)
+    body = {"anyOf": [{"$ref": "#/components/schemas/Health"},
+                      {"type": "object", "properties": {"status": {"enum": ["ok", "degraded"]}},
+                       "required": ["status"], "additionalProperties": False}]}
+    op["responses"]["200"] = {"description": "ok", "content": {"application/json": {"schema": body}}}
+    op["responses"]["503"] = {"description": "degraded: the change feed is stale, or the last store write failed",
+                              "content": {"application/json": {"schema": body}}}
+    return op
+
+
 def openapi() -> dict[str, Any]:
     """The OpenAPI 3.1 document the service serves at /openapi.json."""
     _, components = msgspec.json.schema_components(_COMPONENTS, ref_template="#/components/schemas/{name}")
     _state_limits(components)
-    text = {"type": "string"}
     paths: dict[str, Any] = {
-        "/health": {"get": _op("Liveness and replica status (no token needed)", ok="Health", open_=True)},
-        "/metrics": {"get": {**_op("Prometheus text metrics"), "responses": {
-            "200": {"description": "OK", "content": {"text/plain": {"schema": text}}},
-            "401": _problem("Missing or wrong bearer token")}}},
+        "/health": {"get": _health()},
+        "/metrics": {"get": _text(_op("Prometheus text metrics"))},
         "/openapi.json": {"get": _op("This document")},
         "/v1/resource-stats": {"post": _op("update_resource_stats(name, stats): one host report", ok="Written",
                                            body="ReportIn", errors=_WRITE_ERRORS)},
