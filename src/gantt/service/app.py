@@ -189,13 +189,16 @@ async def health(request: Request) -> Response:
     table = replica.table
     lag = max(0.0, replica.clock() - replica.last_sync)
     up = int(np.count_nonzero(table.alive())) if table.n else 0
-    status = "ok" if lag < STALE_AFTER else "degraded"
+    write_error = replica.store.last_write_error  # cleared by the store's next successful write
+    status = "ok" if lag < STALE_AFTER and write_error is None else "degraded"
     code = 200 if status == "ok" else 503
     if not authorized(request.scope, svc.token.encode() if svc.token else None):
-        # A load balancer needs the status only; where the store is and which process answers is for operators.
+        # A load balancer needs the status only; where the store is, which process answers and what the last
+        # write error said are for operators.
         return _json({"status": status}, code)
     body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.store.url,
-                  revision=replica.revision, hosts=table.n, hosts_up=up, seconds_since_sync=round(lag, 3))
+                  revision=replica.revision, hosts=table.n, hosts_up=up, seconds_since_sync=round(lag, 3),
+                  last_write_error=write_error)
     return _json(body, code)
 
 

@@ -34,6 +34,7 @@ from gantt.model import (
     StoreUnavailable,
     prepare_types,
 )
+from gantt.store.base import WriteFailure
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -161,7 +162,10 @@ class Candidates(Struct):
 
 
 class Health(Struct):
-    status: str  # "ok", or "degraded" when the change feed has not been read for a while
+    """``status`` is "ok", or "degraded" (503) when the change feed has not been read for a while or the store's
+    last write failed (``last_write_error``: a full disk, an I/O error, no quorum) and none has succeeded since."""
+
+    status: str
     version: str
     pid: int
     store: str
@@ -169,6 +173,7 @@ class Health(Struct):
     hosts: int
     hosts_up: int
     seconds_since_sync: float
+    last_write_error: WriteFailure | None = None
 
 
 class Problem(Struct, omit_defaults=True):
