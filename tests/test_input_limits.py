@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from gantt import Scheduler
-from gantt.model import InvalidRequest
+from gantt.model import NAME_PATTERN, Flavor, HostStats, InvalidRequest, Inventory, Metric, RequestSpec, decode
 from gantt.service.schemas import openapi
 from tests.conftest import host_stats, make_scheduler, request
 
@@ -61,6 +63,46 @@ def test_the_openapi_document_states_the_limits() -> None:
     assert spec["num_instances"]["maximum"] == 1000
     hosts = schemas["Aggregate"]["properties"]["hosts"]
     assert hosts["maxItems"] == 1_000_000 and hosts["items"]["maxLength"] == 255
+
+
+def _bounds(schema: dict[str, Any]) -> dict[str, Any]:
+    return schema["anyOf"][0] if "anyOf" in schema else schema
+
+
+@pytest.mark.parametrize(("struct", "field"), [
+    *[(HostStats, name) for name in ("vcpus", "vcpus_used", "memory_mb", "local_gb_used", "disk_available_least",
+                                     "num_io_ops", "failed_builds", "cpu_allocation_ratio", "disk_allocation_ratio")],
+    *[(Inventory, name) for name in ("total", "reserved", "min_unit", "step_size", "used", "allocation_ratio")],
+    (Metric, "value"), (Flavor, "vcpus"), (Flavor, "swap"),
+])
+def test_the_document_states_the_ranges_the_model_enforces(struct: type, field: str) -> None:
+    # Found by the OpenAPI fuzzer: generated "valid" bodies were refused for ranges the document did not state.
+    bounds = _bounds(openapi()["components"]["schemas"][struct.__name__]["properties"][field])
+    base = {"total": 8} if struct is Inventory else {"name": "m"} if struct is Metric else {}
+
+    def beyond(value: float, direction: int) -> float:
+        return value + direction if bounds["type"] == "integer" else value + direction * max(abs(value) * 1e-6, 1e-6)
+
+    edges = {"maximum": lambda v: (v, beyond(v, 1)), "minimum": lambda v: (v, beyond(v, -1)),
+             "exclusiveMinimum": lambda v: (beyond(v, 1), v)}
+    for edge, inside_outside in edges.items():
+        if edge in bounds:
+            inside, outside = inside_outside(bounds[edge])
+            decode({**base, field: inside}, struct)
+            with pytest.raises(InvalidRequest):
+                decode({**base, field: outside}, struct)
+    assert "maximum" in bounds or struct is Flavor
+
+
+def test_the_document_states_which_names_and_which_request_bodies_are_refused() -> None:
+    schemas = openapi()["components"]["schemas"]
+    name = schemas["ReportIn"]["properties"]["name"]["anyOf"]
+    assert name[0]["pattern"] == name[1]["prefixItems"][1]["pattern"] == NAME_PATTERN
+    assert {"required": ["resources"]} .items() <= schemas["RequestSpec"]["anyOf"][1].items()
+    inventories = schemas["HostStats"]["properties"]["inventories"]["anyOf"][0]["propertyNames"]
+    assert "VCPU" in inventories["anyOf"][0]["enum"]
+    with pytest.raises(InvalidRequest):
+        decode({"flavor": None}, RequestSpec)
 
 
 def test_aggregate_host_lists_are_deduplicated_in_order() -> None:

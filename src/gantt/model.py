@@ -169,8 +169,8 @@ class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True):
         if self.step_size < 1:
             raise ValueError("step_size must be >= 1")
         if not (self.allocation_ratio > 0 and math.isfinite(self.allocation_ratio)
-                and self.allocation_ratio <= _MAX_RATIO):
-            raise ValueError(f"allocation_ratio must be > 0 and <= {_MAX_RATIO:g}")
+                and self.allocation_ratio <= MAX_RATIO):
+            raise ValueError(f"allocation_ratio must be > 0 and <= {MAX_RATIO:g}")
         if self.used is not None and self.used < 0:
             raise ValueError("used must be >= 0")
 
@@ -186,10 +186,10 @@ class ServiceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 # Stated ranges for every number that reaches a column (README "The service"): counts and capacities are
-# Placement's inventory bound (a 32-bit signed integer), ratios at most _MAX_RATIO, floats finite, so that no
+# Placement's inventory bound (a 32-bit signed integer), ratios at most MAX_RATIO, floats finite, so that no
 # product or sum over a node overflows into inf or NaN and then into a weight.
 MAX_COUNT = 2**31 - 1
-_MAX_RATIO = 10_000.0
+MAX_RATIO = 10_000.0
 
 
 MAX_DEPTH = 32  # free-form JSON (hints, image properties, cpu_info, stats) nests at most this deep
@@ -271,8 +271,8 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
             raise ValueError(f"disk_available_least must be within ±{MAX_COUNT}")
         for name in ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"):
             value = getattr(self, name)
-            if value is not None and not (value > 0 and math.isfinite(value) and value <= _MAX_RATIO):
-                raise ValueError(f"{name} must be > 0 and <= {_MAX_RATIO:g}")
+            if value is not None and not (value > 0 and math.isfinite(value) and value <= MAX_RATIO):
+                raise ValueError(f"{name} must be > 0 and <= {MAX_RATIO:g}")
         if self.inventories:
             for rc in self.inventories:
                 check_resource_class(rc, "inventories")

@@ -149,6 +149,7 @@ def test_quorum_loss_fails_fast_places_nothing_reads_answer_and_recovers(healthy
                 replica.select_destinations({**SPEC, "instance_uuids": ["during-outage"]})
             assert time.monotonic() - t0 < 3.5
         assert "during-outage" not in replica.table.allocations  # nothing placed locally
+        assert store.last_write_error is not None  # what /health reports (503 "degraded")
         # Reads of the replica keep answering.
         assert replica.scheduler.host("h0")["up"]
         assert len(replica.scheduler.candidates(SPEC)) == 4
@@ -164,6 +165,7 @@ def test_quorum_loss_fails_fast_places_nothing_reads_answer_and_recovers(healthy
             except StoreUnavailable:
                 assert time.monotonic() < deadline, "no recovery"
                 time.sleep(0.1)
+        assert store.last_write_error is None  # the claim that went through cleared it
         # A txn whose answer was lost may still land when quorum returns (etcd cannot withdraw a proposal): the
         # caller's retry with the same instance UUID then gets that booking instead of a second one.
         deadline = time.monotonic() + 15

@@ -137,6 +137,19 @@ def check_a_move_replaces_and_holds_the_source(store: Store) -> None:
     assert store.snapshot().revision == reverted
 
 
+def check_a_refusal_is_not_a_write_error(store: Store) -> None:
+    """``last_write_error`` is for a store that cannot write; conflicts and unknown names are the batch's own."""
+    rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
+    store.commit(Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("c1", "h1")]))
+    with pytest.raises(StoreConflict):
+        store.commit(Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("c2", "h1")]))
+    with pytest.raises(ConsumerHeld):
+        store.commit(Batch(expect=[Expect("h2", "h2", rev)], allocations=[alloc("c1", "h2")]))
+    with pytest.raises(NotFound):
+        store.commit(Batch(releases=["nobody"]))
+    assert store.last_write_error is None
+
+
 def check_batch_is_atomic(store: Store) -> None:
     rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
     store.commit(Batch(allocations=[alloc("x", "h2")]))
@@ -190,6 +203,7 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_server_group_members_serialize,
     check_a_move_replaces_and_holds_the_source,
     check_batch_is_atomic,
+    check_a_refusal_is_not_a_write_error,
     check_releases_and_deletes,
     check_instances,
     check_feed_waits_for_a_change,

@@ -12,12 +12,13 @@ import pytest
 
 from gantt import NoValidHost
 from gantt.config import Config
-from gantt.model import Aggregate, HostReport, HostStats, InstanceInfo, NotFound
+from gantt.model import Aggregate, HostReport, HostStats, InstanceInfo, NotFound, StoreUnavailable
 from gantt.replica import Replica, audit
 from gantt.store.base import Batch, Compacted, Expect, Store, StoreConflict, open_store
 from gantt.store.sqlite import SQLiteStore, path_of
 from tests.conftest import host_stats, request
 from tests.store.contract import CONTRACT, alloc, report
+from tests.store.full_disk import FullDiskSQLiteStore
 
 CONFIG = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}})
 
@@ -123,6 +124,28 @@ def test_a_conflicting_batch_does_not_sink_its_group(store: SQLiteStore) -> None
     assert {a.consumer_uuid for a in store.snapshot().allocations} == {"taken", "a", "d"}
     feed = store.changes(rev, timeout=0)
     assert [c.allocation.consumer_uuid for c in feed if c.allocation] == ["taken", "a", "d"]
+
+
+def test_a_write_the_disk_refuses_is_remembered_until_one_succeeds(url: str) -> None:
+    with FullDiskSQLiteStore(url) as store:
+        store.commit(Batch(reports=[report("h1")]))
+        assert store.last_write_error is None
+        store.fill()
+        big = report("h2", stats={"blob": "x" * 50_000})  # needs pages the full disk does not have
+        before = time.time()
+        with pytest.raises(StoreUnavailable, match="database or disk is full"):  # not "no such savepoint"
+            store.commit(Batch(reports=[big]))
+        failure = store.last_write_error
+        assert failure is not None and "database or disk is full" in failure.message
+        assert before <= failure.at <= time.time()
+        # A refusal is not a write either way: the error stays.
+        with pytest.raises(NotFound):
+            store.commit(Batch(releases=["nobody"]))
+        assert store.last_write_error == failure
+        store.free()
+        store.commit(Batch(reports=[big]))
+        assert store.last_write_error is None
+        assert {h.host for h in store.snapshot().hosts} == {"h1", "h2"}
 
 
 def test_restart_restores_everything_exactly(url: str) -> None:

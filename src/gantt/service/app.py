@@ -11,6 +11,7 @@ and lets concurrent claims reach the store together, where a backend can commit 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import logging
 import os
@@ -28,7 +29,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gantt import __version__
@@ -144,6 +145,27 @@ def _check_ints(value: Any, path: str) -> None:
             _check_ints(item, f"{path}[{i}]")
 
 
+# The query parameters each path takes; any other is a 400, as an unknown body field is: a mistyped ``?nod=``
+# on DELETE /v1/hosts/{host} would otherwise delete every node of the host instead of one.
+_QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}), "/v1/candidates": frozenset({"limit"})}
+
+
+def _query(request: Request) -> dict[str, str]:
+    """The request's query parameters, each known to its route and given at most once."""
+    route = request.scope.get("route")
+    allowed = _QUERY.get(route.path if route is not None else "", frozenset())
+    seen: dict[str, str] = {}
+    for name, value in request.query_params.multi_items():
+        if name not in allowed:
+            known = ", ".join(sorted(allowed)) or "none"
+            raise InvalidRequest(f"unknown query parameter {name[:64]!r} (this call takes: {known})",
+                                 field=name[:64])
+        if name in seen:
+            raise InvalidRequest(f"query parameter {name!r} given more than once", field=name)
+        seen[name] = value
+    return seen
+
+
 def _json(value: Any, status: int = 200) -> Response:
     return Response(_ENCODER.encode(value), status_code=status, media_type="application/json")
 
@@ -167,13 +189,16 @@ async def health(request: Request) -> Response:
     table = replica.table
     lag = max(0.0, replica.clock() - replica.last_sync)
     up = int(np.count_nonzero(table.alive())) if table.n else 0
-    status = "ok" if lag < STALE_AFTER else "degraded"
+    write_error = replica.store.last_write_error  # cleared by the store's next successful write
+    status = "ok" if lag < STALE_AFTER and write_error is None else "degraded"
     code = 200 if status == "ok" else 503
     if not authorized(request.scope, svc.token.encode() if svc.token else None):
-        # A load balancer needs the status only; where the store is and which process answers is for operators.
+        # A load balancer needs the status only; where the store is, which process answers and what the last
+        # write error said are for operators.
         return _json({"status": status}, code)
     body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.store.url,
-                  revision=replica.revision, hosts=table.n, hosts_up=up, seconds_since_sync=round(lag, 3))
+                  revision=replica.revision, hosts=table.n, hosts_up=up, seconds_since_sync=round(lag, 3),
+                  last_write_error=write_error)
     return _json(body, code)
 
 
@@ -232,12 +257,12 @@ def _host(replica: Replica, host: str, node: str | None) -> dict[str, Any]:
 
 async def show_host(request: Request) -> Response:
     svc = _svc(request)
-    return _json(_host(svc.replica, request.path_params["host"], request.query_params.get("node")))
+    return _json(_host(svc.replica, request.path_params["host"], _query(request).get("node")))
 
 
 async def delete_host(request: Request) -> Response:
     svc = _svc(request)
-    revision = await svc.run(svc.replica.delete_host, request.path_params["host"], request.query_params.get("node"))
+    revision = await svc.run(svc.replica.delete_host, request.path_params["host"], _query(request).get("node"))
     return _json(Written(revision=revision))
 
 
@@ -292,7 +317,7 @@ def _candidates(replica: Replica, spec: RequestSpec, limit: int | None) -> Candi
 
 async def candidates(request: Request) -> Response:
     svc = _svc(request)
-    raw_limit = request.query_params.get("limit")
+    raw_limit = _query(request).get("limit")
     limit: int | None = None
     if raw_limit is not None:
         if not _DIGITS.fullmatch(raw_limit) or int(raw_limit) < 1:
@@ -342,28 +367,39 @@ async def delete_instance(request: Request) -> Response:
     return _json(Written(revision=revision))
 
 
+def _route(path: str, endpoint: Callable[[Request], Awaitable[Response]], methods: list[str]) -> Route:
+    """A route whose handler runs only if every query parameter is one the path takes (``_QUERY``)."""
+
+    @functools.wraps(endpoint)
+    async def checked(request: Request) -> Response:
+        _query(request)
+        return await endpoint(request)
+
+    return Route(path, checked, methods=methods)
+
+
 ROUTES = [
-    Route("/health", health, methods=["GET"]),
-    Route("/metrics", metrics, methods=["GET"]),
-    Route("/openapi.json", openapi_document, methods=["GET"]),
-    Route("/v1/resource-stats", report, methods=["POST"]),
-    Route("/v1/resource-stats/batch", report_batch, methods=["POST"]),
-    Route("/v1/hosts", list_hosts, methods=["GET"]),
-    Route("/v1/hosts/{host}", show_host, methods=["GET"]),
-    Route("/v1/hosts/{host}", delete_host, methods=["DELETE"]),
-    Route("/v1/aggregates", list_aggregates, methods=["GET"]),
-    Route("/v1/aggregates/{id}", show_aggregate, methods=["GET"]),
-    Route("/v1/aggregates/{id}", put_aggregate, methods=["PUT"]),
-    Route("/v1/aggregates/{id}", delete_aggregate, methods=["DELETE"]),
-    Route("/v1/select_destinations", select_destinations, methods=["POST"]),
-    Route("/v1/candidates", candidates, methods=["POST"]),
-    Route("/v1/allocations", list_allocations, methods=["GET"]),
-    Route("/v1/allocations/{consumer}", show_allocation, methods=["GET"]),
-    Route("/v1/allocations/{consumer}", release, methods=["DELETE"]),
-    Route("/v1/migrations/{migration}/confirm", confirm_move, methods=["POST"]),
-    Route("/v1/migrations/{migration}/revert", revert_move, methods=["POST"]),
-    Route("/v1/instances/{host}", update_instances, methods=["POST", "PUT"]),
-    Route("/v1/instances/{host}/{instance}", delete_instance, methods=["DELETE"]),
+    _route("/health", health, methods=["GET"]),
+    _route("/metrics", metrics, methods=["GET"]),
+    _route("/openapi.json", openapi_document, methods=["GET"]),
+    _route("/v1/resource-stats", report, methods=["POST"]),
+    _route("/v1/resource-stats/batch", report_batch, methods=["POST"]),
+    _route("/v1/hosts", list_hosts, methods=["GET"]),
+    _route("/v1/hosts/{host}", show_host, methods=["GET"]),
+    _route("/v1/hosts/{host}", delete_host, methods=["DELETE"]),
+    _route("/v1/aggregates", list_aggregates, methods=["GET"]),
+    _route("/v1/aggregates/{id}", show_aggregate, methods=["GET"]),
+    _route("/v1/aggregates/{id}", put_aggregate, methods=["PUT"]),
+    _route("/v1/aggregates/{id}", delete_aggregate, methods=["DELETE"]),
+    _route("/v1/select_destinations", select_destinations, methods=["POST"]),
+    _route("/v1/candidates", candidates, methods=["POST"]),
+    _route("/v1/allocations", list_allocations, methods=["GET"]),
+    _route("/v1/allocations/{consumer}", show_allocation, methods=["GET"]),
+    _route("/v1/allocations/{consumer}", release, methods=["DELETE"]),
+    _route("/v1/migrations/{migration}/confirm", confirm_move, methods=["POST"]),
+    _route("/v1/migrations/{migration}/revert", revert_move, methods=["POST"]),
+    _route("/v1/instances/{host}", update_instances, methods=["POST", "PUT"]),
+    _route("/v1/instances/{host}/{instance}", delete_instance, methods=["DELETE"]),
 ]
 
 
@@ -380,14 +416,26 @@ async def _gantt_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     if exc.status_code == 405:
+        # Starlette's Allow names the methods of the first route that matched the path only; a path served by
+        # several routes (GET and DELETE /v1/hosts/{host}) must list them all (RFC 9110 §15.5.6).
+        allowed = _allowed_methods(request.scope)
         return _problem(MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}"),
-                        headers=dict(exc.headers or {}))
+                        headers={**(exc.headers or {}), "Allow": ", ".join(allowed)})
     if exc.status_code == 404:
         return _problem(NotFound(f"no such path {request.url.path}"))
     error = GanttError(exc.detail)
     error.status = exc.status_code
     error.title = exc.detail
     return _problem(error, headers=dict(exc.headers or {}))
+
+
+def _allowed_methods(scope: Scope) -> list[str]:
+    methods: set[str] = set()
+    for route in ROUTES:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE and route.methods:
+            methods |= route.methods
+    return sorted(methods)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

@@ -13,7 +13,11 @@ from msgspec import Meta, Struct, field
 
 from gantt import __version__
 from gantt.model import (
+    MAX_COUNT,
     MAX_INSTANCES,
+    MAX_RATIO,
+    NAME_PATTERN,
+    STANDARD_CLASSES,
     Aggregate,
     Allocation,
     Candidate,
@@ -30,6 +34,7 @@ from gantt.model import (
     StoreUnavailable,
     prepare_types,
 )
+from gantt.store.base import WriteFailure
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -157,7 +162,10 @@ class Candidates(Struct):
 
 
 class Health(Struct):
-    status: str  # "ok", or "degraded" when the change feed has not been read for a while
+    """``status`` is "ok", or "degraded" (503) when the change feed has not been read for a while or the store's
+    last write failed (``last_write_error``: a full disk, an I/O error, no quorum) and none has succeeded since."""
+
+    status: str
     version: str
     pid: int
     store: str
@@ -165,6 +173,7 @@ class Health(Struct):
     hosts: int
     hosts_up: int
     seconds_since_sync: float
+    last_write_error: WriteFailure | None = None
 
 
 class Problem(Struct, omit_defaults=True):
@@ -204,7 +213,8 @@ def _op(summary: str, *, ok: str | None = None, body: str | None = None, errors:
                   "and by how much the nearest host missed",
              413: "Body larger than [gantt] max_body_bytes", 415: "Body is not application/json",
              503: "The store cannot commit; nothing was applied"}
-    for code in errors:
+    # Every call refuses a query parameter it does not take (and a bad body or name) with 400.
+    for code in (400, *errors):
         responses[str(code)] = _problem(texts[code])
     if not open_:
         responses["401"] = _problem(texts[401])
@@ -243,17 +253,76 @@ _NODE = _query("node", {"type": "string"}, "The node of a host with several node
 _WRITE_ERRORS = (503,)
 
 
+_COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+_RATIO = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_RATIO}
+_RESOURCE_CLASS = {"anyOf": [{"enum": sorted(STANDARD_CLASSES)}, {"pattern": "^CUSTOM_[A-Z0-9_]+$"}],
+                   "description": "a standard resource class (os-resource-classes) or CUSTOM_[A-Z0-9_]+"}
+_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": NAME_PATTERN}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [schema, {"type": "null"}], "default": None}
+
+
+def _state_limits(schemas: dict[str, Any]) -> None:
+    """Add to msgspec's schemas the limits the model's own checks enforce (``__post_init__``: ranges, names a
+    plain ``str`` field must still satisfy, one field or another), so that the document says what is refused."""
+    stats = schemas["HostStats"]["properties"]
+    for name in ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used", "running_vms",
+                 "num_instances", "num_io_ops", "current_workload", "failed_builds"):
+        stats[name] = _nullable(_COUNT)
+    stats["disk_available_least"] = _nullable({"type": "integer", "minimum": -MAX_COUNT, "maximum": MAX_COUNT})
+    for name in ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"):
+        stats[name] = _nullable(_RATIO)
+    stats["traits"]["anyOf"][0]["items"]["pattern"] = "^[A-Z0-9_]+$"
+    stats["inventories"]["anyOf"][0]["propertyNames"] = _RESOURCE_CLASS
+    inventory = schemas["Inventory"]["properties"]
+    inventory["total"] = {**_COUNT}
+    inventory["reserved"] = {**_COUNT, "default": 0}
+    inventory["used"] = _nullable(_COUNT)
+    inventory["min_unit"] = {**_COUNT, "minimum": 1, "default": 1}
+    inventory["step_size"] = {**_COUNT, "minimum": 1, "default": 1}
+    inventory["max_unit"] = _nullable({**_COUNT, "minimum": 1})
+    inventory["max_unit"]["description"] = "at least min_unit; null: total"
+    inventory["allocation_ratio"] = {**_RATIO, "default": 1.0}
+    schemas["Metric"]["properties"]["value"] = {"type": "number", "minimum": -1e15, "maximum": 1e15}
+    schemas["ReportIn"]["properties"]["name"] = {"anyOf": [_NAME, {
+        "type": "array", "minItems": 2, "maxItems": 2, "prefixItems": [_NAME, _NAME], "items": False}]}
+    for name in ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap"):
+        schemas["Flavor"]["properties"][name] = {"type": "integer", "minimum": 0, "default": 0}
+    spec = schemas["RequestSpec"]
+    spec["properties"]["resources"] = _nullable({"type": "object", "propertyNames": _RESOURCE_CLASS,
+                                                 "additionalProperties": {"type": "integer", "minimum": 0}})
+    spec["anyOf"] = [{"required": ["flavor"], "properties": {"flavor": {"$ref": "#/components/schemas/Flavor"}}},
+                     {"required": ["resources"], "properties": {"resources": {"type": "object",
+                                                                              "minProperties": 1}}}]
+    spec["description"] = "`flavor`, or `resources` without one (then they replace the flavor's amounts)."
+
+
+def _text(op: dict[str, Any]) -> dict[str, Any]:
+    op["responses"]["200"] = {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    return op
+
+
+def _health() -> dict[str, Any]:
+    op = _op("Liveness and replica status (no token needed; without it, only `status`)", open_=True)
+    body = {"anyOf": [{"$ref": "#/components/schemas/Health"},
+                      {"type": "object", "properties": {"status": {"enum": ["ok", "degraded"]}},
+                       "required": ["status"], "additionalProperties": False}]}
+    op["responses"]["200"] = {"description": "ok", "content": {"application/json": {"schema": body}}}
+    op["responses"]["503"] = {"description": "degraded: the change feed is stale, or the last store write failed",
+                              "content": {"application/json": {"schema": body}}}
+    return op
+
+
 def openapi() -> dict[str, Any]:
     """The OpenAPI 3.1 document the service serves at /openapi.json."""
     _, components = msgspec.json.schema_components(_COMPONENTS, ref_template="#/components/schemas/{name}")
-    text = {"type": "string"}
+    _state_limits(components)
     paths: dict[str, Any] = {
-        "/health": {"get": _op("Liveness and replica status (no token needed)", ok="Health", open_=True)},
-        "/metrics": {"get": {**_op("Prometheus text metrics"), "responses": {
-            "200": {"description": "OK", "content": {"text/plain": {"schema": text}}},
-            "401": _problem("Missing or wrong bearer token")}}},
-        "/openapi.json": {"get": {"summary": "This document",
-                                  "responses": {"200": {"description": "OK"}}}},
+        "/health": {"get": _health()},
+        "/metrics": {"get": _text(_op("Prometheus text metrics"))},
+        "/openapi.json": {"get": _op("This document")},
         "/v1/resource-stats": {"post": _op("update_resource_stats(name, stats): one host report", ok="Written",
                                            body="ReportIn", errors=_WRITE_ERRORS)},
         "/v1/resource-stats/batch": {"post": _op("Several host reports, applied atomically", ok="Written",
@@ -320,7 +389,8 @@ def openapi() -> dict[str, Any]:
         "info": {"title": "Gantt scheduler", "version": __version__,
                  "description": "Errors are application/problem+json (RFC 9457). Every call but /health "
                                 "needs `Authorization: Bearer <token>` when the service has a "
-                                "token. Wrong method: 405; unknown path: 404."},
+                                "token. Wrong method: 405; unknown path: 404; a query parameter the call does "
+                                "not take, or one given twice: 400."},
         "paths": paths,
         "components": {"schemas": components,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},

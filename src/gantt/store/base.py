@@ -18,11 +18,15 @@ Contract for backends
   seconds for one to arrive; ``Compacted`` when ``since`` is older than the history the backend keeps (the
   replica then re-snapshots).
 - Host reports are merged on write (``gantt.model.merge_reports``); the feed and snapshots carry merged records.
+- ``last_write_error``: the store could not write (a full disk, an I/O error, no quorum), as opposed to refusing
+  a batch (``StoreConflict``, ``ConsumerHeld``, ``NotFound``). Set when a commit fails so, cleared by the next
+  commit that is written; ``/health`` reports it. A backend whose writes cannot fail (memory) leaves it None.
 """
 
 from __future__ import annotations
 
 import abc
+import time
 from typing import Literal
 
 from msgspec import Struct, field
@@ -125,10 +129,22 @@ class CommitResult(Struct):
     changes: list[Change]
 
 
+class WriteFailure(Struct):
+    """The last write the store could not make: when (epoch seconds) and the error it gave."""
+
+    at: float
+    message: str
+
+
 class Store(abc.ABC):
     """A narrow, synchronous, thread-safe interface; see the module docstring for the contract."""
 
     url: str = ""
+    last_write_error: WriteFailure | None = None
+
+    def _note_write(self, error: BaseException | str | None) -> None:
+        """Record a commit's outcome: ``error`` when the store could not write, None when it wrote."""
+        self.last_write_error = None if error is None else WriteFailure(time.time(), str(error))
 
     @abc.abstractmethod
     def snapshot(self) -> Snapshot: ...

@@ -402,11 +402,19 @@ class EtcdStore(Store):
     # --------------------------------------------------------------------------------------------- writes
 
     def commit(self, batch: Batch) -> CommitResult:
-        if self.group_commit and batch.expect and batch.allocations and not (
-                batch.reports or batch.delete_hosts or batch.aggregates or batch.delete_aggregates
-                or batch.releases or batch.instances or batch.replaces):
-            return self._group_commit(batch)
-        return self._commit(batch)
+        try:
+            if self.group_commit and batch.expect and batch.allocations and not (
+                    batch.reports or batch.delete_hosts or batch.aggregates or batch.delete_aggregates
+                    or batch.releases or batch.instances or batch.replaces):
+                result = self._group_commit(batch)
+            else:
+                result = self._commit(batch)
+        except StoreUnavailable as exc:  # no quorum, no member reachable, or the budget spent
+            self._note_write(exc)
+            raise
+        if result.changes:
+            self._note_write(None)
+        return result
 
     # Group commit: claims from concurrent callers of this instance share one txn (one raft entry, one fsync,
     # one watch event batch). Each claim keeps its own compares, so a claim is still all or nothing; when the

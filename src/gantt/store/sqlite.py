@@ -442,6 +442,7 @@ class SQLiteStore(Store):
                 if isinstance(exc, sqlite3.Error):
                     error = StoreUnavailable(f"{self.path}: {exc}")
                     log.error("sqlite store: group commit of %d batch(es) failed: %s", len(group), exc)
+                self._note_write(error)
                 for pending in group:
                     if not pending.done.is_set():
                         pending.result = None
@@ -455,15 +456,22 @@ class SQLiteStore(Store):
         try:
             revision = self._read_head(conn)
             start = revision
+            failed: StoreUnavailable | None = None  # a batch the store could not write, though others were
             for pending in group:
                 conn.execute("SAVEPOINT b")
                 try:
                     changes = _apply(conn, pending.batch, revision + 1)
                 except BaseException as exc:
+                    if not isinstance(exc, Exception) or not conn.in_transaction:
+                        # SQLite rolled the whole transaction back (a full disk, an I/O error): the group fails
+                        # with this error, not with "no such savepoint" from the ROLLBACK TO below.
+                        raise
                     conn.execute("ROLLBACK TO b")
                     conn.execute("RELEASE b")
-                    if not isinstance(exc, Exception):
-                        raise
+                    if isinstance(exc, sqlite3.Error):  # a refusal is the batch's own; this is the store's
+                        failed = StoreUnavailable(f"{self.path}: {exc}")
+                        log.error("sqlite store: a batch could not be written: %s", exc)
+                        exc = failed
                     outcomes.append((pending, None, exc))
                     continue
                 conn.execute("RELEASE b")
@@ -484,6 +492,8 @@ class SQLiteStore(Store):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        if failed is not None or revision != start:  # a group of refusals only proves nothing either way
+            self._note_write(failed)
         self.groups += 1
         self.batches += len(group)
         with self._head_cond:

@@ -1,0 +1,213 @@
+"""Fuzzing driven by the OpenAPI document: Schemathesis generates requests for every operation the service
+serves at /openapi.json, valid ones (to reach the engine and the store) and invalid ones, and sends them to a
+real ``gantt serve`` on a SQLite file. For every answer:
+
+- never a 5xx;
+- a 4xx is ``application/problem+json`` whose body names the problem (its status, a title and a detail);
+- a refused request changed nothing: the store revision and every listing (hosts, aggregates, allocations) are
+  what they were before it;
+- Schemathesis's own checks: the status code, content type and body are the ones the document states.
+
+``GANTT_FUZZ_EXAMPLES`` bounds the generated examples per operation (default sized for CI: under a minute on
+2 cores); the README's "Input limits" paragraph records the last long run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import strategies as st
+from schemathesis.config import SchemathesisConfig
+from schemathesis.core.transport import Response
+from schemathesis.hooks import HookContext
+
+from gantt.service.schemas import openapi
+from tests.conftest import host_stats
+from tests.service.server import ServerProcess
+
+TOKEN = "fuzz-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+EXAMPLES = int(os.environ.get("GANTT_FUZZ_EXAMPLES", "20"))
+CONFIG: dict[str, Any] = {
+    "filter_scheduler": {"enabled_filters": ["ComputeFilter", "AvailabilityZoneFilter", "ComputeCapabilitiesFilter",
+                                             "ImagePropertiesFilter", "AggregateInstanceExtraSpecsFilter",
+                                             "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",
+                                             "SameHostFilter", "DifferentHostFilter", "JsonFilter"]},
+    # Nothing may change by itself while the test compares state: no host goes down, no claim expires.
+    "DEFAULT": {"service_down_time": 10**7},
+    "gantt": {"claim_timeout": 10**7, "max_body_bytes": 256 * 1024, "seed": 7},
+}
+# Schemathesis's checks, as this service means them: schema-valid data may still be refused (nothing fits, an
+# unknown host, a name with '/'), and a body over [gantt] max_body_bytes is refused with 413 before it is read.
+FUZZ_CONFIG = SchemathesisConfig.from_dict({
+    "auth": {"openapi": {"bearer": {"bearer": TOKEN}}},  # Schemathesis sends it, or leaves it out on purpose
+    "generation": {"max-examples": EXAMPLES},
+    "checks": {"positive_data_acceptance": {"enabled": False},
+               "negative_data_rejection": {"expected-statuses": ["400", "401", "404", "405", "409", "413",
+                                                                 "415"]}},
+})
+
+
+@pytest.fixture(scope="module")
+def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    store = tmp_path_factory.mktemp("fuzz-store") / "gantt.sqlite"
+    with ServerProcess(f"sqlite:///{store}", config=CONFIG, token=TOKEN,
+                       workdir=tmp_path_factory.mktemp("fuzz-server")) as server:
+        _seed(server.url)
+        served = httpx.get(f"{server.url}/openapi.json", headers=AUTH, timeout=30).json()
+        assert served == openapi(), "the service serves another document than the one the fuzzer reads"
+        yield server
+
+
+# What the seed creates, by path parameter: generated paths name these half of the time (see the hook below).
+KNOWN = {"host": ["c0", "c1", "c2", "bm"], "id": ["1"], "consumer": ["vm-0"], "instance": ["i-0"]}
+
+
+def _seed(url: str) -> None:
+    """A small cloud the generated requests can land on: hosts in a zone, one with two nodes, a claim, an
+    instance list. Sent again after a generated DELETE succeeded, so the names in KNOWN keep existing."""
+    with httpx.Client(base_url=url, headers=AUTH, timeout=30) as http:
+        for name in ("c0", "c1", "c2", ["bm", "bm-n1"], ["bm", "bm-n2"]):
+            http.post("/v1/resource-stats", json={"name": name, "stats": host_stats()}).raise_for_status()
+        http.put("/v1/aggregates/1", json={"id": 1, "name": "az1", "hosts": ["c0", "c1"],
+                                           "metadata": {"availability_zone": "az1"}}).raise_for_status()
+        http.put("/v1/instances/c0", json={"instances": ["i-0"]}).raise_for_status()
+        claim = http.post("/v1/select_destinations", json={
+            "flavor": {"vcpus": 1, "memory_mb": 512, "root_gb": 1}, "instance_uuids": ["vm-0"]})
+        assert claim.status_code in (200, 409), claim.text  # 409: generated claims filled the cloud
+
+
+@pytest.fixture(scope="module")
+def watcher(fuzz_server: ServerProcess) -> Iterator[StateWatcher]:
+    with httpx.Client(base_url=fuzz_server.url, headers=AUTH, timeout=30) as http:
+        yield StateWatcher(http)
+
+
+class StateWatcher:
+    """What the service holds, read through the API; compared around every refused request."""
+
+    def __init__(self, http: httpx.Client) -> None:
+        self.http = http
+        self.nodes = 0
+        self.known = self.read()
+
+    def read(self) -> tuple[int, bytes, bytes, bytes]:
+        health = self.http.get("/health")
+        health.raise_for_status()
+        self.nodes = health.json()["hosts"]
+        lists = []
+        for path in ("/v1/hosts", "/v1/aggregates", "/v1/allocations"):
+            response = self.http.get(path)
+            response.raise_for_status()
+            lists.append(response.content)
+        return (health.json()["revision"], *lists)  # type: ignore[return-value]
+
+    def unchanged(self) -> str | None:
+        """None if the state is what it was; else which part moved."""
+        now = self.read()
+        names = ("store revision", "GET /v1/hosts", "GET /v1/aggregates", "GET /v1/allocations")
+        moved = [name for name, a, b in zip(names, self.known, now, strict=True) if a != b]
+        self.known = now
+        return ", ".join(moved) or None
+
+    def refresh(self) -> None:
+        self.known = self.read()
+
+    def prune(self, keep: int = 200) -> None:
+        """Past ``keep`` hosts or aggregates, delete what generated requests made (the seed's stay), so that
+        reading the state around every request stays cheap in a long run."""
+        aggregates = {str(a["id"]) for a in json.loads(self.known[2])["aggregates"]}
+        if self.nodes + len(aggregates) <= keep:
+            return
+        hosts = {info["host"] for info in json.loads(self.known[1])["hosts"]}
+        for host in sorted(hosts - set(KNOWN["host"])):
+            self.http.delete(f"/v1/hosts/{quote(host, safe='')}").raise_for_status()
+        for aggregate in sorted(aggregates - set(KNOWN["id"])):
+            self.http.delete(f"/v1/aggregates/{quote(aggregate, safe='')}").raise_for_status()
+        _seed(str(self.http.base_url))
+        self.refresh()
+
+
+def check_answer(response: Response, watcher: StateWatcher) -> list[str]:
+    """The three properties this file is about; returns what is wrong (empty: nothing)."""
+    problems: list[str] = []
+    status = response.status_code
+    if status >= 500:
+        problems.append(f"server error {status}")
+    elif status >= 400:
+        media = (response.headers.get("content-type") or [""])[0].split(";")[0].strip()
+        if media != "application/problem+json":
+            problems.append(f"{status} answered as {media or 'no content type'}, not application/problem+json")
+        else:
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+            if not (isinstance(body, dict) and body.get("status") == status and body.get("title")
+                    and body.get("detail")):
+                problems.append(f"{status} problem body does not name the problem: {response.content[:200]!r}")
+        moved = watcher.unchanged()
+        if moved:
+            problems.append(f"refused with {status} but changed: {moved}")
+    elif response.request.method != "GET":
+        watcher.refresh()  # an accepted write: what it changed is the new state to compare with
+        watcher.prune()
+    return problems
+
+
+# The document the service serves (``fuzz_server`` checks that it serves this one), loaded at import so that
+# Schemathesis makes one test per operation.
+schema = schemathesis.openapi.from_dict(openapi(), config=FUZZ_CONFIG)
+
+
+@pytest.fixture(scope="module")
+def tally() -> Iterator[Counter[tuple[str, str, int]]]:
+    """Answers per operation, generation mode and status; written to $GANTT_FUZZ_REPORT (JSON) when set."""
+    counts: Counter[tuple[str, str, int]] = Counter()
+    start = time.monotonic()
+    yield counts
+    path = os.environ.get("GANTT_FUZZ_REPORT")
+    if path:
+        if "PYTEST_XDIST_WORKER" in os.environ:  # each worker runs some of the operations, on its own server
+            path += "." + os.environ["PYTEST_XDIST_WORKER"]
+        rows = [{"operation": op, "mode": mode, "status": status, "count": n}
+                for (op, mode, status), n in sorted(counts.items())]
+        Path(path).write_text(json.dumps({"examples": EXAMPLES, "requests": sum(counts.values()),
+                                          "seconds": round(time.monotonic() - start, 1), "answers": rows},
+                                         indent=1))
+
+
+@schema.hook
+def flatmap_path_parameters(context: HookContext, path_parameters: dict[str, Any] | None) -> st.SearchStrategy[Any]:
+    """Half of the generated paths name something the seed made, so that reads, writes and deletes of real
+    hosts, aggregates, allocations and instances get past the 404."""
+    if not path_parameters:
+        return st.just(path_parameters)
+    known = {name: st.sampled_from(values) for name, values in KNOWN.items() if name in path_parameters}
+    return st.one_of(st.just(path_parameters),
+                     st.fixed_dictionaries(known).map(lambda names: {**path_parameters, **names}))
+
+
+@schema.parametrize()
+def test_openapi_fuzz(case: schemathesis.Case, fuzz_server: ServerProcess, watcher: StateWatcher,
+                      tally: Counter[tuple[str, str, int]]) -> None:
+    response = case.call(base_url=fuzz_server.url, timeout=30)
+    mode = case.meta.generation.mode.value if case.meta is not None else "explicit"
+    tally[(case.operation.label, mode, response.status_code)] += 1
+    problems = check_answer(response, watcher)
+    assert not problems, f"{case.as_curl_command(base_url=fuzz_server.url)}\n-> {response.status_code} " \
+        f"{response.content[:500]!r}\n" + "\n".join(problems)
+    if case.method == "DELETE" and response.status_code == 200:
+        _seed(fuzz_server.url)
+        watcher.refresh()
+    case.validate_response(response)
