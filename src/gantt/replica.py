@@ -447,6 +447,32 @@ class Replica:
     def allocation(self, consumer_uuid: str) -> Allocation:
         return self.scheduler.allocation(consumer_uuid)
 
+    def allocations(self) -> list[Allocation]:
+        return self.scheduler.allocations()
+
+    def host(self, host: str, node: str | None = None) -> dict[str, Any]:
+        return self.scheduler.host(host, node)
+
+    def hosts(self) -> list[dict[str, Any]]:
+        return self.scheduler.hosts()
+
+    def hosts_up(self) -> int:
+        return self.scheduler.hosts_up()
+
+    def counters(self) -> dict[str, Any]:
+        return self.scheduler.counters()
+
+    def aggregates(self) -> list[Aggregate]:
+        return self.scheduler.aggregates()
+
+    def aggregate(self, aggregate_id: int | str) -> Aggregate:
+        return self.scheduler.aggregate(aggregate_id)
+
+    @property
+    def lag(self) -> float:
+        """Seconds since the change feed was last read."""
+        return max(0.0, self.clock() - self.last_sync)
+
     # -------------------------------------------------------------------------------------------- expiry
 
     def _on_expire(self, expired: list[Allocation]) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from gantt.config import Config, load_config
 from gantt.engine import CommitHook, Engine
 from gantt.model import (
@@ -13,6 +15,7 @@ from gantt.model import (
     Explanation,
     HostReport,
     HostStats,
+    InvalidRequest,
     NotFound,
     RequestSpec,
     Selection,
@@ -93,4 +96,42 @@ class Scheduler:
         return alloc
 
     def host(self, host: str, node: str | None = None) -> dict[str, Any]:
-        return self.table.describe(self.table.row(host, node))
+        """One node, described. A host with several nodes (bare metal) needs ``node``: a 400 otherwise."""
+        table = self.table
+        with table.lock:
+            if node is None and len(table.rows_of_host.get(host, ())) > 1:
+                nodes = sorted(table.node_names[r] for r in table.rows_of_host[host])
+                raise InvalidRequest(f"host {host!r} has {len(nodes)} nodes ({', '.join(nodes[:5])}…): name one "
+                                     "with ?node=", field="node")
+            return table.describe(table.row(host, node))
+
+    def hosts(self) -> list[dict[str, Any]]:
+        table = self.table
+        with table.lock:
+            return [table.describe(row) for row in range(table.n)]
+
+    def aggregates(self) -> list[Aggregate]:
+        with self.table.lock:
+            return sorted(self.table.aggregates.values(), key=lambda a: a.key)
+
+    def aggregate(self, aggregate_id: int | str) -> Aggregate:
+        aggregate = self.table.aggregates.get(str(aggregate_id))
+        if aggregate is None:
+            raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
+        return aggregate
+
+    def allocations(self) -> list[Allocation]:
+        with self.table.lock:
+            return sorted(self.table.allocations.values(), key=lambda a: a.consumer_uuid)
+
+    def hosts_up(self) -> int:
+        table = self.table
+        return int(np.count_nonzero(table.alive())) if table.n else 0
+
+    def counters(self) -> dict[str, Any]:
+        """What /metrics exports: the engine's decision counters and the table's sizes and expiries."""
+        stats, table = self.engine.stats, self.table
+        return {"decisions": stats.decisions, "placements": stats.placements,
+                "claim_conflicts": stats.claim_conflicts, "commit_conflicts": stats.commit_conflicts,
+                "no_valid_host": dict(stats.no_valid_host), "hosts": table.n, "hosts_up": self.hosts_up(),
+                "allocations": len(table.allocations), "expired_claims": table.expired_claims}

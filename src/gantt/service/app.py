@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 import msgspec
-import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -186,9 +185,7 @@ def _svc(request: Request) -> Service:
 async def health(request: Request) -> Response:
     svc = _svc(request)
     replica = svc.replica
-    table = replica.table
-    lag = max(0.0, replica.clock() - replica.last_sync)
-    up = int(np.count_nonzero(table.alive())) if table.n else 0
+    lag = replica.lag
     write_error = replica.store.last_write_error  # cleared by the store's next successful write
     status = "ok" if lag < STALE_AFTER and write_error is None else "degraded"
     code = 200 if status == "ok" else 503
@@ -197,7 +194,8 @@ async def health(request: Request) -> Response:
         # write error said are for operators.
         return _json({"status": status}, code)
     body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.store.url,
-                  revision=replica.revision, hosts=table.n, hosts_up=up, seconds_since_sync=round(lag, 3),
+                  revision=replica.revision, hosts=replica.counters()["hosts"], hosts_up=replica.hosts_up(),
+                  seconds_since_sync=round(lag, 3),
                   last_write_error=write_error)
     return _json(body, code)
 
@@ -234,10 +232,7 @@ async def report_batch(request: Request) -> Response:
 
 
 def _list_hosts(replica: Replica) -> bytes:
-    table = replica.table
-    with table.lock:
-        hosts = [table.describe(row) for row in range(table.n)]
-    return _ENCODER.encode({"hosts": hosts})
+    return _ENCODER.encode({"hosts": replica.hosts()})
 
 
 async def list_hosts(request: Request) -> Response:
@@ -245,19 +240,9 @@ async def list_hosts(request: Request) -> Response:
     return Response(await svc.run(_list_hosts, svc.replica), media_type="application/json")
 
 
-def _host(replica: Replica, host: str, node: str | None) -> dict[str, Any]:
-    table = replica.table
-    with table.lock:
-        if node is None and len(table.rows_of_host.get(host, ())) > 1:
-            nodes = sorted(table.node_names[r] for r in table.rows_of_host[host])
-            raise InvalidRequest(f"host {host!r} has {len(nodes)} nodes ({', '.join(nodes[:5])}…): name one "
-                                 "with ?node=", field="node")
-        return table.describe(table.row(host, node))
-
-
 async def show_host(request: Request) -> Response:
     svc = _svc(request)
-    return _json(_host(svc.replica, request.path_params["host"], _query(request).get("node")))
+    return _json(svc.replica.host(request.path_params["host"], _query(request).get("node")))
 
 
 async def delete_host(request: Request) -> Response:
@@ -267,21 +252,11 @@ async def delete_host(request: Request) -> Response:
 
 
 async def list_aggregates(request: Request) -> Response:
-    table = _svc(request).replica.table
-    with table.lock:
-        aggregates = sorted(table.aggregates.values(), key=lambda a: a.key)
-    return _json(AggregateList(aggregates=aggregates))
-
-
-def _aggregate(replica: Replica, aggregate_id: str) -> Aggregate:
-    aggregate = replica.table.aggregates.get(aggregate_id)
-    if aggregate is None:
-        raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
-    return aggregate
+    return _json(AggregateList(aggregates=_svc(request).replica.aggregates()))
 
 
 async def show_aggregate(request: Request) -> Response:
-    return _json(_aggregate(_svc(request).replica, request.path_params["id"]))
+    return _json(_svc(request).replica.aggregate(request.path_params["id"]))
 
 
 async def put_aggregate(request: Request) -> Response:
@@ -310,9 +285,7 @@ async def select_destinations(request: Request) -> Response:
 
 
 def _candidates(replica: Replica, spec: RequestSpec, limit: int | None) -> Candidates:
-    scheduler = replica.scheduler
-    ranked = scheduler.candidates(spec, limit)
-    return Candidates(candidates=ranked, explanation=scheduler.explain(spec))
+    return Candidates(candidates=replica.candidates(spec, limit), explanation=replica.explain(spec))
 
 
 async def candidates(request: Request) -> Response:
@@ -328,14 +301,11 @@ async def candidates(request: Request) -> Response:
 
 
 async def list_allocations(request: Request) -> Response:
-    table = _svc(request).replica.table
-    with table.lock:
-        allocations = sorted(table.allocations.values(), key=lambda a: a.consumer_uuid)
-    return _json(AllocationList(allocations=allocations))
+    return _json(AllocationList(allocations=_svc(request).replica.allocations()))
 
 
 async def show_allocation(request: Request) -> Response:
-    return _json(_svc(request).replica.scheduler.allocation(request.path_params["consumer"]))
+    return _json(_svc(request).replica.allocation(request.path_params["consumer"]))
 
 
 async def release(request: Request) -> Response:
@@ -525,7 +495,7 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
         # Loading a large store takes seconds: off the loop, so the process stays responsive to signals.
         built = await anyio.to_thread.run_sync(lambda: Replica(opened, config).start())
         service._replica = built
-        log.info("serving %d hosts from %s at revision %d", built.table.n, opened.url, built.revision)
+        log.info("serving %d hosts from %s at revision %d", built.counters()["hosts"], opened.url, built.revision)
         try:
             yield
         finally:

@@ -13,8 +13,6 @@ import threading
 from collections import Counter
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 if TYPE_CHECKING:
     from gantt.replica import Replica
 
@@ -59,25 +57,26 @@ class Metrics:
 
     def render(self, replica: Replica) -> str:
         worker = f'worker="{self.pid}"'
-        stats = replica.scheduler.engine.stats
-        table = replica.table
-        n = table.n
-        up = int(np.count_nonzero(table.alive())) if n else 0
+        c = replica.counters()
+        n, up = c["hosts"], c["hosts_up"]
+        decisions, placements, allocations = c["decisions"], c["placements"], c["allocations"]
+        claim_conflicts, commit_conflicts, expired_claims = c["claim_conflicts"], c["commit_conflicts"], \
+            c["expired_claims"]
         lines = [
             "# HELP gantt_decisions_total select_destinations requests decided (including ones that failed).",
             "# TYPE gantt_decisions_total counter",
-            f"gantt_decisions_total{{{worker}}} {stats.decisions}",
+            f"gantt_decisions_total{{{worker}}} {decisions}",
             "# HELP gantt_placements_total Instances claimed.",
             "# TYPE gantt_placements_total counter",
-            f"gantt_placements_total{{{worker}}} {stats.placements}",
+            f"gantt_placements_total{{{worker}}} {placements}",
             "# HELP gantt_claim_conflicts_total Claims that lost a race (local compare-and-set or store commit).",
             "# TYPE gantt_claim_conflicts_total counter",
-            f'gantt_claim_conflicts_total{{{worker},level="local"}} {stats.claim_conflicts}',
-            f'gantt_claim_conflicts_total{{{worker},level="store"}} {stats.commit_conflicts}',
+            f'gantt_claim_conflicts_total{{{worker},level="local"}} {claim_conflicts}',
+            f'gantt_claim_conflicts_total{{{worker},level="store"}} {commit_conflicts}',
             "# HELP gantt_no_valid_host_total NoValidHost answers by the filter that removed the last candidates.",
             "# TYPE gantt_no_valid_host_total counter",
         ]
-        for reason, count in sorted(stats.no_valid_host.items()):
+        for reason, count in sorted(c["no_valid_host"].items()):
             lines.append(f'gantt_no_valid_host_total{{{worker},reason="{_escape(reason)}"}} {count}')
         lines += [
             "# HELP gantt_decision_seconds select_destinations latency inside the service.",
@@ -89,7 +88,7 @@ class Metrics:
             f'gantt_hosts{{{worker},state="down"}} {n - up}',
             "# HELP gantt_allocations Allocations held.",
             "# TYPE gantt_allocations gauge",
-            f"gantt_allocations{{{worker}}} {len(table.allocations)}",
+            f"gantt_allocations{{{worker}}} {allocations}",
             "# HELP gantt_replica_revision Store revision the replica has applied.",
             "# TYPE gantt_replica_revision gauge",
             f"gantt_replica_revision{{{worker}}} {replica.revision}",
@@ -107,7 +106,7 @@ class Metrics:
             f"gantt_replica_resyncs_total{{{worker}}} {replica.resyncs}",
             "# HELP gantt_expired_claims_total Allocations released because the host never confirmed them.",
             "# TYPE gantt_expired_claims_total counter",
-            f"gantt_expired_claims_total{{{worker}}} {table.expired_claims}",
+            f"gantt_expired_claims_total{{{worker}}} {expired_claims}",
             "# HELP gantt_http_responses_total HTTP answers by route and status.",
             "# TYPE gantt_http_responses_total counter",
         ]
