@@ -928,15 +928,20 @@ class HostTable:
             held = self.allocations.get(allocation.consumer_uuid)
             if held is not None:
                 return held
-            row = self.row_of.get(key)
-            if row is None:
-                raise ClaimRejected(f"{key} is gone")
-            missing = self.fits(row, allocation.resources, limits)
-            if missing is not None:
-                raise ClaimRejected(f"{key} has no room for {missing}")
+            row = self._row_with_room(key, allocation.resources, limits)
             self._insert_allocation(row, key, allocation)
             self._changed("allocation", allocation)
             return allocation
+
+    def _row_with_room(self, key: NodeKey, resources: dict[str, int], limits: dict[str, float] | None) -> int:
+        """The node's row, if it still exists and can take ``resources`` now; else ClaimRejected."""
+        row = self.row_of.get(key)
+        if row is None:
+            raise ClaimRejected(f"{key} is gone")
+        missing = self.fits(row, resources, limits)
+        if missing is not None:
+            raise ClaimRejected(f"{key} has no room for {missing}")
+        return row
 
     def put_allocation(self, allocation: Allocation) -> None:
         """Record an allocation decided elsewhere (another instance's claim arriving through the change feed).
@@ -1000,12 +1005,7 @@ class HostTable:
                 raise SourceMoved(f"{source.consumer_uuid} moved meanwhile")
             if migration in self.allocations:  # a twin request made this move: answer with it
                 raise SourceMoved(f"migration {migration} holds an allocation already")
-            row = self.row_of.get(key)
-            if row is None:
-                raise ClaimRejected(f"{key} is gone")
-            missing = self.fits(row, allocation.resources, limits)
-            if missing is not None:
-                raise ClaimRejected(f"{key} has no room for {missing}")
+            row = self._row_with_room(key, allocation.resources, limits)
             held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
                                            instance_uuid=source.consumer_uuid, confirmed=False)
             self._drop_allocation(source.consumer_uuid)
