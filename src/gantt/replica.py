@@ -423,10 +423,11 @@ class Replica:
         spec = decode(spec, RequestSpec, path="$")
         if spec.migration_uuid or (spec.instance_uuids
                                    and any(uuid in self.table.allocations for uuid in spec.instance_uuids)):
-            # A repeat is answered from the table without a commit: read the feed first, so that a booking
-            # another instance has released meanwhile is not handed out as if it still held. A move reads it
-            # too: the booking it moves may have been made on another instance an instant ago.
-            self.catch_up()
+            # A repeat is answered from the table without a commit: read the feed up to now first (sync, not
+            # catch_up: a store may serve its own recent revisions before another process's newer ones), so that
+            # a booking another instance has released meanwhile is not handed out as if it still held. A move
+            # reads it too: the booking it moves may have been made on another instance an instant ago.
+            self.sync()
         try:
             return self.scheduler.select_destinations(spec)
         except (NoValidHost, Conflict):

@@ -341,3 +341,20 @@ def test_a_stale_replica_never_rolls_back_a_booking_equal_to_its_own(backend: st
         assert again.host == "h0"
         assert [(x.consumer_uuid, x.host) for x in store_a.snapshot().allocations] == [("c7", first.host)]
         assert b.table.allocations["c7"].host == first.host
+
+
+def test_a_repeat_reads_other_processes_commits_past_its_own(tmp_path: Path) -> None:
+    """Found by the long property run on SQLite: catching up served this handle's own recent revisions and
+    stopped there, before a release another process committed after them; the repeat was answered from the
+    released booking. A repeat now reads the feed up to the store's head (Replica.sync)."""
+    with _two_stores("sqlite", tmp_path) as (store_a, store_b):
+        a = Replica(store_a, CONFIG).start(follow=False)
+        a.update_resource_stats("h", host_stats())
+        spec = request(vcpus=1) | {"instance_uuids": ["c0"]}
+        a.select_destinations(spec)
+        b = Replica(store_b, CONFIG).start(follow=False)
+        a.select_destinations(request(vcpus=1) | {"instance_uuids": ["c10"]})  # a's own newest revision
+        b.release("c0")  # another process, after it
+        [[again, *_]] = a.select_destinations(spec)
+        assert again.consumer_uuid == "c0"
+        assert "c0" in {x.consumer_uuid for x in store_a.snapshot().allocations}  # booked anew, not imagined
