@@ -125,11 +125,6 @@ class Engine:
         self._mask_cache: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
         self._mask_cache_lock = threading.Lock()
 
-    def succeed(self, previous: Engine) -> None:
-        """Take over from the engine of a table this one replaces: the same counters (and their lock, while
-        decisions in flight finish on the old one) and the same random stream."""
-        self.stats, self._stats_lock, self.rng = previous.stats, previous._stats_lock, previous.rng
-
     # ----------------------------------------------------------------------------------------- public face
 
     def select_destinations(self, spec: RequestSpec | dict[str, Any]) -> list[list[Selection]]:

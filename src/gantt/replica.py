@@ -119,12 +119,9 @@ class Replica:
         applied: dict[tuple[Any, ...], int] = {}
         _load_snapshot(table, snap)
         node_revisions = {(nr.host, nr.node): nr.revision for nr in snap.node_revisions}
-        # A fresh scheduler rather than a patched one: nothing derived from the old table (the engine's masks,
-        # a filter's memo) can outlive it. Its counters carry on, so /metrics never sees them go back.
-        scheduler = Scheduler(self.config, table=table, commit=self.commit_claims)
-        scheduler.engine.succeed(self.scheduler.engine)
         with self.table.lock:
-            self.scheduler = scheduler
+            self.scheduler.table = table
+            self.scheduler.engine.table = table
             self.instance_info = {info.host: list(info.instances) for info in snap.instances}
             self.node_revisions = node_revisions
             self._applied = applied
