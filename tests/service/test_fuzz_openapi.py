@@ -9,8 +9,8 @@ real ``gantt serve`` on a SQLite file. For every answer:
 - Schemathesis's own checks: the status code, content type and body are the ones the document states.
 
 ``GANTT_FUZZ_EXAMPLES`` bounds the generated examples per operation beyond Schemathesis's fixed boundary-value
-cases (default 20, sized for CI: about 1,900 requests, 35 s of CPU, 45-60 s on this project's shared 2-core
-machine); the README's "Input limits" paragraph records the last long run.
+cases (default 20, sized for CI: about 1,900 requests, 25 s on this project's 2-core machine when quiet, up to
+60 s when it is shared); the README's "Input limits" paragraph records the last long run.
 """
 
 from __future__ import annotations
