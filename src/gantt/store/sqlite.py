@@ -573,9 +573,12 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
             and ex("SELECT 1 FROM allocations WHERE consumer=?", (a.consumer_uuid,)).fetchone() is not None]
     if held:
         raise ConsumerHeld(held, rev - 1)
+    moved: dict[str, Allocation] = {}  # consumer -> the allocation a move replaces, read once
     for consumer in batch.replaces:
-        if ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None:
+        row = ex("SELECT data FROM allocations WHERE consumer=?", (consumer,)).fetchone()
+        if row is None:
             raise NotFound(f"no allocation for consumer {consumer!r} to move", field="consumer_uuid")
+        moved[consumer] = _DEC_ALLOC.decode(row[0])
     if batch.releases and not batch.lenient_releases:
         for consumer in batch.releases:
             if ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None:
@@ -618,10 +621,8 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
         changes.append(Change(revision=rev, kind="aggregate_deleted", aggregate_id=aggregate_id))
     for allocation in batch.allocations:
         key = (allocation.host, allocation.nodename)
-        old = None
-        if allocation.consumer_uuid in replaces:  # a move: the node it leaves changes too
-            row = ex("SELECT data FROM allocations WHERE consumer=?", (allocation.consumer_uuid,)).fetchone()
-            old = _DEC_ALLOC.decode(row[0])
+        old = moved.get(allocation.consumer_uuid)
+        if old is not None:  # a move: the node it leaves changes too
             bumped[(old.host, old.nodename)] = None
             if old.group:
                 bumped[group_node(old.group)] = None
