@@ -193,8 +193,9 @@ async def health(request: Request) -> Response:
         # A load balancer needs the status only; where the store is, which process answers and what the last
         # write error said are for operators.
         return _json({"status": status}, code)
+    counters = replica.counters()
     body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.store.url,
-                  revision=replica.revision, hosts=replica.counters()["hosts"], hosts_up=replica.hosts_up(),
+                  revision=replica.revision, hosts=counters["hosts"], hosts_up=counters["hosts_up"],
                   seconds_since_sync=round(lag, 3),
                   last_write_error=write_error)
     return _json(body, code)
