@@ -78,17 +78,16 @@ from gantt.model import (
     InstanceInfo,
     InvalidRequest,
     NodeKey,
-    NotFound,
     StoreUnavailable,
-    group_node,
-    merge_reports,
 )
+from gantt.store import planner
 from gantt.store.base import (
     Batch,
     Change,
     CommitResult,
     Compacted,
     ConsumerHeld,
+    Expect,
     NodeRevision,
     Snapshot,
     Store,
@@ -164,7 +163,7 @@ class _Plan:
     ops: dict[bytes, bytes | None] = field(default_factory=dict)  # key -> value to put, None: delete
     changes: list[Change] = field(default_factory=list)
     expects: list[tuple[NodeKey, bytes, int]] = field(default_factory=list)  # node, usage key, revision
-    claimed: list[tuple[NodeKey, bytes]] = field(default_factory=list)  # node, allocation key (must be absent)
+    claimed: list[bytes] = field(default_factory=list)  # allocation keys that must be absent
     read_revision: int = 0
 
 
@@ -527,7 +526,7 @@ class EtcdStore(Store):
     def _failure_ops(self, plan: _Plan) -> list[Any]:
         ops = [pb.RequestOp(request_range=pb.RangeRequest(key=usage, keys_only=True))
                for _, usage, _ in plan.expects]
-        ops += [pb.RequestOp(request_range=pb.RangeRequest(key=key)) for _, key in plan.claimed]
+        ops += [pb.RequestOp(request_range=pb.RangeRequest(key=key)) for key in plan.claimed]
         return ops
 
     @staticmethod
@@ -548,7 +547,7 @@ class EtcdStore(Store):
         """The claim's consumers that another writer booked first (a claim never moves a booking)."""
         held: list[str] = []
         revision = 0
-        for (_, key), r in zip(plan.claimed, responses[len(plan.expects):], strict=True):
+        for key, r in zip(plan.claimed, responses[len(plan.expects):], strict=True):
             if r.response_range.kvs:
                 revision = max(revision, r.response_range.kvs[0].mod_revision)
                 held.append(unquote(key[len(self._k_allocs):].decode()))
@@ -594,7 +593,7 @@ class EtcdStore(Store):
         if not plan.claimed:
             return 0
         revisions = set()
-        for (_, key), r in zip(plan.claimed, responses[len(plan.expects):], strict=True):
+        for key, r in zip(plan.claimed, responses[len(plan.expects):], strict=True):
             kvs = r.response_range.kvs
             if not kvs or kvs[0].value != plan.ops.get(key):
                 return 0
@@ -602,140 +601,23 @@ class EtcdStore(Store):
         return revisions.pop() if len(revisions) == 1 else 0
 
     def _plan(self, batch: Batch) -> _Plan:
-        plan = _Plan()
-        reads: list[tuple[str, Any, bytes, bytes | None]] = []  # (what, id, key, range_end)
-        for report in batch.reports:
-            reads.append(("host", (report.host, report.nodename),
-                          self._node_key(report.host, report.nodename), None))
-        for host, node in batch.delete_hosts:
-            if node is None:
-                hp = self._k_hosts + f"{_q(host)}/".encode()
-                up = self._k_usage + f"{_q(host)}/".encode()
-                reads += [("dhost", (host, None), hp, _prefix_end(hp)), ("dusage", (host, None), up,
-                                                                          _prefix_end(up))]
-            else:
-                reads += [("dhost", (host, node), self._node_key(host, node), None),
-                          ("dusage", (host, node), self._usage_key(host, node), None)]
-        for aggregate_id in batch.delete_aggregates:
-            reads.append(("agg", aggregate_id, self._agg_key(aggregate_id), None))
-        for consumer in batch.releases:
-            reads.append(("alloc", consumer, self._alloc_key(consumer), None))
-        for consumer in batch.replaces:  # a move: the guard on the read keeps what it leaves unchanged till commit
-            reads.append(("moved", consumer, self._alloc_key(consumer), None))
-
-        found: dict[str, dict[Any, list[Any]]] = {"host": {}, "dhost": {}, "dusage": {}, "agg": {}, "alloc": {},
-                                                  "moved": {}}
-        if reads:
-            ops = [pb.RequestOp(request_range=pb.RangeRequest(key=key, range_end=end or b""))
-                   for _, _, key, end in reads]
-            resp = self._call("Txn", pb.TxnRequest(success=ops))
-            plan.read_revision = resp.header.revision
-            for (what, ident, key, end), r in zip(reads, resp.responses, strict=True):
-                kvs = list(r.response_range.kvs)
-                found[what][ident] = kvs
-                if end is None:  # guard a single key: unchanged since read (0: still absent)
-                    plan.compares.append(pb.Compare(key=key, target=_MOD, result=_EQUAL,
-                                                    mod_revision=kvs[0].mod_revision if kvs else 0))
-                else:  # guard a prefix: nothing in it changed or appeared since the read
-                    plan.compares.append(pb.Compare(key=key, range_end=end, target=_MOD,
-                                                    result=pb.Compare.LESS, mod_revision=plan.read_revision + 1))
-
-        # Checks first: a batch that names something missing changes nothing.
-        if not batch.lenient_releases:
-            for consumer in batch.releases:
-                if not found["alloc"][consumer]:
-                    raise NotFound(f"no allocation for consumer {consumer!r}", field="consumer_uuid")
-        for aggregate_id in batch.delete_aggregates:
-            if not found["agg"][aggregate_id]:
-                raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
-        for host, node in batch.delete_hosts:
-            if not found["dhost"][(host, node)]:
-                raise NotFound(f"no such host {host!r}", field="host")
-        for consumer in batch.replaces:
-            if not found["moved"][consumer]:
-                raise NotFound(f"no allocation for consumer {consumer!r} to move", field="consumer_uuid")
-
-        for e in batch.expect:
-            usage = self._usage_key(e.host, e.node)
-            plan.expects.append(((e.host, e.node), usage, e.revision))
-            plan.compares.append(pb.Compare(key=usage, target=_MOD, result=_EQUAL, mod_revision=e.revision))
-
-        merged: dict[NodeKey, HostReport] = {}
-        for report in batch.reports:
-            key = (report.host, report.nodename)
-            old = merged.get(key)
-            if old is None and found["host"][key]:
-                old = _dec_host(found["host"][key][0].value)
-            new = merge_reports(old, report)
-            if new is None:
-                continue  # stale
-            merged[key] = new
-            plan.ops[self._node_key(*key)] = _encode(new)
-            plan.ops[self._usage_key(*key)] = b""
-            plan.changes.append(Change(revision=0, kind="host", host=new))
-
-        if batch.delete_hosts:
-            doomed: set[NodeKey] = set()
-            for host, node in batch.delete_hosts:
-                for kv in found["dhost"][(host, node)]:
-                    key = self._split(kv.key[len(self._k_hosts):])
-                    if key in doomed:
-                        continue
-                    doomed.add(key)
-                    plan.ops[kv.key] = None
-                    plan.ops[self._usage_key(*key)] = None
-                    plan.changes.append(Change(revision=0, kind="host_deleted", node=key))
-            # Allocations are keyed by consumer: find the doomed nodes' ones by a scan (host deletion is rare;
-            # the usage-key guards above make the scan safe against a concurrent claim on those nodes).
-            _, kvs = self._range_pages(self._k_allocs, _prefix_end(self._k_allocs), plan.read_revision)
-            for kv in kvs:
-                allocation = _dec_allocation(kv.value)
-                if (allocation.host, allocation.nodename) in doomed:
-                    plan.ops[kv.key] = None
-                    plan.changes.append(Change(revision=0, kind="allocation_deleted", allocation=allocation))
-
-        for aggregate in batch.aggregates:
-            plan.ops[self._agg_key(aggregate.key)] = _encode(aggregate)
-            plan.changes.append(Change(revision=0, kind="aggregate", aggregate=aggregate))
-        for aggregate_id in batch.delete_aggregates:
-            plan.ops[self._agg_key(aggregate_id)] = None
-            plan.changes.append(Change(revision=0, kind="aggregate_deleted", aggregate_id=aggregate_id))
-
-        for allocation in batch.allocations:
-            node = (allocation.host, allocation.nodename)
-            akey = self._alloc_key(allocation.consumer_uuid)
-            replaced = None
-            if allocation.consumer_uuid in found["moved"]:  # a move: the node it leaves changes too
-                replaced = _dec_allocation(found["moved"][allocation.consumer_uuid][0].value)
-                plan.ops[self._usage_key(replaced.host, replaced.nodename)] = b""
-                if replaced.group:
-                    plan.ops[self._usage_key(*group_node(replaced.group))] = b""
-            elif batch.expect:  # a claim: a consumer is booked once (idempotency), never moved by a race
-                plan.claimed.append((node, akey))
-                plan.compares.append(pb.Compare(key=akey, target=_MOD, result=_EQUAL, mod_revision=0))
-            plan.ops[akey] = _encode(allocation)
-            plan.ops[self._usage_key(*node)] = b""
-            if allocation.group:
-                plan.ops[self._usage_key(*group_node(allocation.group))] = b""
-            plan.changes.append(Change(revision=0, kind="allocation", allocation=allocation, replaced=replaced))
-
-        for consumer in batch.releases:
-            kvs = found["alloc"][consumer]
-            if not kvs:
-                continue  # lenient: already gone
-            allocation = _dec_allocation(kvs[0].value)
-            plan.ops[kvs[0].key] = None
-            ukey = self._usage_key(allocation.host, allocation.nodename)
-            if plan.ops.get(ukey, b"") is not None:  # not if the node itself goes in this batch
-                plan.ops[ukey] = b""
-            if allocation.group:
-                plan.ops[self._usage_key(*group_node(allocation.group))] = b""
-            plan.changes.append(Change(revision=0, kind="allocation_deleted", allocation=allocation))
-
-        for info in batch.instances:
-            plan.ops[self._inst_key(info.host)] = _encode(info)
-            plan.changes.append(Change(revision=0, kind="instances", instances=info))
-        return plan
+        """Read what the batch needs in one txn, plan it (``store.planner``), and turn the plan into a txn whose
+        compares guard every read: the txn commits only if nothing it read has changed since."""
+        txn = _Plan()
+        reads = _Reads(self, batch, txn)
+        decided = planner.plan(batch, reads)
+        for key, report in decided.hosts.items():
+            txn.ops[self._node_key(*key)] = None if report is None else _encode(report)
+        for aggregate_id, aggregate in decided.aggregates.items():
+            txn.ops[self._agg_key(aggregate_id)] = None if aggregate is None else _encode(aggregate)
+        for consumer, allocation in decided.allocations.items():
+            txn.ops[self._alloc_key(consumer)] = None if allocation is None else _encode(allocation)
+        for host, info in decided.instances.items():
+            txn.ops[self._inst_key(host)] = _encode(info)
+        for key in decided.bumped:  # a usage key's mod_revision is the node's usage revision
+            txn.ops[self._usage_key(*key)] = None if key in decided.deleted_nodes else b""
+        txn.changes = decided.changes
+        return txn
 
     # ----------------------------------------------------------------------------------------------- feed
 
@@ -939,3 +821,83 @@ def _drain(requests: queue.SimpleQueue[Any]) -> Iterator[Any]:
         if item is None:
             return
         yield item
+
+
+class _Reads:
+    """The planner's reads: fetched in one txn up front, each guarded by a compare of the commit's txn.
+
+    A claim's ``expect`` and its consumers' absence are not read at all: they become compares (a usage key's
+    mod_revision, an allocation key's mod_revision 0), so a claim costs one round trip; when a compare fails,
+    ``EtcdStore._commit`` raises the error the planner would have raised.
+    """
+
+    def __init__(self, store: EtcdStore, batch: Batch, txn: _Plan) -> None:
+        self._s, self._txn = store, txn
+        k = store
+        wanted: list[tuple[str, Any, bytes, bytes | None]] = []  # (what, id, key, range_end)
+        wanted += [("host", (r.host, r.nodename), k._node_key(r.host, r.nodename), None) for r in batch.reports]
+        for host, node in batch.delete_hosts:
+            # The usage keys are read only for their guard: a claim landing on a doomed node fails the txn.
+            if node is None:
+                prefix = k._k_hosts + f"{_q(host)}/".encode()
+                usage = k._k_usage + f"{_q(host)}/".encode()
+                wanted += [("nodes", (host, None), prefix, _prefix_end(prefix)),
+                           ("usage", (host, None), usage, _prefix_end(usage))]
+            else:
+                wanted += [("nodes", (host, node), k._node_key(host, node), None),
+                           ("usage", (host, node), k._usage_key(host, node), None)]
+        wanted += [("agg", a, k._agg_key(a), None) for a in batch.delete_aggregates]
+        wanted += [("alloc", c, k._alloc_key(c), None) for c in [*batch.releases, *batch.replaces]]
+        self._found: dict[tuple[str, Any], list[Any]] = {}
+        if not wanted:
+            return
+        resp = k._call("Txn", pb.TxnRequest(success=[
+            pb.RequestOp(request_range=pb.RangeRequest(key=key, range_end=end or b"")) for _, _, key, end in wanted]))
+        txn.read_revision = resp.header.revision
+        for (what, ident, key, end), r in zip(wanted, resp.responses, strict=True):
+            kvs = list(r.response_range.kvs)
+            if (what, ident) in self._found:
+                continue  # read twice (a consumer released and moved): one guard is enough
+            self._found[(what, ident)] = kvs
+            if end is None:  # guard a single key: unchanged since read (0: still absent)
+                txn.compares.append(pb.Compare(key=key, target=_MOD, result=_EQUAL,
+                                               mod_revision=kvs[0].mod_revision if kvs else 0))
+            else:  # guard a prefix: nothing in it changed or appeared since the read
+                txn.compares.append(pb.Compare(key=key, range_end=end, target=_MOD, result=pb.Compare.LESS,
+                                               mod_revision=txn.read_revision + 1))
+
+    def head(self) -> int:
+        return self._txn.read_revision or self._s.head()
+
+    def expect_holds(self, expect: Expect) -> bool:
+        usage = self._s._usage_key(expect.host, expect.node)
+        self._txn.expects.append(((expect.host, expect.node), usage, expect.revision))
+        self._txn.compares.append(pb.Compare(key=usage, target=_MOD, result=_EQUAL, mod_revision=expect.revision))
+        return True
+
+    def host(self, key: NodeKey) -> HostReport | None:
+        kvs = self._found[("host", key)]
+        return _dec_host(kvs[0].value) if kvs else None
+
+    def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
+        return [self._s._split(kv.key[len(self._s._k_hosts):]) for kv in self._found[("nodes", (host, node))]]
+
+    def has_aggregate(self, aggregate_id: str) -> bool:
+        return bool(self._found[("agg", aggregate_id)])
+
+    def allocation(self, consumer: str) -> Allocation | None:
+        kvs = self._found[("alloc", consumer)]
+        return _dec_allocation(kvs[0].value) if kvs else None
+
+    def unbooked(self, consumer: str) -> bool:
+        key = self._s._alloc_key(consumer)
+        self._txn.claimed.append(key)
+        self._txn.compares.append(pb.Compare(key=key, target=_MOD, result=_EQUAL, mod_revision=0))
+        return True
+
+    def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
+        # Allocations are keyed by consumer: a scan (host deletion is rare; the guards on the nodes' keys make
+        # it safe against a concurrent claim there, which bumps a usage key the txn deletes).
+        _, kvs = self._s._range_pages(self._s._k_allocs, _prefix_end(self._s._k_allocs), self._txn.read_revision)
+        found = [_dec_allocation(kv.value) for kv in kvs]
+        return [a for a in found if (a.host, a.nodename) in nodes]

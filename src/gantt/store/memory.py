@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import threading
 
-from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey, NotFound, group_node, merge_reports
-from gantt.store.base import (
-    Batch,
-    Change,
-    CommitResult,
-    Compacted,
-    ConsumerHeld,
-    NodeRevision,
-    Snapshot,
-    Store,
-    StoreConflict,
-)
+import msgspec
+
+from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey
+from gantt.store import planner
+from gantt.store.base import Batch, Change, CommitResult, Compacted, Expect, NodeRevision, Snapshot, Store
 
 
 class MemoryStore(Store):
@@ -56,77 +49,65 @@ class MemoryStore(Store):
 
     def commit(self, batch: Batch) -> CommitResult:
         with self._cond:
-            rev = self._revision + 1
-            conflicts = [(e.host, e.node) for e in batch.expect
-                         if self._node_revisions.get((e.host, e.node), 0) != e.revision]
-            if conflicts:
-                raise StoreConflict(conflicts)
-            replaces = set(batch.replaces)
-            held = [a.consumer_uuid for a in batch.allocations
-                    if a.consumer_uuid in self._allocations and a.consumer_uuid not in replaces]
-            if held:
-                raise ConsumerHeld(held, self._revision)
-            for consumer in batch.replaces:
-                if consumer not in self._allocations:
-                    raise NotFound(f"no allocation for consumer {consumer!r} to move", field="consumer_uuid")
-            if not batch.lenient_releases:
-                for consumer in batch.releases:
-                    if consumer not in self._allocations:
-                        raise NotFound(f"no allocation for consumer {consumer!r}", field="consumer_uuid")
-            for aggregate_id in batch.delete_aggregates:
-                if aggregate_id not in self._aggregates:
-                    raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
-            for host, node in batch.delete_hosts:
-                if not any(k[0] == host and (node is None or k[1] == node) for k in self._hosts):
-                    raise NotFound(f"no such host {host!r}", field="host")
-            changes: list[Change] = []
-            for report in batch.reports:
-                key = (report.host, report.nodename)
-                merged = merge_reports(self._hosts.get(key), report)
-                if merged is None:
-                    continue  # stale
-                self._hosts[key] = merged
-                self._node_revisions[key] = rev
-                changes.append(Change(revision=rev, kind="host", host=merged))
-            for host, node in batch.delete_hosts:
-                for key in [k for k in self._hosts if k[0] == host and (node is None or k[1] == node)]:
-                    del self._hosts[key]
-                    self._node_revisions[key] = rev
-                    for consumer in [c for c, a in self._allocations.items() if (a.host, a.nodename) == key]:
-                        del self._allocations[consumer]
-                    changes.append(Change(revision=rev, kind="host_deleted", node=key))
-            for aggregate in batch.aggregates:
-                self._aggregates[aggregate.key] = aggregate
-                changes.append(Change(revision=rev, kind="aggregate", aggregate=aggregate))
-            for aggregate_id in batch.delete_aggregates:
-                del self._aggregates[aggregate_id]
-                changes.append(Change(revision=rev, kind="aggregate_deleted", aggregate_id=aggregate_id))
-            for allocation in batch.allocations:
-                old = self._allocations.get(allocation.consumer_uuid)
-                if old is not None:  # a move: the node it leaves changes too
-                    self._node_revisions[(old.host, old.nodename)] = rev
-                    if old.group:
-                        self._node_revisions[group_node(old.group)] = rev
-                self._allocations[allocation.consumer_uuid] = allocation
-                self._node_revisions[(allocation.host, allocation.nodename)] = rev
-                if allocation.group:
-                    self._node_revisions[group_node(allocation.group)] = rev
-                changes.append(Change(revision=rev, kind="allocation", allocation=allocation, replaced=old))
-            for consumer in batch.releases:
-                gone = self._allocations.pop(consumer, None)
-                if gone is not None:
-                    self._node_revisions[(gone.host, gone.nodename)] = rev
-                    if gone.group:
-                        self._node_revisions[group_node(gone.group)] = rev
-                    changes.append(Change(revision=rev, kind="allocation_deleted", allocation=gone))
-            for info in batch.instances:
-                self._instances[info.host] = info
-                changes.append(Change(revision=rev, kind="instances", instances=info))
-            if not changes:
+            p = planner.plan(batch, _Reads(self))
+            if not p.changes:
                 return CommitResult(revision=self._revision, changes=[])
+            rev = self._revision + 1
+            for key, report in p.hosts.items():
+                if report is None:
+                    self._hosts.pop(key, None)
+                else:
+                    self._hosts[key] = report
+            for aggregate_id, aggregate in p.aggregates.items():
+                if aggregate is None:
+                    self._aggregates.pop(aggregate_id, None)
+                else:
+                    self._aggregates[aggregate_id] = aggregate
+            for consumer, allocation in p.allocations.items():
+                if allocation is None:
+                    self._allocations.pop(consumer, None)
+                else:
+                    self._allocations[consumer] = allocation
+            self._instances.update(p.instances)
+            for key in p.bumped:
+                self._node_revisions[key] = rev
+            changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
             self._revision = rev
             self._history.extend(changes)
             if len(self._history) > self._history_limit:
                 del self._history[: len(self._history) - self._history_limit]
             self._cond.notify_all()
             return CommitResult(revision=rev, changes=changes)
+
+
+class _Reads:
+    """The planner's reads, straight from the dicts (the caller holds the store's lock)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._s = store
+
+    def head(self) -> int:
+        return self._s._revision
+
+    def expect_holds(self, expect: Expect) -> bool:
+        return self._s._node_revisions.get((expect.host, expect.node), 0) == expect.revision
+
+    def host(self, key: NodeKey) -> HostReport | None:
+        return self._s._hosts.get(key)
+
+    def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
+        if node is not None:
+            return [(host, node)] if (host, node) in self._s._hosts else []
+        return [k for k in self._s._hosts if k[0] == host]
+
+    def has_aggregate(self, aggregate_id: str) -> bool:
+        return aggregate_id in self._s._aggregates
+
+    def allocation(self, consumer: str) -> Allocation | None:
+        return self._s._allocations.get(consumer)
+
+    def unbooked(self, consumer: str) -> bool:
+        return consumer not in self._s._allocations
+
+    def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
+        return [a for a in self._s._allocations.values() if (a.host, a.nodename) in nodes]

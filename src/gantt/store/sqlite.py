@@ -31,7 +31,6 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -44,21 +43,18 @@ from gantt.model import (
     HostReport,
     InstanceInfo,
     NodeKey,
-    NotFound,
     StoreUnavailable,
-    group_node,
-    merge_reports,
 )
+from gantt.store import planner
 from gantt.store.base import (
     Batch,
     Change,
     CommitResult,
     Compacted,
-    ConsumerHeld,
+    Expect,
     NodeRevision,
     Snapshot,
     Store,
-    StoreConflict,
 )
 
 log = logging.getLogger(__name__)
@@ -555,101 +551,79 @@ def _rows(conn: sqlite3.Connection, query: str, decoder: Any, kind: str, skipped
 
 
 def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
-    """Apply ``batch`` as revision ``rev`` inside the open transaction, exactly as ``MemoryStore.commit`` does.
+    """Plan ``batch`` against the open transaction and write it as revision ``rev``.
 
-    Raises StoreConflict / NotFound before writing anything (the caller's savepoint covers the rest).
+    The planner raises (StoreConflict, ConsumerHeld, NotFound) before anything is written; the caller's
+    savepoint covers the rest.
     """
-    ex = conn.execute
-    if batch.expect:
-        conflicts: list[NodeKey] = []
-        for e in batch.expect:
-            row = ex("SELECT revision FROM node_revisions WHERE host=? AND node=?", (e.host, e.node)).fetchone()
-            if (row[0] if row else 0) != e.revision:
-                conflicts.append((e.host, e.node))
-        if conflicts:
-            raise StoreConflict(conflicts)
-    replaces = set(batch.replaces)
-    held = [a.consumer_uuid for a in batch.allocations if a.consumer_uuid not in replaces
-            and ex("SELECT 1 FROM allocations WHERE consumer=?", (a.consumer_uuid,)).fetchone() is not None]
-    if held:
-        raise ConsumerHeld(held, rev - 1)
-    moved: dict[str, Allocation] = {}  # consumer -> the allocation a move replaces, read once
-    for consumer in batch.replaces:
-        row = ex("SELECT data FROM allocations WHERE consumer=?", (consumer,)).fetchone()
-        if row is None:
-            raise NotFound(f"no allocation for consumer {consumer!r} to move", field="consumer_uuid")
-        moved[consumer] = _DEC_ALLOC.decode(row[0])
-    if batch.releases and not batch.lenient_releases:
-        for consumer in batch.releases:
-            if ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None:
-                raise NotFound(f"no allocation for consumer {consumer!r}", field="consumer_uuid")
-    for aggregate_id in batch.delete_aggregates:
-        if ex("SELECT 1 FROM aggregates WHERE id=?", (aggregate_id,)).fetchone() is None:
-            raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
-    for host, node in batch.delete_hosts:
-        found = ex("SELECT 1 FROM hosts WHERE host=? LIMIT 1", (host,)) if node is None else \
-            ex("SELECT 1 FROM hosts WHERE host=? AND node=?", (host, node))
-        if found.fetchone() is None:
-            raise NotFound(f"no such host {host!r}", field="host")
-
-    changes: list[Change] = []
-    bumped: dict[NodeKey, None] = {}  # nodes whose usage revision moves to rev
-    for report in batch.reports:
-        key = (report.host, report.nodename)
-        row = ex("SELECT data FROM hosts WHERE host=? AND node=?", key).fetchone()
-        merged = merge_reports(_DEC_HOST.decode(row[0]) if row else None, report)
-        if merged is None:
-            continue  # stale
-        ex("INSERT INTO hosts (host, node, data) VALUES (?, ?, ?) "
-           "ON CONFLICT (host, node) DO UPDATE SET data=excluded.data", (*key, _ENC.encode(merged)))
-        bumped[key] = None
-        changes.append(Change(revision=rev, kind="host", host=merged))
-    for host, node in batch.delete_hosts:
-        keys: Iterable[tuple[str, str]] = ex("SELECT host, node FROM hosts WHERE host=? ORDER BY rowid", (host,)) \
-            .fetchall() if node is None else [(host, node)]
-        for key in keys:
+    p = planner.plan(batch, _Reads(conn, rev - 1))
+    if not p.changes:
+        return []
+    ex, many = conn.execute, conn.executemany
+    for key, report in p.hosts.items():
+        if report is None:
             ex("DELETE FROM hosts WHERE host=? AND node=?", key)
-            ex("DELETE FROM allocations WHERE host=? AND node=?", key)
-            bumped[key] = None
-            changes.append(Change(revision=rev, kind="host_deleted", node=(key[0], key[1])))
-    for aggregate in batch.aggregates:
-        ex("INSERT INTO aggregates (id, data) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET data=excluded.data",
-           (aggregate.key, _ENC.encode(aggregate)))
-        changes.append(Change(revision=rev, kind="aggregate", aggregate=aggregate))
-    for aggregate_id in batch.delete_aggregates:
-        ex("DELETE FROM aggregates WHERE id=?", (aggregate_id,))
-        changes.append(Change(revision=rev, kind="aggregate_deleted", aggregate_id=aggregate_id))
-    for allocation in batch.allocations:
-        key = (allocation.host, allocation.nodename)
-        old = moved.get(allocation.consumer_uuid)
-        if old is not None:  # a move: the node it leaves changes too
-            bumped[(old.host, old.nodename)] = None
-            if old.group:
-                bumped[group_node(old.group)] = None
-        ex("INSERT INTO allocations (consumer, host, node, data) VALUES (?, ?, ?, ?) ON CONFLICT (consumer) "
-           "DO UPDATE SET host=excluded.host, node=excluded.node, data=excluded.data",
-           (allocation.consumer_uuid, *key, _ENC.encode(allocation)))
-        bumped[key] = None
-        if allocation.group:
-            bumped[group_node(allocation.group)] = None
-        changes.append(Change(revision=rev, kind="allocation", allocation=allocation, replaced=old))
-    for consumer in batch.releases:
-        row = ex("DELETE FROM allocations WHERE consumer=? RETURNING data", (consumer,)).fetchone()
-        if row is not None:
-            gone = _DEC_ALLOC.decode(row[0])
-            bumped[(gone.host, gone.nodename)] = None
-            if gone.group:
-                bumped[group_node(gone.group)] = None
-            changes.append(Change(revision=rev, kind="allocation_deleted", allocation=gone))
-    for info in batch.instances:
-        ex("INSERT INTO instances (host, data) VALUES (?, ?) ON CONFLICT (host) DO UPDATE SET data=excluded.data",
-           (info.host, _ENC.encode(info)))
-        changes.append(Change(revision=rev, kind="instances", instances=info))
-    if bumped:
-        conn.executemany("INSERT INTO node_revisions (host, node, revision) VALUES (?, ?, ?) "
-                         "ON CONFLICT (host, node) DO UPDATE SET revision=excluded.revision",
-                         [(h, n, rev) for h, n in bumped])
-    if changes:
-        conn.executemany("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)",
-                         [(rev, seq, c.kind, _ENC.encode(c)) for seq, c in enumerate(changes)])
+        else:
+            ex("INSERT INTO hosts (host, node, data) VALUES (?, ?, ?) "
+               "ON CONFLICT (host, node) DO UPDATE SET data=excluded.data", (*key, _ENC.encode(report)))
+    for aggregate_id, aggregate in p.aggregates.items():
+        if aggregate is None:
+            ex("DELETE FROM aggregates WHERE id=?", (aggregate_id,))
+        else:
+            ex("INSERT INTO aggregates (id, data) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET data=excluded.data",
+               (aggregate_id, _ENC.encode(aggregate)))
+    for consumer, allocation in p.allocations.items():
+        if allocation is None:
+            ex("DELETE FROM allocations WHERE consumer=?", (consumer,))
+        else:
+            ex("INSERT INTO allocations (consumer, host, node, data) VALUES (?, ?, ?, ?) ON CONFLICT (consumer) "
+               "DO UPDATE SET host=excluded.host, node=excluded.node, data=excluded.data",
+               (consumer, allocation.host, allocation.nodename, _ENC.encode(allocation)))
+    many("INSERT INTO instances (host, data) VALUES (?, ?) ON CONFLICT (host) DO UPDATE SET data=excluded.data",
+         [(host, _ENC.encode(info)) for host, info in p.instances.items()])
+    many("INSERT INTO node_revisions (host, node, revision) VALUES (?, ?, ?) "
+         "ON CONFLICT (host, node) DO UPDATE SET revision=excluded.revision", [(h, n, rev) for h, n in p.bumped])
+    changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
+    many("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)",
+         [(rev, seq, c.kind, _ENC.encode(c)) for seq, c in enumerate(changes)])
     return changes
+
+
+class _Reads:
+    """The planner's reads, inside the writer's open transaction (so they and the writes are one atomic step)."""
+
+    def __init__(self, conn: sqlite3.Connection, head: int) -> None:
+        self._ex = conn.execute
+        self._head = head
+
+    def head(self) -> int:
+        return self._head
+
+    def expect_holds(self, expect: Expect) -> bool:
+        row = self._ex("SELECT revision FROM node_revisions WHERE host=? AND node=?",
+                       (expect.host, expect.node)).fetchone()
+        return (row[0] if row else 0) == expect.revision
+
+    def host(self, key: NodeKey) -> HostReport | None:
+        row = self._ex("SELECT data FROM hosts WHERE host=? AND node=?", key).fetchone()
+        return _DEC_HOST.decode(row[0]) if row else None
+
+    def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
+        if node is None:
+            return [(h, n) for h, n in self._ex("SELECT host, node FROM hosts WHERE host=? ORDER BY rowid", (host,))]
+        found = self._ex("SELECT 1 FROM hosts WHERE host=? AND node=?", (host, node)).fetchone()
+        return [(host, node)] if found else []
+
+    def has_aggregate(self, aggregate_id: str) -> bool:
+        return self._ex("SELECT 1 FROM aggregates WHERE id=?", (aggregate_id,)).fetchone() is not None
+
+    def allocation(self, consumer: str) -> Allocation | None:
+        row = self._ex("SELECT data FROM allocations WHERE consumer=?", (consumer,)).fetchone()
+        return _DEC_ALLOC.decode(row[0]) if row else None
+
+    def unbooked(self, consumer: str) -> bool:
+        return self._ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None
+
+    def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
+        return [_DEC_ALLOC.decode(data) for host, node in nodes
+                for (data,) in self._ex("SELECT data FROM allocations WHERE host=? AND node=?", (host, node))]

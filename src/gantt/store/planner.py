@@ -1,0 +1,168 @@
+"""One Batch turned into one Plan: the store contract's checks and effects, written once for every backend.
+
+A backend supplies *reads* of its state before the batch (``Reads``) and carries the resulting ``Plan`` out in
+its own medium (dicts, SQL, an etcd txn). Everything that decides — what conflicts, what is missing, which
+report is stale, which node a change bumps, which changes the feed gets and in what order — lives here, so the
+three backends cannot drift apart; the contract suite (``tests/store/test_contract.py``) is the safety net.
+
+Two reads may be *guards* instead of reads: a backend that cannot read and write atomically (etcd) answers
+"holds" for an ``expect`` and "not booked" for a claimed consumer, and turns each into a compare of its
+transaction; when the compare fails it raises the same error the planner would have (StoreConflict,
+ConsumerHeld). Backends that plan inside their own transaction (memory, SQLite) read for real.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey, NotFound, group_node, merge_reports
+from gantt.store.base import Batch, Change, ConsumerHeld, Expect, StoreConflict
+
+
+class Reads(Protocol):
+    """A backend's state before the batch, as the planner needs it."""
+
+    def head(self) -> int:
+        """The last committed revision (ConsumerHeld names it: the holding allocation exists there)."""
+
+    def expect_holds(self, expect: Expect) -> bool:
+        """The node's usage revision is still ``expect.revision`` (0: never written)."""
+
+    def host(self, key: NodeKey) -> HostReport | None: ...
+
+    def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
+        """The stored nodes of ``host`` (every one when ``node`` is None, else that one if stored)."""
+
+    def has_aggregate(self, aggregate_id: str) -> bool: ...
+
+    def allocation(self, consumer: str) -> Allocation | None: ...
+
+    def unbooked(self, consumer: str) -> bool:
+        """The consumer holds no allocation (a claim's precondition)."""
+
+    def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
+        """Every allocation on these nodes (host deletion, which is rare: a scan is fine)."""
+
+
+@dataclass
+class Plan:
+    """What one batch does, for a backend to write. Changes carry revision 0; the backend stamps its own.
+
+    Each mapping holds the final state of what the batch touches: a value to store, or None to delete.
+    ``bumped`` lists the nodes (and server-group pseudo-nodes) whose usage revision moves to the batch's;
+    ``deleted_nodes`` those of them that are gone (a backend that keys usage per node may drop them).
+    """
+
+    changes: list[Change] = field(default_factory=list)
+    hosts: dict[NodeKey, HostReport | None] = field(default_factory=dict)
+    aggregates: dict[str, Aggregate | None] = field(default_factory=dict)
+    allocations: dict[str, Allocation | None] = field(default_factory=dict)
+    instances: dict[str, InstanceInfo] = field(default_factory=dict)
+    bumped: dict[NodeKey, None] = field(default_factory=dict)  # a dict: ordered, no duplicates
+    deleted_nodes: set[NodeKey] = field(default_factory=set)
+
+    def _bump(self, allocation: Allocation) -> None:
+        self.bumped[(allocation.host, allocation.nodename)] = None
+        if allocation.group:  # the group's policy was checked against this member's node
+            self.bumped[group_node(allocation.group)] = None
+
+
+def plan(batch: Batch, reads: Reads) -> Plan:
+    """Check ``batch`` against ``reads`` (raising before anything is planned) and plan its effects.
+
+    Raises StoreConflict (an ``expect`` failed), ConsumerHeld (a claim names a booked consumer; outside a move a
+    booking is never moved), NotFound (a release, move or deletion names something the store does not hold).
+    """
+    _check(batch, reads)
+    out = Plan()
+    _plan_reports(batch, reads, out)
+    _plan_host_deletions(batch, reads, out)
+    for aggregate in batch.aggregates:
+        out.aggregates[aggregate.key] = aggregate
+        out.changes.append(Change(revision=0, kind="aggregate", aggregate=aggregate))
+    for aggregate_id in batch.delete_aggregates:
+        out.aggregates[aggregate_id] = None
+        out.changes.append(Change(revision=0, kind="aggregate_deleted", aggregate_id=aggregate_id))
+    _plan_allocations(batch, reads, out)
+    for info in batch.instances:
+        out.instances[info.host] = info
+        out.changes.append(Change(revision=0, kind="instances", instances=info))
+    return out
+
+
+def _check(batch: Batch, reads: Reads) -> None:
+    conflicts = [(e.host, e.node) for e in batch.expect if not reads.expect_holds(e)]
+    if conflicts:
+        raise StoreConflict(conflicts)
+    replaces = set(batch.replaces)
+    held = [a.consumer_uuid for a in batch.allocations
+            if a.consumer_uuid not in replaces and not reads.unbooked(a.consumer_uuid)]
+    if held:
+        raise ConsumerHeld(held, reads.head())
+    for consumer in batch.replaces:
+        if reads.allocation(consumer) is None:
+            raise NotFound(f"no allocation for consumer {consumer!r} to move", field="consumer_uuid")
+    if not batch.lenient_releases:
+        for consumer in batch.releases:
+            if reads.allocation(consumer) is None:
+                raise NotFound(f"no allocation for consumer {consumer!r}", field="consumer_uuid")
+    for aggregate_id in batch.delete_aggregates:
+        if not reads.has_aggregate(aggregate_id):
+            raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
+    for host, node in batch.delete_hosts:
+        if not reads.nodes_of(host, node):
+            raise NotFound(f"no such host {host!r}", field="host")
+
+
+def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
+    for report in batch.reports:
+        key = (report.host, report.nodename)
+        merged = merge_reports(out.hosts[key] if key in out.hosts else reads.host(key), report)
+        if merged is None:
+            continue  # older than what the store holds: every replica must ignore it alike
+        out.hosts[key] = merged
+        out.bumped[key] = None
+        out.changes.append(Change(revision=0, kind="host", host=merged))
+
+
+def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
+    doomed: list[NodeKey] = []
+    for host, node in batch.delete_hosts:
+        keys = dict.fromkeys(reads.nodes_of(host, node))
+        keys.update(dict.fromkeys(k for k, v in out.hosts.items()  # added earlier in this batch
+                                  if v is not None and k[0] == host and (node is None or k[1] == node)))
+        for key in keys:
+            if key in out.deleted_nodes:
+                continue
+            doomed.append(key)
+            out.deleted_nodes.add(key)
+            out.hosts[key] = None
+            out.bumped[key] = None
+            out.changes.append(Change(revision=0, kind="host_deleted", node=key))
+    if doomed:
+        # A node's allocations go with it; "host_deleted" tells replicas so (no change per allocation).
+        for allocation in reads.allocations_on(set(doomed)):
+            out.allocations[allocation.consumer_uuid] = None
+
+
+def _current(consumer: str, reads: Reads, out: Plan) -> Allocation | None:
+    return out.allocations[consumer] if consumer in out.allocations else reads.allocation(consumer)
+
+
+def _plan_allocations(batch: Batch, reads: Reads, out: Plan) -> None:
+    replaces = set(batch.replaces)
+    for allocation in batch.allocations:
+        old = _current(allocation.consumer_uuid, reads, out) if allocation.consumer_uuid in replaces else None
+        if old is not None:  # a move: the node it leaves changes too
+            out._bump(old)
+        out.allocations[allocation.consumer_uuid] = allocation
+        out._bump(allocation)
+        out.changes.append(Change(revision=0, kind="allocation", allocation=allocation, replaced=old))
+    for consumer in batch.releases:
+        gone = _current(consumer, reads, out)
+        if gone is None:
+            continue  # lenient, or went with its node in this batch
+        out.allocations[consumer] = None
+        out._bump(gone)
+        out.changes.append(Change(revision=0, kind="allocation_deleted", allocation=gone))
