@@ -8,8 +8,9 @@ Claims
   rejected claim moves on to the next candidate in rank order.
 - With a shared store, the service passes ``commit``: after every instance of a request holds its local claim, the
   batch is committed to the store in one transaction. A ``ClaimConflict`` (another scheduler got there first)
-  rolls the local claims back; the hook has already refreshed the replica, and the request is decided again, up
-  to ``[gantt] claim_retries`` times.
+  rolls the local claims back; the hook has already refreshed the replica, and the request is decided again. One
+  budget (``Attempts``: ``[gantt] claim_retries`` store conflicts per request) is shared by these decisions and
+  the hook's own re-validations, so retries never multiply.
 - All or nothing: if instance k of a request cannot be placed, the claims of instances 0..k-1 are released.
 """
 
@@ -48,7 +49,26 @@ from gantt.weighers.base import Weigher
 
 log = logging.getLogger(__name__)
 
-CommitHook = Callable[[list[Allocation]], None]
+
+
+class Attempts:
+    """One request's budget of store conflicts (``[gantt] claim_retries``), shared by every loop that absorbs
+    one: the engine deciding again and the commit hook re-validating the same nodes."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, conflicts: int) -> None:
+        self.left = conflicts
+
+    def spend(self) -> bool:
+        """Take one conflict from the budget; False when none is left (the request gives up)."""
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+CommitHook = Callable[[list[Allocation], Attempts], None]
 
 
 class ClaimConflict(GanttError):
@@ -63,6 +83,11 @@ class ClaimConflict(GanttError):
         # Consumers the store says another instance booked first; the replica has caught up with those bookings,
         # so the local allocation of each is the store's: the rollback keeps it and the next round answers with it.
         self.held = held or []
+
+
+class TableReplaced(ClaimConflict):
+    """The replica re-read its store while this request decided on the table that reload replaced: the caller
+    decides again on the new one (not a conflict with another scheduler, and no conflict budget is spent)."""
 
 
 class _LostBorrowed(Exception):
@@ -98,6 +123,8 @@ class Ranking:
 
 @dataclass
 class EngineStats:
+    """Counters for /metrics; a scheduler that replaces another (a replica's reload) carries them over."""
+
     decisions: int = 0
     placements: int = 0
     claim_conflicts: int = 0  # local compare-and-set rejections (the next candidate was tried)
@@ -105,17 +132,18 @@ class EngineStats:
     no_valid_host: Counter[str] = field(default_factory=Counter)
     mask_cache_hits: int = 0
     mask_cache_misses: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
 class Engine:
     def __init__(self, table: HostTable, config: Config | None = None, *, commit: CommitHook | None = None,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, stats: EngineStats | None = None) -> None:
         self.table = table
         self.config = config or Config()
         self.commit = commit
         self.rng = rng or random.Random(self.config.gantt.seed)
-        self.stats = EngineStats()
-        self._stats_lock = threading.Lock()
+        self.stats = stats or EngineStats()
+        self._stats_lock = self.stats.lock
         fs = self.config.filter_scheduler
         always = [cls for cls in filter_pkg.FILTERS.values() if cls.always_on]
         enabled = [filter_pkg.resolve(name) for name in fs.enabled_filters]
@@ -130,8 +158,8 @@ class Engine:
     def select_destinations(self, spec: RequestSpec | dict[str, Any]) -> list[list[Selection]]:
         """One list per instance: the claimed node first, then up to ``max_attempts - 1`` unclaimed alternates."""
         spec = decode(spec, RequestSpec, path="$")
-        retries = self.config.gantt.claim_retries
-        for attempt in range(retries + 1):
+        attempts = Attempts(self.config.gantt.claim_retries)
+        while True:
             ctx = RequestContext.build(spec, self.config, self.table.clock())
             try:
                 placed, answer = self._place_all(ctx)
@@ -140,17 +168,24 @@ class Engine:
                 # answered with: decide again rather than return an allocation that no longer exists.
                 with self._stats_lock:
                     self.stats.claim_conflicts += 1
+                if not attempts.spend():
+                    break
                 continue
             if self.commit is None or not placed:
                 return answer
             try:
-                self.commit(placed)
+                self.commit(placed, attempts)
                 return answer
+            except TableReplaced:
+                self._rollback(placed, ctx.moved)
+                raise  # the caller decides again on the table that replaced ours
             except ClaimConflict as exc:
                 self._rollback(placed, ctx.moved, keep=set(exc.held))
                 with self._stats_lock:
                     self.stats.commit_conflicts += 1
-                log.info("commit conflict on %s (attempt %d)", exc.keys, attempt + 1)
+                log.info("commit conflict on %s (%d conflict(s) left)", exc.keys, attempts.left)
+                if not attempts.spend():
+                    break
             except BaseException:
                 self._rollback(placed, ctx.moved)
                 raise

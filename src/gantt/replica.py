@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import queue
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from gantt.config import Config
-from gantt.engine import ClaimConflict
+from gantt.engine import Attempts, ClaimConflict, TableReplaced
 from gantt.model import (
     GROUP_HOST,
     Aggregate,
@@ -43,6 +44,7 @@ from gantt.model import (
     NotFound,
     NoValidHost,
     RequestSpec,
+    Selection,
     StoreUnavailable,
     decode,
     group_node,
@@ -87,7 +89,7 @@ class Replica:
         self.instance_info: dict[str, list[str]] = {}
         self._claiming: dict[NodeKey, threading.Event] = {}  # node -> the claim commit in flight on it
         self._claiming_lock = threading.Lock()
-        self.scheduler = Scheduler(self.config, table=self._new_table(), commit=self.commit_claims)
+        self.scheduler = self._new_scheduler(self._new_table())
 
     @property
     def table(self) -> HostTable:
@@ -97,6 +99,13 @@ class Replica:
         table = HostTable.from_config(self.config, clock=self.clock)
         table.on_expire = self._on_expire
         return table
+
+    def _new_scheduler(self, table: HostTable, replaces: Scheduler | None = None) -> Scheduler:
+        """A scheduler deciding on ``table``: its engine's caches and memos start empty with the table they
+        describe, and its commit hook knows the table its claims were made on (``TableReplaced`` after a
+        reload)."""
+        return Scheduler(self.config, table=table, commit=functools.partial(self.commit_claims, table),
+                         stats=replaces.engine.stats if replaces is not None else None)
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -113,15 +122,17 @@ class Replica:
             self._follower.join(timeout=5)
 
     def load(self) -> None:
-        """(Re)build the table from a snapshot and swap it in; in-flight decisions finish on the old one."""
+        """(Re)build the table from a snapshot and a fresh scheduler on it, and swap them in. A decision in flight
+        on the old table commits nothing: its commit hook answers ``TableReplaced`` and it is decided again on
+        the new one (``select_destinations``)."""
         snap = self.store.snapshot()
         table = self._new_table()
         applied: dict[tuple[Any, ...], int] = {}
         _load_snapshot(table, snap)
         node_revisions = {(nr.host, nr.node): nr.revision for nr in snap.node_revisions}
+        scheduler = self._new_scheduler(table, replaces=self.scheduler)
         with self.table.lock:
-            self.scheduler.table = table
-            self.scheduler.engine.table = table
+            self.scheduler = scheduler
             self.instance_info = {info.host: list(info.instances) for info in snap.instances}
             self.node_revisions = node_revisions
             self._applied = applied
@@ -216,8 +227,12 @@ class Replica:
 
     # -------------------------------------------------------------------------------------------- claims
 
-    def commit_claims(self, allocations: list[Allocation]) -> None:
-        """The engine's commit hook: one conditional batch for every instance of a request (all or nothing)."""
+    def commit_claims(self, table: HostTable, allocations: list[Allocation], attempts: Attempts) -> None:
+        """The engine's commit hook: one conditional batch for every instance of a request (all or nothing).
+
+        ``table`` is the one the engine claimed on (bound when the scheduler is built); ``attempts`` the
+        request's conflict budget, which re-validations here spend too.
+        """
         keys = list(dict.fromkeys((a.host, a.nodename) for a in allocations))
         mine = threading.Event()
         # One claim commit at a time per node within this replica: a second claim on a node whose first commit is
@@ -233,7 +248,7 @@ class Replica:
             for event in busy:
                 event.wait()
         try:
-            self._commit_claims(allocations)
+            self._commit_claims(table, allocations, attempts)
         finally:
             with self._claiming_lock:
                 for key in keys:
@@ -241,7 +256,7 @@ class Replica:
                         del self._claiming[key]
             mine.set()
 
-    def _commit_claims(self, allocations: list[Allocation]) -> None:
+    def _commit_claims(self, table: HostTable, allocations: list[Allocation], attempts: Attempts) -> None:
         """Commit the request's allocations; on a conflict, re-validate the same nodes before giving up.
 
         A conflict only says a node's usage moved (another instance claimed or released there), not that our
@@ -249,9 +264,8 @@ class Replica:
         counted, and re-commit expecting the revisions that state carries. Only a node that really filled up
         sends the engine back to decide again, which keeps re-decisions rare under contention.
         """
-        attempts = self.config.gantt.claim_retries + 1
-        for attempt in range(attempts):
-            expects = self._expects(allocations)
+        while True:
+            expects = self._expects(table, allocations)
             try:
                 result = self.store.commit(Batch(expect=list(expects.values()), allocations=allocations,
                                                  replaces=[a.consumer_uuid for a in allocations if a.migration_uuid]))
@@ -275,7 +289,7 @@ class Replica:
                     self.catch_up()
                 except GanttError as feed_exc:
                     log.warning("catch-up after conflict failed: %s", feed_exc)
-                if attempt + 1 == attempts:
+                if not attempts.spend():
                     raise ClaimConflict(str(exc), exc.keys) from None
                 continue  # _expects raises ClaimConflict if a node no longer has room
             except BaseException as exc:
@@ -296,12 +310,13 @@ class Replica:
                 raise StoreUnavailable(f"change feed did not reach revision {revision} within {timeout:.0f}s")
             self.catch_up(timeout=min(remaining, 0.5))
 
-    def _expects(self, allocations: list[Allocation]) -> dict[NodeKey, Expect]:
+    def _expects(self, table: HostTable, allocations: list[Allocation]) -> dict[NodeKey, Expect]:
         """Under the table lock: every node still has room (our local holds counted), and the usage revision that
         state reflects, which the store must still hold for the commit to land."""
-        table = self.table
         expects: dict[NodeKey, Expect] = {}
         with table.lock:
+            if table is not self.table:  # a reload swapped tables (under this lock) since the engine claimed
+                raise TableReplaced("the replica re-read its store while this request was decided")
             k = len(table.rc_names)
             for allocation in allocations:
                 key = (allocation.host, allocation.nodename)
@@ -416,7 +431,7 @@ class Replica:
         if host not in self.table.rows_of_host:
             raise NotFound(f"no such host {host!r}", field="host")
 
-    def select_destinations(self, spec: Any) -> Any:
+    def select_destinations(self, spec: Any) -> list[list[Selection]]:
         spec = decode(spec, RequestSpec, path="$")
         if spec.migration_uuid or (spec.instance_uuids
                                    and any(uuid in self.table.allocations for uuid in spec.instance_uuids)):
@@ -426,7 +441,7 @@ class Replica:
             # reads it too: the booking it moves may have been made on another instance an instant ago.
             self.sync()
         try:
-            return self.scheduler.select_destinations(spec)
+            return self._decide(spec)
         except (NoValidHost, Conflict):
             # Nothing fits here, or a move finds nothing to move; but if this replica is behind the feed, the
             # consumers may be booked already (by another instance): then the answer is that booking. Rare path:
@@ -434,7 +449,17 @@ class Replica:
             before = self.revision
             if not spec.instance_uuids or self.sync() == before:
                 raise
-            return self.scheduler.select_destinations(spec)
+            return self._decide(spec)
+
+    def _decide(self, spec: RequestSpec) -> list[list[Selection]]:
+        # A reload while the request decides sends it to the new scheduler; reloads are rare (a compaction, an
+        # unanswered commit), so a few re-entries are plenty, and the last one lets the error through.
+        for _ in range(3):
+            try:
+                return self.scheduler.select_destinations(spec)
+            except TableReplaced:
+                log.info("replica reloaded during a decision: deciding again on the new table")
+        return self.scheduler.select_destinations(spec)
 
     def candidates(self, spec: Any, limit: int | None = None) -> Any:
         return self.scheduler.candidates(spec, limit)

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from gantt.config import Config, load_config
-from gantt.engine import CommitHook, Engine
+from gantt.engine import CommitHook, Engine, EngineStats
 from gantt.model import (
     Aggregate,
     Allocation,
@@ -31,7 +31,9 @@ class Scheduler:
     """
 
     def __init__(self, config: Config | dict[str, Any] | str | None = None, *, table: HostTable | None = None,
-                 commit: CommitHook | None = None, clock: Any = None) -> None:
+                 commit: CommitHook | None = None, clock: Any = None, stats: EngineStats | None = None) -> None:
+        """``stats``: the counters of a scheduler this one replaces (a replica's reload), so /metrics never
+        goes backwards."""
         if isinstance(config, str):
             config = load_config(config)
         elif isinstance(config, dict):
@@ -40,7 +42,7 @@ class Scheduler:
         if table is None:
             table = HostTable.from_config(self.config, **({"clock": clock} if clock is not None else {}))
         self.table = table
-        self.engine = Engine(table, self.config, commit=commit)
+        self.engine = Engine(table, self.config, commit=commit, stats=stats)
 
     # host state
     def update_resource_stats(self, name: str | list[str] | tuple[str, str],

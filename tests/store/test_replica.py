@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ import pytest
 from gantt import NoValidHost
 from gantt.config import Config
 from gantt.replica import Replica, audit
-from gantt.store.base import Store
+from gantt.store.base import Batch, CommitResult, Store, StoreConflict
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, request
@@ -358,3 +358,53 @@ def test_a_repeat_reads_other_processes_commits_past_its_own(tmp_path: Path) -> 
         [[again, *_]] = a.select_destinations(spec)
         assert again.consumer_uuid == "c0"
         assert "c0" in {x.consumer_uuid for x in store_a.snapshot().allocations}  # booked anew, not imagined
+
+
+class _ConflictingStore(MemoryStore):
+    """A store that refuses claims (``StoreConflict`` on every node they expect), running ``before`` first."""
+
+    def __init__(self, refusals: int, before: Callable[[], None] = lambda: None) -> None:
+        super().__init__()
+        self.refusals, self.before, self.claims = refusals, before, 0
+
+    def commit(self, batch: Batch) -> CommitResult:
+        if batch.expect:
+            self.claims += 1
+            if self.claims <= self.refusals:
+                self.before()
+                raise StoreConflict([(e.host, e.node) for e in batch.expect])
+        return super().commit(batch)
+
+
+def test_a_reload_during_a_decision_decides_again_on_the_new_table() -> None:
+    """Issue 12: a request whose claim was made on a table that a reload replaced goes to the new scheduler.
+
+    (It used to stay in the old engine's retry loop, claiming on a table nothing updates any more, and fail with
+    "claims kept conflicting".)"""
+    holder: list[Replica] = []
+    store = _ConflictingStore(refusals=1, before=lambda: holder[0].load())
+    replica = Replica(store, CONFIG).start(follow=False)
+    holder.append(replica)
+    replica.update_resource_stats("h0", host_stats(vcpus=4))
+    old = replica.scheduler
+    [[chosen, *_]] = replica.select_destinations(request(vcpus=1, instance_uuids=["vm-1"]))
+    assert replica.scheduler is not old  # a fresh scheduler (and engine caches) came with the new table
+    assert chosen.host == "h0"
+    assert [a.consumer_uuid for a in store.snapshot().allocations] == ["vm-1"]
+    assert replica.allocation("vm-1").host == "h0"
+    assert old.table.allocations == {}  # the claim on the replaced table was rolled back
+    assert replica.counters()["decisions"] == 2  # the counters came along with the new scheduler
+
+
+def test_store_conflicts_are_one_budget_per_request() -> None:
+    """Issue 12: ``claim_retries`` is the number of store conflicts a request absorbs, re-validations included
+    (the engine's and the replica's loops used to multiply: (retries + 1)² commits)."""
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]},
+                               "gantt": {"claim_retries": 3}})
+    store = _ConflictingStore(refusals=1_000)
+    replica = Replica(store, config).start(follow=False)
+    replica.update_resource_stats("h0", host_stats(vcpus=4))
+    with pytest.raises(NoValidHost, match="kept conflicting"):
+        replica.select_destinations(request(vcpus=1))
+    assert store.claims == 4
+    assert store.snapshot().allocations == []
