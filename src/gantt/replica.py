@@ -197,6 +197,8 @@ class Replica:
         if bump:
             for node in _usage_nodes(change, table):
                 self._bump(node[0], node[1], rev)
+        if change.kind == "usage":
+            return  # a bump and nothing else
         key = _entity(change)
         if self._applied.get(key, 0) >= rev:
             return
@@ -515,7 +517,7 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
     """The nodes (and server-group pseudo-nodes) whose usage revision this change moves, as the store counts."""
     if change.kind == "host" and change.host is not None:
         return [(change.host.host, change.host.nodename)]
-    if change.kind == "host_deleted" and change.node is not None:
+    if change.kind in ("host_deleted", "usage") and change.node is not None:
         return [change.node]
     if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
         allocation = change.allocation

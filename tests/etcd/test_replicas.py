@@ -206,3 +206,41 @@ def test_the_same_request_on_two_instances_at_once_answers_one_booking(store_url
     finally:
         for s in stores:
             s.close()
+
+
+def test_a_move_whose_old_value_the_watch_lost_still_moves_the_left_node(store: EtcdStore) -> None:
+    """When etcd's watch no longer has an overwritten allocation's old value (its history was compacted while
+    the watcher lagged), the allocation change cannot say which node the instance left: the usage keys of that
+    revision are sent instead, so the replica does not expect the left node's old revision until a reload."""
+    from aetcd.rpc import kv_pb2
+
+    from gantt.model import Allocation
+    from gantt.store.etcd import _encode
+
+    def put(key: bytes, value: bytes, revision: int, version: int, prev: bytes | None = None) -> kv_pb2.Event:
+        event = kv_pb2.Event(type=kv_pb2.Event.PUT, kv=kv_pb2.KeyValue(
+            key=key, value=value, mod_revision=revision, create_revision=revision - version + 1, version=version))
+        if prev is not None:
+            event.prev_kv.CopyFrom(kv_pb2.KeyValue(key=key, value=prev, mod_revision=revision - 1))
+        return event
+
+    source = Allocation(consumer_uuid="vm", host="h1", nodename="h1", resources={"VCPU": 1})
+    moved = Allocation(consumer_uuid="vm", host="h2", nodename="h2", resources={"VCPU": 1})
+    migration = Allocation(consumer_uuid="mig", host="h1", nodename="h1", resources={"VCPU": 1},
+                           instance_uuid="vm")
+    def events(with_prev: bool) -> list[kv_pb2.Event]:
+        return [put(store._alloc_key("mig"), _encode(migration), 9, 1),
+                put(store._alloc_key("vm"), _encode(moved), 9, 2,
+                    _encode(source) if with_prev else None),
+                put(store._usage_key("h1", "h1"), b"", 9, 3), put(store._usage_key("h2", "h2"), b"", 9, 3)]
+
+    changes, last = store._events_to_changes(events(with_prev=True))
+    assert last == 9 and [c.kind for c in changes] == ["allocation", "allocation"]  # the feed stays lean
+    assert changes[1].replaced == source
+
+    changes, _ = store._events_to_changes(events(with_prev=False))
+    assert changes[1].replaced is None
+    assert {c.node for c in changes if c.kind == "usage"} == {("h1", "h1"), ("h2", "h2")}
+    replica = Replica(store, config(0))
+    replica.apply(changes)
+    assert replica.node_revisions[("h1", "h1")] == 9  # the node the instance left

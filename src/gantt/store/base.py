@@ -94,14 +94,16 @@ class Batch(Struct, omit_defaults=True):
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",
-                     "allocation_deleted", "instances"]
+                     "allocation_deleted", "instances", "usage"]
 
 
 class Change(Struct, omit_defaults=True):
     revision: int
     kind: ChangeKind
     host: HostReport | None = None  # kind "host": the merged record
-    node: tuple[str, str] | None = None  # kind "host_deleted"
+    # kind "host_deleted"; kind "usage": this node's usage revision moved and no other change of the revision
+    # says so (etcd sends it when its watch lost an overwritten or deleted allocation's old value)
+    node: tuple[str, str] | None = None
     aggregate: Aggregate | None = None  # kind "aggregate"
     aggregate_id: str | None = None  # kind "aggregate_deleted"
     allocation: Allocation | None = None  # kind "allocation" / "allocation_deleted"

@@ -621,6 +621,26 @@ class EtcdStore(Store):
 
     # ----------------------------------------------------------------------------------------------- feed
 
+    def _events_to_changes(self, events: Any) -> tuple[list[Change], int]:
+        """One watch response's events as changes, and the revision of the last event (0: none)."""
+        changes: list[Change] = []
+        last = 0
+        lost: set[int] = set()  # revisions with an allocation event whose old value the watch no longer has
+        for ev in events:
+            last = ev.kv.mod_revision
+            prev = ev.prev_kv if ev.HasField("prev_kv") else None
+            deleted = ev.type == 1  # mvccpb.Event.DELETE
+            change = self._to_change(last, ev.kv, deleted, prev)
+            if change is not None:
+                changes.append(change)
+                if change.kind.startswith("allocation") and prev is None and (deleted or ev.kv.version > 1):
+                    lost.add(last)
+            elif not deleted and ev.kv.key.startswith(self._k_usage):
+                # Kept only for a revision in ``lost``: then the replica cannot tell from the allocation change
+                # which node it left, and would expect that node's old usage revision until a reload.
+                changes.append(Change(revision=last, kind="usage", node=self._split(ev.kv.key[len(self._k_usage):])))
+        return [c for c in changes if c.kind != "usage" or c.revision in lost], last
+
     def _to_change(self, revision: int, kv: Any, deleted: bool, prev: Any) -> Change | None:
         key: bytes = kv.key
         if key.startswith(self._k_hosts):
@@ -767,13 +787,7 @@ class EtcdStore(Store):
                 with self._cond:
                     self._feed_connected = True
                 continue
-            changes: list[Change] = []
-            last = 0
-            for ev in resp.events:
-                last = ev.kv.mod_revision
-                change = self._to_change(last, ev.kv, ev.type == 1, ev.prev_kv if ev.HasField("prev_kv") else None)
-                if change is not None:
-                    changes.append(change)
+            changes, last = self._events_to_changes(resp.events)
             with self._cond:
                 if gen != self._feed_gen:
                     raise _Reset
