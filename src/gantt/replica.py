@@ -60,6 +60,7 @@ from gantt.store.base import (
     Snapshot,
     Store,
     StoreConflict,
+    open_store,
 )
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ class Replica:
         self.instance_info: dict[str, list[str]] = {}
         self._claiming: dict[NodeKey, threading.Event] = {}  # node -> the claim commit in flight on it
         self._claiming_lock = threading.Lock()
+        self._owns_store = False
         self.scheduler = self._new_scheduler(self._new_table())
 
     @property
@@ -108,6 +110,25 @@ class Replica:
                          stats=replaces.engine.stats if replaces is not None else None)
 
     # ------------------------------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def open(cls, store: str | Store, config: Config | None = None, *, follow: bool = True) -> Replica:
+        """A started replica of ``store`` (a URL, see ``open_store``, or a Store), which it owns from here on:
+        ``close()`` stops the replica and closes the store."""
+        opened = open_store(store) if isinstance(store, str) else store
+        try:
+            replica = cls(opened, config)
+            replica._owns_store = True
+            return replica.start(follow=follow)
+        except BaseException:
+            opened.close()
+            raise
+
+    def close(self) -> None:
+        """Stop following the feed; close the store too if ``open()`` opened it."""
+        self.stop()
+        if self._owns_store:
+            self.store.close()
 
     def start(self, *, follow: bool = True) -> Replica:
         self.load()

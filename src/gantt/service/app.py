@@ -61,7 +61,6 @@ from gantt.service.schemas import (
     Written,
     openapi,
 )
-from gantt.store.base import Store, open_store
 
 log = logging.getLogger("gantt.service")
 
@@ -477,9 +476,10 @@ async def _send(send: Send, response: Response, scope: Scope, receive: Receive) 
 # ---------------------------------------------------------------------------------------------- factory
 
 
-def create_app(replica: Replica | None = None, *, config: Config | None = None, store: str | Store | None = None,
+def create_app(replica: Replica | None = None, *, config: Config | None = None, store: Any = None,
                token: str | None = None) -> ASGIApp:
-    """The service over ``replica``, or over a replica it builds at startup from ``store`` (a URL or a Store).
+    """The service over ``replica``, or over a replica it opens at startup from ``store`` (a store URL, or a
+    Store object that the app then owns; see ``Replica.open``).
 
     ``token`` defaults to ``GANTT_TOKEN``, then ``[gantt] token``.
     """
@@ -492,16 +492,15 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
         if replica is not None:
             yield
             return
-        opened = store if isinstance(store, Store) else open_store(store or config.gantt.store)
         # Loading a large store takes seconds: off the loop, so the process stays responsive to signals.
-        built = await anyio.to_thread.run_sync(lambda: Replica(opened, config).start())
+        built = await anyio.to_thread.run_sync(lambda: Replica.open(store or config.gantt.store, config))
         service._replica = built
-        log.info("serving %d hosts from %s at revision %d", built.counters()["hosts"], opened.url, built.revision)
+        log.info("serving %d hosts from %s at revision %d", built.counters()["hosts"], built.store.url,
+                 built.revision)
         try:
             yield
         finally:
-            built.stop()
-            opened.close()
+            built.close()
 
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         GanttError: _gantt_error, HTTPException: _http_error, Exception: _unexpected}
