@@ -215,7 +215,7 @@ def test_a_move_whose_old_value_the_watch_lost_still_moves_the_left_node(store: 
     from aetcd.rpc import kv_pb2
 
     from gantt.model import Allocation
-    from gantt.store.etcd import _encode
+    from gantt.store.etcd_keys import encode
 
     def put(key: bytes, value: bytes, revision: int, version: int, prev: bytes | None = None) -> kv_pb2.Event:
         event = kv_pb2.Event(type=kv_pb2.Event.PUT, kv=kv_pb2.KeyValue(
@@ -229,16 +229,16 @@ def test_a_move_whose_old_value_the_watch_lost_still_moves_the_left_node(store: 
     migration = Allocation(consumer_uuid="mig", host="h1", nodename="h1", resources={"VCPU": 1},
                            instance_uuid="vm")
     def events(with_prev: bool) -> list[kv_pb2.Event]:
-        return [put(store._alloc_key("mig"), _encode(migration), 9, 1),
-                put(store._alloc_key("vm"), _encode(moved), 9, 2,
-                    _encode(source) if with_prev else None),
-                put(store._usage_key("h1", "h1"), b"", 9, 3), put(store._usage_key("h2", "h2"), b"", 9, 3)]
+        return [put(store.keys.allocation("mig"), encode(migration), 9, 1),
+                put(store.keys.allocation("vm"), encode(moved), 9, 2,
+                    encode(source) if with_prev else None),
+                put(store.keys.usage("h1", "h1"), b"", 9, 3), put(store.keys.usage("h2", "h2"), b"", 9, 3)]
 
-    changes, last = store._events_to_changes(events(with_prev=True))
+    changes, last = store.keys.changes(events(with_prev=True))
     assert last == 9 and [c.kind for c in changes] == ["allocation", "allocation"]  # the feed stays lean
     assert changes[1].replaced == source
 
-    changes, _ = store._events_to_changes(events(with_prev=False))
+    changes, _ = store.keys.changes(events(with_prev=False))
     assert changes[1].replaced is None
     assert {c.node for c in changes if c.kind == "usage"} == {("h1", "h1"), ("h2", "h2")}
     replica = Replica(store, config(0))

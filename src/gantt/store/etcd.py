@@ -37,12 +37,8 @@ Writes
     then commit guarded by the mod revisions they read, and read again on a conflict (``stats.rmw_retries``).
 
 Feed
-    ``changes`` is served from a watch stream buffered in this object (one stream, started lazily at the
-    revision the caller asks for; reconnects to the next member resume from the last revision seen, so no
-    event is lost). A compacted start revision raises ``Compacted`` and the replica re-snapshots.
-    ``changes`` first waits (bounded) until the stream has delivered the newest revision under our prefix that
-    this object knows exists (its own commits, the mod revision of the usage key that beat a claim), so a
-    catch-up after a conflict really returns the change that beat us.
+    ``store.etcd_feed``: one watch stream, buffered, resumed on the next member without losing an event. Key
+    layout and the reading of watch events as changes: ``store.etcd_keys``.
 
 Faults
     A member that refuses, times out or has no leader is skipped for the next one; each call attempt has a short
@@ -54,17 +50,13 @@ Faults
 
 from __future__ import annotations
 
-import bisect
 import collections
-import contextlib
 import logging
-import queue
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import grpc
 import msgspec
@@ -93,10 +85,19 @@ from gantt.store.base import (
     Store,
     StoreConflict,
 )
+from gantt.store.etcd_feed import LEADER, FutureRevision, WatchFeed
+from gantt.store.etcd_keys import (
+    Keys,
+    decode_aggregate,
+    decode_allocation,
+    decode_host,
+    decode_instances,
+    encode,
+    prefix_end,
+)
 
 log = logging.getLogger(__name__)
 
-_LEADER = (("hasleader", "true"),)  # etcd refuses at once when the member has no leader, instead of blocking
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
@@ -117,26 +118,6 @@ _RETRYABLE = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, gr
 _EQUAL = pb.Compare.EQUAL
 _MOD = pb.Compare.MOD
 
-_encode = msgspec.json.Encoder().encode
-_dec_host = msgspec.json.Decoder(HostReport).decode
-_dec_aggregate = msgspec.json.Decoder(Aggregate).decode
-_dec_allocation = msgspec.json.Decoder(Allocation).decode
-_dec_instances = msgspec.json.Decoder(InstanceInfo).decode
-
-
-def _q(name: str) -> str:
-    return quote(name, safe="")
-
-
-def _prefix_end(prefix: bytes) -> bytes:
-    """etcd's range_end for "every key starting with prefix"."""
-    end = bytearray(prefix)
-    while end:
-        if end[-1] < 0xFF:
-            end[-1] += 1
-            return bytes(end)
-        end.pop()
-    return b"\0"
 
 
 @dataclass
@@ -177,18 +158,6 @@ class _Pending:
     error: BaseException | None = None
 
 
-class _Reset(Exception):
-    """This stream was replaced (restart at another revision, compaction, close): its thread ends."""
-
-
-class _FutureRevision(Exception):
-    """A read at a revision etcd has not reached yet."""
-
-
-class _StreamEnded(Exception):
-    """etcd canceled the watch (e.g. the member lost its leader): reconnect elsewhere."""
-
-
 class EtcdStore(Store):
     def __init__(self, url: str, *, timeout: float | None = None, budget: float | None = None,
                  history: int = 200_000, page: int = 2_000) -> None:
@@ -203,13 +172,7 @@ class EtcdStore(Store):
         self.budget = float(budget if budget is not None else query.get("budget", 2.0))
         prefix = (parts.path or "/gantt").rstrip("/") or "/gantt"
         self.prefix = prefix
-        self._root = (prefix + "/").encode()
-        self._range_end = _prefix_end(self._root)
-        self._k_hosts = self._root + b"hosts/"
-        self._k_usage = self._root + b"usage/"
-        self._k_aggs = self._root + b"aggregates/"
-        self._k_allocs = self._root + b"allocations/"
-        self._k_insts = self._root + b"instances/"
+        self.keys = Keys(prefix)
         self.page = page
         # Concurrent claims of this instance share txns (see _group_commit). Opt-in (``?group=1``): it doubles one
         # instance's claim throughput, but one benchmark run under extreme contention stalled with it on and
@@ -229,19 +192,8 @@ class EtcdStore(Store):
         # our claims): the feed's read barrier.
         self._known = 0
         self._closed = False
-        # feed
-        self._history = history
-        self._cond = threading.Condition()
-        self._feed_gen = 0
-        self._feed_thread: threading.Thread | None = None
-        self._feed_call: Any = None
-        self._feed_requests: queue.SimpleQueue[Any] | None = None
-        self._feed_base = 0  # every change with revision > base (and <= head) is in the buffer
-        self._feed_head = 0
-        self._feed_revs: list[int] = []
-        self._feed_buf: list[Change] = []
-        self._feed_compacted: int | None = None
-        self._feed_connected = False
+        self._feed = WatchFeed(self.keys, self.endpoints, channel=self._channel, call=self._call, count=self._count,
+                               known=lambda: self._known, current=lambda: self._current, history=history)
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -287,7 +239,7 @@ class EtcdStore(Store):
                 break
             try:
                 response = getattr(self._stub(i), method)(request, timeout=min(timeout, remaining),
-                                                          metadata=_LEADER)
+                                                          metadata=LEADER)
                 if failures:
                     self._current = i
                 return response
@@ -296,7 +248,7 @@ class EtcdStore(Store):
                 if "compacted" in details:
                     raise Compacted(f"etcd: {details}") from None
                 if code == grpc.StatusCode.OUT_OF_RANGE:
-                    raise _FutureRevision(details) from None
+                    raise FutureRevision(details) from None
                 if code == grpc.StatusCode.INVALID_ARGUMENT:
                     raise InvalidRequest(f"etcd refused the request: {details}") from None
                 if code not in _RETRYABLE:
@@ -311,28 +263,6 @@ class EtcdStore(Store):
         self._count("unavailable")
         detail = f"{last.code().name} {last.details()}" if last is not None else "no time left"
         raise StoreUnavailable(f"etcd cluster {','.join(self.endpoints)} unavailable: {detail}")
-
-    # --------------------------------------------------------------------------------------------- keys
-
-    def _node_key(self, host: str, node: str) -> bytes:
-        return self._k_hosts + f"{_q(host)}/{_q(node)}".encode()
-
-    def _usage_key(self, host: str, node: str) -> bytes:
-        return self._k_usage + f"{_q(host)}/{_q(node)}".encode()
-
-    def _alloc_key(self, consumer: str) -> bytes:
-        return self._k_allocs + _q(consumer).encode()
-
-    def _agg_key(self, aggregate_id: str) -> bytes:
-        return self._k_aggs + _q(aggregate_id).encode()
-
-    def _inst_key(self, host: str) -> bytes:
-        return self._k_insts + _q(host).encode()
-
-    @staticmethod
-    def _split(rest: bytes) -> NodeKey:
-        host, _, node = rest.decode().partition("/")
-        return unquote(host), unquote(node)
 
     # ---------------------------------------------------------------------------------------------- reads
 
@@ -355,7 +285,7 @@ class EtcdStore(Store):
     def snapshot(self) -> Snapshot:
         for _ in range(5):
             try:
-                revision, kvs = self._range_pages(self._root, self._range_end)
+                revision, kvs = self._range_pages(self.keys.root, self.keys.end)
             except Compacted:
                 continue  # compacted between pages: read again at the new head
             hosts: list[HostReport] = []
@@ -365,34 +295,37 @@ class EtcdStore(Store):
             node_revisions: list[NodeRevision] = []
             for kv in kvs:
                 key: bytes = kv.key
-                if key.startswith(self._k_hosts):
-                    hosts.append(_dec_host(kv.value))
-                elif key.startswith(self._k_usage):
-                    host, node = self._split(key[len(self._k_usage):])
+                if key.startswith(self.keys.hosts):
+                    hosts.append(decode_host(kv.value))
+                elif key.startswith(self.keys.usage_prefix):
+                    host, node = self.keys.split(key, self.keys.usage_prefix)
                     node_revisions.append(NodeRevision(host, node, kv.mod_revision))
-                elif key.startswith(self._k_allocs):
-                    allocations.append(_dec_allocation(kv.value))
-                elif key.startswith(self._k_aggs):
-                    aggregates.append(_dec_aggregate(kv.value))
-                elif key.startswith(self._k_insts):
-                    instances.append(_dec_instances(kv.value))
+                elif key.startswith(self.keys.allocations):
+                    allocations.append(decode_allocation(kv.value))
+                elif key.startswith(self.keys.aggregates):
+                    aggregates.append(decode_aggregate(kv.value))
+                elif key.startswith(self.keys.instances_prefix):
+                    instances.append(decode_instances(kv.value))
             return Snapshot(revision=revision, hosts=hosts, aggregates=aggregates, allocations=allocations,
                             instances=instances, node_revisions=node_revisions)
         raise StoreUnavailable("snapshot kept being compacted away")
 
     def head(self) -> int:
         """The cluster's current revision (a linearizable read)."""
-        return int(self._call("Range", pb.RangeRequest(key=self._root, count_only=True)).header.revision)
+        return int(self._call("Range", pb.RangeRequest(key=self.keys.root, count_only=True)).header.revision)
 
     def barrier(self) -> int:
         """The newest revision of a key under our prefix (a linearizable read). Not ``head()``: the cluster's
         revision moves with other prefixes' writes too, which our feed never delivers."""
-        resp = self._call("Range", pb.RangeRequest(key=self._root, range_end=self._range_end, limit=1, keys_only=True,
+        resp = self._call("Range", pb.RangeRequest(key=self.keys.root, range_end=self.keys.end, limit=1, keys_only=True,
                                                    sort_order=pb.RangeRequest.DESCEND,
                                                    sort_target=pb.RangeRequest.MOD))
         newest = int(resp.kvs[0].mod_revision) if resp.kvs else 0
         self._saw(newest)  # so changes() waits for the stream to deliver it
         return newest
+
+    def changes(self, since: int, timeout: float = 1.0) -> list[Change]:
+        return self._feed.changes(since, timeout)
 
     def compact(self, revision: int) -> None:
         """Drop history up to ``revision`` (operators normally let etcd's --auto-compaction do it)."""
@@ -550,7 +483,7 @@ class EtcdStore(Store):
         for key, r in zip(plan.claimed, responses[len(plan.expects):], strict=True):
             if r.response_range.kvs:
                 revision = max(revision, r.response_range.kvs[0].mod_revision)
-                held.append(unquote(key[len(self._k_allocs):].decode()))
+                held.append(self.keys.name(key, self.keys.allocations))
         if not held:
             return None
         self._saw(revision)
@@ -607,212 +540,17 @@ class EtcdStore(Store):
         reads = _Reads(self, batch, txn)
         decided = planner.plan(batch, reads)
         for key, report in decided.hosts.items():
-            txn.ops[self._node_key(*key)] = None if report is None else _encode(report)
+            txn.ops[self.keys.node(*key)] = None if report is None else encode(report)
         for aggregate_id, aggregate in decided.aggregates.items():
-            txn.ops[self._agg_key(aggregate_id)] = None if aggregate is None else _encode(aggregate)
+            txn.ops[self.keys.aggregate(aggregate_id)] = None if aggregate is None else encode(aggregate)
         for consumer, allocation in decided.allocations.items():
-            txn.ops[self._alloc_key(consumer)] = None if allocation is None else _encode(allocation)
+            txn.ops[self.keys.allocation(consumer)] = None if allocation is None else encode(allocation)
         for host, info in decided.instances.items():
-            txn.ops[self._inst_key(host)] = _encode(info)
+            txn.ops[self.keys.instances(host)] = encode(info)
         for key in decided.bumped:  # a usage key's mod_revision is the node's usage revision
-            txn.ops[self._usage_key(*key)] = None if key in decided.deleted_nodes else b""
+            txn.ops[self.keys.usage(*key)] = None if key in decided.deleted_nodes else b""
         txn.changes = decided.changes
         return txn
-
-    # ----------------------------------------------------------------------------------------------- feed
-
-    def _events_to_changes(self, events: Any) -> tuple[list[Change], int]:
-        """One watch response's events as changes, and the revision of the last event (0: none)."""
-        changes: list[Change] = []
-        last = 0
-        lost: set[int] = set()  # revisions with an allocation event whose old value the watch no longer has
-        for ev in events:
-            last = ev.kv.mod_revision
-            prev = ev.prev_kv if ev.HasField("prev_kv") else None
-            deleted = ev.type == 1  # mvccpb.Event.DELETE
-            change = self._to_change(last, ev.kv, deleted, prev)
-            if change is not None:
-                changes.append(change)
-                if change.kind.startswith("allocation") and prev is None and (deleted or ev.kv.version > 1):
-                    lost.add(last)
-            elif not deleted and ev.kv.key.startswith(self._k_usage):
-                # Kept only for a revision in ``lost``: then the replica cannot tell from the allocation change
-                # which node it left, and would expect that node's old usage revision until a reload.
-                changes.append(Change(revision=last, kind="usage", node=self._split(ev.kv.key[len(self._k_usage):])))
-        return [c for c in changes if c.kind != "usage" or c.revision in lost], last
-
-    def _to_change(self, revision: int, kv: Any, deleted: bool, prev: Any) -> Change | None:
-        key: bytes = kv.key
-        if key.startswith(self._k_hosts):
-            if deleted:
-                return Change(revision=revision, kind="host_deleted", node=self._split(key[len(self._k_hosts):]))
-            return Change(revision=revision, kind="host", host=_dec_host(kv.value))
-        if key.startswith(self._k_allocs):
-            if deleted:
-                if prev is not None and prev.value:
-                    allocation = _dec_allocation(prev.value)
-                else:  # history without the old value: the consumer is all the replica needs to drop it
-                    allocation = Allocation(consumer_uuid=unquote(key[len(self._k_allocs):].decode()),
-                                            host="", nodename="", resources={})
-                return Change(revision=revision, kind="allocation_deleted", allocation=allocation)
-            replaced = _dec_allocation(prev.value) if prev is not None and prev.value else None  # a move
-            return Change(revision=revision, kind="allocation", allocation=_dec_allocation(kv.value),
-                          replaced=replaced)
-        if key.startswith(self._k_aggs):
-            if deleted:
-                return Change(revision=revision, kind="aggregate_deleted",
-                              aggregate_id=unquote(key[len(self._k_aggs):].decode()))
-            return Change(revision=revision, kind="aggregate", aggregate=_dec_aggregate(kv.value))
-        if key.startswith(self._k_insts) and not deleted:
-            return Change(revision=revision, kind="instances", instances=_dec_instances(kv.value))
-        return None  # usage keys: their revision travels with the host/allocation change of the same txn
-
-    def changes(self, since: int, timeout: float = 1.0) -> list[Change]:
-        target = self._known
-        now = time.monotonic()
-        deadline = now + max(timeout, 0.0)
-        # Wait for the stream to reach what etcd already told us exists, so a catch-up after a conflict sees the
-        # change that beat us; bounded, so an outage cannot hold the caller for long.
-        barrier = now + max(timeout, 1.0)
-        with self._cond:
-            restart = (self._feed_thread is None or since < self._feed_base
-                       or (self._feed_compacted is not None and since >= self._feed_compacted - 1))
-        if restart:
-            # etcd reports a compacted start revision only ~100 ms after the watch is created: ask first, so that
-            # changes(old, timeout=0) raises Compacted at once instead of returning an empty list.
-            with contextlib.suppress(_FutureRevision):
-                self._call("Range", pb.RangeRequest(key=self._root, count_only=True, revision=since + 1))
-        with self._cond:
-            if restart:
-                if self._feed_thread is not None and since < self._feed_base:
-                    self._count("resets")
-                self._start_feed(since)
-            waited = False
-            while True:
-                if self._feed_compacted is not None:
-                    raise Compacted(f"revision {since} is compacted (etcd compacted up to "
-                                    f"{self._feed_compacted}); re-snapshot")
-                now = time.monotonic()
-                head = self._feed_head
-                if head >= target:
-                    if (self._feed_revs and self._feed_revs[-1] > since) or now >= deadline:
-                        break
-                    remaining = deadline - now
-                else:
-                    if now >= barrier:
-                        break
-                    waited = True
-                    remaining = barrier - now
-                self._cond.wait(remaining)
-            if waited:
-                self._count("barrier_waits")
-            start = bisect.bisect_right(self._feed_revs, since)
-            return self._feed_buf[start:]
-
-    def _start_feed(self, since: int) -> None:
-        """(Re)start the watch stream at ``since + 1`` with an empty buffer. Caller holds ``_cond``."""
-        self._stop_feed_locked()
-        self._feed_gen += 1
-        self._feed_base = self._feed_head = since
-        self._feed_revs = []
-        self._feed_buf = []
-        self._feed_compacted = None
-        self._feed_connected = False
-        thread = threading.Thread(target=self._feed_loop, args=(self._feed_gen,), name="gantt-etcd-watch",
-                                  daemon=True)
-        self._feed_thread = thread
-        thread.start()
-
-    def _stop_feed_locked(self) -> None:
-        self._feed_gen += 1
-        call, requests = self._feed_call, self._feed_requests
-        self._feed_call = self._feed_requests = None
-        if requests is not None:
-            requests.put(None)
-        if call is not None:
-            with contextlib.suppress(Exception):
-                call.cancel()
-        self._feed_thread = None
-
-    def _feed_loop(self, gen: int) -> None:
-        backoff = 0.05
-        i = self._current
-        while not self._closed:
-            with self._cond:
-                if gen != self._feed_gen:
-                    return
-                start = self._feed_head + 1
-                requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
-                requests.put(pb.WatchRequest(create_request=pb.WatchCreateRequest(
-                    key=self._root, range_end=self._range_end, start_revision=start, prev_kv=True)))
-                self._feed_requests = requests
-                call = rpc.WatchStub(self._channel(i)).Watch(_drain(requests), metadata=_LEADER)
-                self._feed_call = call
-            try:
-                self._consume(gen, call)
-                reason = "stream closed"
-            except _Reset:
-                return
-            except grpc.RpcError as exc:
-                reason = f"{exc.code().name} {exc.details()}"
-            except _StreamEnded as exc:
-                reason = str(exc)
-            except Exception:  # a bug or an undecodable value: log it, keep the feed alive
-                log.exception("etcd watch on %s failed", self.endpoints[i])
-                reason = "error"
-            with self._cond:
-                if gen != self._feed_gen or self._closed:
-                    return
-                had_connected, self._feed_connected = self._feed_connected, False
-            log.info("etcd watch on %s ended (%s); resuming from revision %d on the next member",
-                     self.endpoints[i], reason, self._feed_head + 1)
-            self._count("watch_reconnects")
-            i = (i + 1) % len(self.endpoints)
-            # Right after a working stream broke, try the next member at once; back off while none answers.
-            backoff = 0.05 if had_connected else min(backoff * 2, 1.0)
-            time.sleep(backoff)
-
-    def _consume(self, gen: int, call: Iterator[Any]) -> None:
-        for resp in call:
-            if resp.compact_revision:
-                with self._cond:
-                    if gen == self._feed_gen:
-                        self._feed_compacted = resp.compact_revision
-                        self._cond.notify_all()
-                log.warning("etcd watch: revision %d is compacted", resp.compact_revision)
-                raise _Reset
-            if resp.canceled:  # e.g. the member lost its leader: the caller reconnects elsewhere
-                raise _StreamEnded(f"watch canceled: {resp.cancel_reason}")
-            if resp.created:
-                with self._cond:
-                    self._feed_connected = True
-                continue
-            changes, last = self._events_to_changes(resp.events)
-            with self._cond:
-                if gen != self._feed_gen:
-                    raise _Reset
-                # Complete through the last event's revision: etcd sends a revision's events together. An
-                # event-less response (progress) is not trusted: etcd 3.4 answers a progress request with the
-                # current revision even while the watcher is still catching up (fixed in 3.4.24 / 3.5.8).
-                if resp.events:
-                    self._feed_head = max(self._feed_head, last)
-                if changes:
-                    self._feed_buf.extend(changes)
-                    self._feed_revs.extend(c.revision for c in changes)
-                    if len(self._feed_buf) > self._history * 5 // 4:
-                        self._trim()
-                self._cond.notify_all()
-            if changes:
-                self._count("watch_events", len(changes))
-
-    def _trim(self) -> None:
-        """Keep about ``history`` changes, cutting at a revision boundary. Caller holds ``_cond``."""
-        drop = len(self._feed_buf) - self._history
-        cut_rev = self._feed_revs[drop - 1]
-        cut = bisect.bisect_right(self._feed_revs, cut_rev)
-        del self._feed_buf[:cut]
-        del self._feed_revs[:cut]
-        self._feed_base = cut_rev
 
     # -------------------------------------------------------------------------------------------- closing
 
@@ -820,21 +558,10 @@ class EtcdStore(Store):
         if self._closed:
             return
         self._closed = True
-        with self._cond:
-            self._stop_feed_locked()
-            self._cond.notify_all()
+        self._feed.close()
         for channel in self._channels:
             if channel is not None:
                 channel.close()
-
-
-def _drain(requests: queue.SimpleQueue[Any]) -> Iterator[Any]:
-    """The watch stream's request side: the create request, then nothing until None ends the stream."""
-    while True:
-        item = requests.get()
-        if item is None:
-            return
-        yield item
 
 
 class _Reads:
@@ -847,25 +574,24 @@ class _Reads:
 
     def __init__(self, store: EtcdStore, batch: Batch, txn: _Plan) -> None:
         self._s, self._txn = store, txn
-        k = store
+        k = store.keys
         wanted: list[tuple[str, Any, bytes, bytes | None]] = []  # (what, id, key, range_end)
-        wanted += [("host", (r.host, r.nodename), k._node_key(r.host, r.nodename), None) for r in batch.reports]
+        wanted += [("host", (r.host, r.nodename), k.node(r.host, r.nodename), None) for r in batch.reports]
         for host, node in batch.delete_hosts:
             # The usage keys are read only for their guard: a claim landing on a doomed node fails the txn.
             if node is None:
-                prefix = k._k_hosts + f"{_q(host)}/".encode()
-                usage = k._k_usage + f"{_q(host)}/".encode()
-                wanted += [("nodes", (host, None), prefix, _prefix_end(prefix)),
-                           ("usage", (host, None), usage, _prefix_end(usage))]
+                prefix, usage = k.host_nodes(host), k.host_usage(host)
+                wanted += [("nodes", (host, None), prefix, prefix_end(prefix)),
+                           ("usage", (host, None), usage, prefix_end(usage))]
             else:
-                wanted += [("nodes", (host, node), k._node_key(host, node), None),
-                           ("usage", (host, node), k._usage_key(host, node), None)]
-        wanted += [("agg", a, k._agg_key(a), None) for a in batch.delete_aggregates]
-        wanted += [("alloc", c, k._alloc_key(c), None) for c in [*batch.releases, *batch.replaces]]
+                wanted += [("nodes", (host, node), k.node(host, node), None),
+                           ("usage", (host, node), k.usage(host, node), None)]
+        wanted += [("agg", a, k.aggregate(a), None) for a in batch.delete_aggregates]
+        wanted += [("alloc", c, k.allocation(c), None) for c in [*batch.releases, *batch.replaces]]
         self._found: dict[tuple[str, Any], list[Any]] = {}
         if not wanted:
             return
-        resp = k._call("Txn", pb.TxnRequest(success=[
+        resp = store._call("Txn", pb.TxnRequest(success=[
             pb.RequestOp(request_range=pb.RangeRequest(key=key, range_end=end or b"")) for _, _, key, end in wanted]))
         txn.read_revision = resp.header.revision
         for (what, ident, key, end), r in zip(wanted, resp.responses, strict=True):
@@ -884,27 +610,27 @@ class _Reads:
         return self._txn.read_revision or self._s.head()
 
     def expect_holds(self, expect: Expect) -> bool:
-        usage = self._s._usage_key(expect.host, expect.node)
+        usage = self._s.keys.usage(expect.host, expect.node)
         self._txn.expects.append(((expect.host, expect.node), usage, expect.revision))
         self._txn.compares.append(pb.Compare(key=usage, target=_MOD, result=_EQUAL, mod_revision=expect.revision))
         return True
 
     def host(self, key: NodeKey) -> HostReport | None:
         kvs = self._found[("host", key)]
-        return _dec_host(kvs[0].value) if kvs else None
+        return decode_host(kvs[0].value) if kvs else None
 
     def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
-        return [self._s._split(kv.key[len(self._s._k_hosts):]) for kv in self._found[("nodes", (host, node))]]
+        return [self._s.keys.split(kv.key, self._s.keys.hosts) for kv in self._found[("nodes", (host, node))]]
 
     def has_aggregate(self, aggregate_id: str) -> bool:
         return bool(self._found[("agg", aggregate_id)])
 
     def allocation(self, consumer: str) -> Allocation | None:
         kvs = self._found[("alloc", consumer)]
-        return _dec_allocation(kvs[0].value) if kvs else None
+        return decode_allocation(kvs[0].value) if kvs else None
 
     def unbooked(self, consumer: str) -> bool:
-        key = self._s._alloc_key(consumer)
+        key = self._s.keys.allocation(consumer)
         self._txn.claimed.append(key)
         self._txn.compares.append(pb.Compare(key=key, target=_MOD, result=_EQUAL, mod_revision=0))
         return True
@@ -912,6 +638,7 @@ class _Reads:
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
         # Allocations are keyed by consumer: a scan (host deletion is rare; the guards on the nodes' keys make
         # it safe against a concurrent claim there, which bumps a usage key the txn deletes).
-        _, kvs = self._s._range_pages(self._s._k_allocs, _prefix_end(self._s._k_allocs), self._txn.read_revision)
-        found = [_dec_allocation(kv.value) for kv in kvs]
+        _, kvs = self._s._range_pages(self._s.keys.allocations, prefix_end(self._s.keys.allocations),
+                                       self._txn.read_revision)
+        found = [decode_allocation(kv.value) for kv in kvs]
         return [a for a in found if (a.host, a.nodename) in nodes]

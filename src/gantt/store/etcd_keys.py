@@ -1,0 +1,133 @@
+"""The etcd store's key layout and value encoding, and how a watch event reads as a ``Change``.
+
+Shared by the store's reads and writes (``store.etcd``) and its change feed (``store.etcd_feed``); the layout
+itself is described in ``store.etcd``'s docstring.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, unquote
+
+import msgspec
+
+from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey
+from gantt.store.base import Change
+
+encode = msgspec.json.Encoder().encode
+decode_host = msgspec.json.Decoder(HostReport).decode
+decode_aggregate = msgspec.json.Decoder(Aggregate).decode
+decode_allocation = msgspec.json.Decoder(Allocation).decode
+decode_instances = msgspec.json.Decoder(InstanceInfo).decode
+
+_DELETE = 1  # mvccpb.Event.DELETE
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """etcd's range_end for "every key starting with prefix"."""
+    end = bytearray(prefix)
+    while end:
+        if end[-1] < 0xFF:
+            end[-1] += 1
+            return bytes(end)
+        end.pop()
+    return b"\0"
+
+
+def _q(name: str) -> str:
+    return quote(name, safe="")
+
+
+class Keys:
+    """Every key of one store under its prefix; names are percent-encoded, so any name is one path segment."""
+
+    def __init__(self, prefix: str) -> None:
+        self.root = (prefix + "/").encode()
+        self.end = prefix_end(self.root)
+        self.hosts = self.root + b"hosts/"
+        self.usage_prefix = self.root + b"usage/"
+        self.aggregates = self.root + b"aggregates/"
+        self.allocations = self.root + b"allocations/"
+        self.instances_prefix = self.root + b"instances/"
+
+    def node(self, host: str, node: str) -> bytes:
+        return self.hosts + f"{_q(host)}/{_q(node)}".encode()
+
+    def usage(self, host: str, node: str) -> bytes:
+        return self.usage_prefix + f"{_q(host)}/{_q(node)}".encode()
+
+    def host_nodes(self, host: str) -> bytes:
+        """The prefix of every node key of ``host``."""
+        return self.hosts + f"{_q(host)}/".encode()
+
+    def host_usage(self, host: str) -> bytes:
+        """The prefix of every usage key of ``host``."""
+        return self.usage_prefix + f"{_q(host)}/".encode()
+
+    def allocation(self, consumer: str) -> bytes:
+        return self.allocations + _q(consumer).encode()
+
+    def aggregate(self, aggregate_id: str) -> bytes:
+        return self.aggregates + _q(aggregate_id).encode()
+
+    def instances(self, host: str) -> bytes:
+        return self.instances_prefix + _q(host).encode()
+
+    @staticmethod
+    def split(key: bytes, prefix: bytes) -> NodeKey:
+        """(host, node) of a node or usage key."""
+        host, _, node = key[len(prefix):].decode().partition("/")
+        return unquote(host), unquote(node)
+
+    @staticmethod
+    def name(key: bytes, prefix: bytes) -> str:
+        """The consumer or aggregate id of a key."""
+        return unquote(key[len(prefix):].decode())
+
+    # ------------------------------------------------------------------------------------- watch events
+
+    def changes(self, events: Any) -> tuple[list[Change], int]:
+        """One watch response's events as changes, and the revision of the last event (0: none)."""
+        changes: list[Change] = []
+        last = 0
+        lost: set[int] = set()  # revisions with an allocation event whose old value the watch no longer has
+        for ev in events:
+            last = ev.kv.mod_revision
+            prev = ev.prev_kv if ev.HasField("prev_kv") else None
+            deleted = ev.type == _DELETE
+            change = self.change(last, ev.kv, deleted, prev)
+            if change is not None:
+                changes.append(change)
+                if change.kind.startswith("allocation") and prev is None and (deleted or ev.kv.version > 1):
+                    lost.add(last)
+            elif not deleted and ev.kv.key.startswith(self.usage_prefix):
+                # Kept only for a revision in ``lost``: then the replica cannot tell from the allocation change
+                # which node it left, and would expect that node's old usage revision until a reload.
+                changes.append(Change(revision=last, kind="usage", node=self.split(ev.kv.key, self.usage_prefix)))
+        return [c for c in changes if c.kind != "usage" or c.revision in lost], last
+
+    def change(self, revision: int, kv: Any, deleted: bool, prev: Any) -> Change | None:
+        """One key's event; None for usage keys (their revision travels with the change of the same txn)."""
+        key: bytes = kv.key
+        if key.startswith(self.hosts):
+            if deleted:
+                return Change(revision=revision, kind="host_deleted", node=self.split(key, self.hosts))
+            return Change(revision=revision, kind="host", host=decode_host(kv.value))
+        if key.startswith(self.allocations):
+            if deleted:
+                if prev is not None and prev.value:
+                    allocation = decode_allocation(prev.value)
+                else:  # history without the old value: the consumer is all the replica needs to drop it
+                    allocation = Allocation(consumer_uuid=self.name(key, self.allocations), host="", nodename="",
+                                            resources={})
+                return Change(revision=revision, kind="allocation_deleted", allocation=allocation)
+            replaced = decode_allocation(prev.value) if prev is not None and prev.value else None  # a move
+            return Change(revision=revision, kind="allocation", allocation=decode_allocation(kv.value),
+                          replaced=replaced)
+        if key.startswith(self.aggregates):
+            if deleted:
+                return Change(revision=revision, kind="aggregate_deleted", aggregate_id=self.name(key, self.aggregates))
+            return Change(revision=revision, kind="aggregate", aggregate=decode_aggregate(kv.value))
+        if key.startswith(self.instances_prefix) and not deleted:
+            return Change(revision=revision, kind="instances", instances=decode_instances(kv.value))
+        return None
