@@ -12,10 +12,9 @@ from typing import ClassVar
 import numpy as np
 
 from gantt.config import Config
+from gantt.registry import Registry
 from gantt.request import RequestContext
 from gantt.state import HostTable
-
-FILTERS: dict[str, type[Filter]] = {}
 
 
 class Filter:
@@ -52,21 +51,10 @@ class Filter:
         return None
 
 
-def register(cls: type[Filter]) -> type[Filter]:
-    """Class decorator: make a filter available to ``enabled_filters`` under its ``name``."""
-    if not cls.name:
-        raise TypeError(f"{cls.__qualname__} has no name")
-    if cls.name in FILTERS and FILTERS[cls.name] is not cls:
-        raise TypeError(f"filter name {cls.name!r} registered twice")
-    FILTERS[cls.name] = cls
-    return cls
+FILTERS: Registry[Filter] = Registry("filter")
+register = FILTERS.register
 
 
 def resolve(name: str) -> type[Filter]:
-    """Nova accepts full dotted paths (``nova.scheduler.filters.compute_filter.ComputeFilter``); so do we."""
-    short = name.rsplit(".", 1)[-1]
-    try:
-        return FILTERS[short]
-    except KeyError:
-        known = ", ".join(sorted(n for n, c in FILTERS.items() if not c.always_on))
-        raise ValueError(f"unknown filter {name!r}; known filters: {known}") from None
+    """A name ``enabled_filters`` may give; the always-on filters are not offered (they run anyway)."""
+    return FILTERS.find(name, [n for n, cls in FILTERS.items() if not cls.always_on])

@@ -13,10 +13,9 @@ from typing import ClassVar
 import numpy as np
 
 from gantt.config import Config
+from gantt.registry import Registry
 from gantt.request import RequestContext
 from gantt.state import HostTable
-
-WEIGHERS: dict[str, type[Weigher]] = {}
 
 
 class Weigher:
@@ -76,13 +75,8 @@ class Weigher:
         raise NotImplementedError
 
 
-def register(cls: type[Weigher]) -> type[Weigher]:
-    if not cls.name:
-        raise TypeError(f"{cls.__qualname__} has no name")
-    if cls.name in WEIGHERS and WEIGHERS[cls.name] is not cls:
-        raise TypeError(f"weigher name {cls.name!r} registered twice")
-    WEIGHERS[cls.name] = cls
-    return cls
+WEIGHERS: Registry[Weigher] = Registry("weigher")
+register = WEIGHERS.register
 
 
 def resolve(names: list[str]) -> list[type[Weigher]]:
@@ -92,9 +86,7 @@ def resolve(names: list[str]) -> list[type[Weigher]]:
         if name.endswith("all_weighers"):
             out.extend(cls for cls in WEIGHERS.values() if cls not in out)
             continue
-        short = name.rsplit(".", 1)[-1]
-        if short not in WEIGHERS:
-            raise ValueError(f"unknown weigher {name!r}; known weighers: {', '.join(sorted(WEIGHERS))}")
-        if WEIGHERS[short] not in out:
-            out.append(WEIGHERS[short])
+        cls = WEIGHERS.find(name)
+        if cls not in out:
+            out.append(cls)
     return out
