@@ -117,9 +117,7 @@ class Engine:
         self.stats = EngineStats()
         self._stats_lock = threading.Lock()
         fs = self.config.filter_scheduler
-        always = [cls for cls in filter_pkg.FILTERS.values() if cls.always_on]
-        enabled = [filter_pkg.resolve(name) for name in fs.enabled_filters]
-        self.filters: list[filter_pkg.Filter] = [cls(self.config) for cls in [*always, *dict.fromkeys(enabled)]]
+        self.filters: list[filter_pkg.Filter] = [cls(self.config) for cls in filter_pkg.pipeline(fs.enabled_filters)]
         self.weighers: list[weigher_pkg.Weigher] = [cls(self.config)
                                                     for cls in weigher_pkg.resolve(fs.weight_classes)]
         self._mask_cache: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()

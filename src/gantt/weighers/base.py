@@ -1,9 +1,22 @@
-"""The narrow interface every weigher implements, and the registry that finds weighers by Nova's class name.
+"""The weigher contract, and the registry that finds weighers by Nova's class name.
 
 A weigher returns raw values for all rows; the engine normalizes them over the candidates exactly as Nova does
 (``(x - min) / (max - min)``, all zeros when every candidate has the same value), multiplies by the weigher's
 multiplier (per node, when an aggregate overrides it: the lowest value across the node's aggregates wins), and
 sums. Weighers never import each other.
+
+What a weigher must have:
+- ``name``: Nova's class name, the key ``weight_classes`` uses; ``@register`` puts the class in ``WEIGHERS``.
+- ``raw(table, ctx, mask)``: one float per row (a column, never a loop over hosts), or None when the request
+  gives every node the same weight.
+- its multiplier: ``multiplier_option``, the ``[filter_scheduler]`` option holding it (aggregates override it by
+  a metadata key of the same name); a weigher whose option lives elsewhere overrides ``multiplier()`` too.
+
+What a weigher may declare (class attributes with defaults): ``minval``/``maxval`` (Nova's fixed normalization
+bounds), ``multiplier_sign`` (negates the multiplier after the aggregate override), ``usage_column`` (``raw`` is
+exactly that journaled usage column, so the candidates' extremes come from a shortlist kept across decisions).
+
+Order: ``weight_classes``' order; ``all_weighers`` stands for ``gantt.weighers.ALL_WEIGHERS``, in its order.
 """
 
 from __future__ import annotations
@@ -19,6 +32,8 @@ from gantt.state import HostTable
 
 
 class Weigher:
+    """Base class: see the module's docstring for the contract."""
+
     name: ClassVar[str] = ""
     # The [filter_scheduler] option holding the multiplier; aggregates override it by a metadata key of this
     # name.
@@ -77,16 +92,3 @@ class Weigher:
 
 WEIGHERS: Registry[Weigher] = Registry("weigher")
 register = WEIGHERS.register
-
-
-def resolve(names: list[str]) -> list[type[Weigher]]:
-    """``weight_classes``: Nova's ``nova.scheduler.weights.all_weighers`` means every weigher."""
-    out: list[type[Weigher]] = []
-    for name in names:
-        if name.endswith("all_weighers"):
-            out.extend(cls for cls in WEIGHERS.values() if cls not in out)
-            continue
-        cls = WEIGHERS.find(name)
-        if cls not in out:
-            out.append(cls)
-    return out
