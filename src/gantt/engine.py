@@ -36,6 +36,7 @@ from gantt.model import (
     Explanation,
     FilterStep,
     GanttError,
+    NearestMiss,
     NodeKey,
     NoValidHost,
     RequestSpec,
@@ -591,14 +592,15 @@ class Engine:
                 alive &= m[:n]
             after = int(np.count_nonzero(alive))
             steps.append(FilterStep(name=name, before=before, removed=before - after, after=after))
-        nearest = []
+        nearest: list[NearestMiss] = []
+        ran = {name for name, _ in ranking.steps}
         for flt in self.filters:
-            if flt.name == "ResourceFilter" and ctx.resources:
+            if flt.explains_miss and flt.name in ran:
                 others = np.ones(n, dtype=np.bool_)
                 for name, m in ranking.steps:
-                    if name != "ResourceFilter" and m is not None:
+                    if name != flt.name and m is not None:
                         others &= m[:n]
-                nearest = flt.nearest_miss(table, ctx, others)  # type: ignore[attr-defined]
+                nearest.extend(flt.nearest_miss(table, ctx, others))
         if not reason:
             # The filter that removed the most (the first of equals): the one an operator should look at. The
             # request's own pre-selection (force_hosts, ignore_hosts, requested_destination) counts only when it

@@ -23,6 +23,7 @@ class ResourceFilter(Filter):
 
     name = "ResourceFilter"
     always_on = True
+    explains_miss = True
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         if not ctx.resources:
