@@ -19,20 +19,10 @@ from typing import ClassVar
 import numpy as np
 
 from gantt.filters.base import Filter, register
+from gantt.filters.hoststate import host_rows
 from gantt.model import InvalidRequest
 from gantt.request import RequestContext
 from gantt.state import HostTable
-
-
-def host_rows(table: HostTable, hosts: Iterable[str], value: bool = True, base: bool = False) -> np.ndarray:
-    """A mask that is ``base`` everywhere except on the nodes of ``hosts``, where it is ``value``."""
-    n = table.n
-    mask = np.full(n, base, dtype=np.bool_)
-    for host in hosts:
-        for row in table.rows_of_host.get(host, ()):
-            if row < n:
-                mask[row] = value
-    return mask
 
 
 def hosts_running(table: HostTable, uuids: Iterable[object]) -> set[str]:
