@@ -8,7 +8,8 @@ sums. Weighers never import each other.
 What a weigher must have:
 - ``name``: Nova's class name, the key ``weight_classes`` uses; ``@register`` puts the class in ``WEIGHERS``.
 - ``raw(table, ctx, mask)``: one float per row (a column, never a loop over hosts), or None when the request
-  gives every node the same weight.
+  gives every node the same weight; a weigher whose ``usage_column`` is a column of the table may leave ``raw``
+  to the base, which reads that column.
 - its multiplier: ``multiplier_option``, the ``[filter_scheduler]`` option holding it (aggregates override it by
   a metadata key of the same name); a weigher whose option lives elsewhere overrides ``multiplier()`` too.
 
@@ -86,8 +87,12 @@ class Weigher:
 
         ``mask`` marks the candidates (the rows that passed the filters); most weighers ignore it, but a
         weigher that must fail on a candidate (MetricsWeigher with ``required``) looks only at those rows.
+        By default the table's column named ``usage_column``: a weigher that declares one and reads it this way
+        cannot read another column than the one whose shortlist gives the engine its extremes.
         """
-        raise NotImplementedError
+        if self.usage_column is None:
+            raise NotImplementedError
+        return table.col(self.usage_column)
 
 
 WEIGHERS: Registry[Weigher] = Registry("weigher")

@@ -18,9 +18,6 @@ class RAMWeigher(Weigher):
     usage_column = "free_ram_mb"
     minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
 
-    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("free_ram_mb")
-
 
 @register
 class CPUWeigher(Weigher):
@@ -32,8 +29,8 @@ class CPUWeigher(Weigher):
     minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        free = table.rc_col("free", "VCPU")
-        return free if free is not None else None
+        # Free vCPUs live in the resource-class columns, which table.col does not reach.
+        return table.rc_col("free", "VCPU")
 
 
 @register
@@ -44,6 +41,3 @@ class DiskWeigher(Weigher):
     multiplier_option = "disk_weight_multiplier"
     usage_column = "free_disk_mb"
     minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
-
-    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("free_disk_mb")
