@@ -1,8 +1,9 @@
 """The filter contract, and the registry that finds filters by Nova's class name.
 
 A filter turns (HostTable, RequestContext) into a boolean mask over every row at once. It never loops over hosts
-in Python unless it loops over *distinct values* (see ``HostTable.factor``), and it never imports another filter
-(shared bases and helpers live in this module or in helper modules that register nothing).
+in Python unless it loops over *distinct values* (see ``HostTable.factor``), and it never imports another filter:
+twins share a base in their own module (as Nova's ``AggregateIoOpsFilter(IoOpsFilter)``), and helpers several
+modules need live in modules that register nothing (``agg_meta``, ``hoststate``, ``image_meta``).
 
 What a filter must have:
 - ``name``: Nova's class name (or Nova's request-filter function name), the key ``enabled_filters`` uses;
