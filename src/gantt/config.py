@@ -139,6 +139,31 @@ def _refuse_without_effect(section: str, values: Struct, options: dict[str, str]
             raise ValueError(f"[{section}] {name} has no effect in Gantt ({why}); remove it or leave Nova's default")
 
 
+def parse_weight_setting(entries: list[str]) -> list[tuple[str, float]]:
+    """``[metrics] weight_setting``: ``["cpu.percent=-1.0", …]`` → ``[("cpu.percent", -1.0), …]``.
+
+    Read by MetricsFilter and MetricsWeigher alike, as in Nova (``utils.parse_options``): an entry that is not
+    ``name=number`` is logged and skipped, not an error at start.
+    """
+    good: list[tuple[str, float]] = []
+    bad: list[str] = []
+    for entry in entries:
+        name, sep, ratio = entry.partition("=")
+        name = name.strip()
+        try:
+            value = float(ratio)
+        except ValueError:
+            bad.append(entry)
+            continue
+        if not name or not sep:
+            bad.append(entry)
+            continue
+        good.append((name, value))
+    if bad:
+        log.warning("ignoring invalid [metrics] weight_setting entries: %s", ", ".join(bad))
+    return good
+
+
 class MetricsSection(Struct, forbid_unknown_fields=True, kw_only=True):
     weight_multiplier: float = 1.0
     weight_setting: list[str] = field(default_factory=list)

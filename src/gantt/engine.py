@@ -37,6 +37,7 @@ from gantt.model import (
     Explanation,
     FilterStep,
     GanttError,
+    NearestMiss,
     NodeKey,
     NoValidHost,
     RequestSpec,
@@ -145,9 +146,7 @@ class Engine:
         self.stats = stats or EngineStats()
         self._stats_lock = self.stats.lock
         fs = self.config.filter_scheduler
-        always = [cls for cls in filter_pkg.FILTERS.values() if cls.always_on]
-        enabled = [filter_pkg.resolve(name) for name in fs.enabled_filters]
-        self.filters: list[filter_pkg.Filter] = [cls(self.config) for cls in [*always, *dict.fromkeys(enabled)]]
+        self.filters: list[filter_pkg.Filter] = [cls(self.config) for cls in filter_pkg.pipeline(fs.enabled_filters)]
         self.weighers: list[weigher_pkg.Weigher] = [cls(self.config)
                                                     for cls in weigher_pkg.resolve(fs.weight_classes)]
         self._mask_cache: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
@@ -628,14 +627,15 @@ class Engine:
                 alive &= m[:n]
             after = int(np.count_nonzero(alive))
             steps.append(FilterStep(name=name, before=before, removed=before - after, after=after))
-        nearest = []
+        nearest: list[NearestMiss] = []
+        ran = {name for name, _ in ranking.steps}
         for flt in self.filters:
-            if flt.name == "ResourceFilter" and ctx.resources:
+            if flt.explains_miss and flt.name in ran:
                 others = np.ones(n, dtype=np.bool_)
                 for name, m in ranking.steps:
-                    if name != "ResourceFilter" and m is not None:
+                    if name != flt.name and m is not None:
                         others &= m[:n]
-                nearest = flt.nearest_miss(table, ctx, others)  # type: ignore[attr-defined]
+                nearest.extend(flt.nearest_miss(table, ctx, others))
         if not reason:
             # The filter that removed the most (the first of equals): the one an operator should look at. The
             # request's own pre-selection (force_hosts, ignore_hosts, requested_destination) counts only when it

@@ -14,24 +14,15 @@ from __future__ import annotations
 import ipaddress
 from collections import Counter
 from collections.abc import Iterable
+from typing import ClassVar
 
 import numpy as np
 
 from gantt.filters.base import Filter, register
+from gantt.filters.hoststate import host_rows
 from gantt.model import InvalidRequest
 from gantt.request import RequestContext
 from gantt.state import HostTable
-
-
-def host_rows(table: HostTable, hosts: Iterable[str], value: bool = True, base: bool = False) -> np.ndarray:
-    """A mask that is ``base`` everywhere except on the nodes of ``hosts``, where it is ``value``."""
-    n = table.n
-    mask = np.full(n, base, dtype=np.bool_)
-    for host in hosts:
-        for row in table.rows_of_host.get(host, ()):
-            if row < n:
-                mask[row] = value
-    return mask
 
 
 def hosts_running(table: HostTable, uuids: Iterable[object]) -> set[str]:
@@ -51,32 +42,36 @@ def claimed_members(table: HostTable, ctx: RequestContext) -> set[str]:
     return set(table.group_allocations.get(group, ())) if group else set()
 
 
+class _InstancesHint(Filter):
+    """A hint naming instances (UUIDs): the hosts running any of them are the only ones in, or the only ones out."""
+
+    once_per_request = True
+    hint: ClassVar[str] = ""
+    keep_their_hosts: ClassVar[bool] = True
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        uuids = ctx.hint_list(self.hint)
+        if not uuids:
+            return None
+        keep = self.keep_their_hosts
+        return host_rows(table, hosts_running(table, uuids), value=keep, base=not keep)
+
+
 @register
-class SameHostFilter(Filter):
-    """Hint ``same_host`` (instance UUIDs): only hosts running at least one of them."""
+class SameHostFilter(_InstancesHint):
+    """Hint ``same_host``: only hosts running at least one of the instances."""
 
     name = "SameHostFilter"
-    once_per_request = True
-
-    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        uuids = ctx.hint_list("same_host")
-        if not uuids:
-            return None
-        return host_rows(table, hosts_running(table, uuids))
+    hint = "same_host"
 
 
 @register
-class DifferentHostFilter(Filter):
-    """Hint ``different_host`` (instance UUIDs): only hosts running none of them."""
+class DifferentHostFilter(_InstancesHint):
+    """Hint ``different_host``: only hosts running none of the instances."""
 
     name = "DifferentHostFilter"
-    once_per_request = True
-
-    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        uuids = ctx.hint_list("different_host")
-        if not uuids:
-            return None
-        return host_rows(table, hosts_running(table, uuids), value=False, base=True)
+    hint = "different_host"
+    keep_their_hosts = False
 
 
 @register

@@ -52,13 +52,11 @@ class AvailabilityZoneFilter(Filter):
 
 
 @register
-class AvailabilityZoneRequestFilter(Filter):
-    """Nova's map_az_to_placement_aggregate pre-filter, always on while the option says so."""
+class AvailabilityZoneRequestFilter(AvailabilityZoneFilter):
+    """Nova's map_az_to_placement_aggregate pre-filter: the same rule, always on while the option says so."""
 
     name = "AvailabilityZoneRequestFilter"
     always_on = True
-    static = True
-    once_per_request = True
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
@@ -66,13 +64,5 @@ class AvailabilityZoneRequestFilter(Filter):
         self.active = (config.scheduler.query_placement_for_availability_zone
                        and AvailabilityZoneFilter.name not in enabled)
 
-    def cache_key(self, ctx: RequestContext) -> Hashable:
-        return requested_zones(ctx)
-
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        if not self.active:
-            return None
-        zones = requested_zones(ctx)
-        if not zones:
-            return None
-        return zone_mask(table, zones, self.config.default.default_availability_zone)
+        return super().mask(table, ctx) if self.active else None

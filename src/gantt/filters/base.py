@@ -1,7 +1,34 @@
-"""The one narrow interface every filter implements, and the registry that finds filters by Nova's class name.
+"""The filter contract, and the registry that finds filters by Nova's class name.
 
-A filter turns (HostTable, RequestContext) into a boolean mask over all rows at once. It never loops over hosts
-in Python unless it loops over *distinct values* (see ``HostTable.factor``), and it never imports another filter.
+A filter turns (HostTable, RequestContext) into a boolean mask over every row at once. It never loops over hosts
+in Python unless it loops over *distinct values* (see ``HostTable.factor``), and it never imports another filter:
+twins share a base in their own module (as Nova's ``AggregateIoOpsFilter(IoOpsFilter)``), and helpers several
+modules need live in modules that register nothing (``agg_meta``, ``hoststate``, ``image_meta``).
+
+What a filter must have:
+- ``name``: Nova's class name (or Nova's request-filter function name), the key ``enabled_filters`` uses;
+  ``@register`` puts the class in ``FILTERS`` under it.
+- ``mask(table, ctx)``: a bool array of length ``table.n`` (True: the node passes), or None when the request does
+  not concern this filter (a cheap "everything passes", also cheaper to combine).
+
+What a filter may declare (class attributes, off by default) and the method each one asks for:
+- ``static = True`` + ``cache_key(ctx)``: the mask depends only on the request parts ``cache_key`` returns and on
+  static host state (interned attributes, aggregates, the set of rows). The engine caches the mask until
+  ``table.static_revision`` moves. Anything that reads usage, liveness or time is not static.
+- ``once_per_request = True``: Nova's run_filter_once_per_request; evaluated for the first instance of a request
+  only, its mask reused for the others.
+- ``always_on = True``: runs whatever ``enabled_filters`` says (Placement's query, Nova's request filters), and
+  even for forced hosts. Such a filter must also be named in ``gantt.filters.ALWAYS_ON``, which fixes the order.
+- ``explains_miss = True`` + ``nearest_miss(table, ctx, others)``: when nothing fits, the filter can say which
+  node came nearest and by how much; ``others`` marks the nodes every other step passes.
+- ``limits(table, ctx)`` (a method with a default, no flag): a filter that caps usage below the inventory (Nova's
+  per-aggregate allocation ratios) returns the cap per resource class; the claim honours it, so a racing claim
+  cannot exceed what the filter allowed.
+
+A filter that declares a capability without the method it needs is refused when registered.
+
+Order: the always-on filters first, in ``gantt.filters.ALWAYS_ON``'s order, then ``enabled_filters`` in the order
+given (as Nova runs them). Every mask is evaluated either way; the order is the order an explanation lists.
 """
 
 from __future__ import annotations
@@ -12,30 +39,20 @@ from typing import ClassVar
 import numpy as np
 
 from gantt.config import Config
+from gantt.model import NearestMiss
+from gantt.registry import Registry
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
-FILTERS: dict[str, type[Filter]] = {}
-
 
 class Filter:
-    """Base class. Subclasses set ``name`` (Nova's class name) and implement ``mask``.
-
-    - ``mask`` returns a bool array of length ``table.n`` (True: the node passes), or None when the request does
-      not concern this filter (a cheap "everything passes").
-    - ``static = True`` declares that the mask depends only on the request parts returned by ``cache_key`` and on
-      static host state (interned attributes, aggregates, the set of rows). The engine then caches the mask
-      until ``table.static_revision`` moves. Anything that reads usage, liveness or time is not static.
-    - ``limits`` lets a filter cap usage below the inventory (Nova's per-aggregate allocation ratios); the claim
-      honours the cap, so a racing claim cannot exceed what the filter allowed.
-    - ``always_on`` filters run whatever ``enabled_filters`` says (resources, traits, member_of).
-    """
+    """Base class: see the module's docstring for the contract."""
 
     name: ClassVar[str] = ""
     static: ClassVar[bool] = False
     always_on: ClassVar[bool] = False
-    # Nova's run_filter_once_per_request: evaluated for the first instance of a request only.
     once_per_request: ClassVar[bool] = False
+    explains_miss: ClassVar[bool] = False
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -51,22 +68,27 @@ class Filter:
         """Per resource class, the most a node may have in use after the claim (NaN or absent: no cap)."""
         return None
 
+    def nearest_miss(self, table: HostTable, ctx: RequestContext, others: np.ndarray) -> list[NearestMiss]:
+        """Why the nodes ``others`` marks missed this filter: for each shortfall, the nearest node and the gap."""
+        return []
+
+
+FILTERS: Registry[Filter] = Registry("filter")
+
 
 def register(cls: type[Filter]) -> type[Filter]:
-    """Class decorator: make a filter available to ``enabled_filters`` under its ``name``."""
-    if not cls.name:
-        raise TypeError(f"{cls.__qualname__} has no name")
-    if cls.name in FILTERS and FILTERS[cls.name] is not cls:
-        raise TypeError(f"filter name {cls.name!r} registered twice")
-    FILTERS[cls.name] = cls
-    return cls
+    """Class decorator: make ``cls`` available under its ``name``, once it holds to the contract.
+
+    kube-scheduler's plugins are checked against their interfaces when compiled; at import is the nearest we get.
+    Only registered classes are checked: a shared base may declare what its subclasses implement.
+    """
+    if cls.static and cls.cache_key is Filter.cache_key:
+        raise TypeError(f"{cls.__qualname__} is static but has no cache_key")
+    if cls.explains_miss and cls.nearest_miss is Filter.nearest_miss:
+        raise TypeError(f"{cls.__qualname__} explains misses but has no nearest_miss")
+    return FILTERS.register(cls)
 
 
 def resolve(name: str) -> type[Filter]:
-    """Nova accepts full dotted paths (``nova.scheduler.filters.compute_filter.ComputeFilter``); so do we."""
-    short = name.rsplit(".", 1)[-1]
-    try:
-        return FILTERS[short]
-    except KeyError:
-        known = ", ".join(sorted(n for n, c in FILTERS.items() if not c.always_on))
-        raise ValueError(f"unknown filter {name!r}; known filters: {known}") from None
+    """A name ``enabled_filters`` may give; the always-on filters are not offered (they run anyway)."""
+    return FILTERS.find(name, [n for n, cls in FILTERS.items() if not cls.always_on])

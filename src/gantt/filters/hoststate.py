@@ -147,6 +147,17 @@ class StaticMemo:
         return mask
 
 
+def host_rows(table: HostTable, hosts: Iterable[str], value: bool = True, base: bool = False) -> np.ndarray:
+    """A mask that is ``base`` everywhere except on the nodes of ``hosts``, where it is ``value``."""
+    n = table.n
+    mask = np.full(n, base, dtype=np.bool_)
+    for host in hosts:
+        for row in table.rows_of_host.get(host, ()):
+            if row < n:
+                mask[row] = value
+    return mask
+
+
 def in_any_aggregate(table: HostTable, keys: frozenset[str]) -> np.ndarray:
     """Nodes whose host is in at least one of the aggregates ``keys`` names (by key)."""
     return table.factor("aggregates").map(lambda aggs: bool(aggs & keys))

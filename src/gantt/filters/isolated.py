@@ -13,6 +13,7 @@ from collections.abc import Hashable
 import numpy as np
 
 from gantt.filters.base import Filter, register
+from gantt.filters.hoststate import host_rows
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
@@ -37,11 +38,5 @@ class IsolatedHostsFilter(Filter):
         image_isolated = self._image_isolated(ctx)
         if not restrict and not image_isolated:
             return None
-        host_isolated = np.zeros(table.n, dtype=np.bool_)
-        for host in fs.isolated_hosts:
-            for row in table.rows_of_host.get(host, ()):
-                if row < table.n:
-                    host_isolated[row] = True
-        if image_isolated:
-            return host_isolated
-        return ~host_isolated
+        # Isolated images go to the isolated hosts only; any other image goes anywhere else.
+        return host_rows(table, fs.isolated_hosts, value=image_isolated, base=not image_isolated)

@@ -6,36 +6,12 @@ So the MetricsWeigher never meets a node without the data it weighs. Entries of 
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
-from gantt.config import Config
+from gantt.config import Config, parse_weight_setting
 from gantt.filters.base import Filter, register
 from gantt.request import RequestContext
 from gantt.state import HostTable
-
-log = logging.getLogger(__name__)
-
-
-def metric_names(settings: list[str]) -> list[str]:
-    names: list[str] = []
-    bad: list[str] = []
-    for item in settings:
-        name, sep, ratio = item.partition("=")
-        name = name.strip()
-        try:
-            float(ratio)
-        except ValueError:
-            bad.append(item)
-            continue
-        if name and sep:
-            names.append(name)
-        else:
-            bad.append(item)
-    if bad:
-        log.warning("ignoring invalid elements of [metrics] weight_setting: %s", ", ".join(bad))
-    return list(dict.fromkeys(names))
 
 
 @register
@@ -44,7 +20,7 @@ class MetricsFilter(Filter):
 
     def __init__(self, config: Config) -> None:
         super().__init__(config)
-        self.names = metric_names(config.metrics.weight_setting)
+        self.names = list(dict.fromkeys(name for name, _ in parse_weight_setting(config.metrics.weight_setting)))
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         if not self.names:

@@ -5,7 +5,8 @@ These are always on, whatever ``enabled_filters`` says.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,6 +24,7 @@ class ResourceFilter(Filter):
 
     name = "ResourceFilter"
     always_on = True
+    explains_miss = True
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         if not ctx.resources:
@@ -111,40 +113,58 @@ def _unit_bounds(table: HostTable, j: int) -> tuple[float, float, float]:
     return table.aggregate_cache(("unit_bounds", j), build)
 
 
+class _PlacementQuery(Filter):
+    """Placement's required/forbidden query on one interned set per node (its traits, its aggregates)."""
+
+    always_on = True
+    static = True
+    factor: ClassVar[str] = ""
+
+    def query(self, ctx: RequestContext) -> tuple[Any, frozenset[str]]:
+        """(required, forbidden) as the request gives them; both empty: nothing asked."""
+        raise NotImplementedError
+
+    def predicate(self, table: HostTable, required: Any, forbidden: frozenset[str]) -> Callable[[frozenset[str]], bool]:
+        raise NotImplementedError
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        return self.query(ctx)
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        required, forbidden = self.query(ctx)
+        if not required and not forbidden:
+            return None
+        return table.factor(self.factor).map(self.predicate(table, required, forbidden))
+
+
 @register
-class TraitsFilter(Filter):
+class TraitsFilter(_PlacementQuery):
     """Required traits present, forbidden traits absent (flavor ``trait:`` extra specs, image properties, spec)."""
 
     name = "TraitsFilter"
-    always_on = True
-    static = True
+    factor = "traits"
 
-    def cache_key(self, ctx: RequestContext) -> Hashable:
-        return (ctx.required_traits, ctx.forbidden_traits)
+    def query(self, ctx: RequestContext) -> tuple[frozenset[str], frozenset[str]]:
+        return ctx.required_traits, ctx.forbidden_traits
 
-    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        required, forbidden = ctx.required_traits, ctx.forbidden_traits
-        if not required and not forbidden:
-            return None
-        return table.factor("traits").map(lambda traits: required <= traits and not (forbidden & traits))
+    def predicate(self, table: HostTable, required: frozenset[str],
+                  forbidden: frozenset[str]) -> Callable[[frozenset[str]], bool]:
+        return lambda traits: required <= traits and not (forbidden & traits)
 
 
 @register
-class MemberOfFilter(Filter):
+class MemberOfFilter(_PlacementQuery):
     """``member_of`` (and ``requested_destination.aggregates``): in at least one aggregate of every group, in
     none of the forbidden ones (ids or uuids; see ``request.member_of_from_spec``)."""
 
     name = "MemberOfFilter"
-    always_on = True
-    static = True
+    factor = "aggregates"
 
-    def cache_key(self, ctx: RequestContext) -> Hashable:
-        return (ctx.member_of, ctx.forbidden_aggregates)
+    def query(self, ctx: RequestContext) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
+        return ctx.member_of, ctx.forbidden_aggregates
 
-    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        if not ctx.member_of and not ctx.forbidden_aggregates:
-            return None
-        wanted = [aggregate_keys(table, refs) for refs in ctx.member_of]
-        banned = aggregate_keys(table, ctx.forbidden_aggregates)
-        return table.factor("aggregates").map(lambda aggs: all(aggs & keys for keys in wanted)
-                                              and not (aggs & banned))
+    def predicate(self, table: HostTable, required: tuple[frozenset[str], ...],
+                  forbidden: frozenset[str]) -> Callable[[frozenset[str]], bool]:
+        wanted = [aggregate_keys(table, refs) for refs in required]
+        banned = aggregate_keys(table, forbidden)
+        return lambda aggs: all(aggs & keys for keys in wanted) and not (aggs & banned)

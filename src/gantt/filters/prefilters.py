@@ -17,6 +17,7 @@ Nova), except ``compute_status_filter``, which Nova always applies.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import ClassVar
 
 import numpy as np
 import os_traits
@@ -38,41 +39,51 @@ def _having(table: HostTable, traits: frozenset[str]) -> np.ndarray:
     return table.factor("traits").map(lambda have: traits <= have)
 
 
-@register
-class RequireTenantAggregate(Filter):
-    name = "require_tenant_aggregate"
+class _RequestFilter(Filter):
+    """Always on and static (Nova runs these on every request, before Placement); off unless ``option`` is set."""
+
     always_on = True
     static = True
+    option: ClassVar[str | None] = None  # the [scheduler] switch; None: always applies
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if self.option is not None and not getattr(self.config.scheduler, self.option):
+            return None
+        return self.narrow(table, ctx)
+
+    def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        """The mask, once the switch is on."""
+        raise NotImplementedError
+
+
+@register
+class RequireTenantAggregate(_RequestFilter):
+    name = "require_tenant_aggregate"
+    option = "limit_tenants_to_placement_aggregate"
 
     def cache_key(self, ctx: RequestContext) -> Hashable:
         return ctx.spec.project_id
 
-    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        scheduler = self.config.scheduler
-        if not scheduler.limit_tenants_to_placement_aggregate:
-            return None
+    def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         project = ctx.spec.project_id
         keys = frozenset(agg.key for agg in table.aggregates.values()
                          if any(k.startswith(_TENANT_KEY) and v == project for k, v in agg.metadata.items()))
         if keys:
             return in_any_aggregate(table, keys)
-        if scheduler.placement_aggregate_required_for_tenants:
+        if self.config.scheduler.placement_aggregate_required_for_tenants:
             return np.zeros(table.n, dtype=np.bool_)
         return None
 
 
 @register
-class IsolateAggregates(Filter):
+class IsolateAggregates(_RequestFilter):
     name = "isolate_aggregates"
-    always_on = True
-    static = True
+    option = "enable_isolated_aggregate_filtering"
 
     def cache_key(self, ctx: RequestContext) -> Hashable:
         return ctx.required_traits
 
-    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        if not self.config.scheduler.enable_isolated_aggregate_filtering:
-            return None
+    def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         wanted = {f"trait:{t}" for t in ctx.required_traits}
         keys = frozenset(agg.key for agg in table.aggregates.values()
                          if any(k.startswith("trait:") and v == "required" and k not in wanted
@@ -81,18 +92,16 @@ class IsolateAggregates(Filter):
 
 
 @register
-class RequireImageTypeSupport(Filter):
+class RequireImageTypeSupport(_RequestFilter):
     name = "require_image_type_support"
-    always_on = True
-    static = True
+    option = "query_placement_for_image_type_support"
 
     def cache_key(self, ctx: RequestContext) -> Hashable:
         return ctx.spec.image.disk_format if ctx.spec.image else None
 
-    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+    def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         image = ctx.spec.image
-        if not self.config.scheduler.query_placement_for_image_type_support or image is None \
-                or not image.disk_format:
+        if image is None or not image.disk_format:
             return None  # no image (boot from volume): nothing to require, as in Nova
         trait = f"COMPUTE_IMAGE_TYPE_{image.disk_format.upper()}"
         if not hasattr(os_traits, trait):
@@ -101,17 +110,14 @@ class RequireImageTypeSupport(Filter):
 
 
 @register
-class TransformImageMetadata(Filter):
+class TransformImageMetadata(_RequestFilter):
     name = "transform_image_metadata"
-    always_on = True
-    static = True
+    option = "image_metadata_prefilter"
 
     def cache_key(self, ctx: RequestContext) -> Hashable:
         return tuple(sorted((k, str(v)) for k, v in ctx.image_props.items() if k in _IMAGE_TRAIT_PREFIXES))
 
-    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        if not self.config.scheduler.image_metadata_prefilter:
-            return None
+    def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         traits = set()
         for key, prefix in _IMAGE_TRAIT_PREFIXES.items():
             if key in ctx.image_props:
@@ -123,15 +129,13 @@ class TransformImageMetadata(Filter):
 
 
 @register
-class ComputeStatusFilter(Filter):
+class ComputeStatusFilter(_RequestFilter):
     name = "compute_status_filter"
-    always_on = True
-    static = True
 
     def cache_key(self, ctx: RequestContext) -> Hashable:
         return None
 
-    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+    def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         disabled = os_traits.COMPUTE_STATUS_DISABLED
         mask = table.factor("traits").map(lambda have: disabled not in have)
         return None if mask.all() else mask  # cached as static: None spares every decision a pass

@@ -1,9 +1,23 @@
-"""The narrow interface every weigher implements, and the registry that finds weighers by Nova's class name.
+"""The weigher contract, and the registry that finds weighers by Nova's class name.
 
 A weigher returns raw values for all rows; the engine normalizes them over the candidates exactly as Nova does
 (``(x - min) / (max - min)``, all zeros when every candidate has the same value), multiplies by the weigher's
 multiplier (per node, when an aggregate overrides it: the lowest value across the node's aggregates wins), and
 sums. Weighers never import each other.
+
+What a weigher must have:
+- ``name``: Nova's class name, the key ``weight_classes`` uses; ``@register`` puts the class in ``WEIGHERS``.
+- ``raw(table, ctx, mask)``: one float per row (a column, never a loop over hosts), or None when the request
+  gives every node the same weight; a weigher whose ``usage_column`` is a column of the table may leave ``raw``
+  to the base, which reads that column.
+- its multiplier: ``multiplier_option``, the ``[filter_scheduler]`` option holding it (aggregates override it by
+  a metadata key of the same name); a weigher whose option lives elsewhere overrides ``multiplier()`` too.
+
+What a weigher may declare (class attributes with defaults): ``minval``/``maxval`` (Nova's fixed normalization
+bounds), ``multiplier_sign`` (negates the multiplier after the aggregate override), ``usage_column`` (``raw`` is
+exactly that journaled usage column, so the candidates' extremes come from a shortlist kept across decisions).
+
+Order: ``weight_classes``' order; ``all_weighers`` stands for ``gantt.weighers.ALL_WEIGHERS``, in its order.
 """
 
 from __future__ import annotations
@@ -13,13 +27,14 @@ from typing import ClassVar
 import numpy as np
 
 from gantt.config import Config
+from gantt.registry import Registry
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
-WEIGHERS: dict[str, type[Weigher]] = {}
-
 
 class Weigher:
+    """Base class: see the module's docstring for the contract."""
+
     name: ClassVar[str] = ""
     # The [filter_scheduler] option holding the multiplier; aggregates override it by a metadata key of this
     # name.
@@ -72,29 +87,13 @@ class Weigher:
 
         ``mask`` marks the candidates (the rows that passed the filters); most weighers ignore it, but a
         weigher that must fail on a candidate (MetricsWeigher with ``required``) looks only at those rows.
+        By default the table's column named ``usage_column``: a weigher that declares one and reads it this way
+        cannot read another column than the one whose shortlist gives the engine its extremes.
         """
-        raise NotImplementedError
+        if self.usage_column is None:
+            raise NotImplementedError
+        return table.col(self.usage_column)
 
 
-def register(cls: type[Weigher]) -> type[Weigher]:
-    if not cls.name:
-        raise TypeError(f"{cls.__qualname__} has no name")
-    if cls.name in WEIGHERS and WEIGHERS[cls.name] is not cls:
-        raise TypeError(f"weigher name {cls.name!r} registered twice")
-    WEIGHERS[cls.name] = cls
-    return cls
-
-
-def resolve(names: list[str]) -> list[type[Weigher]]:
-    """``weight_classes``: Nova's ``nova.scheduler.weights.all_weighers`` means every weigher."""
-    out: list[type[Weigher]] = []
-    for name in names:
-        if name.endswith("all_weighers"):
-            out.extend(cls for cls in WEIGHERS.values() if cls not in out)
-            continue
-        short = name.rsplit(".", 1)[-1]
-        if short not in WEIGHERS:
-            raise ValueError(f"unknown weigher {name!r}; known weighers: {', '.join(sorted(WEIGHERS))}")
-        if WEIGHERS[short] not in out:
-            out.append(WEIGHERS[short])
-    return out
+WEIGHERS: Registry[Weigher] = Registry("weigher")
+register = WEIGHERS.register

@@ -8,10 +8,6 @@ That is also what spreads the instances of one multi-instance request under a ne
 
 from __future__ import annotations
 
-import numpy as np
-
-from gantt.request import RequestContext
-from gantt.state import HostTable
 from gantt.weighers.base import Weigher, register
 
 
@@ -28,9 +24,6 @@ class IoOpsWeigher(Weigher):
     minval = 0.0
     usage_column = "io_ops_load"
 
-    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("io_ops_load")
-
 
 @register
 class NumInstancesWeigher(Weigher):
@@ -39,6 +32,3 @@ class NumInstancesWeigher(Weigher):
     name = "NumInstancesWeigher"
     multiplier_option = "num_instances_weight_multiplier"
     usage_column = "instances_load"
-
-    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("instances_load")

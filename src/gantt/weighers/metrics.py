@@ -13,17 +13,13 @@
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 
-from gantt.config import Config
+from gantt.config import Config, parse_weight_setting
 from gantt.model import GanttError
 from gantt.request import RequestContext
 from gantt.state import HostTable
 from gantt.weighers.base import Weigher, register
-
-log = logging.getLogger(__name__)
 
 
 class ComputeHostMetricNotFound(GanttError):
@@ -38,27 +34,6 @@ class ComputeHostMetricNotFound(GanttError):
         self.host = host
         self.node = node
         self.metric = metric
-
-
-def parse_weight_setting(entries: list[str]) -> list[tuple[str, float]]:
-    """``["cpu.percent=-1.0", …]`` → ``[("cpu.percent", -1.0), …]``; bad entries are logged and skipped."""
-    good: list[tuple[str, float]] = []
-    bad: list[str] = []
-    for entry in entries:
-        name, sep, ratio = entry.partition("=")
-        name = name.strip()
-        try:
-            value = float(ratio)
-        except ValueError:
-            bad.append(entry)
-            continue
-        if not name or not sep:
-            bad.append(entry)
-            continue
-        good.append((name, value))
-    if bad:
-        log.warning("ignoring invalid [metrics] weight_setting entries: %s", ", ".join(bad))
-    return good
 
 
 @register

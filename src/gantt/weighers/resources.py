@@ -9,41 +9,36 @@ from gantt.state import HostTable
 from gantt.weighers.base import Weigher, register
 
 
+class _FreeCapacityWeigher(Weigher):
+    minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
+
+
 @register
-class RAMWeigher(Weigher):
+class RAMWeigher(_FreeCapacityWeigher):
     """Free RAM in MB (physical: total - reserved - used, in-flight claims included)."""
 
     name = "RAMWeigher"
     multiplier_option = "ram_weight_multiplier"
     usage_column = "free_ram_mb"
-    minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
-
-    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("free_ram_mb")
 
 
 @register
-class CPUWeigher(Weigher):
+class CPUWeigher(_FreeCapacityWeigher):
     """Free vCPUs: ``vcpus * cpu_allocation_ratio - vcpus_used``."""
 
     name = "CPUWeigher"
     multiplier_option = "cpu_weight_multiplier"
     usage_column = "free:VCPU"
-    minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        free = table.rc_col("free", "VCPU")
-        return free if free is not None else None
+        # Free vCPUs live in the resource-class columns, which table.col does not reach.
+        return table.rc_col("free", "VCPU")
 
 
 @register
-class DiskWeigher(Weigher):
+class DiskWeigher(_FreeCapacityWeigher):
     """Free disk in MB (the hypervisor's ``disk_available_least`` when it reports one)."""
 
     name = "DiskWeigher"
     multiplier_option = "disk_weight_multiplier"
     usage_column = "free_disk_mb"
-    minval = 0.0  # as Nova: normalized from 0 (not the least free candidate); below 0 counts as 0
-
-    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("free_disk_mb")
