@@ -412,10 +412,7 @@ def _client_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gantt", description="Gantt: a standalone cloud scheduler.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_serve(sub: Any) -> None:
     p = sub.add_parser("serve", help="run the HTTP service")
     p.add_argument("--store", help="store URL: sqlite:///path (default [gantt] store, sqlite:///gantt.sqlite), "
                                    "etcd://host:port[,…] or memory://")
@@ -428,6 +425,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fd", type=int, help="serve on this inherited listening socket instead of binding")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     p.set_defaults(func=cmd_serve)
+
+
+def _add_select(sub: Any) -> None:
+    p = sub.add_parser("select", help="place a request (or --dry-run: rank candidates with their weights)")
+    _client_options(p)
+    p.add_argument("--spec", help="a RequestSpec as a JSON file ('-': stdin); overrides the options below")
+    p.add_argument("--flavor", default="cli", help="flavor name, a label only (default %(default)s)")
+    p.add_argument("--vcpus", type=int, default=1, help="flavor vCPUs (default %(default)s)")
+    p.add_argument("--memory-mb", type=int, default=512, help="flavor RAM in MiB (default %(default)s)")
+    p.add_argument("--root-gb", type=int, default=1, help="flavor root disk in GiB (default %(default)s)")
+    p.add_argument("--extra-spec", nargs="*", metavar="KEY=VALUE", help="flavor extra specs")
+    p.add_argument("--resource", nargs="*", metavar="RC=AMOUNT", help="resources beyond the flavor's, by class")
+    p.add_argument("--required-trait", nargs="*", metavar="TRAIT", help="traits every chosen host must have")
+    p.add_argument("--forbidden-trait", nargs="*", metavar="TRAIT", help="traits no chosen host may have")
+    p.add_argument("--hint", nargs="*", metavar="KEY=VALUE", help="scheduler hints")
+    p.add_argument("--az", help="availability zone")
+    p.add_argument("--project", help="project (tenant) id, for tenant isolation and aggregate filters")
+    p.add_argument("--user", help="user id")
+    p.add_argument("--num-instances", type=int, default=1, help="instances to place at once (default %(default)s)")
+    p.add_argument("--instance-uuid", nargs="*", help="consumer UUIDs (asking again returns the same claim)")
+    p.add_argument("--migration-uuid", help="move the one --instance-uuid, holding its source under this UUID "
+                                            "until 'gantt migrations confirm|revert'")
+    p.add_argument("--dry-run", action="store_true", help="rank candidates, claim nothing")
+    p.add_argument("--limit", type=int, default=10, help="candidates shown by --dry-run (default %(default)s)")
+    p.set_defaults(func=cmd_select)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gantt", description="Gantt: a standalone cloud scheduler.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _add_serve(sub)
 
     p = sub.add_parser("hosts", help="list, show or delete compute hosts")
     _client_options(p)
@@ -447,28 +476,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--zone", help="shorthand for --metadata availability_zone=ZONE")
     p.set_defaults(func=cmd_aggregates)
 
-    p = sub.add_parser("select", help="place a request (or --dry-run: rank candidates with their weights)")
-    _client_options(p)
-    p.add_argument("--spec", help="a RequestSpec as a JSON file ('-': stdin); overrides the options below")
-    p.add_argument("--flavor", default="cli", help="flavor name")
-    p.add_argument("--vcpus", type=int, default=1)
-    p.add_argument("--memory-mb", type=int, default=512)
-    p.add_argument("--root-gb", type=int, default=1)
-    p.add_argument("--extra-spec", nargs="*", metavar="KEY=VALUE")
-    p.add_argument("--resource", nargs="*", metavar="RC=AMOUNT")
-    p.add_argument("--required-trait", nargs="*")
-    p.add_argument("--forbidden-trait", nargs="*")
-    p.add_argument("--hint", nargs="*", metavar="KEY=VALUE", help="scheduler hints")
-    p.add_argument("--az", help="availability zone")
-    p.add_argument("--project")
-    p.add_argument("--user")
-    p.add_argument("--num-instances", type=int, default=1)
-    p.add_argument("--instance-uuid", nargs="*", help="consumer UUIDs (asking again returns the same claim)")
-    p.add_argument("--migration-uuid", help="move the one --instance-uuid, holding its source under this UUID "
-                                            "until 'gantt migrations confirm|revert'")
-    p.add_argument("--dry-run", action="store_true", help="rank candidates, claim nothing")
-    p.add_argument("--limit", type=int, default=10, help="candidates shown by --dry-run (default %(default)s)")
-    p.set_defaults(func=cmd_select)
+    _add_select(sub)
 
     p = sub.add_parser("allocations", help="list, show or release allocations")
     _client_options(p)
