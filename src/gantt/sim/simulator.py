@@ -13,6 +13,10 @@ Policies
 - ``nova-classic``: the scheduler decides from its replica and only consumes from its own view. The compute host
   claims on the truth when the build starts and rejects when it does not fit; the conductor then tries the
   alternates, one build round-trip each, up to ``max_attempts`` hosts, then the instance fails.
+
+Why one ~800-line module: every handler below is a step of one event loop over one shared state (heap, clock,
+truth, schedulers, counters); split across modules they would pass that state around or reach into each other.
+The banners are the seams: workload, decisions, builds, heartbeats, failures, metrics.
 """
 
 from __future__ import annotations
