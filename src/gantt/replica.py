@@ -506,7 +506,8 @@ class Replica:
         return self.scheduler.hosts_up()
 
     def counters(self) -> dict[str, Any]:
-        return self.scheduler.counters()
+        """The scheduler's counters, and the store's write failures seen through this replica."""
+        return {**self.scheduler.counters(), "store_write_failures": self.store.write_failures}
 
     def aggregates(self) -> list[Aggregate]:
         return self.scheduler.aggregates()

@@ -66,6 +66,9 @@ def test_health_is_degraded_after_a_failed_write_and_ok_after_the_next_good_one(
             assert body["status"] == "degraded"
             assert "database or disk is full" in body["last_write_error"]["message"]
             assert before <= body["last_write_error"]["at"] <= time.time()
+            metrics = (await http.get("/metrics", headers=AUTH)).text
+            assert [line.split()[-1] for line in metrics.splitlines()
+                    if line.startswith("gantt_store_write_failures_total{")] == ["1"]
             # Without the token: the status alone, as for a load balancer.
             anonymous = await http.get("/health")
             assert anonymous.status_code == 503 and anonymous.json() == {"status": "degraded"}

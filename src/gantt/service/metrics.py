@@ -107,6 +107,10 @@ class Metrics:
             "# HELP gantt_expired_claims_total Allocations released because the host never confirmed them.",
             "# TYPE gantt_expired_claims_total counter",
             f"gantt_expired_claims_total{{{worker}}} {expired_claims}",
+            "# HELP gantt_store_write_failures_total Commits the store could not write (disk full, I/O error, no "
+            "quorum); /health shows the last one.",
+            "# TYPE gantt_store_write_failures_total counter",
+            f"gantt_store_write_failures_total{{{worker}}} {c.get('store_write_failures', 0)}",
             "# HELP gantt_http_responses_total HTTP answers by route and status.",
             "# TYPE gantt_http_responses_total counter",
         ]

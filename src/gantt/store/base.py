@@ -143,10 +143,13 @@ class Store(abc.ABC):
 
     url: str = ""
     last_write_error: WriteFailure | None = None
+    write_failures: int = 0  # commits the store could not write, since this handle opened (/metrics)
 
     def _note_write(self, error: BaseException | str | None) -> None:
         """Record a commit's outcome: ``error`` when the store could not write, None when it wrote."""
         self.last_write_error = None if error is None else WriteFailure(time.time(), str(error))
+        if error is not None:
+            self.write_failures += 1
 
     @abc.abstractmethod
     def snapshot(self) -> Snapshot: ...
