@@ -8,7 +8,7 @@ import pytest
 
 from gantt import Scheduler
 from gantt.model import NAME_PATTERN, Flavor, HostStats, InvalidRequest, Inventory, Metric, RequestSpec, decode
-from gantt.service.schemas import openapi
+from gantt.service.schemas import ReportIn, openapi
 from tests.conftest import host_stats, make_scheduler, request
 
 
@@ -109,3 +109,20 @@ def test_aggregate_host_lists_are_deduplicated_in_order() -> None:
     sched = make_scheduler(2)
     sched.update_aggregate({"id": 1, "hosts": ["h1", "h0"] + ["h1"] * 3000})
     assert sched.table.aggregates["1"].hosts == ["h1", "h0"]
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("scheduler_hints", {"different_host": ["x" * 36] * 4000}),
+    ("image", {"properties": {"p": "x" * 200_000}}),
+    ("instance_group", {"policy": "affinity", "rules": {"r": "x" * 200_000}}),
+])
+def test_free_form_json_is_bounded_by_its_encoded_size(field: str, value: Any) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        decode(request(**{field: value}), RequestSpec)
+    assert err.value.field is not None and err.value.field.startswith(f"$.{field}")
+    assert "bytes" in err.value.message
+    for stats in ({"stats": {"s": "x" * 200_000}}, {"cpu_info": {"features": ["x" * 36] * 5000}},
+                  {"cpu_info": "x" * 200_000}):
+        with pytest.raises(InvalidRequest) as err:
+            decode({"name": "h", "stats": stats}, ReportIn)
+        assert err.value.field == f"$.stats.{next(iter(stats))}"

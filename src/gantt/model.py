@@ -193,11 +193,34 @@ MAX_RATIO = 10_000.0
 
 
 MAX_DEPTH = 32  # free-form JSON (hints, image properties, cpu_info, stats) nests at most this deep
+# ... and encodes to at most this many bytes: above the 112 KiB body Nova's own API takes (oslo.middleware's
+# max_request_body_size), so every hint Nova accepts fits, and twice the Text column Nova keeps a node's stats
+# in. Strings and lists inside it need no bound of their own then.
+MAX_JSON_BYTES = 128 * 1024
+_FREE_FORM = f"free-form JSON: at most {MAX_JSON_BYTES} bytes encoded, {MAX_DEPTH} levels deep"
+FreeForm = Annotated[dict[Text, Any], Meta(max_length=MAX_LIST, extra={"max_bytes": MAX_JSON_BYTES},
+                                           extra_json_schema={"x-max-bytes": MAX_JSON_BYTES,
+                                                              "description": _FREE_FORM})]
+JsonText = Annotated[str, Meta(max_length=MAX_JSON_BYTES, description="JSON text, at most "
+                                                                      f"{MAX_JSON_BYTES} characters")]
+
+
+def check_json(name: str, value: Any) -> None:
+    """Refuse free-form JSON nested deeper than MAX_DEPTH or larger than MAX_JSON_BYTES encoded: code that walks
+    it (JsonFilter, capabilities, the encoders) recurses, so a body 100,000 levels deep must be a 400, not a
+    RecursionError later; and a host's stats are kept, interned and copied into every replica."""
+    check_depth(name, value)
+    if not value:
+        return
+    try:
+        size = len(msgspec.json.encode(value))
+    except (TypeError, msgspec.EncodeError):  # built in Python (the library face): a JSON body cannot do this
+        raise ValueError(f"{name} must hold JSON values only") from None
+    if size > MAX_JSON_BYTES:
+        raise ValueError(f"{name} must encode to at most {MAX_JSON_BYTES} bytes of JSON, not {size}")
 
 
 def check_depth(name: str, value: Any) -> None:
-    """Refuse free-form JSON nested deeper than MAX_DEPTH: code that walks it (JsonFilter, capabilities, the
-    encoders) recurses, and a body 100,000 levels deep must be a 400, not a RecursionError later."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -244,7 +267,7 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     hypervisor_type: str | None = None
     hypervisor_version: int | None = None
     hypervisor_hostname: str | None = None
-    cpu_info: dict[str, Any] | str | None = None
+    cpu_info: FreeForm | JsonText | None = None
     supported_instances: list[list[str | None]] | None = None
     host_ip: str | None = None
     running_vms: int | None = None
@@ -253,15 +276,16 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     current_workload: int | None = None
     failed_builds: int | None = None
     metrics: list[Metric] | None = None
-    stats: dict[str, Any] | None = None
+    stats: FreeForm | None = None
     service: ServiceInfo | None = None
     inventories: dict[str, Inventory] | None = None
     traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     instances: Annotated[list[Name], Meta(max_length=MAX_INSTANCES)] | None = None
 
     def __post_init__(self) -> None:
-        check_depth("cpu_info", self.cpu_info)
-        check_depth("stats", self.stats)
+        if not isinstance(self.cpu_info, str):
+            check_json("cpu_info", self.cpu_info)
+        check_json("stats", self.stats)
         for name in ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used",
                      "running_vms", "num_instances", "num_io_ops", "current_workload", "failed_builds"):
             value = getattr(self, name)
@@ -412,10 +436,10 @@ class Image(Struct, forbid_unknown_fields=True, omit_defaults=True):
     id: str | None = None
     name: str | None = None
     disk_format: str | None = None  # Glance's (qcow2, raw, …): [scheduler] query_placement_for_image_type_support
-    properties: dict[str, Any] = field(default_factory=dict)
+    properties: FreeForm = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_depth("properties", self.properties)
+        check_json("properties", self.properties)
 
 
 class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -425,10 +449,10 @@ class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
     policies: list[str] | None = None  # older Nova: a one-element list
     members: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
     hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
-    rules: dict[str, Any] = field(default_factory=dict)
+    rules: FreeForm = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_depth("rules", self.rules)
+        check_json("rules", self.rules)
         if self.policy is None and self.policies:
             if self.policies[0] not in ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"):
                 raise ValueError(f"policies must name a known policy, not {self.policies[0]!r}")
@@ -458,7 +482,7 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     availability_zone: Text | None = None
     num_instances: Annotated[int, Meta(ge=1, le=MAX_NUM_INSTANCES)] = 1
     instance_uuids: Annotated[list[Name], Meta(max_length=MAX_NUM_INSTANCES)] | None = None
-    scheduler_hints: dict[str, Any] = field(default_factory=dict)
+    scheduler_hints: FreeForm = field(default_factory=dict)
     instance_group: InstanceGroup | None = None
     ignore_hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     force_hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
@@ -474,7 +498,7 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     migration_uuid: Name | None = None
 
     def __post_init__(self) -> None:
-        check_depth("scheduler_hints", self.scheduler_hints)
+        check_json("scheduler_hints", self.scheduler_hints)
         if self.num_instances < 1:
             raise ValueError("num_instances must be >= 1")
         if self.num_instances > 1000:

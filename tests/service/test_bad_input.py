@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import host_stats
+from tests.service.conftest import CONFIG
 from tests.service.server import ServerProcess
 
 HOST = "fuzz-host"
@@ -287,3 +288,31 @@ def test_deep_nesting_and_invalid_utf8_are_a_400_naming_the_field(http: httpx.Cl
 def test_a_limit_that_is_not_ascii_digits_is_a_400(http: httpx.Client, limit: str) -> None:
     response = http.post("/v1/candidates", params={"limit": limit}, json=SPEC)
     assert response.status_code == 400 and response.json()["field"] == "limit"
+
+
+@pytest.fixture(scope="module")
+def roomy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A server whose body limit is above the free-form fields' own, so that theirs is the one that refuses."""
+    config = {**CONFIG, "gantt": {**CONFIG["gantt"], "max_body_bytes": 1024 * 1024}}
+    with ServerProcess("memory://", config=config, workdir=tmp_path_factory.mktemp("roomy")) as server, \
+            httpx.Client(base_url=server.url, timeout=30) as client:
+        client.post("/v1/resource-stats", json={"name": HOST, "stats": STATS}).raise_for_status()
+        yield client
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/v1/select_destinations", {**SPEC, "scheduler_hints": {"different_host": ["x" * 36] * 4000}},
+     "$.scheduler_hints"),
+    ("/v1/select_destinations", {**SPEC, "image": {"properties": {"p": "x" * 200_000}}}, "$.image.properties"),
+    ("/v1/resource-stats", {"name": HOST, "stats": {**STATS, "stats": {"s": "x" * 200_000}}}, "$.stats.stats"),
+    ("/v1/resource-stats", {"name": HOST, "stats": {**STATS, "cpu_info": {"features": ["f" * 30] * 6000}}},
+     "$.stats.cpu_info"),
+])
+def test_free_form_json_over_its_size_bound_is_a_400_saying_so(roomy: httpx.Client, path: str,
+                                                                 body: dict[str, Any], field: str) -> None:
+    before = _state(roomy)
+    response = roomy.post(path, json=body)
+    assert response.status_code == 400, response.text
+    problem = response.json()
+    assert problem["field"] == field and "bytes" in problem["detail"], problem
+    assert _state(roomy) == before
