@@ -13,24 +13,32 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import Meta, Struct, field
 
-# Limits on every string and list that reaches the store (README "The service"): what Nova's database holds
-# (255 for names, ids and metadata), and list sizes no real cloud reaches, so that one request cannot write
-# hundreds of megabytes. A name that is part of a URL (host, node, consumer, aggregate id) must also be
-# addressable: not empty, no '/', no control characters, not '.' or '..'.
+# Limits on every string and list an input carries (README "The service"; tests/test_input_limits.py walks
+# every request type for one without a bound): what Nova's database holds (255 for names, ids, keys and
+# metadata), and list sizes no real cloud reaches, so that one request cannot write hundreds of megabytes. A
+# name that is part of a URL (host, node, consumer, aggregate id) must also be addressable: not empty, no '/',
+# no control characters, not '.' or '..'.
+MAX_TEXT = 255
 NAME_PATTERN = r"^(?!\.\.?$)[^/\x00-\x1f\x7f]+$"
-Name = Annotated[str, Meta(min_length=1, max_length=255, pattern=NAME_PATTERN,
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT, pattern=NAME_PATTERN,
                            description="1-255 characters; no '/', no control characters, not '.' or '..'")]
-Text = Annotated[str, Meta(max_length=255)]
+Text = Annotated[str, Meta(max_length=MAX_TEXT)]
+Key = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT)]
 _NAME_RE = re.compile(NAME_PATTERN)
 
 
 def valid_name(value: str) -> bool:
-    return len(value) <= 255 and _NAME_RE.match(value) is not None
-Key = Annotated[str, Meta(min_length=1, max_length=255)]
+    return len(value) <= MAX_TEXT and _NAME_RE.match(value) is not None
+
+
 MAX_HOSTS = 1_000_000  # hosts in one aggregate
 MAX_INSTANCES = 100_000  # instances one host lists
-MAX_LIST = 10_000  # hosts or members a request names, traits, …
+MAX_LIST = 10_000  # hosts or members a request names, traits, metrics, reports in a batch, …
 MAX_NUM_INSTANCES = 1_000  # instances in one request
+# Nova joins every aggregate a project may use into one comma-separated requested_destination entry, and a
+# Placement member_of entry may name as many ("in:a,b,…"): room for MAX_LIST UUIDs, their commas and a "!in:".
+MAX_AGGREGATE_REFS = len("!in:") + MAX_LIST * 37
+AggregateRefs = Annotated[str, Meta(max_length=MAX_AGGREGATE_REFS)]
 
 __all__ = [
     "STANDARD_CLASSES",
@@ -181,7 +189,7 @@ class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 class ServiceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
     disabled: bool = False
-    disabled_reason: str | None = None
+    disabled_reason: Text | None = None
     forced_down: bool = False
 
 
@@ -241,10 +249,10 @@ def _finite(name: str, value: float | None, low: float, high: float) -> None:
 
 
 class Metric(Struct, omit_defaults=True):
-    name: str
+    name: Text
     value: float
-    source: str = ""
-    timestamp: Any = None
+    source: Text = ""
+    timestamp: Text | float | None = None  # Nova sends an ISO 8601 string
 
     def __post_init__(self) -> None:
         _finite("value", self.value, -1e15, 1e15)
@@ -253,7 +261,7 @@ class Metric(Struct, omit_defaults=True):
 class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """The ``stats`` of ``update_resource_stats``: Nova's compute_nodes fields. A report replaces what it names."""
 
-    uuid: str | None = None
+    uuid: Text | None = None
     vcpus: int | None = None
     vcpus_used: int | None = None
     memory_mb: int | None = None
@@ -264,21 +272,23 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     cpu_allocation_ratio: float | None = None
     ram_allocation_ratio: float | None = None
     disk_allocation_ratio: float | None = None
-    hypervisor_type: str | None = None
+    hypervisor_type: Text | None = None
     hypervisor_version: int | None = None
-    hypervisor_hostname: str | None = None
+    hypervisor_hostname: Text | None = None
     cpu_info: FreeForm | JsonText | None = None
-    supported_instances: list[list[str | None]] | None = None
-    host_ip: str | None = None
+    # Each entry is Nova's HVSpec: (architecture, hypervisor type, vm mode).
+    supported_instances: Annotated[list[Annotated[list[Text | None], Meta(max_length=3)]],
+                                   Meta(max_length=MAX_LIST)] | None = None
+    host_ip: Text | None = None
     running_vms: int | None = None
     num_instances: int | None = None
     num_io_ops: int | None = None
     current_workload: int | None = None
     failed_builds: int | None = None
-    metrics: list[Metric] | None = None
+    metrics: Annotated[list[Metric], Meta(max_length=MAX_LIST)] | None = None
     stats: FreeForm | None = None
     service: ServiceInfo | None = None
-    inventories: dict[str, Inventory] | None = None
+    inventories: Annotated[dict[Key, Inventory], Meta(max_length=MAX_LIST)] | None = None
     traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     instances: Annotated[list[Name], Meta(max_length=MAX_INSTANCES)] | None = None
 
@@ -413,7 +423,7 @@ class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    name: str | None = None
+    name: Text | None = None
     vcpus: int = 0
     memory_mb: int = 0
     root_gb: int = 0
@@ -421,7 +431,7 @@ class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
     swap: int = 0  # MB, as in Nova
     extra_specs: Annotated[dict[Key, Text], Meta(max_length=MAX_LIST)] = field(default_factory=dict)
     flavorid: Text | None = None
-    id: int | str | None = None
+    id: int | Text | None = None
 
     def __post_init__(self) -> None:
         for name in ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap"):
@@ -433,20 +443,23 @@ class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 class Image(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    id: str | None = None
-    name: str | None = None
-    disk_format: str | None = None  # Glance's (qcow2, raw, …): [scheduler] query_placement_for_image_type_support
+    id: Text | None = None
+    name: Text | None = None
+    disk_format: Text | None = None  # Glance's (qcow2, raw, …): [scheduler] query_placement_for_image_type_support
     properties: FreeForm = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_json("properties", self.properties)
 
 
+Policy = Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]
+
+
 class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
     uuid: Text | None = None
     name: Text | None = None
-    policy: Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"] | None = None
-    policies: list[str] | None = None  # older Nova: a one-element list
+    policy: Policy | None = None
+    policies: Annotated[list[Policy], Meta(max_length=1)] | None = None  # older Nova: a one-element list
     members: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
     hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
     rules: FreeForm = field(default_factory=dict)
@@ -454,9 +467,7 @@ class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
     def __post_init__(self) -> None:
         check_json("rules", self.rules)
         if self.policy is None and self.policies:
-            if self.policies[0] not in ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"):
-                raise ValueError(f"policies must name a known policy, not {self.policies[0]!r}")
-            self.policy = self.policies[0]  # type: ignore[assignment]
+            self.policy = self.policies[0]
         if "max_server_per_host" in self.rules:
             value = self.rules["max_server_per_host"]
             try:
@@ -469,9 +480,10 @@ class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 class RequestedDestination(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    host: str | None = None
-    node: str | None = None
-    aggregates: list[str] | None = None  # each a comma-separated "any of" group, as in Nova
+    host: Text | None = None
+    node: Text | None = None
+    # Each a comma-separated "any of" group, as in Nova.
+    aggregates: Annotated[list[AggregateRefs], Meta(max_length=MAX_LIST)] | None = None
 
 
 class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -488,10 +500,12 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     force_hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     force_nodes: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     requested_destination: RequestedDestination | None = None
-    resources: dict[str, int] | None = None
+    resources: Annotated[dict[Key, int], Meta(max_length=MAX_LIST)] | None = None
     required_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     forbidden_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
-    member_of: list[list[str]] | None = None  # each inner list: "in any of these"; all inner lists must hold
+    # Each inner list: "in any of these"; all inner lists must hold.
+    member_of: Annotated[list[Annotated[list[AggregateRefs], Meta(max_length=MAX_LIST)]],
+                         Meta(max_length=MAX_LIST)] | None = None
     request_id: Text | None = None
     # A move (resize, migration, evacuation) of the one instance named in instance_uuids (design §6): the
     # instance is placed anew and its current allocation is held under this UUID until confirm or revert.

@@ -15,7 +15,9 @@ from gantt import __version__
 from gantt.model import (
     MAX_COUNT,
     MAX_INSTANCES,
+    MAX_LIST,
     MAX_RATIO,
+    MAX_TEXT,
     NAME_PATTERN,
     STANDARD_CLASSES,
     Aggregate,
@@ -79,7 +81,7 @@ class ReportIn(Struct, forbid_unknown_fields=True):
 
 
 class ReportBatchIn(Struct, forbid_unknown_fields=True):
-    reports: list[ReportIn]
+    reports: Annotated[list[ReportIn], Meta(max_length=MAX_LIST)]
 
 
 class InstancesIn(Struct, forbid_unknown_fields=True):
@@ -257,7 +259,7 @@ _COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
 _RATIO = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_RATIO}
 _RESOURCE_CLASS = {"anyOf": [{"enum": sorted(STANDARD_CLASSES)}, {"pattern": "^CUSTOM_[A-Z0-9_]+$"}],
                    "description": "a standard resource class (os-resource-classes) or CUSTOM_[A-Z0-9_]+"}
-_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": NAME_PATTERN}
+_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "pattern": NAME_PATTERN}
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -275,7 +277,8 @@ def _state_limits(schemas: dict[str, Any]) -> None:
     for name in ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"):
         stats[name] = _nullable(_RATIO)
     stats["traits"]["anyOf"][0]["items"]["pattern"] = "^[A-Z0-9_]+$"
-    stats["inventories"]["anyOf"][0]["propertyNames"] = _RESOURCE_CLASS
+    inventories = stats["inventories"]["anyOf"][0]
+    inventories["propertyNames"] = {**inventories["propertyNames"], **_RESOURCE_CLASS}
     inventory = schemas["Inventory"]["properties"]
     inventory["total"] = {**_COUNT}
     inventory["reserved"] = {**_COUNT, "default": 0}
@@ -291,8 +294,9 @@ def _state_limits(schemas: dict[str, Any]) -> None:
     for name in ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap"):
         schemas["Flavor"]["properties"][name] = {"type": "integer", "minimum": 0, "default": 0}
     spec = schemas["RequestSpec"]
-    spec["properties"]["resources"] = _nullable({"type": "object", "propertyNames": _RESOURCE_CLASS,
-                                                 "additionalProperties": {"type": "integer", "minimum": 0}})
+    resources = spec["properties"]["resources"]["anyOf"][0]
+    resources["propertyNames"] = {**resources["propertyNames"], **_RESOURCE_CLASS}
+    resources["additionalProperties"] = {"type": "integer", "minimum": 0}
     spec["anyOf"] = [{"required": ["flavor"], "properties": {"flavor": {"$ref": "#/components/schemas/Flavor"}}},
                      {"required": ["resources"], "properties": {"resources": {"type": "object",
                                                                               "minProperties": 1}}}]
