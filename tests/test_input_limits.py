@@ -345,3 +345,14 @@ def test_inputs_nova_accepts_stay_valid() -> None:
     decode({"name": "h", "stats": {"supported_instances": [["x86_64", "kvm", "hvm"], ["i686", "qemu", None]],
                                    "metrics": [{"name": "cpu.percent", "value": 3.0, "source": "libvirt.Driver",
                                                 "timestamp": "2026-11-23T05:44:09.000000"}]}}, ReportIn)
+
+
+def test_integer_aggregate_ids_beyond_int64_are_refused_and_the_document_says_so() -> None:
+    decode({"id": 2**63 - 1}, Aggregate)
+    for beyond in (2**63, -(2**63), 10**30):
+        with pytest.raises(InvalidRequest) as err:
+            decode({"id": beyond}, Aggregate)
+        assert err.value.field == "$.id"
+    [integer] = [s for s in openapi()["components"]["schemas"]["Aggregate"]["properties"]["id"]["anyOf"]
+                 if s.get("type") == "integer"]
+    assert integer["maximum"] == 2**63 - 1 and integer["minimum"] == -(2**63 - 1)

@@ -39,6 +39,11 @@ MAX_NUM_INSTANCES = 1_000  # instances in one request
 # Placement member_of entry may name as many ("in:a,b,…"): room for MAX_LIST UUIDs, their commas and a "!in:".
 MAX_AGGREGATE_REFS = len("!in:") + MAX_LIST * 37
 AggregateRefs = Annotated[str, Meta(max_length=MAX_AGGREGATE_REFS)]
+# An integer aggregate id is Nova's database id. The service refuses any integer beyond int64 in a body
+# (service.app._check_ints); the type says so too, so that the library and the OpenAPI document agree with it.
+MAX_INT64 = 2**63 - 1
+AggregateId = Annotated[int, Meta(ge=-MAX_INT64, le=MAX_INT64,
+                                  description="an integer id is refused beyond int64 (±(2^63-1))")]
 
 __all__ = [
     "STANDARD_CLASSES",
@@ -393,7 +398,7 @@ def _finite_text(key: str, value: str) -> None:
 
 
 class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    id: int | Name
+    id: AggregateId | Name
     name: Text | None = None
     uuid: Text | None = None
     hosts: Annotated[list[Name], Meta(max_length=MAX_HOSTS)] = field(default_factory=list)

@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gantt import __version__
 from gantt.config import Config, load_config
 from gantt.model import (
+    MAX_INT64,
     Aggregate,
     GanttError,
     HostReport,
@@ -72,7 +73,6 @@ STALE_AFTER = 10.0
 # How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
 # that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http.py; GANTT_THREADS overrides it.
 THREADS = int(os.environ.get("GANTT_THREADS", "16"))
-_INT64 = 2**63 - 1
 _LONG_DIGITS = re.compile(rb"\d{19}")
 _ENCODER = msgspec.json.Encoder()
 
@@ -134,7 +134,7 @@ def _check_ints(value: Any, path: str) -> None:
     if isinstance(value, bool):
         return
     if isinstance(value, int):
-        if abs(value) > _INT64:
+        if abs(value) > MAX_INT64:
             raise InvalidRequest(f"integer out of range (at {path})", field=path)
     elif isinstance(value, dict):
         for key, item in value.items():
