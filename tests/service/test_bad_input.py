@@ -328,6 +328,22 @@ def test_an_over_long_value_is_a_400_naming_the_field_and_changes_nothing(
     assert (_state(http), _unhandled(http)) == before
 
 
+@pytest.mark.parametrize(("method", "path", "params", "field"), [
+    ("DELETE", f"/v1/hosts/{LONG}", {}, "host"),
+    ("GET", f"/v1/hosts/{HOST}", {"node": LONG}, "node"),
+    ("DELETE", f"/v1/allocations/{LONG}", {}, "consumer"),
+    ("POST", f"/v1/migrations/{LONG}/revert", {}, "migration"),
+    ("DELETE", f"/v1/instances/{HOST}/{LONG}", {}, "instance"),
+])
+def test_an_over_long_name_in_the_path_or_query_is_a_400(http: httpx.Client, method: str, path: str,
+                                                         params: dict[str, str], field: str) -> None:
+    before = _state(http)
+    response = http.request(method, path, params=params)
+    assert response.status_code == 400, response.text
+    assert response.json()["field"] == field
+    assert _state(http) == before
+
+
 @pytest.fixture(scope="module")
 def roomy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     """A server whose body limit is above the free-form fields' own, so that theirs is the one that refuses."""

@@ -243,15 +243,21 @@ def _move_op(summary: str) -> dict[str, Any]:
     return op
 
 
+_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "pattern": NAME_PATTERN}
+MAX_LIMIT = 999_999_999  # ?limit= is 1-9 ASCII digits
+
+
 def _path_param(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+    # Every path parameter names something made by a body's Name (host, node, consumer, migration, instance,
+    # aggregate id): one that is not a Name can name nothing, and is refused as such (400).
+    return {"name": name, "in": "path", "required": True, "schema": _NAME}
 
 
 def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
 
-_NODE = _query("node", {"type": "string"}, "The node of a host with several nodes (bare metal)")
+_NODE = _query("node", _NAME, "The node of a host with several nodes (bare metal)")
 _WRITE_ERRORS = (503,)
 
 
@@ -259,7 +265,6 @@ _COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
 _RATIO = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_RATIO}
 _RESOURCE_CLASS = {"anyOf": [{"enum": sorted(STANDARD_CLASSES)}, {"pattern": "^CUSTOM_[A-Z0-9_]+$"}],
                    "description": "a standard resource class (os-resource-classes) or CUSTOM_[A-Z0-9_]+"}
-_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "pattern": NAME_PATTERN}
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -359,7 +364,8 @@ def openapi() -> dict[str, Any]:
         "/v1/candidates": {"post": _op(
             "Dry run: rank every node that passes the filters, with per-weigher weights; claims nothing",
             ok="Candidates", body="RequestSpec",
-            params=[_query("limit", {"type": "integer", "minimum": 1}, "At most this many candidates")])},
+            params=[_query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                           "At most this many candidates")])},
         "/v1/allocations": {"get": _op("Every allocation", ok="AllocationList")},
         "/v1/allocations/{consumer}": {
             "parameters": [_path_param("consumer")],
