@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import msgspec.inspect as mi
 import pytest
 
 from gantt import Scheduler
-from gantt.model import NAME_PATTERN, Flavor, HostStats, InvalidRequest, Inventory, Metric, RequestSpec, decode
-from gantt.service.schemas import openapi
+from gantt.model import (
+    NAME_PATTERN,
+    Aggregate,
+    Flavor,
+    HostReport,
+    HostStats,
+    InvalidRequest,
+    Inventory,
+    Metric,
+    RequestSpec,
+    decode,
+)
+from gantt.service import schemas as wire
+from gantt.service.schemas import InstancesIn, ReportBatchIn, ReportIn, openapi
 from tests.conftest import host_stats, make_scheduler, request
 
 
@@ -109,3 +126,240 @@ def test_aggregate_host_lists_are_deduplicated_in_order() -> None:
     sched = make_scheduler(2)
     sched.update_aggregate({"id": 1, "hosts": ["h1", "h0"] + ["h1"] * 3000})
     assert sched.table.aggregates["1"].hosts == ["h1", "h0"]
+
+
+# ------------------------------------------------------------------ every string and list, generated from the types
+#
+# The walk below covers every Struct an API body can reach, found from the document's request bodies, so that a
+# body type or a field added later without a bound fails here rather than in production.
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One string, list or map somewhere in a request body, its stated bound and how to build a body around it."""
+
+    path: str  # the JSON path an error names
+    kind: str  # "chars", "items", "entries" or "bytes"
+    limit: int | None
+    build: Callable[[Any], Any]  # a value for this leaf -> a whole body
+    sample: Any  # a value that satisfies the leaf's own type
+
+
+# What each Struct needs to be valid beside the field under test.
+REQUIRED: dict[type, dict[str, Any]] = {
+    RequestSpec: {"flavor": {}}, Aggregate: {"id": 1}, Inventory: {"total": 1}, Metric: {"name": "m", "value": 1.0},
+    ReportIn: {"name": "h", "stats": {}}, InstancesIn: {"instances": []},
+}
+# Valid wherever a string goes: a name, a trait, a resource class, a key.
+TEXT = "CUSTOM_A"
+# A field valid only with a sibling: a move names the one instance it moves.
+ALONGSIDE: dict[str, dict[str, Any]] = {"$.migration_uuid": {"instance_uuids": ["vm"]}}
+# Bounds msgspec cannot carry, each checked in code instead (and exercised below like the others).
+CHECKED_IN_CODE = {
+    # A constrained str in a union with a tuple crashes msgspec 0.22's GC; HostReport checks the names.
+    "$.name": 255, "$.name[0]": 255, "$.name[1]": 255,
+    "$.reports[0].name": 255, "$.reports[0].name[0]": 255, "$.reports[0].name[1]": 255,
+}
+
+
+def _sample(info: mi.Type) -> Any:
+    if isinstance(info, mi.Metadata):
+        return _sample(info.type)
+    if isinstance(info, mi.StructType):
+        return dict(REQUIRED.get(info.cls, {}))
+    if isinstance(info, mi.UnionType):
+        return _sample(next(t for t in info.types if not isinstance(t, mi.NoneType)))
+    if isinstance(info, mi.LiteralType):
+        return info.values[0]
+    samples = {mi.StrType: TEXT, mi.IntType: 1, mi.FloatType: 1.0, mi.BoolType: True, mi.AnyType: 1,
+               mi.ListType: [], mi.DictType: {}}
+    if isinstance(info, mi.TupleType):
+        return [_sample(t) for t in info.item_types]
+    return samples[type(info)]
+
+
+def leaves(info: mi.Type, path: str, build: Callable[[Any], Any], byte_bound: bool = False) -> Iterator[Leaf]:
+    """Every string, list and map under ``info``; AnyType (free-form JSON) yields a leaf only where no byte bound
+    above it covers it."""
+    if isinstance(info, mi.Metadata):
+        max_bytes = (info.extra or {}).get("max_bytes")
+        if max_bytes is not None:
+            yield Leaf(path, "bytes", max_bytes, build, _sample(info.type))
+        yield from leaves(info.type, path, build, byte_bound or max_bytes is not None)
+    elif isinstance(info, mi.StructType):
+        base = REQUIRED.get(info.cls, {})
+        for f in info.fields:
+            where = f"{path}.{f.encode_name}"
+            context = {**base, **ALONGSIDE.get(where, {})}
+            yield from leaves(f.type, where, lambda v, f=f, context=context: build({**context, f.encode_name: v}),
+                              byte_bound)
+    elif isinstance(info, mi.UnionType):
+        for member in info.types:
+            yield from leaves(member, path, build, byte_bound)
+    elif isinstance(info, mi.StrType):
+        yield Leaf(path, "chars", CHECKED_IN_CODE.get(path, info.max_length), build, TEXT)
+    elif isinstance(info, mi.ListType):
+        item = _sample(info.item_type)
+        yield Leaf(path, "items", info.max_length, build, [item])
+        yield from leaves(info.item_type, f"{path}[0]", lambda v: build([v]), byte_bound)
+    elif isinstance(info, mi.TupleType):
+        items = [_sample(t) for t in info.item_types]
+        for i, member in enumerate(info.item_types):
+            yield from leaves(member, f"{path}[{i}]",
+                              lambda v, i=i: build([*items[:i], v, *items[i + 1:]]), byte_bound)
+    elif isinstance(info, mi.DictType):
+        value = _sample(info.value_type)
+        yield Leaf(path, "entries", info.max_length, build, {TEXT: value})
+        yield from leaves(info.key_type, path, lambda k: build({k: value}), byte_bound)
+        yield from leaves(info.value_type, f"{path}[...]", lambda v: build({TEXT: v}), byte_bound)
+    elif isinstance(info, mi.AnyType) and not byte_bound:
+        yield Leaf(path, "json", None, build, 1)
+
+
+def _request_bodies() -> list[type]:
+    """The Struct of every request body the document names (the schemas module defines or imports each)."""
+    names = {op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+             for ops in openapi()["paths"].values() for method, op in ops.items()
+             if method != "parameters" and "requestBody" in op}
+    return [getattr(wire, name) for name in sorted(names)]
+
+
+def _all_leaves() -> list[tuple[type, Leaf]]:
+    return [(root, leaf) for root in _request_bodies() for leaf in leaves(mi.type_info(root), "$", lambda v: v)]
+
+
+def test_every_string_list_and_map_of_a_request_body_has_a_bound() -> None:
+    assert {ReportIn, ReportBatchIn, InstancesIn, Aggregate, RequestSpec} <= set(_request_bodies())
+    unbounded = [f"{root.__name__} {leaf.path} ({leaf.kind})" for root, leaf in _all_leaves() if leaf.limit is None]
+    assert unbounded == []
+
+
+def _over(leaf: Leaf) -> Any:
+    assert leaf.limit is not None
+    if leaf.kind == "chars":
+        return "A" * (leaf.limit + 1)  # upper case: passes the trait and resource-class patterns, fails on length
+    if leaf.kind == "items":
+        return leaf.sample * (leaf.limit + 1)
+    if leaf.kind == "entries":
+        [value] = leaf.sample.values()
+        return {f"{TEXT}{i}": value for i in range(leaf.limit + 1)}
+    return {TEXT: "x" * leaf.limit}  # bytes: the key and quotes take it over
+
+
+def _accept(root: type, body: Any) -> None:
+    """What the service does with a body before anything is written: decode it, and build the host reports."""
+    value = decode(body, root)
+    if isinstance(value, ReportIn):
+        HostReport.of(list(value.name) if isinstance(value.name, tuple) else value.name, value.stats)
+    if isinstance(value, ReportBatchIn):
+        for i, item in enumerate(value.reports):
+            try:
+                HostReport.of(list(item.name) if isinstance(item.name, tuple) else item.name, item.stats)
+            except InvalidRequest as exc:
+                raise InvalidRequest(exc.message, field=f"$.reports[{i}].name") from None
+
+
+@pytest.mark.parametrize(("root", "leaf"), [pytest.param(root, leaf, id=f"{root.__name__}{leaf.path}:{leaf.kind}")
+                                            for root, leaf in _all_leaves() if leaf.limit is not None])
+def test_every_bound_is_enforced_and_names_the_field(root: type, leaf: Leaf) -> None:
+    _accept(root, leaf.build(leaf.sample))
+    with pytest.raises(InvalidRequest) as err:
+        _accept(root, leaf.build(_over(leaf)))
+    assert err.value.field is not None
+    # An item's error may name the item or its list (a host name: the service names "$.name" for both parts).
+    assert err.value.field.startswith(re.sub(r"(\[[^\]]*\])+$", "", leaf.path)), err.value.message
+
+
+def _document_gaps(schema: dict[str, Any], components: dict[str, Any], where: str,
+                   seen: set[str]) -> Iterator[str]:
+    """Places in the document where a string, array or object has no stated bound."""
+    if "$ref" in schema:
+        name = schema["$ref"].rsplit("/", 1)[1]
+        if name not in seen:
+            yield from _document_gaps(components[name], components, name, seen | {name})
+        return
+    if "x-max-bytes" in schema:
+        return  # free-form JSON, bounded by its encoded size
+    for key in ("anyOf", "oneOf", "allOf", "prefixItems"):
+        for i, member in enumerate(schema.get(key, ())):
+            yield from _document_gaps(member, components, f"{where}/{key}/{i}", seen)
+    kind = schema.get("type")
+    if kind == "string" and "maxLength" not in schema and "enum" not in schema:
+        yield where
+    if kind == "array":
+        if "maxItems" not in schema:
+            yield where
+        if isinstance(schema.get("items"), dict):
+            yield from _document_gaps(schema["items"], components, f"{where}/items", seen)
+    if kind == "object":
+        for name, member in schema.get("properties", {}).items():
+            yield from _document_gaps(member, components, f"{where}.{name}", seen)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            if "maxProperties" not in schema or "maxLength" not in schema.get("propertyNames", {}):
+                yield where
+            yield from _document_gaps(extra, components, f"{where}[...]", seen)
+    if schema == {}:
+        yield f"{where} (any JSON)"
+
+
+def test_the_document_states_a_bound_for_every_string_list_and_map_a_request_takes() -> None:
+    doc = openapi()
+    components = doc["components"]["schemas"]
+    gaps: list[str] = []
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            params = op if method == "parameters" else op.get("parameters", [])
+            for param in params:
+                schema = param["schema"]
+                if schema.get("type") == "string" and "maxLength" not in schema:
+                    gaps.append(f"{path} {param['in']} parameter {param['name']}")
+                if schema.get("type") == "integer" and "maximum" not in schema:
+                    gaps.append(f"{path} {param['in']} parameter {param['name']}")
+            if method != "parameters" and "requestBody" in op:
+                body = op["requestBody"]["content"]["application/json"]["schema"]
+                gaps += [f"{method.upper()} {path}: {gap}" for gap in _document_gaps(body, components, "$", set())]
+    assert gaps == []
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("scheduler_hints", {"different_host": ["x" * 36] * 4000}),
+    ("image", {"properties": {"p": "x" * 200_000}}),
+    ("instance_group", {"policy": "affinity", "rules": {"r": "x" * 200_000}}),
+])
+def test_free_form_json_is_bounded_by_its_encoded_size(field: str, value: Any) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        decode(request(**{field: value}), RequestSpec)
+    assert err.value.field is not None and err.value.field.startswith(f"$.{field}")
+    assert "bytes" in err.value.message
+    for stats in ({"stats": {"s": "x" * 200_000}}, {"cpu_info": {"features": ["x" * 36] * 5000}},
+                  {"cpu_info": "x" * 200_000}):
+        with pytest.raises(InvalidRequest) as err:
+            decode({"name": "h", "stats": stats}, ReportIn)
+        assert err.value.field == f"$.stats.{next(iter(stats))}"
+
+
+def test_inputs_nova_accepts_stay_valid() -> None:
+    # Nova's own API takes bodies up to 112 KiB (oslo.middleware's max_request_body_size), so a hint of 100 KB
+    # is one it can send; it joins aggregate UUIDs with commas into one requested_destination string, and a
+    # member_of group may name many aggregates; its HVSpec is (arch, hv_type, vm_mode).
+    uuids = [str(uuid.UUID(int=i)) for i in range(500)]
+    spec = decode(request(scheduler_hints={"different_host": uuids * 5},
+                          requested_destination={"aggregates": [",".join(uuids)]},
+                          member_of=[["in:" + ",".join(uuids)]],
+                          instance_group={"policies": ["anti-affinity"], "members": uuids}), RequestSpec)
+    assert spec.instance_group is not None and spec.instance_group.policy == "anti-affinity"
+    decode({"name": "h", "stats": {"supported_instances": [["x86_64", "kvm", "hvm"], ["i686", "qemu", None]],
+                                   "metrics": [{"name": "cpu.percent", "value": 3.0, "source": "libvirt.Driver",
+                                                "timestamp": "2026-11-23T05:44:09.000000"}]}}, ReportIn)
+
+
+def test_integer_aggregate_ids_beyond_int64_are_refused_and_the_document_says_so() -> None:
+    decode({"id": 2**63 - 1}, Aggregate)
+    for beyond in (2**63, -(2**63), 10**30):
+        with pytest.raises(InvalidRequest) as err:
+            decode({"id": beyond}, Aggregate)
+        assert err.value.field == "$.id"
+    [integer] = [s for s in openapi()["components"]["schemas"]["Aggregate"]["properties"]["id"]["anyOf"]
+                 if s.get("type") == "integer"]
+    assert integer["maximum"] == 2**63 - 1 and integer["minimum"] == -(2**63 - 1)

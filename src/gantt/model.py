@@ -13,24 +13,37 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import Meta, Struct, field
 
-# Limits on every string and list that reaches the store (README "The service"): what Nova's database holds
-# (255 for names, ids and metadata), and list sizes no real cloud reaches, so that one request cannot write
-# hundreds of megabytes. A name that is part of a URL (host, node, consumer, aggregate id) must also be
-# addressable: not empty, no '/', no control characters, not '.' or '..'.
+# Limits on every string and list an input carries (README "The service"; tests/test_input_limits.py walks
+# every request type for one without a bound): what Nova's database holds (255 for names, ids, keys and
+# metadata), and list sizes no real cloud reaches, so that one request cannot write hundreds of megabytes. A
+# name that is part of a URL (host, node, consumer, aggregate id) must also be addressable: not empty, no '/',
+# no control characters, not '.' or '..'.
+MAX_TEXT = 255
 NAME_PATTERN = r"^(?!\.\.?$)[^/\x00-\x1f\x7f]+$"
-Name = Annotated[str, Meta(min_length=1, max_length=255, pattern=NAME_PATTERN,
+Name = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT, pattern=NAME_PATTERN,
                            description="1-255 characters; no '/', no control characters, not '.' or '..'")]
-Text = Annotated[str, Meta(max_length=255)]
+Text = Annotated[str, Meta(max_length=MAX_TEXT)]
+Key = Annotated[str, Meta(min_length=1, max_length=MAX_TEXT)]
 _NAME_RE = re.compile(NAME_PATTERN)
 
 
 def valid_name(value: str) -> bool:
-    return len(value) <= 255 and _NAME_RE.match(value) is not None
-Key = Annotated[str, Meta(min_length=1, max_length=255)]
+    return len(value) <= MAX_TEXT and _NAME_RE.match(value) is not None
+
+
 MAX_HOSTS = 1_000_000  # hosts in one aggregate
 MAX_INSTANCES = 100_000  # instances one host lists
-MAX_LIST = 10_000  # hosts or members a request names, traits, …
+MAX_LIST = 10_000  # hosts or members a request names, traits, metrics, reports in a batch, …
 MAX_NUM_INSTANCES = 1_000  # instances in one request
+# Nova joins every aggregate a project may use into one comma-separated requested_destination entry, and a
+# Placement member_of entry may name as many ("in:a,b,…"): room for MAX_LIST UUIDs, their commas and a "!in:".
+MAX_AGGREGATE_REFS = len("!in:") + MAX_LIST * 37
+AggregateRefs = Annotated[str, Meta(max_length=MAX_AGGREGATE_REFS)]
+# An integer aggregate id is Nova's database id. The service refuses any integer beyond int64 in a body
+# (service.app._check_ints); the type says so too, so that the library and the OpenAPI document agree with it.
+MAX_INT64 = 2**63 - 1
+AggregateId = Annotated[int, Meta(ge=-MAX_INT64, le=MAX_INT64,
+                                  description="an integer id is refused beyond int64 (±(2^63-1))")]
 
 __all__ = [
     "STANDARD_CLASSES",
@@ -181,7 +194,7 @@ class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 class ServiceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
     disabled: bool = False
-    disabled_reason: str | None = None
+    disabled_reason: Text | None = None
     forced_down: bool = False
 
 
@@ -193,11 +206,34 @@ MAX_RATIO = 10_000.0
 
 
 MAX_DEPTH = 32  # free-form JSON (hints, image properties, cpu_info, stats) nests at most this deep
+# ... and encodes to at most this many bytes: above the 112 KiB body Nova's own API takes (oslo.middleware's
+# max_request_body_size), so every hint Nova accepts fits, and twice the Text column Nova keeps a node's stats
+# in. Strings and lists inside it need no bound of their own then.
+MAX_JSON_BYTES = 128 * 1024
+_FREE_FORM = f"free-form JSON: at most {MAX_JSON_BYTES} bytes encoded, {MAX_DEPTH} levels deep"
+FreeForm = Annotated[dict[Text, Any], Meta(max_length=MAX_LIST, extra={"max_bytes": MAX_JSON_BYTES},
+                                           extra_json_schema={"x-max-bytes": MAX_JSON_BYTES,
+                                                              "description": _FREE_FORM})]
+JsonText = Annotated[str, Meta(max_length=MAX_JSON_BYTES, description="JSON text, at most "
+                                                                      f"{MAX_JSON_BYTES} characters")]
+
+
+def check_json(name: str, value: Any) -> None:
+    """Refuse free-form JSON nested deeper than MAX_DEPTH or larger than MAX_JSON_BYTES encoded: code that walks
+    it (JsonFilter, capabilities, the encoders) recurses, so a body 100,000 levels deep must be a 400, not a
+    RecursionError later; and a host's stats are kept, interned and copied into every replica."""
+    check_depth(name, value)
+    if not value:
+        return
+    try:
+        size = len(msgspec.json.encode(value))
+    except (TypeError, msgspec.EncodeError):  # built in Python (the library face): a JSON body cannot do this
+        raise ValueError(f"{name} must hold JSON values only") from None
+    if size > MAX_JSON_BYTES:
+        raise ValueError(f"{name} must encode to at most {MAX_JSON_BYTES} bytes of JSON, not {size}")
 
 
 def check_depth(name: str, value: Any) -> None:
-    """Refuse free-form JSON nested deeper than MAX_DEPTH: code that walks it (JsonFilter, capabilities, the
-    encoders) recurses, and a body 100,000 levels deep must be a 400, not a RecursionError later."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -218,10 +254,10 @@ def _finite(name: str, value: float | None, low: float, high: float) -> None:
 
 
 class Metric(Struct, omit_defaults=True):
-    name: str
+    name: Text
     value: float
-    source: str = ""
-    timestamp: Any = None
+    source: Text = ""
+    timestamp: Text | float | None = None  # Nova sends an ISO 8601 string
 
     def __post_init__(self) -> None:
         _finite("value", self.value, -1e15, 1e15)
@@ -230,7 +266,7 @@ class Metric(Struct, omit_defaults=True):
 class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """The ``stats`` of ``update_resource_stats``: Nova's compute_nodes fields. A report replaces what it names."""
 
-    uuid: str | None = None
+    uuid: Text | None = None
     vcpus: int | None = None
     vcpus_used: int | None = None
     memory_mb: int | None = None
@@ -241,27 +277,30 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     cpu_allocation_ratio: float | None = None
     ram_allocation_ratio: float | None = None
     disk_allocation_ratio: float | None = None
-    hypervisor_type: str | None = None
+    hypervisor_type: Text | None = None
     hypervisor_version: int | None = None
-    hypervisor_hostname: str | None = None
-    cpu_info: dict[str, Any] | str | None = None
-    supported_instances: list[list[str | None]] | None = None
-    host_ip: str | None = None
+    hypervisor_hostname: Text | None = None
+    cpu_info: FreeForm | JsonText | None = None
+    # Each entry is Nova's HVSpec: (architecture, hypervisor type, vm mode).
+    supported_instances: Annotated[list[Annotated[list[Text | None], Meta(max_length=3)]],
+                                   Meta(max_length=MAX_LIST)] | None = None
+    host_ip: Text | None = None
     running_vms: int | None = None
     num_instances: int | None = None
     num_io_ops: int | None = None
     current_workload: int | None = None
     failed_builds: int | None = None
-    metrics: list[Metric] | None = None
-    stats: dict[str, Any] | None = None
+    metrics: Annotated[list[Metric], Meta(max_length=MAX_LIST)] | None = None
+    stats: FreeForm | None = None
     service: ServiceInfo | None = None
-    inventories: dict[str, Inventory] | None = None
+    inventories: Annotated[dict[Key, Inventory], Meta(max_length=MAX_LIST)] | None = None
     traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     instances: Annotated[list[Name], Meta(max_length=MAX_INSTANCES)] | None = None
 
     def __post_init__(self) -> None:
-        check_depth("cpu_info", self.cpu_info)
-        check_depth("stats", self.stats)
+        if not isinstance(self.cpu_info, str):
+            check_json("cpu_info", self.cpu_info)
+        check_json("stats", self.stats)
         for name in ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used",
                      "running_vms", "num_instances", "num_io_ops", "current_workload", "failed_builds"):
             value = getattr(self, name)
@@ -359,7 +398,7 @@ def _finite_text(key: str, value: str) -> None:
 
 
 class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    id: int | Name
+    id: AggregateId | Name
     name: Text | None = None
     uuid: Text | None = None
     hosts: Annotated[list[Name], Meta(max_length=MAX_HOSTS)] = field(default_factory=list)
@@ -389,7 +428,7 @@ class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    name: str | None = None
+    name: Text | None = None
     vcpus: int = 0
     memory_mb: int = 0
     root_gb: int = 0
@@ -397,7 +436,7 @@ class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
     swap: int = 0  # MB, as in Nova
     extra_specs: Annotated[dict[Key, Text], Meta(max_length=MAX_LIST)] = field(default_factory=dict)
     flavorid: Text | None = None
-    id: int | str | None = None
+    id: int | Text | None = None
 
     def __post_init__(self) -> None:
         for name in ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap"):
@@ -409,30 +448,31 @@ class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 class Image(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    id: str | None = None
-    name: str | None = None
-    disk_format: str | None = None  # Glance's (qcow2, raw, …): [scheduler] query_placement_for_image_type_support
-    properties: dict[str, Any] = field(default_factory=dict)
+    id: Text | None = None
+    name: Text | None = None
+    disk_format: Text | None = None  # Glance's (qcow2, raw, …): [scheduler] query_placement_for_image_type_support
+    properties: FreeForm = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_depth("properties", self.properties)
+        check_json("properties", self.properties)
+
+
+Policy = Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]
 
 
 class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
     uuid: Text | None = None
     name: Text | None = None
-    policy: Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"] | None = None
-    policies: list[str] | None = None  # older Nova: a one-element list
+    policy: Policy | None = None
+    policies: Annotated[list[Policy], Meta(max_length=1)] | None = None  # older Nova: a one-element list
     members: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
     hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
-    rules: dict[str, Any] = field(default_factory=dict)
+    rules: FreeForm = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        check_depth("rules", self.rules)
+        check_json("rules", self.rules)
         if self.policy is None and self.policies:
-            if self.policies[0] not in ("affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"):
-                raise ValueError(f"policies must name a known policy, not {self.policies[0]!r}")
-            self.policy = self.policies[0]  # type: ignore[assignment]
+            self.policy = self.policies[0]
         if "max_server_per_host" in self.rules:
             value = self.rules["max_server_per_host"]
             try:
@@ -445,9 +485,10 @@ class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
 
 class RequestedDestination(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    host: str | None = None
-    node: str | None = None
-    aggregates: list[str] | None = None  # each a comma-separated "any of" group, as in Nova
+    host: Text | None = None
+    node: Text | None = None
+    # Each a comma-separated "any of" group, as in Nova.
+    aggregates: Annotated[list[AggregateRefs], Meta(max_length=MAX_LIST)] | None = None
 
 
 class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -458,23 +499,25 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     availability_zone: Text | None = None
     num_instances: Annotated[int, Meta(ge=1, le=MAX_NUM_INSTANCES)] = 1
     instance_uuids: Annotated[list[Name], Meta(max_length=MAX_NUM_INSTANCES)] | None = None
-    scheduler_hints: dict[str, Any] = field(default_factory=dict)
+    scheduler_hints: FreeForm = field(default_factory=dict)
     instance_group: InstanceGroup | None = None
     ignore_hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     force_hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     force_nodes: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     requested_destination: RequestedDestination | None = None
-    resources: dict[str, int] | None = None
+    resources: Annotated[dict[Key, int], Meta(max_length=MAX_LIST)] | None = None
     required_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     forbidden_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
-    member_of: list[list[str]] | None = None  # each inner list: "in any of these"; all inner lists must hold
+    # Each inner list: "in any of these"; all inner lists must hold.
+    member_of: Annotated[list[Annotated[list[AggregateRefs], Meta(max_length=MAX_LIST)]],
+                         Meta(max_length=MAX_LIST)] | None = None
     request_id: Text | None = None
     # A move (resize, migration, evacuation) of the one instance named in instance_uuids (design §6): the
     # instance is placed anew and its current allocation is held under this UUID until confirm or revert.
     migration_uuid: Name | None = None
 
     def __post_init__(self) -> None:
-        check_depth("scheduler_hints", self.scheduler_hints)
+        check_json("scheduler_hints", self.scheduler_hints)
         if self.num_instances < 1:
             raise ValueError("num_instances must be >= 1")
         if self.num_instances > 1000:

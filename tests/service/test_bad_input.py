@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import host_stats
+from tests.service.conftest import CONFIG
 from tests.service.server import ServerProcess
 
 HOST = "fuzz-host"
@@ -287,3 +288,85 @@ def test_deep_nesting_and_invalid_utf8_are_a_400_naming_the_field(http: httpx.Cl
 def test_a_limit_that_is_not_ascii_digits_is_a_400(http: httpx.Client, limit: str) -> None:
     response = http.post("/v1/candidates", params={"limit": limit}, json=SPEC)
     assert response.status_code == 400 and response.json()["field"] == "limit"
+
+
+LONG = "A" * 256  # one past the 255 characters of a name, id or key (Nova's String(255) columns)
+
+
+@pytest.mark.parametrize(("method", "path", "body", "field"), [
+    ("POST", "/v1/resource-stats", {"name": HOST, "stats": {**STATS, "metrics": [{"name": LONG, "value": 1}]}},
+     "$.stats.metrics[0].name"),
+    ("POST", "/v1/resource-stats", {"name": HOST, "stats": {**STATS, "hypervisor_hostname": LONG}},
+     "$.stats.hypervisor_hostname"),
+    ("POST", "/v1/resource-stats", {"name": HOST, "stats": {**STATS, "host_ip": LONG}}, "$.stats.host_ip"),
+    ("POST", "/v1/resource-stats", {"name": HOST, "stats": {**STATS, "supported_instances": [["x86_64", LONG]]}},
+     "$.stats.supported_instances[0][1]"),
+    ("POST", "/v1/resource-stats", {"name": HOST, "stats": {**STATS, "supported_instances": [["a", "b", "c", "d"]]}},
+     "$.stats.supported_instances[0]"),
+    ("POST", "/v1/resource-stats/batch", {"reports": [{"name": HOST, "stats": {**STATS, "uuid": LONG}}]},
+     "$.reports[0].stats.uuid"),
+    ("POST", "/v1/select_destinations", {**SPEC, "flavor": {**SPEC["flavor"], "name": LONG}}, "$.flavor.name"),
+    ("POST", "/v1/select_destinations", {**SPEC, "image": {"id": LONG}}, "$.image.id"),
+    ("POST", "/v1/select_destinations", {**SPEC, "image": {"properties": {LONG: "x"}}}, "$.image.properties"),
+    ("POST", "/v1/select_destinations", {**SPEC, "scheduler_hints": {LONG: "x"}}, "$.scheduler_hints"),
+    ("POST", "/v1/select_destinations", {**SPEC, "member_of": [["1"] * 10_001]}, "$.member_of[0]"),
+    ("POST", "/v1/select_destinations", {**SPEC, "instance_group": {"policies": ["affinity", "anti-affinity"]}},
+     "$.instance_group.policies"),
+    ("POST", "/v1/select_destinations", {**SPEC, "requested_destination": {"host": LONG}},
+     "$.requested_destination.host"),
+    ("POST", "/v1/select_destinations", {**SPEC, "resources": {"CUSTOM_" + LONG: 1}}, "$.resources"),
+    ("POST", "/v1/candidates", {**SPEC, "flavor": {**SPEC["flavor"], "id": LONG}}, "$.flavor.id"),
+])
+def test_an_over_long_value_is_a_400_naming_the_field_and_changes_nothing(
+        http: httpx.Client, method: str, path: str, body: dict[str, Any], field: str) -> None:
+    """Issue 11 item 3: these were bounded by the body limit alone; a 256-character metric name reached the store."""
+    before = _state(http), _unhandled(http)
+    response = http.request(method, path, json=body)
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    assert response.json()["field"] == field
+    assert (_state(http), _unhandled(http)) == before
+
+
+@pytest.mark.parametrize(("method", "path", "params", "field"), [
+    ("DELETE", f"/v1/hosts/{LONG}", {}, "host"),
+    ("GET", f"/v1/hosts/{HOST}", {"node": LONG}, "node"),
+    ("DELETE", f"/v1/allocations/{LONG}", {}, "consumer"),
+    ("POST", f"/v1/migrations/{LONG}/revert", {}, "migration"),
+    ("DELETE", f"/v1/instances/{HOST}/{LONG}", {}, "instance"),
+])
+def test_an_over_long_name_in_the_path_or_query_is_a_400(http: httpx.Client, method: str, path: str,
+                                                         params: dict[str, str], field: str) -> None:
+    before = _state(http)
+    response = http.request(method, path, params=params)
+    assert response.status_code == 400, response.text
+    assert response.json()["field"] == field
+    assert _state(http) == before
+
+
+@pytest.fixture(scope="module")
+def roomy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    """A server whose body limit is above the free-form fields' own, so that theirs is the one that refuses."""
+    config = {**CONFIG, "gantt": {**CONFIG["gantt"], "max_body_bytes": 1024 * 1024}}
+    with ServerProcess("memory://", config=config, workdir=tmp_path_factory.mktemp("roomy")) as server, \
+            httpx.Client(base_url=server.url, timeout=30) as client:
+        client.post("/v1/resource-stats", json={"name": HOST, "stats": STATS}).raise_for_status()
+        yield client
+
+
+@pytest.mark.parametrize(("path", "body", "field"), [
+    ("/v1/select_destinations", {**SPEC, "scheduler_hints": {"different_host": ["x" * 36] * 4000}},
+     "$.scheduler_hints"),
+    ("/v1/select_destinations", {**SPEC, "image": {"properties": {"p": "x" * 200_000}}}, "$.image.properties"),
+    ("/v1/resource-stats", {"name": HOST, "stats": {**STATS, "stats": {"s": "x" * 200_000}}}, "$.stats.stats"),
+    ("/v1/resource-stats", {"name": HOST, "stats": {**STATS, "cpu_info": {"features": ["f" * 30] * 6000}}},
+     "$.stats.cpu_info"),
+])
+def test_free_form_json_over_its_size_bound_is_a_400_saying_so(roomy: httpx.Client, path: str,
+                                                                 body: dict[str, Any], field: str) -> None:
+    before = _state(roomy)
+    response = roomy.post(path, json=body)
+    assert response.status_code == 400, response.text
+    problem = response.json()
+    assert problem["field"] == field and "bytes" in problem["detail"], problem
+    assert _state(roomy) == before

@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gantt import __version__
 from gantt.config import Config, load_config
 from gantt.model import (
+    MAX_INT64,
     Aggregate,
     GanttError,
     HostReport,
@@ -41,6 +42,7 @@ from gantt.model import (
     NotFound,
     RequestSpec,
     decode,
+    valid_name,
 )
 from gantt.replica import Replica
 from gantt.service.metrics import Metrics
@@ -71,7 +73,6 @@ STALE_AFTER = 10.0
 # How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
 # that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http.py; GANTT_THREADS overrides it.
 THREADS = int(os.environ.get("GANTT_THREADS", "16"))
-_INT64 = 2**63 - 1
 _LONG_DIGITS = re.compile(rb"\d{19}")
 _ENCODER = msgspec.json.Encoder()
 
@@ -133,7 +134,7 @@ def _check_ints(value: Any, path: str) -> None:
     if isinstance(value, bool):
         return
     if isinstance(value, int):
-        if abs(value) > _INT64:
+        if abs(value) > MAX_INT64:
             raise InvalidRequest(f"integer out of range (at {path})", field=path)
     elif isinstance(value, dict):
         for key, item in value.items():
@@ -146,6 +147,7 @@ def _check_ints(value: Any, path: str) -> None:
 # The query parameters each path takes; any other is a 400, as an unknown body field is: a mistyped ``?nod=``
 # on DELETE /v1/hosts/{host} would otherwise delete every node of the host instead of one.
 _QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}), "/v1/candidates": frozenset({"limit"})}
+_NAME_PARAMETERS = frozenset({"node"})  # ``limit`` is a number, checked by its handler
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -160,8 +162,18 @@ def _query(request: Request) -> dict[str, str]:
                                  field=name[:64])
         if name in seen:
             raise InvalidRequest(f"query parameter {name!r} given more than once", field=name)
+        if name in _NAME_PARAMETERS:
+            _check_name(name, value)
         seen[name] = value
     return seen
+
+
+def _check_name(parameter: str, value: str) -> None:
+    """A path or query parameter names what a body created with a Name: held to the same limits, an over-long
+    one is refused as a body field would be rather than looked up (and echoed back whole in a 404)."""
+    if not valid_name(value):
+        raise InvalidRequest(f"{parameter} must be 1-255 characters, without '/' or control characters, and not "
+                             f"'.' or '..' (got {len(value)} characters)", field=parameter)
 
 
 def _json(value: Any, status: int = 200) -> Response:
@@ -338,10 +350,13 @@ async def delete_instance(request: Request) -> Response:
 
 
 def _route(path: str, endpoint: Callable[[Request], Awaitable[Response]], methods: list[str]) -> Route:
-    """A route whose handler runs only if every query parameter is one the path takes (``_QUERY``)."""
+    """A route whose handler runs only if every path parameter is a name and every query parameter is one the
+    path takes (``_QUERY``)."""
 
     @functools.wraps(endpoint)
     async def checked(request: Request) -> Response:
+        for name, value in request.path_params.items():
+            _check_name(name, value)
         _query(request)
         return await endpoint(request)
 

@@ -15,7 +15,9 @@ from gantt import __version__
 from gantt.model import (
     MAX_COUNT,
     MAX_INSTANCES,
+    MAX_LIST,
     MAX_RATIO,
+    MAX_TEXT,
     NAME_PATTERN,
     STANDARD_CLASSES,
     Aggregate,
@@ -79,7 +81,7 @@ class ReportIn(Struct, forbid_unknown_fields=True):
 
 
 class ReportBatchIn(Struct, forbid_unknown_fields=True):
-    reports: list[ReportIn]
+    reports: Annotated[list[ReportIn], Meta(max_length=MAX_LIST)]
 
 
 class InstancesIn(Struct, forbid_unknown_fields=True):
@@ -241,15 +243,21 @@ def _move_op(summary: str) -> dict[str, Any]:
     return op
 
 
+_NAME = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT, "pattern": NAME_PATTERN}
+MAX_LIMIT = 999_999_999  # ?limit= is 1-9 ASCII digits
+
+
 def _path_param(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+    # Every path parameter names something made by a body's Name (host, node, consumer, migration, instance,
+    # aggregate id): one that is not a Name can name nothing, and is refused as such (400).
+    return {"name": name, "in": "path", "required": True, "schema": _NAME}
 
 
 def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
 
 
-_NODE = _query("node", {"type": "string"}, "The node of a host with several nodes (bare metal)")
+_NODE = _query("node", _NAME, "The node of a host with several nodes (bare metal)")
 _WRITE_ERRORS = (503,)
 
 
@@ -257,7 +265,6 @@ _COUNT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
 _RATIO = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_RATIO}
 _RESOURCE_CLASS = {"anyOf": [{"enum": sorted(STANDARD_CLASSES)}, {"pattern": "^CUSTOM_[A-Z0-9_]+$"}],
                    "description": "a standard resource class (os-resource-classes) or CUSTOM_[A-Z0-9_]+"}
-_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": NAME_PATTERN}
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -275,7 +282,8 @@ def _state_limits(schemas: dict[str, Any]) -> None:
     for name in ("cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio"):
         stats[name] = _nullable(_RATIO)
     stats["traits"]["anyOf"][0]["items"]["pattern"] = "^[A-Z0-9_]+$"
-    stats["inventories"]["anyOf"][0]["propertyNames"] = _RESOURCE_CLASS
+    inventories = stats["inventories"]["anyOf"][0]
+    inventories["propertyNames"] = {**inventories["propertyNames"], **_RESOURCE_CLASS}
     inventory = schemas["Inventory"]["properties"]
     inventory["total"] = {**_COUNT}
     inventory["reserved"] = {**_COUNT, "default": 0}
@@ -291,8 +299,9 @@ def _state_limits(schemas: dict[str, Any]) -> None:
     for name in ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap"):
         schemas["Flavor"]["properties"][name] = {"type": "integer", "minimum": 0, "default": 0}
     spec = schemas["RequestSpec"]
-    spec["properties"]["resources"] = _nullable({"type": "object", "propertyNames": _RESOURCE_CLASS,
-                                                 "additionalProperties": {"type": "integer", "minimum": 0}})
+    resources = spec["properties"]["resources"]["anyOf"][0]
+    resources["propertyNames"] = {**resources["propertyNames"], **_RESOURCE_CLASS}
+    resources["additionalProperties"] = {"type": "integer", "minimum": 0}
     spec["anyOf"] = [{"required": ["flavor"], "properties": {"flavor": {"$ref": "#/components/schemas/Flavor"}}},
                      {"required": ["resources"], "properties": {"resources": {"type": "object",
                                                                               "minProperties": 1}}}]
@@ -355,7 +364,8 @@ def openapi() -> dict[str, Any]:
         "/v1/candidates": {"post": _op(
             "Dry run: rank every node that passes the filters, with per-weigher weights; claims nothing",
             ok="Candidates", body="RequestSpec",
-            params=[_query("limit", {"type": "integer", "minimum": 1}, "At most this many candidates")])},
+            params=[_query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                           "At most this many candidates")])},
         "/v1/allocations": {"get": _op("Every allocation", ok="AllocationList")},
         "/v1/allocations/{consumer}": {
             "parameters": [_path_param("consumer")],
