@@ -518,10 +518,9 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
     def __post_init__(self) -> None:
         check_json("scheduler_hints", self.scheduler_hints)
-        if self.num_instances < 1:
-            raise ValueError("num_instances must be >= 1")
-        if self.num_instances > 1000:
-            raise ValueError("num_instances must be <= 1000")
+        # The type's bounds hold for decoded input; a RequestSpec built in Python is checked here.
+        if not 1 <= self.num_instances <= MAX_NUM_INSTANCES:
+            raise ValueError(f"num_instances must be >= 1 and <= {MAX_NUM_INSTANCES}")
         if self.instance_uuids is not None:
             if len(self.instance_uuids) != self.num_instances:
                 if self.num_instances == 1 and len(self.instance_uuids) > 1:

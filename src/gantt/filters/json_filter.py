@@ -34,12 +34,11 @@ from gantt.filters.hoststate import (
     identity_attribute,
     numeric_attribute,
 )
-from gantt.model import InvalidRequest
+from gantt.model import MAX_DEPTH, InvalidRequest
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
 FIELD = "$.scheduler_hints.query"
-_MAX_DEPTH = 32
 _MAX_NODES = 2000
 _COMPARE: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, "<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge,
@@ -90,7 +89,7 @@ def parse_query(raw: Any) -> list[Any] | None:
 
     def check(node: list[Any], depth: int) -> None:
         count[0] += 1
-        if depth > _MAX_DEPTH or count[0] > _MAX_NODES:
+        if depth > MAX_DEPTH or count[0] > _MAX_NODES:
             raise InvalidRequest("query is too large or too deeply nested", field=FIELD)
         if not node:
             return  # an empty sub-query is true
