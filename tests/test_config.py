@@ -74,8 +74,8 @@ def test_dotted_nova_class_paths_are_accepted() -> None:
     sched = Scheduler({"filter_scheduler": {
         "enabled_filters": ["nova.scheduler.filters.compute_filter.ComputeFilter"],
         "weight_classes": ["nova.scheduler.weights.ram.RAMWeigher"]}})
-    assert [f.name for f in sched.engine.filters if not f.always_on] == ["ComputeFilter"]
-    assert [w.name for w in sched.engine.weighers] == ["RAMWeigher"]
+    assert [f.name for f in sched.engine.ranker.filters if not f.always_on] == ["ComputeFilter"]
+    assert [w.name for w in sched.engine.ranker.weighers] == ["RAMWeigher"]
 
 
 def test_overrides_make_a_changed_copy() -> None:

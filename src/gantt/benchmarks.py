@@ -198,7 +198,7 @@ def _dry_runs(engine: Engine, specs: list[RequestSpec], now: float) -> list[floa
     for spec in specs:
         t0 = perf()
         ctx = RequestContext.build(spec, engine.config, now)
-        ranking = engine._rank(ctx)
+        ranking = engine.ranker.rank(ctx)
         if ranking.count:
             int(ranking.score.argmax())
         times.append(perf() - t0)

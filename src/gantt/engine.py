@@ -20,33 +20,29 @@ import logging
 import random
 import threading
 import uuid as uuidlib
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from gantt import filters as filter_pkg
-from gantt import weighers as weigher_pkg
 from gantt.config import Config
 from gantt.model import (
     Allocation,
     Candidate,
     Conflict,
     Explanation,
-    FilterStep,
     GanttError,
-    NearestMiss,
     NodeKey,
     NoValidHost,
     RequestSpec,
     Selection,
     decode,
 )
+from gantt.ranking import Ranker, Ranking
 from gantt.request import RequestContext
 from gantt.state import ClaimRejected, HostTable, SourceMoved
-from gantt.weighers.base import Weigher
 
 log = logging.getLogger(__name__)
 
@@ -95,33 +91,6 @@ class _LostBorrowed(Exception):
     """Internal: an allocation a request answered with (held by a twin request) vanished before it returned."""
 
 
-@dataclass(slots=True)
-class Ranking:
-    """One pass of filters and weighers for one instance.
-
-    When few rows pass (``rows`` given), weights are computed for those rows only and ``score[i]`` is the weight
-    of row ``rows[i]``; otherwise ``score`` spans every row with -inf where the mask is False. Gathering pays
-    only when the candidates are a minority (an availability zone, a tenant's aggregate); over most of the cloud
-    full-length arithmetic is cheaper than gathering.
-    """
-
-    mask: np.ndarray
-    score: np.ndarray
-    count: int
-    steps: list[tuple[str, np.ndarray | None]]
-    limits: dict[str, np.ndarray]
-    rows: np.ndarray | None = None
-    offset: float = 0.0  # added to every score to give the weight (it never changes the order)
-
-    def candidate_rows(self) -> np.ndarray:
-        return self.rows if self.rows is not None else np.flatnonzero(self.mask)
-
-    def candidate_scores(self) -> np.ndarray:
-        """Weights in candidate order."""
-        scores = self.score if self.rows is not None else self.score.take(np.flatnonzero(self.mask))
-        return scores + self.offset
-
-
 @dataclass
 class EngineStats:
     """Counters for /metrics; a scheduler that replaces another (a replica's reload) carries them over."""
@@ -145,12 +114,7 @@ class Engine:
         self.rng = rng or random.Random(self.config.gantt.seed)
         self.stats = stats or EngineStats()
         self._stats_lock = self.stats.lock
-        fs = self.config.filter_scheduler
-        self.filters: list[filter_pkg.Filter] = [cls(self.config) for cls in filter_pkg.pipeline(fs.enabled_filters)]
-        self.weighers: list[weigher_pkg.Weigher] = [cls(self.config)
-                                                    for cls in weigher_pkg.resolve(fs.weight_classes)]
-        self._mask_cache: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
-        self._mask_cache_lock = threading.Lock()
+        self.ranker = Ranker(table, self.config, self.stats)
 
     # ----------------------------------------------------------------------------------------- public face
 
@@ -196,7 +160,7 @@ class Engine:
         spec = decode(spec, RequestSpec, path="$")
         ctx = self._dry_context(spec)
         contributions: dict[str, np.ndarray] = {}
-        ranking = self._rank(ctx, contributions)
+        ranking = self.ranker.rank(ctx, contributions)
         rows = ranking.candidate_rows()
         scores = ranking.candidate_scores()
         order = np.argsort(-scores, kind="stable")
@@ -215,7 +179,7 @@ class Engine:
         """Filter by filter, how many nodes each removes for this request (whether or not anything fits)."""
         spec = decode(spec, RequestSpec, path="$")
         ctx = self._dry_context(spec)
-        return self._explain(ctx, self._rank(ctx))
+        return self.ranker.explain(ctx, self.ranker.rank(ctx))
 
     def _dry_context(self, spec: RequestSpec) -> RequestContext:
         ctx = RequestContext.build(spec, self.config, self.table.clock())
@@ -327,7 +291,7 @@ class Engine:
         joins ``placed`` (one commit with the instance's).
         """
         table = self.table
-        ranking = self._rank(ctx)
+        ranking = self.ranker.rank(ctx)
         if ranking.count == 0:
             return self._fail(ctx, consumer, placed, self._no_valid_host(ctx, ranking))
         max_attempts = self.config.scheduler.max_attempts
@@ -372,7 +336,7 @@ class Engine:
                 break
         if chosen is None:
             # Every candidate was taken between ranking and claiming; rank again from the current state.
-            ranking = self._rank(ctx)
+            ranking = self.ranker.rank(ctx)
             error = self._no_valid_host(ctx, ranking, reason="contention" if ranking.count else "")
             return self._fail(ctx, consumer, placed, error)
         return selections, chosen, True
@@ -454,203 +418,8 @@ class Engine:
                 if table.allocations.get(allocation.consumer_uuid) is allocation:
                     table.release(allocation.consumer_uuid)
 
-    # -------------------------------------------------------------------------------------------- ranking
-
-    def _preselect(self, ctx: RequestContext) -> tuple[list[tuple[str, np.ndarray | None]], bool]:
-        """ignore_hosts, force_hosts/force_nodes and requested_destination, as Nova's host manager applies them."""
-        table = self.table
-        spec = ctx.spec
-        steps: list[tuple[str, np.ndarray | None]] = []
-        hosts = table.host_names
-        if spec.ignore_hosts:
-            ignored = set(spec.ignore_hosts)
-            steps.append(("ignore_hosts", self._name_mask(hosts, lambda h: h not in ignored)))
-        source = ctx.move_source
-        if source is not None and not self.config.default.allow_resize_to_same_host:
-            steps.append(("allow_resize_to_same_host", self._name_mask(hosts, lambda h: h != source.host)))
-        forced = False
-        if spec.force_hosts or spec.force_nodes:
-            fh = {h.lower() for h in spec.force_hosts or ()}
-            fn = {n.lower() for n in spec.force_nodes or ()}
-            mask = np.ones(table.n, dtype=np.bool_)
-            if fh:
-                mask &= self._name_mask(hosts, lambda h: h.lower() in fh)
-            if fn:
-                mask &= self._name_mask(table.node_names, lambda nd: nd.lower() in fn)
-            steps.append(("force_hosts", mask))
-            forced = True
-        dest = spec.requested_destination
-        if dest is not None:
-            mask = np.ones(table.n, dtype=np.bool_)
-            if dest.host:
-                mask &= self._name_mask(hosts, lambda h: h == dest.host)
-            if dest.node:
-                mask &= self._name_mask(table.node_names, lambda nd: nd == dest.node)
-            for group in dest.aggregates or ():
-                wanted = {g.strip() for g in group.split(",") if g.strip()}
-                keys = {a.key for a in table.aggregates.values() if a.key in wanted or a.uuid in wanted}
-                mask &= table.factor("aggregates").map(lambda aggs, keys=keys: bool(aggs & keys))
-            steps.append(("requested_destination", mask))
-        return steps, forced
-
-    def _name_mask(self, names: list[str], keep: Callable[[str], bool]) -> np.ndarray:
-        n = self.table.n
-        return np.fromiter((keep(name) for name in names[:n]), dtype=np.bool_, count=n)
-
-    def _filter_mask(self, flt: filter_pkg.Filter, ctx: RequestContext) -> np.ndarray | None:
-        table = self.table
-        if flt.once_per_request and ctx.instance_index > 0:
-            memo = ctx.scratch.get(("once", flt.name))
-            if memo is not None and (memo[0] is None or len(memo[0]) == table.n):
-                return memo[0]
-        if flt.static:
-            key = (flt.name, flt.cache_key(ctx), table.static_revision, table.n)
-            with self._mask_cache_lock:
-                if key in self._mask_cache:
-                    self._mask_cache.move_to_end(key)
-                    self.stats.mask_cache_hits += 1
-                    mask = self._mask_cache[key]
-                    if flt.once_per_request:
-                        ctx.scratch[("once", flt.name)] = (mask,)
-                    return mask
-            mask = flt.mask(table, ctx)
-            with self._mask_cache_lock:
-                self.stats.mask_cache_misses += 1
-                self._mask_cache[key] = mask
-                while len(self._mask_cache) > self.config.gantt.mask_cache_size:
-                    self._mask_cache.popitem(last=False)
-        else:
-            mask = flt.mask(table, ctx)
-        if flt.once_per_request:
-            ctx.scratch[("once", flt.name)] = (mask,)
-        return mask
-
-    def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None = None) -> Ranking:
-        table = self.table
-        n = table.n
-        steps, forced = self._preselect(ctx)
-        limits: dict[str, np.ndarray] = {}
-        for flt in self.filters:
-            if forced and not flt.always_on:
-                continue  # Nova skips the filters for forced hosts; the resource claim still applies
-            steps.append((flt.name, self._filter_mask(flt, ctx)))
-            flt_limits = flt.limits(table, ctx)
-            if flt_limits:
-                for rc, arr in flt_limits.items():
-                    limits[rc] = arr if rc not in limits else np.fmin(limits[rc], arr)
-        mask = np.ones(n, dtype=np.bool_)
-        for _, m in steps:
-            if m is not None:
-                np.logical_and(mask, m[:n], out=mask)
-        count = int(np.count_nonzero(mask))
-        rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
-        extremes = _Extremes(table, mask, rows)
-        if count > 1:  # Nova returns a lone candidate unweighed (weight 0): nothing to rank it against
-            score, offset = self._weigh(ctx, extremes, rows, contributions)
-        else:
-            score, offset = np.zeros(count if rows is not None else n), 0.0
-        if rows is None and count < n:
-            # A fancy-index scatter: boolean-mask assignment is ~5x slower on irregular masks.
-            score[extremes.excluded] = -np.inf
-        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset)
-
-    def _weigh(self, ctx: RequestContext, extremes: _Extremes, rows: np.ndarray | None,
-               contributions: dict[str, np.ndarray] | None) -> tuple[np.ndarray, float]:
-        """Nova's weighing: per weigher ``multiplier * (x - min) / (max - min)`` over the candidates, summed.
-
-        Returns ``(score, offset)``: the weight of a candidate is ``score + offset``. With a scalar multiplier a
-        weigher contributes ``c * x - c * min``; the ``c * x`` terms are summed per row and the constants into
-        ``offset``, which never changes the order and is added only to the weights reported. When every weigher
-        reads a usage column with a scalar multiplier the per-row sum comes from the table's patched sums; else
-        it is computed here. ``score`` covers every row, or ``rows`` (in that order) when given.
-        """
-        table = self.table
-        mask = extremes.mask
-        terms: list[tuple[Weigher, str | None, np.ndarray, float | np.ndarray, float, float]] = []
-        for weigher in self.weighers:
-            multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
-            if isinstance(multiplier, float) and multiplier == 0.0:
-                continue
-            raw = weigher.raw(table, ctx, mask)
-            if raw is None:
-                continue
-            column = weigher.usage_column
-            bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, column)
-            if bounds is None:
-                continue  # Nova: every candidate equal -> every normalized weight 0
-            raw, column = _clamped(extremes, raw, column, weigher.minval, weigher.maxval, bounds)
-            terms.append((weigher, column, raw, multiplier, *bounds))
-        size = len(rows) if rows is not None else table.n
-        if not terms:
-            return np.zeros(size), 0.0
-        offset = 0.0
-        if contributions is None and all(c and isinstance(m, float) for _, c, _, m, _, _ in terms):
-            factors = [(c, raw, m / (hi - lo), lo) for _, c, raw, m, lo, hi in terms]
-            key = tuple((column, factor) for column, _, factor, _ in factors)
-            score = table.weighted_sum(key, [(raw, factor) for _, raw, factor, _ in factors], rows)
-            for _, _, factor, lo in factors:
-                offset -= lo * factor
-            return score, offset
-        score = np.zeros(size)
-        scratch = np.empty(size)
-        for weigher, _, raw, multiplier, lo, hi in terms:
-            if rows is not None:
-                raw = raw[rows]
-                if not isinstance(multiplier, float):
-                    multiplier = multiplier[rows]
-            if isinstance(multiplier, float):
-                factor = multiplier / (hi - lo)
-                np.multiply(raw, factor, out=scratch)
-                score += scratch
-                offset -= lo * factor
-                if contributions is not None:
-                    contributions[weigher.name] = _aligned(scratch - lo * factor, rows, mask)
-            else:
-                np.subtract(raw, lo, out=scratch)
-                scratch *= 1.0 / (hi - lo)
-                scratch *= multiplier
-                score += scratch
-                if contributions is not None:
-                    contributions[weigher.name] = _aligned(scratch.copy(), rows, mask)
-        return score, offset
-
-    # ---------------------------------------------------------------------------------------- explanation
-
-    def _explain(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> Explanation:
-        table = self.table
-        n = table.n
-        alive = np.ones(n, dtype=np.bool_)
-        steps: list[FilterStep] = []
-        for name, m in ranking.steps:
-            before = int(np.count_nonzero(alive))
-            if m is not None:
-                alive &= m[:n]
-            after = int(np.count_nonzero(alive))
-            steps.append(FilterStep(name=name, before=before, removed=before - after, after=after))
-        nearest: list[NearestMiss] = []
-        ran = {name for name, _ in ranking.steps}
-        for flt in self.filters:
-            if flt.explains_miss and flt.name in ran:
-                others = np.ones(n, dtype=np.bool_)
-                for name, m in ranking.steps:
-                    if name != flt.name and m is not None:
-                        others &= m[:n]
-                nearest.extend(flt.nearest_miss(table, ctx, others))
-        if not reason:
-            # The filter that removed the most (the first of equals): the one an operator should look at. The
-            # request's own pre-selection (force_hosts, ignore_hosts, requested_destination) counts only when it
-            # left nothing to filter.
-            names = {flt.name for flt in self.filters}
-            ranked = [s for s in steps if s.name in names and s.removed] or \
-                [s for s in steps if s.removed and s.after == 0]
-            worst = max(ranked, key=lambda s: s.removed, default=None)
-            reason = worst.name if worst is not None else ("no hosts" if n == 0 else "")
-        down = int(n - np.count_nonzero(table.alive(ctx.now)[:n])) if n else 0
-        return Explanation(hosts=n, steps=steps, nearest_miss=nearest, instance_index=ctx.instance_index,
-                           reason=reason, down=down, service_down_time=table.service_down_time if down else 0.0)
-
     def _no_valid_host(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> NoValidHost:
-        explanation = self._explain(ctx, ranking, reason)
+        explanation = self.ranker.explain(ctx, ranking, reason)
         with self._stats_lock:
             self.stats.no_valid_host[explanation.reason or "unknown"] += 1
         prefix = f"instance {ctx.instance_index + 1} of {ctx.spec.num_instances}: " if ctx.spec.num_instances > 1 \
@@ -698,108 +467,3 @@ def _check_repeat(ctx: RequestContext, held: Allocation) -> None:
                        "needs migration_uuid (or release the allocation first)", field="$.instance_uuids")
 
 
-class _Extremes:
-    """min / max of a raw column over the candidates, cheaply.
-
-    numpy's ``where=`` reductions, ``np.where`` and gathers of most rows cost 50-100 µs per 100,000 rows; a plain
-    reduction costs ~10. In order of preference:
-    - over most of the cloud, a weigher that reads a usage column of the table asks the table's shortlist of that
-      column's extreme rows (kept across decisions, patched on changed rows: a few µs);
-    - with few candidates (``rows`` given), a gather of those rows and plain reductions;
-    - the extreme over every row is also the candidates' extreme when the row holding it is a candidate, or when
-      some candidate ties with it (common: many identical empty hosts); a column whose extremes agree over every
-      row is constant over the candidates too;
-    - otherwise the column is copied into a scratch buffer with the excluded rows set to a value that cannot win.
-    """
-
-    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None) -> None:
-        self.table = table
-        self.mask = mask
-        self.rows = rows
-        self._everyone: bool | None = None
-        self._excluded: np.ndarray | None = None
-        self._buffer: np.ndarray | None = None
-
-    @property
-    def everyone(self) -> bool:
-        """Every row is a candidate (so plain reductions are exact)."""
-        if self._everyone is None:
-            self._everyone = self.rows is None and len(self.mask) > 0 and bool(self.mask.all())
-        return self._everyone
-
-    @property
-    def excluded(self) -> np.ndarray:
-        """Row numbers of the non-candidates (computed once per ranking, on first need)."""
-        if self._excluded is None:
-            self._excluded = np.flatnonzero(~self.mask)
-        return self._excluded
-
-    def bounds(self, raw: np.ndarray, minval: float | None, maxval: float | None,
-               column: str | None = None) -> tuple[float, float] | None:
-        """(lo, hi) of ``raw`` (every row) over the candidates, for normalization, or None when every candidate
-        weighs the same (``hi <= lo``)."""
-        lo, hi = minval, maxval
-        if column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
-            if lo is None:
-                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False)
-            if hi is None:
-                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True)
-        if lo is None or hi is None:
-            if self.rows is not None or self.everyone:
-                values = raw.take(self.rows) if self.rows is not None else raw
-                lo = float(values.min()) if lo is None else lo
-                hi = float(values.max()) if hi is None else hi
-            elif lo is None and hi is None:
-                lo_row = int(raw.argmin())
-                hi_row = int(raw.argmax())
-                if raw[lo_row] == raw[hi_row]:
-                    return None  # constant over every row, so over the candidates
-                lo = self._extreme(raw, lo_row, highest=False)
-                hi = self._extreme(raw, hi_row, highest=True)
-            elif lo is None:
-                lo = self._extreme(raw, int(raw.argmin()), highest=False)
-            else:
-                hi = self._extreme(raw, int(raw.argmax()), highest=True)
-        assert lo is not None and hi is not None
-        return (lo, hi) if hi > lo else None
-
-    def _extreme(self, raw: np.ndarray, row: int, *, highest: bool) -> float:
-        value = raw[row]
-        if self.mask[row]:
-            return float(value)
-        excluded = self.excluded
-        if len(excluded) * 8 < len(raw):
-            # Does a candidate tie with the overall extreme? Count the ties everywhere and among the excluded.
-            ties = int(np.count_nonzero(raw == value))
-            if ties > int(np.count_nonzero(raw.take(excluded) == value)):
-                return float(value)
-        if self._buffer is None:
-            self._buffer = np.empty(len(raw))
-        buffer = self._buffer
-        np.copyto(buffer, raw)
-        buffer[excluded] = -np.inf if highest else np.inf
-        return float(buffer.max() if highest else buffer.min())
-
-
-def _clamped(extremes: _Extremes, raw: np.ndarray, column: str | None, minval: float | None, maxval: float | None,
-             bounds: tuple[float, float]) -> tuple[np.ndarray, str | None]:
-    """Nova's weigh_objects: a weight below ``minval`` (above ``maxval``) counts as ``minval`` (``maxval``).
-
-    Only when a candidate lies outside the bounds is a clamped copy made (it is then no longer the usage
-    column, so the patched weighted sums do not apply to it); e.g. RAMWeigher's ``minval = 0`` clamps the
-    negative free RAM of an overcommitted node.
-    """
-    if minval is not None:
-        actual = extremes.bounds(raw, None, bounds[1], column)
-        if actual is not None and actual[0] < minval:
-            raw, column = np.maximum(raw, minval), None
-    if maxval is not None:
-        actual = extremes.bounds(raw, bounds[0], None, column)
-        if actual is not None and actual[1] > maxval:
-            raw, column = np.minimum(raw, maxval), None
-    return raw, column
-
-
-def _aligned(values: np.ndarray, rows: np.ndarray | None, mask: np.ndarray) -> np.ndarray:
-    """Per-weigher contributions in candidate order (as ``Ranking.candidate_scores``), for dry runs."""
-    return values if rows is not None else values[mask]

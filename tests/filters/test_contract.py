@@ -39,7 +39,7 @@ class _Explaining(Filter):
 
 def test_the_engine_asks_every_filter_that_declares_it_explains_misses_not_one_by_name() -> None:
     sched = make_scheduler(3, filters=["ComputeFilter"])
-    sched.engine.filters.append(_Explaining(sched.config))
+    sched.engine.ranker.filters.append(_Explaining(sched.config))
     misses = sched.explain(request(vcpus=1)).nearest_miss
     # Its own mask is left out of "others": all three nodes pass every other step.
     assert [(m.resource_class, m.best_free) for m in misses] == [("CUSTOM_X", 3.0)]

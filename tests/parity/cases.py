@@ -9,6 +9,7 @@ JSON goes to ``nova_driver.py`` (Nova's objects and classes) and to Gantt (``Hos
 
 from __future__ import annotations
 
+import copy
 import random
 from typing import Any
 
@@ -290,7 +291,8 @@ def _unweighed(sched: Scheduler) -> Scheduler:
     clone.__dict__.update(sched.__dict__)
     clone.engine = type(engine).__new__(type(engine))
     clone.engine.__dict__.update(engine.__dict__)
-    clone.engine.weighers = []
+    clone.engine.ranker = copy.copy(engine.ranker)
+    clone.engine.ranker.weighers = []
     return clone
 
 
