@@ -1,0 +1,342 @@
+"""The table's storage: one row per compute node, as numpy columns and row-aligned lists.
+
+- Rows are dense: removing a node moves the last row into its place, so **row numbers are not identities**;
+  claims name ``(host, node)``. Rows at and beyond ``n`` are always pristine (filled when allocated, reset when a
+  removal frees one), so a new row needs no reset.
+- Numbers that change on every report or claim live in numpy columns (``SCALARS``; per resource class,
+  ``RC_COLUMNS``; one column per metric name).
+- Attributes that rarely change and are shared by many hosts (capabilities, traits) are *interned*: each row holds
+  a small integer code into a list of distinct values, so a filter evaluates its predicate once per distinct value.
+
+The table's other parts (aggregate index, instance index, ledger) keep their own state and reach rows through
+this object; code outside ``gantt.state`` reads it through ``HostTable`` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from gantt.model import NodeKey, prepare_types
+
+# Scalar columns: name -> (dtype, value of a row that never reported it)
+SCALARS: dict[str, tuple[Any, Any]] = {
+    "num_io_ops": (np.float64, 0),
+    "num_instances": (np.float64, 0),
+    "running_vms": (np.float64, 0),
+    "current_workload": (np.float64, 0),
+    "failed_builds": (np.float64, 0),
+    # unconfirmed allocations on the node: builds Nova's HostState.consume_from_request would count as one more
+    # instance and one more io op until the host's report lists them (IoOps/NumInstances weighers read it)
+    "inflight_instances": (np.float64, 0),
+    # Nova's effective counts (reported + in flight), kept current per row so that the io-ops / instance
+    # filters and weighers read a column instead of adding two 100,000-row columns on every decision
+    "io_ops_load": (np.float64, 0),
+    "instances_load": (np.float64, 0),
+    "hypervisor_version": (np.float64, 0),
+    "updated_at": (np.float64, -np.inf),
+    "disabled": (np.bool_, False),
+    "forced_down": (np.bool_, False),
+    "free_ram_mb": (np.float64, 0),
+    "free_disk_mb": (np.float64, 0),
+    "disk_available_least": (np.float64, np.nan),
+    "host_ip4": (np.int64, -1),
+    "usage_version": (np.int64, 0),
+    "caps_code": (np.int32, 0),
+    "traits_code": (np.int32, 0),
+    "aggset_code": (np.int32, 0),
+}
+# Per resource class, 2-D (rows x classes), column-major so one class is one contiguous column.
+RC_COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "ratio", "reported", "inflight",
+              "capacity", "free")
+
+
+class HostCaps(msgspec.Struct, frozen=True):
+    """The static, shareable attributes of a node (interned: identical values share one object and one code)."""
+
+    hypervisor_type: str | None = None
+    cpu_info: Any = None
+    supported_instances: tuple[tuple[str | None, ...], ...] = ()
+    stats: Any = None
+    hypervisor_version: int | None = None
+
+
+class Interner:
+    """Distinct values get dense codes; code 0 is the empty/unknown value given at construction."""
+
+    def __init__(self, empty: Any, key: Callable[[Any], Any] = lambda v: v) -> None:
+        self._key = key
+        self.values: list[Any] = [empty]
+        self._codes: dict[Any, int] = {key(empty): 0}
+
+    def code(self, value: Any) -> int:
+        k = self._key(value)
+        code = self._codes.get(k)
+        if code is None:
+            code = len(self.values)
+            self._codes[k] = code
+            self.values.append(value)
+        return code
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+_ENCODER = msgspec.json.Encoder(order="sorted")
+
+
+@dataclass(slots=True)
+class Factor:
+    """A column as (per-row codes, distinct values): evaluate a predicate per value, then ``lut[codes]``."""
+
+    codes: np.ndarray
+    values: list[Any]
+
+    def map(self, predicate: Callable[[Any], bool]) -> np.ndarray:
+        lut = np.fromiter((bool(predicate(v)) for v in self.values), dtype=np.bool_, count=len(self.values))
+        return lut[self.codes]
+
+
+class Columns:
+    """Every node's per-row data, and the row set (which ``(host, node)`` is which row)."""
+
+    def __init__(self, initial_rows: int) -> None:
+        self.n = 0
+        self._capacity = max(16, initial_rows)
+        # identity
+        self.host_names: list[str] = []
+        self.node_names: list[str] = []
+        self.node_uuids: list[str | None] = []
+        self.hypervisor_hostnames: list[str | None] = []
+        self.host_ips: list[str | None] = []
+        self.row_of: dict[NodeKey, int] = {}
+        self.rows_of_host: dict[str, set[int]] = {}
+        self.cols: dict[str, np.ndarray] = {
+            name: np.full(self._capacity, fill, dtype=dtype) for name, (dtype, fill) in SCALARS.items()
+        }
+        # resource classes: rc_index maps a class to its column in every 2-D array, in the order classes came
+        self.rc_index: dict[str, int] = {}
+        self._rc_cap = 8
+        self.rc: dict[str, np.ndarray] = {
+            name: np.zeros((self._capacity, self._rc_cap), dtype=np.float64, order="F") for name in RC_COLUMNS
+        }
+        self.has_inventory = np.zeros((self._capacity, self._rc_cap), dtype=np.bool_, order="F")
+        self.reports_usage = np.zeros(self._capacity, dtype=np.bool_)
+        self.reports_instances = np.zeros(self._capacity, dtype=np.bool_)
+        for name in ("VCPU", "MEMORY_MB", "DISK_GB"):
+            self.rc_slot(name)
+        self.caps = Interner(HostCaps(), key=lambda c: _ENCODER.encode(c))
+        self.traitsets = Interner(frozenset())
+        # one column per metric name, NaN where a node does not report it
+        self.metrics: dict[str, np.ndarray] = {}
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    def col(self, name: str) -> np.ndarray:
+        return self.cols[name][: self.n]
+
+    def rc_col(self, column: str, rc: str) -> np.ndarray | None:
+        j = self.rc_index.get(rc)
+        if j is None:
+            return None
+        return self.rc[column][: self.n, j]
+
+    def has_rc(self, rc: str) -> np.ndarray:
+        j = self.rc_index.get(rc)
+        if j is None:
+            return np.zeros(self.n, dtype=np.bool_)
+        return self.has_inventory[: self.n, j]
+
+    def used(self, rc: str) -> np.ndarray:
+        j = self.rc_index.get(rc)
+        if j is None:
+            return np.zeros(self.n)
+        return self.rc["reported"][: self.n, j] + self.rc["inflight"][: self.n, j]
+
+    def metric(self, name: str) -> np.ndarray | None:
+        column = self.metrics.get(name)
+        return None if column is None else column[: self.n]
+
+    def inventories(self, row: int) -> dict[str, dict[str, float]]:
+        return {rc: {column: float(self.rc[column][row, j]) for column in RC_COLUMNS}
+                for rc, j in self.rc_index.items() if self.has_inventory[row, j]}
+
+    def node_caps(self, row: int) -> HostCaps:
+        return self.caps.values[int(self.cols["caps_code"][row])]  # type: ignore[no-any-return]
+
+    def node_traits(self, row: int) -> frozenset[str]:
+        return self.traitsets.values[int(self.cols["traits_code"][row])]  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------------------------------- growing
+
+    def rc_slot(self, rc: str) -> int:
+        """The class's column in the 2-D arrays, added (and the arrays widened) on first sight."""
+        j = self.rc_index.get(rc)
+        if j is not None:
+            return j
+        j = len(self.rc_index)
+        if j >= self._rc_cap:
+            self._rc_cap *= 2
+            for name, arr in self.rc.items():
+                grown = np.zeros((self._capacity, self._rc_cap), dtype=np.float64, order="F")
+                grown[:, : arr.shape[1]] = arr
+                self.rc[name] = grown
+            grown_b = np.zeros((self._capacity, self._rc_cap), dtype=np.bool_, order="F")
+            grown_b[:, : self.has_inventory.shape[1]] = self.has_inventory
+            self.has_inventory = grown_b
+        self.rc_index[rc] = j
+        return j
+
+    def metric_column(self, name: str) -> np.ndarray:
+        """The metric's column over every allocated row, added on first sight."""
+        arr = self.metrics.get(name)
+        if arr is None:
+            arr = self.metrics[name] = np.full(self._capacity, np.nan)
+        return arr
+
+    def _grow(self) -> None:
+        """Readers hold references to the old arrays without the lock: new arrays are swapped in, never resized
+        in place, so a reader keeps a consistent (if slightly old) array."""
+        rows = self._capacity * 2
+        for name, (dtype, fill) in SCALARS.items():
+            grown = np.full(rows, fill, dtype=dtype)
+            grown[: self._capacity] = self.cols[name]
+            self.cols[name] = grown
+        for name, arr in self.rc.items():
+            grown2 = np.zeros((rows, self._rc_cap), dtype=np.float64, order="F")
+            grown2[: self._capacity] = arr
+            self.rc[name] = grown2
+        grown_b = np.zeros((rows, self._rc_cap), dtype=np.bool_, order="F")
+        grown_b[: self._capacity] = self.has_inventory
+        self.has_inventory = grown_b
+        for attr in ("reports_usage", "reports_instances"):
+            old = getattr(self, attr)
+            new = np.zeros(rows, dtype=np.bool_)
+            new[: self._capacity] = old
+            setattr(self, attr, new)
+        for name, arr in self.metrics.items():
+            grown_m = np.full(rows, np.nan)
+            grown_m[: self._capacity] = arr
+            self.metrics[name] = grown_m
+        self._capacity = rows
+
+    # ---------------------------------------------------------------------------------------------- rows
+
+    def add_row(self, host: str, node: str) -> int:
+        if self.n >= self._capacity:
+            self._grow()
+        row = self.n
+        self.n += 1
+        self.host_names.append(host)
+        self.node_names.append(node)
+        self.node_uuids.append(None)
+        self.hypervisor_hostnames.append(None)
+        self.host_ips.append(None)
+        self.row_of[(host, node)] = row
+        self.rows_of_host.setdefault(host, set()).add(row)
+        return row
+
+    def remove_row(self, row: int) -> int:
+        """Move the last row into ``row`` and free the last; returns the last row's number (the one that moved,
+        unless it was ``row`` itself), so that row-aligned state kept elsewhere can follow."""
+        last = self.n - 1
+        key = (self.host_names[row], self.node_names[row])
+        del self.row_of[key]
+        self.rows_of_host[key[0]].discard(row)
+        if not self.rows_of_host[key[0]]:
+            del self.rows_of_host[key[0]]
+        if row != last:
+            moved = (self.host_names[last], self.node_names[last])
+            for arr in self.cols.values():
+                arr[row] = arr[last]
+            for arr in self.rc.values():
+                arr[row, :] = arr[last, :]
+            self.has_inventory[row, :] = self.has_inventory[last, :]
+            self.reports_usage[row] = self.reports_usage[last]
+            self.reports_instances[row] = self.reports_instances[last]
+            for arr in self.metrics.values():
+                arr[row] = arr[last]
+            for lst in self._identity():
+                lst[row] = lst[last]
+            self.row_of[moved] = row
+            self.rows_of_host[moved[0]].discard(last)
+            self.rows_of_host[moved[0]].add(row)
+        for lst in self._identity():
+            lst.pop()
+        self.n -= 1
+        self._reset_row(last)
+        return last
+
+    def _identity(self) -> tuple[list[Any], ...]:
+        return (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames, self.host_ips)
+
+    def _reset_row(self, row: int) -> None:
+        """Give a freed row back its never-reported values, so that add_row can take it as it is."""
+        for name, (_, fill) in SCALARS.items():
+            self.cols[name][row] = fill
+        for arr in self.rc.values():
+            arr[row, :] = 0.0
+        self.has_inventory[row, :] = False
+        self.reports_usage[row] = False
+        self.reports_instances[row] = False
+        for arr in self.metrics.values():
+            arr[row] = np.nan
+
+    # ----------------------------------------------------------------------------------------- usage
+
+    def refresh_load(self, row: int) -> None:
+        cols = self.cols
+        cols["io_ops_load"][row] = cols["num_io_ops"][row] + cols["inflight_instances"][row]
+        cols["instances_load"][row] = cols["num_instances"][row] + cols["inflight_instances"][row]
+
+    def refresh_free(self, row: int) -> None:
+        rc = self.rc
+        k = len(self.rc_index)
+        cap = (rc["total"][row, :k] - rc["reserved"][row, :k]) * rc["ratio"][row, :k]
+        rc["capacity"][row, :k] = cap
+        rc["free"][row, :k] = cap - rc["reported"][row, :k] - rc["inflight"][row, :k]
+        self._refresh_physical_free(row)
+
+    def _refresh_physical_free(self, row: int) -> None:
+        """The weighers' free RAM and disk: physical (no allocation ratio), in MB."""
+        rc = self.rc
+        mem = self.rc_index["MEMORY_MB"]
+        disk = self.rc_index["DISK_GB"]
+        self.cols["free_ram_mb"][row] = (rc["total"][row, mem] - rc["reserved"][row, mem]
+                                         - rc["reported"][row, mem] - rc["inflight"][row, mem])
+        free_gb = rc["total"][row, disk] - rc["reserved"][row, disk] - rc["reported"][row, disk]
+        least = self.cols["disk_available_least"][row]
+        if least == least and least < free_gb:
+            # not NaN: as Nova's HostState does, the smaller of the hypervisor's own view and the accounted free
+            # space wins (disk_available_least can lag behind or run ahead of the database's figures)
+            free_gb = least
+        self.cols["free_disk_mb"][row] = (free_gb - rc["inflight"][row, disk]) * 1024.0
+
+    def add_inflight(self, row: int, resources: dict[str, int], sign: int) -> None:
+        """Count ``resources`` in flight on ``row`` (``sign`` +1) or no longer (-1), and one instance with them."""
+        known = self.rc_index
+        if all(name in known for name in resources):
+            # Every claim and release lands here, on every replica: only the named classes' free changes (the
+            # capacity does not), so update those alone rather than recompute the row.
+            rc = self.rc
+            inflight, free, capacity, reported = rc["inflight"], rc["free"], rc["capacity"], rc["reported"]
+            for name, amount in resources.items():
+                j = known[name]
+                held = inflight[row, j] + sign * amount
+                inflight[row, j] = held
+                free[row, j] = capacity[row, j] - reported[row, j] - held
+            self._refresh_physical_free(row)
+        else:
+            for name, amount in resources.items():
+                j = self.rc_slot(name)  # may add a class (and grow the arrays)
+                self.rc["inflight"][row, j] += sign * amount
+            self.refresh_free(row)
+        self.cols["inflight_instances"][row] += sign
+        self.refresh_load(row)
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

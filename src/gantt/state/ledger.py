@@ -1,0 +1,339 @@
+"""The ledger: every allocation, who holds what on which node, and what is still counted in flight.
+
+Accounting (design §1): per node and resource class ``used = reported + in flight``. An allocation counts in
+flight (the ``inflight`` columns) until it is *confirmed*: its node's report lists its consumer, or, on a node that
+never lists instances, ``claim_timeout`` has passed (the report alone counts it from then on). An allocation that a
+listing node leaves unlisted past ``claim_timeout`` is released (the build never happened).
+
+Claims are compare-and-sets under the table's lock: the node still exists and still has room. A move (design §6)
+books the destination for the instance and keeps the source held under the migration's UUID until confirm or
+revert, in one step.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Collection
+from typing import Any
+
+import msgspec
+
+from gantt.model import Allocation, Conflict, NodeKey, NotFound
+from gantt.state.columns import Columns
+from gantt.state.instances import InstanceIndex
+
+log = logging.getLogger(__name__)
+
+
+class ClaimRejected(Exception):
+    """A claim on one node failed its compare-and-set; the engine moves to the next candidate."""
+
+
+class SourceMoved(ClaimRejected):
+    """A move's source allocation is no longer the instance's: no other node can take the move either."""
+
+
+class Ledger:
+    def __init__(self, columns: Columns, instances: InstanceIndex, *, lock: threading.RLock,
+                 clock: Callable[[], float], claim_timeout: float, touched: Callable[[int], None],
+                 changed: Callable[[str, Any], None],
+                 on_expire: Callable[[list[Allocation]], None] | None = None) -> None:
+        self._columns = columns
+        self._instances = instances
+        self._lock = lock
+        self._clock = clock
+        self.claim_timeout = claim_timeout
+        self._touched = touched  # the table journals a row whose usage changed
+        self._changed = changed  # and announces each allocation put or dropped
+        # With a shared store, expiry must be a store write (every replica must agree): the owner passes this hook
+        # and releases through the store; without it the ledger drops expired claims itself.
+        self._on_expire = on_expire
+        self._allocations: dict[str, Allocation] = {}
+        self._node_allocations: dict[NodeKey, set[str]] = {}
+        # server group -> the consumers claimed under its hard policy (Allocation.group), wherever they run
+        self._group_allocations: dict[str, set[str]] = {}
+        self.expired_claims = 0
+        self.settled_claims = 0  # claims on nodes that never list instances, left to the reports after the timeout
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    def __contains__(self, consumer: object) -> bool:
+        return consumer in self._allocations
+
+    def allocation(self, consumer: str) -> Allocation | None:
+        return self._allocations.get(consumer)
+
+    def allocations(self) -> Collection[Allocation]:
+        return self._allocations.values()
+
+    def node_allocations(self, key: NodeKey) -> frozenset[str]:
+        return frozenset(self._node_allocations.get(key, ()))
+
+    def group_allocations(self, group: str) -> set[str]:
+        return set(self._group_allocations.get(group, ()))
+
+    def fits(self, row: int, resources: dict[str, int], limits: dict[str, float] | None = None) -> str | None:
+        """None if the node can take ``resources`` now; else the first resource class that does not fit."""
+        columns = self._columns
+        rc = columns.rc
+        for name, amount in resources.items():
+            if amount <= 0:
+                continue
+            j = columns.rc_index.get(name)
+            if j is None or not columns.has_inventory[row, j]:
+                return name
+            if rc["free"][row, j] < amount - 1e-9:
+                return name
+            if amount < rc["min_unit"][row, j] or amount > rc["max_unit"][row, j]:
+                return name
+            if amount % rc["step_size"][row, j]:
+                return name
+            if limits and name in limits:
+                used = rc["reported"][row, j] + rc["inflight"][row, j]
+                if used + amount > limits[name] + 1e-9:
+                    return name
+        return None
+
+    def within_capacity(self, key: NodeKey) -> bool:
+        """The node exists and no class of it is counted beyond its capacity (every allocation known counted)."""
+        columns = self._columns
+        row = columns.row_of.get(key)
+        return row is not None and not (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any()
+
+    def migration(self, migration_uuid: str) -> Allocation:
+        """The allocation holding a move's source, under the migration's UUID."""
+        held = self._allocations.get(migration_uuid)
+        if held is None:
+            raise NotFound(f"no move in progress under migration {migration_uuid!r}", field="migration_uuid")
+        if held.instance_uuid is None:
+            raise Conflict(f"{migration_uuid!r} is a consumer, not a migration", field="migration_uuid")
+        return held
+
+    def revertible(self, migration_uuid: str) -> tuple[Allocation, Allocation]:
+        """(the source held, the instance's allocation) of a move that can still be reverted: the instance is
+        where this move put it (not released, not moved on by a later move)."""
+        held = self.migration(migration_uuid)
+        moved = self._allocations.get(held.instance_uuid or "")
+        if moved is None or moved.migration_uuid != migration_uuid:
+            raise Conflict(f"instance {held.instance_uuid!r} no longer holds the allocation of migration "
+                           f"{migration_uuid!r}; confirm drops its source", field="migration_uuid")
+        return held, moved
+
+    @staticmethod
+    def reverted(held: Allocation) -> Allocation:
+        """The instance's allocation a revert gives back: the source, as the migration holds it."""
+        assert held.instance_uuid is not None
+        return msgspec.structs.replace(held, consumer_uuid=held.instance_uuid, instance_uuid=None,
+                                       migration_uuid=None, confirmed=False)
+
+    # ------------------------------------------------------------------------------------------ claiming
+
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
+        """Consume ``allocation.resources`` on node ``key`` atomically, or raise ClaimRejected.
+
+        The compare: the node still exists and still has room. A consumer that already holds an allocation gets
+        it back.
+        """
+        with self._lock:
+            held = self._allocations.get(allocation.consumer_uuid)
+            if held is not None:
+                return held
+            row = self._row_with_room(key, allocation.resources, limits)
+            self._insert(row, key, allocation)
+            self._changed("allocation", allocation)
+            return allocation
+
+    def _row_with_room(self, key: NodeKey, resources: dict[str, int], limits: dict[str, float] | None) -> int:
+        """The node's row, if it still exists and can take ``resources`` now; else ClaimRejected."""
+        row = self._columns.row_of.get(key)
+        if row is None:
+            raise ClaimRejected(f"{key} is gone")
+        missing = self.fits(row, resources, limits)
+        if missing is not None:
+            raise ClaimRejected(f"{key} has no room for {missing}")
+        return row
+
+    def put_allocation(self, allocation: Allocation) -> None:
+        """Record an allocation decided elsewhere (another instance's claim arriving through the change feed).
+
+        No capacity check: the store already committed it. Idempotent per consumer.
+        """
+        with self._lock:
+            held = self._allocations.get(allocation.consumer_uuid)
+            if held is not None:
+                if (held.host, held.nodename) == (allocation.host, allocation.nodename) \
+                        and held.resources == allocation.resources and held.confirmed == allocation.confirmed \
+                        and held.group == allocation.group and held.migration_uuid == allocation.migration_uuid \
+                        and held.instance_uuid == allocation.instance_uuid:
+                    # Same accounting; but the record is now the store's: a local claim of ours that happens to
+                    # equal it must not be rolled back as ours (rollbacks go by identity).
+                    if held is not allocation:
+                        allocation.created_at = allocation.created_at or held.created_at
+                        self._allocations[allocation.consumer_uuid] = allocation
+                    return
+                self._drop(allocation.consumer_uuid)
+            self._place_recorded(allocation)
+            self._changed("allocation", allocation)
+
+    def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
+             limits: dict[str, float] | None = None) -> Allocation:
+        """Move ``source``'s consumer to node ``key`` as ``allocation``, holding the source for the migration.
+
+        One compare-and-set: the consumer still holds ``source``, the migration holds nothing yet, the node has
+        room for the whole new allocation (the source keeps its resources until confirm or revert, as Nova's
+        migration-based allocations do, also on the same node). Returns the migration's allocation.
+        """
+        migration = allocation.migration_uuid
+        assert migration is not None
+        with self._lock:
+            if self._allocations.get(source.consumer_uuid) is not source:
+                raise SourceMoved(f"{source.consumer_uuid} moved meanwhile")
+            if migration in self._allocations:  # a twin request made this move: answer with it
+                raise SourceMoved(f"migration {migration} holds an allocation already")
+            row = self._row_with_room(key, allocation.resources, limits)
+            held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
+                                           instance_uuid=source.consumer_uuid, confirmed=False)
+            self._drop(source.consumer_uuid)
+            self._place_recorded(held)
+            self._insert(row, key, allocation)
+            self._changed("allocation", allocation)
+            self._changed("allocation", held)
+            return held
+
+    def unmove(self, allocation: Allocation, held: Allocation, source: Allocation) -> bool:
+        """Undo ``move`` while nothing else has replaced its allocations (a failed commit). Whether it did."""
+        with self._lock:
+            if self._allocations.get(allocation.consumer_uuid) is not allocation:
+                return False
+            self._drop(allocation.consumer_uuid)
+            if self._allocations.get(held.consumer_uuid) is held:
+                self._drop(held.consumer_uuid)
+            source.confirmed = False  # derived again on insertion
+            self._place_recorded(source)
+            self._changed("allocation", source)
+            return True
+
+    def release(self, consumer_uuid: str) -> Allocation:
+        with self._lock:
+            if consumer_uuid not in self._allocations:
+                raise NotFound(f"no allocation for consumer {consumer_uuid!r}", field="consumer_uuid")
+            alloc = self._drop(consumer_uuid)
+            self._changed("allocation_deleted", alloc)
+            return alloc
+
+    # --------------------------------------------------------------------------------------- bookkeeping
+
+    def _place_recorded(self, allocation: Allocation) -> None:
+        """Insert an allocation without a capacity check (it is held already, under another consumer)."""
+        key = (allocation.host, allocation.nodename)
+        row = self._columns.row_of.get(key)
+        if row is None:
+            self._index(key, allocation)
+        else:
+            self._insert(row, key, allocation)
+
+    def _index(self, key: NodeKey, allocation: Allocation) -> None:
+        self._allocations[allocation.consumer_uuid] = allocation
+        self._node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
+        if allocation.group:
+            self._group_allocations.setdefault(allocation.group, set()).add(allocation.consumer_uuid)
+
+    def _insert(self, row: int, key: NodeKey, allocation: Allocation) -> None:
+        if not allocation.created_at:
+            allocation.created_at = self._clock()
+        updated_at = self._columns.cols["updated_at"][row]
+        listed = allocation.listed_as in self._instances.reported_instances(row)
+        if listed and allocation.migration_uuid:
+            # A moved instance the node already lists (a resize on the same host, a revert's source): only a
+            # report made after the move counts what it now holds; until then it is in flight.
+            listed = bool(updated_at > allocation.created_at)
+        # On a node that never lists instances, a claim older than the timeout is settled, as settle_unlisted
+        # would have done (a replica loading a snapshot).
+        settled = not self._columns.reports_instances[row] \
+            and updated_at - allocation.created_at > self.claim_timeout
+        if listed or settled:
+            allocation.confirmed = True
+        self._index(key, allocation)
+        self._instances.place(row, key[0], allocation.consumer_uuid)
+        if not allocation.confirmed:
+            self._add_inflight(row, allocation.resources, +1)
+        else:
+            self._touched(row)
+
+    def _drop(self, consumer_uuid: str) -> Allocation:
+        alloc = self._allocations.pop(consumer_uuid)
+        if alloc.group:
+            members = self._group_allocations.get(alloc.group)
+            if members is not None:
+                members.discard(consumer_uuid)
+                if not members:
+                    del self._group_allocations[alloc.group]
+        key = (alloc.host, alloc.nodename)
+        holders = self._node_allocations.get(key)
+        if holders is not None:
+            holders.discard(consumer_uuid)
+            if not holders:
+                del self._node_allocations[key]  # an empty set per node that ever held a claim adds up at scale
+        row = self._columns.row_of.get(key)
+        if row is not None:
+            self._instances.unplace(row, alloc.host, consumer_uuid)
+            if not alloc.confirmed:
+                self._add_inflight(row, alloc.resources, -1)
+        return alloc
+
+    def _add_inflight(self, row: int, resources: dict[str, int], sign: int) -> None:
+        self._columns.add_inflight(row, resources, sign)
+        self._touched(row)
+
+    # ------------------------------------------------------------------------------- the table's rows
+
+    def restore_row(self, row: int, key: NodeKey) -> None:
+        """A node came back: the allocations that outlived its removal count on its new row again."""
+        for consumer in self._node_allocations.get(key, ()):
+            alloc = self._allocations[consumer]
+            self._instances.add(row, (consumer,))
+            if not alloc.confirmed:
+                self._add_inflight(row, alloc.resources, +1)
+
+    def drop_node(self, key: NodeKey) -> None:
+        """The node is being removed: so are the allocations on it."""
+        for consumer in list(self._node_allocations.get(key, ())):
+            self._drop(consumer)
+
+    def confirm_listed(self, row: int, key: NodeKey, reported: frozenset[str], now: float) -> None:
+        """A report of a node that lists its instances: confirm the allocations it lists, expire the ones left
+        unlisted past ``claim_timeout``."""
+        expired: list[Allocation] = []
+        for consumer in list(self._node_allocations.get(key, ())):
+            alloc = self._allocations[consumer]
+            if alloc.confirmed:
+                continue
+            if alloc.listed_as in reported:
+                alloc.confirmed = True
+                self._add_inflight(row, alloc.resources, -1)
+            elif alloc.created_at and now - alloc.created_at > self.claim_timeout:
+                log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
+                            consumer, key[0], key[1], now - alloc.created_at)
+                expired.append(alloc)
+        if expired:
+            self.expired_claims += len(expired)
+            if self._on_expire is not None:
+                self._on_expire(expired)
+            else:
+                for alloc in expired:
+                    self._drop(alloc.consumer_uuid)
+
+    def settle_unlisted(self, row: int, key: NodeKey, now: float) -> None:
+        """Claims on a node that never lists its instances stop counting in flight after ``claim_timeout``.
+
+        Such a node's reported usage (``vcpus_used`` …) includes an instance once it is built, and nothing says
+        when: until ``claim_timeout`` a claim is counted on top (twice once built: safe), after it the build has
+        happened or failed and the report is the truth. The allocation itself stays until it is released.
+        """
+        for consumer in list(self._node_allocations.get(key, ())):
+            alloc = self._allocations[consumer]
+            if not alloc.confirmed and alloc.created_at and now - alloc.created_at > self.claim_timeout:
+                alloc.confirmed = True
+                self._add_inflight(row, alloc.resources, -1)
+                self.settled_claims += 1

@@ -1,0 +1,174 @@
+"""How a host report lands in the columns: a full replacement of what it names, nothing else.
+
+What a report says about instances and allocations (confirming claims, expiring them) is the instance index's and
+the ledger's; the table calls them after ``apply_stats``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from gantt.model import HostStats, Inventory
+from gantt.state.columns import Columns
+
+# Nova's initial_*_allocation_ratio defaults: used when a host reports none (configurable: [DEFAULT]).
+DEFAULT_RATIOS = {"VCPU": 4.0, "MEMORY_MB": 1.0, "DISK_GB": 1.0}
+CLASSIC = (("VCPU", "vcpus", "vcpus_used", "cpu_allocation_ratio"),
+           ("MEMORY_MB", "memory_mb", "memory_mb_used", "ram_allocation_ratio"),
+           ("DISK_GB", "local_gb", "local_gb_used", "disk_allocation_ratio"))
+_COUNTS = ("num_io_ops", "num_instances", "running_vms", "current_workload", "failed_builds")
+
+
+def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float]) -> bool:
+    """Write what ``stats`` names into ``row``. Returns whether something a static filter can see changed (a
+    service enabled or disabled, capabilities, traits, an inventory's shape)."""
+    cols = columns.cols
+    if stats.uuid is not None:
+        columns.node_uuids[row] = stats.uuid
+    if stats.hypervisor_hostname is not None:
+        columns.hypervisor_hostnames[row] = stats.hypervisor_hostname
+    if stats.host_ip is not None and stats.host_ip != columns.host_ips[row]:
+        columns.host_ips[row] = stats.host_ip
+        cols["host_ip4"][row] = _ipv4_int(stats.host_ip)
+    for name in _COUNTS:
+        value = getattr(stats, name)
+        if value is not None:
+            cols[name][row] = value
+    if stats.num_instances is None and stats.instances is not None:
+        cols["num_instances"][row] = len(stats.instances)
+    if stats.disk_available_least is not None:
+        cols["disk_available_least"][row] = stats.disk_available_least
+    static = False
+    if stats.service is not None:
+        # Enabling or disabling a service is rare: filters may cache on it (ComputeFilter does).
+        if cols["disabled"][row] != stats.service.disabled or cols["forced_down"][row] != stats.service.forced_down:
+            static = True
+        cols["disabled"][row] = stats.service.disabled
+        cols["forced_down"][row] = stats.service.forced_down
+    static |= _update_caps(columns, row, stats)
+    if stats.traits is not None:
+        code = columns.traitsets.code(frozenset(stats.traits))
+        if code != cols["traits_code"][row]:
+            cols["traits_code"][row] = code
+            static = True
+    if stats.metrics is not None:
+        _update_metrics(columns, row, stats)
+    static |= _update_inventories(columns, row, stats, default_ratios)
+    return static
+
+
+def _update_caps(columns: Columns, row: int, stats: HostStats) -> bool:
+    old = columns.node_caps(row)
+    changes: dict[str, Any] = {}
+    if stats.hypervisor_type is not None:
+        changes["hypervisor_type"] = stats.hypervisor_type
+    if stats.hypervisor_version is not None:
+        changes["hypervisor_version"] = stats.hypervisor_version
+        columns.cols["hypervisor_version"][row] = stats.hypervisor_version
+    if stats.cpu_info is not None:
+        changes["cpu_info"] = stats.cpu_info
+    if stats.supported_instances is not None:
+        changes["supported_instances"] = tuple(tuple(x) for x in stats.supported_instances)
+    if stats.stats is not None:
+        changes["stats"] = stats.stats
+    if not changes:
+        return False
+    new = msgspec.structs.replace(old, **changes)
+    code = columns.caps.code(new)
+    if code == columns.cols["caps_code"][row]:
+        return False
+    columns.cols["caps_code"][row] = code
+    return True
+
+
+def _update_metrics(columns: Columns, row: int, stats: HostStats) -> None:
+    seen = set()
+    for metric in stats.metrics or ():
+        columns.metric_column(metric.name)[row] = _metric_value(metric.name, metric.value)
+        seen.add(metric.name)
+    for name, arr in columns.metrics.items():
+        if name not in seen:
+            arr[row] = float("nan")
+
+
+def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float]) -> bool:
+    """Returns True when a static attribute (the set of classes, a min/max/step) changed."""
+    static_ratio = False
+    given = dict(stats.inventories or {})
+    for rc, total_f, used_f, ratio_f in CLASSIC:
+        if rc in given:
+            inv = given[rc]
+            if inv.used is None and getattr(stats, used_f) is not None:
+                given[rc] = msgspec.structs.replace(inv, used=getattr(stats, used_f))
+            continue
+        total = getattr(stats, total_f)
+        j = columns.rc_index[rc]
+        if total is None:
+            # Only the usage or ratio moved: keep the inventory, update what was named.
+            if columns.has_inventory[row, j]:
+                used = getattr(stats, used_f)
+                if used is not None:
+                    columns.rc["reported"][row, j] = used
+                    columns.reports_usage[row] = True
+                ratio = getattr(stats, ratio_f)
+                if ratio is not None:
+                    if columns.rc["ratio"][row, j] != ratio:
+                        static_ratio = True
+                    columns.rc["ratio"][row, j] = ratio
+            continue
+        ratio = getattr(stats, ratio_f)
+        if ratio is None:
+            ratio = columns.rc["ratio"][row, j] if columns.has_inventory[row, j] else default_ratios[rc]
+        given[rc] = Inventory(total=total, allocation_ratio=float(ratio), used=getattr(stats, used_f))
+    static = static_ratio
+    for rc, inv in given.items():
+        j = columns.rc_slot(rc)
+        rc_arrays = columns.rc  # after rc_slot: a new class may have swapped in wider arrays
+        max_unit = inv.max_unit if inv.max_unit is not None else inv.total
+        # Shape of an inventory (not its usage) changes rarely; caches may depend on it (unit bounds, the
+        # aggregate-ratio capacities), so a change moves static_revision.
+        if (not columns.has_inventory[row, j] or rc_arrays["min_unit"][row, j] != inv.min_unit
+                or rc_arrays["max_unit"][row, j] != max_unit or rc_arrays["step_size"][row, j] != inv.step_size
+                or rc_arrays["total"][row, j] != inv.total or rc_arrays["reserved"][row, j] != inv.reserved
+                or rc_arrays["ratio"][row, j] != inv.allocation_ratio):
+            static = True
+        columns.has_inventory[row, j] = True
+        rc_arrays["total"][row, j] = inv.total
+        rc_arrays["reserved"][row, j] = inv.reserved
+        rc_arrays["min_unit"][row, j] = inv.min_unit
+        rc_arrays["max_unit"][row, j] = max_unit
+        rc_arrays["step_size"][row, j] = inv.step_size
+        rc_arrays["ratio"][row, j] = inv.allocation_ratio
+        rc_arrays["reported"][row, j] = inv.used or 0
+        if inv.used is not None:
+            columns.reports_usage[row] = True
+    return static
+
+
+# Nova keeps these as hundredths in an integer field: its scheduler reads a compute node's metrics JSON, scales
+# these names by 100 and truncates every value to an integer (nova.objects.monitor_metric), and its
+# MetricsWeigher weighs those integers. Gantt stores what Nova's weigher would see.
+_PERCENT_METRICS = frozenset({"cpu.user.percent", "cpu.kernel.percent", "cpu.idle.percent", "cpu.iowait.percent",
+                              "cpu.percent"})
+
+
+def _metric_value(name: str, value: float) -> float:
+    return float(int(value * 100 if name in _PERCENT_METRICS else value))
+
+
+def _ipv4_int(ip: str) -> int:
+    parts = ip.split(".")
+    if len(parts) != 4:
+        return -1
+    try:
+        value = 0
+        for part in parts:
+            octet = int(part)
+            if not 0 <= octet <= 255:
+                return -1
+            value = value * 256 + octet
+        return value
+    except ValueError:
+        return -1

@@ -1,0 +1,564 @@
+"""HostTable: the in-memory replica of every host, columnar so filters and weighers run over all hosts at once.
+
+The table is a façade over parts that each own one piece of state (this package):
+- ``columns.Columns``: the rows and their columns (one row per compute node; row numbers are not identities);
+- ``reports``: how a host report lands in the columns;
+- ``aggregates.AggregateIndex``: aggregates, memberships, and what they say per aggregate set;
+- ``instances.InstanceIndex``: which instances each node runs, and where each instance is;
+- ``ledger.Ledger``: allocations, claims, moves, and what counts in flight.
+Everything else reads and writes through the methods below.
+
+Public data: what filters and weighers read, over the live rows ``0 .. n-1``, without the lock:
+- scalar columns, ``col(name)``: ``num_io_ops``, ``num_instances``, ``running_vms``, ``current_workload``,
+  ``failed_builds``, ``inflight_instances`` (unconfirmed allocations), ``io_ops_load`` and ``instances_load``
+  (reported + in flight), ``hypervisor_version``, ``updated_at``, ``disabled``, ``forced_down``, ``free_ram_mb``,
+  ``free_disk_mb`` (physical, in MB), ``disk_available_least``, ``host_ip4`` (-1: none), ``usage_version``, and
+  the interned codes ``caps_code``, ``traits_code``, ``aggset_code`` (per-code values: ``factor``, ``zones``,
+  ``metadata_values``);
+- per resource class, ``rc_col(column, rc)`` for ``total``, ``reserved``, ``min_unit``, ``max_unit``,
+  ``step_size``, ``ratio``, ``reported``, ``inflight``, ``capacity``, ``free``; ``has_rc(rc)``, ``used(rc)``;
+  the same as 2-D arrays over every allocated row (``rc[column][row, rc_index[rc]]``, ``has_inventory``) for
+  the filters that index rows directly;
+- ``metric(name)``: one column per metric name, NaN where a node does not report it;
+- row-aligned names: ``host_names``, ``node_names``, ``node_uuids``, ``hypervisor_hostnames``, ``host_ips``.
+Readers take array references without the lock; growth swaps in new arrays, so a reader holds a consistent (if
+slightly old) array. Claims re-check under the lock.
+
+Revisions
+- ``revision`` moves on every change.
+- ``static_revision`` moves only when something a *static* filter can see changes (interned attributes,
+  aggregates, the set of rows, a service enabled or disabled, an inventory's shape: total, reserved, ratio,
+  units). Static filter masks are cached against it (and ``static_cache`` here), so a stream of usage-only
+  reports does not throw the cache away.
+- The journal lists the rows whose usage or report time changed, in order: what decisions derive from usage
+  columns (fit masks, liveness, extremes, weighted sums) is patched on those rows (``gantt.journal``).
+
+Thread safety: every mutation holds ``lock``; callers hold it to make several calls one atomic step.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+import numpy as np
+
+from gantt.config import Config
+from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
+from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
+from gantt.state.aggregates import AggregateIndex
+from gantt.state.cache import StaticCache
+from gantt.state.columns import Columns, Factor, HostCaps
+from gantt.state.instances import InstanceIndex
+from gantt.state.ledger import Ledger
+from gantt.state.reports import DEFAULT_RATIOS, apply_stats
+
+_STATIC_EPOCHS = itertools.count(1)  # see HostTable.__init__: one range of static revisions per table
+_IDENTITY = ("host", "nodename", "hypervisor_hostname", "uuid", "host_ip")
+
+
+class HostTable:
+    """All hosts, columnar. See the module docstring for the parts, the public data and the revisions."""
+
+    def __init__(self, *, service_down_time: float = 60.0, claim_timeout: float = 600.0,
+                 clock: Callable[[], float] = time.time, initial_rows: int = 1024,
+                 default_ratios: dict[str, float] | None = None,
+                 on_expire: Callable[[list[Allocation]], None] | None = None) -> None:
+        """``on_expire``: with a shared store, expiring an unconfirmed claim must be a store write (every replica
+        must agree), so the owner releases the claims it is given through the store; without it the table drops
+        them itself."""
+        self._lock = threading.RLock()
+        self._clock = clock
+        self._default_ratios = {**DEFAULT_RATIOS, **(default_ratios or {})}
+        self._service_down_time = service_down_time
+        self._revision = 0
+        # Caches outside the table (the engine's masks, filters' memos) are keyed on the static revision: a table
+        # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
+        self._static_revision = next(_STATIC_EPOCHS) << 32
+        self._stale_reports = 0  # reports ignored because the node had applied a newer one
+        self._listeners: list[Callable[[str, Any], None]] = []
+        self._static_cache = StaticCache(lambda: self._static_revision)
+        self._columns = Columns(initial_rows)
+        self._aggregates = AggregateIndex(self._static_cache)
+        self._instances = InstanceIndex()
+        self._ledger = Ledger(self._columns, self._instances, lock=self._lock, clock=clock,
+                              claim_timeout=claim_timeout, touched=self._touched, changed=self._changed,
+                              on_expire=on_expire)
+        # derived data patched on changed rows rather than recomputed per decision (see gantt.journal)
+        self._journal = RowJournal()
+        self._heartbeat_epoch = 0
+        self._liveness = Liveness()
+        self._usage_masks = PatchedMasks()
+        self._column_bounds = ColumnBounds()
+        self._weighted_sums = WeightedSums()
+        # Below this many rows a full pass over a column costs less than the bookkeeping of a patched value.
+        self.patch_min_rows = 20_000
+
+    @classmethod
+    def from_config(cls, config: Config, **kwargs: Any) -> HostTable:
+        """A table with the options that shape it: ``service_down_time``, ``claim_timeout`` and the allocation
+        ratios a host that reports none gets (Nova: ``cpu_allocation_ratio`` when set, else
+        ``initial_cpu_allocation_ratio``; likewise for RAM and disk)."""
+        d = config.default
+        ratios = {
+            "VCPU": d.cpu_allocation_ratio or d.initial_cpu_allocation_ratio,
+            "MEMORY_MB": d.ram_allocation_ratio or d.initial_ram_allocation_ratio,
+            "DISK_GB": d.disk_allocation_ratio or d.initial_disk_allocation_ratio,
+        }
+        kwargs.setdefault("service_down_time", d.service_down_time)
+        kwargs.setdefault("claim_timeout", config.gantt.claim_timeout)
+        return cls(default_ratios=ratios, **kwargs)
+
+    # ------------------------------------------------------------------------- options and revisions
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
+
+    @property
+    def service_down_time(self) -> float:
+        return self._service_down_time
+
+    @property
+    def claim_timeout(self) -> float:
+        return self._ledger.claim_timeout
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    @property
+    def static_revision(self) -> int:
+        return self._static_revision
+
+    @property
+    def stale_reports(self) -> int:
+        return self._stale_reports
+
+    @property
+    def expired_claims(self) -> int:
+        return self._ledger.expired_claims
+
+    @property
+    def settled_claims(self) -> int:
+        return self._ledger.settled_claims
+
+    def subscribe(self, listener: Callable[[str, Any], None]) -> None:
+        """Called (under the lock) with ("host"|"aggregate"|"allocation"|..., object) after each change."""
+        self._listeners.append(listener)
+
+    def _changed(self, kind: str, obj: Any, *, static: bool = False) -> None:
+        self._revision += 1
+        if static:
+            self._static_revision += 1
+        for listener in self._listeners:
+            listener(kind, obj)
+
+    def _touched(self, row: int) -> None:
+        """After a row's usage or report time is written: a new usage version, and a journal entry (last, so a
+        reader that sees the entry sees the values)."""
+        self._columns.cols["usage_version"][row] += 1
+        self._journal.append(row)
+
+    # ------------------------------------------------------------------------------------------- rows
+
+    @property
+    def n(self) -> int:
+        return self._columns.n
+
+    def __len__(self) -> int:
+        return self._columns.n
+
+    def __contains__(self, key: NodeKey) -> bool:
+        return key in self._columns.row_of
+
+    def __iter__(self) -> Iterator[NodeKey]:
+        """The nodes' keys, in row order."""
+        columns = self._columns
+        for i in range(columns.n):
+            yield (columns.host_names[i], columns.node_names[i])
+
+    def row_of(self, key: NodeKey) -> int | None:
+        """The row of node ``key`` exactly, or None."""
+        return self._columns.row_of.get(key)
+
+    def row(self, host: str, node: str | None = None) -> int:
+        """The row the API names: ``host`` alone names its node when it has one (bare metal has several)."""
+        columns = self._columns
+        row = columns.row_of.get((host, node if node is not None else host))
+        if row is None:
+            rows = columns.rows_of_host.get(host)
+            if node is None and rows and len(rows) == 1:
+                return next(iter(rows))
+            raise NotFound(f"no such host {host!r}" + (f" node {node!r}" if node else ""), field="host")
+        return row
+
+    def rows_of_host(self, host: str) -> AbstractSet[int]:
+        return self._columns.rows_of_host.get(host, frozenset())
+
+    # ---------------------------------------------------------------------------------- public data
+
+    @property
+    def host_names(self) -> Sequence[str]:
+        return self._columns.host_names
+
+    @property
+    def node_names(self) -> Sequence[str]:
+        return self._columns.node_names
+
+    @property
+    def node_uuids(self) -> Sequence[str | None]:
+        return self._columns.node_uuids
+
+    @property
+    def hypervisor_hostnames(self) -> Sequence[str | None]:
+        return self._columns.hypervisor_hostnames
+
+    @property
+    def host_ips(self) -> Sequence[str | None]:
+        return self._columns.host_ips
+
+    def col(self, name: str) -> np.ndarray:
+        """A scalar column trimmed to the live rows (a view, no copy)."""
+        return self._columns.col(name)
+
+    def rc_col(self, column: str, rc: str) -> np.ndarray | None:
+        """One resource class's column (``free``, ``capacity``, ``total`` …) for the live rows, or None."""
+        return self._columns.rc_col(column, rc)
+
+    def has_rc(self, rc: str) -> np.ndarray:
+        return self._columns.has_rc(rc)
+
+    def used(self, rc: str) -> np.ndarray:
+        return self._columns.used(rc)
+
+    @property
+    def rc(self) -> Mapping[str, np.ndarray]:
+        return self._columns.rc
+
+    @property
+    def has_inventory(self) -> np.ndarray:
+        return self._columns.has_inventory
+
+    @property
+    def rc_index(self) -> Mapping[str, int]:
+        """Resource class -> its column in ``rc`` and ``has_inventory``, in the order classes were first seen."""
+        return self._columns.rc_index
+
+    def metric(self, name: str) -> np.ndarray | None:
+        return self._columns.metric(name)
+
+    def inventories(self, row: int) -> dict[str, dict[str, float]]:
+        """The node's inventories: resource class -> each of its columns' value."""
+        return self._columns.inventories(row)
+
+    def node_caps(self, row: int) -> HostCaps:
+        return self._columns.node_caps(row)
+
+    def node_traits(self, row: int) -> frozenset[str]:
+        return self._columns.node_traits(row)
+
+    def node_aggregates(self, row: int) -> list[Aggregate]:
+        return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
+
+    def factor(self, attribute: str) -> Factor:
+        """A node attribute as codes + distinct values: interned ones (capabilities, each or whole as ``caps``,
+        traits, aggregates) and names."""
+        columns = self._columns
+        if attribute in HostCaps.__struct_fields__:
+            return Factor(columns.col("caps_code"), [getattr(c, attribute) for c in columns.caps.values])
+        if attribute == "caps":
+            return Factor(columns.col("caps_code"), list(columns.caps.values))
+        if attribute == "traits":
+            return Factor(columns.col("traits_code"), list(columns.traitsets.values))
+        if attribute == "aggregates":
+            return Factor(columns.col("aggset_code"), self._aggregates.sets())
+        if attribute in _IDENTITY:
+            source = {"host": columns.host_names, "nodename": columns.node_names,
+                      "hypervisor_hostname": columns.hypervisor_hostnames, "uuid": columns.node_uuids,
+                      "host_ip": columns.host_ips}[attribute]
+            n = columns.n
+            return Factor(np.arange(n, dtype=np.int64), source[:n])
+        raise KeyError(attribute)  # numbers are filters/hoststate.numeric_attribute's, with Nova's semantics
+
+    # ------------------------------------------------------------------------------------ derived data
+
+    def alive(self, now: float | None = None) -> np.ndarray:
+        """Nodes whose last report is within ``service_down_time`` (do not modify the result: it is shared)."""
+        now = self._clock() if now is None else now
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return self._columns.col("updated_at") >= now - self._service_down_time
+        return self._liveness.get(self._columns.cols["updated_at"], now - self._service_down_time, n=n,
+                                  static_revision=self._static_revision, epoch=self._heartbeat_epoch,
+                                  journal=self._journal)
+
+    def usage_mask(self, key: Hashable, compute: Callable[[Rows], np.ndarray]) -> np.ndarray:
+        """A boolean mask over usage columns, memoized under ``key`` and patched on the rows changed since
+        (``compute(rows)`` evaluates it for an index array or ``slice(0, n)``). Do not modify the result."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return compute(slice(0, n))
+        return self._usage_masks.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
+                                     compute=compute)
+
+    def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
+        """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks,
+        when a shortlist of the column's extreme rows can tell; None means: take a full pass."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return None
+        return self._column_bounds.get(name, column, mask, highest=highest, n=n,
+                                       static_revision=self._static_revision, journal=self._journal)
+
+    def weighted_sum(self, key: Hashable, terms: list[tuple[np.ndarray, float]],
+                     rows: np.ndarray | None = None) -> np.ndarray:
+        """``sum(factor * column)`` for ``terms`` of usage columns (live rows), over every row or over ``rows``;
+        memoized under ``key`` (naming the columns and factors) and patched on the rows changed since. A new
+        array, the caller's to modify."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            total = weighted_sum(terms, slice(0, n))
+            return total.take(rows) if rows is not None else total
+        return self._weighted_sums.get(key, terms, n=n, static_revision=self._static_revision,
+                                       journal=self._journal, rows=rows)
+
+    def static_cache(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """``build()``, memoized under ``key`` until ``static_revision`` moves (callable without the lock)."""
+        return self._static_cache.get(key, build)
+
+    # --------------------------------------------------------------------------------------- reports
+
+    def update(self, report: HostReport, *, now: float | None = None) -> int:
+        """Apply one host report (a full replacement of what it names). Returns the node's row."""
+        with self._lock:
+            if now is None:
+                now = report.reported_at if report.reported_at is not None else self._clock()
+            columns = self._columns
+            key = (report.host, report.nodename)
+            row = columns.row_of.get(key)
+            if row is not None and report.reported_at is not None \
+                    and report.reported_at < columns.cols["updated_at"][row]:
+                self._stale_reports += 1  # a late report must not roll the node's state or report time back
+                return row
+            static = False
+            if row is None:
+                row = self._add_row(report.host, report.nodename)
+                static = True
+            stats = report.stats
+            static |= apply_stats(columns, row, stats, self._default_ratios)
+            if stats.instances is not None:
+                listed = self._instances.report(row, key[0], stats.instances, held=self._ledger)
+                columns.reports_instances[row] = True
+                self._ledger.confirm_listed(row, key, listed, now)
+            elif not columns.reports_instances[row]:
+                self._ledger.settle_unlisted(row, key, now)
+            columns.refresh_load(row)
+            columns.refresh_free(row)
+            columns.cols["updated_at"][row] = now
+            self._touched(row)
+            self._changed("host", key, static=static)
+            return row
+
+    def heartbeat(self, rows: np.ndarray, now: float) -> None:
+        """``update(HostReport(host))`` for many rows at once: a report naming nothing only says "alive at now"."""
+        if not len(rows):
+            return
+        with self._lock:
+            self._columns.cols["updated_at"][rows] = now
+            self._columns.cols["usage_version"][rows] += 1
+            self._heartbeat_epoch += 1
+            self._revision += 1
+
+    def remove(self, host: str, node: str | None = None) -> list[NodeKey]:
+        """Remove a node (or, without ``node``, every node of the host) and the allocations on it."""
+        with self._lock:
+            columns = self._columns
+            if node is not None:
+                keys = [(host, node)] if (host, node) in columns.row_of else []
+            else:
+                keys = [(host, columns.node_names[r]) for r in sorted(columns.rows_of_host.get(host, ()))]
+            if not keys:
+                raise NotFound(f"no such host {host!r}" + (f" node {node!r}" if node else ""), field="host")
+            for key in keys:
+                self._ledger.drop_node(key)
+                row = columns.row_of[key]
+                last = columns.remove_row(row)
+                self._instances.remove_row(row, last, key[0])
+            self._changed("host_deleted", keys, static=True)
+            return keys
+
+    def _add_row(self, host: str, node: str) -> int:
+        row = self._columns.add_row(host, node)
+        self._instances.add_row()
+        self._columns.cols["aggset_code"][row] = self._aggregates.code_of(host)
+        self._ledger.restore_row(row, (host, node))
+        return row
+
+    # ------------------------------------------------------------------------------------ aggregates
+
+    def aggregate(self, key: str) -> Aggregate | None:
+        return self._aggregates.aggregate(key)
+
+    def aggregates(self) -> Collection[Aggregate]:
+        """Every aggregate (a live view: hold the lock to iterate while others may write)."""
+        return self._aggregates.aggregates()
+
+    def zones(self) -> list[frozenset[str]]:
+        """Per aggregate-set code, the availability zones its aggregates name (see ``AggregateIndex.zones``)."""
+        return self._aggregates.zones()
+
+    def zone(self, row: int) -> str | None:
+        """The node's availability zone (None: in no zoned aggregate). Nova's Selection takes any one of a set
+        that should have one member; the first in sorted order is the same answer on every replica."""
+        zones = self._aggregates.zones()[int(self._columns.cols["aggset_code"][row])]
+        return min(zones) if zones else None
+
+    def metadata_values(self, key: str) -> list[set[str]]:
+        """Per aggregate-set code: the values of metadata ``key`` across those aggregates (empty: not set)."""
+        return self._aggregates.metadata_values(key)
+
+    def metadata_min(self, key: str, number: type[float] | type[int] = float) -> np.ndarray | None:
+        """Per live row: the lowest value of metadata ``key``, parsed as ``number``, across the node's aggregates
+        (NaN: unset, or a value that does not parse); None when no aggregate sets the key at all (the common
+        case: callers skip the work). Read-only: shared by every caller until static state moves."""
+
+        def rows() -> np.ndarray | None:
+            lut = self._aggregates.metadata_min_per_set(key, number)
+            if lut is None:
+                return None
+            per_row = lut[self._columns.col("aggset_code")]
+            per_row.flags.writeable = False
+            return per_row
+
+        # Memoized per row, not just per aggregate set: aggset codes and the row set are static state, and the
+        # ratio filters ask for this on every decision (a 100,000-row gather each time otherwise).
+        return self._static_cache.get(("metadata_min_rows", key, number.__name__), rows)  # type: ignore[no-any-return]
+
+    def update_aggregate(self, aggregate: Aggregate) -> None:
+        with self._lock:
+            self._recode_hosts(self._aggregates.update_aggregate(aggregate))
+            self._changed("aggregate", aggregate, static=True)
+
+    def delete_aggregate(self, aggregate_id: int | str) -> Aggregate:
+        with self._lock:
+            old, hosts = self._aggregates.delete_aggregate(aggregate_id)
+            self._recode_hosts(hosts)
+            self._changed("aggregate_deleted", old, static=True)
+            return old
+
+    def _recode_hosts(self, hosts: Iterable[str]) -> None:
+        codes = self._columns.cols["aggset_code"]
+        for host in hosts:
+            code = self._aggregates.code_of(host)
+            for row in self._columns.rows_of_host.get(host, ()):
+                codes[row] = code
+
+    # ------------------------------------------------------------------------------------ accounting
+
+    def allocation(self, consumer_uuid: str) -> Allocation | None:
+        return self._ledger.allocation(consumer_uuid)
+
+    def allocations(self) -> Collection[Allocation]:
+        """Every allocation (a live view: hold the lock to iterate while others may write)."""
+        return self._ledger.allocations()
+
+    def node_allocations(self, key: NodeKey) -> frozenset[str]:
+        """The consumers holding an allocation on node ``key`` (also one removed while they held it)."""
+        return self._ledger.node_allocations(key)
+
+    def group_allocations(self, group: str) -> set[str]:
+        """The consumers claimed under server group ``group``'s hard policy, wherever they run."""
+        return self._ledger.group_allocations(group)
+
+    def fits(self, row: int, resources: dict[str, int], limits: dict[str, float] | None = None) -> str | None:
+        """None if the node can take ``resources`` now; else the first resource class that does not fit."""
+        return self._ledger.fits(row, resources, limits)
+
+    def within_capacity(self, key: NodeKey) -> bool:
+        """The node exists and none of its classes is counted beyond its capacity."""
+        return self._ledger.within_capacity(key)
+
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
+        """Consume ``allocation.resources`` on node ``key`` atomically, or raise ClaimRejected; a consumer that
+        already holds an allocation gets it back."""
+        return self._ledger.claim(key, allocation, limits=limits)
+
+    def put_allocation(self, allocation: Allocation) -> None:
+        """Record an allocation decided elsewhere (the store committed it): no capacity check."""
+        self._ledger.put_allocation(allocation)
+
+    def release(self, consumer_uuid: str) -> Allocation:
+        return self._ledger.release(consumer_uuid)
+
+    def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
+             limits: dict[str, float] | None = None) -> Allocation:
+        """Move ``source``'s consumer to node ``key`` as ``allocation`` in one compare-and-set, holding the source
+        under the migration; returns the migration's allocation (see ``Ledger.move``)."""
+        return self._ledger.move(key, allocation, source, limits=limits)
+
+    def unmove(self, allocation: Allocation, held: Allocation, source: Allocation) -> bool:
+        """Undo ``move`` while nothing else has replaced its allocations (a failed commit). Whether it did."""
+        return self._ledger.unmove(allocation, held, source)
+
+    def migration(self, migration_uuid: str) -> Allocation:
+        """The allocation holding a move's source, under the migration's UUID."""
+        return self._ledger.migration(migration_uuid)
+
+    def revertible(self, migration_uuid: str) -> tuple[Allocation, Allocation]:
+        """(the source held, the instance's allocation) of a move that can still be reverted."""
+        return self._ledger.revertible(migration_uuid)
+
+    def reverted(self, held: Allocation) -> Allocation:
+        """The instance's allocation a revert gives back: the source, as the migration holds it."""
+        return self._ledger.reverted(held)
+
+    def confirm_move(self, migration_uuid: str) -> Allocation:
+        """Drop the source a move held (returned); the instance keeps its new allocation, if it still has one."""
+        with self._lock:
+            return self.release(self.migration(migration_uuid).consumer_uuid)
+
+    def revert_move(self, migration_uuid: str) -> Allocation:
+        """Give the instance its source back and drop the destination; returns the restored allocation."""
+        with self._lock:
+            held, _ = self.revertible(migration_uuid)
+            restored = self.reverted(held)
+            self.release(held.consumer_uuid)
+            self.put_allocation(restored)
+            return restored
+
+    # ------------------------------------------------------------------------------------- instances
+
+    def instances(self, row: int) -> AbstractSet[str]:
+        """What the node runs: what its host lists and what is allocated on it."""
+        return self._instances.instances(row)
+
+    def instance_host(self, instance_uuid: str) -> str | None:
+        """The host an instance runs on, if the table knows it."""
+        return self._instances.instance_host(instance_uuid)
+
+    def set_instances(self, host: str, instances: Iterable[str], *, replace: bool) -> None:
+        """Nova's update/sync_instance_info: what runs on a host, for the affinity filters."""
+        with self._lock:
+            rows = self._columns.rows_of_host.get(host)
+            if not rows:
+                raise NotFound(f"no such host {host!r}", field="host")
+            self._instances.set_instances(host, rows, instances, replace=replace, held=self._ledger)
+            self._changed("instances", host)
+
+    def delete_instance(self, host: str, instance_uuid: str) -> None:
+        with self._lock:
+            rows = self._columns.rows_of_host.get(host)
+            if not rows:
+                raise NotFound(f"no such host {host!r}", field="host")
+            if not self._instances.delete_instance(host, rows, instance_uuid):
+                raise NotFound(f"instance {instance_uuid!r} is not on host {host!r}", field="instance_uuid")
+            self._changed("instances", host)
