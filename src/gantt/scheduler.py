@@ -92,7 +92,7 @@ class Scheduler:
         return self.table.revert_move(migration_uuid)
 
     def allocation(self, consumer_uuid: str) -> Allocation:
-        alloc = self.table.allocations.get(consumer_uuid)
+        alloc = self.table.allocation(consumer_uuid)
         if alloc is None:
             raise NotFound(f"no allocation for consumer {consumer_uuid!r}", field="consumer_uuid")
         return alloc
@@ -101,30 +101,31 @@ class Scheduler:
         """One node, described. A host with several nodes (bare metal) needs ``node``: a 400 otherwise."""
         table = self.table
         with table.lock:
-            if node is None and len(table.rows_of_host.get(host, ())) > 1:
-                nodes = sorted(table.node_names[r] for r in table.rows_of_host[host])
+            rows = table.rows_of_host(host)
+            if node is None and len(rows) > 1:
+                nodes = sorted(table.node_names[r] for r in rows)
                 raise InvalidRequest(f"host {host!r} has {len(nodes)} nodes ({', '.join(nodes[:5])}…): name one "
                                      "with ?node=", field="node")
-            return table.describe(table.row(host, node))
+            return describe(table, table.row(host, node))
 
     def hosts(self) -> list[dict[str, Any]]:
         table = self.table
         with table.lock:
-            return [table.describe(row) for row in range(table.n)]
+            return [describe(table, row) for row in range(table.n)]
 
     def aggregates(self) -> list[Aggregate]:
         with self.table.lock:
-            return sorted(self.table.aggregates.values(), key=lambda a: a.key)
+            return sorted(self.table.aggregates(), key=lambda a: a.key)
 
     def aggregate(self, aggregate_id: int | str) -> Aggregate:
-        aggregate = self.table.aggregates.get(str(aggregate_id))
+        aggregate = self.table.aggregate(str(aggregate_id))
         if aggregate is None:
             raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
         return aggregate
 
     def allocations(self) -> list[Allocation]:
         with self.table.lock:
-            return sorted(self.table.allocations.values(), key=lambda a: a.consumer_uuid)
+            return sorted(self.table.allocations(), key=lambda a: a.consumer_uuid)
 
     def hosts_up(self) -> int:
         table = self.table
@@ -136,4 +137,34 @@ class Scheduler:
         return {"decisions": stats.decisions, "placements": stats.placements,
                 "claim_conflicts": stats.claim_conflicts, "commit_conflicts": stats.commit_conflicts,
                 "no_valid_host": dict(stats.no_valid_host), "hosts": table.n, "hosts_up": self.hosts_up(),
-                "allocations": len(table.allocations), "expired_claims": table.expired_claims}
+                "allocations": len(table.allocations()), "expired_claims": table.expired_claims}
+
+
+def describe(table: HostTable, row: int) -> dict[str, Any]:
+    """One node as the API and the CLI show it (the wire's ``HostInfo``)."""
+    caps = table.node_caps(row)
+    inventories = {
+        rc: {"total": int(inv["total"]), "reserved": int(inv["reserved"]), "min_unit": int(inv["min_unit"]),
+             "max_unit": int(inv["max_unit"]), "step_size": int(inv["step_size"]),
+             "allocation_ratio": inv["ratio"], "reported_used": int(inv["reported"]),
+             "in_flight": int(inv["inflight"]), "capacity": inv["capacity"], "free": inv["free"]}
+        for rc, inv in table.inventories(row).items()
+    }
+    host, node = table.host_names[row], table.node_names[row]
+    updated_at = float(table.col("updated_at")[row])
+    return {
+        "host": host, "nodename": node, "uuid": table.node_uuids[row],
+        "hypervisor_hostname": table.hypervisor_hostnames[row], "host_ip": table.host_ips[row],
+        "hypervisor_type": caps.hypervisor_type, "hypervisor_version": caps.hypervisor_version,
+        "up": bool(updated_at >= table.clock() - table.service_down_time),
+        "disabled": bool(table.col("disabled")[row]), "forced_down": bool(table.col("forced_down")[row]),
+        "updated_at": updated_at,
+        "num_io_ops": int(table.col("num_io_ops")[row]), "num_instances": int(table.col("num_instances")[row]),
+        "failed_builds": int(table.col("failed_builds")[row]),
+        "free_ram_mb": float(table.col("free_ram_mb")[row]), "free_disk_mb": float(table.col("free_disk_mb")[row]),
+        "inventories": inventories, "traits": sorted(table.node_traits(row)),
+        "aggregates": [a.key for a in table.node_aggregates(row)],
+        "availability_zone": table.zone(row),
+        "instances": sorted(table.instances(row)),
+        "allocations": sorted(table.node_allocations((host, node))),
+    }
