@@ -184,7 +184,7 @@ class Engine:
     def _dry_context(self, spec: RequestSpec) -> RequestContext:
         ctx = RequestContext.build(spec, self.config, self.table.clock())
         if spec.migration_uuid and spec.instance_uuids:  # a move's dry run: what the move itself would rank
-            source = self.table.allocations.get(spec.instance_uuids[0])
+            source = self.table.allocation(spec.instance_uuids[0])
             if source is not None and source.migration_uuid != spec.migration_uuid:
                 ctx.move_source = source
         return ctx
@@ -212,7 +212,7 @@ class Engine:
                     answer.append(selections)
                     self._book(ctx, (allocation.host, allocation.nodename), consumer)
                     continue
-                held = self.table.allocations.get(consumer)
+                held = self.table.allocation(consumer)
                 if held is not None:  # idempotent: this consumer was placed before
                     _check_repeat(ctx, held)
                     answer.append([self._selection_for(held)])
@@ -225,7 +225,7 @@ class Engine:
                 self._book(ctx, (allocation.host, allocation.nodename), consumer)
             if borrowed:
                 with self.table.lock:
-                    lost = any(self.table.allocations.get(a.consumer_uuid) is not a for a in borrowed)
+                    lost = any(self.table.allocation(a.consumer_uuid) is not a for a in borrowed)
                 if lost:
                     raise _LostBorrowed()
         except BaseException:
@@ -255,8 +255,8 @@ class Engine:
         assert migration is not None
         for _ in range(self.config.gantt.claim_retries + 1):
             with table.lock:
-                source = table.allocations.get(consumer)
-                holding = table.allocations.get(migration)
+                source = table.allocation(consumer)
+                holding = table.allocation(migration)
             if holding is not None:
                 if holding.instance_uuid != consumer:
                     raise Conflict(f"migration {migration!r} is a consumer of its own or a move of another "
@@ -350,7 +350,7 @@ class Engine:
         request released it (an answer naming an allocation that does not exist).
         """
         with self.table.lock:
-            held = self.table.allocations.get(consumer)
+            held = self.table.allocation(consumer)
             migration = ctx.spec.migration_uuid
             if held is not None and (migration is None or held.migration_uuid == migration):
                 return [self._selection_for(held)], held, False
@@ -415,7 +415,7 @@ class Engine:
                         table.unmove(allocation, held, source)
                     continue
                 # Only our own claim: after a release, a twin request may hold a new claim for the same consumer.
-                if table.allocations.get(allocation.consumer_uuid) is allocation:
+                if table.allocation(allocation.consumer_uuid) is allocation:
                     table.release(allocation.consumer_uuid)
 
     def _no_valid_host(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> NoValidHost:
@@ -439,7 +439,7 @@ class Engine:
                          consumer_uuid=consumer, weight=weight)
 
     def _selection_for(self, allocation: Allocation) -> Selection:
-        row = self.table.row_of.get((allocation.host, allocation.nodename))
+        row = self.table.row_of((allocation.host, allocation.nodename))
         if row is None:
             return Selection(host=allocation.host, nodename=allocation.nodename,
                              allocation=dict(allocation.resources), consumer_uuid=allocation.consumer_uuid)

@@ -101,7 +101,7 @@ class Ranker:
                 mask &= self._name_mask(table.node_names, lambda nd: nd == dest.node)
             for group in dest.aggregates or ():
                 wanted = {g.strip() for g in group.split(",") if g.strip()}
-                keys = {a.key for a in table.aggregates.values() if a.key in wanted or a.uuid in wanted}
+                keys = {a.key for a in table.aggregates() if a.key in wanted or a.uuid in wanted}
                 mask &= table.factor("aggregates").map(lambda aggs, keys=keys: bool(aggs & keys))
             steps.append(("requested_destination", mask))
         return steps, forced
