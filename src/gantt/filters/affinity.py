@@ -29,7 +29,7 @@ def hosts_running(table: HostTable, uuids: Iterable[object]) -> set[str]:
     found = set()
     for uuid in uuids:
         if isinstance(uuid, str):
-            host = table.instance_host.get(uuid)
+            host = table.instance_host(uuid)
             if host is not None:
                 found.add(host)
     return found
@@ -39,7 +39,7 @@ def claimed_members(table: HostTable, ctx: RequestContext) -> set[str]:
     """Members the table knows were claimed under the group's hard policy, by any scheduler (Allocation.group),
     besides those the request lists: a member placed an instant ago is not in Nova's list yet."""
     group = ctx.hard_group
-    return set(table.group_allocations.get(group, ())) if group else set()
+    return table.group_allocations(group) if group else set()
 
 
 class _InstancesHint(Filter):
@@ -107,7 +107,7 @@ class ServerGroupAntiAffinityFilter(Filter):
         limit = int(ctx.group_rules.get("max_server_per_host", 1) or 1)
         counts: Counter[str] = Counter()
         for member in ctx.group_members | claimed_members(table, ctx):
-            host = table.instance_host.get(member)
+            host = table.instance_host(member)
             if host is not None:
                 counts[host] += 1
         for host in set(ctx.group_hosts):
@@ -118,7 +118,7 @@ class ServerGroupAntiAffinityFilter(Filter):
         mask = host_rows(table, full, value=False, base=True)
         uuids = ctx.spec.instance_uuids
         if uuids and ctx.instance_index < len(uuids):
-            own = table.instance_host.get(uuids[ctx.instance_index])
+            own = table.instance_host(uuids[ctx.instance_index])
             if own is not None:
                 mask |= host_rows(table, [own])
         return mask

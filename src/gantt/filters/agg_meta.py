@@ -21,10 +21,10 @@ def metadata_by_aggset(table: HostTable) -> list[Metadata]:
 
     def build() -> list[Metadata]:
         out: list[Metadata] = []
-        for aggset in table.aggsets.values:
+        for aggset in table.factor("aggregates").values:
             merged: dict[str, set[str]] = {}
             for key in aggset:
-                agg = table.aggregates.get(key)
+                agg = table.aggregate(key)
                 if agg is None:
                     continue
                 for name, value in agg.metadata.items():
@@ -32,7 +32,7 @@ def metadata_by_aggset(table: HostTable) -> list[Metadata]:
             out.append({name: frozenset(values) for name, values in merged.items()})
         return out
 
-    return table.aggregate_cache(("nova_metadata_by_aggset",), build)  # type: ignore[no-any-return]
+    return table.static_cache(("nova_metadata_by_aggset",), build)  # type: ignore[no-any-return]
 
 
 def rows_where(table: HostTable, predicate: Callable[[Metadata], bool]) -> np.ndarray:

@@ -16,6 +16,6 @@ class ComputeFilter(Filter):
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         # Liveness moves with the clock and is one comparison; the service flags change rarely (the table moves
         # static_revision when they do), so their part is built once per static revision.
-        enabled = table.aggregate_cache(
+        enabled = table.static_cache(
             ("service_enabled",), lambda: ~(table.col("disabled") | table.col("forced_down")))
         return table.alive(ctx.now) & enabled

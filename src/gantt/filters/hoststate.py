@@ -88,7 +88,7 @@ def identity_attribute(table: HostTable, name: str) -> Objects | None:
 
 def caps_factor(table: HostTable) -> Factor:
     """Codes + distinct HostCaps of every live row."""
-    return Factor(table.col("caps_code"), list(table.caps.values))
+    return table.factor("caps")
 
 
 def caps_attribute(caps: HostCaps, name: str) -> Any:
@@ -152,7 +152,7 @@ def host_rows(table: HostTable, hosts: Iterable[str], value: bool = True, base: 
     n = table.n
     mask = np.full(n, base, dtype=np.bool_)
     for host in hosts:
-        for row in table.rows_of_host.get(host, ()):
+        for row in table.rows_of_host(host):
             if row < n:
                 mask[row] = value
     return mask
@@ -166,4 +166,4 @@ def in_any_aggregate(table: HostTable, keys: frozenset[str]) -> np.ndarray:
 def aggregate_keys(table: HostTable, refs: Iterable[str]) -> frozenset[str]:
     """The keys of the aggregates named by id or uuid (an unknown name matches nothing)."""
     refs = set(refs)
-    return frozenset(agg.key for agg in table.aggregates.values() if agg.key in refs or agg.uuid in refs)
+    return frozenset(agg.key for agg in table.aggregates() if agg.key in refs or agg.uuid in refs)

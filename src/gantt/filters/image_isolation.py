@@ -37,7 +37,7 @@ class AggregateImagePropertiesIsolation(Filter):
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         props = {key: value for key, value in _props(ctx).items() if value}
-        if not props or not table.aggregates:
+        if not props or not table.aggregates():
             return None
         fs = self.config.filter_scheduler
         prefix = (fs.aggregate_image_properties_isolation_namespace or "")

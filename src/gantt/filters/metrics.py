@@ -28,7 +28,7 @@ class MetricsFilter(Filter):
         n = table.n
         out = np.ones(n, dtype=np.bool_)
         for name in self.names:
-            column = table.metrics.get(name)
+            column = table.metric(name)
             if column is None:
                 return np.zeros(n, dtype=np.bool_)
             out &= ~np.isnan(column[:n])

@@ -110,7 +110,7 @@ def _unit_bounds(table: HostTable, j: int) -> tuple[float, float, float]:
         return (float(table.rc["max_unit"][:n, j][has].min()), float(table.rc["min_unit"][:n, j][has].max()),
                 float(table.rc["step_size"][:n, j][has].max()))
 
-    return table.aggregate_cache(("unit_bounds", j), build)
+    return table.static_cache(("unit_bounds", j), build)
 
 
 class _PlacementQuery(Filter):

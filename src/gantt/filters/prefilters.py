@@ -66,7 +66,7 @@ class RequireTenantAggregate(_RequestFilter):
 
     def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         project = ctx.spec.project_id
-        keys = frozenset(agg.key for agg in table.aggregates.values()
+        keys = frozenset(agg.key for agg in table.aggregates()
                          if any(k.startswith(_TENANT_KEY) and v == project for k, v in agg.metadata.items()))
         if keys:
             return in_any_aggregate(table, keys)
@@ -85,7 +85,7 @@ class IsolateAggregates(_RequestFilter):
 
     def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         wanted = {f"trait:{t}" for t in ctx.required_traits}
-        keys = frozenset(agg.key for agg in table.aggregates.values()
+        keys = frozenset(agg.key for agg in table.aggregates()
                          if any(k.startswith("trait:") and v == "required" and k not in wanted
                                 for k, v in agg.metadata.items()))
         return ~in_any_aggregate(table, keys) if keys else None

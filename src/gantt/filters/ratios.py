@@ -50,7 +50,7 @@ class _AggregateRatioFilter(Filter):
             totals = table.rc["total"][:n, j][overridden]
             return capacity, delta, float(totals.min()) if totals.size else np.inf
 
-        return table.aggregate_cache(("aggregate_ratio_capacity", self.metadata_key, self.resource_class), build)
+        return table.static_cache(("aggregate_ratio_capacity", self.metadata_key, self.resource_class), build)
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         amount = ctx.resources.get(self.resource_class, 0)

@@ -29,7 +29,7 @@ class AggregateMultiTenancyIsolation(Filter):
         return ctx.spec.project_id
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        named = table.aggregate_cache(("tenant_isolation_projects",), lambda: _named_projects(table))
+        named = table.static_cache(("tenant_isolation_projects",), lambda: _named_projects(table))
         if named is None:
             return None
         # Every project no aggregate names gets the same mask: build it once, not once per project (a cloud has
@@ -43,14 +43,14 @@ class AggregateMultiTenancyIsolation(Filter):
                     tenants |= values
             return not tenants or project in tenants
 
-        return table.aggregate_cache(("tenant_isolation_mask", project), lambda: rows_where(table, allowed))
+        return table.static_cache(("tenant_isolation_mask", project), lambda: rows_where(table, allowed))
 
 
 def _named_projects(table: HostTable) -> frozenset[str] | None:
     """Every project some aggregate isolates for; None when no aggregate isolates at all."""
     found = False
     projects: set[str] = set()
-    for agg in table.aggregates.values():
+    for agg in table.aggregates():
         for key, value in agg.metadata.items():
             if key.startswith(_PREFIX):
                 found = True
