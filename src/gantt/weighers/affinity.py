@@ -33,18 +33,18 @@ class _GroupMembersWeigher(Weigher):
         hosts = set(ctx.group_hosts)
         instance_host = table.instance_host
         for member in members:
-            host = instance_host.get(member)
+            host = instance_host(member)
             if host is not None:
                 hosts.add(host)
         counts: dict[int, int] = {}
         n = table.n
         for host in hosts:
-            for row in table.rows_of_host.get(host, ()):
+            for row in table.rows_of_host(host):
                 if row >= n:
                     continue
                 # Nova counts members among the node's instances (HostState is per node, not per host).
                 # One C-level set intersection: atomic under the GIL while claims add to the node's set.
-                on_node = len(members & table.instances[row])
+                on_node = len(members & table.instances(row))
                 if on_node:
                     counts[row] = on_node
         if not counts:

@@ -79,7 +79,7 @@ class Weigher:
             per_row *= sign
             return per_row
 
-        per_row = table.aggregate_cache(("weight_multiplier", option, base, sign), build)
+        per_row = table.static_cache(("weight_multiplier", option, base, sign), build)
         return sign * base if per_row is None else per_row
 
     def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:

@@ -57,7 +57,7 @@ class MetricsWeigher(Weigher):
         # rows lacking a metric whose ratio is non-zero (a zero ratio never needs the value)
         missing_weighted = np.zeros(n, dtype=np.bool_)
         for name, ratio in self.setting:
-            column = table.metrics.get(name)
+            column = table.metric(name)
             absent = np.ones(n, dtype=np.bool_) if column is None else np.isnan(column[:n])
             if metrics.required:
                 hit = absent & mask if mask is not None else absent
