@@ -98,9 +98,7 @@ class Replica:
         return self.scheduler.table
 
     def _new_table(self) -> HostTable:
-        table = HostTable.from_config(self.config, clock=self.clock)
-        table.on_expire = self._on_expire
-        return table
+        return HostTable.from_config(self.config, clock=self.clock, on_expire=self._on_expire)
 
     def _new_scheduler(self, table: HostTable, replaces: Scheduler | None = None) -> Scheduler:
         """A scheduler deciding on ``table``: its engine's caches and memos start empty with the table they
@@ -340,14 +338,12 @@ class Replica:
         with table.lock:
             if table is not self.table:  # a reload swapped tables (under this lock) since the engine claimed
                 raise TableReplaced("the replica re-read its store while this request was decided")
-            k = len(table.rc_names)
             for allocation in allocations:
                 key = (allocation.host, allocation.nodename)
-                if table.allocations.get(allocation.consumer_uuid) is not allocation:
+                if table.allocation(allocation.consumer_uuid) is not allocation:
                     # the feed brought another booking (or the release) of this consumer: decide again from it
                     raise ClaimConflict(f"{allocation.consumer_uuid} changed meanwhile", [key])
-                row = table.row_of.get(key)
-                if row is None or (table.rc["free"][row, :k] < -1e-9).any():
+                if not table.within_capacity(key):
                     raise ClaimConflict(f"{key[0]}/{key[1]} no longer has room", [key])
                 if key in self._dirty:  # 503 until the follower has re-read the store
                     raise StoreUnavailable(f"{key[0]}/{key[1]}: an earlier commit went unanswered; resynchronizing")
@@ -451,13 +447,13 @@ class Replica:
 
     def _known_host(self, host: str) -> None:
         # The store accepts instance info for any name; refuse unknown hosts here so a typo is a 404, not a no-op.
-        if host not in self.table.rows_of_host:
+        if not self.table.rows_of_host(host):
             raise NotFound(f"no such host {host!r}", field="host")
 
     def select_destinations(self, spec: Any) -> list[list[Selection]]:
         spec = decode(spec, RequestSpec, path="$")
         if spec.migration_uuid or (spec.instance_uuids
-                                   and any(uuid in self.table.allocations for uuid in spec.instance_uuids)):
+                                   and any(self.table.allocation(uuid) is not None for uuid in spec.instance_uuids)):
             # A repeat is answered from the table without a commit: read the feed up to now first (sync, not
             # catch_up: a store may serve its own recent revisions before another process's newer ones), so that
             # a booking another instance has released meanwhile is not handed out as if it still held. A move
@@ -546,7 +542,7 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
         nodes = [(allocation.host, allocation.nodename)]
         group = allocation.group
         if not allocation.host:  # a deletion from a feed that kept no old value: the group is in our table
-            held = table.allocations.get(allocation.consumer_uuid)
+            held = table.allocation(allocation.consumer_uuid)
             group = held.group if held is not None else None
         if group:
             nodes.append(group_node(group))
@@ -586,7 +582,7 @@ def _load_snapshot(table: HostTable, snap: Snapshot) -> None:
         for allocation in snap.allocations:
             table.put_allocation(allocation)
         for info in snap.instances:
-            if info.host in table.rows_of_host:
+            if table.rows_of_host(info.host):
                 table.set_instances(info.host, info.instances, replace=True)
 
 
@@ -603,8 +599,7 @@ def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
         for row in over.tolist():
             problems.append(f"{table.host_names[row]}/{table.node_names[row]} {rc}: used {used[row]:g} > "
                             f"capacity {table.rc['capacity'][row, j]:g}")
-    known = set(table.row_of)
     for alloc in snapshot.allocations:
-        if (alloc.host, alloc.nodename) not in known:
+        if (alloc.host, alloc.nodename) not in table:
             problems.append(f"allocation {alloc.consumer_uuid} on unknown node {alloc.host}/{alloc.nodename}")
     return problems
