@@ -81,7 +81,7 @@ def replay(table: HostTable, feed: Feed, cursor: int, until: float) -> int:
     end = len(entries)
     put = HostTable.put_allocation
     drop = HostTable.release
-    held = table.allocations
+    held = table.allocation
     while i < end:
         stamp, kind, obj = entries[i]
         if stamp > until:
@@ -89,7 +89,7 @@ def replay(table: HostTable, feed: Feed, cursor: int, until: float) -> int:
         if kind == ALLOC:
             put(table, obj)
         elif kind == RELEASE:
-            mine = held.get(obj.consumer_uuid)
+            mine = held(obj.consumer_uuid)
             # A refresh may have gone ahead of the feed; only drop what is still there and the same placement.
             if mine is not None and mine.host == obj.host and mine.nodename == obj.nodename:
                 drop(table, obj.consumer_uuid)
@@ -103,12 +103,14 @@ def replay(table: HostTable, feed: Feed, cursor: int, until: float) -> int:
 
 def refresh_node(replica: HostTable, truth: HostTable, key: NodeKey) -> None:
     """Make the replica's allocations on one node what the truth has now (after a conflict)."""
-    theirs = truth.node_allocations.get(key, set())
-    mine = replica.node_allocations.get(key, set())
-    for consumer in list(mine - theirs):
+    theirs = truth.node_allocations(key)
+    mine = replica.node_allocations(key)
+    for consumer in mine - theirs:
         HostTable.release(replica, consumer)
     for consumer in theirs - mine:
-        HostTable.put_allocation(replica, truth.allocations[consumer])
+        allocation = truth.allocation(consumer)
+        assert allocation is not None
+        HostTable.put_allocation(replica, allocation)
 
 
 class ClaimThroughTable(HostTable):
@@ -120,7 +122,7 @@ class ClaimThroughTable(HostTable):
         self.conflicts = 0
 
     def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
-        held = self.allocations.get(allocation.consumer_uuid)
+        held = self.allocation(allocation.consumer_uuid)
         if held is not None:
             return held
         try:

@@ -236,7 +236,7 @@ class Simulation:
         table = ClaimThroughTable(self.truth, **kwargs) if self.policy == "gantt" else HostTable(**kwargs)
         self.layout.populate(table)
         # A (re)starting instance loads a snapshot of the store, then follows the feed from its current end.
-        for allocation in self.truth.allocations.values():
+        for allocation in self.truth.allocations():
             HostTable.put_allocation(table, allocation)
         for report in self.fenced_reports:
             table.update(report)
@@ -252,7 +252,7 @@ class Simulation:
         """Invariant bookkeeping on every claim that reaches the truth."""
         if kind != "allocation":
             return
-        row = self.truth.row_of.get((obj.host, obj.nodename))
+        row = self.truth.row_of((obj.host, obj.nodename))
         if row is None:
             return
         now = self.clock.now
@@ -296,7 +296,7 @@ class Simulation:
             elif kind == BUILD:
                 self._build(t, *payload)
             elif kind == DEPART:
-                if payload in self.truth.allocations:
+                if self.truth.allocation(payload) is not None:
                     self.truth.release(payload)
                     self.c["departed"] += 1
             elif kind == TICK:
@@ -471,7 +471,7 @@ class Simulation:
     def _build(self, t: float, request: Request, k: int, selections: list[Selection], attempt: int) -> None:
         sel = selections[attempt]
         key = (sel.host, sel.nodename)
-        row = self.truth.row_of[key]
+        row = self.truth.row(*key)
         consumer = request.consumers[k]
         dead = bool(self.dead[row])
         if self.policy == "gantt":
@@ -499,7 +499,7 @@ class Simulation:
         if request.policy not in ("affinity", "anti-affinity"):
             return True
         others = {a.host for c in request.consumers if c != request.consumers[k]
-                  for a in [self.truth.allocations.get(c)] if a is not None}
+                  for a in [self.truth.allocation(c)] if a is not None}
         if request.policy == "anti-affinity":
             return host not in others
         return not others or host in others
@@ -546,7 +546,7 @@ class Simulation:
         if self.policy != "nova-classic" or request.scheduler < 0:
             return
         table = self.schedulers[request.scheduler].table
-        if consumer in table.allocations and consumer not in self.truth.allocations:
+        if table.allocation(consumer) is not None and self.truth.allocation(consumer) is None:
             HostTable.release(table, consumer)
 
     def _active(self, request: Request, k: int, row: int, t: float) -> None:
@@ -610,7 +610,7 @@ class Simulation:
         if rows is not None:
             record.hosts = len(rows)
             names = self.layout.names
-            record.instances_on_hosts = sum(len(self.truth.node_allocations.get((names[r], names[r]), ()))
+            record.instances_on_hosts = sum(len(self.truth.node_allocations((names[r], names[r])))
                                             for r in rows.tolist())
         self.failure_records.append(record)
         return record
@@ -727,7 +727,7 @@ class Simulation:
         fits[~np.isfinite(fits)] = 0
         frag = 1.0 - float(fits.sum()) * big["VCPU"] / total_free_v if total_free_v and big["VCPU"] else 0.0
         over = 0
-        for rc in truth.rc_names:
+        for rc in truth.rc_index:
             cap = truth.rc_col("capacity", rc)
             if cap is not None:
                 over += int(np.count_nonzero(truth.used(rc) > cap + 1e-6))
@@ -742,7 +742,7 @@ class Simulation:
             "placed": self.c["instances_placed"], "failed": self.c["instances_failed"],
             "retries": self.c["retries"], "conflicts": self.c["claim_conflicts"] + self.c["build_rejections"],
             "no_valid_host": sum(self.nvh.values()), "requests": self.c["requests"],
-            "active": len(truth.allocations),
+            "active": len(truth.allocations()),
             "queued": sum(len(s.queue) for s in self.schedulers) + len(self.waiting),
             "schedulers_up": sum(1 for s in self.schedulers if s.alive),
             "stranded_vcpu": stranded.get("VCPU", 0.0), "stranded_ram": stranded.get("MEMORY_MB", 0.0),
@@ -814,7 +814,7 @@ class Simulation:
                       "stranded_disk": final.get("stranded_disk", 0.0),
                       "fragmentation": final.get("fragmentation", 0.0),
                       "fragmentation_flavor": self.big_flavor[0],
-                      "active_allocations": len(self.truth.allocations)},
+                      "active_allocations": len(self.truth.allocations())},
             "invariants": {
                 "overcommitted_nodes": c["overcommit_observed"],
                 "conservation": requested == c["instances_placed"] + c["instances_failed"],
