@@ -9,6 +9,7 @@ import numpy as np
 from gantt import Scheduler
 from gantt.config import Config
 from gantt.model import Allocation
+from gantt.scheduler import describe
 from tests.conftest import FakeClock, host_stats, make_scheduler, request
 
 
@@ -32,11 +33,11 @@ def test_free_columns_after_claims_and_releases_equal_a_recomputation() -> None:
         table.put_allocation(allocation)
         held.append(allocation.consumer_uuid)
     n = table.n
-    k = len(table.rc_names)
+    k = len(table.rc_index)
     incremental = {name: table.rc[name][:n, :k].copy() for name in ("free", "capacity")}
     physical = {name: table.col(name).copy() for name in ("free_ram_mb", "free_disk_mb")}
     for row in range(n):
-        table._refresh_free(row)
+        table._columns.refresh_free(row)
     for name, values in incremental.items():
         assert np.array_equal(values, table.rc[name][:n, :k]), name
     for name, values in physical.items():
@@ -46,14 +47,14 @@ def test_free_columns_after_claims_and_releases_equal_a_recomputation() -> None:
 def test_nodes_running_nothing_share_one_empty_instance_set() -> None:
     sched = make_scheduler(3)
     table = sched.table
-    assert table.instances[0] is table.instances[1]  # no per-row empty set
+    assert table.instances(0) is table.instances(1)  # no per-row empty set
     table.put_allocation(Allocation(consumer_uuid="c1", host="h0", nodename="h0", resources={"VCPU": 1}))
     sched.update_instance_info("h1", ["vm-a"])
-    assert set(table.instances[0]) == {"c1"} and set(table.instances[1]) == {"vm-a"}
-    assert not table.instances[2]  # the shared empty set did not pick anything up
+    assert set(table.instances(0)) == {"c1"} and set(table.instances(1)) == {"vm-a"}
+    assert not table.instances(2)  # the shared empty set did not pick anything up
     table.release("c1")
     sched.delete_instance_info("h1", "vm-a")
-    assert table.instances[0] is table.instances[1] is table.instances[2]
+    assert table.instances(0) is table.instances(1) is table.instances(2)
 
 
 def _vcpu(sched: Scheduler, host: str) -> dict[str, float]:
@@ -108,4 +109,4 @@ def test_a_replica_loading_old_claims_on_an_unlisting_host_counts_them_as_settle
     first.update_resource_stats("h", host_stats(vcpus=8, vcpus_used=2))
     later = Replica(store, config, clock=clock).start(follow=False)
     for replica in (first, later):
-        assert replica.table.describe(replica.table.row("h"))["inventories"]["VCPU"]["free"] == 6
+        assert describe(replica.table, replica.table.row("h"))["inventories"]["VCPU"]["free"] == 6

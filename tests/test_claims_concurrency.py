@@ -102,7 +102,7 @@ def audit(sched: Scheduler, run: Run) -> None:
     n = table.n
     unconfirmed: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
     unconfirmed_count: dict[tuple[str, str], int] = defaultdict(int)
-    for alloc in table.allocations.values():
+    for alloc in table.allocations():
         if not alloc.confirmed:
             key = (alloc.host, alloc.nodename)
             unconfirmed_count[key] += 1
@@ -120,18 +120,19 @@ def audit(sched: Scheduler, run: Run) -> None:
             assert reported + inflight <= capacity + EPS, (key, rc, reported, inflight, capacity)
             assert abs(inflight - unconfirmed[key].get(rc, 0.0)) < EPS, (key, rc, inflight, unconfirmed[key])
             assert abs(table.rc["free"][row, j] - (capacity - reported - inflight)) < EPS
-        assert table.cols["inflight_instances"][row] == unconfirmed_count[key], key
+        assert table.col("inflight_instances")[row] == unconfirmed_count[key], key
     # node allocation index agrees with the allocations
-    for key, consumers in table.node_allocations.items():
-        for consumer in consumers:
-            alloc = table.allocations[consumer]
-            assert (alloc.host, alloc.nodename) == key
-    assert sum(len(c) for c in table.node_allocations.values()) == len(table.allocations)
+    nodes = {(alloc.host, alloc.nodename) for alloc in table.allocations()}
+    for key in nodes:
+        for consumer in table.node_allocations(key):
+            alloc = table.allocation(consumer)
+            assert alloc is not None and (alloc.host, alloc.nodename) == key
+    assert sum(len(table.node_allocations(key)) for key in nodes) == len(table.allocations())
     twin_uuids = {u for outs in run.twins.values() for o in outs for u in o.uuids}
     for outcome in run.outcomes:
         if outcome.error is not None and not set(outcome.uuids) & twin_uuids:
             # all or nothing (a released consumer is gone too, so "none left" is the invariant either way)
-            assert not any(u in table.allocations for u in outcome.uuids), outcome
+            assert not any(table.allocation(u) is not None for u in outcome.uuids), outcome
     for outcome in run.outcomes:
         if outcome.hosts is None:
             continue
@@ -139,7 +140,7 @@ def audit(sched: Scheduler, run: Run) -> None:
         for consumer, key in outcome.hosts.items():
             if consumer in run.released:
                 continue
-            alloc = table.allocations.get(consumer)
+            alloc = table.allocation(consumer)
             assert alloc is not None and (alloc.host, alloc.nodename) == key, (consumer, key, alloc)
     for outs in run.twins.values():
         succeeded = [o for o in outs if o.hosts is not None]
@@ -204,7 +205,7 @@ def test_concurrent_claims_never_overbook_and_account_exactly(hosts: list[dict[s
     run = run_streams(sched, build_streams(raw, tag))
     audit(sched, run)
     # Release everything left: the cloud must return to exactly its reported usage.
-    for consumer in list(sched.table.allocations):
+    for consumer in [a.consumer_uuid for a in sched.table.allocations()]:
         sched.release(consumer)
     table = sched.table
     assert not table.rc["inflight"][: table.n].any()
@@ -221,7 +222,7 @@ def test_twin_requests_book_once_under_heavy_contention() -> None:
         streams = [[("place", flavor, 3, uuids, "twin")] for _ in range(8)]
         run = run_streams(sched, streams)
         assert not run.crashes, run.crashes
-        assert sorted(sched.table.allocations) == sorted(uuids)
+        assert sorted(a.consumer_uuid for a in sched.table.allocations()) == sorted(uuids)
         answers = [o.hosts for o in run.outcomes]
         assert all(a == answers[0] for a in answers), answers
         audit(sched, run)
@@ -236,5 +237,5 @@ def test_twin_requests_that_cannot_all_fit_leave_nothing_behind() -> None:
         run = run_streams(sched, [[("place", flavor, 3, uuids, "twin")] for _ in range(6)])
         assert not run.crashes, run.crashes
         assert all(o.error == "NoValidHost" for o in run.outcomes), run.outcomes
-        assert sched.table.allocations == {}
+        assert not sched.table.allocations()
         audit(sched, run)

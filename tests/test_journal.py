@@ -255,7 +255,7 @@ def test_patched_data_stays_exact_under_concurrent_decisions() -> None:
         thread.join()
     assert not errors
     table = sched.table
-    for rc in table.rc_names:
+    for rc in table.rc_index:
         capacity = table.rc_col("capacity", rc)
         assert capacity is not None
         assert np.all(table.used(rc) <= capacity + 1e-6), rc

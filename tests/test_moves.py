@@ -232,7 +232,7 @@ def moves_through_two_replicas(store: Store, other: Store) -> None:
     assert final == ({"vm": answers[0]} if "confirm" in outcomes else {"vm": "h0"})
     for replica in (a, b):
         replica.catch_up()
-        assert {c: x.host for c, x in replica.table.allocations.items()} == final
+        assert {x.consumer_uuid: x.host for x in replica.table.allocations()} == final
         fresh = Replica(store, _config()).start(follow=False)
         assert fresh.node_revisions == replica.node_revisions
 

@@ -148,7 +148,7 @@ def test_quorum_loss_fails_fast_places_nothing_reads_answer_and_recovers(healthy
             with pytest.raises(StoreUnavailable):
                 replica.select_destinations({**SPEC, "instance_uuids": ["during-outage"]})
             assert time.monotonic() - t0 < 3.5
-        assert "during-outage" not in replica.table.allocations  # nothing placed locally
+        assert replica.table.allocation("during-outage") is None  # nothing placed locally
         assert store.last_write_error is not None  # what /health reports (503 "degraded")
         # Reads of the replica keep answering.
         assert replica.scheduler.host("h0")["up"]
@@ -183,7 +183,7 @@ def test_quorum_loss_fails_fast_places_nothing_reads_answer_and_recovers(healthy
         assert audit(snap) == []
         # The other instance's feed caught up too.
         deadline = time.monotonic() + 10
-        while "after" not in other.table.allocations:
+        while other.table.allocation("after") is None:
             assert time.monotonic() < deadline, "feed did not resume"
             time.sleep(0.05)
     finally:

@@ -93,7 +93,7 @@ def test_replicas_in_threads_fill_the_cloud_without_overcommit(store_url: str, g
         assert revalidated >= sum(s.stats.claim_conflicts for s in stores)
         # every instance converges on the same view through the feed
         for r in replicas:
-            wait_for(lambda r=r: len(r.table.allocations) == sum(sizes.values()))
+            wait_for(lambda r=r: len(r.table.allocations()) == sum(sizes.values()))
     finally:
         for r, s in zip(replicas, stores, strict=True):
             r.stop()
@@ -159,7 +159,7 @@ def test_instance_killed_mid_burst_leaves_no_partial_request(store_url: str) -> 
     # A new instance starts from the store and keeps placing.
     with EtcdStore(store_url) as store:
         r = Replica(store, config(9)).start(follow=False)
-        assert len(r.table.allocations) == len(snap.allocations)
+        assert len(r.table.allocations()) == len(snap.allocations)
         r.select_destinations({"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1}, "num_instances": 4})
 
 

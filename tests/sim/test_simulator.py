@@ -35,7 +35,7 @@ def run(data: dict[str, Any], requests: int | None = None) -> tuple[Simulation, 
 
 def assert_truth_sound(sim: Simulation) -> None:
     truth = sim.truth
-    for rc in truth.rc_names:
+    for rc in truth.rc_index:
         cap = truth.rc_col("capacity", rc)
         assert cap is not None
         over = np.flatnonzero(truth.used(rc) > cap + 1e-6)
@@ -80,7 +80,7 @@ def test_a_lost_rack_receives_nothing_after_it_is_lost() -> None:
     rows = sim.layout.rack_hosts("az1-r2")
     names = {sim.layout.names[i] for i in rows.tolist()}
     detected = EPOCH + lost["at"] + sim.s.control_plane.service_down_time
-    late = [a for a in sim.truth.allocations.values() if a.host in names and a.created_at > EPOCH + lost["at"]]
+    late = [a for a in sim.truth.allocations() if a.host in names and a.created_at > EPOCH + lost["at"]]
     assert not [a for a in late if a.created_at > detected]
     # And nothing built there after the loss survived: those claims were released when the build failed.
     assert not late
@@ -91,7 +91,7 @@ def test_fenced_rack_is_avoided_once_replicas_see_the_report() -> None:
     sim, r = run(data)
     assert r["invariants"]["claims_after_detection"] == 0
     assert r["failures"][0]["claims_on_dead_hosts"] <= r["failures"][0]["build_failures"]
-    assert all(sim.truth.cols["forced_down"][sim.layout.rack_hosts("az1-r2")])
+    assert all(sim.truth.col("forced_down")[sim.layout.rack_hosts("az1-r2")])
 
 
 def test_fixed_decision_time_is_reproducible() -> None:

@@ -121,7 +121,7 @@ def test_an_undecodable_row_is_reported_with_its_key_and_the_rest_loads(tmp_path
         conn.execute("UPDATE hosts SET data = x'ff00' WHERE host = 'h1'")
     store = SQLiteStore(f"sqlite:///{path}")
     replica = Replica(store).start(follow=False)
-    assert sorted(replica.table.rows_of_host) == ["h0", "h2"]
+    assert sorted({host for host, _ in replica.table}) == ["h0", "h2"]
     assert store.skipped and "host h1/h1" in store.skipped[0]
     store.close()
     done = _gantt("audit", "--store", f"sqlite:///{path}")

@@ -13,6 +13,7 @@ import pytest
 from gantt import NoValidHost
 from gantt.config import Config
 from gantt.replica import Replica, audit
+from gantt.scheduler import describe
 from gantt.store.base import Batch, CommitResult, Store, StoreConflict
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore
@@ -83,16 +84,16 @@ def test_follower_applies_other_instances_writes() -> None:
         a.update_resource_stats("h0", host_stats())
         [[sel, *_]] = a.select_destinations(request(vcpus=4, instance_uuids=["vm-1"]))
         deadline = time.monotonic() + 5
-        while "vm-1" not in b.table.allocations and time.monotonic() < deadline:
+        while b.table.allocation("vm-1") is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert b.table.allocations["vm-1"].host == sel.host
+        assert b.table.allocation("vm-1").host == sel.host
         assert b.scheduler.host("h0")["inventories"]["VCPU"]["in_flight"] == 4
         b.release("vm-1")
-        assert "vm-1" not in b.table.allocations
+        assert b.table.allocation("vm-1") is None
         deadline = time.monotonic() + 5
-        while "vm-1" in a.table.allocations and time.monotonic() < deadline:
+        while a.table.allocation("vm-1") is not None and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert "vm-1" not in a.table.allocations
+        assert a.table.allocation("vm-1") is None
     finally:
         a.stop()
         b.stop()
@@ -122,7 +123,7 @@ def test_expired_claim_is_released_through_the_store() -> None:
     a.update_resource_stats("h0", {"instances": []})
     a._flush_expired()
     assert store.snapshot().allocations == []
-    assert "vm-1" not in a.table.allocations
+    assert a.table.allocation("vm-1") is None
 
 
 @pytest.mark.parametrize("n", [3])
@@ -194,8 +195,8 @@ def test_a_stale_replica_answers_the_booking_another_made(backend: str, tmp_path
         assert (second.host, second.consumer_uuid) == ("h-c", "seq-i")
         [held] = store_a.snapshot().allocations
         assert (held.consumer_uuid, held.host) == ("seq-i", "h-c")
-        assert b.table.allocations["seq-i"].host == "h-c"
-        assert "seq-i" not in {c for key, cs in b.table.node_allocations.items() if key[0] != "h-c" for c in cs}
+        assert b.table.allocation("seq-i").host == "h-c"
+        assert not any("seq-i" in b.table.node_allocations(key) for key in b.table if key[0] != "h-c")
 
 
 def test_a_reload_forgets_masks_derived_from_the_old_table() -> None:
@@ -234,8 +235,8 @@ def test_a_late_report_changes_nothing_and_is_counted(backend: str, tmp_path: Pa
         other.catch_up()
         for r in (replica, other):
             row = r.table.row("h")
-            assert r.table.cols["updated_at"][row] == 2000.0
-            assert r.table.describe(row)["inventories"]["VCPU"]["reported_used"] == 6
+            assert r.table.col("updated_at")[row] == 2000.0
+            assert describe(r.table, row)["inventories"]["VCPU"]["reported_used"] == 6
     finally:
         store.close()
 
@@ -299,7 +300,7 @@ def test_a_stale_group_member_claim_for_a_booked_consumer_answers_the_booking() 
     [[again, *_]] = b.select_destinations(request(vcpus=2) | {"instance_uuids": ["c1"]} | group)
     assert again.host == first.host
     row = b.table.row(first.host)
-    assert b.table.describe(row)["inventories"]["VCPU"]["free"] == 2
+    assert describe(b.table, row)["inventories"]["VCPU"]["free"] == 2
     [[other, *_]] = b.select_destinations(request(vcpus=1) | {"instance_uuids": ["c2"]} | group)
     assert other.consumer_uuid == "c2"
 
@@ -340,7 +341,7 @@ def test_a_stale_replica_never_rolls_back_a_booking_equal_to_its_own(backend: st
         [[again, *_]] = b.select_destinations(spec)
         assert again.host == "h0"
         assert [(x.consumer_uuid, x.host) for x in store_a.snapshot().allocations] == [("c7", first.host)]
-        assert b.table.allocations["c7"].host == first.host
+        assert b.table.allocation("c7").host == first.host
 
 
 def test_a_repeat_reads_other_processes_commits_past_its_own(tmp_path: Path) -> None:
@@ -392,7 +393,7 @@ def test_a_reload_during_a_decision_decides_again_on_the_new_table() -> None:
     assert chosen.host == "h0"
     assert [a.consumer_uuid for a in store.snapshot().allocations] == ["vm-1"]
     assert replica.allocation("vm-1").host == "h0"
-    assert old.table.allocations == {}  # the claim on the replaced table was rolled back
+    assert not old.table.allocations()  # the claim on the replaced table was rolled back
     assert replica.counters()["decisions"] == 2  # the counters came along with the new scheduler
 
 

@@ -171,11 +171,11 @@ def test_replica_on_sqlite_and_restart(url: str) -> None:
         a.select_destinations(request(vcpus=2, instance_uuids=["vm-1"]))
         a.release("vm-1")
         a.select_destinations(request(vcpus=3, instance_uuids=["vm-2"]))
-        held = a.table.allocations["vm-2"]
+        held = a.table.allocation("vm-2")
     with SQLiteStore(url) as s:
         b = Replica(s, CONFIG).start(follow=False)
-        assert b.table.allocations.keys() == {"vm-2"}
-        assert b.table.allocations["vm-2"].host == held.host
+        assert {x.consumer_uuid for x in b.table.allocations()} == {"vm-2"}
+        assert b.table.allocation("vm-2").host == held.host
         assert b.scheduler.host(held.host)["inventories"]["VCPU"]["in_flight"] == 3
         assert audit(s.snapshot(), CONFIG) == []
 
@@ -201,7 +201,7 @@ def test_compaction_makes_replica_resnapshot(url: str) -> None:
         behind.catch_up()
         assert behind.resyncs == 1
         assert behind.revision == head
-        assert len(behind.table.allocations) == 20
+        assert len(behind.table.allocations()) == 20
 
 
 def test_changes_waits_and_wakes_on_commit(store: SQLiteStore) -> None:
