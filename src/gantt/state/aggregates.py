@@ -9,19 +9,20 @@ static cache: an aggregate's change moves ``static_revision``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Hashable
+from typing import Any
 
 import numpy as np
 
 from gantt.model import Aggregate, NotFound
-from gantt.state.cache import StaticCache
 from gantt.state.columns import Interner
 
 log = logging.getLogger(__name__)
 
 
 class AggregateIndex:
-    def __init__(self, cache: StaticCache) -> None:
+    def __init__(self, cache: Callable[[Hashable, Callable[[], Any]], Any]) -> None:
+        """``cache(key, build)``: the table's memo of values derived from static state."""
         self._aggregates: dict[str, Aggregate] = {}
         self._host_aggregates: dict[str, set[str]] = {}
         self._aggsets = Interner(frozenset())
@@ -87,7 +88,7 @@ class AggregateIndex:
                 out.append(values)
             return out
 
-        return self._cache.get(("metadata_values", key), build)  # type: ignore[no-any-return]
+        return self._cache(("metadata_values", key), build)  # type: ignore[no-any-return]
 
     def zones(self) -> list[frozenset[str]]:
         """Per aggregate-set code: the availability zones its aggregates name (empty: none, the default zone).
@@ -100,7 +101,7 @@ class AggregateIndex:
             return [frozenset(zone.strip() for value in values for zone in value.split(",") if zone.strip())
                     for values in self.metadata_values("availability_zone")]
 
-        return self._cache.get(("zones",), build)  # type: ignore[no-any-return]
+        return self._cache(("zones",), build)  # type: ignore[no-any-return]
 
     def metadata_min_per_set(self, key: str, number: type[float] | type[int]) -> np.ndarray | None:
         """Per aggregate-set code: the lowest value of metadata ``key`` parsed as ``number`` (NaN: unset); None
@@ -124,4 +125,4 @@ class AggregateIndex:
                                 "an integer" if number is int else "a number")
             return lut if found else None
 
-        return self._cache.get(("metadata_min", key, number.__name__), build)  # type: ignore[no-any-return]
+        return self._cache(("metadata_min", key, number.__name__), build)  # type: ignore[no-any-return]

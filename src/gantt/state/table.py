@@ -51,7 +51,6 @@ from gantt.config import Config
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
 from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
 from gantt.state.aggregates import AggregateIndex
-from gantt.state.cache import StaticCache
 from gantt.state.columns import Columns, Factor, HostCaps
 from gantt.state.instances import InstanceIndex
 from gantt.state.ledger import Ledger
@@ -81,9 +80,9 @@ class HostTable:
         self._static_revision = next(_STATIC_EPOCHS) << 32
         self._stale_reports = 0  # reports ignored because the node had applied a newer one
         self._listeners: list[Callable[[str, Any], None]] = []
-        self._static_cache = StaticCache(lambda: self._static_revision)
+        self._static_values: tuple[int, dict[Hashable, Any]] = (-1, {})  # see static_cache
         self._columns = Columns(initial_rows)
-        self._aggregates = AggregateIndex(self._static_cache)
+        self._aggregates = AggregateIndex(self.static_cache)
         self._instances = InstanceIndex()
         self._ledger = Ledger(self._columns, self._instances, lock=self._lock, clock=clock,
                               claim_timeout=claim_timeout, touched=self._touched, changed=self._changed,
@@ -333,7 +332,21 @@ class HostTable:
 
     def static_cache(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """``build()``, memoized under ``key`` until ``static_revision`` moves (callable without the lock)."""
-        return self._static_cache.get(key, build)
+        # The (revision, values) pair is swapped as one object so that a value built from state of revision r can
+        # never land in the dict of a later revision (which a separate "reset dict, then set revision" sequence
+        # allowed when another thread reset it mid-build).
+        rev = self._static_revision
+        entry = self._static_values
+        if entry[0] != rev:
+            entry = (rev, {})
+            self._static_values = entry
+        values = entry[1]
+        if key in values:
+            return values[key]
+        value = build()
+        if self._static_revision == rev:  # state moved during the build: use the value once, do not keep it
+            values[key] = value
+        return value
 
     # --------------------------------------------------------------------------------------- reports
 
@@ -441,7 +454,7 @@ class HostTable:
 
         # Memoized per row, not just per aggregate set: aggset codes and the row set are static state, and the
         # ratio filters ask for this on every decision (a 100,000-row gather each time otherwise).
-        return self._static_cache.get(("metadata_min_rows", key, number.__name__), rows)  # type: ignore[no-any-return]
+        return self.static_cache(("metadata_min_rows", key, number.__name__), rows)  # type: ignore[no-any-return]
 
     def update_aggregate(self, aggregate: Aggregate) -> None:
         with self._lock:
