@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from gantt.config import Config
@@ -159,21 +160,23 @@ class Engine:
         """The nodes that pass the filters, best first, with their weights; claims nothing (a dry run)."""
         spec = decode(spec, RequestSpec, path="$")
         ctx = self._dry_context(spec)
-        contributions: dict[str, np.ndarray] = {}
-        ranking = self.ranker.rank(ctx, contributions)
-        rows = ranking.candidate_rows()
-        scores = ranking.candidate_scores()
-        order = np.argsort(-scores, kind="stable")
-        if limit is not None:
-            order = order[:limit]
         table = self.table
-        out = []
-        for i in order.tolist():
-            r = int(rows[i])
-            out.append(Candidate(host=table.host_names[r], nodename=table.node_names[r], weight=float(scores[i]),
-                                 uuid=table.node_uuids[r], availability_zone=self._zone(r),
-                                 weights={name: float(part[i]) for name, part in contributions.items()}))
-        return out
+        while True:
+            contributions: dict[str, np.ndarray] = {}
+            ranking = self.ranker.rank(ctx, contributions)
+            rows = ranking.candidate_rows()
+            scores = ranking.candidate_scores()
+            order = np.argsort(-scores, kind="stable")
+            if limit is not None:
+                order = order[:limit]
+            out = []
+            for i in order.tolist():
+                r = int(rows[i])
+                out.append(Candidate(host=table.host_names[r], nodename=table.node_names[r],
+                                     weight=float(scores[i]), uuid=table.node_uuids[r], availability_zone=self._zone(r),
+                                     weights={name: float(part[i]) for name, part in contributions.items()}))
+            if table.layout == ranking.layout:  # else rows were renumbered while they were named: again
+                return out
 
     def explain(self, spec: RequestSpec | dict[str, Any]) -> Explanation:
         """Filter by filter, how many nodes each removes for this request (whether or not anything fits)."""
@@ -290,16 +293,30 @@ class Engine:
         A move (``ctx.move_source``) claims with ``table.move``: the migration's allocation holding the source
         joins ``placed`` (one commit with the instance's).
         """
+        while True:
+            ranking = self.ranker.rank(ctx)
+            if ranking.count == 0:
+                return self._fail(ctx, consumer, placed, self._no_valid_host(ctx, ranking))
+            outcome = self._claim_down(ctx, consumer, placed, ranking)
+            if outcome is not None:
+                return outcome
+            # Rows were renumbered before a node was claimed: the ranking's rows name other nodes now.
+
+    def _claim_down(self, ctx: RequestContext, consumer: str, placed: list[Allocation],
+                    ranking: Ranking) -> tuple[list[Selection], Allocation, bool] | None:
+        """Claim the first candidate that still has room, then gather alternates. None when the table's rows
+        were renumbered before anything was claimed (the caller ranks again)."""
         table = self.table
-        ranking = self.ranker.rank(ctx)
-        if ranking.count == 0:
-            return self._fail(ctx, consumer, placed, self._no_valid_host(ctx, ranking))
         max_attempts = self.config.scheduler.max_attempts
         spec = ctx.spec
         chosen: Allocation | None = None
         selections: list[Selection] = []
         for row, weight in self._order(ranking):
             key = (table.host_names[row], table.node_names[row]) if row < table.n else None
+            if table.layout != ranking.layout:  # checked after the read: the key is the ranked node's, or unused
+                if chosen is None:
+                    return None
+                break  # alternates are advice: stop gathering them rather than name the wrong nodes
             if key is None:
                 continue
             limits = {rc: float(arr[row]) for rc, arr in ranking.limits.items() if arr[row] == arr[row]}
@@ -324,14 +341,21 @@ class Engine:
                     continue
                 if chosen is not allocation:  # a twin request holds this consumer: answer with its claim
                     return [self._selection_for(chosen)], chosen, False
-                selections.append(self._selection(row, chosen.resources, limits, consumer, weight))
+                selection = self._selection(row, chosen.resources, limits, consumer, weight)
+                if table.layout != ranking.layout:  # renumbered while the selection was read: read it by key
+                    selection = msgspec.structs.replace(self._selection_for(chosen), limits=dict(limits),
+                                                        weight=weight)
+                selections.append(selection)
                 if max_attempts <= 1:
                     break
                 continue
             # Alternates: later candidates that still fit now; not claimed (the conductor's retry claims them).
             if key[0] == chosen.host or table.fits(row, ctx.resources, limits or None) is not None:
                 continue
-            selections.append(self._selection(row, dict(ctx.resources), limits, None, weight))
+            alternate = self._selection(row, dict(ctx.resources), limits, None, weight)
+            if table.layout != ranking.layout:
+                break
+            selections.append(alternate)
             if len(selections) >= max_attempts:
                 break
         if chosen is None:

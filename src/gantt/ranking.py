@@ -45,6 +45,7 @@ class Ranking:
     limits: dict[str, np.ndarray]
     rows: np.ndarray | None = None
     offset: float = 0.0  # added to every score to give the weight (it never changes the order)
+    layout: int = 0  # the table's row layout the row numbers refer to (HostTable.layout)
 
     def candidate_rows(self) -> np.ndarray:
         return self.rows if self.rows is not None else np.flatnonzero(self.mask)
@@ -112,9 +113,10 @@ class Ranker:
 
     def _filter_mask(self, flt: filter_pkg.Filter, ctx: RequestContext) -> np.ndarray | None:
         table = self.table
+        layout = table.layout
         if flt.once_per_request and ctx.instance_index > 0:
             memo = ctx.scratch.get(("once", flt.name))
-            if memo is not None and (memo[0] is None or len(memo[0]) == table.n):
+            if memo is not None and memo[1] == table.layout and (memo[0] is None or len(memo[0]) == table.n):
                 return memo[0]
         if flt.static:
             key = (flt.name, flt.cache_key(ctx), table.static_revision, table.n)
@@ -124,7 +126,7 @@ class Ranker:
                     self.stats.mask_cache_hits += 1
                     mask = self._mask_cache[key]
                     if flt.once_per_request:
-                        ctx.scratch[("once", flt.name)] = (mask,)
+                        ctx.scratch[("once", flt.name)] = (mask, layout)
                     return mask
             mask = flt.mask(table, ctx)
             with self._mask_cache_lock:
@@ -135,12 +137,32 @@ class Ranker:
         else:
             mask = flt.mask(table, ctx)
         if flt.once_per_request:
-            ctx.scratch[("once", flt.name)] = (mask,)
+            ctx.scratch[("once", flt.name)] = (mask, layout)
         return mask
 
     def rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None = None) -> Ranking:
         """Pre-selection, then every filter, then the weighers over what is left. ``contributions``, when given,
-        receives each weigher's part of every candidate's weight (a dry run shows them)."""
+        receives each weigher's part of every candidate's weight (a dry run shows them).
+
+        Columns are read without the table's lock: when a removal renumbers rows meanwhile, masks from before and
+        after it do not line up (nor, at worst, have the same length), so the ranking is made again.
+        """
+        table = self.table
+        while True:
+            layout = table.layout
+            try:
+                ranking = self._rank(ctx, contributions)
+            except (ValueError, IndexError):
+                if table.layout == layout:
+                    raise
+                ranking = None
+            if ranking is not None and table.layout == layout:
+                ranking.layout = layout
+                return ranking
+            if contributions is not None:
+                contributions.clear()
+
+    def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None) -> Ranking:
         table = self.table
         n = table.n
         steps, forced = self._preselect(ctx)

@@ -75,6 +75,7 @@ class HostTable:
         self._default_ratios = {**DEFAULT_RATIOS, **(default_ratios or {})}
         self._service_down_time = service_down_time
         self._revision = 0
+        self._layout = 0
         # Caches outside the table (the engine's masks, filters' memos) are keyed on the static revision: a table
         # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
         self._static_revision = next(_STATIC_EPOCHS) << 32
@@ -133,6 +134,13 @@ class HostTable:
     @property
     def revision(self) -> int:
         return self._revision
+
+    @property
+    def layout(self) -> int:
+        """Moves when rows are renumbered (a removal moves the last row into the freed one). A decision reads
+        columns without the lock: row numbers it took under one layout name other nodes under the next, so it
+        checks this before it turns a row into a node (and ranks again if it moved)."""
+        return self._layout
 
     @property
     def static_revision(self) -> int:
@@ -401,6 +409,7 @@ class HostTable:
                 keys = [(host, columns.node_names[r]) for r in sorted(columns.rows_of_host.get(host, ()))]
             if not keys:
                 raise NotFound(f"no such host {host!r}" + (f" node {node!r}" if node else ""), field="host")
+            self._layout += 1  # before any row moves: see ``layout``
             for key in keys:
                 self._ledger.drop_node(key)
                 row = columns.row_of[key]

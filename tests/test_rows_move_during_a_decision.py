@@ -1,0 +1,58 @@
+"""A node removed while a decision ranks (the feed thread applying a host deletion) must not make the decision
+crash or claim the node that took the removed one's row (rows are compacted by moving the last row in)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gantt.filters.base import Filter
+from gantt.request import RequestContext
+from gantt.scheduler import Scheduler
+from gantt.state import HostTable
+from tests.conftest import host_stats, request
+
+
+class _RemovesOnce(Filter):
+    """Stands for the feed thread: removes ``host`` the first time the ranking reaches this filter."""
+
+    name = "RemovesOnce"
+
+    def __init__(self, config: object, host: str) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.host, self.done = host, False
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if not self.done:
+            self.done = True
+            table.remove(self.host)
+        return None
+
+
+def _cloud() -> Scheduler:
+    sched = Scheduler({"filter_scheduler": {"enabled_filters": ["AvailabilityZoneFilter"]}})
+    for name in ("a", "b", "c"):
+        sched.update_resource_stats(name, host_stats(vcpus=8))
+    sched.update_aggregate({"id": 1, "hosts": ["a"], "metadata": {"availability_zone": "az1"}})
+    sched.update_aggregate({"id": 2, "hosts": ["b", "c"], "metadata": {"availability_zone": "az2"}})
+    return sched
+
+
+def test_the_node_that_takes_a_removed_row_is_not_claimed_for_it() -> None:
+    sched = _cloud()
+    sched.engine.ranker.filters.append(_RemovesOnce(sched.config, "a"))
+    spec = request(vcpus=1) | {"availability_zone": "az1"}
+    try:
+        [[chosen, *_]] = sched.select_destinations(spec)
+    except Exception as exc:  # the only az1 host is gone: NoValidHost is the right answer
+        assert type(exc).__name__ == "NoValidHost", exc
+    else:
+        raise AssertionError(f"placed on {chosen.host} in {chosen.availability_zone}: not in az1")
+    assert sched.allocations() == []
+
+
+def test_a_removal_mid_ranking_does_not_crash_the_decision() -> None:
+    sched = _cloud()
+    sched.engine.ranker.filters.insert(0, _RemovesOnce(sched.config, "a"))  # before every other mask
+    spec = request(vcpus=1) | {"availability_zone": "az2"}
+    [[chosen, *_]] = sched.select_destinations(spec)
+    assert chosen.host in {"b", "c"} and chosen.availability_zone == "az2"
