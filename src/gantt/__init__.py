@@ -1,7 +1,8 @@
 """Gantt: a standalone cloud scheduler with Nova-compatible decisions and claims that cannot double-book."""
 
+from typing import TYPE_CHECKING, Any
+
 from gantt.config import Config, load_config
-from gantt.engine import ClaimConflict, Engine
 from gantt.model import (
     Aggregate,
     Allocation,
@@ -21,10 +22,29 @@ from gantt.model import (
     Selection,
     StoreUnavailable,
 )
-from gantt.scheduler import Scheduler
-from gantt.state import HostTable
+
+if TYPE_CHECKING:
+    from gantt.engine import ClaimConflict, Engine
+    from gantt.scheduler import Scheduler
+    from gantt.state import HostTable
 
 __version__ = "0.1.0"
+
+# The scheduler itself (numpy, the engine, the table) loads on first use, so that ``gantt.client`` and the wire
+# types it imports do not pull the server side into a client process.
+_LAZY = {"ClaimConflict": "gantt.engine", "Engine": "gantt.engine", "Scheduler": "gantt.scheduler",
+         "HostTable": "gantt.state"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gantt' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "Aggregate",

@@ -607,6 +607,13 @@ NodeKey = tuple[str, str]  # (host, nodename): how claims, stores and replicas n
 GROUP_HOST = "(server-group)"  # not a host name (RFC 1123 has no parentheses): the host part of a group's key
 
 
+class WriteFailure(Struct):
+    """The last write a store could not make: when (epoch seconds) and the error it gave (/health shows it)."""
+
+    at: float
+    message: str
+
+
 def group_node(group: str) -> tuple[str, str]:
     """The pseudo-node whose usage revision is a server group's: stores and replicas count it like a node's."""
     return (GROUP_HOST, group)

@@ -46,6 +46,7 @@ from gantt.model import (
     RequestSpec,
     Selection,
     StoreUnavailable,
+    WriteFailure,
     decode,
     group_node,
 )
@@ -510,6 +511,16 @@ class Replica:
 
     def aggregate(self, aggregate_id: int | str) -> Aggregate:
         return self.scheduler.aggregate(aggregate_id)
+
+    @property
+    def url(self) -> str:
+        """The store's URL."""
+        return self.store.url
+
+    @property
+    def last_write_error(self) -> WriteFailure | None:
+        """The last write the store could not make, until a later one succeeds (``/health``)."""
+        return self.store.last_write_error
 
     @property
     def lag(self) -> float:

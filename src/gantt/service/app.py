@@ -197,7 +197,7 @@ async def health(request: Request) -> Response:
     svc = _svc(request)
     replica = svc.replica
     lag = replica.lag
-    write_error = replica.store.last_write_error  # cleared by the store's next successful write
+    write_error = replica.last_write_error  # cleared by the store's next successful write
     status = "ok" if lag < STALE_AFTER and write_error is None else "degraded"
     code = 200 if status == "ok" else 503
     if not authorized(request.scope, svc.token.encode() if svc.token else None):
@@ -205,7 +205,7 @@ async def health(request: Request) -> Response:
         # write error said are for operators.
         return _json({"status": status}, code)
     counters = replica.counters()
-    body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.store.url,
+    body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.url,
                   revision=replica.revision, hosts=counters["hosts"], hosts_up=counters["hosts_up"],
                   seconds_since_sync=round(lag, 3),
                   last_write_error=write_error)
@@ -510,7 +510,7 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
         # Loading a large store takes seconds: off the loop, so the process stays responsive to signals.
         built = await anyio.to_thread.run_sync(lambda: Replica.open(store or config.gantt.store, config))
         service._replica = built
-        log.info("serving %d hosts from %s at revision %d", built.counters()["hosts"], built.store.url,
+        log.info("serving %d hosts from %s at revision %d", built.counters()["hosts"], built.url,
                  built.revision)
         try:
             yield

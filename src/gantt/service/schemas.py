@@ -34,9 +34,9 @@ from gantt.model import (
     RequestSpec,
     Selection,
     StoreUnavailable,
+    WriteFailure,
     prepare_types,
 )
-from gantt.store.base import WriteFailure
 
 # ---------------------------------------------------------------------------------------------- errors
 

@@ -31,7 +31,16 @@ from typing import Literal
 
 from msgspec import Struct, field
 
-from gantt.model import Aggregate, Allocation, GanttError, HostReport, InstanceInfo, NodeKey, prepare_types
+from gantt.model import (
+    Aggregate,
+    Allocation,
+    GanttError,
+    HostReport,
+    InstanceInfo,
+    NodeKey,
+    WriteFailure,
+    prepare_types,
+)
 
 
 class StoreConflict(GanttError):
@@ -129,13 +138,6 @@ class Snapshot(Struct):
 class CommitResult(Struct):
     revision: int
     changes: list[Change]
-
-
-class WriteFailure(Struct):
-    """The last write the store could not make: when (epoch seconds) and the error it gave."""
-
-    at: float
-    message: str
 
 
 class Store(abc.ABC):

@@ -1,0 +1,29 @@
+"""The house's walls: the client loads no server code, and the HTTP layer talks to the façade only."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "gantt"
+
+
+def test_the_client_and_its_wire_types_load_no_server_code() -> None:
+    probe = ("import sys, gantt.client, gantt.service.schemas\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('starlette', 'uvicorn', 'numpy', 'grpc')\n"
+             "             or m.startswith(('gantt.store', 'gantt.replica', 'gantt.state', 'gantt.engine',\n"
+             "                              'gantt.scheduler', 'gantt.service.app'))))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_http_app_imports_the_facade_the_model_the_wire_types_and_its_options_only() -> None:
+    tree = ast.parse((SRC / "service" / "app.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+                and node.module.startswith("gantt")}
+    assert imported <= {"gantt", "gantt.replica", "gantt.model", "gantt.config", "gantt.service.schemas",
+                        "gantt.service.metrics"}, imported
+    source = (SRC / "service" / "app.py").read_text()
+    assert "replica.table" not in source and "replica.scheduler" not in source and "replica.store" not in source
