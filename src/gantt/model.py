@@ -2,6 +2,10 @@
 
 Field names are Nova's (design §3) so that a Nova operator or a Nova resource tracker maps one to one.
 Every Struct validates on decode; an error names the offending field as a JSON path (``$.flavor.vcpus``).
+
+Why one ~700-line module: "one data model" is the point — every type, its bounds (the MAX_* constants and the
+annotated string types) and its validation live together, so a field cannot be bounded in one place and
+unbounded in another; the client imports it without importing the server.
 """
 
 from __future__ import annotations

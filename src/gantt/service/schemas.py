@@ -328,7 +328,22 @@ def openapi() -> dict[str, Any]:
     """The OpenAPI 3.1 document the service serves at /openapi.json."""
     _, components = msgspec.json.schema_components(_COMPONENTS, ref_template="#/components/schemas/{name}")
     _state_limits(components)
-    paths: dict[str, Any] = {
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Gantt scheduler", "version": __version__,
+                 "description": "Errors are application/problem+json (RFC 9457). Every call but /health "
+                                "needs `Authorization: Bearer <token>` when the service has a "
+                                "token. Wrong method: 405; unknown path: 404; a query parameter the call does "
+                                "not take, or one given twice: 400."},
+        "paths": _paths(),
+        "components": {"schemas": components,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+    }
+
+
+def _paths() -> dict[str, Any]:
+    return {
         "/health": {"get": _health()},
         "/metrics": {"get": _text(_op("Prometheus text metrics"))},
         "/openapi.json": {"get": _op("This document")},
@@ -393,18 +408,6 @@ def openapi() -> dict[str, Any]:
             "delete": _op("delete_instance_info: the host no longer runs this instance", ok="Written",
                           errors=(404, 503)),
         },
-    }
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "Gantt scheduler", "version": __version__,
-                 "description": "Errors are application/problem+json (RFC 9457). Every call but /health "
-                                "needs `Authorization: Bearer <token>` when the service has a "
-                                "token. Wrong method: 405; unknown path: 404; a query parameter the call does "
-                                "not take, or one given twice: 400."},
-        "paths": paths,
-        "components": {"schemas": components,
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-        "security": [{"bearer": []}],
     }
 
 
