@@ -362,14 +362,17 @@ class Replica:
         if batch.reports:  # the store keeps no report older than the one it holds (model.merge_reports)
             self.stale_reports += len(batch.reports) - sum(1 for c in result.changes if c.kind == "host")
         self.apply(result.changes, own="write")
-        # Then read the feed once, without waiting: applied in order, our write moves its nodes' usage revisions
-        # and the cursor, so the next claim on a node just released expects the right revision instead of
-        # conflicting until the follower thread gets there. (Cheap: a store serves its own recent revisions.)
+        self._read_feed_once()
+        return result.revision
+
+    def _read_feed_once(self) -> None:
+        # After a write, read the feed once, without waiting: applied in order, our write moves its nodes' usage
+        # revisions and the cursor, so the next claim on a node just released expects the right revision instead
+        # of conflicting until the follower thread gets there. (Cheap: a store serves its own recent revisions.)
         try:
             self.catch_up()
         except GanttError as exc:
             log.debug("catch-up after a write: %s", exc)
-        return result.revision
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
         report = decode(report, HostReport)
@@ -397,8 +400,13 @@ class Replica:
     def delete_host(self, host: str, node: str | None = None) -> int:
         return self.write(Batch(delete_hosts=[(host, node)]))
 
-    def release(self, consumer_uuid: str) -> int:
-        return self.write(Batch(releases=[consumer_uuid]))
+    def release(self, consumer_uuid: str) -> Allocation:
+        """Release the consumer's allocation (returned, as ``gantt.Scheduler.release`` does)."""
+        result = self.store.commit(Batch(releases=[consumer_uuid]))
+        self.apply(result.changes, own="write")
+        self._read_feed_once()
+        [gone] = [c.allocation for c in result.changes if c.kind == "allocation_deleted" and c.allocation]
+        return gone
 
     def confirm_move(self, migration_uuid: str) -> Allocation:
         """Drop the source a move holds under ``migration_uuid`` (returned).

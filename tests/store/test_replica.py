@@ -409,3 +409,17 @@ def test_store_conflicts_are_one_budget_per_request() -> None:
         replica.select_destinations(request(vcpus=1))
     assert store.claims == 4
     assert store.snapshot().allocations == []
+
+
+def test_release_answers_the_released_allocation_on_the_library_and_the_replica_alike() -> None:
+    """Issue 12: the façade has the library's calls with the library's answers (release returned a revision)."""
+    from gantt import Scheduler
+
+    library = Scheduler(CONFIG)
+    replica = Replica(MemoryStore(), CONFIG).start(follow=False)
+    for face in (library, replica):
+        face.update_resource_stats("h0", host_stats(vcpus=2))
+        face.select_destinations(request(vcpus=1, instance_uuids=["vm-1"]))
+        released = face.release("vm-1")
+        assert (type(released).__name__, released.consumer_uuid, released.host) == ("Allocation", "vm-1", "h0")
+        assert face.allocations() == []

@@ -322,7 +322,15 @@ async def show_allocation(request: Request) -> Response:
 
 async def release(request: Request) -> Response:
     svc = _svc(request)
-    return _json(Written(revision=await svc.run(svc.replica.release, request.path_params["consumer"])))
+    consumer = request.path_params["consumer"]
+
+    def released() -> int:
+        # The façade returns the allocation, as the library does; the answer is a revision that holds the
+        # release: sync() reads the feed up to every commit before it, ours included.
+        svc.replica.release(consumer)
+        return svc.replica.sync()
+
+    return _json(Written(revision=await svc.run(released)))
 
 
 async def confirm_move(request: Request) -> Response:
