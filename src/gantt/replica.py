@@ -55,6 +55,7 @@ from gantt.state import HostTable
 from gantt.store.base import (
     Batch,
     Change,
+    CommitResult,
     Compacted,
     ConsumerHeld,
     Expect,
@@ -358,21 +359,21 @@ class Replica:
 
     def write(self, batch: Batch) -> int:
         """Commit a batch and apply its changes here at once (read your own writes). Returns the revision."""
+        return self._write(batch).revision
+
+    def _write(self, batch: Batch) -> CommitResult:
         result = self.store.commit(batch)
         if batch.reports:  # the store keeps no report older than the one it holds (model.merge_reports)
             self.stale_reports += len(batch.reports) - sum(1 for c in result.changes if c.kind == "host")
         self.apply(result.changes, own="write")
-        self._read_feed_once()
-        return result.revision
-
-    def _read_feed_once(self) -> None:
-        # After a write, read the feed once, without waiting: applied in order, our write moves its nodes' usage
-        # revisions and the cursor, so the next claim on a node just released expects the right revision instead
-        # of conflicting until the follower thread gets there. (Cheap: a store serves its own recent revisions.)
+        # Then read the feed once, without waiting: applied in order, our write moves its nodes' usage revisions
+        # and the cursor, so the next claim on a node just released expects the right revision instead of
+        # conflicting until the follower thread gets there. (Cheap: a store serves its own recent revisions.)
         try:
             self.catch_up()
         except GanttError as exc:
             log.debug("catch-up after a write: %s", exc)
+        return result
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
         report = decode(report, HostReport)
@@ -402,10 +403,8 @@ class Replica:
 
     def release(self, consumer_uuid: str) -> Allocation:
         """Release the consumer's allocation (returned, as ``gantt.Scheduler.release`` does)."""
-        result = self.store.commit(Batch(releases=[consumer_uuid]))
-        self.apply(result.changes, own="write")
-        self._read_feed_once()
-        [gone] = [c.allocation for c in result.changes if c.kind == "allocation_deleted" and c.allocation]
+        changes = self._write(Batch(releases=[consumer_uuid])).changes
+        [gone] = [c.allocation for c in changes if c.kind == "allocation_deleted" and c.allocation is not None]
         return gone
 
     def confirm_move(self, migration_uuid: str) -> Allocation:
