@@ -44,7 +44,7 @@ def test_hosts_and_aggregates(url: str, capsys: pytest.CaptureFixture[str]) -> N
     assert status == 0 and "cli-0" in out and "compute nodes" in out
     status, out, _ = run(capsys, "hosts", "show", "cli-1", "--url", url)
     assert status == 0 and "VCPU" in out
-    status, out, _ = run(capsys, "aggregates", "set", "agg-1", "--hosts", "cli-0", "cli-1", "--zone", "az-x",
+    status, out, _ = run(capsys, "aggregates", "create", "agg-1", "--hosts", "cli-0", "cli-1", "--zone", "az-x",
                          "--metadata", "ssd=true", "--url", url)
     assert status == 0
     status, out, _ = run(capsys, "aggregates", "--url", url, "--json")
@@ -53,6 +53,42 @@ def test_hosts_and_aggregates(url: str, capsys: pytest.CaptureFixture[str]) -> N
     assert status == 0
     status, _, err = run(capsys, "aggregates", "delete", "agg-1", "--url", url)
     assert status == 1 and "Not found" in err
+
+
+def test_aggregates_set_merges_and_members_change_one_by_one(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 17: ``set --property`` used to erase the aggregate's name and hosts; it merges, as osc does."""
+    import json
+
+    def show() -> dict[str, object]:
+        status, out, _ = run(capsys, "aggregates", "show", "agg-m", "--url", url, "--json")
+        assert status == 0
+        shown: dict[str, object] = json.loads(out)
+        return shown
+
+    assert run(capsys, "aggregates", "create", "agg-m", "--name", "fast", "--hosts", "cli-0", "--zone", "az-m",
+               "--url", url)[0] == 0
+    status, _, err = run(capsys, "aggregates", "create", "agg-m", "--url", url)
+    assert status == 1 and "exists already" in err
+    assert run(capsys, "aggregates", "set", "agg-m", "--property", "ssd=true", "--url", url)[0] == 0
+    assert show() == {"id": "agg-m", "name": "fast", "hosts": ["cli-0"],
+                      "metadata": {"availability_zone": "az-m", "ssd": "true"}}
+    assert run(capsys, "aggregates", "add-host", "agg-m", "cli-1", "cli-2", "cli-1", "--url", url)[0] == 0
+    assert show()["hosts"] == ["cli-0", "cli-1", "cli-2"]
+    assert run(capsys, "aggregates", "remove-host", "agg-m", "cli-0", "--url", url)[0] == 0
+    assert show()["hosts"] == ["cli-1", "cli-2"]
+    status, _, err = run(capsys, "aggregates", "remove-host", "agg-m", "cli-0", "--url", url)
+    assert status == 1 and "has no host cli-0" in err
+    status, _, err = run(capsys, "aggregates", "set", "agg-none", "--name", "x", "--url", url)
+    assert status == 1 and "no aggregate agg-none" in err
+    assert run(capsys, "aggregates", "delete", "agg-m", "--url", url)[0] == 0
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from gantt import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"gantt {__version__}"
 
 
 def test_select_dry_run_allocations_release(url: str, capsys: pytest.CaptureFixture[str]) -> None:

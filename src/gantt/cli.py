@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gantt import __version__
 from gantt.model import Explanation, GanttError, NoValidHost
 
 console = Console()
@@ -172,31 +173,63 @@ def cmd_hosts(args: argparse.Namespace) -> int:
 
 def cmd_aggregates(args: argparse.Namespace) -> int:
     with _client(args) as client:
-        if args.action == "set":
-            body: dict[str, Any] = {"id": args.id, "hosts": args.hosts or [],
-                                    "metadata": _pairs(args.metadata, "--metadata")}
-            if args.name:
-                body["name"] = args.name
-            if args.zone:
-                body["metadata"]["availability_zone"] = args.zone
-            revision = client.update_aggregate(body)
-            console.print(f"aggregate {args.id} set (revision {revision})")
-            return 0
+        if args.action in ("create", "set", "add-host", "remove-host"):
+            return _edit_aggregate(client, args)
         if args.action == "delete":
             revision = client.delete_aggregate(args.id)
             console.print(f"aggregate {args.id} deleted (revision {revision})")
             return 0
-        aggregates = client.aggregates()
+        aggregates = [client.aggregate(args.id)] if args.action == "show" else client.aggregates()
     if args.json:
-        _print_json(aggregates)
+        _print_json(aggregates[0] if args.action == "show" else aggregates)
         return 0
     table = Table(title=f"{len(aggregates)} aggregates", title_justify="left")
     for column in ("id", "name", "hosts", "metadata"):
         table.add_column(column)
     for agg in aggregates:
-        hosts = ", ".join(agg.hosts[:4]) + (f" … (+{len(agg.hosts) - 4})" if len(agg.hosts) > 4 else "")
+        hosts = ", ".join(agg.hosts) if args.action == "show" or len(agg.hosts) <= 4 else \
+            ", ".join(agg.hosts[:4]) + f" … (+{len(agg.hosts) - 4})"
         table.add_row(agg.key, agg.name or "", hosts, ", ".join(f"{k}={v}" for k, v in sorted(agg.metadata.items())))
     console.print(table)
+    return 0
+
+
+def _edit_aggregate(client: Any, args: argparse.Namespace) -> int:
+    """create / set / add-host / remove-host, as openstackclient's aggregate commands do: ``set`` merges what it
+    names into the aggregate (name, properties, zone) and keeps the rest; hosts change only by name."""
+    from gantt.model import Conflict, InvalidRequest, NotFound
+
+    try:
+        current: Any = client.aggregate(args.id)
+    except NotFound:
+        current = None
+    if args.action == "create" and current is not None:
+        raise Conflict(f"aggregate {args.id} exists already: change it with 'gantt aggregates set'", field="id")
+    if args.action != "create" and current is None:
+        raise NotFound(f"no aggregate {args.id}: make it with 'gantt aggregates create'", field="id")
+    hosts = list(current.hosts) if current is not None else []
+    metadata = dict(current.metadata) if current is not None else {}
+    name = current.name if current is not None else None
+    if args.action == "add-host":
+        hosts += [h for h in args.host if h not in hosts]
+    elif args.action == "remove-host":
+        missing = [h for h in args.host if h not in hosts]
+        if missing:
+            raise InvalidRequest(f"aggregate {args.id} has no host {', '.join(missing)}", field="host")
+        hosts = [h for h in hosts if h not in args.host]
+    else:
+        metadata.update(_pairs(args.property, "--property"))
+        if args.zone:
+            metadata["availability_zone"] = args.zone
+        name = args.name or name
+        if args.hosts is not None:
+            hosts = list(args.hosts)
+    body: dict[str, Any] = {"id": args.id, "hosts": hosts, "metadata": metadata}
+    if name:
+        body["name"] = name
+    revision = client.update_aggregate(body)
+    done = {"create": "created", "set": "set", "add-host": "updated", "remove-host": "updated"}[args.action]
+    console.print(f"aggregate {args.id} {done} (revision {revision})")
     return 0
 
 
@@ -454,6 +487,7 @@ def _add_select(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gantt", description="Gantt: a standalone cloud scheduler.")
+    parser.add_argument("--version", action="version", version=f"gantt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     _add_serve(sub)
@@ -466,14 +500,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="rows shown by list (default %(default)s)")
     p.set_defaults(func=cmd_hosts)
 
-    p = sub.add_parser("aggregates", help="list, set or delete aggregates")
+    p = sub.add_parser("aggregates", help="list, show, create, set, add-host, remove-host or delete aggregates",
+                       description="set changes only what it names (name, properties, zone; --hosts replaces "
+                                   "the member list); add-host and remove-host change members one by one")
     _client_options(p)
-    p.add_argument("action", nargs="?", choices=["list", "set", "delete"], default="list")
-    p.add_argument("id", nargs="?")
-    p.add_argument("--name")
-    p.add_argument("--hosts", nargs="*", help="member hosts (set replaces the list)")
-    p.add_argument("--metadata", nargs="*", metavar="KEY=VALUE")
-    p.add_argument("--zone", help="shorthand for --metadata availability_zone=ZONE")
+    p.add_argument("action", nargs="?", default="list",
+                   choices=["list", "show", "create", "set", "add-host", "remove-host", "delete"])
+    p.add_argument("id", nargs="?", help="aggregate id (chosen by you: a name or a number)")
+    p.add_argument("host", nargs="*", help="hosts, for add-host and remove-host")
+    p.add_argument("--name", help="display name")
+    p.add_argument("--hosts", nargs="*", help="the whole member list (replaces it)")
+    p.add_argument("--property", "--metadata", dest="property", nargs="*", metavar="KEY=VALUE",
+                   help="metadata to add or change (others are kept)")
+    p.add_argument("--zone", help="shorthand for --property availability_zone=ZONE")
     p.set_defaults(func=cmd_aggregates)
 
     _add_select(sub)
@@ -516,6 +555,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _NEEDS = {("hosts", "show"): "name", ("hosts", "delete"): "name", ("aggregates", "set"): "id",
+          ("aggregates", "create"): "id", ("aggregates", "show"): "id", ("aggregates", "add-host"): "host",
+          ("aggregates", "remove-host"): "host",
           ("aggregates", "delete"): "id", ("allocations", "show"): "consumer",
           ("allocations", "release"): "consumer"}
 
