@@ -41,7 +41,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 
 def test_hosts_and_aggregates(url: str, capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, "hosts", "--url", url)
-    assert status == 0 and "cli-0" in out and "compute nodes" in out
+    assert status == 0 and "cli-0" in out and "compute nodes" in out and "last report" in out and " s ago" in out
     status, out, _ = run(capsys, "hosts", "show", "cli-1", "--url", url)
     assert status == 0 and "VCPU" in out
     status, out, _ = run(capsys, "aggregates", "create", "agg-1", "--hosts", "cli-0", "cli-1", "--zone", "az-x",

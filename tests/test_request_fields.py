@@ -82,3 +82,16 @@ def test_the_nearest_miss_says_which_unit_constraint_blocks() -> None:
     [miss] = err.value.explanation.nearest_miss
     assert miss.constraint == "max_unit 16 < 32 asked on every node"
     assert "short by" not in str(err.value)
+
+
+def test_a_node_shows_how_long_ago_it_reported_and_goes_down_past_service_down_time() -> None:
+    """Issue 17: hosts went down silently 60 s after their last report; the age of the report is shown."""
+    from gantt import Scheduler
+
+    now = [1_000_000.0]
+    sched = Scheduler({"DEFAULT": {"service_down_time": 60}}, clock=lambda: now[0])
+    sched.update_resource_stats("h0", {"vcpus": 4, "memory_mb": 4096, "local_gb": 40})
+    assert sched.host("h0")["last_report_seconds_ago"] == 0.0 and sched.host("h0")["up"]
+    now[0] += 90
+    node = sched.host("h0")
+    assert node["last_report_seconds_ago"] == 90.0 and not node["up"]

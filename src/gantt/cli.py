@@ -129,6 +129,16 @@ def _inv(host: Any, rc: str) -> str:
     return f"{_fmt(inv.capacity - inv.free)}/{_fmt(inv.capacity)}"
 
 
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.0f} h ago"
+
+
 def cmd_hosts(args: argparse.Namespace) -> int:
     with _client(args) as client:
         if args.action == "delete":
@@ -144,6 +154,7 @@ def cmd_hosts(args: argparse.Namespace) -> int:
             for key in ("uuid", "availability_zone", "up", "disabled", "hypervisor_type", "host_ip",
                         "num_instances", "num_io_ops", "aggregates", "traits"):
                 table.add_row(key, str(getattr(host, key)))
+            table.add_row("last report", _ago(host.last_report_seconds_ago))
             for rc, inv in host.inventories.items():
                 table.add_row(rc, f"used {_fmt(inv.reported_used)} + in flight {_fmt(inv.in_flight)}, "
                                   f"free {_fmt(inv.free)} of {_fmt(inv.capacity)} (ratio {inv.allocation_ratio:g})")
@@ -155,13 +166,15 @@ def cmd_hosts(args: argparse.Namespace) -> int:
         _print_json(hosts)
         return 0
     table = Table(title=f"{len(hosts)} compute nodes", title_justify="left")
-    for column in ("host", "node", "zone", "up", "VCPU used/cap", "MEMORY_MB used/cap", "DISK_GB used/cap",
-                   "allocations"):
-        table.add_column(column, justify="right" if "/" in column or column == "allocations" else "left")
+    for column in ("host", "node", "zone", "up", "last report", "VCPU used/cap", "MEMORY_MB used/cap",
+                   "DISK_GB used/cap", "allocations"):
+        table.add_column(column, justify="right" if "/" in column or column in ("allocations", "last report")
+                         else "left")
     for h in sorted(hosts, key=lambda h: (h.host, h.nodename))[: args.limit]:
         table.add_row(h.host, h.nodename if h.nodename != h.host else "", h.availability_zone or "",
                       "[green]up[/]" if h.up and not h.disabled else "[red]down[/]" if not h.up else "[yellow]off[/]",
-                      _inv(h, "VCPU"), _inv(h, "MEMORY_MB"), _inv(h, "DISK_GB"), str(len(h.allocations)))
+                      _ago(h.last_report_seconds_ago), _inv(h, "VCPU"), _inv(h, "MEMORY_MB"), _inv(h, "DISK_GB"),
+                      str(len(h.allocations)))
     if len(hosts) > args.limit:
         table.caption = f"first {args.limit} shown (--limit)"
     console.print(table)

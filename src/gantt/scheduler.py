@@ -159,6 +159,8 @@ def describe(table: HostTable, row: int) -> dict[str, Any]:
         "up": bool(updated_at >= table.clock() - table.service_down_time),
         "disabled": bool(table.col("disabled")[row]), "forced_down": bool(table.col("forced_down")[row]),
         "updated_at": updated_at,
+        # How stale the node is, as an operator asks it: a node is down once this passes service_down_time.
+        "last_report_seconds_ago": max(0.0, table.clock() - updated_at) if updated_at > 0 else None,
         "num_io_ops": int(table.col("num_io_ops")[row]), "num_instances": int(table.col("num_instances")[row]),
         "failed_builds": int(table.col("failed_builds")[row]),
         "free_ram_mb": float(table.col("free_ram_mb")[row]), "free_disk_mb": float(table.col("free_disk_mb")[row]),

@@ -126,6 +126,8 @@ class HostInfo(Struct):
     hypervisor_version: int | None = None
     forced_down: bool = False
     updated_at: float | None = None
+    # Seconds since the node last reported (None: never); past ``service_down_time`` the node is down.
+    last_report_seconds_ago: float | None = None
     num_io_ops: int = 0
     num_instances: int = 0
     failed_builds: int = 0
