@@ -101,7 +101,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         config = load_config(config_path)
         Scheduler(config)  # unknown filters or weighers: say so now, not in every worker's log
     except (GanttError, ValueError, OSError) as exc:
-        err_console.print(f"gantt serve: bad configuration: {exc}", markup=False)
+        err_console.print(f"gantt serve: bad configuration: {exc}", markup=False, soft_wrap=True)
         return 2
     options = ServeOptions(
         store=args.store or config.gantt.store, host=args.host or config.gantt.bind,

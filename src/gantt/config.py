@@ -251,7 +251,17 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
         except tomllib.TOMLDecodeError as exc:
             raise InvalidRequest(f"{p}: {exc}") from None
     else:
-        data = _ini_to_dict(text)
+        try:
+            data = _ini_to_dict(text)
+        except configparser.MissingSectionHeaderError as exc:
+            raise InvalidRequest(f"{p}: line {exc.lineno}: {exc.line.strip()!r} is not a [section] header "
+                                 "(a missing ']', or an option before the first section)") from None
+        except configparser.ParsingError as exc:
+            lineno, line = exc.errors[0]  # configparser keeps the line as its repr
+            raise InvalidRequest(f"{p}: line {lineno}: cannot parse {line} (a section header without its ']', "
+                                 "or a line that is not 'option = value'?)") from None
+        except configparser.Error as exc:  # a duplicate section or option, …
+            raise InvalidRequest(f"{p}: {' '.join(str(exc).split())}".replace("'<string>'", "the file")) from None
     return Config.from_dict(data)
 
 

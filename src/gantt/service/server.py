@@ -38,17 +38,27 @@ class ServeError(Exception):
 
 
 def check_store(url: str) -> None:
-    """Open a file store once before anything is printed or spawned: a missing directory, a foreign or damaged
-    file is one line and exit status 3, not "serving …" and then a traceback in every worker."""
-    if not url.startswith("sqlite:"):
-        return  # memory:// cannot fail; etcd is reached by the workers (and reports quorum loss as 503)
+    """Open the store once before anything is printed or spawned: a URL of no known kind (exit status 2), a
+    missing directory, a foreign or damaged file, an etcd cluster nobody answers for (exit status 3) is one
+    line, not "serving …" and then a traceback in every worker."""
     from gantt.model import StoreUnavailable
-    from gantt.store.sqlite import SQLiteStore
+    from gantt.store.base import open_store
 
+    if url.startswith("memory:"):
+        return  # cannot fail
+    if not url.startswith(("sqlite:", "etcd:")):
+        raise ServeError(f"unknown store URL {url!r}: use sqlite:///path, etcd://host:port[,…] or memory://")
     try:
-        SQLiteStore(url).close()
+        store = open_store(url)
     except (StoreUnavailable, ValueError, OSError) as exc:
         raise ServeError(str(exc), store=True) from None
+    try:
+        if url.startswith("etcd:"):
+            store.barrier()  # one linearizable read within the URL's budget (2 s by default), not a 30 s snapshot
+    except StoreUnavailable as exc:
+        raise ServeError(f"{exc} (is etcd running there? ?budget= in the URL bounds this check)", store=True) from None
+    finally:
+        store.close()
 
 
 @dataclass
