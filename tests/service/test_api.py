@@ -303,3 +303,17 @@ def test_async_client(server: ServerProcess, tag: str) -> None:
             assert all(h.host != hosts[2] for h in await client.hosts())
 
     asyncio.run(scenario())
+
+
+def test_every_answer_names_its_request(server: ServerProcess, secured: ServerProcess, tag: str) -> None:
+    """Issue 17: ``x-openstack-request-id`` on every answer (success, refusal, 404, 401), a new one each time."""
+    import re
+
+    answers = [httpx.get(f"{server.url}/health"), httpx.get(f"{server.url}/v1/hosts"),
+               httpx.get(f"{server.url}/v1/hosts/{tag}-missing"),
+               httpx.put(f"{server.url}/v1/aggregates/{tag}-1", json={"id": f"{tag}-2"}),
+               httpx.get(f"{secured.url}/v1/hosts")]
+    assert [a.status_code for a in answers] == [200, 200, 404, 400, 401]
+    ids = [a.headers["x-openstack-request-id"] for a in answers]
+    assert all(re.fullmatch(r"req-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", i) for i in ids)
+    assert len(set(ids)) == len(ids)

@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Any, TypeVar
@@ -453,11 +454,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
         status = 0
+        # OpenStack's convention: every answer names its request, so a caller's log line and ours can be matched.
+        request_id = f"req-{uuid.uuid4()}"
 
         async def watch(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (b"x-openstack-request-id", request_id.encode())]
             await send(message)
 
         try:
@@ -468,7 +472,7 @@ class Guard:
             await self.app(scope, receive, watch)
         except Exception:
             self.service.metrics.unhandled += 1
-            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            log.exception("unexpected error on %s %s (%s)", scope.get("method"), scope.get("path"), request_id)
             if status == 0:
                 await _send(watch, _problem(GanttError("unexpected server error; it has been logged")), scope,
                             receive)
