@@ -95,3 +95,23 @@ def test_a_node_shows_how_long_ago_it_reported_and_goes_down_past_service_down_t
     now[0] += 90
     node = sched.host("h0")
     assert node["last_report_seconds_ago"] == 90.0 and not node["up"]
+
+
+def test_metrics_count_up_disabled_and_down_nodes_apart() -> None:
+    """Issue 17: a disabled node that still reports was counted as up."""
+    from gantt.replica import Replica
+    from gantt.service.metrics import Metrics
+    from gantt.store.memory import MemoryStore
+
+    now = [1_000_000.0]
+    replica = Replica(MemoryStore(), clock=lambda: now[0]).start(follow=False)
+    replica.update_resource_stats("old", {"vcpus": 4, "memory_mb": 4096, "local_gb": 40})
+    now[0] += 120  # past service_down_time: "old" is down
+    replica.update_resource_stats("up", {"vcpus": 4, "memory_mb": 4096, "local_gb": 40})
+    replica.update_resource_stats("off", {"vcpus": 4, "memory_mb": 4096, "local_gb": 40,
+                                          "service": {"disabled": True}})
+    text = Metrics().render(replica)
+    states = {line.split('state="')[1].split('"')[0]: line.split()[-1] for line in text.splitlines()
+              if line.startswith("gantt_hosts{")}
+    assert states == {"up": "1", "disabled": "1", "down": "1"}
+    assert any(line.startswith("gantt_build_info{") and line.endswith(" 1") for line in text.splitlines())

@@ -137,7 +137,14 @@ class Scheduler:
         return {"decisions": stats.decisions, "placements": stats.placements,
                 "claim_conflicts": stats.claim_conflicts, "commit_conflicts": stats.commit_conflicts,
                 "no_valid_host": dict(stats.no_valid_host), "hosts": table.n, "hosts_up": self.hosts_up(),
+                "hosts_disabled": self._hosts_disabled_up(),
                 "allocations": len(table.allocations()), "expired_claims": table.expired_claims}
+
+    def _hosts_disabled_up(self) -> int:
+        """Nodes that report but are disabled (ComputeFilter removes them as it does down ones)."""
+        table = self.table
+        n = table.n
+        return int(np.count_nonzero(table.alive()[:n] & table.col("disabled")[:n].astype(bool))) if n else 0
 
 
 def describe(table: HostTable, row: int) -> dict[str, Any]:

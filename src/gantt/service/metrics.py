@@ -13,6 +13,8 @@ import threading
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from gantt import __version__
+
 if TYPE_CHECKING:
     from gantt.replica import Replica
 
@@ -58,7 +60,7 @@ class Metrics:
     def render(self, replica: Replica) -> str:
         worker = f'worker="{self.pid}"'
         c = replica.counters()
-        n, up = c["hosts"], c["hosts_up"]
+        n, up, disabled = c["hosts"], c["hosts_up"], c.get("hosts_disabled", 0)
         decisions, placements, allocations = c["decisions"], c["placements"], c["allocations"]
         claim_conflicts, commit_conflicts, expired_claims = c["claim_conflicts"], c["commit_conflicts"], \
             c["expired_claims"]
@@ -82,10 +84,15 @@ class Metrics:
             "# HELP gantt_decision_seconds select_destinations latency inside the service.",
             "# TYPE gantt_decision_seconds histogram",
             *self.decision_latency.lines("gantt_decision_seconds", worker),
-            "# HELP gantt_hosts Compute nodes in the replica by liveness.",
+            "# HELP gantt_hosts Compute nodes in the replica: up (reporting, enabled), disabled (reporting),"
+            " down (no report within service_down_time).",
             "# TYPE gantt_hosts gauge",
-            f'gantt_hosts{{{worker},state="up"}} {up}',
+            f'gantt_hosts{{{worker},state="up"}} {up - disabled}',
+            f'gantt_hosts{{{worker},state="disabled"}} {disabled}',
             f'gantt_hosts{{{worker},state="down"}} {n - up}',
+            "# HELP gantt_build_info The running Gantt's version (always 1).",
+            "# TYPE gantt_build_info gauge",
+            f'gantt_build_info{{{worker},version="{_escape(__version__)}"}} 1',
             "# HELP gantt_allocations Allocations held.",
             "# TYPE gantt_allocations gauge",
             f"gantt_allocations{{{worker}}} {allocations}",
