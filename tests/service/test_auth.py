@@ -1,4 +1,4 @@
-"""Bearer token: required everywhere but /health; non-loopback binds refused without one."""
+"""Bearer token: required everywhere but / and /health; non-loopback binds refused without one."""
 
 from __future__ import annotations
 
@@ -34,6 +34,17 @@ def test_health_is_open_and_the_token_works(secured: ServerProcess) -> None:
         assert client.hosts() is not None
     with secured.client(token="nope") as client, pytest.raises(Unauthorized):
         client.hosts()
+
+
+def test_the_version_document_is_open_and_names_v1(secured: ServerProcess) -> None:
+    """Issue 17: OpenStack's version discovery at ``/``, answered without a token (it tells nothing else)."""
+    from gantt import __version__
+
+    answer = httpx.get(f"{secured.url}/")
+    assert answer.status_code == 200
+    assert answer.json() == {"versions": [{"id": "v1", "status": "CURRENT", "links": [{"rel": "self",
+                                                                                        "href": "/v1/"}]}],
+                             "release": __version__}
 
 
 def test_non_loopback_bind_needs_a_token(tmp_path: object) -> None:

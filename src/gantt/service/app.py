@@ -63,6 +63,7 @@ from gantt.service.schemas import (
     UnsupportedMediaType,
     Written,
     openapi,
+    versions,
 )
 
 log = logging.getLogger("gantt.service")
@@ -216,6 +217,10 @@ async def health(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     svc = _svc(request)
     return Response(svc.metrics.render(svc.replica), media_type="text/plain; version=0.0.4")
+
+
+async def version_document(request: Request) -> Response:
+    return _json(versions())
 
 
 async def openapi_document(request: Request) -> Response:
@@ -373,6 +378,7 @@ def _route(path: str, endpoint: Callable[[Request], Awaitable[Response]], method
 
 
 ROUTES = [
+    _route("/", version_document, methods=["GET"]),
     _route("/health", health, methods=["GET"]),
     _route("/metrics", metrics, methods=["GET"]),
     _route("/openapi.json", openapi_document, methods=["GET"]),
@@ -437,6 +443,9 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return _problem(GanttError("unexpected server error; it has been logged"))
 
 
+_OPEN = ("/", "/health")  # version discovery and the load balancer's probe need no token
+
+
 class Guard:
     """Outermost layer: the bearer token, per-route status counts, and the catch-all for unexpected errors.
 
@@ -465,7 +474,7 @@ class Guard:
             await send(message)
 
         try:
-            if self._expected is not None and scope["path"] != "/health" and not self._authorized(scope):
+            if self._expected is not None and scope["path"] not in _OPEN and not self._authorized(scope):
                 await _send(watch, _problem(Unauthorized("a valid bearer token is required"),
                                             headers={"WWW-Authenticate": "Bearer"}), scope, receive)
                 return

@@ -165,6 +165,29 @@ class Candidates(Struct):
     explanation: Explanation
 
 
+class VersionLink(Struct):
+    rel: str
+    href: str
+
+
+class ApiVersion(Struct):
+    id: str
+    status: str
+    links: list[VersionLink]
+
+
+class Versions(Struct):
+    """``GET /``: the API versions this service speaks (OpenStack's version discovery), and Gantt's release."""
+
+    versions: list[ApiVersion]
+    release: str
+
+
+def versions() -> Versions:
+    return Versions(versions=[ApiVersion(id="v1", status="CURRENT", links=[VersionLink(rel="self", href="/v1/")])],
+                    release=__version__)
+
+
 class Health(Struct):
     """``status`` is "ok", or "degraded" (503) when the change feed has not been read for a while or the store's
     last write failed (``last_write_error``: a full disk, an I/O error, no quorum) and none has succeeded since."""
@@ -193,7 +216,7 @@ class Problem(Struct, omit_defaults=True):
 
 # ------------------------------------------------------------------------------------------- OpenAPI
 
-_COMPONENTS = (ReportIn, ReportBatchIn, InstancesIn, Aggregate, RequestSpec, Written, HostInfo, HostList,
+_COMPONENTS = (Versions, ReportIn, ReportBatchIn, InstancesIn, Aggregate, RequestSpec, Written, HostInfo, HostList,
                AggregateList, Allocation, AllocationList, Selections, Candidates, Health, Problem)
 
 
@@ -346,6 +369,7 @@ def openapi() -> dict[str, Any]:
 
 def _paths() -> dict[str, Any]:
     return {
+        "/": {"get": _op("The API versions this service speaks (no token needed)", ok="Versions", open_=True)},
         "/health": {"get": _health()},
         "/metrics": {"get": _text(_op("Prometheus text metrics"))},
         "/openapi.json": {"get": _op("This document")},
@@ -432,8 +456,10 @@ __all__ = [
     "Selections",
     "Unauthorized",
     "UnsupportedMediaType",
+    "Versions",
     "Written",
     "openapi",
+    "versions",
 ]
 
 
