@@ -356,7 +356,7 @@ def openapi() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Gantt scheduler", "version": __version__,
-                 "description": "Errors are application/problem+json (RFC 9457). Every call but /health "
+                 "description": "Errors are application/problem+json (RFC 9457). Every call but / and /health "
                                 "needs `Authorization: Bearer <token>` when the service has a "
                                 "token. Wrong method: 405; unknown path: 404; a query parameter the call does "
                                 "not take, or one given twice: 400."},
