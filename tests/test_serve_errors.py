@@ -53,3 +53,21 @@ def test_an_etcd_nobody_answers_for_is_refused_within_seconds() -> None:
     assert done.returncode == 3
     assert f"etcd cluster 127.0.0.1:{port} unavailable" in _one_line(done)
     assert took < 15  # the URL's budget (2 s) plus start-up, not a 30 s snapshot and a traceback
+
+
+def test_start_up_says_which_config_store_filters_and_weighers_apply(tmp_path: Path) -> None:
+    """Issue 17 item 6: one line at start names the config file, the store and what decides."""
+    conf = tmp_path / "gantt.toml"
+    conf.write_text('[filter_scheduler]\nenabled_filters = ["ComputeFilter", "AvailabilityZoneFilter"]\n'
+                    'weight_classes = ["RAMWeigher"]\n')
+    process = subprocess.Popen([sys.executable, "-m", "gantt", "serve", "--config", str(conf), "--store",
+                                "memory://", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        first, second = process.stdout.readline(), process.stdout.readline()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert first.startswith(f"gantt: config {conf}; store memory://; filters ResourceFilter,")
+    assert "ComputeFilter, AvailabilityZoneFilter; weighers RAMWeigher" in first
+    assert second.startswith("gantt: serving memory:// on http://127.0.0.1:")

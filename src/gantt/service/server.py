@@ -148,6 +148,7 @@ def serve(options: ServeOptions) -> int:
     """Run until SIGTERM/SIGINT; returns the exit status."""
     check(options)
     check_store(options.store)
+    print(_startup_line(options), flush=True)
     if options.workers == 1:
         if options.fd is not None:
             sock = socket.socket(fileno=options.fd)
@@ -156,6 +157,18 @@ def serve(options: ServeOptions) -> int:
         print(f"gantt: serving {options.store} on http://{_address(sock)} (pid {os.getpid()})", flush=True)
         return _serve_sockets(options, [sock])
     return _supervise(options)
+
+
+def _startup_line(options: ServeOptions) -> str:
+    """What this service will decide with, said once at start: an operator reads which file and filters apply."""
+    from gantt import filters, weighers
+
+    config = _load(options)
+    fs = config.filter_scheduler
+    running = ", ".join(cls.name for cls in filters.pipeline(fs.enabled_filters))
+    weighing = ", ".join(cls.name for cls in weighers.resolve(fs.weight_classes))
+    return (f"gantt: config {options.config_path or 'none (Nova defaults)'}; store {options.store}; "
+            f"filters {running}; weighers {weighing}")
 
 
 def _address(sock: socket.socket) -> str:
