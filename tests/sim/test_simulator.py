@@ -155,3 +155,18 @@ def test_python_dash_m_runs_a_scenario(tmp_path: Path) -> None:
                            "--quiet", "--json", str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["requests"]["total"] == 200
+
+
+def test_seed_and_decision_time_from_the_command_line_make_a_run_reproducible(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 17 item 8: `--seed` and `--decision-time` override the scenario; a fixed time repeats a run exactly."""
+    bodies = []
+    for name in ("a", "b"):
+        out = tmp_path / f"{name}.json"
+        assert main([str(EXAMPLES / "small.toml"), "--requests", "300", "--quiet", "--seed", "5",
+                     "--decision-time", "0.001", "--json", str(out)]) == 0
+        bodies.append(json.loads(out.read_text()))
+    for key in ("requests", "instances", "conflicts", "retries", "no_valid_host", "decision_latency"):
+        assert bodies[0][key] == bodies[1][key], key
+    assert main([str(EXAMPLES / "small.toml"), "--decision-time", "soon"]) == 2
+    assert "--decision-time must be a number" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -25,8 +26,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the metrics as JSON to OUT")
     p.add_argument("--plots", metavar="DIR", help="write PNG plots to DIR")
     p.add_argument("--requests", type=int, metavar="N", help="stop after N requests (overrides the scenario)")
+    p.add_argument("--seed", type=int, metavar="N", help="random seed (overrides the scenario's)")
+    p.add_argument("--decision-time", metavar="SECONDS|measured",
+                   help="virtual seconds a decision occupies a scheduler: a number makes runs with one seed "
+                        "identical; 'measured' (the scenarios' default) uses the engine's real time, so runs differ")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
+
+
+def _overridden(scenario: Scenario, seed: int | None, decision_time: str | None) -> Scenario:
+    if seed is not None:
+        scenario = msgspec.structs.replace(scenario, seed=seed)
+    if decision_time is not None:
+        try:
+            value: float | str = decision_time if decision_time == "measured" else float(decision_time)
+        except ValueError:
+            raise ScenarioError("--decision-time must be a number of seconds or 'measured'",
+                                field="control_plane.decision_time") from None
+        if isinstance(value, float) and not (value >= 0 and value == value):
+            raise ScenarioError("--decision-time must be >= 0", field="control_plane.decision_time")
+        plane = msgspec.structs.replace(scenario.control_plane, decision_time=value)
+        scenario = msgspec.structs.replace(scenario, control_plane=plane)
+    return scenario
 
 
 def _run(scenario: Scenario, label: str, *, requests: int | None, quiet: bool, console: Console) -> dict[str, Any]:
@@ -61,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Console()
     paths = args.compare or [args.scenario]
     try:
-        scenarios = [load_scenario(p) for p in paths]
+        scenarios = [_overridden(load_scenario(p), args.seed, args.decision_time) for p in paths]
     except ScenarioError as exc:
         err.print(f"[red]invalid scenario[/red]: {exc.message}", highlight=False)
         return 2
