@@ -170,3 +170,9 @@ def test_seed_and_decision_time_from_the_command_line_make_a_run_reproducible(
         assert bodies[0][key] == bodies[1][key], key
     assert main([str(EXAMPLES / "small.toml"), "--decision-time", "soon"]) == 2
     assert "--decision-time must be a number" in capsys.readouterr().err
+
+
+def test_json_dash_writes_the_metrics_alone_to_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([str(EXAMPLES / "small.toml"), "--requests", "100", "--quiet", "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["requests"]["total"] == 100  # nothing but the JSON on stdout

@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Run the real Gantt engine against a simulated cloud on a virtual clock.")
     p.add_argument("scenario", nargs="?", help="scenario TOML file")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="run two scenarios and show them side by side")
-    p.add_argument("--json", dest="json_out", metavar="OUT", help="write the metrics as JSON to OUT")
+    p.add_argument("--json", dest="json_out", metavar="OUT", help="write the metrics as JSON to OUT ('-': stdout)")
     p.add_argument("--plots", metavar="DIR", help="write PNG plots to DIR")
     p.add_argument("--requests", type=int, metavar="N", help="stop after N requests (overrides the scenario)")
     p.add_argument("--seed", type=int, metavar="N", help="random seed (overrides the scenario's)")
@@ -90,12 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     for path, scenario in zip(paths, scenarios, strict=True):
         label = f"{Path(path).name} ({scenario.policy.kind})"
         results.append(_run(scenario, label, requests=args.requests, quiet=args.quiet, console=err))
-    print_summary(results, out)
+    print_summary(results, err if args.json_out == "-" else out)  # '-': stdout carries the JSON alone
     if args.json_out:
         body: Any = results[0] if len(results) == 1 else {"a": results[0], "b": results[1]}
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)  # a long run must not be lost to a typo
-        Path(args.json_out).write_text(json.dumps(body, indent=1))
-        err.print(f"metrics written to {args.json_out}")
+        if args.json_out == "-":
+            sys.stdout.write(json.dumps(body, indent=1) + "\n")
+        else:
+            Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)  # a long run must not be lost to a typo
+            Path(args.json_out).write_text(json.dumps(body, indent=1))
+            err.print(f"metrics written to {args.json_out}")
     if args.plots:
         for p in write_plots(results, args.plots):
             err.print(f"plot written to {p}")
