@@ -130,6 +130,11 @@ def test_compare_mode_writes_both_runs_and_plots(tmp_path: Path, capsys: pytest.
     ({"failures.2.scheduler": 7}, "failures[2].scheduler"),
     ({"policy.kind": "random"}, "policy.kind"),
     ({"policy.config.filter_scheduler.host_subset_size": "x"}, "policy.config.filter_scheduler.host_subset_size"),
+    # Issue 17: an unknown filter or weigher was a traceback mid-run with exit status 1 (an invariant's)
+    ({"policy.config.filter_scheduler.enabled_filters": ["NoSuchFilter"]},
+     "policy.config.filter_scheduler.enabled_filters"),
+    ({"policy.config.filter_scheduler.weight_classes": ["NoSuchWeigher"]},
+     "policy.config.filter_scheduler.weight_classes"),
 ])
 def test_a_bad_scenario_names_the_field(changes: dict[str, Any], field: str) -> None:
     with pytest.raises(ScenarioError) as err:

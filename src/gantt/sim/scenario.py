@@ -295,8 +295,23 @@ def parse_scenario(data: dict[str, Any], source: str = "scenario") -> Scenario:
         message = re.sub(r" - at `[^`]*`", "", str(exc))
         raise ScenarioError(f"{source}: {where or 'scenario'}: {message}", field=where or None) from None
     _check_references(scenario)
-    scenario.config()  # validates policy.config now rather than mid-run
+    _check_plugins(scenario.config())  # validates policy.config now rather than mid-run
     return scenario
+
+
+def _check_plugins(config: Config) -> None:
+    """Every filter and weigher the policy names exists: an unknown one is a bad scenario (exit status 2), not
+    a traceback mid-run with the status of a broken invariant."""
+    from gantt import filters, weighers
+
+    fs = config.filter_scheduler
+    for field_name, resolve, names in (("enabled_filters", filters.pipeline, fs.enabled_filters),
+                                       ("weight_classes", weighers.resolve, fs.weight_classes)):
+        try:
+            resolve(names)
+        except ValueError as exc:
+            raise ScenarioError(f"policy.config.filter_scheduler.{field_name}: {exc}",
+                                field=f"policy.config.filter_scheduler.{field_name}") from None
 
 
 def load_scenario(path: str | Path) -> Scenario:
