@@ -126,8 +126,16 @@ def test_no_valid_host_prints_the_explanation(url: str, capsys: pytest.CaptureFi
 
 
 def test_hosts_delete_and_usage_errors(url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    status, _, _ = run(capsys, "hosts", "delete", "cli-2", "--url", url)
-    assert status == 0
+    """Issue 17: deleting a host released what was booked there without a word; now it asks for --yes."""
+    from gantt.client import SchedulerClient
+
+    with SchedulerClient(url) as client:
+        client.select_destinations({"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1},
+                                    "instance_uuids": ["cli-on-2"], "force_hosts": ["cli-2"]})
+    status, _, err = run(capsys, "hosts", "delete", "cli-2", "--url", url)
+    assert status == 1 and "holds 1 allocation(s) (cli-on-2)" in err and "--yes" in err
+    status, out, _ = run(capsys, "hosts", "delete", "cli-2", "--yes", "--url", url)
+    assert status == 0 and "released 1 allocation(s)" in out
     status, _, err = run(capsys, "hosts", "show", "cli-2", "--url", url)
     assert status == 1 and "Not found" in err
     with pytest.raises(SystemExit) as exc:

@@ -139,12 +139,28 @@ def _ago(seconds: float | None) -> str:
     return f"{seconds / 3600:.0f} h ago"
 
 
+def _delete_host(client: Any, args: argparse.Namespace) -> int:
+    """Deleting a node releases what is booked on it: say so, and do it only when asked twice (``--yes``)."""
+    from gantt.model import Conflict, NotFound
+
+    nodes = [h for h in client.hosts() if h.host == args.name and (args.node is None or h.nodename == args.node)]
+    if not nodes:
+        raise NotFound(f"no such host {args.name!r}", field="host")
+    held = [c for h in nodes for c in h.allocations]
+    what = f"{args.name}{'/' + args.node if args.node else ''}"
+    if held and not args.yes:
+        raise Conflict(f"{what} holds {len(held)} allocation(s) ({', '.join(held[:5])}{', …' if len(held) > 5 else ''})"
+                       ": deleting it releases them; add --yes to do so", field="host")
+    revision = client.delete_host(args.name, args.node)
+    released = f", released {len(held)} allocation(s)" if held else ""
+    console.print(f"deleted {what}{released} (revision {revision})")
+    return 0
+
+
 def cmd_hosts(args: argparse.Namespace) -> int:
     with _client(args) as client:
         if args.action == "delete":
-            revision = client.delete_host(args.name, args.node)
-            console.print(f"deleted {args.name}{'/' + args.node if args.node else ''} (revision {revision})")
-            return 0
+            return _delete_host(client, args)
         if args.action == "show":
             host = client.host(args.name, args.node)
             if args.json:
@@ -510,6 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", choices=["list", "show", "delete"], default="list")
     p.add_argument("name", nargs="?")
     p.add_argument("--node", help="one node of a host with several")
+    p.add_argument("--yes", action="store_true", help="delete: also when allocations are booked there (released)")
     p.add_argument("--limit", type=int, default=50, help="rows shown by list (default %(default)s)")
     p.set_defaults(func=cmd_hosts)
 
