@@ -141,11 +141,12 @@ def _ago(seconds: float | None) -> str:
 
 def _delete_host(client: Any, args: argparse.Namespace) -> int:
     """Deleting a node releases what is booked on it: say so, and do it only when asked twice (``--yes``)."""
-    from gantt.model import Conflict, NotFound
+    from gantt.model import Conflict, InvalidRequest
 
-    nodes = [h for h in client.hosts() if h.host == args.name and (args.node is None or h.nodename == args.node)]
-    if not nodes:
-        raise NotFound(f"no such host {args.name!r}", field="host")
+    try:
+        nodes = [client.host(args.name, args.node)]  # one read, not the whole cloud's listing
+    except InvalidRequest:  # a host with several nodes and none named: every node goes
+        nodes = [h for h in client.hosts() if h.host == args.name]
     held = [c for h in nodes for c in h.allocations]
     what = f"{args.name}{'/' + args.node if args.node else ''}"
     if held and not args.yes:
