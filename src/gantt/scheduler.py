@@ -136,15 +136,19 @@ class Scheduler:
         stats, table = self.engine.stats, self.table
         return {"decisions": stats.decisions, "placements": stats.placements,
                 "claim_conflicts": stats.claim_conflicts, "commit_conflicts": stats.commit_conflicts,
-                "no_valid_host": dict(stats.no_valid_host), "hosts": table.n, "hosts_up": self.hosts_up(),
-                "hosts_disabled": self._hosts_disabled_up(),
+                "no_valid_host": dict(stats.no_valid_host), "hosts": table.n, **self._liveness(),
                 "allocations": len(table.allocations()), "expired_claims": table.expired_claims}
 
-    def _hosts_disabled_up(self) -> int:
-        """Nodes that report but are disabled (ComputeFilter removes them as it does down ones)."""
+    def _liveness(self) -> dict[str, int]:
+        """Nodes that report (up) and, of those, the disabled ones (ComputeFilter removes them as it does down
+        ones): one pass over the liveness mask for both."""
         table = self.table
         n = table.n
-        return int(np.count_nonzero(table.alive()[:n] & table.col("disabled")[:n].astype(bool))) if n else 0
+        if not n:
+            return {"hosts_up": 0, "hosts_disabled": 0}
+        alive = table.alive()[:n]
+        return {"hosts_up": int(np.count_nonzero(alive)),
+                "hosts_disabled": int(np.count_nonzero(alive & table.col("disabled")[:n].astype(bool)))}
 
 
 def describe(table: HostTable, row: int) -> dict[str, Any]:
@@ -159,15 +163,16 @@ def describe(table: HostTable, row: int) -> dict[str, Any]:
     }
     host, node = table.host_names[row], table.node_names[row]
     updated_at = float(table.col("updated_at")[row])
+    now = table.clock()
     return {
         "host": host, "nodename": node, "uuid": table.node_uuids[row],
         "hypervisor_hostname": table.hypervisor_hostnames[row], "host_ip": table.host_ips[row],
         "hypervisor_type": caps.hypervisor_type, "hypervisor_version": caps.hypervisor_version,
-        "up": bool(updated_at >= table.clock() - table.service_down_time),
+        "up": bool(updated_at >= now - table.service_down_time),
         "disabled": bool(table.col("disabled")[row]), "forced_down": bool(table.col("forced_down")[row]),
         "updated_at": updated_at,
         # How stale the node is, as an operator asks it: a node is down once this passes service_down_time.
-        "last_report_seconds_ago": max(0.0, table.clock() - updated_at) if updated_at > 0 else None,
+        "last_report_seconds_ago": max(0.0, now - updated_at) if updated_at > 0 else None,
         "num_io_ops": int(table.col("num_io_ops")[row]), "num_instances": int(table.col("num_instances")[row]),
         "failed_builds": int(table.col("failed_builds")[row]),
         "free_ram_mb": float(table.col("free_ram_mb")[row]), "free_disk_mb": float(table.col("free_disk_mb")[row]),
