@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import IO, Any
 
 import pytest
 
@@ -12,6 +13,38 @@ from gantt import Scheduler
 
 # Every process a test starts (servers, workers, spawned claimers) inherits this: a crash prints its stack.
 os.environ["PYTHONFAULTHANDLER"] = "1"
+
+# A test that outlives pytest-timeout (whose signal handler cannot run while the main thread is stuck in C code
+# or waits for the GIL) is ended by faulthandler's own watchdog thread, which needs no GIL: it prints every
+# thread's stack to the terminal and exits the worker, which pytest-xdist reports as a crash and replaces. A hang
+# then costs minutes and shows where it is, instead of holding CI until its deadline.
+HANG_SECONDS = float(os.environ.get("GANTT_TEST_HANG_SECONDS", "420"))
+_terminal: IO[str] | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _terminal
+    # Duplicated before capture replaces fd 2: the stacks must reach the terminal, not a test's capture file.
+    _terminal = os.fdopen(os.dup(2), "w")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    if _terminal is not None:
+        _terminal.write("")  # the file must be open: faulthandler keeps only its descriptor
+        faulthandler.dump_traceback_later(HANG_SECONDS, exit=True, file=_terminal)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish() -> None:
+    # A worker must also exit after its last test: threads or children left behind that block shutdown are a
+    # hang too, ended the same way.
+    if _terminal is not None:
+        faulthandler.dump_traceback_later(120, exit=True, file=_terminal)
 
 
 class FakeClock:
