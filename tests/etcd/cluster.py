@@ -18,7 +18,7 @@ from pathlib import Path
 
 import grpc
 
-from gantt.lifeline import die_with_parent
+from gantt import lifeline
 
 ETCD = shutil.which("etcd") or ("/usr/bin/etcd" if os.path.exists("/usr/bin/etcd") else None)
 
@@ -126,9 +126,9 @@ class LocalCluster:
             *self.extra_args,
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("ETCD")}
-        m.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        m.proc = subprocess.Popen(lifeline.command(args), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                   stderr=open(m.data_dir / "stderr.log", "ab"),  # noqa: SIM115
-                                  env=env, start_new_session=True, preexec_fn=die_with_parent)
+                                  env=env, start_new_session=True)
 
     def stop(self, i: int, sig: int = signal.SIGKILL) -> None:
         m = self.members[i]

@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
+from gantt import lifeline
 from gantt.client import SchedulerClient
-from gantt.lifeline import die_with_parent
 
 
 def toml_text(config: dict[str, Any]) -> str:
@@ -79,9 +79,9 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is None:
             return self
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                         pass_fds=(self.sock.fileno(),), cwd=self.workdir,
-                                         start_new_session=True, preexec_fn=die_with_parent)
+            self.proc = subprocess.Popen(lifeline.command(self.command()), stdout=log, stderr=subprocess.STDOUT,
+                                         env=self.env, pass_fds=(self.sock.fileno(),), cwd=self.workdir,
+                                         start_new_session=True)
         self.wait_healthy(timeout)
         return self
 
