@@ -26,7 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from gantt.config import Config
+from gantt.config import Config, FilterSchedulerSection
 from gantt.registry import Registry
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -96,4 +96,13 @@ class Weigher:
 
 
 WEIGHERS: Registry[Weigher] = Registry("weigher")
-register = WEIGHERS.register
+
+
+def register(cls: type[Weigher]) -> type[Weigher]:
+    """``WEIGHERS.register``, refusing at import a weigher that would fail at its first decision instead."""
+    if cls.multiplier is Weigher.multiplier and cls.multiplier_option not in FilterSchedulerSection.__struct_fields__:
+        raise TypeError(f"weigher {cls.name or cls.__qualname__}: multiplier_option {cls.multiplier_option!r} is "
+                        "not a [filter_scheduler] option; name one, or override multiplier()")
+    if cls.raw is Weigher.raw and cls.usage_column is None:
+        raise TypeError(f"weigher {cls.name or cls.__qualname__}: neither raw() nor a usage_column")
+    return WEIGHERS.register(cls)
