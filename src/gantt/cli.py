@@ -97,7 +97,7 @@ def _done(args: argparse.Namespace, message: str, **result: Any) -> int:
         columns = [Column(name) for name in result]
         emit_one(console, columns, result, args)
     else:
-        console.print(escape(message))
+        console.print(escape(message), soft_wrap=True)  # one line per message, whatever the width
     return 0
 
 

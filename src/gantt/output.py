@@ -15,6 +15,7 @@ import io
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -74,6 +75,8 @@ def show_value(value: Any) -> str:
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, datetime):
+        return value.isoformat().replace("+00:00", "Z")
     if isinstance(value, float):
         if value == int(value) and abs(value) < 1e15:
             return f"{value:.0f}"
