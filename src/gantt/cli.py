@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import msgspec
 from rich.console import Console
@@ -23,6 +23,17 @@ from rich.table import Table
 
 from gantt import __version__
 from gantt.model import Explanation, GanttError, NoValidHost
+from gantt.output import (
+    Column,
+    Listing,
+    OutputError,
+    add_output_options,
+    emit_list,
+    emit_one,
+    json_requested,
+    show_value,
+    write_json_error,
+)
 
 console = Console()
 err_console = Console(stderr=True)
@@ -43,13 +54,9 @@ def _pairs(items: Sequence[str] | None, what: str) -> dict[str, str]:
     for item in items or ():
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise SystemExit(f"gantt: {what} must be KEY=VALUE, got {item!r}")
+            raise UsageError(f"{what} must be KEY=VALUE, got {item!r}")
         out[key] = value
     return out
-
-
-def _print_json(value: Any) -> None:
-    sys.stdout.write(msgspec.json.format(msgspec.json.encode(value)).decode() + "\n")
 
 
 def _fmt(value: float) -> str:
@@ -79,12 +86,31 @@ def explanation_table(explanation: Explanation, title: str = "No valid host") ->
     return table
 
 
-def _report_error(error: GanttError) -> int:
+class UsageError(Exception):
+    """Bad usage found after parsing (exit 2, as argparse's own errors)."""
+
+
+def _done(args: argparse.Namespace, message: str, **result: Any) -> int:
+    """What a command that changes something prints: a sentence, or (-f json|yaml) the result as an object."""
+    fmt = getattr(args, "format", None) or "table"
+    if fmt in ("json", "yaml"):
+        columns = [Column(name) for name in result]
+        emit_one(console, columns, result, args)
+    else:
+        console.print(escape(message), soft_wrap=True)  # one line per message, whatever the width
+    return 0
+
+
+def _report_error(error: GanttError, args: argparse.Namespace | None = None) -> int:
+    if args is not None and getattr(args, "format", None) == "json":
+        explanation = error.explanation if isinstance(error, NoValidHost) else None
+        write_json_error(error.status, error.title, error.message, field=error.field, explanation=explanation)
+        return 1
     if isinstance(error, NoValidHost) and error.explanation is not None:
         err_console.print(explanation_table(error.explanation))
         return 1
     where = f" (field {error.field})" if error.field else ""
-    err_console.print(f"[bold red]{error.title}[/]: {error.message}{where}")
+    err_console.print(f"[bold red]{escape(error.title)}[/]: {escape(error.message)}{escape(where)}")
     return 1
 
 
@@ -122,13 +148,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------- hosts
 
 
-def _inv(host: Any, rc: str) -> str:
-    inv = host.inventories.get(rc)
-    if inv is None:
-        return "-"
-    return f"{_fmt(inv.capacity - inv.free)}/{_fmt(inv.capacity)}"
-
-
 def _ago(seconds: float | None) -> str:
     if seconds is None:
         return "never"
@@ -137,6 +156,83 @@ def _ago(seconds: float | None) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min ago"
     return f"{seconds / 3600:.0f} h ago"
+
+
+def _usage(inventory: Any) -> dict[str, float] | None:
+    if inventory is None:
+        return None
+    return {"used": inventory.capacity - inventory.free, "capacity": inventory.capacity}
+
+
+def _show_usage(value: dict[str, float] | None) -> str:
+    return "-" if value is None else f"{_fmt(value['used'])}/{_fmt(value['capacity'])}"
+
+
+def _show_inventory(value: dict[str, Any] | None) -> str:
+    if value is None:
+        return "-"
+    return (f"used {_fmt(value['reported_used'])} + in flight {_fmt(value['in_flight'])}, free "
+            f"{_fmt(value['free'])} of {_fmt(value['capacity'])} (ratio {value['allocation_ratio']:g})")
+
+
+def _state(host: Any) -> str:
+    if host.forced_down:
+        return "forced down"
+    if not host.up:
+        return "down"
+    return "disabled" if host.disabled else "up"
+
+
+_STATE_STYLE = {"up": "green", "down": "red", "forced down": "red", "disabled": "yellow"}
+_CLASSIC = ("VCPU", "MEMORY_MB", "DISK_GB")
+
+
+def _state_style(value: Any) -> str | None:
+    return _STATE_STYLE.get(value)
+
+
+def _count(value: Any) -> str:
+    return str(len(value or ()))
+
+
+HOST_COLUMNS = [
+    Column("host"), Column("nodename"), Column("availability_zone"),
+    Column("state", style=_state_style), Column("disabled_reason", default=False),
+    Column("last_report", show=_ago, right=True),
+    *(Column(rc, show=_show_usage, right=True) for rc in _CLASSIC),
+    Column("allocations", show=_count, right=True),
+    Column("uuid", default=False), Column("host_ip", default=False), Column("hypervisor_type", default=False),
+    Column("num_instances", default=False), Column("traits", default=False), Column("aggregates", default=False),
+    Column("instances", default=False), Column("updated_at", default=False),
+]
+
+
+def _host_record(h: Any) -> dict[str, Any]:
+    record = {name: getattr(h, name) for name in ("host", "nodename", "availability_zone", "disabled_reason",
+                                                  "uuid", "host_ip", "hypervisor_type", "num_instances", "traits",
+                                                  "aggregates", "instances", "allocations", "updated_at")}
+    record["state"] = _state(h)
+    record["last_report"] = h.last_report_seconds_ago
+    for rc in _CLASSIC:
+        record[rc] = _usage(h.inventories.get(rc))
+    return record
+
+
+def _show_host(args: argparse.Namespace, host: Any) -> int:
+    record = {name: getattr(host, name) for name in msgspec.structs.asdict(host) if name != "inventories"}
+    record["state"] = _state(host)
+    record["last_report"] = host.last_report_seconds_ago
+    inventories = {rc: msgspec.structs.asdict(inv) for rc, inv in host.inventories.items()}
+    record.update(inventories)
+    names = ["host", "nodename", "uuid", "availability_zone", "state", "disabled_reason", "up", "disabled",
+             "forced_down", "last_report", "updated_at", "hypervisor_type", "hypervisor_version",
+             "hypervisor_hostname", "host_ip", "num_instances", "num_io_ops", "failed_builds", "free_ram_mb",
+             "free_disk_mb", "aggregates", "traits"]
+    columns = [Column(n, show=_ago) if n == "last_report" else Column(n) for n in names]
+    columns += [Column(rc, show=_show_inventory) for rc in inventories]
+    columns += [Column("instances"), Column("allocations")]
+    emit_one(console, columns, record, args, title=f"{host.host}/{host.nodename}")
+    return 0
 
 
 def _delete_host(client: Any, args: argparse.Namespace) -> int:
@@ -148,57 +244,117 @@ def _delete_host(client: Any, args: argparse.Namespace) -> int:
     except InvalidRequest:  # a host with several nodes and none named: every node goes
         nodes = [h for h in client.hosts() if h.host == args.name]
     held = [c for h in nodes for c in h.allocations]
-    what = f"{args.name}{'/' + args.node if args.node else ''}"
+    what = _what(args)
     if held and not args.yes:
         raise Conflict(f"{what} holds {len(held)} allocation(s) ({', '.join(held[:5])}{', …' if len(held) > 5 else ''})"
                        ": deleting it releases them; add --yes to do so", field="host")
     revision = client.delete_host(args.name, args.node)
     released = f", released {len(held)} allocation(s)" if held else ""
-    console.print(f"deleted {what}{released} (revision {revision})")
-    return 0
+    return _done(args, f"deleted {what}{released} (revision {revision})", host=args.name, node=args.node,
+                 released=held, revision=revision)
+
+
+def _what(args: argparse.Namespace) -> str:
+    return f"{args.name}{'/' + args.node if args.node else ''}"
+
+
+def _host_stats(args: argparse.Namespace) -> dict[str, Any]:
+    """The report fields hosts create and set name: classic capacities, traits, further inventories."""
+    stats: dict[str, Any] = {}
+    for option, key in (("vcpus", "vcpus"), ("memory_mb", "memory_mb"), ("disk_gb", "local_gb")):
+        value = getattr(args, option)
+        if value is not None:
+            stats[key] = value
+    for option, key in (("cpu_ratio", "cpu_allocation_ratio"), ("ram_ratio", "ram_allocation_ratio"),
+                        ("disk_ratio", "disk_allocation_ratio")):
+        value = getattr(args, option)
+        if value is not None:
+            stats[key] = value
+    if args.trait is not None:
+        stats["traits"] = args.trait
+    if args.inventory:
+        inventories: dict[str, Any] = {}
+        for rc, total in _pairs(args.inventory, "--inventory").items():
+            if not total.isascii() or not total.isdigit():
+                raise UsageError(f"--inventory {rc}={total}: the total must be a whole number")
+            inventories[rc] = {"total": int(total)}
+        stats["inventories"] = inventories
+    if args.hypervisor_type is not None:
+        stats["hypervisor_type"] = args.hypervisor_type
+    return stats
+
+
+def _create_host(client: Any, args: argparse.Namespace) -> int:
+    """A host report sent by the operator: the host exists, and is up until service_down_time passes without
+    a report from it (its own agent's, or this command's again)."""
+    from gantt.model import Conflict, InvalidRequest, NotFound
+
+    try:
+        client.host(args.name, args.node)
+    except NotFound:
+        pass
+    except InvalidRequest:  # several nodes and none named: the host exists
+        raise Conflict(f"host {args.name} exists already: change it with 'gantt hosts set'", field="host") from None
+    else:
+        raise Conflict(f"host {_what(args)} exists already: change it with 'gantt hosts set'", field="host")
+    stats = _host_stats(args)
+    if "inventories" not in stats and not ({"vcpus", "memory_mb", "local_gb"} <= stats.keys()):
+        raise UsageError("hosts create needs --vcpus, --memory-mb and --disk-gb (or --inventory RC=TOTAL)")
+    if args.disable or args.reason:
+        stats["service"] = {"disabled": bool(args.disable), "disabled_reason": args.reason}
+    revision = client.update_resource_stats([args.name, args.node] if args.node else args.name, stats)
+    return _done(args, f"created {_what(args)} (revision {revision}); it is down once it has not reported for "
+                       "service_down_time", host=args.name, node=args.node, revision=revision)
+
+
+def _set_host(client: Any, args: argparse.Namespace) -> int:
+    stats = _host_stats(args)
+    action = args.action
+    if action in ("disable", "enable"):
+        stats["service"] = {"disabled": action == "disable", "disabled_reason": args.reason}
+    elif not stats:
+        raise UsageError("hosts set: nothing to change (give --vcpus, --memory-mb, --disk-gb, --trait, "
+                         "--inventory, a ratio or --hypervisor-type)")
+    revision = client.update_host(args.name, stats, args.node)
+    done = {"set": "set", "disable": "disabled", "enable": "enabled"}[action]
+    reason = f" ({args.reason})" if action == "disable" and args.reason else ""
+    return _done(args, f"{done} {_what(args)}{reason} (revision {revision})", host=args.name, node=args.node,
+                 revision=revision, **({"disabled": action == "disable"} if action != "set" else {}))
 
 
 def cmd_hosts(args: argparse.Namespace) -> int:
     with _client(args) as client:
         if args.action == "delete":
             return _delete_host(client, args)
+        if args.action == "create":
+            return _create_host(client, args)
+        if args.action in ("set", "disable", "enable"):
+            return _set_host(client, args)
         if args.action == "show":
-            host = client.host(args.name, args.node)
-            if args.json:
-                _print_json(host)
-                return 0
-            table = Table(title=f"{host.host}/{host.nodename}", show_header=False, title_justify="left")
-            for key in ("uuid", "availability_zone", "up", "disabled", "hypervisor_type", "host_ip",
-                        "num_instances", "num_io_ops", "aggregates", "traits"):
-                table.add_row(key, str(getattr(host, key)))
-            table.add_row("last report", _ago(host.last_report_seconds_ago))
-            for rc, inv in host.inventories.items():
-                table.add_row(rc, f"used {_fmt(inv.reported_used)} + in flight {_fmt(inv.in_flight)}, "
-                                  f"free {_fmt(inv.free)} of {_fmt(inv.capacity)} (ratio {inv.allocation_ratio:g})")
-            table.add_row("allocations", str(len(host.allocations)))
-            console.print(table)
-            return 0
-        hosts = client.hosts()
-    if args.json:
-        _print_json(hosts)
-        return 0
-    table = Table(title=f"{len(hosts)} compute nodes", title_justify="left")
-    for column in ("host", "node", "zone", "up", "last report", "VCPU used/cap", "MEMORY_MB used/cap",
-                   "DISK_GB used/cap", "allocations"):
-        table.add_column(column, justify="right" if "/" in column or column in ("allocations", "last report")
-                         else "left")
-    for h in sorted(hosts, key=lambda h: (h.host, h.nodename))[: args.limit]:
-        table.add_row(h.host, h.nodename if h.nodename != h.host else "", h.availability_zone or "",
-                      "[green]up[/]" if h.up and not h.disabled else "[red]down[/]" if not h.up else "[yellow]off[/]",
-                      _ago(h.last_report_seconds_ago), _inv(h, "VCPU"), _inv(h, "MEMORY_MB"), _inv(h, "DISK_GB"),
-                      str(len(h.allocations)))
-    if len(hosts) > args.limit:
-        table.caption = f"first {args.limit} shown (--limit)"
-    console.print(table)
+            return _show_host(args, client.host(args.name, args.node))
+        # One more than asked: whether more follow is said under the table.
+        hosts = client.hosts(limit=args.limit + 1 if args.limit else None, marker=args.marker)
+    more = bool(args.limit) and len(hosts) > args.limit
+    hosts = hosts[: args.limit] if args.limit else hosts
+    caption = f"first {args.limit} shown: --marker {_marker(hosts[-1])} for the next ones" if more else None
+    emit_list(console, Listing(HOST_COLUMNS, [_host_record(h) for h in hosts], title=f"{len(hosts)} compute nodes",
+                               caption=caption), args)
     return 0
 
 
+def _marker(host: Any) -> str:
+    return host.host if host.nodename == host.host else f"{host.host}/{host.nodename}"
+
+
 # ---------------------------------------------------------------------------------------- aggregates
+
+AGGREGATE_COLUMNS = [Column("id"), Column("name"), Column("hosts"), Column("metadata"),
+                     Column("uuid", default=False)]
+
+
+def _aggregate_record(agg: Any) -> dict[str, Any]:
+    return {"id": agg.key, "name": agg.name, "hosts": list(agg.hosts), "metadata": dict(sorted(agg.metadata.items())),
+            "uuid": agg.uuid}
 
 
 def cmd_aggregates(args: argparse.Namespace) -> int:
@@ -207,20 +363,14 @@ def cmd_aggregates(args: argparse.Namespace) -> int:
             return _edit_aggregate(client, args)
         if args.action == "delete":
             revision = client.delete_aggregate(args.id)
-            console.print(f"aggregate {args.id} deleted (revision {revision})")
+            return _done(args, f"aggregate {args.id} deleted (revision {revision})", id=args.id, revision=revision)
+        if args.action == "show":
+            aggregate = client.aggregate(args.id)
+            emit_one(console, AGGREGATE_COLUMNS, _aggregate_record(aggregate), args, title=f"aggregate {args.id}")
             return 0
-        aggregates = [client.aggregate(args.id)] if args.action == "show" else client.aggregates()
-    if args.json:
-        _print_json(aggregates[0] if args.action == "show" else aggregates)
-        return 0
-    table = Table(title=f"{len(aggregates)} aggregates", title_justify="left")
-    for column in ("id", "name", "hosts", "metadata"):
-        table.add_column(column)
-    for agg in aggregates:
-        hosts = ", ".join(agg.hosts) if args.action == "show" or len(agg.hosts) <= 4 else \
-            ", ".join(agg.hosts[:4]) + f" … (+{len(agg.hosts) - 4})"
-        table.add_row(agg.key, agg.name or "", hosts, ", ".join(f"{k}={v}" for k, v in sorted(agg.metadata.items())))
-    console.print(table)
+        aggregates = client.aggregates()
+    emit_list(console, Listing(AGGREGATE_COLUMNS, [_aggregate_record(a) for a in aggregates],
+                               title=f"{len(aggregates)} aggregates"), args)
     return 0
 
 
@@ -259,8 +409,8 @@ def _edit_aggregate(client: Any, args: argparse.Namespace) -> int:
         body["name"] = name
     revision = client.update_aggregate(body)
     done = {"create": "created", "set": "set", "add-host": "updated", "remove-host": "updated"}[args.action]
-    console.print(f"aggregate {args.id} {done} (revision {revision})")
-    return 0
+    return _done(args, f"aggregate {args.id} {done} (revision {revision})", id=args.id, hosts=hosts,
+                 revision=revision)
 
 
 # -------------------------------------------------------------------------------------------- select
@@ -279,7 +429,7 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
         try:
             spec["resources"] = {k: int(v) for k, v in _pairs(args.resource, "--resource").items()}
         except ValueError:
-            raise SystemExit("gantt: --resource amounts must be integers") from None
+            raise UsageError("--resource amounts must be integers") from None
     for key, value in (("availability_zone", args.az), ("project_id", args.project), ("user_id", args.user)):
         if value:
             spec[key] = value
@@ -296,70 +446,91 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
     return spec
 
 
+def _rounded(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else show_value(value)
+
+
+def _dry_run(client: Any, args: argparse.Namespace, spec: dict[str, Any]) -> int:
+    result = client.candidates(spec, limit=args.limit)
+    weighers = sorted({name for c in result.candidates for name in c.weights})
+    columns = [Column("rank", right=True), Column("host"), Column("nodename"), Column("availability_zone"),
+               Column("weight", show=_rounded, right=True),
+               *(Column(w, show=_rounded, right=True) for w in weighers), Column("uuid", default=False)]
+    records = [{"rank": i, "host": c.host, "nodename": c.nodename, "availability_zone": c.availability_zone,
+                "weight": c.weight, "uuid": c.uuid, **{w: c.weights.get(w, 0.0) for w in weighers}}
+               for i, c in enumerate(result.candidates, 1)]
+    if not records:
+        raise NoValidHost(result.explanation.summary(), result.explanation)
+    passed = result.explanation.steps[-1].after if result.explanation.steps else 0
+    emit_list(console, Listing(columns, records, title=f"candidates (dry run, nothing claimed): {len(records)} "
+                                                       f"shown, {passed} pass",
+                               extras=[explanation_table(result.explanation, "filters")]), args)
+    return 0
+
+
+SELECTION_COLUMNS = [Column("consumer_uuid"), Column("host"), Column("nodename"), Column("availability_zone"),
+                     Column("allocation"), Column("alternates"), Column("weight", default=False, show=_rounded)]
+
+
 def cmd_select(args: argparse.Namespace) -> int:
     spec = _spec(args)
     with _client(args) as client:
         if args.dry_run:
-            result = client.candidates(spec, limit=args.limit)
-            if args.json:
-                _print_json(result)
-                return 0
-            weighers = sorted({name for c in result.candidates for name in c.weights})
-            table = Table(title=f"candidates (dry run, nothing claimed): {len(result.candidates)} shown, "
-                                f"{result.explanation.steps[-1].after if result.explanation.steps else 0} pass",
-                          title_justify="left")
-            for column in ("#", "host", "node", "zone", "weight", *weighers):
-                table.add_column(column, justify="right" if column not in ("host", "node", "zone") else "left")
-            for i, c in enumerate(result.candidates, 1):
-                table.add_row(str(i), c.host, c.nodename if c.nodename != c.host else "", c.availability_zone or "",
-                              f"{c.weight:.4f}", *(f"{c.weights.get(w, 0.0):.4f}" for w in weighers))
-            console.print(table)
-            console.print(explanation_table(result.explanation, "filters"))
-            return 0 if result.candidates else 1
+            return _dry_run(client, args, spec)
         answer = client.select_destinations(spec)
-    if args.json:
-        _print_json(answer)
-        return 0
-    table = Table(title="placed", title_justify="left")
-    for column in ("consumer", "host", "node", "zone", "allocation", "alternates"):
-        table.add_column(column)
-    for selections in answer:
-        first, alternates = selections[0], selections[1:]
-        table.add_row(first.consumer_uuid or "", first.host, first.nodename, first.availability_zone or "",
-                      ", ".join(f"{k}={v}" for k, v in first.allocation.items()),
-                      ", ".join(a.host for a in alternates))
-    console.print(table)
+    records = [{"consumer_uuid": s[0].consumer_uuid, "host": s[0].host, "nodename": s[0].nodename,
+                "availability_zone": s[0].availability_zone, "allocation": s[0].allocation,
+                "alternates": [a.host for a in s[1:]], "weight": s[0].weight} for s in answer]
+    emit_list(console, Listing(SELECTION_COLUMNS, records, title="placed"), args)
     return 0
 
 
 # --------------------------------------------------------------------------------------- allocations
+
+ALLOCATION_COLUMNS = [Column("consumer_uuid"), Column("host"), Column("nodename"), Column("resources"),
+                      Column("project_id"), Column("confirmed"), Column("user_id", default=False),
+                      Column("created_at", default=False), Column("migration_uuid", default=False),
+                      Column("instance_uuid", default=False), Column("group", default=False)]
+
+
+def _allocation_record(a: Any) -> dict[str, Any]:
+    record = {c.name: getattr(a, c.name) for c in ALLOCATION_COLUMNS}
+    record["created_at"] = _iso(a.created_at)
+    return record
+
+
+def _iso(epoch: float) -> str | None:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z") if epoch > 0 else None
 
 
 def cmd_allocations(args: argparse.Namespace) -> int:
     with _client(args) as client:
         if args.action == "release":
             revision = client.release(args.consumer)
-            console.print(f"released {args.consumer} (revision {revision})")
+            return _done(args, f"released {args.consumer} (revision {revision})", consumer_uuid=args.consumer,
+                         revision=revision)
+        if args.action == "show":
+            allocation = client.allocation(args.consumer)
+            emit_one(console, ALLOCATION_COLUMNS, _allocation_record(allocation), args,
+                     title=f"allocation {args.consumer}")
             return 0
-        allocations = [client.allocation(args.consumer)] if args.action == "show" else client.allocations()
-    if args.json:
-        _print_json(allocations if args.action != "show" else allocations[0])
-        return 0
-    table = Table(title=f"{len(allocations)} allocations", title_justify="left")
-    for column in ("consumer", "host", "node", "resources", "project", "confirmed"):
-        table.add_column(column)
-    for a in allocations[: args.limit]:
-        table.add_row(a.consumer_uuid, a.host, a.nodename, ", ".join(f"{k}={v}" for k, v in a.resources.items()),
-                      a.project_id or "", "yes" if a.confirmed else "no")
-    console.print(table)
+        allocations = client.allocations(limit=args.limit + 1 if args.limit else None, marker=args.marker)
+    more = bool(args.limit) and len(allocations) > args.limit
+    allocations = allocations[: args.limit] if args.limit else allocations
+    caption = f"first {args.limit} shown: --marker {allocations[-1].consumer_uuid} for the next ones" if more \
+        else None
+    emit_list(console, Listing(ALLOCATION_COLUMNS, [_allocation_record(a) for a in allocations],
+                               title=f"{len(allocations)} allocations", caption=caption), args)
     return 0
 
 
 def cmd_migrations(args: argparse.Namespace) -> int:
     with _client(args) as client:
         allocation = (client.confirm_move if args.action == "confirm" else client.revert_move)(args.migration)
-    if args.json:
-        _print_json(allocation)
+    if (args.format or "table") != "table":
+        emit_one(console, ALLOCATION_COLUMNS, _allocation_record(allocation), args)
         return 0
     resources = ", ".join(f"{k}={v}" for k, v in allocation.resources.items())
     where = f"{escape(allocation.host)}/{escape(allocation.nodename)} ({resources})"
@@ -457,6 +628,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return _run_entry(entry, args.args)
 
 
+def cmd_completion(args: argparse.Namespace) -> int:
+    from gantt.completion import bash_script, zsh_script
+
+    script = (bash_script if args.shell == "bash" else zsh_script)(build_parser())
+    sys.stdout.write(script)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from gantt.demo import run_demo
 
@@ -468,11 +647,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
 BENCHMARKS = ["engine", "http", "cluster"]
 
 
-def _client_options(parser: argparse.ArgumentParser) -> None:
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is a JSON object on stdout when the command line asks for JSON."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if Parser.json_errors:
+            write_json_error(2, "Bad usage", message, usage=self.format_usage().strip())
+            raise SystemExit(2)
+        super().error(message)
+
+
+def _client_options(parser: argparse.ArgumentParser, *, lister: bool = True) -> None:
     parser.add_argument("--url", default=os.environ.get("GANTT_URL", "http://127.0.0.1:8780"),
                         help="service URL (env GANTT_URL; default %(default)s)")
     parser.add_argument("--token", default=os.environ.get("GANTT_TOKEN"), help="bearer token (env GANTT_TOKEN)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_output_options(parser, lister=lister)
 
 
 def _add_serve(sub: Any) -> None:
@@ -486,15 +677,21 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="processes on one store, each with its own replica (default: [scheduler] workers, else 1)")
     p.add_argument("--fd", type=int, help="serve on this inherited listening socket instead of binding")
-    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
+                   help="log level (default %(default)s)")
     p.set_defaults(func=cmd_serve)
 
 
 def _add_select(sub: Any) -> None:
-    p = sub.add_parser("select", help="place a request (or --dry-run: rank candidates with their weights)")
+    p = sub.add_parser("select", help="place a request (or --dry-run: rank candidates with their weights)",
+                       description="The request is a flavor of --vcpus, --memory-mb and --root-gb (defaults shown "
+                                   "below: --flavor only names it), plus resources, traits and hints; or a whole "
+                                   "RequestSpec with --spec.")
     _client_options(p)
-    p.add_argument("--spec", help="a RequestSpec as a JSON file ('-': stdin); overrides the options below")
-    p.add_argument("--flavor", default="cli", help="flavor name, a label only (default %(default)s)")
+    p.add_argument("--spec", help="a RequestSpec as a JSON file ('-': stdin); the options below are then ignored "
+                                  "and refused")
+    p.add_argument("--flavor", default="cli", help="flavor name: a label only, the amounts are --vcpus, --memory-mb "
+                                                   "and --root-gb (default %(default)s)")
     p.add_argument("--vcpus", type=int, default=1, help="flavor vCPUs (default %(default)s)")
     p.add_argument("--memory-mb", type=int, default=512, help="flavor RAM in MiB (default %(default)s)")
     p.add_argument("--root-gb", type=int, default=1, help="flavor root disk in GiB (default %(default)s)")
@@ -515,27 +712,48 @@ def _add_select(sub: Any) -> None:
     p.set_defaults(func=cmd_select)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gantt", description="Gantt: a standalone cloud scheduler.")
-    parser.add_argument("--version", action="version", version=f"gantt {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+HOST_ACTIONS = ["list", "show", "create", "set", "disable", "enable", "delete"]
 
-    _add_serve(sub)
 
-    p = sub.add_parser("hosts", help="list, show or delete compute hosts")
+def _add_hosts(sub: Any) -> None:
+    p = sub.add_parser("hosts", help="list, show, create, set, disable, enable or delete compute hosts",
+                       description="create sends a host report (the host is up until service_down_time passes "
+                                   "without another); set, disable and enable change the host's record without "
+                                   "counting as a report, and keep what they do not name (Nova's 'openstack "
+                                   "compute service set --disable --disable-reason'). A disabled host keeps its "
+                                   "allocations; ComputeFilter removes it from decisions.")
     _client_options(p)
-    p.add_argument("action", nargs="?", choices=["list", "show", "delete"], default="list")
-    p.add_argument("name", nargs="?")
-    p.add_argument("--node", help="one node of a host with several")
+    p.add_argument("action", nargs="?", choices=HOST_ACTIONS, default="list", help="what to do (default list)")
+    p.add_argument("name", nargs="?", help="the host (all but list)")
+    p.add_argument("--node", help="one node of a host with several (bare metal)")
+    capacity = p.add_argument_group("capacity (create, set)")
+    capacity.add_argument("--vcpus", type=int, help="physical CPUs (the VCPU inventory's total)")
+    capacity.add_argument("--memory-mb", type=int, help="RAM in MiB")
+    capacity.add_argument("--disk-gb", type=int, help="local disk in GiB")
+    capacity.add_argument("--cpu-ratio", type=float, help="VCPU allocation ratio (default [DEFAULT] "
+                                                          "initial_cpu_allocation_ratio)")
+    capacity.add_argument("--ram-ratio", type=float, help="MEMORY_MB allocation ratio")
+    capacity.add_argument("--disk-ratio", type=float, help="DISK_GB allocation ratio")
+    capacity.add_argument("--inventory", action="append", metavar="RC=TOTAL",
+                          help="an inventory of any resource class, e.g. CUSTOM_GPU=4 (repeatable)")
+    capacity.add_argument("--trait", action="append", metavar="TRAIT",
+                          help="a trait of the host (repeatable; set replaces the whole list)")
+    capacity.add_argument("--hypervisor-type", help="hypervisor kind (QEMU, ironic, …)")
+    p.add_argument("--disable", action="store_true", help="create: register the host disabled")
+    p.add_argument("--reason", help="disable (or create --disable): why, shown in 'gantt hosts show'")
     p.add_argument("--yes", action="store_true", help="delete: also when allocations are booked there (released)")
-    p.add_argument("--limit", type=int, default=50, help="rows shown by list (default %(default)s)")
+    p.add_argument("--limit", type=int, default=50, help="list: at most this many nodes (default %(default)s; 0: "
+                                                          "all)")
+    p.add_argument("--marker", help="list: start after this node (host, or host/node), as the caption says")
     p.set_defaults(func=cmd_hosts)
 
+
+def _add_aggregates(sub: Any) -> None:
     p = sub.add_parser("aggregates", help="list, show, create, set, add-host, remove-host or delete aggregates",
                        description="set changes only what it names (name, properties, zone; --hosts replaces "
                                    "the member list); add-host and remove-host change members one by one")
     _client_options(p)
-    p.add_argument("action", nargs="?", default="list",
+    p.add_argument("action", nargs="?", default="list", help="what to do (default list)",
                    choices=["list", "show", "create", "set", "add-host", "remove-host", "delete"])
     p.add_argument("id", nargs="?", help="aggregate id (chosen by you: a name or a number)")
     p.add_argument("host", nargs="*", help="hosts, for add-host and remove-host")
@@ -546,19 +764,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--zone", help="shorthand for --property availability_zone=ZONE")
     p.set_defaults(func=cmd_aggregates)
 
-    _add_select(sub)
 
+def _add_allocations(sub: Any) -> None:
     p = sub.add_parser("allocations", help="list, show or release allocations")
     _client_options(p)
-    p.add_argument("action", nargs="?", choices=["list", "show", "release"], default="list")
-    p.add_argument("consumer", nargs="?")
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("action", nargs="?", choices=["list", "show", "release"], default="list",
+                   help="what to do (default list)")
+    p.add_argument("consumer", nargs="?", help="the consumer (instance or migration UUID), for show and release")
+    p.add_argument("--limit", type=int, default=50, help="list: at most this many (default %(default)s; 0: all)")
+    p.add_argument("--marker", help="list: start after this consumer, as the caption says")
     p.set_defaults(func=cmd_allocations)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="gantt", description="Gantt: a standalone cloud scheduler.")
+    parser.add_argument("--version", action="version", version=f"gantt {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _add_serve(sub)
+    _add_hosts(sub)
+    _add_aggregates(sub)
+    _add_select(sub)
+    _add_allocations(sub)
+
     p = sub.add_parser("migrations", help="confirm or revert a move (select --migration-uuid)")
-    _client_options(p)
-    p.add_argument("action", choices=["confirm", "revert"])
-    p.add_argument("migration")
+    _client_options(p, lister=False)
+    p.add_argument("action", choices=["confirm", "revert"], help="confirm: drop the source; revert: back to it")
+    p.add_argument("migration", help="the migration UUID the move was made under")
     p.set_defaults(func=cmd_migrations)
 
     p = sub.add_parser("audit", help="check a store: nothing over capacity, no allocation on a missing node")
@@ -568,7 +800,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # bench and simulate are parsed by _passthrough; these entries document them in --help.
     p = sub.add_parser("bench", help="run a benchmark (bench/engine.py, bench/http.py, bench/cluster.py)")
-    p.add_argument("which", choices=BENCHMARKS)
+    p.add_argument("which", choices=BENCHMARKS, help="which benchmark")
     p.add_argument("args", nargs=argparse.REMAINDER, help="passed to the benchmark")
     p.set_defaults(func=cmd_bench)
 
@@ -577,19 +809,75 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("demo", help="start a service on a temporary store, register hosts, place a burst")
-    p.add_argument("--hosts", type=int, default=300)
-    p.add_argument("--requests", type=int, default=1000)
-    p.add_argument("--concurrency", type=int, default=32)
-    p.add_argument("--store", choices=["sqlite", "memory"], default="sqlite")
+    p.add_argument("--hosts", type=int, default=300, help="hosts to register (default %(default)s)")
+    p.add_argument("--requests", type=int, default=1000, help="requests to place (default %(default)s)")
+    p.add_argument("--concurrency", type=int, default=32, help="requests in flight at once (default %(default)s)")
+    p.add_argument("--store", choices=["sqlite", "memory"], default="sqlite",
+                   help="store kind (default %(default)s)")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
+                       description="Load it with: source <(gantt completion bash), or for zsh: "
+                                   "source <(gantt completion zsh)")
+    p.add_argument("shell", choices=["bash", "zsh"], help="the shell")
+    p.set_defaults(func=cmd_completion)
     return parser
 
 
-_NEEDS = {("hosts", "show"): "name", ("hosts", "delete"): "name", ("aggregates", "set"): "id",
-          ("aggregates", "create"): "id", ("aggregates", "show"): "id", ("aggregates", "add-host"): "host",
-          ("aggregates", "remove-host"): "host",
+_NEEDS = {("hosts", "show"): "name", ("hosts", "delete"): "name", ("hosts", "create"): "name",
+          ("hosts", "set"): "name", ("hosts", "disable"): "name", ("hosts", "enable"): "name",
+          ("aggregates", "set"): "id", ("aggregates", "create"): "id", ("aggregates", "show"): "id",
+          ("aggregates", "add-host"): "host", ("aggregates", "remove-host"): "host",
           ("aggregates", "delete"): "id", ("allocations", "show"): "consumer",
           ("allocations", "release"): "consumer"}
+
+_HOST_CAPACITY = ("vcpus", "memory_mb", "disk_gb", "cpu_ratio", "ram_ratio", "disk_ratio", "inventory", "trait",
+                  "hypervisor_type")
+_LIST_ONLY = ("sort_column", "limit", "marker")
+# Options that mean something for some actions only: given to another, they would do nothing, so they are refused.
+_ONLY: dict[str, dict[str, tuple[str, ...]]] = {
+    "hosts": {**{o: ("create", "set") for o in _HOST_CAPACITY}, "disable": ("create",),
+              "reason": ("create", "disable"), "yes": ("delete",), "marker": ("list",), "limit": ("list",),
+              "sort_column": ("list",), "node": ("show", "create", "set", "disable", "enable", "delete")},
+    "aggregates": {"name": ("create", "set"), "hosts": ("create", "set"), "property": ("create", "set"),
+                   "zone": ("create", "set"), "sort_column": ("list",)},
+    "allocations": {"limit": ("list",), "marker": ("list",), "sort_column": ("list",)},
+}
+_SELECT_SPEC_OPTIONS = ("vcpus", "memory_mb", "root_gb", "extra_spec", "resource", "required_trait",
+                        "forbidden_trait", "hint", "az", "project", "user", "num_instances", "instance_uuid",
+                        "migration_uuid")
+
+
+def _unused(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """An option given where it has no effect (house rule: do what it means or refuse it)."""
+    defaults = _defaults(parser, args.command)
+    only = _ONLY.get(args.command, {})
+    for dest, actions in only.items():
+        if getattr(args, dest, None) != defaults.get(dest) and args.action not in actions:
+            return f"{args.command} {args.action}: --{dest.replace('_', '-')} is for {' and '.join(actions)} only"
+    if args.command == "hosts" and args.action == "create" and args.reason and not args.disable:
+        return "hosts create: --reason goes with --disable"
+    if args.command == "hosts" and args.name and args.action == "list":
+        return "hosts list takes no NAME (did you mean 'hosts show NAME'?)"
+    if args.command == "aggregates" and args.host and args.action not in ("add-host", "remove-host"):
+        return f"aggregates {args.action} takes no HOST (add-host and remove-host do)"
+    if args.command == "select":
+        if args.spec and any(getattr(args, d) != defaults.get(d) for d in _SELECT_SPEC_OPTIONS):
+            return "select: --spec gives the whole request; the request options cannot be added to it"
+        if args.limit != defaults.get("limit") and not args.dry_run:
+            return "select: --limit is for --dry-run only"
+    if getattr(args, "action", None) not in (None, "list") and args.command != "select" \
+            and getattr(args, "format", None) == "csv":
+        return f"{args.command} {args.action}: -f csv is for lists"
+    return None
+
+
+def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, Any]:
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            sub = action.choices[command]
+            return {a.dest: a.default for a in sub._actions}
+    return {}
 
 
 def _passthrough(argv: list[str]) -> argparse.Namespace | None:
@@ -604,21 +892,31 @@ def _passthrough(argv: list[str]) -> argparse.Namespace | None:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    Parser.json_errors = json_requested(argv)
     args = _passthrough(argv) or parser.parse_args(argv)
     needed = _NEEDS.get((args.command, getattr(args, "action", None)))
     if needed and not getattr(args, needed):
         parser.error(f"{args.command} {args.action} needs {needed.upper()}")
+    unused = _unused(parser, args)
+    if unused:
+        parser.error(unused)
     from gantt.client import Unreachable
 
+    json_errors = getattr(args, "format", None) == "json"
     try:
         status: int = args.func(args)
         return status
     except Unreachable as exc:
-        err_console.print(f"[bold red]cannot reach Gantt[/] at {exc.message} (is `gantt serve` running? --url / "
-                          "GANTT_URL)")
+        hint = "is `gantt serve` running? --url / GANTT_URL"
+        if json_errors:
+            write_json_error(503, "Service unreachable", f"cannot reach Gantt at {exc.message} ({hint})")
+        else:
+            err_console.print(f"[bold red]cannot reach Gantt[/] at {escape(exc.message)} ({hint})")
         return 1
     except GanttError as exc:
-        return _report_error(exc)
+        return _report_error(exc, args)
+    except (UsageError, OutputError) as exc:
+        parser.error(str(exc))
     except KeyboardInterrupt:
         return 130
 

@@ -33,8 +33,10 @@ from gantt.model import (
 )
 from gantt.service.schemas import (
     ERRORS,
+    REVISION_HEADER,
     AggregateList,
     AllocationList,
+    AllocationView,
     Candidates,
     Health,
     HostInfo,
@@ -68,6 +70,7 @@ class Call(Generic[T]):
     body: bytes | None = None
     params: dict[str, str] | None = None
     accept: tuple[int, ...] = (200,)  # statuses whose body is a result, not a problem
+    header: str | None = None  # decode this response header's value instead of the body (204 No Content)
 
 
 def _segment(value: object) -> str:
@@ -84,6 +87,24 @@ _written = _decoder(Written)
 
 def _revision(raw: bytes) -> int:
     return _written(raw).revision
+
+
+def _header_revision(raw: bytes) -> int:
+    return int(raw)
+
+
+def _deleted(path: str, params: dict[str, str] | None = None) -> Call[int]:
+    """A DELETE: 204 No Content, the revision that holds it in the Gantt-Revision header."""
+    return Call("DELETE", path, _header_revision, params=params, accept=(204,), header=REVISION_HEADER)
+
+
+def _paged(limit: int | None, marker: str | None) -> dict[str, str] | None:
+    params = {}
+    if limit is not None:
+        params["limit"] = str(limit)
+    if marker is not None:
+        params["marker"] = marker
+    return params or None
 
 
 def _encode(value: Any) -> bytes:
@@ -108,7 +129,7 @@ class _Calls:
     _hosts = staticmethod(_decoder(HostList))
     _aggregate = staticmethod(_decoder(Aggregate))
     _aggregates = staticmethod(_decoder(AggregateList))
-    _allocation = staticmethod(_decoder(Allocation))
+    _allocation_view = staticmethod(_decoder(AllocationView))
     _allocations = staticmethod(_decoder(AllocationList))
     _health = staticmethod(_decoder(Health))
 
@@ -127,15 +148,18 @@ class _Calls:
         body = _encode({"reports": [_report_body(r) for r in reports]})
         return Call("POST", "/v1/resource-stats/batch", _revision, body)
 
-    def hosts(self) -> Call[list[HostInfo]]:
+    def hosts(self, limit: int | None = None, marker: str | None = None) -> Call[list[HostInfo]]:
         decode = self._hosts
-        return Call("GET", "/v1/hosts", lambda raw: decode(raw).hosts)
+        return Call("GET", "/v1/hosts", lambda raw: decode(raw).hosts, params=_paged(limit, marker))
+
+    def update_host(self, name: str, stats: HostStats | dict[str, Any], node: str | None = None) -> Call[int]:
+        return Call("PATCH", f"/v1/hosts/{_segment(name)}", _revision, _encode(stats), params=_node(node))
 
     def host(self, name: str, node: str | None = None) -> Call[HostInfo]:
         return Call("GET", f"/v1/hosts/{_segment(name)}", self._host, params=_node(node))
 
     def delete_host(self, name: str, node: str | None = None) -> Call[int]:
-        return Call("DELETE", f"/v1/hosts/{_segment(name)}", _revision, params=_node(node))
+        return _deleted(f"/v1/hosts/{_segment(name)}", _node(node))
 
     def aggregates(self) -> Call[list[Aggregate]]:
         decode = self._aggregates
@@ -149,23 +173,27 @@ class _Calls:
         return Call("PUT", f"/v1/aggregates/{_segment(aggregate_id)}", _revision, _encode(aggregate))
 
     def delete_aggregate(self, aggregate_id: int | str) -> Call[int]:
-        return Call("DELETE", f"/v1/aggregates/{_segment(aggregate_id)}", _revision)
+        return _deleted(f"/v1/aggregates/{_segment(aggregate_id)}")
 
-    def allocations(self) -> Call[list[Allocation]]:
+    def allocations(self, limit: int | None = None, marker: str | None = None) -> Call[list[Allocation]]:
         decode = self._allocations
-        return Call("GET", "/v1/allocations", lambda raw: decode(raw).allocations)
+        return Call("GET", "/v1/allocations", lambda raw: [a.to_model() for a in decode(raw).allocations],
+                    params=_paged(limit, marker))
+
+    def _one_allocation(self, raw: bytes) -> Allocation:
+        return self._allocation_view(raw).to_model()
 
     def allocation(self, consumer_uuid: str) -> Call[Allocation]:
-        return Call("GET", f"/v1/allocations/{_segment(consumer_uuid)}", self._allocation)
+        return Call("GET", f"/v1/allocations/{_segment(consumer_uuid)}", self._one_allocation)
 
     def release(self, consumer_uuid: str) -> Call[int]:
-        return Call("DELETE", f"/v1/allocations/{_segment(consumer_uuid)}", _revision)
+        return _deleted(f"/v1/allocations/{_segment(consumer_uuid)}")
 
     def confirm_move(self, migration_uuid: str) -> Call[Allocation]:
-        return Call("POST", f"/v1/migrations/{_segment(migration_uuid)}/confirm", self._allocation)
+        return Call("POST", f"/v1/migrations/{_segment(migration_uuid)}/confirm", self._one_allocation)
 
     def revert_move(self, migration_uuid: str) -> Call[Allocation]:
-        return Call("POST", f"/v1/migrations/{_segment(migration_uuid)}/revert", self._allocation)
+        return Call("POST", f"/v1/migrations/{_segment(migration_uuid)}/revert", self._one_allocation)
 
     def update_instance_info(self, host: str, instances: list[str]) -> Call[int]:
         return Call("POST", f"/v1/instances/{_segment(host)}", _revision, _encode({"instances": instances}))
@@ -174,7 +202,7 @@ class _Calls:
         return Call("PUT", f"/v1/instances/{_segment(host)}", _revision, _encode({"instances": instances}))
 
     def delete_instance_info(self, host: str, instance_uuid: str) -> Call[int]:
-        return Call("DELETE", f"/v1/instances/{_segment(host)}/{_segment(instance_uuid)}", _revision)
+        return _deleted(f"/v1/instances/{_segment(host)}/{_segment(instance_uuid)}")
 
     def health(self) -> Call[Health]:
         return Call("GET", "/health", self._health, accept=(200, 503))
@@ -213,6 +241,8 @@ def error_from(status: int, content: bytes) -> GanttError:
 
 def _result(call: Call[T], response: httpx.Response) -> T:
     if response.status_code in call.accept:
+        if call.header is not None:
+            return call.decode(response.headers.get(call.header, "").encode())
         return call.decode(response.content)
     raise error_from(response.status_code, response.content)
 
@@ -264,8 +294,15 @@ class SchedulerClient:
     def update_resource_stats_many(self, reports: Iterable[Report]) -> int:
         return self._do(_CALLS.update_resource_stats_many(reports))
 
-    def hosts(self) -> list[HostInfo]:
-        return self._do(_CALLS.hosts())
+    def hosts(self, limit: int | None = None, marker: str | None = None) -> list[HostInfo]:
+        """Every node in (host, node) order; with ``limit``, at most that many after the node ``marker``
+        names (the last one's ``host`` alone, or "host/node" for a node named otherwise)."""
+        return self._do(_CALLS.hosts(limit, marker))
+
+    def update_host(self, name: str, stats: HostStats | dict[str, Any], node: str | None = None) -> int:
+        """An operator's change to a node's record (``{"service": {"disabled": true, "disabled_reason": …}}``):
+        merged as a report is, without counting as one (the last-report time stays)."""
+        return self._do(_CALLS.update_host(name, stats, node))
 
     def host(self, name: str, node: str | None = None) -> HostInfo:
         return self._do(_CALLS.host(name, node))
@@ -285,8 +322,9 @@ class SchedulerClient:
     def delete_aggregate(self, aggregate_id: int | str) -> int:
         return self._do(_CALLS.delete_aggregate(aggregate_id))
 
-    def allocations(self) -> list[Allocation]:
-        return self._do(_CALLS.allocations())
+    def allocations(self, limit: int | None = None, marker: str | None = None) -> list[Allocation]:
+        """Every allocation in consumer order; with ``limit``, at most that many after the consumer ``marker``."""
+        return self._do(_CALLS.allocations(limit, marker))
 
     def allocation(self, consumer_uuid: str) -> Allocation:
         return self._do(_CALLS.allocation(consumer_uuid))
@@ -358,8 +396,15 @@ class AsyncSchedulerClient:
     async def update_resource_stats_many(self, reports: Iterable[Report]) -> int:
         return await self._do(_CALLS.update_resource_stats_many(reports))
 
-    async def hosts(self) -> list[HostInfo]:
-        return await self._do(_CALLS.hosts())
+    async def hosts(self, limit: int | None = None, marker: str | None = None) -> list[HostInfo]:
+        """Every node in (host, node) order; with ``limit``, at most that many after the node ``marker``
+        names (the last one's ``host`` alone, or "host/node" for a node named otherwise)."""
+        return await self._do(_CALLS.hosts(limit, marker))
+
+    async def update_host(self, name: str, stats: HostStats | dict[str, Any], node: str | None = None) -> int:
+        """An operator's change to a node's record (``{"service": {"disabled": true, "disabled_reason": …}}``):
+        merged as a report is, without counting as one (the last-report time stays)."""
+        return await self._do(_CALLS.update_host(name, stats, node))
 
     async def host(self, name: str, node: str | None = None) -> HostInfo:
         return await self._do(_CALLS.host(name, node))
@@ -379,8 +424,9 @@ class AsyncSchedulerClient:
     async def delete_aggregate(self, aggregate_id: int | str) -> int:
         return await self._do(_CALLS.delete_aggregate(aggregate_id))
 
-    async def allocations(self) -> list[Allocation]:
-        return await self._do(_CALLS.allocations())
+    async def allocations(self, limit: int | None = None, marker: str | None = None) -> list[Allocation]:
+        """Every allocation in consumer order; with ``limit``, at most that many after the consumer ``marker``."""
+        return await self._do(_CALLS.allocations(limit, marker))
 
     async def allocation(self, consumer_uuid: str) -> Allocation:
         return await self._do(_CALLS.allocation(consumer_uuid))

@@ -39,6 +39,7 @@ from gantt.model import (
     Conflict,
     GanttError,
     HostReport,
+    HostStats,
     InstanceInfo,
     NodeKey,
     NotFound,
@@ -391,6 +392,25 @@ class Replica:
             if report.reported_at is None:
                 report.reported_at = now
         return self.write(Batch(reports=reports))
+
+    def update_host(self, host: str, node: str | None, stats: HostStats) -> int:
+        """An operator's change to a known node (Nova's ``service set --disable``): merged into its record as
+        a report is, but it is not a report, so the node's last-report time stays and a host that has gone
+        quiet is not made to look alive. Without ``node``, every node of the host changes."""
+        for _ in range(self.config.gantt.claim_retries + 1):
+            with self.table.lock:
+                rows = [self.table.row(host, node)] if node is not None or len(self.table.rows_of_host(host)) <= 1 \
+                    else sorted(self.table.rows_of_host(host))
+                updated_at = self.table.col("updated_at")
+                reports = [HostReport(host=host, node=self.table.node_names[row], stats=stats,
+                                      reported_at=float(updated_at[row])) for row in rows]
+            result = self._write(Batch(reports=reports))
+            if sum(1 for c in result.changes if c.kind == "host") == len(reports):
+                return result.revision
+            # A report newer than the one read above reached the store first (its record keeps the newest):
+            # read it, then apply the change on top of it.
+            self.sync()
+        raise Conflict(f"host {host!r} kept reporting while it was being changed; try again", field="host")
 
     def update_aggregate(self, aggregate: Aggregate | dict[str, Any]) -> int:
         return self.write(Batch(aggregates=[decode(aggregate, Aggregate)]))

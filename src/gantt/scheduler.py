@@ -170,6 +170,7 @@ def describe(table: HostTable, row: int) -> dict[str, Any]:
         "hypervisor_type": caps.hypervisor_type, "hypervisor_version": caps.hypervisor_version,
         "up": bool(updated_at >= now - table.service_down_time),
         "disabled": bool(table.col("disabled")[row]), "forced_down": bool(table.col("forced_down")[row]),
+        "disabled_reason": table.disabled_reason((host, node)),
         "updated_at": updated_at,
         # How stale the node is, as an operator asks it: a node is down once this passes service_down_time.
         "last_report_seconds_ago": max(0.0, now - updated_at) if updated_at > 0 else None,

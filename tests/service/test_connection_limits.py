@@ -103,7 +103,7 @@ def test_a_big_body_sent_with_its_head_is_not_taken_for_a_big_head(tmp_path: Pat
             os.kill(big.proc.pid, signal.SIGCONT)
             sender.join()
             assert answers[0].status_code == 200, answers[0].text[:300]
-            assert http.delete("/v1/aggregates/big").status_code == 200
+            assert http.delete("/v1/aggregates/big").status_code == 204
 
 
 @pytest.mark.parametrize("size", [MAX_HEAD_BYTES // 2])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import anyio
@@ -65,7 +66,8 @@ def test_health_is_degraded_after_a_failed_write_and_ok_after_the_next_good_one(
             body = health.json()
             assert body["status"] == "degraded"
             assert "database or disk is full" in body["last_write_error"]["message"]
-            assert before <= body["last_write_error"]["at"] <= time.time()
+            # ISO 8601 in UTC, as every time the API shows
+            assert before <= datetime.fromisoformat(body["last_write_error"]["at"]).timestamp() <= time.time()
             metrics = (await http.get("/metrics", headers=AUTH)).text
             assert [line.split()[-1] for line in metrics.splitlines()
                     if line.startswith("gantt_store_write_failures_total{")] == ["1"]

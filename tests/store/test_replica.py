@@ -12,6 +12,7 @@ import pytest
 
 from gantt import NoValidHost
 from gantt.config import Config
+from gantt.model import HostStats, NotFound, ServiceInfo
 from gantt.replica import Replica, audit
 from gantt.scheduler import describe
 from gantt.store.base import Batch, CommitResult, Store, StoreConflict
@@ -423,3 +424,30 @@ def test_release_answers_the_released_allocation_on_the_library_and_the_replica_
         released = face.release("vm-1")
         assert (type(released).__name__, released.consumer_uuid, released.host) == ("Allocation", "vm-1", "h0")
         assert face.allocations() == []
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_an_operator_change_lands_on_the_newest_report_and_keeps_its_time(backend: str, tmp_path: Path) -> None:
+    """Issue 17: disabling a host merges into its record without counting as a report. The change carries the
+    report time the replica saw; when a newer report reached the store first (another instance's), the store
+    refuses the change as late, and the replica reads that report and applies the change on top of it."""
+    with _two_stores(backend, tmp_path) as (first, second):
+        a = Replica(first, CONFIG).start(follow=False)
+        b = Replica(second, CONFIG).start(follow=False)
+        a.report({"host": "h", "stats": host_stats(vcpus=8), "reported_at": 1000.0})
+        b.catch_up()
+        b.report({"host": "h", "stats": {"vcpus": 12}, "reported_at": 2000.0})  # a has not seen it
+        a.update_host("h", None, HostStats(service=ServiceInfo(disabled=True, disabled_reason="rack power")))
+        assert a.stale_reports == 1  # the first try, on the report a had seen, was refused as late
+        [held] = first.snapshot().hosts
+        assert held.reported_at == 2000.0 and held.stats.vcpus == 12
+        assert held.stats.service == ServiceInfo(disabled=True, disabled_reason="rack power")
+        b.catch_up()
+        for r in (a, b):
+            row = r.table.row("h")
+            assert r.table.col("updated_at")[row] == 2000.0
+            shown = describe(r.table, row)
+            assert shown["disabled"] and shown["disabled_reason"] == "rack power"
+            assert shown["inventories"]["VCPU"]["total"] == 12
+        with pytest.raises(NotFound):
+            a.update_host("nobody", None, HostStats(service=ServiceInfo(disabled=True)))

@@ -10,6 +10,7 @@ and lets concurrent claims reach the store together, where a backend can commit 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import hmac
@@ -21,6 +22,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import anyio
 import anyio.to_thread
@@ -39,6 +41,7 @@ from gantt.model import (
     Aggregate,
     GanttError,
     HostReport,
+    HostStats,
     InvalidRequest,
     NotFound,
     RequestSpec,
@@ -48,12 +51,17 @@ from gantt.model import (
 from gantt.replica import Replica
 from gantt.service.metrics import Metrics
 from gantt.service.schemas import (
+    MAX_LIMIT,
     PROBLEM_JSON,
+    REVISION_HEADER,
     AggregateList,
     AllocationList,
+    AllocationView,
     Candidates,
     Health,
     InstancesIn,
+    LastWriteError,
+    Link,
     MethodNotAllowed,
     PayloadTooLarge,
     ReportBatchIn,
@@ -63,6 +71,7 @@ from gantt.service.schemas import (
     UnsupportedMediaType,
     Written,
     openapi,
+    timestamp,
     versions,
 )
 
@@ -148,8 +157,13 @@ def _check_ints(value: Any, path: str) -> None:
 
 # The query parameters each path takes; any other is a 400, as an unknown body field is: a mistyped ``?nod=``
 # on DELETE /v1/hosts/{host} would otherwise delete every node of the host instead of one.
-_QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}), "/v1/candidates": frozenset({"limit"})}
-_NAME_PARAMETERS = frozenset({"node"})  # ``limit`` is a number, checked by its handler
+_QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}), "/v1/candidates": frozenset({"limit"}),
+                                     "/v1/hosts": frozenset({"limit", "marker"}),
+                                     "/v1/allocations": frozenset({"limit", "marker"})}
+# ``limit`` is a number, checked by its handler; a hosts ``marker`` is "host/node", checked by its handler
+_NAME_PARAMETERS = frozenset({"node"})
+# The most items one page may ask for (Nova's [api] max_limit default); without ``limit`` a listing is whole.
+MAX_PAGE = 1000
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -176,6 +190,49 @@ def _check_name(parameter: str, value: str) -> None:
     if not valid_name(value):
         raise InvalidRequest(f"{parameter} must be 1-255 characters, without '/' or control characters, and not "
                              f"'.' or '..' (got {len(value)} characters)", field=parameter)
+
+
+def _limit(query: dict[str, str], maximum: int) -> int | None:
+    raw = query.get("limit")
+    if raw is None:
+        return None
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= maximum:
+        raise InvalidRequest(f"limit must be an integer from 1 to {maximum}", field="limit")
+    return int(raw)
+
+
+def _page(items: list[T], key: Callable[[T], str], query: dict[str, str], path: str) -> tuple[list[T], list[Link]]:
+    """One page of ``items`` (sorted by ``key``): those after the item whose key is ``marker``, at most ``limit``
+    of them, and a ``next`` link when more follow. A marker that names no item is a 400, as in Nova."""
+    limit = _limit(query, MAX_PAGE)
+    marker = query.get("marker")
+    start = 0
+    if marker is not None:
+        keys = [key(item) for item in items]
+        start = bisect.bisect_left(keys, marker)
+        if start == len(keys) or keys[start] != marker:
+            raise InvalidRequest(f"marker {marker[:300]!r} names nothing in this listing (it is the last item's "
+                                 "key of the page before)", field="marker")
+        start += 1
+    if limit is None:
+        return items[start:], []
+    page = items[start:start + limit]
+    links = []
+    if start + limit < len(items):
+        links.append(Link(rel="next", href=f"{path}?{urlencode({'limit': limit, 'marker': key(page[-1])})}"))
+    return page, links
+
+
+def host_key(host: str, nodename: str) -> str:
+    """How a node is named in one string (a hosts ``marker``): the host, or "host/node" for a node of another
+    name; names hold no '/'."""
+    return host if nodename == host else f"{host}/{nodename}"
+
+
+def _deleted(revision: int) -> Response:
+    # 204 carries no body: the revision that holds the delete (a client may wait for a replica to reach it)
+    # travels in a header.
+    return Response(status_code=204, headers={REVISION_HEADER: str(revision)})
 
 
 def _json(value: Any, status: int = 200) -> Response:
@@ -210,7 +267,7 @@ async def health(request: Request) -> Response:
     body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.url,
                   revision=replica.revision, hosts=counters["hosts"], hosts_up=counters["hosts_up"],
                   seconds_since_sync=round(lag, 3),
-                  last_write_error=write_error)
+                  last_write_error=LastWriteError.of(write_error) if write_error is not None else None)
     return _json(body, code)
 
 
@@ -249,24 +306,42 @@ async def report_batch(request: Request) -> Response:
     return _json(Written(revision=await svc.run(svc.replica.report_many, reports), count=len(reports)))
 
 
-def _list_hosts(replica: Replica) -> bytes:
-    return _ENCODER.encode({"hosts": replica.hosts()})
+def _host_view(host: dict[str, Any]) -> dict[str, Any]:
+    host["updated_at"] = timestamp(host["updated_at"])
+    return host
+
+
+def _node_key(host: dict[str, Any]) -> str:
+    return host_key(host["host"], host["nodename"])
+
+
+def _list_hosts(replica: Replica, query: dict[str, str]) -> bytes:
+    hosts = sorted(replica.hosts(), key=_node_key)
+    page, links = _page(hosts, _node_key, query, "/v1/hosts")
+    return _ENCODER.encode({"hosts": [_host_view(h) for h in page], "hosts_links": links})
 
 
 async def list_hosts(request: Request) -> Response:
     svc = _svc(request)
-    return Response(await svc.run(_list_hosts, svc.replica), media_type="application/json")
+    return Response(await svc.run(_list_hosts, svc.replica, _query(request)), media_type="application/json")
 
 
 async def show_host(request: Request) -> Response:
     svc = _svc(request)
-    return _json(svc.replica.host(request.path_params["host"], _query(request).get("node")))
+    return _json(_host_view(svc.replica.host(request.path_params["host"], _query(request).get("node"))))
+
+
+async def update_host(request: Request) -> Response:
+    svc = _svc(request)
+    node = _query(request).get("node")
+    stats = await svc.body(request, HostStats)
+    return _json(Written(revision=await svc.run(svc.replica.update_host, request.path_params["host"], node,
+                                                 stats)))
 
 
 async def delete_host(request: Request) -> Response:
     svc = _svc(request)
-    revision = await svc.run(svc.replica.delete_host, request.path_params["host"], _query(request).get("node"))
-    return _json(Written(revision=revision))
+    return _deleted(await svc.run(svc.replica.delete_host, request.path_params["host"], _query(request).get("node")))
 
 
 async def list_aggregates(request: Request) -> Response:
@@ -288,7 +363,7 @@ async def put_aggregate(request: Request) -> Response:
 
 async def delete_aggregate(request: Request) -> Response:
     svc = _svc(request)
-    return _json(Written(revision=await svc.run(svc.replica.delete_aggregate, request.path_params["id"])))
+    return _deleted(await svc.run(svc.replica.delete_aggregate, request.path_params["id"]))
 
 
 async def select_destinations(request: Request) -> Response:
@@ -308,22 +383,24 @@ def _candidates(replica: Replica, spec: RequestSpec, limit: int | None) -> Candi
 
 async def candidates(request: Request) -> Response:
     svc = _svc(request)
-    raw_limit = _query(request).get("limit")
-    limit: int | None = None
-    if raw_limit is not None:
-        if not _DIGITS.fullmatch(raw_limit) or int(raw_limit) < 1:
-            raise InvalidRequest("limit must be a positive integer", field="limit")
-        limit = int(raw_limit)
+    limit = _limit(_query(request), MAX_LIMIT)
     spec = await svc.body(request, RequestSpec)
     return _json(await svc.run(_candidates, svc.replica, spec, limit))
 
 
+def _list_allocations(replica: Replica, query: dict[str, str]) -> AllocationList:
+    allocations = sorted(replica.allocations(), key=lambda a: a.consumer_uuid)
+    page, links = _page(allocations, lambda a: a.consumer_uuid, query, "/v1/allocations")
+    return AllocationList(allocations=[AllocationView.of(a) for a in page], allocations_links=links)
+
+
 async def list_allocations(request: Request) -> Response:
-    return _json(AllocationList(allocations=_svc(request).replica.allocations()))
+    svc = _svc(request)
+    return _json(await svc.run(_list_allocations, svc.replica, _query(request)))
 
 
 async def show_allocation(request: Request) -> Response:
-    return _json(_svc(request).replica.allocation(request.path_params["consumer"]))
+    return _json(AllocationView.of(_svc(request).replica.allocation(request.path_params["consumer"])))
 
 
 async def release(request: Request) -> Response:
@@ -336,17 +413,17 @@ async def release(request: Request) -> Response:
         svc.replica.release(consumer)
         return svc.replica.sync()
 
-    return _json(Written(revision=await svc.run(released)))
+    return _deleted(await svc.run(released))
 
 
 async def confirm_move(request: Request) -> Response:
     svc = _svc(request)
-    return _json(await svc.run(svc.replica.confirm_move, request.path_params["migration"]))
+    return _json(AllocationView.of(await svc.run(svc.replica.confirm_move, request.path_params["migration"])))
 
 
 async def revert_move(request: Request) -> Response:
     svc = _svc(request)
-    return _json(await svc.run(svc.replica.revert_move, request.path_params["migration"]))
+    return _json(AllocationView.of(await svc.run(svc.replica.revert_move, request.path_params["migration"])))
 
 
 async def update_instances(request: Request) -> Response:
@@ -358,9 +435,8 @@ async def update_instances(request: Request) -> Response:
 
 async def delete_instance(request: Request) -> Response:
     svc = _svc(request)
-    revision = await svc.run(svc.replica.delete_instance_info, request.path_params["host"],
-                             request.path_params["instance"])
-    return _json(Written(revision=revision))
+    return _deleted(await svc.run(svc.replica.delete_instance_info, request.path_params["host"],
+                                  request.path_params["instance"]))
 
 
 def _route(path: str, endpoint: Callable[[Request], Awaitable[Response]], methods: list[str]) -> Route:
@@ -386,6 +462,7 @@ ROUTES = [
     _route("/v1/resource-stats/batch", report_batch, methods=["POST"]),
     _route("/v1/hosts", list_hosts, methods=["GET"]),
     _route("/v1/hosts/{host}", show_host, methods=["GET"]),
+    _route("/v1/hosts/{host}", update_host, methods=["PATCH"]),
     _route("/v1/hosts/{host}", delete_host, methods=["DELETE"]),
     _route("/v1/aggregates", list_aggregates, methods=["GET"]),
     _route("/v1/aggregates/{id}", show_aggregate, methods=["GET"]),

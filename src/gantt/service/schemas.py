@@ -6,6 +6,7 @@ module only adds the envelopes around them. The client imports it too, so it mus
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import msgspec
@@ -67,6 +68,8 @@ ERRORS: dict[int, type[GanttError]] = {
 }
 
 PROBLEM_JSON = "application/problem+json"
+# A DELETE answers 204 No Content; the store revision that holds it comes in this header.
+REVISION_HEADER = "Gantt-Revision"
 
 # -------------------------------------------------------------------------------------------- requests
 
@@ -125,7 +128,8 @@ class HostInfo(Struct):
     hypervisor_type: str | None = None
     hypervisor_version: int | None = None
     forced_down: bool = False
-    updated_at: float | None = None
+    disabled_reason: str | None = None
+    updated_at: datetime | None = None
     # Seconds since the node last reported (None: never); past ``service_down_time`` the node is down.
     last_report_seconds_ago: float | None = None
     num_io_ops: int = 0
@@ -140,16 +144,66 @@ class HostInfo(Struct):
     allocations: list[str] = field(default_factory=list)
 
 
+class Link(Struct):
+    rel: str
+    href: str
+
+
 class HostList(Struct):
+    """A page of nodes in (host, nodename) order; ``hosts_links`` has a ``next`` link when more follow."""
+
     hosts: list[HostInfo]
+    hosts_links: list[Link] = field(default_factory=list)
 
 
 class AggregateList(Struct):
     aggregates: list[Aggregate]
 
 
+def timestamp(epoch: float | None) -> datetime | None:
+    """An instant the model keeps as epoch seconds, as the API shows it (ISO 8601, UTC); None: never."""
+    if epoch is None or not epoch > 0 or epoch == float("inf"):
+        return None
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+def epoch(instant: datetime | None) -> float:
+    return instant.timestamp() if instant is not None else 0.0
+
+
+class AllocationView(Struct, omit_defaults=True):
+    """``gantt.model.Allocation`` on the wire: the same fields, ``created_at`` in ISO 8601."""
+
+    consumer_uuid: str
+    host: str
+    nodename: str
+    resources: dict[str, int]
+    project_id: str | None = None
+    user_id: str | None = None
+    request_id: str | None = None
+    created_at: datetime | None = None
+    confirmed: bool = False
+    group: str | None = None
+    migration_uuid: str | None = None
+    instance_uuid: str | None = None
+
+    @classmethod
+    def of(cls, allocation: Allocation) -> AllocationView:
+        fields = msgspec.structs.asdict(allocation)
+        fields["created_at"] = timestamp(allocation.created_at)
+        return cls(**fields)
+
+    def to_model(self) -> Allocation:
+        fields = msgspec.structs.asdict(self)
+        fields["created_at"] = epoch(self.created_at)
+        return Allocation(**fields)
+
+
 class AllocationList(Struct):
-    allocations: list[Allocation]
+    """A page of allocations in consumer order; ``allocations_links`` has a ``next`` link when more follow."""
+
+    allocations: list[AllocationView]
+    allocations_links: list[Link] = field(default_factory=list)
 
 
 class Selections(Struct):
@@ -165,15 +219,10 @@ class Candidates(Struct):
     explanation: Explanation
 
 
-class VersionLink(Struct):
-    rel: str
-    href: str
-
-
 class ApiVersion(Struct):
     id: str
     status: str
-    links: list[VersionLink]
+    links: list[Link]
 
 
 class Versions(Struct):
@@ -184,7 +233,7 @@ class Versions(Struct):
 
 
 def versions() -> Versions:
-    return Versions(versions=[ApiVersion(id="v1", status="CURRENT", links=[VersionLink(rel="self", href="/v1/")])],
+    return Versions(versions=[ApiVersion(id="v1", status="CURRENT", links=[Link(rel="self", href="/v1/")])],
                     release=__version__)
 
 
@@ -200,7 +249,18 @@ class Health(Struct):
     hosts: int
     hosts_up: int
     seconds_since_sync: float
-    last_write_error: WriteFailure | None = None
+    last_write_error: LastWriteError | None = None
+
+
+class LastWriteError(Struct):
+    """The last write the store could not make: when, and the error it gave."""
+
+    at: datetime
+    message: str
+
+    @classmethod
+    def of(cls, failure: WriteFailure) -> LastWriteError:
+        return cls(at=timestamp(failure.at) or datetime.fromtimestamp(0, UTC), message=failure.message)
 
 
 class Problem(Struct, omit_defaults=True):
@@ -217,7 +277,7 @@ class Problem(Struct, omit_defaults=True):
 # ------------------------------------------------------------------------------------------- OpenAPI
 
 _COMPONENTS = (Versions, ReportIn, ReportBatchIn, InstancesIn, Aggregate, RequestSpec, Written, HostInfo, HostList,
-               AggregateList, Allocation, AllocationList, Selections, Candidates, Health, Problem)
+               AggregateList, AllocationView, AllocationList, Selections, Candidates, Health, Problem)
 
 
 def _json(name: str) -> dict[str, Any]:
@@ -260,8 +320,29 @@ def _op(summary: str, *, ok: str | None = None, body: str | None = None, errors:
     return op
 
 
+def _deleted(op: dict[str, Any]) -> dict[str, Any]:
+    op["responses"]["204"] = {
+        "description": "Done; no body. The store revision that holds the change is in the Gantt-Revision header",
+        "headers": {REVISION_HEADER: {"description": "the store revision that holds the change",
+                                      "schema": {"type": "integer", "minimum": 0}}}}
+    return op
+
+
+_PAGING = [
+    {"name": "limit", "in": "query", "required": False,
+     "schema": {"type": "integer", "minimum": 1, "maximum": 1000},
+     "description": "At most this many items (1-1000); without it, every item"},
+]
+
+
+def _marker(description: str) -> dict[str, Any]:
+    return {"name": "marker", "in": "query", "required": False,
+            "schema": {"type": "string", "minLength": 1, "maxLength": 2 * MAX_TEXT + 1},
+            "description": description + "; one that names nothing is a 400"}
+
+
 def _move_op(summary: str) -> dict[str, Any]:
-    op = _op(summary, ok="Allocation", errors=(404, 409, 503))
+    op = _op(summary, ok="AllocationView", errors=(404, 409, 503))
     op["responses"]["404"] = _problem("No move in progress under this migration (never made, confirmed or "
                                       "reverted already)")
     op["responses"]["409"] = _problem("Not a migration; or (revert) the instance was released or moved on since")
@@ -333,6 +414,11 @@ def _state_limits(schemas: dict[str, Any]) -> None:
     spec["description"] = "`flavor`, or `resources` without one (then they replace the flavor's amounts)."
 
 
+def _json_op(op: dict[str, Any]) -> dict[str, Any]:
+    op["responses"]["200"] = {"description": "OK", "content": {"application/json": {"schema": {"type": "object"}}}}
+    return op
+
+
 def _text(op: dict[str, Any]) -> dict[str, Any]:
     op["responses"]["200"] = {"description": "OK", "content": {"text/plain": {"schema": {"type": "string"}}}}
     return op
@@ -353,7 +439,9 @@ def openapi() -> dict[str, Any]:
     """The OpenAPI 3.1 document the service serves at /openapi.json."""
     _, components = msgspec.json.schema_components(_COMPONENTS, ref_template="#/components/schemas/{name}")
     _state_limits(components)
-    return {
+    from gantt.service import apidoc  # its examples are built from this module's types
+
+    document = {
         "openapi": "3.1.0",
         "info": {"title": "Gantt scheduler", "version": __version__,
                  "description": "Errors are application/problem+json (RFC 9457). Every call but / and /health "
@@ -365,6 +453,8 @@ def openapi() -> dict[str, Any]:
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}],
     }
+    apidoc.annotate(document)
+    return document
 
 
 def _paths() -> dict[str, Any]:
@@ -372,17 +462,29 @@ def _paths() -> dict[str, Any]:
         "/": {"get": _op("The API versions this service speaks (no token needed)", ok="Versions", open_=True)},
         "/health": {"get": _health()},
         "/metrics": {"get": _text(_op("Prometheus text metrics"))},
-        "/openapi.json": {"get": _op("This document")},
+        "/openapi.json": {"get": _json_op(_op("This document"))},
         "/v1/resource-stats": {"post": _op("update_resource_stats(name, stats): one host report", ok="Written",
                                            body="ReportIn", errors=_WRITE_ERRORS)},
         "/v1/resource-stats/batch": {"post": _op("Several host reports, applied atomically", ok="Written",
                                                  body="ReportBatchIn", errors=_WRITE_ERRORS)},
-        "/v1/hosts": {"get": _op("Every compute node", ok="HostList")},
+        "/v1/hosts": {"get": _op(
+            "Compute nodes, in (host, node) order, a page at a time", ok="HostList",
+            params=[*_PAGING, _marker("Start after this node: its host name, or \"host/node\" for a node named "
+                                      "otherwise (the last item of the previous page; `hosts_links` has it)")])},
         "/v1/hosts/{host}": {
             "parameters": [_path_param("host")],
             "get": _op("One compute node", ok="HostInfo", errors=(400, 404), params=[_NODE]),
-            "delete": _op("Forget a host (or one of its nodes) and the allocations on it", ok="Written",
-                          errors=(404, 503), params=[_NODE]),
+            "patch": _op(
+                "Change a node's record as an operator: merged as a report is, without counting as one",
+                ok="Written", body="HostStats", errors=(404, 409, 503), params=[_NODE],
+                description="Nova's `openstack compute service set --disable --disable-reason`: send "
+                            "`{\"service\": {\"disabled\": true, \"disabled_reason\": \"…\"}}`. A disabled "
+                            "node keeps its record and allocations; ComputeFilter removes it. Unlike a report, "
+                            "this leaves the node's last-report time as it is: a host that stopped reporting "
+                            "stays down. Without `node`, every node of the host changes. 409: the host kept "
+                            "reporting while the change was made; try again."),
+            "delete": _deleted(_op("Forget a host (or one of its nodes) and the allocations on it", status="204",
+                                   errors=(404, 503), params=[_NODE])),
         },
         "/v1/aggregates": {"get": _op("Every aggregate", ok="AggregateList")},
         "/v1/aggregates/{id}": {
@@ -390,7 +492,7 @@ def _paths() -> dict[str, Any]:
             "get": _op("One aggregate", ok="Aggregate", errors=(404,)),
             "put": _op("Create or replace an aggregate (the body's id must match the path)", ok="Written",
                        body="Aggregate", errors=_WRITE_ERRORS),
-            "delete": _op("Delete an aggregate", ok="Written", errors=(404, 503)),
+            "delete": _deleted(_op("Delete an aggregate", status="204", errors=(404, 503))),
         },
         "/v1/select_destinations": {"post": _op(
             "Choose and claim a node per instance", ok="Selections", body="RequestSpec", errors=(409, 503),
@@ -407,11 +509,14 @@ def _paths() -> dict[str, Any]:
             ok="Candidates", body="RequestSpec",
             params=[_query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
                            "At most this many candidates")])},
-        "/v1/allocations": {"get": _op("Every allocation", ok="AllocationList")},
+        "/v1/allocations": {"get": _op(
+            "Allocations, in consumer order, a page at a time", ok="AllocationList",
+            params=[*_PAGING, _marker("Start after this consumer (the last item of the previous page; "
+                                      "`allocations_links` has it)")])},
         "/v1/allocations/{consumer}": {
             "parameters": [_path_param("consumer")],
-            "get": _op("The allocation a consumer holds", ok="Allocation", errors=(404,)),
-            "delete": _op("Release a consumer's allocation", ok="Written", errors=(404, 503)),
+            "get": _op("The allocation a consumer holds", ok="AllocationView", errors=(404,)),
+            "delete": _deleted(_op("Release a consumer's allocation", status="204", errors=(404, 503))),
         },
         "/v1/migrations/{migration}/confirm": {
             "parameters": [_path_param("migration")],
@@ -431,8 +536,8 @@ def _paths() -> dict[str, Any]:
         },
         "/v1/instances/{host}/{instance}": {
             "parameters": [_path_param("host"), _path_param("instance")],
-            "delete": _op("delete_instance_info: the host no longer runs this instance", ok="Written",
-                          errors=(404, 503)),
+            "delete": _deleted(_op("delete_instance_info: the host no longer runs this instance",
+                                   status="204", errors=(404, 503))),
         },
     }
 
@@ -440,13 +545,17 @@ def _paths() -> dict[str, Any]:
 __all__ = [
     "ERRORS",
     "PROBLEM_JSON",
+    "REVISION_HEADER",
     "AggregateList",
     "AllocationList",
+    "AllocationView",
     "Candidates",
     "Health",
     "HostInfo",
     "HostList",
     "InstancesIn",
+    "LastWriteError",
+    "Link",
     "MethodNotAllowed",
     "NoValidHost",
     "PayloadTooLarge",

@@ -80,6 +80,9 @@ class HostTable:
         # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
         self._static_revision = next(_STATIC_EPOCHS) << 32
         self._stale_reports = 0  # reports ignored because the node had applied a newer one
+        # Why an operator disabled a node (Nova's service.disabled_reason): shown, never filtered on, so kept
+        # beside the columns for the few nodes that have one.
+        self._disabled_reasons: dict[NodeKey, str] = {}
         self._listeners: list[Callable[[str, Any], None]] = []
         self._static_values: tuple[int, dict[Hashable, Any]] = (-1, {})  # see static_cache
         self._columns = Columns(initial_rows)
@@ -270,6 +273,9 @@ class HostTable:
     def node_caps(self, row: int) -> HostCaps:
         return self._columns.node_caps(row)
 
+    def disabled_reason(self, key: NodeKey) -> str | None:
+        return self._disabled_reasons.get(key)
+
     def node_traits(self, row: int) -> frozenset[str]:
         return self._columns.node_traits(row)
 
@@ -376,6 +382,11 @@ class HostTable:
                 static = True
             stats = report.stats
             static |= apply_stats(columns, row, stats, self._default_ratios)
+            if stats.service is not None:
+                if stats.service.disabled and stats.service.disabled_reason:
+                    self._disabled_reasons[key] = stats.service.disabled_reason
+                else:
+                    self._disabled_reasons.pop(key, None)
             if stats.instances is not None:
                 listed = self._instances.report(row, key[0], stats.instances, held=self._ledger)
                 columns.reports_instances[row] = True
@@ -412,6 +423,7 @@ class HostTable:
             self._layout += 1  # before any row moves: see ``layout``
             for key in keys:
                 self._ledger.drop_node(key)
+                self._disabled_reasons.pop(key, None)
                 row = columns.row_of[key]
                 last = columns.remove_row(row)
                 self._instances.remove_row(row, last, key[0])
