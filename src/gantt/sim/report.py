@@ -121,7 +121,10 @@ def slug(text: str) -> str:
 
 
 def plot_stem(results: list[dict[str, Any]], point: str | None = None) -> str:
-    stem = "-vs-".join(slug(r["scenario"]) for r in results)
+    names = [r["scenario"] for r in results]
+    if len(set(names)) < len(names):  # a comparison of one scenario under two policies
+        names = [f"{r['scenario']}-{r['policy']}" for r in results]
+    stem = "-vs-".join(slug(name) for name in names)
     return f"{stem}-{slug(point)}" if point else stem
 
 
@@ -133,9 +136,12 @@ def _interval(timeline: dict[str, Any]) -> str:
 def _new_figure(width: float, height: float) -> Any:
     # A bare Figure, not pyplot: nothing global to close, and tests can read its texts. The constrained layout
     # makes room for every title, label, tick label and legend (tight_layout ignores the figure's title).
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    return Figure(figsize=(width, height), layout="constrained")
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)  # PNG output, and a renderer to lay the texts out with
+    return fig
 
 
 def _legend(ax: Any) -> None:

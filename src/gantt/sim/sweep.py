@@ -203,8 +203,10 @@ def plan_sweep(data: dict[str, Any], axes: list[Axis], source: str, *, seed: int
         scenarios = []
         for s in seeds:
             point_data["seed"] = s
-            where = f"{source} [{label}, seed={s}]"
-            scenarios.append(parse_scenario(msgspec.json.decode(msgspec.json.encode(point_data)), where))
+            try:
+                scenarios.append(parse_scenario(msgspec.json.decode(msgspec.json.encode(point_data)), source))
+            except ScenarioError as exc:  # say which point of the grid the scenario cannot run at
+                raise ScenarioError(f"at {label} seed={s}: {exc.message}", field=exc.field) from None
         points.append(Point(parameters=parameters, label=label, scenarios=scenarios))
     return SweepPlan(name=points[0].scenarios[0].name, axes=axes, seeds=seeds, points=points)
 
@@ -319,7 +321,7 @@ def summarize(plan: SweepPlan, results: list[list[dict[str, Any]]]) -> dict[str,
                 "ci95_high": None if half is None else _round(mean + half),
                 "values": [_round(v) for v in values],
             }
-        points.append({"label": point.label, "parameters": point.parameters,
+        points.append({"label": point.label, "parameters": point.parameters, "hosts": runs[0]["hosts"],
                        "invariants_hold": all(invariants_hold(r) for r in runs), "figures": summary})
     first = every[0]
     return {
