@@ -303,3 +303,16 @@ def test_the_progress_bar_shows_an_eta_on_a_terminal_only() -> None:
     # not a terminal: no bar at all
     done = gantt("simulate", SMALL, "--requests", "100")
     assert done.returncode == 0 and "ETA" not in done.stderr and "━" not in done.stderr
+
+
+def test_without_a_seed_axis_each_point_runs_once_and_has_no_interval() -> None:
+    from gantt.sim.cli import sweep_table
+
+    plan = plan_sweep(scenario_data(), [parse_axis("policy.kind=gantt,nova-classic")], SMALL, seed=9)
+    summary = summarize(plan, run_sweep(plan, max_requests=100, jobs=1))
+    assert summary["sweep"]["seeds"] == [9] and summary["sweep"]["t"] is None
+    assert summary["policy"] == ["gantt", "nova-classic"]  # varied: not claimed to be one of them
+    placed = summary["points"][1]["figures"]["instances.placed"]
+    assert placed["n"] == 1 and placed["ci95_half_width"] is None and placed["ci95_low"] is None
+    title = str(sweep_table(summary).title)
+    assert title.startswith("Sweep of small:") and "seed 9" in title and "no interval" in title

@@ -24,10 +24,18 @@ from rich.progress import (
 from rich.table import Table
 
 from gantt.allocator import keep_freed_memory
-from gantt.sim.report import print_summary, write_plots, write_sweep_plots
+from gantt.sim.report import print_summary, run_title, write_plots, write_sweep_plots
 from gantt.sim.scenario import Scenario, ScenarioError, load_scenario, read_scenario_data
 from gantt.sim.simulator import Simulation
-from gantt.sim.sweep import format_estimate, invariants_hold, parse_axis, plan_sweep, run_sweep, summarize, sweep_csv
+from gantt.sim.sweep import (
+    format_estimate,
+    invariants_hold,
+    parse_axis,
+    plan_sweep,
+    run_sweep,
+    summarize,
+    sweep_csv,
+)
 
 INVALID = 2  # exit status of a bad scenario or option; 1 is an invariant that broke
 
@@ -37,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="gantt simulate",
         description="Run the real Gantt engine against a simulated cloud on a virtual clock. A run is a function "
                     "of its scenario and seed: run it again, get the same results (wall-clock figures apart).",
-        epilog="sweep KEY: seed (the replicates the 95%% interval is over), hosts (the cloud's size, through "
+        epilog="sweep KEY: seed (the replicates the 95% interval is over), hosts (the cloud's size, through "
                "cloud.racks_per_az), filters.OPTION (policy.config.filter_scheduler.OPTION), or any path into the "
                "scenario as in TOML (workload.rate, control_plane.schedulers, workload.flavors[0].weight). "
                "VALUES: a comma list of scalars and integer ranges A..B, e.g. seed=1..20 or hosts=400,800.")
@@ -134,10 +142,10 @@ def _write(text: str, out: str, what: str, err: Console) -> None:
 
 
 def _table_console(to_stderr: bool, err: Console) -> Console:
-    if to_stderr:
-        return err
-    out = Console()
-    return out if out.is_terminal else Console(width=240)  # piped: a file has room, do not fold the columns
+    """Where the table goes: stdout, or stderr when stdout carries JSON or CSV. Piped, a file has room: the
+    columns are not folded to 80 characters."""
+    out = err if to_stderr else Console()
+    return out if out.is_terminal else Console(stderr=to_stderr, width=240)
 
 
 def _sweep(args: argparse.Namespace, err: Console, decision_time: float | str | None) -> int:
@@ -173,7 +181,7 @@ def sweep_table(summary: dict[str, Any]) -> Table:
     seeds = summary["sweep"]["seeds"]
     over = (f"mean ± 95% CI half-width, Student t over {len(seeds)} seeds ({seeds[0]}..{seeds[-1]})"
             if len(seeds) > 1 else f"one run per point (seed {seeds[0]}): no interval")
-    table = Table(title=f"Sweep of {summary['scenario']} ({summary['policy']}): {over}")
+    table = Table(title=f"Sweep of {run_title(summary)}: {over}")
     table.add_column("figure", style="bold")
     table.add_column("unit")
     points = summary["points"]

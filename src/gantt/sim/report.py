@@ -231,6 +231,12 @@ def timeline_figures(results: list[dict[str, Any]], point: str | None = None) ->
     return figures
 
 
+def run_title(summary: dict[str, Any]) -> str:
+    """``small (gantt)``, or the scenario's name alone when a sweep varies the policy."""
+    policy = summary["policy"]
+    return summary["scenario"] + (f" ({policy})" if isinstance(policy, str) else "")
+
+
 def sweep_figure(summary: dict[str, Any]) -> Any:
     """Each headline figure against the sweep's points: the mean, with its 95 % interval as an error bar."""
     points = summary["points"]
@@ -256,7 +262,7 @@ def sweep_figure(summary: dict[str, Any]) -> Any:
     sweep = summary["sweep"]
     seeds = sweep["seeds"]
     over = f"{len(seeds)} seeds ({seeds[0]}–{seeds[-1]})" if len(seeds) > 1 else f"seed {seeds[0]}, no interval"
-    fig.suptitle(f"{summary['scenario']} ({summary['policy']}): mean and 95 % CI (Student t) over {over}")
+    fig.suptitle(f"{run_title(summary)}: mean and 95 % CI (Student t) over {over}")
     return fig
 
 

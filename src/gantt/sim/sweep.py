@@ -302,6 +302,14 @@ def invariants_hold(r: dict[str, Any]) -> bool:
                 or inv["builds_on_lost_hosts"])
 
 
+def _common(values: list[Any]) -> Any:
+    distinct: list[Any] = []
+    for value in values:
+        if value not in distinct:
+            distinct.append(value)
+    return distinct[0] if len(distinct) == 1 else distinct
+
+
 def summarize(plan: SweepPlan, results: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """The sweep as JSON: per point, each figure's mean, 95 % interval and per-seed values. Everything outside
     ``wall_clock`` repeats exactly when the sweep is run again."""
@@ -323,11 +331,10 @@ def summarize(plan: SweepPlan, results: list[list[dict[str, Any]]]) -> dict[str,
             }
         points.append({"label": point.label, "parameters": point.parameters, "hosts": runs[0]["hosts"],
                        "invariants_hold": all(invariants_hold(r) for r in runs), "figures": summary})
-    first = every[0]
     return {
         "scenario": plan.name,
-        "policy": first["policy"],
-        "decision_time": first["decision_time"],
+        "policy": _common([r["policy"] for r in every]),  # a list when the sweep varies it
+        "decision_time": _common([r["decision_time"] for r in every]),
         "reproducible": all(r["reproducible"] for r in every),
         "sweep": {"axes": {a.key: list(a.values) for a in plan.axes if a.path != ("seed",)},
                   "seeds": plan.seeds, "runs": plan.runs,
