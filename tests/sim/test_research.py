@@ -103,6 +103,7 @@ def test_sweep_values_and_keys() -> None:
     (["workload..rate=1"], "not a path"),
     (["workload.rate=[1]"], "only scalars"),
     (["workload.rate=1", "workload.rate=2"], "given twice"),
+    (["hosts=80", "cloud.racks_per_az=4"], "sweep one or the other"),
     (["workload.rat=1,2"], "workload"),  # the scenario's own validation names the field
     (["cloud.hosts_per_rack=0"], "hosts_per_rack"),
     (["hosts=80,40"], "at hosts=40 seed=42: failures[0].rack: unknown rack 'az1-r2'"),  # the point is named

@@ -165,7 +165,7 @@ class Point:
 class SweepPlan:
     name: str
     axes: list[Axis]
-    seeds: list[int]
+    seeds: list[Any]  # ints once every point has been validated
     points: list[Point]
 
     @property
@@ -183,10 +183,13 @@ def plan_sweep(data: dict[str, Any], axes: list[Axis], source: str, *, seed: int
     if seed_axes and seed is not None:
         raise _error("give the seeds either with --seed or with --sweep seed=…, not both")
     grid = [a for a in axes if a.path != ("seed",)]
+    if ("hosts",) in keys and ("cloud", "racks_per_az") in keys:
+        raise _error("hosts sets cloud.racks_per_az: sweep one or the other")
     base = msgspec.json.decode(msgspec.json.encode(data))  # a deep copy the axes can write into
     if decision_time is not None:
         base.setdefault("control_plane", {})["decision_time"] = decision_time
-    seeds = list(seed_axes[0].values) if seed_axes else [seed if seed is not None else int(data.get("seed", 0))]
+    # (the scenario's own seed is validated with the rest of it below)
+    seeds = list(seed_axes[0].values) if seed_axes else [seed if seed is not None else data.get("seed", 0)]
     points: list[Point] = []
     for combo in itertools.product(*(a.values for a in grid)):
         point_data = msgspec.json.decode(msgspec.json.encode(base))
