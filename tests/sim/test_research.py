@@ -273,7 +273,7 @@ def run_on_a_terminal(*args: str) -> tuple[int, str]:
     master, slave = pty.openpty()
     env = dict(os.environ, COLUMNS="160", TERM="xterm-256color")
     proc = subprocess.Popen([sys.executable, "-m", "gantt", *args], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=slave, env=env)
+                            stdout=subprocess.DEVNULL, stderr=slave, env=env, start_new_session=True)
     os.close(slave)
     chunks: list[bytes] = []
     while True:
