@@ -42,6 +42,15 @@ def assert_truth_sound(sim: Simulation) -> None:
         assert not len(over), f"{rc} overcommitted on {[truth.host_names[i] for i in over[:5]]}"
 
 
+def assert_disk_matches_the_truth(sim: Simulation, r: dict[str, Any]) -> None:
+    """The disk figure is the truth's DISK_GB used over capacity, on the hosts really up at the end."""
+    up = ~sim.dead
+    cap = sim.truth.rc_col("capacity", "DISK_GB")
+    assert cap is not None
+    used = sim.truth.used("DISK_GB")
+    assert r["final"]["utilization_all"]["DISK_GB"] == pytest.approx(float(used[up].sum() / cap[up].sum()))
+
+
 @pytest.mark.parametrize("policy", ["gantt", "nova-classic"])
 def test_small_scenario_keeps_the_invariants(policy: str) -> None:
     sim, r = run(scenario_data(**{"policy.kind": policy}))
@@ -53,13 +62,26 @@ def test_small_scenario_keeps_the_invariants(policy: str) -> None:
     assert req["total"] == 3000 == req["placed"] + req["failed"] + req["partial"]
     assert inst["requested"] == inst["placed"] + inst["failed"]
     assert inst["placed"] > 0.5 * inst["requested"]
-    assert r["engine"]["decisions"] == req["total"]
+    assert r["decisions"] == req["total"]
     # every kind of failure happened, and the scheduler came back
     assert [f["kind"] for f in r["failures"]] == ["rack_lost", "host_flap", "scheduler_crash"]
     assert r["timeline"]["schedulers_up"][-1] == 3
     assert min(r["timeline"]["schedulers_up"]) == 2
     if policy == "gantt":  # issue 10: a server group's policy holds through retries to alternates too
         assert inv["server_group_violations"] == 0
+    # Issue 17: failure reasons are counted in one unit, instances, and add up to the instances that failed
+    failed = r["failed_instances"]
+    assert failed["unit"] == "instances" and failed["total"] == inst["failed"] > 0
+    assert sum(failed["by_reason"].values()) == inst["failed"]
+    assert sum(failed["no_valid_host_by_filter"].values()) == failed["by_reason"].get("NoValidHost", 0) > 0
+    # Issue 17: disk beside vCPU and RAM, per zone and over the cloud, at the end and over time
+    final = r["final"]
+    assert list(final["utilization"]) == ["VCPU", "MEMORY_MB", "DISK_GB"]
+    for rc in ("VCPU", "MEMORY_MB", "DISK_GB"):
+        assert set(final["utilization"][rc]) == {"az1", "az2"}
+        assert 0 < final["utilization_all"][rc] <= 1
+        assert len(r["timeline"]["utilization"][rc]["az1"]) == len(r["timeline"]["t"])
+    assert_disk_matches_the_truth(sim, r)
 
 
 def test_retries_to_alternates_never_break_a_server_group() -> None:
@@ -94,12 +116,31 @@ def test_fenced_rack_is_avoided_once_replicas_see_the_report() -> None:
     assert all(sim.truth.col("forced_down")[sim.layout.rack_hosts("az1-r2")])
 
 
-def test_fixed_decision_time_is_reproducible() -> None:
-    data = scenario_data(**{"control_plane.decision_time": 0.001})
+def without_wall_clock(body: dict[str, Any]) -> str:
+    assert "wall_seconds" in body.pop("wall_clock")
+    return json.dumps(body, indent=1)
+
+
+def test_a_run_is_reproducible_by_default() -> None:
+    """Issue 17 item 8: the same scenario and seed give the same results; only the wall_clock section differs."""
+    data = scenario_data()
+    del data["control_plane"]["decision_time"]  # the default
     _, a = run(data, requests=800)
     _, b = run(data, requests=800)
-    for key in ("requests", "instances", "conflicts", "retries", "no_valid_host", "decision_latency"):
-        assert a[key] == b[key], key
+    assert a["decision_time"] == 0.001 and a["reproducible"]
+    assert without_wall_clock(a) == without_wall_clock(b)
+    _, c = run(scenario_data(seed=7), requests=800)  # and the seed matters
+    assert c["instances"] != a["instances"] or c["timeline"]["utilization"] != a["timeline"]["utilization"]
+
+
+def test_a_measured_decision_time_is_opt_in_and_said(tmp_path: Path) -> None:
+    _, r = run(scenario_data(**{"control_plane.decision_time": "measured"}), requests=200)
+    assert r["decision_time"] == "measured" and not r["reproducible"]
+    out = tmp_path / "m.json"
+    assert main([str(EXAMPLES / "small.toml"), "--requests", "50", "--quiet", "--decision-time", "measured",
+                 "--json", str(out)]) == 0
+    body = json.loads(out.read_text())
+    assert body["decision_time"] == "measured" and body["reproducible"] is False
 
 
 def test_compare_mode_writes_both_runs_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -115,8 +156,8 @@ def test_compare_mode_writes_both_runs_and_plots(tmp_path: Path, capsys: pytest.
     # Nova discovers conflicts at build time; Gantt at claim time, before anything is sent to a host.
     assert body["b"]["conflicts"]["build_rejections"] > 0
     assert body["a"]["conflicts"]["build_rejections"] == 0
-    for name in ("utilization.png", "retries.png", "capacity.png"):
-        assert (tmp_path / "plots" / name).stat().st_size > 10_000
+    for kind in ("utilization", "retries", "capacity"):  # one scenario under two policies: both in the name
+        assert (tmp_path / "plots" / f"contended-gantt-vs-contended-nova-classic-{kind}.png").stat().st_size > 10_000
     table = capsys.readouterr().out
     assert "contended (gantt)" in table and "contended (nova-classic)" in table
 
@@ -171,8 +212,8 @@ def test_seed_and_decision_time_from_the_command_line_make_a_run_reproducible(
         assert main([str(EXAMPLES / "small.toml"), "--requests", "300", "--quiet", "--seed", "5",
                      "--decision-time", "0.001", "--json", str(out)]) == 0
         bodies.append(json.loads(out.read_text()))
-    for key in ("requests", "instances", "conflicts", "retries", "no_valid_host", "decision_latency"):
-        assert bodies[0][key] == bodies[1][key], key
+    assert bodies[0]["seed"] == 5 and bodies[0]["decision_time"] == 0.001
+    assert without_wall_clock(bodies[0]) == without_wall_clock(bodies[1])
     assert main([str(EXAMPLES / "small.toml"), "--decision-time", "soon"]) == 2
     assert "--decision-time must be a number" in capsys.readouterr().err
 

@@ -1,72 +1,195 @@
-"""``gantt simulate SCENARIO.toml`` and ``gantt simulate --compare A.toml B.toml``."""
+"""``gantt simulate SCENARIO.toml``, ``gantt simulate --compare A.toml B.toml`` and
+``gantt simulate SCENARIO.toml --sweep KEY=VALUES ...``."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import msgspec
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
 
 from gantt.allocator import keep_freed_memory
-from gantt.sim.report import print_summary, write_plots
-from gantt.sim.scenario import Scenario, ScenarioError, load_scenario
+from gantt.sim.report import print_summary, run_title, write_plots, write_sweep_plots
+from gantt.sim.scenario import Scenario, ScenarioError, load_scenario, read_scenario_data
 from gantt.sim.simulator import Simulation
+from gantt.sim.sweep import (
+    format_estimate,
+    invariants_hold,
+    parse_axis,
+    plan_sweep,
+    run_sweep,
+    summarize,
+    sweep_csv,
+)
+
+INVALID = 2  # exit status of a bad scenario or option; 1 is an invariant that broke
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gantt simulate",
-                                description="Run the real Gantt engine against a simulated cloud on a virtual clock.")
+    p = argparse.ArgumentParser(
+        prog="gantt simulate",
+        description="Run the real Gantt engine against a simulated cloud on a virtual clock. A run is a function "
+                    "of its scenario and seed: run it again, get the same results (wall-clock figures apart).",
+        epilog="sweep KEY: seed (the replicates the 95% interval is over), hosts (the cloud's size, through "
+               "cloud.racks_per_az), filters.OPTION (policy.config.filter_scheduler.OPTION), or any path into the "
+               "scenario as in TOML (workload.rate, control_plane.schedulers, workload.flavors[0].weight). "
+               "VALUES: a comma list of scalars and integer ranges A..B, e.g. seed=1..20 or hosts=400,800.")
     p.add_argument("scenario", nargs="?", help="scenario TOML file")
     p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="run two scenarios and show them side by side")
+    p.add_argument("--sweep", action="append", metavar="KEY=VALUES",
+                   help="run the scenario over these values (repeat for a grid); with seed=A..B, report each "
+                        "point's mean and 95%% confidence interval over the seeds (see below)")
+    p.add_argument("--jobs", type=int, default=1, metavar="N",
+                   help="sweep: run N simulations at once in separate processes (default 1; each holds its whole "
+                        "cloud in memory). Results do not depend on N")
     p.add_argument("--json", dest="json_out", metavar="OUT", help="write the metrics as JSON to OUT ('-': stdout)")
-    p.add_argument("--plots", metavar="DIR", help="write PNG plots to DIR")
+    p.add_argument("--csv", dest="csv_out", metavar="OUT",
+                   help="sweep: write one row per point and figure as CSV to OUT ('-': stdout)")
+    p.add_argument("--plots", metavar="DIR", help="write PNG plots to DIR, named after the scenario (and sweep point)")
     p.add_argument("--requests", type=int, metavar="N", help="stop after N requests (overrides the scenario)")
     p.add_argument("--seed", type=int, metavar="N", help="random seed (overrides the scenario's)")
     p.add_argument("--decision-time", metavar="SECONDS|measured",
-                   help="virtual seconds a decision occupies a scheduler: a number makes runs with one seed "
-                        "identical; 'measured' (the scenarios' default) uses the engine's real time, so runs differ")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+                   help="virtual seconds a decision occupies a scheduler (default: the scenario's, else 0.001). "
+                        "'measured' charges the engine's real time instead: bursts queue as they would, but runs "
+                        "with one seed then differ")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
     return p
 
 
-def _overridden(scenario: Scenario, seed: int | None, decision_time: str | None) -> Scenario:
+def _decision_time(text: str) -> float | str:
+    if text == "measured":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        raise ScenarioError("--decision-time must be a number of seconds or 'measured'",
+                            field="control_plane.decision_time") from None
+    if not value >= 0 or value == float("inf"):  # also refuses NaN
+        raise ScenarioError("--decision-time must be a finite number >= 0", field="control_plane.decision_time")
+    return value
+
+
+def _overridden(scenario: Scenario, seed: int | None, decision_time: float | str | None) -> Scenario:
     if seed is not None:
         scenario = msgspec.structs.replace(scenario, seed=seed)
     if decision_time is not None:
-        try:
-            value: float | str = decision_time if decision_time == "measured" else float(decision_time)
-        except ValueError:
-            raise ScenarioError("--decision-time must be a number of seconds or 'measured'",
-                                field="control_plane.decision_time") from None
-        if isinstance(value, float) and not (value >= 0 and value == value):
-            raise ScenarioError("--decision-time must be >= 0", field="control_plane.decision_time")
-        plane = msgspec.structs.replace(scenario.control_plane, decision_time=value)
+        plane = msgspec.structs.replace(scenario.control_plane, decision_time=decision_time)
         scenario = msgspec.structs.replace(scenario, control_plane=plane)
     return scenario
 
 
+@contextmanager
+def _progress(console: Console, quiet: bool, description: str, total: float | None, unit: str,
+              extra: str = "") -> Iterator[Callable[..., None] | None]:
+    """A progress bar with the time remaining, or nothing when quiet or when stderr is not a terminal (a log file
+    would fill with redraws)."""
+    if quiet or not console.is_terminal:
+        yield None
+        return
+    columns = [TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit)]
+    if extra:
+        columns.append(TextColumn(extra))
+    columns += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(description, total=total, vt=0.0)
+
+        def update(completed: float, **fields: Any) -> None:
+            progress.update(task, completed=completed, **fields)
+
+        yield update
+
+
 def _run(scenario: Scenario, label: str, *, requests: int | None, quiet: bool, console: Console) -> dict[str, Any]:
     sim = Simulation(scenario, max_requests=requests)
-    total = sim.max_requests
-    if quiet:
-        return sim.run()
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("t={task.fields[vt]:.0f}s"), TimeElapsedColumn(), console=console,
-                  transient=False) as progress:
-        task = progress.add_task(label, total=total, vt=0.0)
+    by_requests = sim.max_requests is not None
+    # A run ends after its requests, or after its duration: the bar counts whichever bounds it.
+    total = float(sim.max_requests) if by_requests else sim.expected_duration
+    with _progress(console, quiet, label, total, "requests" if by_requests else "virtual s",
+                   "t={task.fields[vt]:.0f}s" if by_requests else "") as update:
+        if update is not None:
+            def progress(virtual: float, arrived: float) -> None:
+                update(arrived if by_requests else min(virtual, total), vt=virtual)
 
-        def update(virtual: float, arrived: float) -> None:
-            progress.update(task, completed=arrived, vt=virtual)
-
-        sim.progress = update
+            sim.progress = progress
         results = sim.run()
-        progress.update(task, completed=results["requests"]["total"], vt=results["virtual_seconds"])
+        if update is not None:
+            update(results["requests"]["total"] if by_requests else total, vt=results["virtual_seconds"])
     return results
+
+
+def _write(text: str, out: str, what: str, err: Console) -> None:
+    if out == "-":
+        sys.stdout.write(text)
+        return
+    Path(out).parent.mkdir(parents=True, exist_ok=True)  # a long run must not be lost to a typo
+    Path(out).write_text(text)
+    err.print(f"{what} written to {out}")
+
+
+def _table_console(to_stderr: bool, err: Console) -> Console:
+    """Where the table goes: stdout, or stderr when stdout carries JSON or CSV. Piped, a file has room: the
+    columns are not folded to 80 characters."""
+    out = err if to_stderr else Console()
+    return out if out.is_terminal else Console(stderr=to_stderr, width=240)
+
+
+def _sweep(args: argparse.Namespace, err: Console, decision_time: float | str | None) -> int:
+    try:
+        axes = [parse_axis(text) for text in args.sweep]
+        plan = plan_sweep(read_scenario_data(args.scenario), axes, args.scenario, seed=args.seed,
+                          decision_time=decision_time)
+    except ScenarioError as exc:
+        err.print(f"[red]invalid sweep[/red]: {exc.message}", highlight=False)
+        return INVALID
+    label = f"{plan.name}: {len(plan.points)} point(s) × {len(plan.seeds)} seed(s)"
+    with _progress(err, args.quiet, label, plan.runs, "runs") as update:
+        results = run_sweep(plan, max_requests=args.requests, jobs=args.jobs,
+                            done=None if update is None else lambda n: update(n))
+    summary = summarize(plan, results)
+    stdout_taken = "-" in (args.json_out, args.csv_out)
+    _table_console(stdout_taken, err).print(sweep_table(summary))
+    if args.json_out:
+        _write(json.dumps(summary, indent=1) + "\n", args.json_out, "sweep metrics", err)
+    if args.csv_out:
+        _write(sweep_csv(summary), args.csv_out, "sweep CSV", err)
+    if args.plots:
+        for path in write_sweep_plots(summary, [runs[0] for runs in results], args.plots):
+            err.print(f"plot written to {path}")
+    if not all(p["invariants_hold"] for p in summary["points"]):
+        bad = [p["label"] for p in summary["points"] if not p["invariants_hold"]]
+        err.print(f"[red]an invariant was violated[/red] at {', '.join(bad)}")
+        return 1
+    return 0
+
+
+def sweep_table(summary: dict[str, Any]) -> Table:
+    seeds = summary["sweep"]["seeds"]
+    over = (f"mean ± 95% CI half-width, Student t over {len(seeds)} seeds ({seeds[0]}..{seeds[-1]})"
+            if len(seeds) > 1 else f"one run per point (seed {seeds[0]}): no interval")
+    table = Table(title=f"Sweep of {run_title(summary)}: {over}")
+    table.add_column("figure", style="bold")
+    table.add_column("unit")
+    points = summary["points"]
+    for point in points:
+        table.add_column(point["label"], justify="right")
+    for key, entry in points[0]["figures"].items():
+        table.add_row(entry["label"], entry["unit"], *(format_estimate(p["figures"][key]) for p in points))
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,33 +201,44 @@ def main(argv: list[str] | None = None) -> int:
     keep_freed_memory()
     if (args.scenario is None) == (args.compare is None):
         parser.error("give one SCENARIO.toml, or --compare A.toml B.toml")
-    err = Console(stderr=True)
-    out = Console()
+    if args.sweep and args.compare:
+        parser.error("--sweep runs one scenario; it cannot be combined with --compare")
+    if args.csv_out and not args.sweep:
+        parser.error("--csv writes a sweep's table: give --sweep too (a single run's metrics: --json)")
+    if args.jobs < 1:
+        parser.error("--jobs must be >= 1")
+    if args.jobs > 1 and not args.sweep:
+        parser.error("--jobs runs a sweep's simulations in parallel: give --sweep too")
+    if args.json_out == "-" and args.csv_out == "-":
+        parser.error("--json - and --csv - cannot both write to stdout")
+    if args.requests is not None and args.requests < 0:
+        parser.error("--requests must be >= 0")
+    err = Console(stderr=True, soft_wrap=True)  # a long path printed whole, not folded
+    try:
+        decision_time = None if args.decision_time is None else _decision_time(args.decision_time)
+    except ScenarioError as exc:
+        err.print(f"[red]invalid option[/red]: {exc.message}", highlight=False)
+        return INVALID
+    if args.sweep:
+        return _sweep(args, err, decision_time)
     paths = args.compare or [args.scenario]
     try:
-        scenarios = [_overridden(load_scenario(p), args.seed, args.decision_time) for p in paths]
+        scenarios = [_overridden(load_scenario(p), args.seed, decision_time) for p in paths]
     except ScenarioError as exc:
         err.print(f"[red]invalid scenario[/red]: {exc.message}", highlight=False)
-        return 2
+        return INVALID
     results = []
     for path, scenario in zip(paths, scenarios, strict=True):
         label = f"{Path(path).name} ({scenario.policy.kind})"
         results.append(_run(scenario, label, requests=args.requests, quiet=args.quiet, console=err))
-    print_summary(results, err if args.json_out == "-" else out)  # '-': stdout carries the JSON alone
+    print_summary(results, _table_console(args.json_out == "-", err))  # '-': stdout carries the JSON alone
     if args.json_out:
         body: Any = results[0] if len(results) == 1 else {"a": results[0], "b": results[1]}
-        if args.json_out == "-":
-            sys.stdout.write(json.dumps(body, indent=1) + "\n")
-        else:
-            Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)  # a long run must not be lost to a typo
-            Path(args.json_out).write_text(json.dumps(body, indent=1))
-            err.print(f"metrics written to {args.json_out}")
+        _write(json.dumps(body, indent=1) + "\n", args.json_out, "metrics", err)
     if args.plots:
         for p in write_plots(results, args.plots):
             err.print(f"plot written to {p}")
-    bad = [r for r in results if r["invariants"]["overcommitted_nodes"] or not r["invariants"]["conservation"]
-           or r["invariants"]["claims_after_detection"] or r["invariants"]["builds_on_lost_hosts"]]
-    if bad:
+    if not all(invariants_hold(r) for r in results):
         err.print("[red]an invariant was violated[/red] (see the invariants section)")
         return 1
     return 0

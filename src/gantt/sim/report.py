@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,22 +16,33 @@ def _pct(x: float) -> str:
     return f"{100.0 * x:.1f}%"
 
 
+CLASS_LABELS = {"VCPU": "vCPU", "MEMORY_MB": "RAM", "DISK_GB": "disk"}
+
+
+def class_label(rc: str) -> str:
+    return CLASS_LABELS.get(rc, rc)
+
+
+def _by_reason(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v:,}" for k, v in counts.items()) or "none"
+
+
 def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     inv = r["invariants"]
-    nvh = ", ".join(f"{k}: {v}" for k, v in r["no_valid_host"].items()) or "none"
+    wall = r["wall_clock"]
+    failed = r["failed_instances"]
+    final = r["final"]
     rows = [
         ("policy", r["policy"]),
         ("hosts / schedulers", f"{r['hosts']:,} / {r['schedulers']}"),
-        ("wall time (CPU time)", f"{r['wall_seconds']:.1f} s ({r.get('cpu_seconds', 0.0):.1f} s)"),
-        ("CPU outside the engine", f"{r.get('simulator_overhead_cpu_seconds', 0.0):.1f} s"),
+        ("seed / decision time", f"{r['seed']} / " + (
+            "measured (runs differ)" if r["decision_time"] == "measured" else f"{r['decision_time']:g} s")),
         ("virtual time", f"{r['virtual_seconds']:.1f} s"),
         ("requests (placed / failed / partial)",
          f"{r['requests']['total']:,} ({r['requests']['placed']:,} / {r['requests']['failed']:,} / "
          f"{r['requests']['partial']:,})"),
         ("instances placed / failed",
          f"{r['instances']['placed']:,} / {r['instances']['failed']:,} of {r['instances']['requested']:,}"),
-        ("engine decisions/s (engine CPU time)", f"{r['engine']['decisions_per_second']:,.0f}"),
-        ("engine p50 / p99", f"{r['engine']['p50_ms']:.3f} / {r['engine']['p99_ms']:.3f} ms"),
         ("decision latency p50 / p99 (virtual)",
          f"{r['decision_latency']['p50_ms']:.2f} / {r['decision_latency']['p99_ms']:.2f} ms"),
         ("time to active p50 / p99 (virtual)",
@@ -39,18 +51,26 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("build rejections (compute check)", f"{r['conflicts']['build_rejections']:,}"),
         ("retries (alternates tried)", f"{r['retries']:,}"),
         ("builds failed on dead hosts", f"{r['build_failures_dead_host']:,}"),
-        ("NoValidHost by reason", nvh),
-        ("failed by reason", ", ".join(f"{k}: {v}" for k, v in r["failure_reasons"].items()) or "none"),
-        ("final vCPU utilization", ", ".join(f"{z} {_pct(u)}" for z, u in r["final"]["utilization_vcpu"].items())),
-        ("final RAM utilization", ", ".join(f"{z} {_pct(u)}" for z, u in r["final"]["utilization_ram"].items())),
-        ("stranded vCPU / RAM / disk", f"{_pct(r['final']['stranded_vcpu'])} / {_pct(r['final']['stranded_ram'])}"
-                                       f" / {_pct(r['final'].get('stranded_disk', 0.0))}"),
-        (f"fragmentation ({r['final']['fragmentation_flavor']})", _pct(r["final"]["fragmentation"])),
+        (f"failed {failed['unit']} by reason", _by_reason(failed["by_reason"])),
+        (f"NoValidHost {failed['unit']} by filter", _by_reason(failed["no_valid_host_by_filter"])),
+    ]
+    for rc, zones in final["utilization"].items():
+        rows.append((f"final {class_label(rc)} utilization",
+                     ", ".join(f"{z} {_pct(u)}" for z, u in zones.items())))
+    stranded = final["stranded"]
+    rows += [
+        ("stranded " + " / ".join(class_label(rc) for rc in stranded), " / ".join(_pct(v) for v in
+                                                                                  stranded.values())),
+        (f"fragmentation ({final['fragmentation_flavor']})", _pct(final["fragmentation"])),
         ("overcommitted nodes (must be 0)", str(inv["overcommitted_nodes"])),
         ("placed + failed = requested", "yes" if inv["conservation"] else "NO"),
         ("claims on lost hosts after detection (must be 0)", str(inv["claims_after_detection"])),
         ("builds on lost hosts (must be 0)", str(inv["builds_on_lost_hosts"])),
         ("server group violations", str(inv["server_group_violations"])),
+        ("wall clock: run time (CPU time)", f"{wall['wall_seconds']:.1f} s ({wall['cpu_seconds']:.1f} s)"),
+        ("wall clock: CPU outside the engine", f"{wall['simulator_overhead_cpu_seconds']:.1f} s"),
+        ("wall clock: engine decisions/s (CPU time)", f"{wall['engine']['decisions_per_second']:,.0f}"),
+        ("wall clock: engine p50 / p99", f"{wall['engine']['p50_ms']:.3f} / {wall['engine']['p99_ms']:.3f} ms"),
     ]
     for f in r["failures"]:
         rows.append((f"failure @{f['at']:g}s {f['kind']} {f['target']}",
@@ -95,81 +115,179 @@ def _per_interval(series: list[float]) -> list[float]:
     return [b - a for a, b in zip([0.0, *series[:-1]], series, strict=True)]
 
 
-def _save(fig: Any, path: Path) -> str:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+def slug(text: str) -> str:
+    """A file-name-safe form of a scenario name or sweep point (``hosts=1000 filters.x=3`` stays readable)."""
+    return re.sub(r"[^A-Za-z0-9.=+-]+", "_", text).strip("_") or "scenario"
 
 
-def write_plots(results: list[dict[str, Any]], directory: str | Path) -> list[str]:
-    """Utilization, retries/conflicts/failures and capacity over time, failures marked. Returns the paths."""
-    import matplotlib
+def plot_stem(results: list[dict[str, Any]], point: str | None = None) -> str:
+    names = [r["scenario"] for r in results]
+    if len(set(names)) < len(names):  # a comparison of one scenario under two policies
+        names = [f"{r['scenario']}-{r['policy']}" for r in results]
+    stem = "-vs-".join(slug(name) for name in names)
+    return f"{stem}-{slug(point)}" if point else stem
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    paths: list[str] = []
+def _interval(timeline: dict[str, Any]) -> str:
+    t = timeline["t"]
+    return f"{t[1] - t[0]:g} s" if len(t) > 1 else "sample"
+
+
+def _new_figure(width: float, height: float) -> Any:
+    # A bare Figure, not pyplot: nothing global to close, and tests can read its texts. The constrained layout
+    # makes room for every title, label, tick label and legend (tight_layout ignores the figure's title).
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)  # PNG output, and a renderer to lay the texts out with
+    return fig
+
+
+def _legend(ax: Any) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+
+
+def timeline_figures(results: list[dict[str, Any]], point: str | None = None) -> dict[str, Any]:
+    """The timeline plots as matplotlib Figures, by kind: utilization, retries, capacity (failures marked)."""
     names = [f"{r['scenario']} ({r['policy']})" for r in results]
+    where = " vs ".join(names) + (f" — {point}" if point else "")
     styles = ["-", "--", ":", "-."]
+    figures: dict[str, Any] = {}
 
-    # 1. utilization per AZ
-    fig, axes = plt.subplots(len(results), 1, figsize=(11, 4 * len(results)), squeeze=False, sharex=True)
-    for ax, r, name in zip(axes[:, 0], results, names, strict=True):
+    # 1. utilization per zone, one row per resource class, one column per run
+    classes: list[str] = []
+    for r in results:
+        classes.extend(rc for rc in r["timeline"]["utilization"] if rc not in classes)
+    fig = _new_figure(7 * len(results) + 4, 3.2 * len(classes) + 1)
+    axes = fig.subplots(len(classes), len(results), squeeze=False, sharex=True)
+    for col, (r, name) in enumerate(zip(results, names, strict=True)):
         tl = r["timeline"]
-        for zone, values in tl["util_vcpu"].items():
-            ax.plot(tl["t"], [100 * v for v in values], label=f"{zone} vCPU")
-        for zone, values in tl["util_ram"].items():
-            ax.plot(tl["t"], [100 * v for v in values], linestyle=":", label=f"{zone} RAM")
-        ax.set_ylabel("utilization of up hosts (%)")
-        ax.set_title(name)
-        ax.set_ylim(0, 105)
-        ax.legend(fontsize=7, ncol=4, loc="lower right")
-        _mark_failures(ax, r, label=True)
-    axes[-1, 0].set_xlabel("virtual time (s)")
-    paths.append(_save(fig, out / "utilization.png"))
+        for row, rc in enumerate(classes):
+            ax = axes[row, col]
+            for zone, values in tl["utilization"].get(rc, {}).items():
+                ax.plot(tl["t"], [100 * v for v in values], label=zone)
+            ax.set_title(f"{class_label(rc)} ({rc}) — {name}", fontsize=9)
+            ax.set_ylabel(f"{class_label(rc)} used (% of up hosts)")
+            ax.set_ylim(0, 105)
+            _legend(ax)
+            _mark_failures(ax, r, label=(row == 0))
+        axes[-1, col].set_xlabel("virtual time (s)")
+    fig.suptitle(f"Utilization per zone and resource class: {where}")
+    figures["utilization"] = fig
 
     # 2. retries, conflicts, failures per sample interval (the runs overlaid)
-    fig, axes = plt.subplots(3, 1, figsize=(11, 10), sharex=True)
+    fig = _new_figure(11, 10)
+    axes = fig.subplots(3, 1, sharex=True)
     for i, (r, name) in enumerate(zip(results, names, strict=True)):
         tl = r["timeline"]
         style = styles[i % len(styles)]
         axes[0].plot(tl["t"], _per_interval(tl["retries"]), style, label=f"{name} retries")
         axes[0].plot(tl["t"], _per_interval(tl["conflicts"]), style, alpha=0.6, label=f"{name} conflicts")
-        axes[1].plot(tl["t"], _per_interval(tl["failed"]), style, label=f"{name} failed instances")
-        axes[1].plot(tl["t"], _per_interval(tl["no_valid_host"]), style, alpha=0.6, label=f"{name} NoValidHost")
+        axes[1].plot(tl["t"], _per_interval(tl["failed"]), style, label=f"{name} failed, all reasons")
+        axes[1].plot(tl["t"], _per_interval(tl["no_valid_host"]), style, alpha=0.6,
+                     label=f"{name} failed, NoValidHost")
         axes[2].plot(tl["t"], _per_interval(tl["placed"]), style, label=f"{name} placed")
-        axes[2].plot(tl["t"], tl["queued"], style, alpha=0.6, label=f"{name} queued at schedulers")
+        axes[2].plot(tl["t"], tl["queued"], style, alpha=0.6, label=f"{name} requests queued at schedulers")
         for ax in axes:
             _mark_failures(ax, r, label=(ax is axes[0] and i == 0))
-    axes[0].set_ylabel("per interval")
-    axes[1].set_ylabel("per interval")
-    axes[2].set_ylabel("per interval / queue")
+    every = _interval(results[0]["timeline"])
+    axes[0].set_title("Retries to alternates and claim conflicts", fontsize=9)
+    axes[0].set_ylabel(f"count per {every}")
+    axes[1].set_title("Failed instances", fontsize=9)
+    axes[1].set_ylabel(f"instances per {every}")
+    axes[2].set_title("Placed instances and the schedulers' queue", fontsize=9)
+    axes[2].set_ylabel(f"instances per {every} / requests")
     axes[2].set_xlabel("virtual time (s)")
     for ax in axes:
-        ax.legend(fontsize=7)
-    paths.append(_save(fig, out / "retries.png"))
+        _legend(ax)
+    fig.suptitle(f"Retries, conflicts and failures over time: {where}")
+    figures["retries"] = fig
 
     # 3. capacity and fragmentation: hosts up (real vs what the truth believes), stranded share
-    fig, axes = plt.subplots(2, 1, figsize=(11, 7), sharex=True)
+    fig = _new_figure(11, 7)
+    axes = fig.subplots(2, 1, sharex=True)
     for i, (r, name) in enumerate(zip(results, names, strict=True)):
         tl = r["timeline"]
         style = styles[i % len(styles)]
         axes[0].plot(tl["t"], tl["hosts_up"], style, label=f"{name} hosts really up")
         axes[0].plot(tl["t"], tl["hosts_seen_up"], style, alpha=0.6, label=f"{name} hosts the truth sees up")
-        axes[1].plot(tl["t"], [100 * v for v in tl["stranded_vcpu"]], style, label=f"{name} stranded vCPU")
+        for rc, values in tl["stranded"].items():
+            axes[1].plot(tl["t"], [100 * v for v in values], style, label=f"{name} stranded {class_label(rc)}")
         axes[1].plot(tl["t"], [100 * v for v in tl["fragmentation"]], style, alpha=0.6,
-                     label=f"{name} fragmentation ({r['final']['fragmentation_flavor']})")
+                     label=f"{name} fragmentation ({r['final']['fragmentation_flavor']}, of free vCPU)")
         for ax in axes:
             _mark_failures(ax, r, label=(ax is axes[0] and i == 0))
+    axes[0].set_title("Hosts up", fontsize=9)
     axes[0].set_ylabel("hosts")
+    axes[1].set_title("Stranded capacity and fragmentation", fontsize=9)
     axes[1].set_ylabel("% of free capacity")
     axes[1].set_xlabel("virtual time (s)")
     for ax in axes:
-        ax.legend(fontsize=7)
-    paths.append(_save(fig, out / "capacity.png"))
+        _legend(ax)
+    fig.suptitle(f"Capacity and fragmentation: {where}")
+    figures["capacity"] = fig
+    return figures
+
+
+def run_title(summary: dict[str, Any]) -> str:
+    """``small (gantt)``, or the scenario's name alone when a sweep varies the policy."""
+    policy = summary["policy"]
+    return summary["scenario"] + (f" ({policy})" if isinstance(policy, str) else "")
+
+
+def sweep_figure(summary: dict[str, Any]) -> Any:
+    """Each headline figure against the sweep's points: the mean, with its 95 % interval as an error bar."""
+    points = summary["points"]
+    keys = list(points[0]["figures"])
+    cols = 3
+    rows = -(-len(keys) // cols)
+    fig = _new_figure(5.2 * cols, 3.4 * rows + 1)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    x = list(range(len(points)))
+    labels = [p["label"] for p in points]
+    for ax, key in zip(axes.flat, keys, strict=False):
+        entries = [p["figures"][key] for p in points]
+        means = [e["mean"] for e in entries]
+        halves = [e["ci95_half_width"] or 0.0 for e in entries]
+        ax.errorbar(x, means, yerr=halves, fmt="o-", capsize=4)
+        ax.set_title(entries[0]["label"], fontsize=9)
+        ax.set_ylabel(entries[0]["unit"])
+        ax.set_xticks(x, labels, rotation=30 if len(points) > 1 else 0, ha="right" if len(points) > 1 else "center",
+                      fontsize=7)
+        ax.set_xlabel("sweep point")
+    for ax in list(axes.flat)[len(keys):]:
+        ax.set_visible(False)
+    sweep = summary["sweep"]
+    seeds = sweep["seeds"]
+    over = f"{len(seeds)} seeds ({seeds[0]}–{seeds[-1]})" if len(seeds) > 1 else f"seed {seeds[0]}, no interval"
+    fig.suptitle(f"{run_title(summary)}: mean and 95 % CI (Student t) over {over}")
+    return fig
+
+
+def save_figure(fig: Any, path: Path) -> str:
+    fig.savefig(path, dpi=110)
+    return str(path)
+
+
+def write_plots(results: list[dict[str, Any]], directory: str | Path, point: str | None = None) -> list[str]:
+    """Utilization, retries/conflicts/failures and capacity over time, failures marked. Files are named after the
+    scenario(s) (and the sweep point): ``small-utilization.png``. Returns the paths."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = plot_stem(results, point)
+    return [save_figure(fig, out / f"{stem}-{kind}.png") for kind, fig in timeline_figures(results, point).items()]
+
+
+def write_sweep_plots(summary: dict[str, Any], first_runs: list[dict[str, Any]], directory: str | Path) -> list[str]:
+    """The sweep's summary plot, and the timelines of each point's first seed."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    axes = "+".join(slug(k) for k in summary["sweep"]["axes"]) or "seeds"
+    paths = [save_figure(sweep_figure(summary), out / f"{slug(summary['scenario'])}-sweep-{axes}.png")]
+    seed = summary["sweep"]["seeds"][0]
+    for point, r in zip(summary["points"], first_runs, strict=True):
+        label = f"{point['label']} seed={seed}" if point["parameters"] else f"seed={seed}"
+        paths += write_plots([r], out, point=label)
     return paths

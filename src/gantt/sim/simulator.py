@@ -172,6 +172,8 @@ class Simulation:
         self.truth = HostTable(service_down_time=cp.service_down_time, claim_timeout=self.config.gantt.claim_timeout,
                                clock=self.clock, initial_rows=n + 16)
         self.layout.populate(self.truth)
+        # the resource classes some host has an inventory of: the utilization summary covers each
+        self.classes = [rc for rc in self.truth.rc_index if bool(self.truth.has_rc(rc).any())]
         self.feed = Feed(self.truth, self.clock)
         self.truth.subscribe(self._watch_truth)
         self.schedulers = [self._new_scheduler(i) for i in range(cp.schedulers)]
@@ -437,7 +439,7 @@ class Simulation:
             answer = sched.scheduler.select_destinations(request.spec)
         except NoValidHost as exc:
             reason = exc.explanation.reason if exc.explanation is not None else ""
-            self.nvh[reason or "unknown"] += 1
+            self.nvh[reason or "unknown"] += len(request.consumers)  # instances, as every failure count
         finally:
             self.deciding = False
         wall = time.perf_counter() - began
@@ -577,7 +579,7 @@ class Simulation:
                 self.c["server_group_violations"] += 1
 
     def _fail_request(self, request: Request, reason: str) -> None:
-        self.fail_reasons[reason] += 1
+        self.fail_reasons[reason] += len(request.consumers)  # instances: the unit of every failure count
         self.c["instances_failed"] += len(request.consumers)
         request.failed = len(request.consumers)
         request.pending = 1
@@ -691,24 +693,24 @@ class Simulation:
         truth = self.truth
         n = self.layout.n
         up = ~self.dead
-        cap_v = truth.rc_col("capacity", "VCPU")
-        cap_m = truth.rc_col("capacity", "MEMORY_MB")
-        assert cap_v is not None and cap_m is not None
-        used_v = truth.used("VCPU")
-        used_m = truth.used("MEMORY_MB")
         zones = len(self.layout.zones)
         az = self.layout.az
-        wu = np.bincount(az, weights=np.where(up, used_v, 0.0), minlength=zones)
-        wc = np.bincount(az, weights=np.where(up, cap_v, 0.0), minlength=zones)
-        mu = np.bincount(az, weights=np.where(up, used_m, 0.0), minlength=zones)
-        mc = np.bincount(az, weights=np.where(up, cap_m, 0.0), minlength=zones)
+        # Every class some host has an inventory of (VCPU, MEMORY_MB, DISK_GB and any other), of hosts really up.
+        utilization: dict[str, list[float]] = {}
+        utilization_all: dict[str, float] = {}
         free: dict[str, np.ndarray] = {}
-        for rc in ("VCPU", "MEMORY_MB", "DISK_GB"):
+        for rc in self.classes:
             cap = truth.rc_col("capacity", rc)
-            if cap is not None:
-                free[rc] = np.where(up, np.maximum(cap - truth.used(rc), 0.0), 0.0)
+            assert cap is not None
+            used = truth.used(rc)
+            held = up & truth.has_rc(rc)
+            zone_used = np.bincount(az, weights=np.where(held, used, 0.0), minlength=zones)
+            zone_cap = np.bincount(az, weights=np.where(held, cap, 0.0), minlength=zones)
+            utilization[rc] = (zone_used / np.maximum(zone_cap, 1e-9)).tolist()
+            utilization_all[rc] = float(zone_used.sum() / max(zone_cap.sum(), 1e-9))
+            free[rc] = np.where(held, np.maximum(cap - used, 0.0), 0.0)
         # Stranded: free capacity of one class on hosts where another class cannot fit even the smallest flavor.
-        short = {rc: free[rc] < self.min_flavor[rc] for rc in free}
+        short = {rc: free[rc] < self.min_flavor.get(rc, 0) for rc in free}
         stranded: dict[str, float] = {}
         for rc, values in free.items():
             others = np.zeros(n, dtype=np.bool_)
@@ -734,9 +736,9 @@ class Simulation:
         self.c["overcommit_observed"] = max(self.c["overcommit_observed"], over)
         self.samples.append({
             "t": t - EPOCH,
-            "util_vcpu": (wu / np.maximum(wc, 1e-9)).tolist(),
-            "util_ram": (mu / np.maximum(mc, 1e-9)).tolist(),
-            "util_vcpu_all": float(wu.sum() / max(wc.sum(), 1e-9)),
+            "utilization": utilization,
+            "utilization_all": utilization_all,
+            "stranded": stranded,
             "hosts_up": int(up.sum()),
             "hosts_seen_up": int(np.count_nonzero(truth.alive(t)[:n] & ~truth.col("forced_down")[:n])),
             "placed": self.c["instances_placed"], "failed": self.c["instances_failed"],
@@ -745,8 +747,7 @@ class Simulation:
             "active": len(truth.allocations()),
             "queued": sum(len(s.queue) for s in self.schedulers) + len(self.waiting),
             "schedulers_up": sum(1 for s in self.schedulers if s.alive),
-            "stranded_vcpu": stranded.get("VCPU", 0.0), "stranded_ram": stranded.get("MEMORY_MB", 0.0),
-            "stranded_disk": stranded.get("DISK_GB", 0.0), "fragmentation": max(frag, 0.0),
+            "fragmentation": max(frag, 0.0),
             "overcommitted_nodes": over,
         })
         live = [s.cursor for s in self.schedulers if s.alive]
@@ -755,6 +756,8 @@ class Simulation:
             self.progress(t - EPOCH, self.arrived)
 
     def results(self) -> dict[str, Any]:
+        """The metrics, JSON-ready. Everything outside ``wall_clock`` is a function of the scenario and its seed
+        (unless ``decision_time = "measured"``, which puts the engine's real time on the virtual clock)."""
         c = self.c
         eng = np.asarray(self.engine_ms) if self.engine_ms else np.zeros(1)
         lat = np.asarray(self.latency_ms) if self.latency_ms else np.zeros(1)
@@ -763,36 +766,32 @@ class Simulation:
         final = self.samples[-1] if self.samples else {}
         requested = c["instances_requested"]
         zones = self.layout.zones
-        timeline: dict[str, Any] = {"t": [s["t"] for s in self.samples]}
-        for key in ("util_vcpu", "util_ram"):
-            timeline[key] = {z: [s[key][i] for s in self.samples] for i, z in enumerate(zones)}
-        for key in ("util_vcpu_all", "hosts_up", "hosts_seen_up", "placed", "failed", "retries", "conflicts",
-                    "no_valid_host", "requests", "active", "queued", "schedulers_up", "stranded_vcpu",
-                    "stranded_ram", "stranded_disk", "fragmentation"):
-            timeline[key] = [s[key] for s in self.samples]
+        samples = self.samples
+        timeline: dict[str, Any] = {"t": [s["t"] for s in samples]}
+        timeline["utilization"] = {rc: {z: [s["utilization"][rc][i] for s in samples] for i, z in enumerate(zones)}
+                                   for rc in self.classes}
+        timeline["utilization_all"] = {rc: [s["utilization_all"][rc] for s in samples] for rc in self.classes}
+        timeline["stranded"] = {rc: [s["stranded"][rc] for s in samples] for rc in self.classes}
+        for key in ("hosts_up", "hosts_seen_up", "placed", "failed", "retries", "conflicts", "no_valid_host",
+                    "requests", "active", "queued", "schedulers_up", "fragmentation"):
+            timeline[key] = [s[key] for s in samples]
+        decision_time = self.s.control_plane.decision_time
         return {
             "scenario": self.s.name,
+            "seed": self.s.seed,
             "policy": self.policy,
             "hosts": self.layout.n,
             "schedulers": len(self.schedulers),
             "filters": list(self.config.filter_scheduler.enabled_filters),
-            "wall_seconds": round(self.wall, 3),
-            "cpu_seconds": round(self.cpu, 3),
-            "simulator_overhead_cpu_seconds": round(max(self.cpu - engine_seconds, 0.0), 3),
+            "decision_time": decision_time,
+            "reproducible": decision_time != "measured",
             "virtual_seconds": round(self.clock.now - EPOCH, 3),
             "requests": {"total": c["requests"], "placed": c["requests_placed"], "failed": c["requests_failed"],
                          "partial": c["requests_partial"]},
             "instances": {"requested": requested, "placed": c["instances_placed"],
                           "failed": c["instances_failed"], "prefilled": c["prefilled"],
                           "departed": c["departed"]},
-            "engine": {"decisions": len(self.engine_ms), "engine_seconds": round(engine_seconds, 3),
-                       "engine_wall_seconds": round(self.engine_wall, 3),
-                       "note": "engine CPU time per decision (thread time): immune to other processes' load",
-                       "decisions_per_second": round(len(self.engine_ms) / engine_seconds, 1)
-                       if engine_seconds else 0.0,
-                       "p50_ms": round(float(np.percentile(eng, 50)), 4),
-                       "p99_ms": round(float(np.percentile(eng, 99)), 4),
-                       "mean_ms": round(float(eng.mean()), 4)},
+            "decisions": len(self.engine_ms),
             "decision_latency": {"p50_ms": round(float(np.percentile(lat, 50)), 3),
                                  "p99_ms": round(float(np.percentile(lat, 99)), 3),
                                  "max_ms": round(float(lat.max()), 3),
@@ -804,14 +803,19 @@ class Simulation:
             "retries": c["retries"],
             "build_failures_dead_host": c["build_failures_dead_host"],
             "redelivered": c["redelivered"],
-            "no_valid_host": dict(self.nvh.most_common()),
-            "failure_reasons": dict(self.fail_reasons.most_common()),
+            # One unit for every failure count: instances (a request for 3 that gets NoValidHost counts 3), so
+            # failed_instances.by_reason sums to instances.failed.
+            "failed_instances": {
+                "unit": "instances",
+                "total": c["instances_failed"],
+                "by_reason": dict(sorted(self.fail_reasons.items(), key=lambda kv: (-kv[1], kv[0]))),
+                "no_valid_host_by_filter": dict(sorted(self.nvh.items(), key=lambda kv: (-kv[1], kv[0]))),
+            },
             "failures": [vars(r) | {"at": round(r.at, 3)} for r in self.failure_records],
-            "final": {"utilization_vcpu": dict(zip(zones, final.get("util_vcpu", []), strict=False)),
-                      "utilization_ram": dict(zip(zones, final.get("util_ram", []), strict=False)),
-                      "stranded_vcpu": final.get("stranded_vcpu", 0.0),
-                      "stranded_ram": final.get("stranded_ram", 0.0),
-                      "stranded_disk": final.get("stranded_disk", 0.0),
+            "final": {"utilization": {rc: dict(zip(zones, final["utilization"][rc], strict=True))
+                                      for rc in self.classes} if final else {},
+                      "utilization_all": dict(final.get("utilization_all", {})),
+                      "stranded": dict(final.get("stranded", {})),
                       "fragmentation": final.get("fragmentation", 0.0),
                       "fragmentation_flavor": self.big_flavor[0],
                       "active_allocations": len(self.truth.allocations())},
@@ -824,6 +828,22 @@ class Simulation:
                 "server_group_violations": c["server_group_violations"],
             },
             "timeline": timeline,
+            # Real time on this machine: differs from run to run, so it is kept apart from the results above.
+            "wall_clock": {
+                "note": "real time of this run on this machine; differs between runs (everything else does not, "
+                        "unless decision_time is 'measured')",
+                "wall_seconds": round(self.wall, 3),
+                "cpu_seconds": round(self.cpu, 3),
+                "simulator_overhead_cpu_seconds": round(max(self.cpu - engine_seconds, 0.0), 3),
+                "engine": {"engine_seconds": round(engine_seconds, 3),
+                           "engine_wall_seconds": round(self.engine_wall, 3),
+                           "note": "engine CPU time per decision (thread time): immune to other processes' load",
+                           "decisions_per_second": round(len(self.engine_ms) / engine_seconds, 1)
+                           if engine_seconds else 0.0,
+                           "p50_ms": round(float(np.percentile(eng, 50)), 4),
+                           "p99_ms": round(float(np.percentile(eng, 99)), 4),
+                           "mean_ms": round(float(eng.mean()), 4)},
+            },
         }
 
 
