@@ -161,7 +161,7 @@ def new_record(uuid: str, name: str, parent: ProviderView | None, now: float) ->
     provider = Provider(uuid=uuid, name=name, parent_provider_uuid=parent.uuid if parent else None,
                         root_provider_uuid=parent.root_provider_uuid if parent else None,
                         created_at=now, updated_at=now)
-    return HostReport(host=uuid, node=uuid, stats=HostStats(uuid=uuid), provider=provider)
+    return HostReport(host=uuid, node=uuid, stats=HostStats(uuid=uuid, hypervisor_hostname=name), provider=provider)
 
 
 def provider_of(current: ProviderView) -> Provider:
@@ -183,7 +183,10 @@ def renamed(current: ProviderView, name: str, parent: ProviderView | None, now: 
     provider = msgspec.structs.replace(provider_of(current), name=name, updated_at=now,
                                        parent_provider_uuid=parent.uuid if parent else None,
                                        root_provider_uuid=parent.root_provider_uuid if parent else None)
-    return msgspec.structs.replace(current.record, provider=provider)
+    stats = current.record.stats
+    if current.record.host == current.uuid:  # created through Placement: its name is its hypervisor's too
+        stats = msgspec.structs.replace(stats, hypervisor_hostname=name)
+    return msgspec.structs.replace(current.record, provider=provider, stats=stats)
 
 
 def with_inventories(current: ProviderView, given: dict[str, Inventory], now: float) -> HostReport:
@@ -253,3 +256,46 @@ class ProviderIndex:
                     out.add(child.uuid)
                     frontier.append(child.uuid)
         return out
+
+
+# ------------------------------------------------------------------------------------------------ query
+
+
+@dataclass(frozen=True)
+class ProviderQuery:
+    """GET /resource_providers' filters, parsed. ``member_of``: each set "any of these"; ``required``: each set
+    "any of these traits"; all entries must hold."""
+
+    name: str | None = None
+    uuid: str | None = None
+    in_tree: str | None = None
+    member_of: tuple[frozenset[str], ...] = ()
+    forbidden_aggregates: frozenset[str] = frozenset()
+    required: tuple[frozenset[str], ...] = ()
+    forbidden_traits: frozenset[str] = frozenset()
+    resources: tuple[tuple[str, int], ...] = ()
+
+    def matches_identity(self, found: ProviderView, root: str | None) -> bool:
+        """name, uuid, in_tree (``root``: the in_tree provider's root)."""
+        return ((self.name is None or found.name == self.name)
+                and (self.uuid is None or found.uuid == self.uuid)
+                and (self.in_tree is None or found.root_provider_uuid == root))
+
+    def matches_aggregates(self, aggregates: set[str]) -> bool:
+        return all(group & aggregates for group in self.member_of) and not (self.forbidden_aggregates & aggregates)
+
+    def matches_traits(self, names: set[str]) -> bool:
+        return all(group & names for group in self.required) and not (self.forbidden_traits & names)
+
+    def matches_resources(self, offered: dict[str, Inventory], in_use: dict[str, int]) -> bool:
+        """Room for each amount: within the inventory's units and step, and free capacity (Placement's rule)."""
+        for rc, amount in self.resources:
+            inv = offered.get(rc)
+            if inv is None:
+                return False
+            max_unit = inv.max_unit if inv.max_unit is not None else inv.total
+            if amount < inv.min_unit or amount > max_unit or amount % inv.step_size:
+                return False
+            if in_use.get(rc, 0) + amount > inv.capacity:
+                return False
+        return True

@@ -25,10 +25,18 @@ from gantt.model import (
     HostReport,
     InvalidRequest,
     Inventory,
+    NotFound,
     Record,
     RecordKind,
 )
-from gantt.providers import DuplicateName, ParentInUse, ProviderIndex, ProviderInUse, ProviderView
+from gantt.providers import (
+    DuplicateName,
+    ParentInUse,
+    ProviderIndex,
+    ProviderInUse,
+    ProviderQuery,
+    ProviderView,
+)
 from gantt.store.base import Batch, Expect, Generation, StoreConflict
 
 if TYPE_CHECKING:
@@ -65,6 +73,35 @@ class PlacementFacade:
         with self.table.lock:
             return list(self.providers.by_uuid.values())
 
+    def find_providers(self, query: ProviderQuery) -> list[ProviderView]:
+        """The providers ``query`` matches, in creation order (unknown classes or traits: the caller's 400)."""
+        with self.table.lock:
+            root = None
+            if query.in_tree is not None:
+                tree_of = self.providers.by_uuid.get(query.in_tree)
+                if tree_of is None:
+                    return []  # Placement: a list filtered by an unknown tree is empty
+                root = tree_of.root_provider_uuid
+            out = []
+            for found in self.providers.by_uuid.values():
+                if not query.matches_identity(found, root):
+                    continue
+                if (query.member_of or query.forbidden_aggregates) \
+                        and not query.matches_aggregates(set(self._aggregates_of(found))):
+                    continue
+                if (query.required or query.forbidden_traits) \
+                        and not query.matches_traits(set(found.record.stats.traits or ())):
+                    continue
+                if query.resources and not query.matches_resources(
+                        providers.inventories(found.record, self.table.default_ratios), self._used(found)):
+                    continue
+                out.append(found)
+            return out
+
+    def _used(self, found: ProviderView) -> dict[str, int]:
+        held = [self.table.allocation(c) for c in self.table.node_allocations(found.key)]
+        return providers.used(a for a in held if a is not None)
+
     def provider_tree(self, uuid: str) -> list[ProviderView]:
         with self.table.lock:
             return self.providers.tree(uuid) if uuid in self.providers.by_uuid else []
@@ -77,9 +114,7 @@ class PlacementFacade:
     def provider_usage(self, uuid: str) -> dict[str, int]:
         """What the allocations on the provider use, per class."""
         with self.table.lock:
-            key = self.providers.get(uuid).key
-            held = [self.table.allocation(c) for c in self.table.node_allocations(key)]
-            return providers.used(a for a in held if a is not None)
+            return self._used(self.providers.get(uuid))
 
     def provider_aggregates(self, uuid: str) -> tuple[ProviderView, list[str]]:
         with self.table.lock:
@@ -97,6 +132,11 @@ class PlacementFacade:
     def traits(self) -> list[str]:
         with self.table.lock:
             return self.catalog.traits()
+
+    def traits_in_use(self) -> list[str]:
+        """Every trait some provider has."""
+        with self.table.lock:
+            return sorted({t for p in self.providers.by_uuid.values() for t in p.record.stats.traits or ()})
 
     def has_record(self, kind: RecordKind, name: str) -> bool:
         with self.table.lock:
@@ -128,11 +168,14 @@ class PlacementFacade:
     def _parent(self, parent: str | None, uuid: str) -> ProviderView | None:
         if parent is None:
             return None
-        if parent == uuid or parent in self.providers.descendants(uuid):
+        if parent == uuid:
+            raise InvalidRequest("parent provider UUID cannot be same as UUID. Please specify a different "
+                                 "parent.", field="parent_provider_uuid")
+        if parent in self.providers.descendants(uuid):
             raise InvalidRequest("creating loop in the provider tree is not allowed.",
                                  field="parent_provider_uuid")
         if parent not in self.providers.by_uuid:
-            raise InvalidRequest(f"parent provider UUID {parent} does not exist.", field="parent_provider_uuid")
+            raise InvalidRequest(f"parent provider UUID does not exist: {parent}.", field="parent_provider_uuid")
         return self.providers.by_uuid[parent]
 
     def update_provider(self, uuid: str, name: str | None, parent: str | None, *, set_parent: bool,
@@ -175,6 +218,8 @@ class PlacementFacade:
     def delete_provider(self, uuid: str) -> None:
         self.sync()
         with self.table.lock:
+            if uuid not in self.providers.by_uuid:
+                raise NotFound(f"No resource provider with uuid {uuid} found for delete", field="uuid")
             found = self.providers.get(uuid)
             if self.providers.children(uuid):
                 raise ParentInUse(f"Unable to delete parent resource provider {uuid}: It has child resource "
@@ -210,9 +255,7 @@ class PlacementFacade:
             new = {**old, **given} if merge else dict(given)
             for rc in dropped:
                 new.pop(rc, None)
-            key = current.key
-            held = [self.table.allocation(c) for c in self.table.node_allocations(key)]
-            providers.check_not_in_use(uuid, set(old) - set(new), providers.used(a for a in held if a))
+            providers.check_not_in_use(uuid, set(old) - set(new), self._used(current))
             return [providers.with_inventories(current, new, self.clock())]
 
         self._edit(uuid, generation, build)
