@@ -101,7 +101,8 @@ async def json_body(request: Request, type_: type[T]) -> T:
 
 
 _SCHEMA_WORDS = [
-    (re.compile(r"Object contains unknown field `([^`]*)`"), r"Additional properties are not allowed ('\1' was unexpected)"),
+    (re.compile(r"Object contains unknown field `([^`]*)`"),
+     r"Additional properties are not allowed ('\1' was unexpected)"),
     (re.compile(r"Object missing required field `([^`]*)`"), r"'\1' is a required property"),
     (re.compile(r"Expected `\w+` of length <= \d+"), r"\g<0>: Failed validating 'maxLength'"),
     (re.compile(r"Expected `\w+` of length >= \d+"), r"\g<0>: Failed validating 'minLength'"),
