@@ -52,17 +52,22 @@ class Catalog:
 def check_custom(kind: RecordKind, name: str) -> None:
     """A name a client may create: ``CUSTOM_`` and upper-case letters, digits and underscores, at most 255."""
     if len(name) > MAX_NAME or not CUSTOM.match(name):
-        what = "resource class" if kind == "resource_class" else "trait"
-        raise InvalidRequest(f"The {what} name {name!r} is invalid: it must start with 'CUSTOM_', be at most "
-                             f"{MAX_NAME} characters and use only A-Z, 0-9 and '_'", field="name")
+        if kind == "trait":  # Placement's own words
+            raise InvalidRequest('The trait is invalid. A valid trait must be no longer than 255 characters, start '
+                                 'with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"',
+                                 field="name")
+        rule = "maxLength" if len(name) > MAX_NAME else "pattern"
+        raise InvalidRequest(f"JSON does not validate: {name!r} is not a valid custom resource class name (at most "
+                             f"{MAX_NAME} characters, '^CUSTOM_[A-Z0-9_]+$')\n\nFailed validating '{rule}'",
+                             field="name")
 
 
-def check_deletable(kind: RecordKind, name: str, catalog: Catalog, users: int) -> None:
+def check_deletable(kind: RecordKind, name: str, catalog: Catalog, users: int, verb: str = "delete") -> None:
     """A standard name is never deleted (400); a custom one only if it exists (404) and nothing uses it (409)."""
     what = "resource class" if kind == "resource_class" else "trait"
     standard = STANDARD_CLASSES if kind == "resource_class" else STANDARD_TRAITS
     if name in standard:
-        raise InvalidRequest(f"Cannot delete standard {what} {name}.", field="name")
+        raise InvalidRequest(f"Cannot {verb} standard {what} {name}.", field="name")
     if (kind, name) not in catalog.records:
         raise NotFound(f"No such {what} {name}.", field="name")
     if users:

@@ -126,8 +126,9 @@ class GenerationConflict(Conflict):
     placement_code = "placement.concurrent_update"
 
     def __init__(self, keys: list[NodeKey]) -> None:
-        super().__init__(f"resource provider generation conflict on {len(keys)} provider(s): "
-                         + ", ".join(f"{h}/{n}" for h, n in keys[:5]))
+        super().__init__("resource provider generation conflict: Resource provider's generation already changed. "
+                         "Please update the generation and try again. (" + ", ".join(f"{h}/{n}" for h, n in keys[:5])
+                         + ")")
         self.keys = keys
 
 

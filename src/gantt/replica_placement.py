@@ -157,6 +157,10 @@ class PlacementFacade:
                 taken.append(f"name: {name}")
             if taken:
                 raise DuplicateName(f"Conflicting resource provider {', '.join(taken)} already exists.")
+            if parent == uuid:
+                raise InvalidRequest(f'Unable to create resource provider "{name}", {uuid}: parent provider UUID '
+                                     "cannot be same as UUID. Please specify a different parent.",
+                                     field="parent_provider_uuid")
             above = self._parent(parent, uuid)
             record = providers.new_record(uuid, name, above, self.clock())
         try:
@@ -168,10 +172,7 @@ class PlacementFacade:
     def _parent(self, parent: str | None, uuid: str) -> ProviderView | None:
         if parent is None:
             return None
-        if parent == uuid:
-            raise InvalidRequest("parent provider UUID cannot be same as UUID. Please specify a different "
-                                 "parent.", field="parent_provider_uuid")
-        if parent in self.providers.descendants(uuid):
+        if parent == uuid or parent in self.providers.descendants(uuid):
             raise InvalidRequest("creating loop in the provider tree is not allowed.",
                                  field="parent_provider_uuid")
         if parent not in self.providers.by_uuid:
@@ -238,10 +239,11 @@ class PlacementFacade:
     # ------------------------------------------------------------------------------------ inventories
 
     def set_inventories(self, uuid: str, generation: int | None, given: dict[str, Inventory], *,
-                        reserved_may_equal_total: bool, merge: bool = False, remove: Iterable[str] = ()
-                        ) -> tuple[ProviderView, dict[str, Inventory]]:
+                        reserved_may_equal_total: bool, merge: bool = False, remove: Iterable[str] = (),
+                        existing: bool = False) -> tuple[ProviderView, dict[str, Inventory]]:
         """Replace the provider's inventories with ``given`` (``merge``: add or change only those, and drop
-        ``remove``). Classes must exist; a class dropped while allocated is InventoryInUse."""
+        ``remove``; ``existing``: only change classes it has). Classes must exist; a class dropped while
+        allocated is InventoryInUse."""
         missing = self.missing_records("resource_class", given)
         if missing:
             raise InvalidRequest(f"Unknown resource class in inventory for resource provider {uuid}: No such "
@@ -252,6 +254,10 @@ class PlacementFacade:
 
         def build(current: ProviderView) -> list[HostReport]:
             old = providers.inventories(current.record, self.table.default_ratios)
+            absent = sorted(set(given) - set(old)) if existing else []
+            if absent:
+                raise InvalidRequest(f"No inventory record with resource class for resource provider {uuid}: "
+                                     f"No inventory of class {', '.join(absent)} found", field="resource_class")
             new = {**old, **given} if merge else dict(given)
             for rc in dropped:
                 new.pop(rc, None)
@@ -351,13 +357,12 @@ class PlacementFacade:
 
     def rename_record(self, kind: RecordKind, old: str, new: str) -> None:
         """Placement before 1.7: PUT /resource_classes/{name} renames a custom class nothing uses."""
-        catalog.check_custom(kind, new)
         self.sync()
         with self.table.lock:
             users = sum(1 for p in self.providers.by_uuid.values() if _uses(p, kind, old, self.table))
-            catalog.check_deletable(kind, old, self.catalog, users)
+            catalog.check_deletable(kind, old, self.catalog, users, verb="update")
             if self.catalog.has(kind, new):
-                raise Conflict(f"Resource class with name {new} already exists.")
+                raise Conflict(f"Resource class already exists: {new}")
         self.write(Batch(delete_records=[(kind, old)], records=[Record(kind=kind, name=new, created_at=time.time())]))
 
 

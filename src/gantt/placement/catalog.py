@@ -53,7 +53,7 @@ async def put_class(call: Call) -> Response:
         return json_response(call, _class(call, body.name))
     created = await call.call(call.replica.put_record, "resource_class", name)
     location = str(call.request.base_url).rstrip("/") + call.url(f"/resource_classes/{name}")
-    return empty(201 if created else 204, headers={"location": location})
+    return empty(201 if created else 204, headers={"location": location}, call=call)
 
 
 async def delete_class(call: Call) -> Response:
@@ -91,14 +91,14 @@ async def show_trait(call: Call) -> Response:
     name = call.params["name"]
     if not await call.call(call.replica.has_record, "trait", name):
         raise PlacementError(404, f"No such trait(s): {name}.")
-    return empty()
+    return empty(call=call)
 
 
 async def put_trait(call: Call) -> Response:
     name = call.params["name"]
     created = await call.call(call.replica.put_record, "trait", name)
     location = str(call.request.base_url).rstrip("/") + call.url(f"/traits/{name}")
-    return empty(201 if created else 204, headers={"location": location})
+    return empty(201 if created else 204, headers={"location": location}, call=call)
 
 
 async def delete_trait(call: Call) -> Response:

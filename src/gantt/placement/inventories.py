@@ -7,7 +7,7 @@ from typing import Any
 from msgspec import UNSET
 from starlette.responses import Response
 
-from gantt.model import Inventory
+from gantt.model import InvalidRequest, Inventory
 from gantt.placement.errors import PlacementError
 from gantt.placement.wire import (
     Call,
@@ -16,6 +16,7 @@ from gantt.placement.wire import (
     NewInventoryIn,
     accept_json,
     empty,
+    gantt_error,
     json_body,
     json_response,
     require_json,
@@ -45,6 +46,19 @@ def to_inventory(rc: str, uuid: str, body: InventoryIn | NewInventoryIn) -> Inve
         raise PlacementError(400, f"Bad inventory {rc} for resource provider {uuid}: {exc}") from None
 
 
+async def _set(call: Call, verb: str, uuid: str, generation: int | None, given: dict[str, Inventory],
+               **how: Any) -> Any:
+    """The replica's set_inventories; a refused inventory is Placement's "Unable to <verb> inventory"."""
+    try:
+        return await call.call(call.replica.set_inventories, uuid, generation, given,
+                               reserved_may_equal_total=call.version.at_least(26), **how)
+    except InvalidRequest as exc:
+        message = gantt_error(exc).detail
+        if message.startswith("Unknown resource class"):
+            raise
+        raise PlacementError(400, f"Unable to {verb} inventory for resource provider {uuid}: {message}") from None
+
+
 async def listing(call: Call) -> Response:
     accept_json(call.request)
     found, inventories = await call.call(call.replica.provider_inventories, call.params["uuid"])
@@ -59,8 +73,7 @@ async def replace(call: Call) -> Response:
     await call.call(call.replica.provider, uuid)
     body = await json_body(call.request, InventoriesIn)
     given = {rc: to_inventory(rc, uuid, inv) for rc, inv in body.inventories.items()}
-    found, inventories = await call.call(call.replica.set_inventories, uuid, body.resource_provider_generation,
-                                         given, reserved_may_equal_total=call.version.at_least(26))
+    found, inventories = await _set(call, "update", uuid, body.resource_provider_generation, given)
     return json_response(call, {"resource_provider_generation": found.generation,
                                 "inventories": {rc: serialize(inv) for rc, inv in inventories.items()}},
                          modified=found.updated_at)
@@ -85,8 +98,7 @@ async def create(call: Call) -> Response:
     if rc in current:
         raise PlacementError(409, f"Update conflict: inventory of {rc} exists on resource provider {uuid}",
                              code="placement.concurrent_update")
-    found, inventories = await call.call(call.replica.set_inventories, uuid, None, {rc: inv}, merge=True,
-                                         reserved_may_equal_total=call.version.at_least(26))
+    found, inventories = await _set(call, "create", uuid, None, {rc: inv}, merge=True)
     location = str(call.request.base_url).rstrip("/") + call.url(f"/resource_providers/{uuid}/inventories/{rc}")
     return json_response(call, _one(inventories[rc], found.generation), status=201, modified=found.updated_at,
                          headers={"location": location})
@@ -109,12 +121,8 @@ async def update(call: Call) -> Response:
     if body.resource_provider_generation is UNSET:
         raise PlacementError(400, "JSON does not validate: 'resource_provider_generation' is a required property")
     inv = to_inventory(rc, uuid, body)
-    _, current = await call.call(call.replica.provider_inventories, uuid)
-    if rc not in current:
-        raise PlacementError(400, f"No inventory record with resource class for resource provider {uuid}: "
-                                  f"No inventory of class {rc} found")
-    found, inventories = await call.call(call.replica.set_inventories, uuid, body.resource_provider_generation,
-                                         {rc: inv}, merge=True, reserved_may_equal_total=call.version.at_least(26))
+    found, inventories = await _set(call, "update", uuid, body.resource_provider_generation, {rc: inv},
+                                    merge=True, existing=True)
     return json_response(call, _one(inventories[rc], found.generation), modified=found.updated_at)
 
 

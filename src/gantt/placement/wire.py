@@ -97,29 +97,56 @@ async def json_body(request: Request, type_: type[T]) -> T:
     try:
         return msgspec.convert(data, type_, strict=True)
     except msgspec.ValidationError as exc:
-        raise PlacementError(400, f"JSON does not validate: {schema_words(str(exc))}") from None
+        raise PlacementError(400, f"JSON does not validate: {schema_words(str(exc), data)}") from None
 
 
-_SCHEMA_WORDS = [
-    (re.compile(r"Object contains unknown field `([^`]*)`"),
-     r"Additional properties are not allowed ('\1' was unexpected)"),
-    (re.compile(r"Object missing required field `([^`]*)`"), r"'\1' is a required property"),
-    (re.compile(r"Expected `\w+` of length <= \d+"), r"\g<0>: Failed validating 'maxLength'"),
-    (re.compile(r"Expected `\w+` of length >= \d+"), r"\g<0>: Failed validating 'minLength'"),
-    (re.compile(r"Expected `\w+` >= \S+"), r"\g<0>: Failed validating 'minimum'"),
-    (re.compile(r"Expected `\w+` <= \S+"), r"\g<0>: Failed validating 'maximum'"),
-    (re.compile(r"Expected `str` matching regex"), r"\g<0>: Failed validating 'pattern'"),
-    (re.compile(r"Expected `[^`]*`, got `[^`]*`"), r"\g<0>: Failed validating 'type'"),
+_PATH = re.compile(r" - at `\$((?:\.[^.`\[]+|\[\d+\])*)`$")
+_RULES = [
+    (re.compile(r"^Object contains unknown field `([^`]*)`"), "additionalProperties"),
+    (re.compile(r"^Object missing required field `([^`]*)`"), "required"),
+    (re.compile(r"^Expected `\w+` of length <= (\d+)"), "maxLength"),
+    (re.compile(r"^Expected `\w+` of length >= (\d+)"), "minLength"),
+    (re.compile(r"^Expected `\w+` >= (\S+)"), "minimum"),
+    (re.compile(r"^Expected `\w+` <= (\S+)"), "maximum"),
+    (re.compile(r"^Expected `str` matching regex '([^']*)'"), "pattern"),
+    (re.compile(r"^Expected `([^`]*)`, got `[^`]*`"), "type"),
 ]
+_JSON_TYPES = {"int": "integer", "str": "string", "float": "number", "bool": "boolean", "array": "array",
+               "object": "object"}
 
 
-def schema_words(message: str) -> str:
-    """msgspec's validation message in the words of the JSON schema rule it enforces (as Placement, which
-    validates with jsonschema, names them; clients and Placement's own tests match on them)."""
-    for pattern, words in _SCHEMA_WORDS:
-        if pattern.search(message):
-            return pattern.sub(words, message, count=1)
+def schema_words(message: str, data: Any) -> str:
+    """msgspec's validation message in jsonschema's words, naming the value and the rule (Placement validates
+    with jsonschema; clients and Placement's own tests match on its wording)."""
+    where = _PATH.search(message)
+    parts = re.findall(r"\.([^.\[]+)|\[(\d+)\]", where.group(1)) if where else []
+    keys: list[str | int] = [name or int(index) for name, index in parts]
+    text = message[:where.start()] if where else message
+    for pattern, rule in _RULES:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        value = _at(data, keys)
+        arg = match.group(1)
+        said = {"additionalProperties": f"Additional properties are not allowed ('{arg}' was unexpected)",
+                "required": f"'{arg}' is a required property",
+                "maxLength": f"{value!r} is too long", "minLength": f"{value!r} is too short",
+                "minimum": f"{value!r} is less than the minimum of {arg}",
+                "maximum": f"{value!r} is greater than the maximum of {arg}",
+                "pattern": f"{value!r} does not match {arg!r}",
+                "type": f"{value!r} is not of type '{_JSON_TYPES.get(arg.split(' ')[0], arg)}'"}[rule]
+        schema = "".join(f"['properties'][{k!r}]" if isinstance(k, str) else "['items']" for k in keys)
+        return f"{said}\n\nFailed validating '{rule}' in schema{schema}"
     return message
+
+
+def _at(data: Any, keys: list[str | int]) -> Any:
+    for key in keys:
+        try:
+            data = data[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
 
 
 def query(request: Request, allowed: set[str]) -> dict[str, list[str]]:
@@ -163,7 +190,13 @@ def json_response(call: Call, data: Any, *, status: int = 200, modified: float |
     return Response(_ENCODER.encode(data), status_code=status, media_type="application/json", headers=out)
 
 
-def empty(status: int = 204, headers: dict[str, str] | None = None) -> Response:
+def empty(status: int = 204, headers: dict[str, str] | None = None, *, call: Call | None = None) -> Response:
+    """An answer without a body; with ``call`` from 1.15 it carries the cache headers, as Placement's do where
+    a resource is shown or written by a bodiless answer (traits, PUT resource class)."""
+    headers = dict(headers or {})
+    if call is not None and call.version.at_least(15):
+        headers["last-modified"] = http_date(time.time())
+        headers["cache-control"] = "no-cache"
     response = Response(b"", status_code=status, headers=headers)
     if "content-type" in response.headers:
         del response.headers["content-type"]
