@@ -127,8 +127,9 @@ def check_inventory(rc: str, inv: Inventory, *, reserved_may_equal_total: bool) 
                              f"({inv.max_unit})", field=f"$.inventories.{rc}.step_size")
     capacity = (inv.total - inv.reserved) * inv.allocation_ratio
     if capacity < 0 or (capacity == 0 and not reserved_may_equal_total):
-        raise InvalidRequest(f"Invalid inventory for '{rc}': the reserved value ({inv.reserved}) leaves no "
-                             f"capacity of the total ({inv.total})", field=f"$.inventories.{rc}.reserved")
+        bound = "greater than total" if reserved_may_equal_total else "greater than or equal to total"
+        raise InvalidRequest(f"Invalid inventory for '{rc}': the reserved value ({inv.reserved}) is {bound} "
+                             f"({inv.total}).", field=f"$.inventories.{rc}.reserved")
 
 
 def check_ratio(rc: str, ratio: float) -> None:

@@ -53,7 +53,7 @@ async def put_class(call: Call) -> Response:
         return json_response(call, _class(call, body.name))
     created = await call.call(call.replica.put_record, "resource_class", name)
     location = str(call.request.base_url).rstrip("/") + call.url(f"/resource_classes/{name}")
-    return empty(201 if created else 204, headers={"location": location}, call=call)
+    return empty(201 if created else 204, headers={"location": location})
 
 
 async def delete_class(call: Call) -> Response:
