@@ -66,8 +66,15 @@ class PlacementFacade:
     # ------------------------------------------------------------------------------------------ reads
 
     def provider(self, uuid: str) -> ProviderView:
+        self._known(uuid)
         with self.table.lock:
             return self.providers.get(uuid)
+
+    def _known(self, uuid: str) -> None:
+        """Catch up with the store when ``uuid`` is not here: another instance may have made it an instant ago,
+        and a client that was told it exists must not hear 404 from this one."""
+        if uuid not in self.providers.by_uuid:
+            self.sync()
 
     def provider_list(self) -> list[ProviderView]:
         with self.table.lock:
@@ -107,16 +114,19 @@ class PlacementFacade:
             return self.providers.tree(uuid) if uuid in self.providers.by_uuid else []
 
     def provider_inventories(self, uuid: str) -> tuple[ProviderView, dict[str, Inventory]]:
+        self._known(uuid)
         with self.table.lock:
             found = self.providers.get(uuid)
             return found, providers.inventories(found.record, self.table.default_ratios)
 
     def provider_usage(self, uuid: str) -> dict[str, int]:
         """What the allocations on the provider use, per class."""
+        self._known(uuid)
         with self.table.lock:
             return self._used(self.providers.get(uuid))
 
     def provider_aggregates(self, uuid: str) -> tuple[ProviderView, list[str]]:
+        self._known(uuid)
         with self.table.lock:
             found = self.providers.get(uuid)
             return found, self._aggregates_of(found)
@@ -304,6 +314,7 @@ class PlacementFacade:
     def _edit(self, uuid: str, generation: int | None, build: Callable[[ProviderView], Any]) -> None:
         """Write what ``build`` makes of the provider as the replica holds it, guarded by its generation and
         node revision. ``generation``: what the client read (None: whatever is current)."""
+        self._known(uuid)
         for attempt in range(_ATTEMPTS):
             with self.table.lock:
                 current = self.providers.get(uuid)
@@ -341,10 +352,9 @@ class PlacementFacade:
     def put_record(self, kind: RecordKind, name: str) -> bool:
         """Create a custom resource class or trait; False when it exists already (nothing written)."""
         catalog.check_custom(kind, name)
+        self.sync()  # another instance may have made it an instant ago: then the answer is "it exists"
         if self.has_record(kind, name):
-            self.sync()
-            if self.has_record(kind, name):
-                return False
+            return False
         self.write(Batch(records=[Record(kind=kind, name=name, created_at=time.time())]))
         return True
 
