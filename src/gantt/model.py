@@ -669,6 +669,15 @@ class WriteFailure(Struct):
     message: str
 
 
+AGGREGATE_HOST = "(aggregate)"  # likewise: the host part of an aggregate's key
+
+
+def aggregate_node(aggregate_id: str) -> tuple[str, str]:
+    """The pseudo-node whose revision moves with every write of an aggregate: a write computed from an aggregate's
+    members (Placement's provider aggregates) expects it, so two such writes cannot lose each other's member."""
+    return (AGGREGATE_HOST, aggregate_id)
+
+
 def group_node(group: str) -> tuple[str, str]:
     """The pseudo-node whose usage revision is a server group's: stores and replicas count it like a node's."""
     return (GROUP_HOST, group)

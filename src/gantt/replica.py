@@ -48,6 +48,7 @@ from gantt.model import (
     Selection,
     StoreUnavailable,
     WriteFailure,
+    aggregate_node,
     decode,
     group_node,
 )
@@ -572,6 +573,10 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
         return [(change.host.host, change.host.nodename)]
     if change.kind in ("host_deleted", "usage") and change.node is not None:
         return [change.node]
+    if change.kind == "aggregate" and change.aggregate is not None:
+        return [aggregate_node(change.aggregate.key)]
+    if change.kind == "aggregate_deleted" and change.aggregate_id is not None:
+        return [aggregate_node(change.aggregate_id)]
     if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
         allocation = change.allocation
         nodes = [(allocation.host, allocation.nodename)]

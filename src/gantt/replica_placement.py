@@ -28,6 +28,7 @@ from gantt.model import (
     NotFound,
     Record,
     RecordKind,
+    aggregate_node,
 )
 from gantt.providers import (
     DuplicateName,
@@ -343,7 +344,9 @@ class PlacementFacade:
         records, aggregates = built if isinstance(built, tuple) else (built, [])
         keys = list(dict.fromkeys([current.key, *((r.host, r.nodename) for r in records)]))
         views = {key: self.providers.by_key[key] for key in keys}
-        return Batch(expect=[Expect(h, n, self.node_revisions.get((h, n), 0)) for h, n in keys],
+        # The aggregates were computed from their members as this replica saw them: expect that state too.
+        read = keys + [aggregate_node(a.key) for a in aggregates]
+        return Batch(expect=[Expect(h, n, self.node_revisions.get((h, n), 0)) for h, n in read],
                      generations=[Generation(h, n, views[(h, n)].generation) for h, n in keys],
                      providers=records, aggregates=aggregates)
 

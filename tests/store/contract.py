@@ -21,6 +21,7 @@ from gantt.model import (
     NotFound,
     Provider,
     Record,
+    aggregate_node,
     group_node,
 )
 from gantt.store.base import Batch, ConsumerHeld, Expect, Generation, Store, StoreConflict
@@ -234,6 +235,18 @@ def check_provider_puts_replace_whole_records(store: Store) -> None:
     assert [c.kind for c in store.changes(0, timeout=0)] == ["host", "host", "host"]
 
 
+def check_aggregate_writes_move_their_pseudo_node(store: Store) -> None:
+    """A write computed from an aggregate's members expects the aggregate's pseudo-node: of two such writes
+    that read the same members, the second conflicts instead of dropping the first one's member."""
+    first = store.commit(Batch(aggregates=[Aggregate(id="a", hosts=["h1"])])).revision
+    key = aggregate_node("a")
+    store.commit(Batch(expect=[Expect(*key, first)], aggregates=[Aggregate(id="a", hosts=["h1", "h2"])]))
+    with pytest.raises(StoreConflict):
+        store.commit(Batch(expect=[Expect(*key, first)], aggregates=[Aggregate(id="a", hosts=["h1", "h3"])]))
+    [kept] = store.snapshot().aggregates
+    assert kept.hosts == ["h1", "h2"]
+
+
 def check_records(store: Store) -> None:
     """Custom resource classes and traits: put, deleted (NotFound when absent), in snapshots and the feed."""
     first = store.commit(Batch(records=[Record(kind="trait", name="CUSTOM_A"),
@@ -263,6 +276,7 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_instances,
     check_feed_waits_for_a_change,
     check_provider_generations,
+    check_aggregate_writes_move_their_pseudo_node,
     check_provider_puts_replace_whole_records,
     check_records,
 ]

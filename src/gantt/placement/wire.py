@@ -16,7 +16,7 @@ from msgspec import UNSET, Meta, Struct, UnsetType
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gantt.model import GanttError, InvalidRequest
+from gantt.model import GanttError, InvalidRequest, prepare_types
 from gantt.placement.errors import PlacementError
 from gantt.placement.microversion import Version
 
@@ -279,3 +279,6 @@ class AggregatesIn(Struct, forbid_unknown_fields=True):
 
 class ResourceClassIn(Struct, forbid_unknown_fields=True):
     name: CustomName
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

@@ -25,6 +25,7 @@ from gantt.model import (
     NodeKey,
     NotFound,
     Record,
+    aggregate_node,
     group_node,
     merge_reports,
 )
@@ -95,9 +96,11 @@ def plan(batch: Batch, reads: Reads) -> Plan:
     _plan_host_deletions(batch, reads, out)
     for aggregate in batch.aggregates:
         out.aggregates[aggregate.key] = aggregate
+        out.bumped[aggregate_node(aggregate.key)] = None
         out.changes.append(Change(revision=0, kind="aggregate", aggregate=aggregate))
     for aggregate_id in batch.delete_aggregates:
         out.aggregates[aggregate_id] = None
+        out.bumped[aggregate_node(aggregate_id)] = None
         out.changes.append(Change(revision=0, kind="aggregate_deleted", aggregate_id=aggregate_id))
     _plan_allocations(batch, reads, out)
     for info in batch.instances:
