@@ -24,6 +24,18 @@ def test_the_http_app_imports_the_facade_the_model_the_wire_types_and_its_option
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
                 and node.module.startswith("gantt")}
     assert imported <= {"gantt", "gantt.replica", "gantt.model", "gantt.config", "gantt.service.schemas",
-                        "gantt.service.metrics"}, imported
+                        "gantt.service.metrics", "gantt.placement"}, imported
     source = (SRC / "service" / "app.py").read_text()
     assert "replica.table" not in source and "replica.scheduler" not in source and "replica.store" not in source
+
+
+def test_the_placement_face_imports_the_facade_and_the_domain_only() -> None:
+    """Placement's handlers talk to the replica and the domain modules, never to its table or a store."""
+    allowed = {"gantt", "gantt.replica", "gantt.model", "gantt.providers", "gantt.catalog"}
+    for path in (SRC / "placement").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+                    and node.module.startswith("gantt") and not node.module.startswith("gantt.placement")}
+        assert imported <= allowed, (path.name, imported)
+        source = path.read_text()
+        assert "replica.table" not in source and "replica.store" not in source and ".scheduler" not in source

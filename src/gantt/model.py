@@ -56,6 +56,7 @@ __all__ = [
     "Candidate",
     "Flavor",
     "GanttError",
+    "GenerationConflict",
     "HostReport",
     "HostStats",
     "Image",
@@ -66,6 +67,8 @@ __all__ = [
     "Metric",
     "NoValidHost",
     "NotFound",
+    "Provider",
+    "Record",
     "RequestSpec",
     "RequestedDestination",
     "Selection",
@@ -115,6 +118,18 @@ class NotFound(GanttError, LookupError):
 class Conflict(GanttError):
     status = 409
     title = "Conflict"
+
+
+class GenerationConflict(Conflict):
+    """A write named a provider generation the store no longer holds (Placement's concurrent update)."""
+
+    placement_code = "placement.concurrent_update"
+
+    def __init__(self, keys: list[NodeKey]) -> None:
+        super().__init__("resource provider generation conflict: Resource provider's generation already changed. "
+                         "Please update the generation and try again. (" + ", ".join(f"{h}/{n}" for h, n in keys[:5])
+                         + ")")
+        self.keys = keys
 
 
 class StoreUnavailable(GanttError):
@@ -325,6 +340,23 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
                     raise ValueError(f"traits must be upper-case names, not {trait!r}")
 
 
+class Provider(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What Placement knows of a node beyond its stats: its identity in a provider tree and its generation.
+
+    A node is a resource provider (design §5). A host that only reports through ``/v1`` has no ``Provider`` yet:
+    its uuid is ``stats.uuid``, its name its node name, it is a root at generation 0. The record is written by the
+    Placement face; ``generation`` is Placement's concurrency token, moved by every change Placement bumps it for.
+    """
+
+    uuid: Text
+    name: Text
+    generation: Annotated[int, Meta(ge=0)] = 0
+    parent_provider_uuid: Text | None = None
+    root_provider_uuid: Text | None = None  # None: the provider is a root
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
 class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """``update_resource_stats(name, stats)`` as one message. ``node`` defaults to the host's own name."""
 
@@ -334,6 +366,8 @@ class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
     # When the host reported (epoch seconds). Set by whoever receives the report, so that a replica rebuilt
     # from a store later still knows which hosts have gone quiet.
     reported_at: float | None = None
+    # The node as a resource provider (Placement's view); written by the Placement face, kept by reports.
+    provider: Provider | None = None
 
     def __post_init__(self) -> None:
         # Checked here as well as by the Name type: a report built in Python (HostReport.of, the service's
@@ -380,7 +414,8 @@ def merge_reports(old: HostReport | None, new: HostReport) -> HostReport | None:
         changes["inventories"] = {**old.stats.inventories, **new.stats.inventories}
     stats = msgspec.structs.replace(old.stats, **changes)
     return HostReport(host=new.host, node=new.node, stats=stats,
-                      reported_at=new.reported_at if new.reported_at is not None else old.reported_at)
+                      reported_at=new.reported_at if new.reported_at is not None else old.reported_at,
+                      provider=new.provider if new.provider is not None else old.provider)
 
 
 # ---------------------------------------------------------------------------------------------- aggregates
@@ -611,11 +646,36 @@ NodeKey = tuple[str, str]  # (host, nodename): how claims, stores and replicas n
 GROUP_HOST = "(server-group)"  # not a host name (RFC 1123 has no parentheses): the host part of a group's key
 
 
+RecordKind = Literal["resource_class", "trait"]
+
+
+class Record(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A named record of the catalog beside the nodes: a custom resource class or a custom trait (Placement's
+    CRUD). Standard classes and traits come from os-resource-classes and os-traits and are never stored."""
+
+    kind: RecordKind
+    name: Text
+    created_at: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.name)
+
+
 class WriteFailure(Struct):
     """The last write a store could not make: when (epoch seconds) and the error it gave (/health shows it)."""
 
     at: float
     message: str
+
+
+AGGREGATE_HOST = "(aggregate)"  # likewise: the host part of an aggregate's key
+
+
+def aggregate_node(aggregate_id: str) -> tuple[str, str]:
+    """The pseudo-node whose revision moves with every write of an aggregate: a write computed from an aggregate's
+    members (Placement's provider aggregates) expects it, so two such writes cannot lose each other's member."""
+    return (AGGREGATE_HOST, aggregate_id)
 
 
 def group_node(group: str) -> tuple[str, str]:

@@ -75,6 +75,9 @@ class Ranker:
         table = self.table
         spec = ctx.spec
         steps: list[tuple[str, np.ndarray | None]] = []
+        roots = table.roots()
+        if roots is not None:  # a child provider (NUMA cell, PF) is part of its root's node, never one itself
+            steps.append(("root_providers", roots))
         hosts = table.host_names
         if spec.ignore_hosts:
             ignored = set(spec.ignore_hosts)

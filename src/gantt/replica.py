@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from gantt.catalog import Catalog
 from gantt.config import Config
 from gantt.engine import Attempts, ClaimConflict, TableReplaced
 from gantt.model import (
@@ -48,9 +49,12 @@ from gantt.model import (
     Selection,
     StoreUnavailable,
     WriteFailure,
+    aggregate_node,
     decode,
     group_node,
 )
+from gantt.providers import ProviderIndex
+from gantt.replica_placement import PlacementFacade
 from gantt.scheduler import Scheduler
 from gantt.state import HostTable
 from gantt.store.base import (
@@ -69,7 +73,7 @@ from gantt.store.base import (
 log = logging.getLogger(__name__)
 
 
-class Replica:
+class Replica(PlacementFacade):
     def __init__(self, store: Store, config: Config | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
@@ -94,6 +98,9 @@ class Replica:
         self._claiming: dict[NodeKey, threading.Event] = {}  # node -> the claim commit in flight on it
         self._claiming_lock = threading.Lock()
         self._owns_store = False
+        # Placement's view of the same records: providers by uuid and name, and the custom classes and traits.
+        self.providers = ProviderIndex()
+        self.catalog = Catalog()
         self.scheduler = self._new_scheduler(self._new_table())
 
     @property
@@ -151,10 +158,15 @@ class Replica:
         table = self._new_table()
         applied: dict[tuple[Any, ...], int] = {}
         _load_snapshot(table, snap)
+        index = ProviderIndex()
+        for record in snap.hosts:
+            index.put(record)
         node_revisions = {(nr.host, nr.node): nr.revision for nr in snap.node_revisions}
         scheduler = self._new_scheduler(table, replaces=self.scheduler)
         with self.table.lock:
             self.scheduler = scheduler
+            self.providers = index
+            self.catalog = Catalog(snap.records)
             self.instance_info = {info.host: list(info.instances) for info in snap.instances}
             self.node_revisions = node_revisions
             self._applied = applied
@@ -227,9 +239,15 @@ class Replica:
         self._applied[key] = rev
         try:
             if change.kind == "host" and change.host is not None:
-                table.update(change.host)
+                table.update(change.host, whole=True)
+                self.providers.put(change.host)
             elif change.kind == "host_deleted" and change.node is not None:
+                self.providers.remove(change.node)
                 table.remove(change.node[0], change.node[1])
+            elif change.kind == "record" and change.record is not None:
+                self.catalog.put(change.record)
+            elif change.kind == "record_deleted" and change.record is not None:
+                self.catalog.remove(change.record.key)
             elif change.kind == "aggregate" and change.aggregate is not None:
                 table.update_aggregate(change.aggregate)
             elif change.kind == "aggregate_deleted" and change.aggregate_id is not None:
@@ -575,6 +593,10 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
         return [(change.host.host, change.host.nodename)]
     if change.kind in ("host_deleted", "usage") and change.node is not None:
         return [change.node]
+    if change.kind == "aggregate" and change.aggregate is not None:
+        return [aggregate_node(change.aggregate.key)]
+    if change.kind == "aggregate_deleted" and change.aggregate_id is not None:
+        return [aggregate_node(change.aggregate_id)]
     if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
         allocation = change.allocation
         nodes = [(allocation.host, allocation.nodename)]
@@ -607,6 +629,9 @@ def _entity(change: Change) -> tuple[Any, ...]:
     if change.kind in ("allocation", "allocation_deleted"):
         assert change.allocation is not None
         return ("allocation", change.allocation.consumer_uuid)
+    if change.kind in ("record", "record_deleted"):
+        assert change.record is not None
+        return ("record", *change.record.key)
     assert change.instances is not None
     return ("instances", change.instances.host)
 
@@ -616,7 +641,7 @@ def _load_snapshot(table: HostTable, snap: Snapshot) -> None:
         for aggregate in snap.aggregates:
             table.update_aggregate(aggregate)
         for report in snap.hosts:
-            table.update(report)
+            table.update(report, whole=True)
         for allocation in snap.allocations:
             table.put_allocation(allocation)
         for info in snap.instances:

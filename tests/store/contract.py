@@ -13,14 +13,18 @@ import pytest
 from gantt.model import (
     Aggregate,
     Allocation,
+    GenerationConflict,
     HostReport,
     HostStats,
     InstanceInfo,
     Inventory,
     NotFound,
+    Provider,
+    Record,
+    aggregate_node,
     group_node,
 )
-from gantt.store.base import Batch, ConsumerHeld, Expect, Store, StoreConflict
+from gantt.store.base import Batch, ConsumerHeld, Expect, Generation, Store, StoreConflict
 
 
 def report(host: str, node: str | None = None, **stats: object) -> HostReport:
@@ -195,6 +199,70 @@ def check_feed_waits_for_a_change(store: Store) -> None:
     assert [c.host.host for c in changes if c.host] == ["h2"]
 
 
+def provider_record(uuid: str, generation: int, **stats: object) -> HostReport:
+    return HostReport(host=uuid, node=uuid, stats=HostStats(uuid=uuid, **stats),  # type: ignore[arg-type]
+                      provider=Provider(uuid=uuid, name=f"rp-{uuid}", generation=generation))
+
+
+def check_provider_generations(store: Store) -> None:
+    """A provider write lands only while the store holds the generation it names; None: the node is new."""
+    store.commit(Batch(generations=[Generation("p1", "p1", None)], providers=[provider_record("p1", 0)]))
+    with pytest.raises(GenerationConflict) as err:  # created twice
+        store.commit(Batch(generations=[Generation("p1", "p1", None)], providers=[provider_record("p1", 0)]))
+    assert err.value.keys == [("p1", "p1")]
+    gpu = {"CUSTOM_GPU": Inventory(total=4)}
+    store.commit(Batch(generations=[Generation("p1", "p1", 0)], providers=[provider_record("p1", 1, inventories=gpu)]))
+    with pytest.raises(GenerationConflict):  # a writer that read generation 0 lost to the one above
+        store.commit(Batch(generations=[Generation("p1", "p1", 0)], providers=[provider_record("p1", 1)]))
+    [held] = store.snapshot().hosts
+    assert held.provider is not None and held.provider.generation == 1
+    assert held.stats.inventories == gpu
+
+
+def check_provider_puts_replace_whole_records(store: Store) -> None:
+    """A provider put is the node's whole record (an inventory it leaves out is gone); a later report merges
+    into it and keeps its provider."""
+    store.commit(Batch(reports=[report("h1", inventories={"CUSTOM_A": Inventory(total=1)})]))
+    [before] = store.snapshot().hosts
+    bare = HostReport(host="h1", node=None, stats=HostStats(uuid="u1"), reported_at=before.reported_at,
+                      provider=Provider(uuid="u1", name="h1", generation=1))
+    store.commit(Batch(generations=[Generation("h1", "h1", 0)], providers=[bare]))
+    [after] = store.snapshot().hosts
+    assert after.stats.inventories is None and after.stats.vcpus is None
+    store.commit(Batch(reports=[HostReport(host="h1", stats=HostStats(vcpus_used=2), reported_at=1001.0)]))
+    [merged] = store.snapshot().hosts
+    assert merged.provider == bare.provider and merged.stats.vcpus_used == 2
+    assert [c.kind for c in store.changes(0, timeout=0)] == ["host", "host", "host"]
+
+
+def check_aggregate_writes_move_their_pseudo_node(store: Store) -> None:
+    """A write computed from an aggregate's members expects the aggregate's pseudo-node: of two such writes
+    that read the same members, the second conflicts instead of dropping the first one's member."""
+    first = store.commit(Batch(aggregates=[Aggregate(id="a", hosts=["h1"])])).revision
+    key = aggregate_node("a")
+    store.commit(Batch(expect=[Expect(*key, first)], aggregates=[Aggregate(id="a", hosts=["h1", "h2"])]))
+    with pytest.raises(StoreConflict):
+        store.commit(Batch(expect=[Expect(*key, first)], aggregates=[Aggregate(id="a", hosts=["h1", "h3"])]))
+    [kept] = store.snapshot().aggregates
+    assert kept.hosts == ["h1", "h2"]
+
+
+def check_records(store: Store) -> None:
+    """Custom resource classes and traits: put, deleted (NotFound when absent), in snapshots and the feed."""
+    first = store.commit(Batch(records=[Record(kind="trait", name="CUSTOM_A"),
+                                        Record(kind="resource_class", name="CUSTOM_A")])).revision
+    assert sorted(r.key for r in store.snapshot().records) == [("resource_class", "CUSTOM_A"), ("trait", "CUSTOM_A")]
+    store.commit(Batch(delete_records=[("trait", "CUSTOM_A")]))
+    assert [r.key for r in store.snapshot().records] == [("resource_class", "CUSTOM_A")]
+    with pytest.raises(NotFound):
+        store.commit(Batch(delete_records=[("trait", "CUSTOM_A")]))
+    feed = store.changes(0, timeout=0)
+    assert [(c.kind, c.record.key if c.record else None) for c in feed] == [
+        ("record", ("trait", "CUSTOM_A")), ("record", ("resource_class", "CUSTOM_A")),
+        ("record_deleted", ("trait", "CUSTOM_A"))]
+    assert feed[0].revision == first
+
+
 CONTRACT: list[Callable[[Store], None]] = [
     check_snapshot_and_feed,
     check_reports_merge,
@@ -207,4 +275,8 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_releases_and_deletes,
     check_instances,
     check_feed_waits_for_a_change,
+    check_provider_generations,
+    check_aggregate_writes_move_their_pseudo_node,
+    check_provider_puts_replace_whole_records,
+    check_records,
 ]

@@ -48,6 +48,7 @@ from gantt.model import (
     decode,
     valid_name,
 )
+from gantt.placement import create_placement_app
 from gantt.replica import Replica
 from gantt.service.metrics import Metrics
 from gantt.service.schemas import (
@@ -521,6 +522,25 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 _OPEN = ("/", "/health")  # version discovery and the load balancer's probe need no token
+PLACEMENT = "/placement"  # Placement's face: its own token header (X-Auth-Token) and error bodies
+
+
+def is_placement(path: str) -> bool:
+    return path == PLACEMENT or path.startswith(PLACEMENT + "/")
+
+
+class Dispatch:
+    """Placement's paths to its own app, the rest to Gantt's."""
+
+    def __init__(self, gantt: ASGIApp, placement: ASGIApp) -> None:
+        self.gantt = gantt
+        self.placement = placement
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and is_placement(scope["path"]):
+            await self.placement(scope, receive, send)
+        else:
+            await self.gantt(scope, receive, send)
 
 
 class Guard:
@@ -542,6 +562,7 @@ class Guard:
         status = 0
         # OpenStack's convention: every answer names its request, so a caller's log line and ours can be matched.
         request_id = f"req-{uuid.uuid4()}"
+        scope.setdefault("state", {})["request_id"] = request_id  # Placement's error bodies name it too
 
         async def watch(message: Message) -> None:
             nonlocal status
@@ -551,7 +572,8 @@ class Guard:
             await send(message)
 
         try:
-            if self._expected is not None and scope["path"] not in _OPEN and not self._authorized(scope):
+            if self._expected is not None and scope["path"] not in _OPEN and not is_placement(scope["path"]) \
+                    and not self._authorized(scope):
                 await _send(watch, _problem(Unauthorized("a valid bearer token is required"),
                                             headers={"WWW-Authenticate": "Bearer"}), scope, receive)
                 return
@@ -622,7 +644,8 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
     app.router.redirect_slashes = False
     app.state.service = service
     app.state.openapi = openapi()
-    return Guard(app, service)
+    placement = create_placement_app(lambda: service.replica, service.run, token, PLACEMENT)
+    return Guard(Dispatch(app, placement), service)
 
 
 def app_from_env() -> ASGIApp:

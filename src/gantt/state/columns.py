@@ -49,6 +49,8 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "caps_code": (np.int32, 0),
     "traits_code": (np.int32, 0),
     "aggset_code": (np.int32, 0),
+    # a child resource provider (a NUMA cell, a PF under a compute node): never a candidate on its own (design §5)
+    "child": (np.bool_, False),
 }
 # Per resource class, 2-D (rows x classes), column-major so one class is one contiguous column.
 RC_COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "ratio", "reported", "inflight",

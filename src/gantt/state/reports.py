@@ -21,9 +21,13 @@ CLASSIC = (("VCPU", "vcpus", "vcpus_used", "cpu_allocation_ratio"),
 _COUNTS = ("num_io_ops", "num_instances", "running_vms", "current_workload", "failed_builds")
 
 
-def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float]) -> bool:
+def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float], *,
+                whole: bool = False) -> bool:
     """Write what ``stats`` names into ``row``. Returns whether something a static filter can see changed (a
-    service enabled or disabled, capabilities, traits, an inventory's shape)."""
+    service enabled or disabled, capabilities, traits, an inventory's shape).
+
+    ``whole``: ``stats`` is a node's whole stored record (a store's), so a class it no longer has an inventory
+    for is gone (Placement deletes inventories; a report alone never does)."""
     cols = columns.cols
     if stats.uuid is not None:
         columns.node_uuids[row] = stats.uuid
@@ -55,7 +59,7 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
             static = True
     if stats.metrics is not None:
         _update_metrics(columns, row, stats)
-    static |= _update_inventories(columns, row, stats, default_ratios)
+    static |= _update_inventories(columns, row, stats, default_ratios, whole)
     return static
 
 
@@ -93,7 +97,8 @@ def _update_metrics(columns: Columns, row: int, stats: HostStats) -> None:
             arr[row] = float("nan")
 
 
-def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float]) -> bool:
+def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float],
+                        whole: bool) -> bool:
     """Returns True when a static attribute (the set of classes, a min/max/step) changed."""
     static_ratio = False
     given = dict(stats.inventories or {})
@@ -144,7 +149,27 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
         rc_arrays["reported"][row, j] = inv.used or 0
         if inv.used is not None:
             columns.reports_usage[row] = True
+    if whole:
+        static |= _drop_inventories(columns, row, set(given) | _classic_kept(stats))
     return static
+
+
+def _classic_kept(stats: HostStats) -> set[str]:
+    return {rc for rc, total_f, _, _ in CLASSIC if getattr(stats, total_f) is not None}
+
+
+def _drop_inventories(columns: Columns, row: int, kept: set[str]) -> bool:
+    """Clear the inventories of ``row`` that ``kept`` does not name (what is in flight there stays counted)."""
+    dropped = False
+    for rc, j in columns.rc_index.items():
+        if rc in kept or not columns.has_inventory[row, j]:
+            continue
+        columns.has_inventory[row, j] = False
+        for name, arr in columns.rc.items():
+            if name != "inflight":
+                arr[row, j] = 0.0
+        dropped = True
+    return dropped
 
 
 # Nova keeps these as hundredths in an integer field: its scheduler reads a compute node's metrics JSON, scales

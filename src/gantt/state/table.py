@@ -123,6 +123,11 @@ class HostTable:
         return self._clock
 
     @property
+    def default_ratios(self) -> dict[str, float]:
+        """The allocation ratio of a classic class (VCPU, MEMORY_MB, DISK_GB) whose host reports none."""
+        return dict(self._default_ratios)
+
+    @property
     def service_down_time(self) -> float:
         return self._service_down_time
 
@@ -364,8 +369,10 @@ class HostTable:
 
     # --------------------------------------------------------------------------------------- reports
 
-    def update(self, report: HostReport, *, now: float | None = None) -> int:
-        """Apply one host report (a full replacement of what it names). Returns the node's row."""
+    def update(self, report: HostReport, *, now: float | None = None, whole: bool = False) -> int:
+        """Apply one host report (a full replacement of what it names). Returns the node's row.
+
+        ``whole``: the report is the node's whole stored record (from a store), so inventories it lacks are gone."""
         with self._lock:
             if now is None:
                 now = report.reported_at if report.reported_at is not None else self._clock()
@@ -381,12 +388,16 @@ class HostTable:
                 row = self._add_row(report.host, report.nodename)
                 static = True
             stats = report.stats
-            static |= apply_stats(columns, row, stats, self._default_ratios)
+            static |= apply_stats(columns, row, stats, self._default_ratios, whole=whole)
             if stats.service is not None:
                 if stats.service.disabled and stats.service.disabled_reason:
                     self._disabled_reasons[key] = stats.service.disabled_reason
                 else:
                     self._disabled_reasons.pop(key, None)
+            child = report.provider is not None and report.provider.parent_provider_uuid is not None
+            if bool(columns.cols["child"][row]) != child:
+                columns.cols["child"][row] = child
+                static = True
             if stats.instances is not None:
                 listed = self._instances.report(row, key[0], stats.instances, held=self._ledger)
                 columns.reports_instances[row] = True
@@ -399,6 +410,16 @@ class HostTable:
             self._touched(row)
             self._changed("host", key, static=static)
             return row
+
+    def roots(self) -> np.ndarray | None:
+        """The rows that are root providers (design §5: only they are candidates for a Nova-shaped request);
+        None when every row is one (the common case: no provider trees)."""
+
+        def build() -> np.ndarray | None:
+            child = self._columns.col("child")
+            return ~child if child.any() else None
+
+        return self.static_cache(("roots",), build)  # type: ignore[no-any-return]
 
     def heartbeat(self, rows: np.ndarray, now: float) -> None:
         """``update(HostReport(host))`` for many rows at once: a report naming nothing only says "alive at now"."""

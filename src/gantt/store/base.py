@@ -38,6 +38,8 @@ from gantt.model import (
     HostReport,
     InstanceInfo,
     NodeKey,
+    Record,
+    RecordKind,
     WriteFailure,
     prepare_types,
 )
@@ -83,6 +85,14 @@ class Expect(Struct, array_like=True):
     revision: int  # 0: the node has never been written
 
 
+class Generation(Struct, array_like=True):
+    """A provider generation a batch expects the store to hold for a node (None: the node must not exist)."""
+
+    host: str
+    node: str
+    generation: int | None
+
+
 class Batch(Struct, omit_defaults=True):
     """One atomic write. Empty lists are the common case; a claim uses ``expect`` + ``allocations``."""
 
@@ -100,10 +110,17 @@ class Batch(Struct, omit_defaults=True):
     # hold one (NotFound otherwise), and the node it leaves counts as changed. Any other consumer in
     # ``allocations`` that holds one is ConsumerHeld: outside a move, a booking is never moved.
     replaces: list[str] = field(default_factory=list)
+    # Placement's writes: whole node records put as they are (not merged like reports: Placement replaces a
+    # provider's inventories, traits and aggregates as a whole), each allowed only while the store holds the
+    # generation ``generations`` names for it (GenerationConflict otherwise).
+    providers: list[HostReport] = field(default_factory=list)
+    generations: list[Generation] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
+    delete_records: list[tuple[RecordKind, str]] = field(default_factory=list)  # (kind, name); NotFound if absent
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",
-                     "allocation_deleted", "instances", "usage"]
+                     "allocation_deleted", "instances", "usage", "record", "record_deleted"]
 
 
 class Change(Struct, omit_defaults=True):
@@ -118,6 +135,7 @@ class Change(Struct, omit_defaults=True):
     allocation: Allocation | None = None  # kind "allocation" / "allocation_deleted"
     replaced: Allocation | None = None  # kind "allocation" of a move: what the consumer held before (if known)
     instances: InstanceInfo | None = None  # kind "instances"
+    record: Record | None = None  # kind "record" / "record_deleted"
 
 
 class NodeRevision(Struct, array_like=True):
@@ -133,6 +151,7 @@ class Snapshot(Struct):
     allocations: list[Allocation]
     instances: list[InstanceInfo]
     node_revisions: list[NodeRevision]
+    records: list[Record] = field(default_factory=list)
 
 
 class CommitResult(Struct):

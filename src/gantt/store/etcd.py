@@ -70,6 +70,7 @@ from gantt.model import (
     InstanceInfo,
     InvalidRequest,
     NodeKey,
+    Record,
     StoreUnavailable,
 )
 from gantt.store import planner
@@ -92,6 +93,7 @@ from gantt.store.etcd_keys import (
     decode_allocation,
     decode_host,
     decode_instances,
+    decode_record,
     encode,
     prefix_end,
 )
@@ -292,6 +294,7 @@ class EtcdStore(Store):
             aggregates: list[Aggregate] = []
             allocations: list[Allocation] = []
             instances: list[InstanceInfo] = []
+            records: list[Record] = []
             node_revisions: list[NodeRevision] = []
             for kv in kvs:
                 key: bytes = kv.key
@@ -306,8 +309,10 @@ class EtcdStore(Store):
                     aggregates.append(decode_aggregate(kv.value))
                 elif key.startswith(self.keys.instances_prefix):
                     instances.append(decode_instances(kv.value))
+                elif key.startswith(self.keys.records):
+                    records.append(decode_record(kv.value))
             return Snapshot(revision=revision, hosts=hosts, aggregates=aggregates, allocations=allocations,
-                            instances=instances, node_revisions=node_revisions)
+                            instances=instances, node_revisions=node_revisions, records=records)
         raise StoreUnavailable("snapshot kept being compacted away")
 
     def head(self) -> int:
@@ -337,7 +342,8 @@ class EtcdStore(Store):
         try:
             if self.group_commit and batch.expect and batch.allocations and not (
                     batch.reports or batch.delete_hosts or batch.aggregates or batch.delete_aggregates
-                    or batch.releases or batch.instances or batch.replaces):
+                    or batch.releases or batch.instances or batch.replaces or batch.providers
+                    or batch.generations or batch.records or batch.delete_records):
                 result = self._group_commit(batch)
             else:
                 result = self._commit(batch)
@@ -547,6 +553,8 @@ class EtcdStore(Store):
             txn.ops[self.keys.allocation(consumer)] = None if allocation is None else encode(allocation)
         for host, info in decided.instances.items():
             txn.ops[self.keys.instances(host)] = encode(info)
+        for (kind, name), record in decided.records.items():
+            txn.ops[self.keys.record(kind, name)] = None if record is None else encode(record)
         for key in decided.bumped:  # a usage key's mod_revision is the node's usage revision
             txn.ops[self.keys.usage(*key)] = None if key in decided.deleted_nodes else b""
         txn.changes = decided.changes
@@ -588,6 +596,9 @@ class _Reads:
                            ("usage", (host, node), k.usage(host, node), None)]
         wanted += [("agg", a, k.aggregate(a), None) for a in batch.delete_aggregates]
         wanted += [("alloc", c, k.allocation(c), None) for c in [*batch.releases, *batch.replaces]]
+        # A generation is read from the node's record; the record's guard makes the check atomic with the write.
+        wanted += [("host", (g.host, g.node), k.node(g.host, g.node), None) for g in batch.generations]
+        wanted += [("record", key, k.record(*key), None) for key in batch.delete_records]
         self._found: dict[tuple[str, Any], list[Any]] = {}
         if not wanted:
             return
@@ -628,6 +639,10 @@ class _Reads:
     def allocation(self, consumer: str) -> Allocation | None:
         kvs = self._found[("alloc", consumer)]
         return decode_allocation(kvs[0].value) if kvs else None
+
+    def record(self, key: tuple[str, str]) -> Record | None:
+        kvs = self._found[("record", key)]
+        return decode_record(kvs[0].value) if kvs else None
 
     def unbooked(self, consumer: str) -> bool:
         key = self._s.keys.allocation(consumer)

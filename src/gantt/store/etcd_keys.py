@@ -11,7 +11,7 @@ from urllib.parse import quote, unquote
 
 import msgspec
 
-from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey
+from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey, Record
 from gantt.store.base import Change
 
 encode = msgspec.json.Encoder().encode
@@ -19,6 +19,7 @@ decode_host = msgspec.json.Decoder(HostReport).decode
 decode_aggregate = msgspec.json.Decoder(Aggregate).decode
 decode_allocation = msgspec.json.Decoder(Allocation).decode
 decode_instances = msgspec.json.Decoder(InstanceInfo).decode
+decode_record = msgspec.json.Decoder(Record).decode
 
 _DELETE = 1  # mvccpb.Event.DELETE
 
@@ -49,6 +50,7 @@ class Keys:
         self.aggregates = self.root + b"aggregates/"
         self.allocations = self.root + b"allocations/"
         self.instances_prefix = self.root + b"instances/"
+        self.records = self.root + b"records/"
 
     def node(self, host: str, node: str) -> bytes:
         return self.hosts + f"{_q(host)}/{_q(node)}".encode()
@@ -72,6 +74,9 @@ class Keys:
 
     def instances(self, host: str) -> bytes:
         return self.instances_prefix + _q(host).encode()
+
+    def record(self, kind: str, name: str) -> bytes:
+        return self.records + f"{_q(kind)}/{_q(name)}".encode()
 
     @staticmethod
     def split(key: bytes, prefix: bytes) -> NodeKey:
@@ -128,6 +133,12 @@ class Keys:
             if deleted:
                 return Change(revision=revision, kind="aggregate_deleted", aggregate_id=self.name(key, self.aggregates))
             return Change(revision=revision, kind="aggregate", aggregate=decode_aggregate(kv.value))
+        if key.startswith(self.records):
+            if deleted:
+                kind, name = self.split(key, self.records)
+                return Change(revision=revision, kind="record_deleted",
+                              record=Record(kind=kind, name=name))  # type: ignore[arg-type]
+            return Change(revision=revision, kind="record", record=decode_record(kv.value))
         if key.startswith(self.instances_prefix) and not deleted:
             return Change(revision=revision, kind="instances", instances=decode_instances(kv.value))
         return None

@@ -6,7 +6,7 @@ import threading
 
 import msgspec
 
-from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey
+from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey, Record
 from gantt.store import planner
 from gantt.store.base import Batch, Change, CommitResult, Compacted, Expect, NodeRevision, Snapshot, Store
 
@@ -23,6 +23,7 @@ class MemoryStore(Store):
         self._aggregates: dict[str, Aggregate] = {}
         self._allocations: dict[str, Allocation] = {}
         self._instances: dict[str, InstanceInfo] = {}
+        self._records: dict[tuple[str, str], Record] = {}
 
     def snapshot(self) -> Snapshot:
         with self._cond:
@@ -33,6 +34,7 @@ class MemoryStore(Store):
                 allocations=list(self._allocations.values()),
                 instances=list(self._instances.values()),
                 node_revisions=[NodeRevision(h, n, r) for (h, n), r in self._node_revisions.items()],
+                records=list(self._records.values()),
             )
 
     def changes(self, since: int, timeout: float = 1.0) -> list[Change]:
@@ -69,6 +71,11 @@ class MemoryStore(Store):
                 else:
                     self._allocations[consumer] = allocation
             self._instances.update(p.instances)
+            for key, record in p.records.items():
+                if record is None:
+                    self._records.pop(key, None)
+                else:
+                    self._records[key] = record
             for key in p.bumped:
                 self._node_revisions[key] = rev
             changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
@@ -111,3 +118,6 @@ class _Reads:
 
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
         return [a for a in self._s._allocations.values() if (a.host, a.nodename) in nodes]
+
+    def record(self, key: tuple[str, str]) -> Record | None:
+        return self._s._records.get(key)

@@ -16,7 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey, NotFound, group_node, merge_reports
+from gantt.model import (
+    Aggregate,
+    Allocation,
+    GenerationConflict,
+    HostReport,
+    InstanceInfo,
+    NodeKey,
+    NotFound,
+    Record,
+    aggregate_node,
+    group_node,
+    merge_reports,
+)
 from gantt.store.base import Batch, Change, ConsumerHeld, Expect, StoreConflict
 
 
@@ -44,6 +56,8 @@ class Reads(Protocol):
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
         """Every allocation on these nodes (host deletion, which is rare: a scan is fine)."""
 
+    def record(self, key: tuple[str, str]) -> Record | None: ...
+
 
 @dataclass
 class Plan:
@@ -59,6 +73,7 @@ class Plan:
     aggregates: dict[str, Aggregate | None] = field(default_factory=dict)
     allocations: dict[str, Allocation | None] = field(default_factory=dict)
     instances: dict[str, InstanceInfo] = field(default_factory=dict)
+    records: dict[tuple[str, str], Record | None] = field(default_factory=dict)
     bumped: dict[NodeKey, None] = field(default_factory=dict)  # a dict: ordered, no duplicates
     deleted_nodes: set[NodeKey] = field(default_factory=set)
 
@@ -77,17 +92,21 @@ def plan(batch: Batch, reads: Reads) -> Plan:
     _check(batch, reads)
     out = Plan()
     _plan_reports(batch, reads, out)
+    _plan_providers(batch, out)
     _plan_host_deletions(batch, reads, out)
     for aggregate in batch.aggregates:
         out.aggregates[aggregate.key] = aggregate
+        out.bumped[aggregate_node(aggregate.key)] = None
         out.changes.append(Change(revision=0, kind="aggregate", aggregate=aggregate))
     for aggregate_id in batch.delete_aggregates:
         out.aggregates[aggregate_id] = None
+        out.bumped[aggregate_node(aggregate_id)] = None
         out.changes.append(Change(revision=0, kind="aggregate_deleted", aggregate_id=aggregate_id))
     _plan_allocations(batch, reads, out)
     for info in batch.instances:
         out.instances[info.host] = info
         out.changes.append(Change(revision=0, kind="instances", instances=info))
+    _plan_records(batch, out)
     return out
 
 
@@ -113,6 +132,38 @@ def _check(batch: Batch, reads: Reads) -> None:
     for host, node in batch.delete_hosts:
         if not reads.nodes_of(host, node):
             raise NotFound(f"no such host {host!r}", field="host")
+    stale = [(g.host, g.node) for g in batch.generations if _generation(reads.host((g.host, g.node))) != g.generation]
+    if stale:
+        raise GenerationConflict(stale)
+    for kind, name in batch.delete_records:
+        if reads.record((kind, name)) is None:
+            raise NotFound(f"no such {kind} {name!r}", field="name")
+
+
+def _generation(record: HostReport | None) -> int | None:
+    """The provider generation the store holds for a node: None when there is no node, 0 for a node Placement
+    has not written yet."""
+    if record is None:
+        return None
+    return record.provider.generation if record.provider is not None else 0
+
+
+def _plan_providers(batch: Batch, out: Plan) -> None:
+    for record in batch.providers:
+        key = (record.host, record.nodename)
+        out.hosts[key] = record
+        out.bumped[key] = None
+        out.changes.append(Change(revision=0, kind="host", host=record))
+
+
+def _plan_records(batch: Batch, out: Plan) -> None:
+    for record in batch.records:
+        out.records[record.key] = record
+        out.changes.append(Change(revision=0, kind="record", record=record))
+    for kind, name in batch.delete_records:
+        gone = Record(kind=kind, name=name)
+        out.records[(kind, name)] = None
+        out.changes.append(Change(revision=0, kind="record_deleted", record=gone))
 
 
 def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:

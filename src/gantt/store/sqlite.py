@@ -43,6 +43,7 @@ from gantt.model import (
     HostReport,
     InstanceInfo,
     NodeKey,
+    Record,
     StoreUnavailable,
 )
 from gantt.store import planner
@@ -78,6 +79,8 @@ CREATE TABLE IF NOT EXISTS allocations (consumer TEXT PRIMARY KEY, host TEXT NOT
                                         data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS allocations_node ON allocations (host, node);
 CREATE TABLE IF NOT EXISTS instances (host TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS records (kind TEXT NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL,
+                                    PRIMARY KEY (kind, name));
 CREATE TABLE IF NOT EXISTS changes (revision INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
                                     payload BLOB NOT NULL, PRIMARY KEY (revision, seq)) WITHOUT ROWID;
 """
@@ -88,6 +91,7 @@ _DEC_AGG = msgspec.msgpack.Decoder(Aggregate)
 _DEC_ALLOC = msgspec.msgpack.Decoder(Allocation)
 _DEC_INST = msgspec.msgpack.Decoder(InstanceInfo)
 _DEC_CHANGE = msgspec.msgpack.Decoder(Change)
+_DEC_RECORD = msgspec.msgpack.Decoder(Record)
 
 
 def path_of(url: str) -> str:
@@ -318,13 +322,15 @@ class SQLiteStore(Store):
                                 "allocation", skipped)
             instances = _rows(conn, "SELECT host, data FROM instances ORDER BY rowid", _DEC_INST, "instances",
                               skipped)
+            records = _rows(conn, "SELECT kind || '/' || name, data FROM records ORDER BY rowid", _DEC_RECORD,
+                            "record", skipped)
             self.skipped = skipped
             node_revisions = [NodeRevision(h, n, r)
                               for h, n, r in conn.execute("SELECT host, node, revision FROM node_revisions")]
         finally:
             conn.execute("COMMIT")
         return Snapshot(revision=revision, hosts=hosts, aggregates=aggregates, allocations=allocations,
-                        instances=instances, node_revisions=node_revisions)
+                        instances=instances, node_revisions=node_revisions, records=records)
 
     def head(self) -> int:
         """The newest committed revision (of any process)."""
@@ -581,6 +587,12 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
                (consumer, allocation.host, allocation.nodename, _ENC.encode(allocation)))
     many("INSERT INTO instances (host, data) VALUES (?, ?) ON CONFLICT (host) DO UPDATE SET data=excluded.data",
          [(host, _ENC.encode(info)) for host, info in p.instances.items()])
+    for (kind, name), record in p.records.items():
+        if record is None:
+            ex("DELETE FROM records WHERE kind=? AND name=?", (kind, name))
+        else:
+            ex("INSERT INTO records (kind, name, data) VALUES (?, ?, ?) "
+               "ON CONFLICT (kind, name) DO UPDATE SET data=excluded.data", (kind, name, _ENC.encode(record)))
     many("INSERT INTO node_revisions (host, node, revision) VALUES (?, ?, ?) "
          "ON CONFLICT (host, node) DO UPDATE SET revision=excluded.revision", [(h, n, rev) for h, n in p.bumped])
     changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
@@ -627,3 +639,7 @@ class _Reads:
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
         return [_DEC_ALLOC.decode(data) for host, node in nodes
                 for (data,) in self._ex("SELECT data FROM allocations WHERE host=? AND node=?", (host, node))]
+
+    def record(self, key: tuple[str, str]) -> Record | None:
+        row = self._ex("SELECT data FROM records WHERE kind=? AND name=?", key).fetchone()
+        return _DEC_RECORD.decode(row[0]) if row else None

@@ -1,0 +1,124 @@
+"""The Placement ASGI app: microversion, token, routing (404/405 as Placement answers them), error bodies."""
+
+from __future__ import annotations
+
+import hmac
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from gantt.model import GanttError
+from gantt.placement import aggregates, catalog, inventories, resource_providers
+from gantt.placement.errors import CODE_VERSION, PlacementError
+from gantt.placement.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
+from gantt.placement.wire import Call, gantt_error, json_response
+
+Handler = Callable[[Call], Awaitable[Response]]
+
+
+async def home(call: Call) -> Response:
+    document = {"versions": [{"id": f"v{MIN_VERSION}", "max_version": str(MAX_VERSION),
+                              "min_version": str(MIN_VERSION), "status": "CURRENT",
+                              "links": [{"rel": "self", "href": ""}]}]}
+    return json_response(call, document, modified=time.time())
+
+
+_RP = "/resource_providers/{uuid}"
+ROUTES: list[tuple[str, dict[str, Handler]]] = [
+    ("/", {"GET": home}),
+    ("/resource_providers", {"GET": resource_providers.listing, "POST": resource_providers.create}),
+    (_RP, {"GET": resource_providers.show, "PUT": resource_providers.update, "DELETE": resource_providers.delete}),
+    (_RP + "/inventories", {"GET": inventories.listing, "POST": inventories.create, "PUT": inventories.replace,
+                            "DELETE": inventories.delete_all}),
+    (_RP + "/inventories/{resource_class}", {"GET": inventories.show, "PUT": inventories.update,
+                                             "DELETE": inventories.delete}),
+    (_RP + "/aggregates", {"GET": aggregates.show, "PUT": aggregates.replace}),
+    (_RP + "/traits", {"GET": catalog.provider_traits, "PUT": catalog.set_provider_traits,
+                       "DELETE": catalog.delete_provider_traits}),
+    ("/resource_classes", {"GET": catalog.list_classes, "POST": catalog.create_class}),
+    ("/resource_classes/{name}", {"GET": catalog.show_class, "PUT": catalog.put_class,
+                                  "DELETE": catalog.delete_class}),
+    ("/traits", {"GET": catalog.list_traits}),
+    ("/traits/{name}", {"GET": catalog.show_trait, "PUT": catalog.put_trait, "DELETE": catalog.delete_trait}),
+]
+# Which microversion introduced a route (earlier ones answer 404, as Placement's router does).
+_SINCE = {"/resource_classes": 2, "/resource_classes/{name}": 2, "/traits": 6, "/traits/{name}": 6,
+          _RP + "/traits": 6}
+_COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path) + "$"), path, methods)
+             for path, methods in ROUTES]
+
+
+def resolve(method: str, path: str, version: Version) -> tuple[Handler, dict[str, str]]:
+    for pattern, template, methods in _COMPILED:
+        match = pattern.match(path)
+        if match is None or not version.at_least(_SINCE.get(template, 0)):
+            continue
+        handler = methods.get(method)
+        if handler is None:
+            allowed = ", ".join(sorted(methods))
+            raise PlacementError(405, f"The method {method} is not allowed for this resource.",
+                                 headers={"allow": allowed})
+        return handler, match.groupdict()
+    raise PlacementError(404, "The resource could not be found.")
+
+
+class PlacementApp:
+    """Placement's API over ``replica()`` (the façade), mounted at ``prefix``. ``token``: Gantt's token, carried
+    in ``X-Auth-Token`` and worth an admin; without one any token is taken (as Placement's noauth2)."""
+
+    def __init__(self, replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
+                 prefix: str = "/placement") -> None:
+        self.replica = replica
+        self.run = run
+        self.token = token.encode() if token else None
+        self.prefix = prefix
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        request_id = scope.get("state", {}).get("request_id") or f"req-{uuid.uuid4()}"
+        version: Version | None = None
+        try:
+            version = negotiate(scope["headers"])
+            path = scope["path"][len(self.prefix):] or "/"
+            handler, params = resolve(scope["method"], path, version)
+            if path != "/":
+                self._authenticate(request)
+            call = Call(request, version, self.replica(), self.run, self.prefix, params)
+            response = await handler(call)
+        except PlacementError as exc:
+            response = _error(exc, request, version, request_id)
+        except GanttError as exc:
+            response = _error(gantt_error(exc), request, version, request_id)
+        response.headers["openstack-api-version"] = f"placement {version or MIN_VERSION}"
+        response.headers["vary"] = "openstack-api-version"
+        await response(scope, receive, send)
+
+    def _authenticate(self, request: Request) -> None:
+        token = request.headers.get("x-auth-token")
+        if token is None or (self.token is not None and not hmac.compare_digest(token.encode(), self.token)):
+            raise PlacementError(401, "The request you have made requires authentication.")
+
+
+def _error(exc: PlacementError, request: Request, version: Version | None, request_id: str) -> Response:
+    headers = dict(exc.headers)
+    accept = request.headers.get("accept", "")
+    if "text/html" in accept and "json" not in accept:  # as webob: an HTML error for a browser's Accept
+        html = f"<html><head><title>{exc.status} {exc.title}</title></head><body><h1>{exc.status} {exc.title}" \
+               f"</h1>{exc.detail}</body></html>"
+        return Response(html, status_code=exc.status, media_type="text/html", headers=headers)
+    body = exc.body(request_id, with_code=version is not None and version.at_least(CODE_VERSION),
+                    versions=(str(MIN_VERSION), str(MAX_VERSION)))
+    return Response(msgspec.json.encode(body), status_code=exc.status, media_type="application/json",
+                    headers=headers)
+
+
+def create_placement_app(replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
+                         prefix: str = "/placement") -> PlacementApp:
+    return PlacementApp(replica, run, token, prefix)

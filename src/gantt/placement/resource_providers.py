@@ -1,0 +1,192 @@
+"""/resource_providers and /resource_providers/{uuid}: create, list with filters, show, update, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec import UNSET
+from starlette.responses import Response
+
+from gantt.placement.errors import PlacementError
+from gantt.placement.wire import (
+    Call,
+    ProviderIn,
+    ProviderIn114,
+    ProviderUpdate,
+    ProviderUpdate114,
+    accept_json,
+    empty,
+    json_body,
+    json_response,
+    query,
+    require_json,
+    uuid_like,
+    valid_uuid,
+)
+from gantt.providers import ProviderQuery, ProviderView
+
+
+def serialize(call: Call, found: ProviderView) -> dict[str, Any]:
+    url = call.url(f"/resource_providers/{found.uuid}")
+    rels = ["inventories", "usages"]
+    rels += ["aggregates"] if call.version.at_least(1) else []
+    rels += ["traits"] if call.version.at_least(6) else []
+    rels += ["allocations"] if call.version.at_least(11) else []
+    data: dict[str, Any] = {"uuid": found.uuid, "name": found.name, "generation": found.generation,
+                            "links": [{"rel": "self", "href": url}, *({"rel": r, "href": f"{url}/{r}"} for r in rels)]}
+    if call.version.at_least(14):
+        data["parent_provider_uuid"] = found.parent_provider_uuid
+        data["root_provider_uuid"] = found.root_provider_uuid
+    return data
+
+
+async def create(call: Call) -> Response:
+    body = await json_body(call.request, ProviderIn114 if call.version.at_least(14) else ProviderIn)
+    uuid = valid_uuid(body.uuid, "uuid") if body.uuid is not UNSET else None
+    parent = getattr(body, "parent_provider_uuid", None) or None
+    if parent is not None:
+        parent = valid_uuid(parent, "parent_provider_uuid")
+    found = await call.call(call.replica.create_provider, body.name, uuid, parent)
+    location = {"location": str(call.request.base_url).rstrip("/") + call.url(f"/resource_providers/{found.uuid}")}
+    if call.version.at_least(20):
+        return json_response(call, serialize(call, found), modified=found.updated_at, headers=location)
+    return empty(201, headers=location)
+
+
+async def show(call: Call) -> Response:
+    accept_json(call.request)
+    found = await call.call(call.replica.provider, call.params["uuid"])
+    return json_response(call, serialize(call, found), modified=found.updated_at)
+
+
+async def update(call: Call) -> Response:
+    require_json(call.request)
+    found = await call.call(call.replica.provider, call.params["uuid"])
+    body = await json_body(call.request, ProviderUpdate114 if call.version.at_least(14) else ProviderUpdate)
+    parent = getattr(body, "parent_provider_uuid", UNSET)
+    if isinstance(parent, str):
+        parent = valid_uuid(parent, "parent_provider_uuid")
+    updated = await call.call(call.replica.update_provider, found.uuid, body.name,
+                              None if parent is UNSET else parent, set_parent=parent is not UNSET,
+                              reparent=call.version.at_least(37))
+    return json_response(call, serialize(call, updated), modified=updated.updated_at)
+
+
+async def delete(call: Call) -> Response:
+    await call.call(call.replica.delete_provider, call.params["uuid"])
+    return empty()
+
+
+_FILTERS = [(0, "name"), (0, "uuid"), (3, "member_of"), (4, "resources"), (14, "in_tree"), (18, "required")]
+
+
+async def listing(call: Call) -> Response:
+    accept_json(call.request)
+    params = query(call.request, {name for minor, name in _FILTERS if call.version.at_least(minor)})
+    wanted = parse_query(call, params)
+    unknown = await call.call(call.replica.missing_records, "resource_class", [rc for rc, _ in wanted.resources])
+    if unknown:
+        raise PlacementError(400, f"Invalid resource class in resources parameter: No such resource class "
+                                  f"{', '.join(unknown)}.")
+    traits = {t for group in wanted.required for t in group} | wanted.forbidden_traits
+    unknown = await call.call(call.replica.missing_records, "trait", traits)
+    if unknown:
+        raise PlacementError(400, f"Invalid trait(s) in \"required\" parameter: No such trait(s): "
+                                  f"{', '.join(unknown)}.")
+    found = await call.call(call.replica.find_providers, wanted)
+    modified = max((p.updated_at for p in found), default=None)
+    return json_response(call, {"resource_providers": [serialize(call, p) for p in found]}, modified=modified)
+
+
+def parse_query(call: Call, params: dict[str, list[str]]) -> ProviderQuery:
+    last = {name: values[-1] for name, values in params.items()}
+    uuid = last.get("uuid")
+    if uuid is not None and not uuid_like(uuid):
+        raise PlacementError(400, f"Invalid query string parameters: '{uuid}' is not a 'uuid'")
+    in_tree = last.get("in_tree")
+    if in_tree is not None and not uuid_like(in_tree.strip()):
+        raise PlacementError(400, "Invalid query string parameters: Expected 'in_tree' parameter to be a format "
+                                  f"of uuid. Got: {in_tree}")
+    member_of, forbidden_aggs = _member_of(call, params.get("member_of", []))
+    required, forbidden_traits = _required(call, params.get("required", []))
+    resources = _resources(last["resources"]) if "resources" in last else ()
+    return ProviderQuery(name=last.get("name"), uuid=uuid, in_tree=in_tree.strip() if in_tree else None,
+                         member_of=member_of, forbidden_aggregates=forbidden_aggs, required=required,
+                         forbidden_traits=forbidden_traits, resources=resources)
+
+
+def _member_of(call: Call, values: list[str]) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
+    if len(values) > 1 and not call.version.at_least(24):
+        raise PlacementError(400, "Multiple member_of parameters are not supported")
+    required: list[frozenset[str]] = []
+    forbidden: set[str] = set()
+    for value in values:
+        if "," in value and not value.startswith(("in:", "!in:")):
+            raise PlacementError(400, "Multiple values for 'member_of' must be prefixed with the 'in:' or '!in:' "
+                                      f"keyword using the valid microversion. Got: {value}")
+        negated = value.startswith("!")
+        body = value[1:] if negated else value
+        names = set(body[3:].split(",")) if body.startswith("in:") else {body}
+        for name in names:
+            if not uuid_like(name):
+                raise PlacementError(400, "Invalid query string parameters: Expected 'member_of' parameter to "
+                                          f"contain valid UUID(s). Got: {name}")
+        if negated:
+            if not call.version.at_least(32):
+                raise PlacementError(400, "Forbidden member_of parameters are not supported in the specified "
+                                          "microversion")
+            forbidden |= names
+        else:
+            required.append(frozenset(names))
+    return tuple(required), frozenset(forbidden)
+
+
+def _required(call: Call, values: list[str]) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
+    any_of = call.version.at_least(39)
+    values = values if any_of else values[-1:]
+    required: list[frozenset[str]] = []
+    forbidden: set[str] = set()
+    for value in values:
+        if value.startswith("in:"):
+            if not any_of:
+                raise PlacementError(400, "Invalid query string parameters: The format "
+                                          f"'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since microversion "
+                                          f"1.39. Got: {value}")
+            names = {t.strip() for t in value[3:].split(",")}
+            if not all(names) or any(t.startswith("!") for t in names):
+                raise PlacementError(400, f"Invalid query string parameters: Expected 'required' parameter value "
+                                          f"of the form: in:HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: {value}")
+            required.append(frozenset(names))
+            continue
+        names_all = [t.strip() for t in value.split(",")]
+        banned = {t[1:] for t in names_all if t.startswith("!")}
+        if not all(names_all) or not all(banned):
+            form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if call.version.at_least(22) else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
+            raise PlacementError(400, "Invalid query string parameters: Expected 'required' parameter value of "
+                                      f"the form: {form}. Got an empty trait in: {value}")
+        if banned and not call.version.at_least(22):
+            raise PlacementError(400, "Invalid query string parameters: Expected 'required' parameter value of "
+                                      f"the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: {value}")
+        required += [frozenset({t}) for t in names_all if not t.startswith("!")]
+        forbidden |= banned
+    return tuple(required), frozenset(forbidden)
+
+
+def _resources(value: str) -> tuple[tuple[str, int], ...]:
+    form = "Expected resources query string parameter in form: ?resources=VCPU:2,MEMORY_MB:1024."
+    if not value.strip():
+        raise PlacementError(400, f"Badly formed resources parameter. {form} Got: empty string.")
+    out: dict[str, int] = {}
+    for part in value.split(","):
+        rc, sep, amount = part.partition(":")
+        if not sep or ":" in amount:
+            raise PlacementError(400, f"Badly formed resources parameter. {form} Got: {part}.")
+        try:
+            number = int(amount)
+        except ValueError:
+            raise PlacementError(400, f"Requested resource {rc} expected positive integer amount. "
+                                      f"Got: {amount}.") from None
+        if number < 1:
+            raise PlacementError(400, f"Requested resource {rc} requires amount >= 1. Got: {number}.")
+        out[rc] = number
+    return tuple(out.items())

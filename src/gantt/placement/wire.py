@@ -1,0 +1,284 @@
+"""What a Placement request and answer look like on the wire: content negotiation, bodies, query strings,
+cache headers, and the body shapes (msgspec Structs standing in for Placement's JSON schemas)."""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+import uuid as uuidlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
+from starlette.requests import Request
+from starlette.responses import Response
+
+from gantt.model import GanttError, InvalidRequest, prepare_types
+from gantt.placement.errors import PlacementError
+from gantt.placement.microversion import Version
+
+T = TypeVar("T")
+MAX_INT = 2**31 - 1
+FLOAT_MAX = 3.40282e38  # Placement's SQL single-precision float bound for allocation_ratio
+Count = Annotated[int, Meta(ge=1, le=MAX_INT)]
+ClassName = Annotated[str, Meta(pattern=r"^[A-Z0-9_]+$")]
+CustomName = Annotated[str, Meta(pattern=r"^CUSTOM_[A-Z0-9_]+$", max_length=255)]
+TraitName = Annotated[str, Meta(min_length=1, max_length=255)]
+_ENCODER = msgspec.json.Encoder()
+
+
+@dataclass
+class Call:
+    """One request as the handlers see it: the request, its microversion, the façade, and where it is mounted."""
+
+    request: Request
+    version: Version
+    replica: Any  # gantt.replica.Replica; typed loosely so that this module imports no server state
+    run: Callable[..., Awaitable[Any]]
+    prefix: str
+    params: dict[str, str] = field(default_factory=dict)
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a façade call off the event loop (it may wait on the store)."""
+        return await self.run(lambda: fn(*args, **kwargs))  # type: ignore[no-any-return]
+
+    def url(self, path: str) -> str:
+        return self.prefix + path
+
+
+# ------------------------------------------------------------------------------------------- requests
+
+
+def accept_json(request: Request) -> None:
+    """406 unless the Accept header (if any) takes application/json."""
+    accept = request.headers.get("accept")
+    if not accept:
+        return
+    for part in accept.split(","):
+        media, _, params = part.strip().partition(";")
+        q = 1.0
+        for param in params.split(";"):
+            name, _, value = param.strip().partition("=")
+            if name.strip() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > 0 and media.strip().lower() in ("application/json", "application/*", "*/*"):
+            return
+    raise PlacementError(406, "Only application/json is provided")
+
+
+def require_json(request: Request) -> None:
+    """415 unless the body is declared JSON (Placement checks this before it looks anything up)."""
+    length = request.headers.get("content-length")
+    if length is not None and not length.strip().isdigit():
+        raise PlacementError(400, "content-length header must be an integer")
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if not media:
+        if length is not None and int(length) > 0:
+            raise PlacementError(400, "content-type header required when content-length is set")
+        raise PlacementError(415, "The media type None is not supported, use application/json")
+    if media != "application/json":
+        raise PlacementError(415, f"The media type {media} is not supported, use application/json")
+
+
+async def json_body(request: Request, type_: type[T]) -> T:
+    """The body as ``type_``: 415 without a JSON content type, 400 for malformed JSON or a schema mismatch."""
+    require_json(request)
+    raw = await request.body()
+    try:
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise PlacementError(400, f"Malformed JSON: {exc}") from None
+    try:
+        return msgspec.convert(data, type_, strict=True)
+    except msgspec.ValidationError as exc:
+        raise PlacementError(400, f"JSON does not validate: {schema_words(str(exc), data)}") from None
+
+
+_PATH = re.compile(r" - at `\$((?:\.[^.`\[]+|\[\d+\])*)`$")
+_RULES = [
+    (re.compile(r"^Object contains unknown field `([^`]*)`"), "additionalProperties"),
+    (re.compile(r"^Object missing required field `([^`]*)`"), "required"),
+    (re.compile(r"^Expected `\w+` of length <= (\d+)"), "maxLength"),
+    (re.compile(r"^Expected `\w+` of length >= (\d+)"), "minLength"),
+    (re.compile(r"^Expected `\w+` >= (\S+)"), "minimum"),
+    (re.compile(r"^Expected `\w+` <= (\S+)"), "maximum"),
+    (re.compile(r"^Expected `str` matching regex '([^']*)'"), "pattern"),
+    (re.compile(r"^Expected `([^`]*)`, got `[^`]*`"), "type"),
+]
+_JSON_TYPES = {"int": "integer", "str": "string", "float": "number", "bool": "boolean", "array": "array",
+               "object": "object"}
+
+
+def schema_words(message: str, data: Any) -> str:
+    """msgspec's validation message in jsonschema's words, naming the value and the rule (Placement validates
+    with jsonschema; clients and Placement's own tests match on its wording)."""
+    where = _PATH.search(message)
+    parts = re.findall(r"\.([^.\[]+)|\[(\d+)\]", where.group(1)) if where else []
+    keys: list[str | int] = [name or int(index) for name, index in parts]
+    text = message[:where.start()] if where else message
+    for pattern, rule in _RULES:
+        match = pattern.search(text)
+        if match is None:
+            continue
+        value = _at(data, keys)
+        arg = match.group(1)
+        said = {"additionalProperties": f"Additional properties are not allowed ('{arg}' was unexpected)",
+                "required": f"'{arg}' is a required property",
+                "maxLength": f"{value!r} is too long", "minLength": f"{value!r} is too short",
+                "minimum": f"{value!r} is less than the minimum of {arg}",
+                "maximum": f"{value!r} is greater than the maximum of {arg}",
+                "pattern": f"{value!r} does not match {arg!r}",
+                "type": f"{value!r} is not of type '{_JSON_TYPES.get(arg.split(' ')[0], arg)}'"}[rule]
+        schema = "".join(f"['properties'][{k!r}]" if isinstance(k, str) else "['items']" for k in keys)
+        return f"{said}\n\nFailed validating '{rule}' in schema{schema}"
+    return message
+
+
+def _at(data: Any, keys: list[str | int]) -> Any:
+    for key in keys:
+        try:
+            data = data[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
+
+
+def query(request: Request, allowed: set[str]) -> dict[str, list[str]]:
+    """The query string, every name in ``allowed`` (400 naming the first that is not)."""
+    out: dict[str, list[str]] = {}
+    for name, value in request.query_params.multi_items():
+        if name not in allowed:
+            raise PlacementError(400, "Invalid query string parameters: Additional properties are not allowed "
+                                      f"('{name}' was unexpected)")
+        out.setdefault(name, []).append(value)
+    return out
+
+
+def valid_uuid(value: str, what: str) -> str:
+    """A uuid in its canonical dashed form (Placement takes the undashed hex form too)."""
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        raise PlacementError(400, f"JSON does not validate: '{value}' is not a 'uuid' ({what}): Failed "
+                                  "validating 'format'") from None
+
+
+def uuid_like(value: str) -> bool:
+    try:
+        uuidlib.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------- answers
+
+
+def json_response(call: Call, data: Any, *, status: int = 200, modified: float | None = None,
+                  headers: dict[str, str] | None = None) -> Response:
+    """A JSON answer; from 1.15 with ``last-modified`` (``modified``, else now) and ``cache-control``."""
+    out = dict(headers or {})
+    if call.version.at_least(15):
+        out["last-modified"] = http_date(modified or time.time())
+        out["cache-control"] = "no-cache"
+    return Response(_ENCODER.encode(data), status_code=status, media_type="application/json", headers=out)
+
+
+def empty(status: int = 204, headers: dict[str, str] | None = None, *, call: Call | None = None) -> Response:
+    """An answer without a body; with ``call`` from 1.15 it carries the cache headers, as Placement's do where
+    a resource is shown or written by a bodiless answer (traits, PUT resource class)."""
+    headers = dict(headers or {})
+    if call is not None and call.version.at_least(15):
+        headers["last-modified"] = http_date(time.time())
+        headers["cache-control"] = "no-cache"
+    response = Response(b"", status_code=status, headers=headers)
+    if "content-type" in response.headers:
+        del response.headers["content-type"]
+    return response
+
+
+def http_date(ts: float) -> str:
+    return email.utils.formatdate(ts, usegmt=True)
+
+
+def gantt_error(exc: GanttError) -> PlacementError:
+    """A domain error as Placement answers it (its code, when it has one)."""
+    code = getattr(exc, "placement_code", None)
+    status = exc.status
+    detail = exc.message
+    if isinstance(exc, InvalidRequest) and status == 400:
+        detail = re.sub(r" \(at \$[^)]*\)$", "", detail)
+    return PlacementError(status, detail, **({"code": code} if code else {}))
+
+
+# ---------------------------------------------------------------------------------------------- bodies
+
+
+class ProviderIn(Struct, forbid_unknown_fields=True):
+    name: Annotated[str, Meta(max_length=200)]
+    uuid: str | UnsetType = UNSET
+
+
+class ProviderIn114(Struct, forbid_unknown_fields=True):
+    name: Annotated[str, Meta(max_length=200)]
+    uuid: str | UnsetType = UNSET
+    parent_provider_uuid: str | UnsetType | None = UNSET
+
+
+class ProviderUpdate(Struct, forbid_unknown_fields=True):
+    name: Annotated[str, Meta(max_length=200)]
+
+
+class ProviderUpdate114(Struct, forbid_unknown_fields=True):
+    name: Annotated[str, Meta(max_length=200)]
+    parent_provider_uuid: str | UnsetType | None = UNSET
+
+
+class InventoryIn(Struct, forbid_unknown_fields=True):
+    """One inventory (PUT /inventories/{rc} needs the generation; inside PUT /inventories it may be given)."""
+
+    total: Count
+    resource_provider_generation: int | UnsetType = UNSET
+    reserved: Annotated[int, Meta(ge=0, le=MAX_INT)] = 0
+    min_unit: Count = 1
+    max_unit: Count = MAX_INT
+    step_size: Count = 1
+    allocation_ratio: Annotated[float, Meta(le=FLOAT_MAX)] = 1.0
+
+
+class NewInventoryIn(Struct, forbid_unknown_fields=True):
+    resource_class: ClassName
+    total: Count
+    reserved: Annotated[int, Meta(ge=0, le=MAX_INT)] = 0
+    min_unit: Count = 1
+    max_unit: Count = MAX_INT
+    step_size: Count = 1
+    allocation_ratio: Annotated[float, Meta(le=FLOAT_MAX)] = 1.0
+
+
+class InventoriesIn(Struct, forbid_unknown_fields=True):
+    resource_provider_generation: int
+    inventories: dict[ClassName, InventoryIn]
+
+
+class ProviderTraitsIn(Struct, forbid_unknown_fields=True):
+    resource_provider_generation: int
+    traits: list[TraitName]
+
+
+class AggregatesIn(Struct, forbid_unknown_fields=True):
+    resource_provider_generation: int
+    aggregates: list[str]
+
+
+class ResourceClassIn(Struct, forbid_unknown_fields=True):
+    name: CustomName
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

@@ -1,0 +1,302 @@
+"""Resource providers: Placement's view of Gantt's nodes (design §5), and the rules Placement writes follow.
+
+A node record (``HostReport``) is a resource provider. Its identity comes from ``record.provider`` once the
+Placement face has written it, else from what the host reports (``stats.uuid``, its node name): a host that
+reports through ``/v1`` is a root provider at generation 0. A node without a uuid is no provider (Placement
+names every provider by uuid).
+
+Everything here is pure: it reads records and returns new ones. ``ProviderIndex`` is the replica's lookup of
+records by uuid and name; the replica keeps it current from the change feed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import msgspec
+
+from gantt.model import (
+    MAX_COUNT,
+    MAX_RATIO,
+    Allocation,
+    Conflict,
+    HostReport,
+    HostStats,
+    InvalidRequest,
+    Inventory,
+    NodeKey,
+    NotFound,
+    Provider,
+)
+
+# Placement's inventory defaults: an inventory that names only its total may be allocated in any unit size.
+MAX_UNIT = MAX_COUNT
+_CLASSIC = (("VCPU", "vcpus", "cpu_allocation_ratio"), ("MEMORY_MB", "memory_mb", "ram_allocation_ratio"),
+            ("DISK_GB", "local_gb", "disk_allocation_ratio"))
+_CLASSIC_TOTALS = {"vcpus": None, "memory_mb": None, "local_gb": None, "cpu_allocation_ratio": None,
+                   "ram_allocation_ratio": None, "disk_allocation_ratio": None}
+RC_PATTERN = re.compile(r"^[A-Z0-9_]+$")
+CUSTOM_PATTERN = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+
+
+class InventoryInUse(Conflict):
+    """An inventory to delete still has allocations against it."""
+
+    placement_code = "placement.inventory.inuse"
+
+
+class ProviderInUse(Conflict):
+    """A provider to delete still has allocations."""
+
+    placement_code = "placement.resource_provider.inuse"
+
+
+class ParentInUse(Conflict):
+    """A provider to delete still has children."""
+
+    placement_code = "placement.resource_provider.cannot_delete_parent"
+
+
+class DuplicateName(Conflict):
+    """Another provider has the name (or the uuid) already."""
+
+    placement_code = "placement.duplicate_name"
+
+
+@dataclass(frozen=True)
+class ProviderView:
+    """One provider as Placement shows it, with the record it comes from."""
+
+    uuid: str
+    name: str
+    generation: int
+    parent_provider_uuid: str | None
+    root_provider_uuid: str
+    updated_at: float
+    key: NodeKey
+    record: HostReport
+
+
+def view(record: HostReport) -> ProviderView | None:
+    """The provider a node record is, or None when it has no uuid."""
+    p = record.provider
+    key = (record.host, record.nodename)
+    if p is not None:
+        return ProviderView(p.uuid, p.name, p.generation, p.parent_provider_uuid, p.root_provider_uuid or p.uuid,
+                            p.updated_at or p.created_at or record.reported_at or 0.0, key, record)
+    uuid = record.stats.uuid
+    if not uuid:
+        return None
+    name = record.stats.hypervisor_hostname or record.nodename
+    return ProviderView(uuid, name, 0, None, uuid, record.reported_at or 0.0, key, record)
+
+
+def inventories(record: HostReport, default_ratios: dict[str, float]) -> dict[str, Inventory]:
+    """What the provider offers, per class: its inventories, and those a host's classic fields imply (as the
+    table derives them: ``gantt.state.reports``)."""
+    stats = record.stats
+    out: dict[str, Inventory] = {}
+    for rc, total_field, ratio_field in _CLASSIC:
+        total = getattr(stats, total_field)
+        if total is not None:
+            ratio = getattr(stats, ratio_field) or default_ratios.get(rc, 1.0)
+            out[rc] = Inventory(total=total, allocation_ratio=float(ratio), max_unit=total)
+    out.update(stats.inventories or {})
+    return {rc: inv if inv.max_unit is not None else msgspec.structs.replace(inv, max_unit=inv.total)
+            for rc, inv in out.items()}
+
+
+def traits(record: HostReport) -> list[str]:
+    return list(record.stats.traits or ())
+
+
+# ----------------------------------------------------------------------------------------------- checks
+
+
+def check_inventory(rc: str, inv: Inventory, *, reserved_may_equal_total: bool) -> None:
+    """Placement's rules for one inventory (the ones its schema does not state): positive capacity (from 1.26
+    reserved may equal total), min_unit <= max_unit, step_size within max_unit."""
+    if inv.max_unit is not None and inv.min_unit > inv.max_unit:
+        raise InvalidRequest(f"Bad inventory {rc}: min_unit ({inv.min_unit}) must be <= max_unit "
+                             f"({inv.max_unit})", field=f"$.inventories.{rc}.min_unit")
+    if inv.max_unit is not None and inv.step_size > inv.max_unit:
+        raise InvalidRequest(f"Bad inventory {rc}: step_size ({inv.step_size}) must be <= max_unit "
+                             f"({inv.max_unit})", field=f"$.inventories.{rc}.step_size")
+    capacity = (inv.total - inv.reserved) * inv.allocation_ratio
+    if capacity < 0 or (capacity == 0 and not reserved_may_equal_total):
+        bound = "greater than total" if reserved_may_equal_total else "greater than or equal to total"
+        raise InvalidRequest(f"Invalid inventory for '{rc}': the reserved value ({inv.reserved}) is {bound} "
+                             f"({inv.total}).", field=f"$.inventories.{rc}.reserved")
+
+
+def check_ratio(rc: str, ratio: float) -> None:
+    if not (ratio > 0 and math.isfinite(ratio) and ratio <= MAX_RATIO):
+        raise InvalidRequest(f"Bad inventory {rc}: allocation_ratio must be > 0 and <= {MAX_RATIO:g}",
+                             field=f"$.inventories.{rc}.allocation_ratio")
+
+
+def used(allocations: Iterable[Allocation]) -> dict[str, int]:
+    """What the allocations on one provider use, per class."""
+    out: dict[str, int] = {}
+    for allocation in allocations:
+        for rc, amount in allocation.resources.items():
+            out[rc] = out.get(rc, 0) + amount
+    return out
+
+
+def check_not_in_use(uuid: str, removed: Iterable[str], in_use: dict[str, int]) -> None:
+    busy = sorted(rc for rc in removed if in_use.get(rc, 0) > 0)
+    if busy:
+        raise InventoryInUse(f"Inventory for '{', '.join(busy)}' on resource provider '{uuid}' in use.")
+
+
+# ----------------------------------------------------------------------------------------------- writes
+
+
+def new_record(uuid: str, name: str, parent: ProviderView | None, now: float) -> HostReport:
+    """The record of a provider created through Placement: keyed by its uuid (stable across renames, and a
+    valid node name whatever the provider's name holds), generation 0."""
+    provider = Provider(uuid=uuid, name=name, parent_provider_uuid=parent.uuid if parent else None,
+                        root_provider_uuid=parent.root_provider_uuid if parent else None,
+                        created_at=now, updated_at=now)
+    return HostReport(host=uuid, node=uuid, stats=HostStats(uuid=uuid, hypervisor_hostname=name), provider=provider)
+
+
+def provider_of(current: ProviderView) -> Provider:
+    p = current.record.provider
+    if p is not None:
+        return p
+    return Provider(uuid=current.uuid, name=current.name, created_at=current.updated_at)
+
+
+def bumped(current: ProviderView, now: float, **changes: object) -> HostReport:
+    """``current``'s record one generation on, with ``changes`` to its provider."""
+    provider = msgspec.structs.replace(provider_of(current), generation=current.generation + 1, updated_at=now,
+                                       **changes)
+    return msgspec.structs.replace(current.record, provider=provider)
+
+
+def renamed(current: ProviderView, name: str, parent: ProviderView | None, now: float) -> HostReport:
+    """A name or parent change: Placement does not move the generation for it."""
+    provider = msgspec.structs.replace(provider_of(current), name=name, updated_at=now,
+                                       parent_provider_uuid=parent.uuid if parent else None,
+                                       root_provider_uuid=parent.root_provider_uuid if parent else None)
+    stats = current.record.stats
+    if current.record.host == current.uuid:  # created through Placement: its name is its hypervisor's too
+        stats = msgspec.structs.replace(stats, hypervisor_hostname=name)
+    return msgspec.structs.replace(current.record, provider=provider, stats=stats)
+
+
+def with_inventories(current: ProviderView, given: dict[str, Inventory], now: float) -> HostReport:
+    """The record with exactly ``given`` as its inventories. The classic totals go (they would imply VCPU,
+    MEMORY_MB and DISK_GB beside what Placement set); a host's next report brings back what it names."""
+    record = bumped(current, now)
+    stats = msgspec.structs.replace(record.stats, inventories=dict(given), **_CLASSIC_TOTALS)
+    return msgspec.structs.replace(record, stats=stats)
+
+
+def with_traits(current: ProviderView, names: list[str], now: float) -> HostReport:
+    record = bumped(current, now)
+    return msgspec.structs.replace(record, stats=msgspec.structs.replace(record.stats, traits=sorted(names)))
+
+
+# ------------------------------------------------------------------------------------------------ index
+
+
+class ProviderIndex:
+    """Every provider by uuid and by name, from the node records (the replica holds it under its table lock)."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[NodeKey, ProviderView] = {}
+        self.by_uuid: dict[str, ProviderView] = {}
+        self.by_name: dict[str, str] = {}  # name -> uuid
+
+    def put(self, record: HostReport) -> None:
+        key = (record.host, record.nodename)
+        self.remove(key)
+        found = view(record)
+        if found is None:
+            return
+        self.by_key[key] = found
+        self.by_uuid[found.uuid] = found
+        self.by_name[found.name] = found.uuid
+
+    def remove(self, key: NodeKey) -> None:
+        old = self.by_key.pop(key, None)
+        if old is None:
+            return
+        if self.by_uuid.get(old.uuid) is old:
+            del self.by_uuid[old.uuid]
+        if self.by_name.get(old.name) == old.uuid:
+            del self.by_name[old.name]
+
+    def get(self, uuid: str) -> ProviderView:
+        found = self.by_uuid.get(uuid)
+        if found is None:
+            raise NotFound(f"No resource provider with uuid {uuid} found", field="uuid")
+        return found
+
+    def children(self, uuid: str) -> list[ProviderView]:
+        return [p for p in self.by_uuid.values() if p.parent_provider_uuid == uuid]
+
+    def tree(self, uuid: str) -> list[ProviderView]:
+        """Every provider in the tree ``uuid`` belongs to."""
+        root = self.get(uuid).root_provider_uuid
+        return [p for p in self.by_uuid.values() if p.root_provider_uuid == root]
+
+    def descendants(self, uuid: str) -> set[str]:
+        out: set[str] = set()
+        frontier = [uuid]
+        while frontier:
+            current = frontier.pop()
+            for child in self.children(current):
+                if child.uuid not in out:
+                    out.add(child.uuid)
+                    frontier.append(child.uuid)
+        return out
+
+
+# ------------------------------------------------------------------------------------------------ query
+
+
+@dataclass(frozen=True)
+class ProviderQuery:
+    """GET /resource_providers' filters, parsed. ``member_of``: each set "any of these"; ``required``: each set
+    "any of these traits"; all entries must hold."""
+
+    name: str | None = None
+    uuid: str | None = None
+    in_tree: str | None = None
+    member_of: tuple[frozenset[str], ...] = ()
+    forbidden_aggregates: frozenset[str] = frozenset()
+    required: tuple[frozenset[str], ...] = ()
+    forbidden_traits: frozenset[str] = frozenset()
+    resources: tuple[tuple[str, int], ...] = ()
+
+    def matches_identity(self, found: ProviderView, root: str | None) -> bool:
+        """name, uuid, in_tree (``root``: the in_tree provider's root)."""
+        return ((self.name is None or found.name == self.name)
+                and (self.uuid is None or found.uuid == self.uuid)
+                and (self.in_tree is None or found.root_provider_uuid == root))
+
+    def matches_aggregates(self, aggregates: set[str]) -> bool:
+        return all(group & aggregates for group in self.member_of) and not (self.forbidden_aggregates & aggregates)
+
+    def matches_traits(self, names: set[str]) -> bool:
+        return all(group & names for group in self.required) and not (self.forbidden_traits & names)
+
+    def matches_resources(self, offered: dict[str, Inventory], in_use: dict[str, int]) -> bool:
+        """Room for each amount: within the inventory's units and step, and free capacity (Placement's rule)."""
+        for rc, amount in self.resources:
+            inv = offered.get(rc)
+            if inv is None:
+                return False
+            max_unit = inv.max_unit if inv.max_unit is not None else inv.total
+            if amount < inv.min_unit or amount > max_unit or amount % inv.step_size:
+                return False
+            if in_use.get(rc, 0) + amount > inv.capacity:
+                return False
+        return True

@@ -1,0 +1,390 @@
+"""The replica's Placement calls: resource providers, inventories, traits, resource classes, provider aggregates.
+
+A mixin of ``gantt.replica.Replica`` (the façade the Placement face talks to), kept apart so that the replica's
+own module stays about following the store. Every write is one store batch that names the provider
+generations it read (``Batch.generations``: the store refuses it with ``GenerationConflict`` when one moved)
+and the node revisions it read (``Batch.expect``: a report or claim landed meanwhile); a replica that was
+merely behind catches up and builds the batch again, a client that sent a stale generation gets 409.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid as uuidlib
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from gantt import catalog, providers
+from gantt.catalog import Catalog
+from gantt.model import (
+    Aggregate,
+    Conflict,
+    GenerationConflict,
+    HostReport,
+    InvalidRequest,
+    Inventory,
+    NotFound,
+    Record,
+    RecordKind,
+    aggregate_node,
+)
+from gantt.providers import (
+    DuplicateName,
+    ParentInUse,
+    ProviderIndex,
+    ProviderInUse,
+    ProviderQuery,
+    ProviderView,
+)
+from gantt.store.base import Batch, Expect, Generation, StoreConflict
+
+if TYPE_CHECKING:
+    from gantt.state import HostTable
+
+_ATTEMPTS = 8  # a replica behind the store catches up and tries again; past this, the writers contend too hard
+
+
+def placement_uuid(aggregate: Aggregate) -> str:
+    """The uuid Placement knows a Gantt aggregate by: its ``uuid``, else its id (Placement creates aggregates
+    with id = uuid)."""
+    return aggregate.uuid or str(aggregate.id)
+
+
+class PlacementFacade:
+    """Mixed into ``Replica``: these names are the replica's (see its module)."""
+
+    table: HostTable
+    node_revisions: dict[tuple[str, str], int]
+    providers: ProviderIndex
+    catalog: Catalog
+    clock: Callable[[], float]
+
+    def sync(self) -> int: ...  # pragma: no cover - Replica's
+    def write(self, batch: Batch) -> int: ...  # pragma: no cover - Replica's
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    def provider(self, uuid: str) -> ProviderView:
+        self._known(uuid)
+        with self.table.lock:
+            return self.providers.get(uuid)
+
+    def _known(self, uuid: str) -> None:
+        """Catch up with the store when ``uuid`` is not here: another instance may have made it an instant ago,
+        and a client that was told it exists must not hear 404 from this one."""
+        if uuid not in self.providers.by_uuid:
+            self.sync()
+
+    def provider_list(self) -> list[ProviderView]:
+        with self.table.lock:
+            return list(self.providers.by_uuid.values())
+
+    def find_providers(self, query: ProviderQuery) -> list[ProviderView]:
+        """The providers ``query`` matches, in creation order (unknown classes or traits: the caller's 400)."""
+        with self.table.lock:
+            root = None
+            if query.in_tree is not None:
+                tree_of = self.providers.by_uuid.get(query.in_tree)
+                if tree_of is None:
+                    return []  # Placement: a list filtered by an unknown tree is empty
+                root = tree_of.root_provider_uuid
+            out = []
+            for found in self.providers.by_uuid.values():
+                if not query.matches_identity(found, root):
+                    continue
+                if (query.member_of or query.forbidden_aggregates) \
+                        and not query.matches_aggregates(set(self._aggregates_of(found))):
+                    continue
+                if (query.required or query.forbidden_traits) \
+                        and not query.matches_traits(set(found.record.stats.traits or ())):
+                    continue
+                if query.resources and not query.matches_resources(
+                        providers.inventories(found.record, self.table.default_ratios), self._used(found)):
+                    continue
+                out.append(found)
+            return out
+
+    def _used(self, found: ProviderView) -> dict[str, int]:
+        held = [self.table.allocation(c) for c in self.table.node_allocations(found.key)]
+        return providers.used(a for a in held if a is not None)
+
+    def provider_tree(self, uuid: str) -> list[ProviderView]:
+        with self.table.lock:
+            return self.providers.tree(uuid) if uuid in self.providers.by_uuid else []
+
+    def provider_inventories(self, uuid: str) -> tuple[ProviderView, dict[str, Inventory]]:
+        self._known(uuid)
+        with self.table.lock:
+            found = self.providers.get(uuid)
+            return found, providers.inventories(found.record, self.table.default_ratios)
+
+    def provider_usage(self, uuid: str) -> dict[str, int]:
+        """What the allocations on the provider use, per class."""
+        self._known(uuid)
+        with self.table.lock:
+            return self._used(self.providers.get(uuid))
+
+    def provider_aggregates(self, uuid: str) -> tuple[ProviderView, list[str]]:
+        self._known(uuid)
+        with self.table.lock:
+            found = self.providers.get(uuid)
+            return found, self._aggregates_of(found)
+
+    def _aggregates_of(self, found: ProviderView) -> list[str]:
+        host = found.key[0]
+        return sorted(placement_uuid(a) for a in self.table.aggregates() if host in a.hosts)
+
+    def resource_classes(self) -> list[str]:
+        with self.table.lock:
+            return self.catalog.resource_classes()
+
+    def traits(self) -> list[str]:
+        with self.table.lock:
+            return self.catalog.traits()
+
+    def traits_in_use(self) -> list[str]:
+        """Every trait some provider has."""
+        with self.table.lock:
+            return sorted({t for p in self.providers.by_uuid.values() for t in p.record.stats.traits or ()})
+
+    def has_record(self, kind: RecordKind, name: str) -> bool:
+        with self.table.lock:
+            return self.catalog.has(kind, name)
+
+    def missing_records(self, kind: RecordKind, names: Iterable[str]) -> list[str]:
+        with self.table.lock:
+            return self.catalog.missing(kind, names)
+
+    # -------------------------------------------------------------------------------- provider writes
+
+    def create_provider(self, name: str, uuid: str | None = None, parent: str | None = None) -> ProviderView:
+        uuid = uuid or str(uuidlib.uuid4())
+        self.sync()  # a name or uuid written by another instance an instant ago is a duplicate too
+        with self.table.lock:
+            taken = [f"uuid: {uuid}"] if uuid in self.providers.by_uuid else []
+            if name in self.providers.by_name:
+                taken.append(f"name: {name}")
+            if taken:
+                raise DuplicateName(f"Conflicting resource provider {', '.join(taken)} already exists.")
+            if parent == uuid:
+                raise InvalidRequest(f'Unable to create resource provider "{name}", {uuid}: parent provider UUID '
+                                     "cannot be same as UUID. Please specify a different parent.",
+                                     field="parent_provider_uuid")
+            above = self._parent(parent, uuid)
+            record = providers.new_record(uuid, name, above, self.clock())
+        try:
+            self.write(Batch(generations=[Generation(uuid, uuid, None)], providers=[record]))
+        except GenerationConflict:
+            raise DuplicateName(f"Conflicting resource provider uuid: {uuid} already exists.") from None
+        return self.provider(uuid)
+
+    def _parent(self, parent: str | None, uuid: str) -> ProviderView | None:
+        if parent is None:
+            return None
+        if parent == uuid or parent in self.providers.descendants(uuid):
+            raise InvalidRequest("creating loop in the provider tree is not allowed.",
+                                 field="parent_provider_uuid")
+        if parent not in self.providers.by_uuid:
+            raise InvalidRequest(f"parent provider UUID does not exist: {parent}.", field="parent_provider_uuid")
+        return self.providers.by_uuid[parent]
+
+    def update_provider(self, uuid: str, name: str | None, parent: str | None, *, set_parent: bool,
+                        reparent: bool) -> ProviderView:
+        """Rename and/or (re)parent. ``reparent`` (microversion 1.37): any parent may change, else only a root
+        may get one."""
+
+        def build(current: ProviderView) -> list[HostReport]:
+            new_name = name if name is not None else current.name
+            owner = self.providers.by_name.get(new_name)
+            if owner is not None and owner != uuid:
+                raise DuplicateName(f"Conflicting resource provider {new_name} already exists.")
+            new_parent = parent if set_parent else current.parent_provider_uuid
+            if not reparent and current.parent_provider_uuid is not None \
+                    and new_parent != current.parent_provider_uuid:
+                what = "un-parenting" if new_parent is None else "re-parenting"
+                raise InvalidRequest(f"Unable to save resource provider {uuid}: Object action update failed "
+                                     f"because: {what} a provider is not currently allowed.",
+                                     field="parent_provider_uuid")
+            above = self._parent(new_parent, uuid)
+            record = providers.renamed(current, new_name, above, self.clock())
+            return [record, *self._reroot(current, record)]
+
+        self._edit(uuid, None, build)
+        return self.provider(uuid)
+
+    def _reroot(self, current: ProviderView, record: HostReport) -> list[HostReport]:
+        """The descendants of a provider whose root changes, with the new root."""
+        assert record.provider is not None
+        root = record.provider.root_provider_uuid or record.provider.uuid
+        if root == current.root_provider_uuid:
+            return []
+        out = []
+        for child_uuid in self.providers.descendants(current.uuid):
+            child = self.providers.by_uuid[child_uuid]
+            moved = msgspec.structs.replace(providers.provider_of(child), root_provider_uuid=root)
+            out.append(msgspec.structs.replace(child.record, provider=moved))
+        return out
+
+    def delete_provider(self, uuid: str) -> None:
+        self.sync()
+        with self.table.lock:
+            if uuid not in self.providers.by_uuid:
+                raise NotFound(f"No resource provider with uuid {uuid} found for delete", field="uuid")
+            found = self.providers.get(uuid)
+            if self.providers.children(uuid):
+                raise ParentInUse(f"Unable to delete parent resource provider {uuid}: It has child resource "
+                                  "providers.")
+            if self.table.node_allocations(found.key):
+                raise ProviderInUse(f"Unable to delete resource provider {uuid}: Resource provider has "
+                                    "allocations.")
+            host, node = found.key
+            left = [n for n in (self.table.node_names[r] for r in self.table.rows_of_host(host)) if n != node]
+            aggregates = [] if left else [
+                Aggregate(id=a.id, name=a.name, uuid=a.uuid, metadata=a.metadata,
+                          hosts=[h for h in a.hosts if h != host])
+                for a in self.table.aggregates() if host in a.hosts]
+        self.write(Batch(delete_hosts=[found.key], aggregates=aggregates))
+
+    # ------------------------------------------------------------------------------------ inventories
+
+    def set_inventories(self, uuid: str, generation: int | None, given: dict[str, Inventory], *,
+                        reserved_may_equal_total: bool, merge: bool = False, remove: Iterable[str] = (),
+                        existing: bool = False) -> tuple[ProviderView, dict[str, Inventory]]:
+        """Replace the provider's inventories with ``given`` (``merge``: add or change only those, and drop
+        ``remove``; ``existing``: only change classes it has). Classes must exist; a class dropped while
+        allocated is InventoryInUse."""
+        missing = self.missing_records("resource_class", given)
+        if missing:
+            raise InvalidRequest(f"Unknown resource class in inventory for resource provider {uuid}: No such "
+                                 f"resource class {', '.join(missing)}.", field="inventories")
+        for rc, inv in given.items():
+            providers.check_inventory(rc, inv, reserved_may_equal_total=reserved_may_equal_total)
+        dropped = set(remove)
+
+        def build(current: ProviderView) -> list[HostReport]:
+            old = providers.inventories(current.record, self.table.default_ratios)
+            absent = sorted(set(given) - set(old)) if existing else []
+            if absent:
+                raise InvalidRequest(f"No inventory record with resource class for resource provider {uuid}: "
+                                     f"No inventory of class {', '.join(absent)} found", field="resource_class")
+            new = {**old, **given} if merge else dict(given)
+            for rc in dropped:
+                new.pop(rc, None)
+            providers.check_not_in_use(uuid, set(old) - set(new), self._used(current))
+            return [providers.with_inventories(current, new, self.clock())]
+
+        self._edit(uuid, generation, build)
+        return self.provider_inventories(uuid)
+
+    # ----------------------------------------------------------------------------------- traits, aggs
+
+    def set_provider_traits(self, uuid: str, generation: int | None, names: list[str]) -> ProviderView:
+        missing = self.missing_records("trait", names)
+        if missing:
+            raise InvalidRequest(f"No such trait(s): {', '.join(missing)}.", field="traits")
+        self._edit(uuid, generation, lambda current: [providers.with_traits(current, names, self.clock())])
+        return self.provider(uuid)
+
+    def set_provider_aggregates(self, uuid: str, generation: int | None, wanted: list[str], *,
+                                bump: bool) -> tuple[ProviderView, list[str]]:
+        """The provider's aggregates become ``wanted``: its host joins or leaves the Gantt aggregates of those
+        uuids (one is created, id = uuid, when none has it). ``bump``: from 1.19 the generation moves."""
+        target = set(wanted)
+
+        def build(current: ProviderView) -> tuple[list[HostReport], list[Aggregate]]:
+            host = current.key[0]
+            by_uuid = {placement_uuid(a): a for a in self.table.aggregates()}
+            changed = []
+            for agg_uuid, a in by_uuid.items():
+                inside = host in a.hosts
+                if inside and agg_uuid not in target:
+                    changed.append(_with_hosts(a, [h for h in a.hosts if h != host]))
+                elif not inside and agg_uuid in target:
+                    changed.append(_with_hosts(a, [*a.hosts, host]))
+            changed += [Aggregate(id=u, uuid=u, hosts=[host]) for u in sorted(target - set(by_uuid))]
+            record = providers.bumped(current, self.clock()) if bump else current.record
+            return ([record] if bump else []), changed
+
+        self._edit(uuid, generation, build)
+        return self.provider_aggregates(uuid)
+
+    # ----------------------------------------------------------------------------------- the CAS loop
+
+    def _edit(self, uuid: str, generation: int | None, build: Callable[[ProviderView], Any]) -> None:
+        """Write what ``build`` makes of the provider as the replica holds it, guarded by its generation and
+        node revision. ``generation``: what the client read (None: whatever is current)."""
+        self._known(uuid)
+        for attempt in range(_ATTEMPTS):
+            with self.table.lock:
+                current = self.providers.get(uuid)
+                if generation is not None and current.generation != generation and attempt == 0:
+                    stale = True
+                else:
+                    stale = False
+                    if generation is not None and current.generation != generation:
+                        raise GenerationConflict([current.key])
+                    batch = self._batch(current, build(current))
+            if stale:
+                self.sync()  # this replica may be the one behind: read everything committed before deciding
+                continue
+            try:
+                self.write(batch)
+                return
+            except StoreConflict:
+                self.sync()
+            except GenerationConflict:
+                if generation is not None:
+                    raise
+                self.sync()
+        raise Conflict(f"resource provider {uuid} kept changing; try again")
+
+    def _batch(self, current: ProviderView, built: Any) -> Batch:
+        records, aggregates = built if isinstance(built, tuple) else (built, [])
+        keys = list(dict.fromkeys([current.key, *((r.host, r.nodename) for r in records)]))
+        views = {key: self.providers.by_key[key] for key in keys}
+        # The aggregates were computed from their members as this replica saw them: expect that state too.
+        read = keys + [aggregate_node(a.key) for a in aggregates]
+        return Batch(expect=[Expect(h, n, self.node_revisions.get((h, n), 0)) for h, n in read],
+                     generations=[Generation(h, n, views[(h, n)].generation) for h, n in keys],
+                     providers=records, aggregates=aggregates)
+
+    # ---------------------------------------------------------------------------------------- records
+
+    def put_record(self, kind: RecordKind, name: str) -> bool:
+        """Create a custom resource class or trait; False when it exists already (nothing written)."""
+        catalog.check_custom(kind, name)
+        self.sync()  # another instance may have made it an instant ago: then the answer is "it exists"
+        if self.has_record(kind, name):
+            return False
+        self.write(Batch(records=[Record(kind=kind, name=name, created_at=time.time())]))
+        return True
+
+    def delete_record(self, kind: RecordKind, name: str) -> None:
+        self.sync()
+        with self.table.lock:
+            users = sum(1 for p in self.providers.by_uuid.values() if _uses(p, kind, name, self.table))
+            catalog.check_deletable(kind, name, self.catalog, users)
+        self.write(Batch(delete_records=[(kind, name)]))
+
+    def rename_record(self, kind: RecordKind, old: str, new: str) -> None:
+        """Placement before 1.7: PUT /resource_classes/{name} renames a custom class nothing uses."""
+        self.sync()
+        with self.table.lock:
+            users = sum(1 for p in self.providers.by_uuid.values() if _uses(p, kind, old, self.table))
+            catalog.check_deletable(kind, old, self.catalog, users, verb="update")
+            if self.catalog.has(kind, new):
+                raise Conflict(f"Resource class already exists: {new}")
+        self.write(Batch(delete_records=[(kind, old)], records=[Record(kind=kind, name=new, created_at=time.time())]))
+
+
+def _uses(found: ProviderView, kind: RecordKind, name: str, table: HostTable) -> bool:
+    if kind == "trait":
+        return name in (found.record.stats.traits or ())
+    return name in providers.inventories(found.record, table.default_ratios)
+
+
+def _with_hosts(aggregate: Aggregate, hosts: list[str]) -> Aggregate:
+    return Aggregate(id=aggregate.id, name=aggregate.name, uuid=aggregate.uuid, hosts=hosts,
+                     metadata=aggregate.metadata)

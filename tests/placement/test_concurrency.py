@@ -1,0 +1,68 @@
+"""Two ``gantt serve`` processes on one SQLite file: a provider generation is a compare-and-set in the store, so
+of two writes that read the same generation exactly one lands, whichever process each goes through."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+
+import httpx
+
+from tests.placement.conftest import CONFIG, LATEST
+from tests.service.server import ServerProcess
+
+
+def test_one_of_two_writers_with_the_same_generation_wins(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    store = f"sqlite:///{tmp_path}/shared.sqlite"
+    with ServerProcess(store, config=CONFIG, workdir=tmp_path / "a") as a, \
+            ServerProcess(store, config=CONFIG, workdir=tmp_path / "b") as b, \
+            httpx.Client(base_url=a.url + "/placement", headers=LATEST, timeout=10) as http_a, \
+            httpx.Client(base_url=b.url + "/placement", headers=LATEST, timeout=10) as http_b:
+        for round_ in range(20):
+            rp = str(uuid.uuid4())
+            assert http_a.post("/resource_providers", json={"name": f"rp-{round_}", "uuid": rp}).status_code == 200
+            statuses = _race(rp, [(http_a, 8), (http_b, 16)])
+            assert sorted(statuses) == [200, 409], statuses
+            # both processes agree on the winner and on generation 1
+            seen = [h.get(f"/resource_providers/{rp}/inventories").json() for h in (http_a, http_b)]
+            for view in seen:
+                assert view["resource_provider_generation"] == 1
+            totals = {view["inventories"]["VCPU"]["total"] for view in seen}
+            assert len(totals) == 1
+
+
+def _race(rp: str, writers: list[tuple[httpx.Client, int]]) -> list[int]:
+    """Each writer sets the provider's VCPU total from generation 0, all at once; their statuses."""
+    statuses: list[int] = []
+    start = threading.Barrier(len(writers))
+
+    def write(http: httpx.Client, total: int) -> None:
+        start.wait()
+        answer = http.put(f"/resource_providers/{rp}/inventories",
+                          json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": total}}})
+        statuses.append(answer.status_code)
+
+    threads = [threading.Thread(target=write, args=writer) for writer in writers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statuses
+
+
+def test_a_provider_made_on_one_process_is_seen_and_named_uniquely_on_the_other(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    store = f"sqlite:///{tmp_path}/shared.sqlite"
+    with ServerProcess(store, config=CONFIG, workdir=tmp_path / "a") as a, \
+            ServerProcess(store, config=CONFIG, workdir=tmp_path / "b") as b, \
+            httpx.Client(base_url=a.url + "/placement", headers=LATEST, timeout=10) as http_a, \
+            httpx.Client(base_url=b.url + "/placement", headers=LATEST, timeout=10) as http_b:
+        made = http_a.post("/resource_providers", json={"name": "only-one"}).json()
+        assert http_b.post("/resource_providers", json={"name": "only-one"}).status_code == 409
+        assert http_b.put("/traits/CUSTOM_SHARED").status_code == 201
+        assert http_a.put("/traits/CUSTOM_SHARED").status_code == 204
+        assert http_b.get(f"/resource_providers/{made['uuid']}").status_code == 200
