@@ -213,10 +213,12 @@ class ProviderIndex:
         self.by_key: dict[NodeKey, ProviderView] = {}
         self.by_uuid: dict[str, ProviderView] = {}
         self.by_name: dict[str, str] = {}  # name -> uuid
+        self.version = 0  # moves with every change: what is derived from the index (candidates' forest) keys on it
 
     def put(self, record: HostReport) -> None:
         key = (record.host, record.nodename)
         self.remove(key)
+        self.version += 1
         found = view(record)
         if found is None:
             return
@@ -225,6 +227,7 @@ class ProviderIndex:
         self.by_name[found.name] = found.uuid
 
     def remove(self, key: NodeKey) -> None:
+        self.version += 1
         old = self.by_key.pop(key, None)
         if old is None:
             return

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from gantt import catalog, providers
+from gantt import candidates, catalog, providers
+from gantt.candidates import CandidateQuery, Candidates, Forest
 from gantt.catalog import Catalog
 from gantt.model import (
     Aggregate,
@@ -135,6 +136,21 @@ class PlacementFacade:
     def _aggregates_of(self, found: ProviderView) -> list[str]:
         host = found.key[0]
         return sorted(placement_uuid(a) for a in self.table.aggregates() if host in a.hosts)
+
+    def allocation_candidates(self, query: CandidateQuery) -> Candidates:
+        with self.table.lock:
+            return candidates.allocation_candidates(self.table, self._forest(), query)
+
+    def _forest(self) -> Forest:
+        """The providers' shape, rebuilt only when a provider, an aggregate or the table's rows changed."""
+        key = (id(self.providers), self.providers.version, self.table.static_revision, self.table.layout)
+        cached: tuple[Any, Forest] | None = getattr(self, "_forest_cache", None)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        forest = candidates.build_forest(self.table, self.providers,
+                                         {a.key: placement_uuid(a) for a in self.table.aggregates()})
+        self._forest_cache = (key, forest)
+        return forest
 
     def resource_classes(self) -> list[str]:
         with self.table.lock:

@@ -1,0 +1,216 @@
+"""GET /allocation_candidates: the query string as each microversion takes it, and the answer's shapes."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from starlette.responses import Response
+
+from gantt.candidates import AllocationRequest, CandidateQuery, Candidates, ProviderSummary, RequestGroup
+from gantt.placement.errors import PlacementError
+from gantt.placement.queries import in_tree_param, member_of_param, required_param, resources_param
+from gantt.placement.wire import Call, accept_json, json_response
+
+_NUMBERED = r"[1-9][0-9]*"
+_VERBOSE = r"[a-zA-Z0-9_-]{1,64}"
+_KINDS = ("resources", "required", "member_of", "in_tree")
+_INVALID = "Invalid query string parameters: "
+
+
+def _schema(call: Call) -> tuple[set[str], list[str]]:
+    """The plain names and the suffixed-name patterns this microversion takes (Placement's JSON schemas)."""
+    v = call.version
+    if not v.at_least(25):
+        names = {"resources"}
+        names |= {"limit"} if v.at_least(16) else set()
+        names |= {"required"} if v.at_least(17) else set()
+        names |= {"member_of"} if v.at_least(21) else set()
+        return names, []
+    names = {"limit", "group_policy"}
+    names |= {"root_required"} if v.at_least(35) else set()
+    names |= {"same_subtree"} if v.at_least(36) else set()
+    suffix = _VERBOSE if v.at_least(33) else _NUMBERED
+    kinds = _KINDS if v.at_least(31) else _KINDS[:3]
+    return names, [f"^{kind}({suffix})?$" for kind in kinds]
+
+
+def _validate(call: Call, params: dict[str, list[str]]) -> None:
+    names, patterns = _schema(call)
+    extras = sorted(k for k in params if k not in names and not any(re.match(p, k) for p in patterns))
+    if extras:
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            raise PlacementError(400, f"{_INVALID}{', '.join(map(repr, extras))} {verb} not match any of the "
+                                      f"regexes: {', '.join(map(repr, sorted(patterns)))}")
+        raise PlacementError(400, f"{_INVALID}Additional properties are not allowed ("
+                                  f"{', '.join(map(repr, extras))} {'was' if len(extras) == 1 else 'were'} "
+                                  "unexpected)")
+    if not call.version.at_least(25) and "resources" not in params:
+        raise PlacementError(400, f"{_INVALID}'resources' is a required property")
+    if "limit" in params and not re.match(r"^[1-9][0-9]*$", params["limit"][-1]):
+        raise PlacementError(400, f"{_INVALID}{params['limit'][-1]!r} does not match '^[1-9][0-9]*$'\n\n"
+                                  "Failed validating 'pattern' in schema['properties']['limit']")
+    policy = params.get("group_policy", [None])[-1]
+    if policy is not None and policy not in ("none", "isolate"):
+        raise PlacementError(400, f"{_INVALID}{policy!r} is not one of ['none', 'isolate']\n\n"
+                                  "Failed validating 'enum' in schema['properties']['group_policy']")
+
+
+def _groups(call: Call, params: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    suffix = _VERBOSE if call.version.at_least(33) else _NUMBERED
+    pattern = re.compile(f"^({'|'.join(_KINDS)})({suffix})?$")
+    groups: dict[str, dict[str, Any]] = {}
+    for name, values in params.items():
+        match = pattern.match(name)
+        if match is None:
+            continue
+        kind, key = match.group(1), match.group(2) or ""
+        group = groups.setdefault(key, {})
+        if kind == "resources":
+            group["resources"] = resources_param(values[-1])
+        elif kind == "required":
+            group["required"], group["forbidden_traits"] = required_param(call, values)
+        elif kind == "member_of":
+            group["member_of"], group["forbidden_aggregates"] = member_of_param(call, values)
+        else:
+            group["in_tree"] = in_tree_param(values[-1])
+    return groups
+
+
+def _same_subtrees(params: dict[str, list[str]]) -> tuple[frozenset[str], ...]:
+    out = []
+    for value in params.get("same_subtree", []):
+        suffixes = frozenset(s.strip() for s in value.split(","))
+        if "" in suffixes:
+            raise PlacementError(400, "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
+                                 code="placement.query.bad_value")
+        out.append(suffixes)
+    return tuple(out)
+
+
+def _root_required(params: dict[str, list[str]]) -> tuple[frozenset[str], frozenset[str]]:
+    values = params.get("root_required", [])
+    if not values:
+        return frozenset(), frozenset()
+    if len(values) > 1:
+        raise PlacementError(400, "Query parameter 'root_required' may be specified only once.",
+                             code="placement.query.duplicate_key")
+    names = [t.strip() for t in values[0].split(",")]
+    if not all(n.lstrip("!") for n in names):
+        raise PlacementError(400, f"{_INVALID}Expected 'root_required' parameter value of the form: "
+                                  f"HW_CPU_X86_VMX,!CUSTOM_MAGIC. Got an empty trait in: {values[0]}")
+    required = frozenset(n for n in names if not n.startswith("!"))
+    forbidden = frozenset(n[1:] for n in names if n.startswith("!"))
+    if required & forbidden:
+        raise PlacementError(400, "Conflicting required and forbidden traits found in root_required: "
+                                  f"{', '.join(sorted(required & forbidden))}", code="placement.query.bad_value")
+    return required, forbidden
+
+
+def _check_groups(call: Call, groups: dict[str, dict[str, Any]], subtrees: tuple[frozenset[str], ...]) -> None:
+    if call.version.at_least(36):
+        resourceless = [s for s, g in groups.items() if not g.get("resources")]
+        if len(resourceless) == len(groups):
+            raise PlacementError(400, "There must be at least one resources or resources[$S] parameter.",
+                                 code="placement.query.missing_value")
+        named = set().union(*subtrees) if subtrees else set()
+        bad = [s for s in resourceless if s not in named]
+        if bad:
+            raise PlacementError(400, "Resourceless suffixed group request should be specified in `same_subtree` "
+                                      f"query param: bad group(s) - {bad}.", code="placement.query.bad_value")
+        unknown = [s for s in sorted(named) if s not in groups]
+        if unknown:
+            raise PlacementError(400, f"Real suffixes should be specified in `same_subtree`: {unknown} not found in "
+                                      f"{list(groups)}.", code="placement.query.bad_value")
+    else:
+        orphans = [f"required{s}" for s, g in groups.items() if g.get("required") and not g.get("resources")]
+        if orphans:
+            raise PlacementError(400, "All traits parameters must be associated with resources.  Found the "
+                                      f"following orphaned traits keys: {', '.join(orphans)}")
+        orphans = [f"member_of{s}" for s, g in groups.items()
+                   if not g.get("resources") and (g.get("member_of") or g.get("forbidden_aggregates"))]
+        if orphans:
+            raise PlacementError(400, "All member_of parameters must be associated with resources. Found the "
+                                      f"following orphaned member_of keys: {', '.join(orphans)}")
+        if not all(g.get("resources") for g in groups.values()):
+            raise PlacementError(400, "All request groups must specify resources.")
+        if not groups:
+            raise PlacementError(400, "At least one request group (`resources` or `resources{$S}`) is required.")
+    if call.version.at_least(22):
+        conflicts = sorted(f"required{s}: ({', '.join(sorted(any_of))})" for s, g in groups.items()
+                           for any_of in g.get("required", ()) if any_of <= g.get("forbidden_traits", frozenset()))
+        if conflicts:
+            raise PlacementError(400, "Conflicting required and forbidden traits found in the following traits "
+                                      f"keys: {', '.join(conflicts)}")
+
+
+def parse(call: Call, params: dict[str, list[str]]) -> CandidateQuery:
+    _validate(call, params)
+    wide_roots = _root_required(params)
+    subtrees = _same_subtrees(params)
+    groups = _groups(call, params)
+    _check_groups(call, groups, subtrees)
+    policy = params.get("group_policy", [None])[-1]
+    if policy is None and sum(1 for s, g in groups.items() if s) > 1:
+        raise PlacementError(400, 'The "group_policy" parameter is required when specifying more than one '
+                                  '"resources{N}" parameter.')
+    return CandidateQuery(
+        groups=tuple(RequestGroup(suffix=s, **g) for s, g in groups.items()),
+        limit=int(params["limit"][-1]) if "limit" in params else None,
+        group_policy=policy, root_required=wide_roots[0], root_forbidden=wide_roots[1],
+        same_subtrees=subtrees, nested_aware=call.version.at_least(29))
+
+
+async def listing(call: Call) -> Response:
+    accept_json(call.request)
+    params: dict[str, list[str]] = {}
+    for name, value in call.request.query_params.multi_items():
+        params.setdefault(name, []).append(value)
+    query = parse(call, params)
+    unknown = await call.call(call.replica.missing_records, "resource_class",
+                              [rc for g in query.groups for rc, _ in g.resources])
+    if unknown:
+        raise PlacementError(400, f"Invalid resource class in resources parameter: No such resource class "
+                                  f"{unknown[0]}.")
+    traits = set(query.root_required | query.root_forbidden)
+    for g in query.groups:
+        traits |= {t for any_of in g.required for t in any_of} | g.forbidden_traits
+    unknown = await call.call(call.replica.missing_records, "trait", sorted(traits))
+    if unknown:
+        raise PlacementError(400, f"No such trait(s): {', '.join(unknown)}.")
+    found = await call.call(call.replica.allocation_candidates, query)
+    return json_response(call, serialize(call, query, found))
+
+
+def serialize(call: Call, query: CandidateQuery, found: Candidates) -> dict[str, Any]:
+    v = call.version
+    requests = [_request(call, r) for r in found.allocation_requests]
+    asked = {rc for g in query.groups for rc, _ in g.resources}
+    summaries = {s.uuid: _summary(s, v.at_least(17), v.at_least(27), v.at_least(29), asked)
+                 for s in found.provider_summaries}
+    return {"allocation_requests": requests, "provider_summaries": summaries}
+
+
+def _request(call: Call, request: AllocationRequest) -> dict[str, Any]:
+    if not call.version.at_least(12):
+        return {"allocations": [{"resource_provider": {"uuid": uuid}, "resources": resources}
+                                for uuid, resources in request.allocations.items()]}
+    out: dict[str, Any] = {"allocations": {uuid: {"resources": resources}
+                                           for uuid, resources in request.allocations.items()}}
+    if call.version.at_least(34):
+        out["mappings"] = request.mappings
+    return out
+
+
+def _summary(summary: ProviderSummary, traits: bool, every_class: bool, nested: bool,
+             asked: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"resources": {rc: {"capacity": capacity, "used": used}
+                                         for rc, (capacity, used) in summary.resources.items()
+                                         if every_class or rc in asked}}
+    if traits:
+        out["traits"] = summary.traits
+    if nested:
+        out["parent_provider_uuid"] = summary.parent_provider_uuid
+        out["root_provider_uuid"] = summary.root_provider_uuid
+    return out
