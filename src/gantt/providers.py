@@ -117,14 +117,9 @@ def traits(record: HostReport) -> list[str]:
 
 
 def check_inventory(rc: str, inv: Inventory, *, reserved_may_equal_total: bool) -> None:
-    """Placement's rules for one inventory (the ones its schema does not state): positive capacity (from 1.26
-    reserved may equal total), min_unit <= max_unit, step_size within max_unit."""
-    if inv.max_unit is not None and inv.min_unit > inv.max_unit:
-        raise InvalidRequest(f"Bad inventory {rc}: min_unit ({inv.min_unit}) must be <= max_unit "
-                             f"({inv.max_unit})", field=f"$.inventories.{rc}.min_unit")
-    if inv.max_unit is not None and inv.step_size > inv.max_unit:
-        raise InvalidRequest(f"Bad inventory {rc}: step_size ({inv.step_size}) must be <= max_unit "
-                             f"({inv.max_unit})", field=f"$.inventories.{rc}.step_size")
+    """Placement's rule for one inventory beyond its schema: positive capacity (from 1.26 reserved may equal
+    total). Like Placement, units that admit no amount (min_unit > max_unit, step_size > max_unit) are taken:
+    such an inventory is real and simply never fits a request (tests/placement/test_candidates_parity.py)."""
     capacity = (inv.total - inv.reserved) * inv.allocation_ratio
     if capacity < 0 or (capacity == 0 and not reserved_may_equal_total):
         bound = "greater than total" if reserved_may_equal_total else "greater than or equal to total"

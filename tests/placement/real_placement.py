@@ -1,0 +1,105 @@
+"""The reference Placement: openstack-placement==16.0.0 from PyPI in its own virtualenv (built once per machine,
+kept in the user's cache, like tests/parity/reference.py for Nova), served on loopback with a fresh SQLite
+database, for tests that compare Gantt's Placement face with the real thing."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from gantt import lifeline
+
+PLACEMENT = "openstack-placement==16.0.0"
+SERVE = Path(__file__).with_name("placement_serve.py")
+
+
+def venv_dir() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    name = PLACEMENT.replace("==", "-")
+    return cache / "gantt" / f"reference-{name}-py{sys.version_info[0]}{sys.version_info[1]}"
+
+
+def python() -> Path:
+    """The reference interpreter, building its venv first if needed (about a minute, once per machine)."""
+    path = venv_dir()
+    exe = path / "bin" / "python"
+    stamp = path / ".installed"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers and scripts may ask at once: one builds
+        if not stamp.exists():
+            base = os.environ.get("GANTT_REFERENCE_PYTHON", "python3")
+            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # Gantt's own tree stays out
+            for argv in ([base, "-m", "venv", "--clear", str(path)],
+                         [str(exe), "-m", "pip", "install", "-q", "--disable-pip-version-check", PLACEMENT]):
+                done = subprocess.run(argv, env=env, capture_output=True, text=True)
+                if done.returncode:
+                    raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+            stamp.write_text(PLACEMENT + "\n")
+    return exe
+
+
+class RealPlacement:
+    """Placement 16.0.0 on a free loopback port, noauth2 (any token), its own SQLite file."""
+
+    def __init__(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="placement-")
+        self.dir = Path(self._tmp.name)
+        (self.dir / "placement.conf").write_text(
+            "[api]\nauth_strategy = noauth2\n"
+            f"[placement_database]\nconnection = sqlite:///{self.dir}/placement.sqlite\nsync_on_startup = True\n")
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 60.0) -> RealPlacement:
+        argv = [str(python()), str(SERVE), str(self.dir), str(self.sock.fileno())]
+        with open(self.dir / "server.log", "ab") as log:
+            self.proc = subprocess.Popen(lifeline.command(argv), stdout=log, stderr=subprocess.STDOUT,
+                                         pass_fds=(self.sock.fileno(),), start_new_session=True)
+        deadline = time.monotonic() + timeout
+        with httpx.Client(base_url=self.url, timeout=5.0) as http:
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"placement exited with {self.proc.returncode}:\n{self.log_tail()}")
+                try:
+                    if http.get("/").status_code == 200:
+                        return self
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"placement not up after {timeout}s:\n{self.log_tail()}")
+                time.sleep(0.1)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join((self.dir / "server.log").read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.sock.close()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> RealPlacement:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+if __name__ == "__main__":
+    print(python())
