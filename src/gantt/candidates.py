@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+import msgspec
 import numpy as np
 
 from gantt.providers import ProviderIndex
@@ -61,28 +62,35 @@ class CandidateQuery:
     nested_aware: bool = True  # before 1.29 a candidate takes at most one provider per tree
 
 
-@dataclass(frozen=True)
-class AllocationRequest:
-    """One candidate: what to allocate on which provider (uuid -> class -> amount), and which providers
-    satisfied which group (``mappings``, suffix -> uuids)."""
+class Amounts(msgspec.Struct, frozen=True):
+    """What one candidate takes from one provider (Placement's ``{"resources": {class: amount}}``)."""
 
-    allocations: dict[str, dict[str, int]]
+    resources: dict[str, int]
+
+
+class AllocationRequest(msgspec.Struct):
+    """One candidate: what to allocate on which provider (by uuid), and which providers satisfied which group
+    (``mappings``: suffix -> uuids). In Placement's shape, so the latest microversion encodes it as it is."""
+
+    allocations: dict[str, Amounts]
     mappings: dict[str, list[str]]
 
 
-@dataclass(frozen=True)
-class ProviderSummary:
-    uuid: str
+class Usage(msgspec.Struct, frozen=True):
+    capacity: int
+    used: int
+
+
+class ProviderSummary(msgspec.Struct):
+    resources: dict[str, Usage]
+    traits: list[str]
     parent_provider_uuid: str | None
     root_provider_uuid: str
-    traits: list[str]
-    resources: dict[str, tuple[int, int]]  # class -> (capacity, used)
 
 
-@dataclass(frozen=True)
-class Candidates:
+class Candidates(msgspec.Struct):
     allocation_requests: list[AllocationRequest]
-    provider_summaries: list[ProviderSummary]
+    provider_summaries: dict[str, ProviderSummary]  # by provider uuid
 
 
 # ---------------------------------------------------------------------------------------------- forest
@@ -101,6 +109,11 @@ class Forest:
     aggregates: list[frozenset[str]]
     sharing: np.ndarray
     has_trees: bool
+    sorted_traits: list[list[str]] = field(default_factory=list)
+    # Summaries as last built, with the row's usage version they were built at (-1: never): most providers'
+    # figures did not move since the previous request, and rebuilding 10,000 summaries costs milliseconds.
+    summaries: list[ProviderSummary | None] = field(default_factory=list)
+    summary_version: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     _members: dict[str, np.ndarray] = field(default_factory=dict)
     _trait_masks: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -173,6 +186,9 @@ def build_forest(table: HostTable, index: ProviderIndex, placement_uuid: dict[st
         aggregates=[frozenset(by_host.get(v.key[0], ())) for v, _ in views],
         sharing=np.fromiter((SHARING_TRAIT in t for t in traits), dtype=np.bool_, count=len(views)),
         has_trees=any(v.parent_provider_uuid for v, _ in views),
+        sorted_traits=[sorted(t) for t in traits],
+        summaries=[None] * len(views),
+        summary_version=np.full(len(views), -1, dtype=np.int64),
     )
 
 
@@ -281,12 +297,13 @@ class _Search:
             return iter(self._tree_picks(group))
         return self._single_picks(group)
 
-    def _single_picks(self, group: RequestGroup) -> Iterator[_Pick]:
-        """Each provider that alone satisfies the whole group (and, for a sharing one, each tree it serves)."""
+    def _single_mask(self, group: RequestGroup) -> np.ndarray | None:
+        """The providers that alone satisfy the whole group (None: Placement matches nothing)."""
         f = self.forest
         with_resource = self._with_resource(group)
         in_aggs = self._in_aggregates(group)
-        filtered = in_aggs is not None or bool(group.required)
+        if not group.resources and in_aggs is None and not group.required:
+            return None  # as Placement: a resourceless group with nothing to filter by matches nothing
         mask = np.ones(f.size, dtype=np.bool_) if in_aggs is None else in_aggs.copy()
         for any_of in group.required:
             mask &= f.any_trait(any_of)
@@ -296,8 +313,14 @@ class _Search:
             mask &= ~f.any_trait(group.forbidden_traits)
         for fit in with_resource.values():
             mask &= fit
-        if not group.resources and not filtered:
-            return  # as Placement: a resourceless group with nothing to filter by matches nothing
+        return mask
+
+    def _single_picks(self, group: RequestGroup) -> Iterator[_Pick]:
+        """Each provider that alone satisfies the whole group (and, for a sharing one, each tree it serves)."""
+        f = self.forest
+        mask = self._single_mask(group)
+        if mask is None:
+            return
         for p in np.flatnonzero(mask).tolist():
             parts = tuple((p, rc, amount) for rc, amount in group.resources)
             root = int(f.root[p])
@@ -307,6 +330,26 @@ class _Search:
                 for anchor in f.anchors(p):
                     if anchor != root and self._anchored(anchor):
                         yield _Pick(anchor, parts, frozenset((p,)), group.suffix, group.same_provider)
+
+    def _one_group_one_provider(self, group: RequestGroup) -> Candidates:
+        """One group that one provider satisfies alone: each matching provider is one candidate (its anchors
+        all give the same one), the mask already holds capacity and units, so nothing is combined."""
+        f, q = self.forest, self.query
+        mask = self._single_mask(group)
+        if mask is None:
+            return Candidates([], {})
+        if self.anchor_ok is not None:
+            anchored = self.anchor_ok[f.root]
+            for p in np.flatnonzero(mask & ~anchored & f.sharing).tolist():
+                anchored[p] = any(self._anchored(a) for a in f.anchors(p))
+            mask &= anchored
+        chosen = np.flatnonzero(mask)
+        if q.limit is not None:
+            chosen = chosen[:q.limit]
+        amounts = Amounts(dict(group.resources))  # one object, shared by every candidate
+        uuids = f.uuids
+        requests = [AllocationRequest({uuids[p]: amounts}, {group.suffix: [uuids[p]]}) for p in chosen.tolist()]
+        return Candidates(requests, self._summaries(set(chosen.tolist())))
 
     def _tree_picks(self, group: RequestGroup) -> list[_Pick]:
         """The unnumbered group over trees: each class from any provider of the tree, or from a sharing provider
@@ -377,7 +420,10 @@ class _Search:
 
     def run(self) -> Candidates:
         q = self.query
-        if len(q.groups) == 1:  # the common case: each pick is a candidate, so stop at the limit
+        if len(q.groups) == 1 and (q.groups[0].same_provider
+                                   or not (self.forest.sharing.any() or self.forest.has_trees)):
+            return self._one_group_one_provider(q.groups[0])
+        if len(q.groups) == 1:  # each pick is a candidate, so stop at the limit
             granular = 1 if q.groups[0].suffix else 0
             return self._collect(((pick,) for pick in self.picks(q.groups[0])), granular)
         picks_by_suffix: dict[str, list[_Pick]] = {}
@@ -390,7 +436,7 @@ class _Search:
                 total[rc] += amount
             found = list(self.picks(group))
             if not found:
-                return Candidates([], [])
+                return Candidates([], {})
             picks_by_suffix[group.suffix] = found
         by_anchor: dict[int, dict[str, list[_Pick]]] = defaultdict(lambda: defaultdict(list))
         for suffix, found in picks_by_suffix.items():
@@ -482,34 +528,55 @@ class _Search:
 
     def _request(self, amounts: dict[tuple[int, str], int], mappings: dict[str, set[int]]) -> AllocationRequest:
         uuids = self.forest.uuids
-        allocations: dict[str, dict[str, int]] = {}
+        by_provider: dict[str, dict[str, int]] = {}
         for (p, rc), amount in amounts.items():
-            allocations.setdefault(uuids[p], {})[rc] = amount
-        return AllocationRequest(allocations, {s: sorted(uuids[p] for p in ps) for s, ps in mappings.items()})
+            by_provider.setdefault(uuids[p], {})[rc] = amount
+        return AllocationRequest({uuid: Amounts(r) for uuid, r in by_provider.items()},
+                                 {s: sorted(uuids[p] for p in ps) for s, ps in mappings.items()})
 
-    def _summaries(self, providers: set[int]) -> list[ProviderSummary]:
+    def _summaries(self, providers: set[int]) -> dict[str, ProviderSummary]:
         """Every provider of every tree a returned candidate touches (only the touched providers themselves
         before 1.29, when trees are hidden)."""
         f = self.forest
         if not providers:
-            return []
+            return {}
         if not self.query.nested_aware and f.has_trees:
-            shown = sorted(providers)
+            shown = np.array(sorted(providers), dtype=np.int64)
         else:
             roots = np.zeros(f.size, dtype=np.bool_)
             roots[f.root[sorted(providers)]] = True
-            shown = np.flatnonzero(roots[f.root]).tolist()
-        out = []
-        classes = list(self.table.rc_index.items())
-        for p in shown:
-            row = f.rows[p]
-            resources = {rc: (int(self.rc["capacity"][row, j]),
-                              int(np.rint(self.rc["reported"][row, j] + self.rc["inflight"][row, j])))
-                         for rc, j in classes if self.has[row, j]}
+            shown = np.flatnonzero(roots[f.root])
+        versions = self.table.col("usage_version")[f.rows[shown]]
+        stale = shown[versions != f.summary_version[shown]]
+        if len(stale):
+            self._build_summaries(stale)
+            f.summary_version[stale] = self.table.col("usage_version")[f.rows[stale]]
+        cached, uuids = f.summaries, f.uuids
+        return {uuids[p]: cached[p] for p in shown.tolist()}  # type: ignore[misc]
+
+    def _build_summaries(self, providers: np.ndarray) -> None:
+        f = self.forest
+        rows = f.rows[providers]
+        columns = []
+        for rc, j in self.table.rc_index.items():
+            has = self.has[rows, j]
+            if has.any():
+                capacity = np.floor(self.rc["capacity"][rows, j]).astype(np.int64)
+                used = np.rint(self.rc["reported"][rows, j] + self.rc["inflight"][rows, j]).astype(np.int64)
+                columns.append((rc, has.tolist(), capacity.tolist(), used.tolist()))
+        shared: dict[tuple[int, int], Usage] = {}  # a homogeneous cloud has few distinct figures
+        for i, p in enumerate(providers.tolist()):
+            resources = {}
+            for rc, has, capacity, used in columns:
+                if has[i]:
+                    key = (capacity[i], used[i])
+                    usage = shared.get(key)
+                    if usage is None:
+                        usage = shared[key] = Usage(*key)
+                    resources[rc] = usage
             parent = f.parent[p]
-            out.append(ProviderSummary(f.uuids[p], f.uuids[parent] if parent is not None else None,
-                                       f.uuids[int(f.root[p])], sorted(f.traits[p]), resources))
-        return out
+            f.summaries[p] = ProviderSummary(resources, f.sorted_traits[p],
+                                             f.uuids[parent] if parent is not None else None, f.uuids[int(f.root[p])])
 
 
 def allocation_candidates(table: HostTable, forest: Forest, query: CandidateQuery) -> Candidates:
@@ -517,5 +584,5 @@ def allocation_candidates(table: HostTable, forest: Forest, query: CandidateQuer
     try:
         return _Search(table, forest, query).run()
     except _NoCandidates:
-        return Candidates([], [])
+        return Candidates([], {})
 

@@ -201,6 +201,11 @@ def with_traits(current: ProviderView, names: list[str], now: float) -> HostRepo
 # ------------------------------------------------------------------------------------------------ index
 
 
+def _shape(found: ProviderView) -> tuple[object, ...]:
+    """What places a provider among the others (its tree, its traits), as opposed to its figures."""
+    return (found.uuid, found.parent_provider_uuid, found.root_provider_uuid, tuple(found.record.stats.traits or ()))
+
+
 class ProviderIndex:
     """Every provider by uuid and by name, from the node records (the replica holds it under its table lock)."""
 
@@ -212,9 +217,11 @@ class ProviderIndex:
 
     def put(self, record: HostReport) -> None:
         key = (record.host, record.nodename)
-        self.remove(key)
-        self.version += 1
         found = view(record)
+        old = self.by_key.get(key)
+        if old is None or found is None or _shape(old) != _shape(found):
+            self.version += 1  # a host's routine report changes figures only: what keys on the shape stays
+        self._drop(key)
         if found is None:
             return
         self.by_key[key] = found
@@ -223,6 +230,9 @@ class ProviderIndex:
 
     def remove(self, key: NodeKey) -> None:
         self.version += 1
+        self._drop(key)
+
+    def _drop(self, key: NodeKey) -> None:
         old = self.by_key.pop(key, None)
         if old is None:
             return

@@ -18,6 +18,7 @@ import httpx
 from gantt import lifeline
 
 PLACEMENT = "openstack-placement==16.0.0"
+PACKAGES = [PLACEMENT, "gunicorn==23.0.0"]  # gunicorn: how Placement is deployed, for bench/placement.py
 SERVE = Path(__file__).with_name("placement_serve.py")
 
 
@@ -35,22 +36,24 @@ def python() -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.parent / f".{path.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers and scripts may ask at once: one builds
-        if not stamp.exists():
+        if not stamp.exists() or stamp.read_text().split() != PACKAGES:
             base = os.environ.get("GANTT_REFERENCE_PYTHON", "python3")
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # Gantt's own tree stays out
             for argv in ([base, "-m", "venv", "--clear", str(path)],
-                         [str(exe), "-m", "pip", "install", "-q", "--disable-pip-version-check", PLACEMENT]):
+                         [str(exe), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PACKAGES]):
                 done = subprocess.run(argv, env=env, capture_output=True, text=True)
                 if done.returncode:
                     raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-            stamp.write_text(PLACEMENT + "\n")
+            stamp.write_text("\n".join(PACKAGES) + "\n")
     return exe
 
 
 class RealPlacement:
-    """Placement 16.0.0 on a free loopback port, noauth2 (any token), its own SQLite file."""
+    """Placement 16.0.0 on a free loopback port, noauth2 (any token), its own SQLite file. ``gunicorn``: serve it
+    as deployments do (``workers`` processes, ``threads`` each) instead of the tests' threaded wsgiref server."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, gunicorn: bool = False, workers: int = 1, threads: int = 4) -> None:
+        self.gunicorn, self.workers, self.threads = gunicorn, workers, threads
         self._tmp = tempfile.TemporaryDirectory(prefix="placement-")
         self.dir = Path(self._tmp.name)
         (self.dir / "placement.conf").write_text(
@@ -63,7 +66,12 @@ class RealPlacement:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout: float = 60.0) -> RealPlacement:
-        argv = [str(python()), str(SERVE), str(self.dir), str(self.sock.fileno())]
+        exe = python()
+        argv = [str(exe), str(SERVE), str(self.dir), str(self.sock.fileno())]
+        if self.gunicorn:
+            argv = [str(exe.with_name("gunicorn")), "--bind", f"fd://{self.sock.fileno()}", "--workers",
+                    str(self.workers), "--threads", str(self.threads), "--log-level", "warning",
+                    "--env", f"OS_PLACEMENT_CONFIG_DIR={self.dir}", "placement.wsgi.api:application"]
         with open(self.dir / "server.log", "ab") as log:
             self.proc = subprocess.Popen(lifeline.command(argv), stdout=log, stderr=subprocess.STDOUT,
                                          pass_fds=(self.sock.fileno(),), start_new_session=True)

@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.responses import Response
 
-from gantt.candidates import AllocationRequest, CandidateQuery, Candidates, ProviderSummary, RequestGroup
+from gantt.candidates import CandidateQuery, Candidates, RequestGroup
 from gantt.placement.errors import PlacementError
 from gantt.placement.queries import in_tree_param, member_of_param, required_param, resources_param
 from gantt.placement.wire import Call, accept_json, json_response
@@ -183,34 +183,28 @@ async def listing(call: Call) -> Response:
     return json_response(call, serialize(call, query, found))
 
 
-def serialize(call: Call, query: CandidateQuery, found: Candidates) -> dict[str, Any]:
+def serialize(call: Call, query: CandidateQuery, found: Candidates) -> Any:
+    """The answer for this microversion: at the newest ones the domain objects are Placement's shape already
+    and are encoded as they are (thousands of candidates per answer); older ones drop or reshape fields."""
     v = call.version
-    requests = [_request(call, r) for r in found.allocation_requests]
-    asked = {rc for g in query.groups for rc, _ in g.resources}
-    summaries = {s.uuid: _summary(s, v.at_least(17), v.at_least(27), v.at_least(29), asked)
-                 for s in found.provider_summaries}
+    if v.at_least(34):
+        return found
+    requests: list[dict[str, Any]] = []
+    for request in found.allocation_requests:
+        if v.at_least(12):
+            requests.append({"allocations": request.allocations})
+        else:
+            requests.append({"allocations": [{"resource_provider": {"uuid": uuid}, "resources": part.resources}
+                                             for uuid, part in request.allocations.items()]})
+    asked = None if v.at_least(27) else {rc for g in query.groups for rc, _ in g.resources}
+    summaries = {}
+    for uuid, summary in found.provider_summaries.items():
+        out: dict[str, Any] = {"resources": {rc: usage for rc, usage in summary.resources.items()
+                                             if asked is None or rc in asked}}
+        if v.at_least(17):
+            out["traits"] = summary.traits
+        if v.at_least(29):
+            out["parent_provider_uuid"] = summary.parent_provider_uuid
+            out["root_provider_uuid"] = summary.root_provider_uuid
+        summaries[uuid] = out
     return {"allocation_requests": requests, "provider_summaries": summaries}
-
-
-def _request(call: Call, request: AllocationRequest) -> dict[str, Any]:
-    if not call.version.at_least(12):
-        return {"allocations": [{"resource_provider": {"uuid": uuid}, "resources": resources}
-                                for uuid, resources in request.allocations.items()]}
-    out: dict[str, Any] = {"allocations": {uuid: {"resources": resources}
-                                           for uuid, resources in request.allocations.items()}}
-    if call.version.at_least(34):
-        out["mappings"] = request.mappings
-    return out
-
-
-def _summary(summary: ProviderSummary, traits: bool, every_class: bool, nested: bool,
-             asked: set[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {"resources": {rc: {"capacity": capacity, "used": used}
-                                         for rc, (capacity, used) in summary.resources.items()
-                                         if every_class or rc in asked}}
-    if traits:
-        out["traits"] = summary.traits
-    if nested:
-        out["parent_provider_uuid"] = summary.parent_provider_uuid
-        out["root_provider_uuid"] = summary.root_provider_uuid
-    return out
