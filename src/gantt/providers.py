@@ -118,8 +118,9 @@ def traits(record: HostReport) -> list[str]:
 
 def check_inventory(rc: str, inv: Inventory, *, reserved_may_equal_total: bool) -> None:
     """Placement's rule for one inventory beyond its schema: positive capacity (from 1.26 reserved may equal
-    total). Like Placement, units that admit no amount (min_unit > max_unit, step_size > max_unit) are taken:
-    such an inventory is real and simply never fits a request (tests/placement/test_candidates_parity.py)."""
+    total). Like Placement, a step_size above max_unit is taken (such an inventory never fits a request;
+    tests/placement/test_candidates_parity.py). One divergence: min_unit above max_unit, which Placement 16
+    also takes, is refused by the model (``Inventory``) for both faces, as a mistake nothing could ever use."""
     capacity = (inv.total - inv.reserved) * inv.allocation_ratio
     if capacity < 0 or (capacity == 0 and not reserved_may_equal_total):
         bound = "greater than total" if reserved_may_equal_total else "greater than or equal to total"
