@@ -5,7 +5,8 @@
 For each server (real Placement: PyPI's openstack-placement 16.0.0 under gunicorn on SQLite, built once into
 ~/.cache by tests/placement/real_placement.py; Gantt: ``gantt serve`` on a SQLite file):
 1. registers providers the way nova-compute does (``POST /resource_providers``, then ``PUT .../inventories``
-   with VCPU, MEMORY_MB and DISK_GB, then ``PUT .../traits``) from ``--concurrency`` clients: providers/s;
+   with VCPU, MEMORY_MB and DISK_GB, then ``PUT .../traits``) from ``--concurrency`` clients (Placement:
+   ``--placement-concurrency``, 1 by default, as SQLite takes one writer): providers/s;
 2. at each size in ``--providers``, ``GET /allocation_candidates`` as Nova's scheduler asks it
    (``resources=VCPU:1,MEMORY_MB:2048,DISK_GB:20&limit=1000``) ``--queries`` times: p50/p99 latency and how many
    candidates came back.
@@ -122,7 +123,10 @@ def measure(name: str, url: str, sizes: list[int], concurrency: int, queries: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--providers", default="1000,10000", help="sizes, ascending (default 1000,10000)")
-    parser.add_argument("--concurrency", type=int, default=8, help="registering clients (default 8)")
+    parser.add_argument("--concurrency", type=int, default=8, help="clients registering in Gantt (default 8)")
+    parser.add_argument("--placement-concurrency", type=int, default=1,
+                        help="clients registering in Placement (default 1: on SQLite, concurrent writers make "
+                             "Placement answer 500 for a locked database)")
     parser.add_argument("--queries", type=int, default=50, help="candidate queries per size (default 50)")
     parser.add_argument("--only", choices=["gantt", "placement"], help="measure one server only")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -132,7 +136,7 @@ def main() -> None:
                                "query": QUERY, "servers": []}
     if args.only != "gantt":
         with RealPlacement(gunicorn=True, workers=1, threads=8) as real:
-            results["servers"].append(measure("placement-16.0.0", real.url, sizes, args.concurrency,
+            results["servers"].append(measure("placement-16.0.0", real.url, sizes, args.placement_concurrency,
                                               args.queries))
     if args.only != "placement":
         with tempfile.TemporaryDirectory(prefix="gantt-bench-") as tmp, \

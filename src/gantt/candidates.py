@@ -294,7 +294,7 @@ class _Search:
     def picks(self, group: RequestGroup) -> Iterator[_Pick]:
         sharing = bool(self.forest.sharing.any())
         if not group.same_provider and (sharing or self.forest.has_trees):
-            return iter(self._tree_picks(group))
+            return self._tree_picks(group)
         return self._single_picks(group)
 
     def _single_mask(self, group: RequestGroup) -> np.ndarray | None:
@@ -351,7 +351,7 @@ class _Search:
         requests = [AllocationRequest({uuids[p]: amounts}, {group.suffix: [uuids[p]]}) for p in chosen.tolist()]
         return Candidates(requests, self._summaries(set(chosen.tolist())))
 
-    def _tree_picks(self, group: RequestGroup) -> list[_Pick]:
+    def _tree_picks(self, group: RequestGroup) -> Iterator[_Pick]:
         """The unnumbered group over trees: each class from any provider of the tree, or from a sharing provider
         serving it; every combination whose providers together carry the required traits and none forbidden."""
         f = self.forest
@@ -386,14 +386,13 @@ class _Search:
                 if not trees:
                     raise _NoCandidates
         if chosen is None:
-            return []
+            return
         amounts = dict(group.resources)
         by_tree: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
         for rc, pairs in chosen.items():
             for p, anchor in sorted(pairs):
                 by_tree[anchor][rc].append(p)
-        out: list[_Pick] = []
-        for anchor in sorted(by_tree):
+        for anchor in sorted(by_tree):  # lazily: a caller that has enough candidates stops asking
             per_rc = by_tree[anchor]
             classes = sorted(per_rc)
             seen: set[tuple[tuple[int, str, int], ...]] = set()
@@ -404,8 +403,7 @@ class _Search:
                 if parts in seen:
                     continue
                 seen.add(parts)
-                out.append(_Pick(anchor, parts, frozenset(combo), group.suffix, False))
-        return out
+                yield _Pick(anchor, parts, frozenset(combo), group.suffix, False)
 
     def _traits_hold(self, combo: tuple[int, ...], group: RequestGroup) -> bool:
         traits: set[str] = set()
