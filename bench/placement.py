@@ -128,6 +128,7 @@ def main() -> None:
                         help="clients registering in Placement (default 1: on SQLite, concurrent writers make "
                              "Placement answer 500 for a locked database)")
     parser.add_argument("--queries", type=int, default=50, help="candidate queries per size (default 50)")
+    parser.add_argument("--gantt-workers", type=int, default=2, help="gantt serve --workers (default 2)")
     parser.add_argument("--only", choices=["gantt", "placement"], help="measure one server only")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
@@ -140,7 +141,7 @@ def main() -> None:
                                               args.queries))
     if args.only != "placement":
         with tempfile.TemporaryDirectory(prefix="gantt-bench-") as tmp, \
-                ServerProcess(f"sqlite:///{tmp}/gantt.sqlite", workdir=tmp,
+                ServerProcess(f"sqlite:///{tmp}/gantt.sqlite", workdir=tmp, workers=args.gantt_workers,
                               config={"DEFAULT": {"service_down_time": 86400}}) as gantt:
             results["servers"].append(measure("gantt", gantt.url + "/placement", sizes, args.concurrency,
                                               args.queries))
