@@ -8,10 +8,13 @@ For each server (real Placement: PyPI's openstack-placement 16.0.0 under gunicor
    with VCPU, MEMORY_MB and DISK_GB, then ``PUT .../traits``) from ``--concurrency`` clients (Placement:
    ``--placement-concurrency``, 1 by default, as SQLite takes one writer): providers/s;
 2. at each size in ``--providers``, ``GET /allocation_candidates`` as Nova's scheduler asks it
-   (``resources=VCPU:1,MEMORY_MB:2048,DISK_GB:20&limit=1000``) ``--queries`` times: p50/p99 latency and how many
-   candidates came back.
-Sizes grow: the second size adds providers to the first. Figures are medians over the queries; the machine's
-CPU model and load are printed with them.
+   (``resources=VCPU:1,MEMORY_MB:2048,DISK_GB:20`` with ``limit=1000``, Nova's ``max_placement_results``, and
+   without a limit): p50/p99 latency, candidates and answer size;
+3. claims: ``--claims`` ``PUT /allocations/{consumer}`` spread over the first size's providers: claims/s;
+4. on a fresh server, ``--nested`` compute nodes as trees (a root with 2 NUMA children holding VCPU and
+   MEMORY_MB) beside one sharing DISK_GB pool: the same query with and without a limit.
+Sizes grow: the second size adds providers to the first. Latencies are medians and 99th percentiles over the
+queries; the machine's CPU model and load are printed with them, and the Gantt / Placement ratios.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).re
     del sys.path[0]
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -31,6 +35,7 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,7 +48,7 @@ from tests.placement.real_placement import RealPlacement
 from gantt.service.process import ServerProcess
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.36", "accept": "application/json"}
-QUERY = {"resources": "VCPU:1,MEMORY_MB:2048,DISK_GB:20", "limit": "1000"}
+QUERY = {"resources": "VCPU:1,MEMORY_MB:2048,DISK_GB:20"}
 TRAITS = ["HW_CPU_X86_AVX2", "HW_CPU_X86_SSE42", "COMPUTE_STATUS_DISABLED"]
 
 
@@ -87,36 +92,114 @@ def register(url: str, start: int, count: int, concurrency: int) -> float:
     return count / (time.perf_counter() - began)
 
 
-def candidates(url: str, queries: int) -> dict[str, Any]:
+def register_nested(url: str, count: int, concurrency: int) -> float:
+    """``count`` compute nodes as nested trees (a root with two NUMA children holding VCPU and MEMORY_MB) beside
+    one sharing DISK_GB pool in an aggregate with every root; compute nodes/s."""
+    aggregate = str(uuid.UUID(int=2**127))
+    pool = str(uuid.UUID(int=2**127 + 1))
+
+    def put(client: httpx.Client, rp: str, what: str, generation: int, body: dict[str, Any]) -> int:
+        answer = client.put(f"/resource_providers/{rp}/{what}", json={"resource_provider_generation": generation,
+                                                                       **body})
+        answer.raise_for_status()
+        return int(answer.json()["resource_provider_generation"])
+
+    def one(client: httpx.Client, i: int) -> None:
+        root = str(uuid.UUID(int=(i + 1) << 8))
+        client.post("/resource_providers", json={"name": f"cn{i:06d}", "uuid": root}).raise_for_status()
+        for cell in (1, 2):
+            child = str(uuid.UUID(int=((i + 1) << 8) + cell))
+            created = client.post("/resource_providers", json={"name": f"cn{i:06d}-numa{cell}", "uuid": child,
+                                                               "parent_provider_uuid": root})
+            created.raise_for_status()
+            put(client, child, "inventories", created.json()["generation"],
+                {"inventories": {"VCPU": {"total": 32, "allocation_ratio": 4.0},
+                                 "MEMORY_MB": {"total": 131072, "reserved": 256}}})
+        put(client, root, "aggregates", 0, {"aggregates": [aggregate]})
+
+    with httpx.Client(base_url=url, headers=HEADERS, timeout=120) as client:
+        created = client.post("/resource_providers", json={"name": "disk-pool", "uuid": pool})
+        created.raise_for_status()
+        generation = put(client, pool, "inventories", created.json()["generation"],
+                         {"inventories": {"DISK_GB": {"total": 10**7}}})
+        generation = put(client, pool, "traits", generation, {"traits": ["MISC_SHARES_VIA_AGGREGATE"]})
+        put(client, pool, "aggregates", generation, {"aggregates": [aggregate]})
+
+    def worker(k: int) -> None:
+        with httpx.Client(base_url=url, headers=HEADERS, timeout=120) as client:
+            for i in range(k, count, concurrency):
+                one(client, i)
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool_:
+        list(pool_.map(worker, range(concurrency)))
+    return count / (time.perf_counter() - began)
+
+
+def candidates(url: str, queries: int, limit: int | None) -> dict[str, Any]:
     times = []
-    found = 0
-    with httpx.Client(base_url=url, headers=HEADERS, timeout=300) as client:
-        client.get("/allocation_candidates", params=QUERY).raise_for_status()  # warm caches
+    found = size = 0
+    params = {"resources": QUERY["resources"], **({"limit": str(limit)} if limit else {})}
+    with httpx.Client(base_url=url, headers=HEADERS, timeout=600) as client:
+        client.get("/allocation_candidates", params=params).raise_for_status()  # warm caches
         for _ in range(queries):
             began = time.perf_counter()
-            answer = client.get("/allocation_candidates", params=QUERY)
+            answer = client.get("/allocation_candidates", params=params)
             times.append(time.perf_counter() - began)
             answer.raise_for_status()
-            found = len(answer.json()["allocation_requests"])
+            found, size = len(answer.json()["allocation_requests"]), len(answer.content)
     times.sort()
     return {"p50_ms": round(statistics.median(times) * 1000, 2),
             "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 2),
-            "candidates": found, "queries": queries}
+            "candidates": found, "answer_kb": round(size / 1024), "queries": queries}
 
 
-def measure(name: str, url: str, sizes: list[int], concurrency: int, queries: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"server": name, "sizes": {}}
-    have = 0
-    rates = []
-    for size in sizes:
-        rate = register(url, have, size - have, concurrency)
-        rates.append((size - have, rate))
-        have = size
-        out["sizes"][str(size)] = candidates(url, queries if size <= 2000 else max(5, queries // 5))
-        print(f"{name}: {size} providers, registered at {rate:.0f}/s, candidates {out['sizes'][str(size)]}",
-              file=sys.stderr)
-    total = sum(n for n, _ in rates)
-    out["providers_per_s"] = round(total / sum(n / r for n, r in rates), 1)
+def claims(url: str, providers: list[str], count: int, concurrency: int) -> float:
+    """``PUT /allocations/{consumer}`` as Nova's scheduler claims (one consumer each, spread over the
+    providers); claims/s."""
+
+    def worker(k: int) -> None:
+        with httpx.Client(base_url=url, headers=HEADERS, timeout=120) as client:
+            for i in range(k, count, concurrency):
+                body = {"allocations": {providers[i % len(providers)]: {"resources": {
+                            "VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}},
+                        "project_id": "bench", "user_id": "bench", "consumer_generation": None}
+                client.put(f"/allocations/{uuid.uuid4()}", json=body).raise_for_status()
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(worker, range(concurrency)))
+    return count / (time.perf_counter() - began)
+
+
+def measure(name: str, start: Callable[[], Any], args: argparse.Namespace, concurrency: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"server": name, "flat": {}}
+    sizes = sorted(int(s) for s in args.providers.split(","))
+    with start() as url:
+        have = 0
+        rates = []
+        for size in sizes:
+            rate = register(url, have, size - have, concurrency)
+            rates.append((size - have, rate))
+            have = size
+            queries = args.queries if size <= 2000 else max(5, args.queries // 5)
+            out["flat"][str(size)] = {"limit_1000": candidates(url, queries, 1000),
+                                      "no_limit": candidates(url, max(3, queries // 10), None)}
+            print(f"{name}: {size} providers, registered at {rate:.0f}/s, {out['flat'][str(size)]}",
+                  file=sys.stderr)
+        total = sum(n for n, _ in rates)
+        out["providers_per_s"] = round(total / sum(n / r for n, r in rates), 1)
+        out["provider_writes_per_s"] = round(3 * out["providers_per_s"], 1)
+        flat = [str(uuid.UUID(int=i + 1)) for i in range(sizes[0])]
+        out["claims_per_s"] = round(claims(url, flat, args.claims, concurrency), 1)
+        print(f"{name}: claims at {out['claims_per_s']}/s", file=sys.stderr)
+    if args.nested:
+        with start() as url:
+            rate = register_nested(url, args.nested, concurrency)
+            out["nested"] = {"computes": args.nested, "computes_per_s": round(rate, 1),
+                             "limit_1000": candidates(url, max(5, args.queries // 5), 1000),
+                             "no_limit": candidates(url, 3, None)}
+            print(f"{name}: nested {out['nested']}", file=sys.stderr)
     return out
 
 
@@ -128,32 +211,56 @@ def main() -> None:
                         help="clients registering in Placement (default 1: on SQLite, concurrent writers make "
                              "Placement answer 500 for a locked database)")
     parser.add_argument("--queries", type=int, default=50, help="candidate queries per size (default 50)")
+    parser.add_argument("--claims", type=int, default=2000, help="PUT /allocations to time (default 2000)")
+    parser.add_argument("--nested", type=int, default=1000,
+                        help="compute nodes in the nested scenario (2 NUMA children each, one sharing disk pool; "
+                             "default 1000, 0: skip)")
     parser.add_argument("--gantt-workers", type=int, default=2, help="gantt serve --workers (default 2)")
     parser.add_argument("--only", choices=["gantt", "placement"], help="measure one server only")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
-    sizes = sorted(int(s) for s in args.providers.split(","))
     results: dict[str, Any] = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_before": os.getloadavg()[0],
                                "query": QUERY, "servers": []}
-    if args.only != "gantt":
+
+    @contextlib.contextmanager
+    def placement() -> Iterator[str]:
         with RealPlacement(gunicorn=True, workers=1, threads=8) as real:
-            results["servers"].append(measure("placement-16.0.0", real.url, sizes, args.placement_concurrency,
-                                              args.queries))
-    if args.only != "placement":
+            yield real.url
+
+    @contextlib.contextmanager
+    def gantt() -> Iterator[str]:
         with tempfile.TemporaryDirectory(prefix="gantt-bench-") as tmp, \
                 ServerProcess(f"sqlite:///{tmp}/gantt.sqlite", workdir=tmp, workers=args.gantt_workers,
-                              config={"DEFAULT": {"service_down_time": 86400}}) as gantt:
-            results["servers"].append(measure("gantt", gantt.url + "/placement", sizes, args.concurrency,
-                                              args.queries))
+                              config={"DEFAULT": {"service_down_time": 86400}}) as server:
+            yield server.url + "/placement"
+
+    if args.only != "gantt":
+        results["servers"].append(measure("placement-16.0.0", placement, args, args.placement_concurrency))
+    if args.only != "placement":
+        results["servers"].append(measure("gantt", gantt, args, args.concurrency))
+    if len(results["servers"]) == 2:
+        theirs, ours = results["servers"]
+        results["ratio"] = {
+            "providers_per_s": round(ours["providers_per_s"] / theirs["providers_per_s"], 1),
+            "claims_per_s": round(ours["claims_per_s"] / theirs["claims_per_s"], 1),
+            **{f"candidates_p50_{size}": round(theirs["flat"][size]["limit_1000"]["p50_ms"]
+                                               / ours["flat"][size]["limit_1000"]["p50_ms"], 1)
+               for size in ours["flat"]}}
     results["load_after"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(results, indent=2))
     else:
         for server in results["servers"]:
-            print(f"{server['server']}: {server['providers_per_s']} providers/s; "
-                  + "; ".join(f"{size}: p50 {r['p50_ms']} ms p99 {r['p99_ms']} ms ({r['candidates']} candidates)"
-                              for size, r in server["sizes"].items()))
-
+            print(f"{server['server']}: {server['providers_per_s']} providers/s, {server['claims_per_s']} claims/s")
+            for size, r in server["flat"].items():
+                print(f"  {size} flat: limit=1000 p50 {r['limit_1000']['p50_ms']} ms p99 {r['limit_1000']['p99_ms']} "
+                      f"ms; no limit p50 {r['no_limit']['p50_ms']} ms ({r['no_limit']['candidates']} candidates)")
+            if "nested" in server:
+                n = server["nested"]
+                print(f"  {n['computes']} nested: limit=1000 p50 {n['limit_1000']['p50_ms']} ms; no limit p50 "
+                      f"{n['no_limit']['p50_ms']} ms ({n['no_limit']['candidates']} candidates)")
+        if "ratio" in results:
+            print(f"Gantt / Placement: {results['ratio']}")
 
 if __name__ == "__main__":
     main()
