@@ -22,6 +22,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -195,8 +196,7 @@ def build_forest(table: HostTable, index: ProviderIndex, placement_uuid: dict[st
 # ---------------------------------------------------------------------------------------------- search
 
 
-@dataclass(frozen=True)
-class _Pick:
+class _Pick(NamedTuple):  # a tuple: tens of thousands are made per answer
     """Placement's per-group AllocationRequest: the parts one group takes, anchored at one root."""
 
     anchor: int
@@ -395,15 +395,12 @@ class _Search:
         for anchor in sorted(by_tree):  # lazily: a caller that has enough candidates stops asking
             per_rc = by_tree[anchor]
             classes = sorted(per_rc)
-            seen: set[tuple[tuple[int, str, int], ...]] = set()
-            for combo in itertools.product(*(per_rc[rc] for rc in classes)):
-                if not self._traits_hold(combo, group):
+            asked = [amounts[rc] for rc in classes]
+            for combo in itertools.product(*(per_rc[rc] for rc in classes)):  # distinct: one provider per list
+                if (group.required or group.forbidden_traits) and not self._traits_hold(combo, group):
                     continue
-                parts = tuple((p, rc, amounts[rc]) for p, rc in zip(combo, classes, strict=True))
-                if parts in seen:
-                    continue
-                seen.add(parts)
-                yield _Pick(anchor, parts, frozenset(combo), group.suffix, False)
+                yield _Pick(anchor, tuple(zip(combo, classes, asked, strict=True)), frozenset(combo),
+                            group.suffix, False)
 
     def _traits_hold(self, combo: tuple[int, ...], group: RequestGroup) -> bool:
         traits: set[str] = set()
@@ -421,9 +418,8 @@ class _Search:
         if len(q.groups) == 1 and (q.groups[0].same_provider
                                    or not (self.forest.sharing.any() or self.forest.has_trees)):
             return self._one_group_one_provider(q.groups[0])
-        if len(q.groups) == 1:  # each pick is a candidate, so stop at the limit
-            granular = 1 if q.groups[0].suffix else 0
-            return self._collect(((pick,) for pick in self.picks(q.groups[0])), granular)
+        if len(q.groups) == 1:  # the unnumbered group over trees: each pick is a candidate
+            return self._collect_one(self.picks(q.groups[0]), q.groups[0].suffix)
         picks_by_suffix: dict[str, list[_Pick]] = {}
         total: dict[str, int] = defaultdict(int)
         multi: set[str] = set()
@@ -449,6 +445,39 @@ class _Search:
                     yield from itertools.product(*(lists[s] for s in suffixes))
 
         return self._collect(combos(), sum(1 for s in suffixes if s))
+
+    def _collect_one(self, picks: Iterable[_Pick], suffix: str) -> Candidates:
+        """One group's picks as candidates. Each part already fits on its own (its mask held capacity, units
+        and step) and one group asks each class once, so nothing needs adding up or checking again; only the
+        same parts anchored at several trees (a sharing provider's) repeat."""
+        q, f = self.query, self.forest
+        uuids = f.uuids
+        out: list[AllocationRequest] = []
+        seen: set[tuple[tuple[int, str, int], ...]] = set()
+        used_providers: set[int] = set()
+        shared: dict[tuple[tuple[str, int], ...], Amounts] = {}
+        for pick in picks:
+            if pick.parts in seen:
+                continue
+            if not q.nested_aware and f.has_trees \
+                    and len({int(f.root[p]) for p in pick.providers}) != len(pick.providers):
+                continue
+            seen.add(pick.parts)
+            by_provider: dict[int, list[tuple[str, int]]] = {}
+            for p, rc, amount in pick.parts:
+                by_provider.setdefault(p, []).append((rc, amount))
+            allocations = {}
+            for p, resources in by_provider.items():
+                key = tuple(resources)
+                amounts = shared.get(key)
+                if amounts is None:
+                    amounts = shared[key] = Amounts(dict(resources))
+                allocations[uuids[p]] = amounts
+            out.append(AllocationRequest(allocations, {suffix: sorted(uuids[p] for p in pick.providers)}))
+            used_providers |= pick.providers
+            if q.limit is not None and len(out) >= q.limit:
+                break
+        return Candidates(out, self._summaries(used_providers))
 
     def _collect(self, combos: Iterable[tuple[_Pick, ...]], granular: int) -> Candidates:
         q, f = self.query, self.forest
