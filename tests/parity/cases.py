@@ -76,6 +76,11 @@ def _host(rng: random.Random, i: int) -> dict[str, Any]:
         "service": {"disabled": rng.random() < 0.1, "forced_down": rng.random() < 0.05},
         "traits": rng.sample(HOST_TRAITS, rng.randrange(0, 6)),
     }
+    if rng.random() < 0.3:
+        # A VCPU inventory as a host that also reports to Placement sends it: its reserved vCPUs are Placement's
+        # (reserved_host_cpus); Nova's HostState never sees them (nova_driver builds it from the fields above).
+        stats["inventories"] = {"VCPU": {"total": vcpus, "reserved": rng.choice([1, 2, 4]),
+                                         "allocation_ratio": ratio}}
     return {"host": f"n{i}", "node": f"n{i}", "age": rng.choice([1, 20, 45, 120, 900]), "stats": stats,
             "aggregates": []}
 

@@ -42,6 +42,9 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "disabled": (np.bool_, False),
     "forced_down": (np.bool_, False),
     "free_ram_mb": (np.float64, 0),
+    # Nova's free vCPUs for CPUWeigher: vcpus * ratio - used. A VCPU inventory's reserved is Placement's
+    # (reserved_host_cpus) and never reaches Nova's HostState, so unlike the capacity columns it is not taken off.
+    "free_vcpus": (np.float64, 0),
     "free_disk_mb": (np.float64, 0),
     "disk_available_least": (np.float64, np.nan),
     "host_ip4": (np.int64, -1),
@@ -304,8 +307,11 @@ class Columns:
         self._refresh_physical_free(row)
 
     def _refresh_physical_free(self, row: int) -> None:
-        """The weighers' free RAM and disk: physical (no allocation ratio), in MB."""
+        """The weighers' free RAM and disk (physical: no allocation ratio, in MB) and free vCPUs."""
         rc = self.rc
+        cpu = self.rc_index["VCPU"]
+        self.cols["free_vcpus"][row] = (rc["total"][row, cpu] * rc["ratio"][row, cpu]
+                                        - rc["reported"][row, cpu] - rc["inflight"][row, cpu])
         mem = self.rc_index["MEMORY_MB"]
         disk = self.rc_index["DISK_GB"]
         self.cols["free_ram_mb"][row] = (rc["total"][row, mem] - rc["reserved"][row, mem]

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from gantt.request import RequestContext
-from gantt.state import HostTable
 from gantt.weighers.base import Weigher, register
 
 
@@ -24,15 +20,12 @@ class RAMWeigher(_FreeCapacityWeigher):
 
 @register
 class CPUWeigher(_FreeCapacityWeigher):
-    """Free vCPUs: ``vcpus * cpu_allocation_ratio - vcpus_used``."""
+    """Free vCPUs: ``vcpus * cpu_allocation_ratio - vcpus_used``, as Nova's HostState has them (a VCPU inventory's
+    ``reserved`` is not taken off: see the ``free_vcpus`` column)."""
 
     name = "CPUWeigher"
     multiplier_option = "cpu_weight_multiplier"
-    usage_column = "free:VCPU"
-
-    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        # Free vCPUs live in the resource-class columns, which table.col does not reach.
-        return table.rc_col("free", "VCPU")
+    usage_column = "free_vcpus"
 
 
 @register
