@@ -77,10 +77,14 @@ def _host(rng: random.Random, i: int) -> dict[str, Any]:
         "traits": rng.sample(HOST_TRAITS, rng.randrange(0, 6)),
     }
     if rng.random() < 0.3:
-        # A VCPU inventory as a host that also reports to Placement sends it: its reserved vCPUs are Placement's
-        # (reserved_host_cpus); Nova's HostState never sees them (nova_driver builds it from the fields above).
+        # Inventories as a host that also reports to Placement sends them: their reserved amounts are Placement's
+        # (reserved_host_*); Nova's HostState never sees them (nova_driver builds it from the fields above).
         stats["inventories"] = {"VCPU": {"total": vcpus, "reserved": rng.choice([1, 2, 4]),
-                                         "allocation_ratio": ratio}}
+                                         "allocation_ratio": ratio},
+                                "MEMORY_MB": {"total": memory, "reserved": rng.choice([512, 2048]),
+                                              "allocation_ratio": stats["ram_allocation_ratio"]},
+                                "DISK_GB": {"total": disk, "reserved": rng.choice([0, 10]),
+                                            "allocation_ratio": stats["disk_allocation_ratio"]}}
     return {"host": f"n{i}", "node": f"n{i}", "age": rng.choice([1, 20, 45, 120, 900]), "stats": stats,
             "aggregates": []}
 

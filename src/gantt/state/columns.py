@@ -43,7 +43,8 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "forced_down": (np.bool_, False),
     "free_ram_mb": (np.float64, 0),
     # Nova's free vCPUs for CPUWeigher: vcpus * ratio - used. A VCPU inventory's reserved is Placement's
-    # (reserved_host_cpus) and never reaches Nova's HostState, so unlike the capacity columns it is not taken off.
+    # (reserved_host_cpus) and never reaches Nova's HostState, so unlike the capacity columns it is not taken off
+    # (nor from free RAM and disk, see _refresh_physical_free).
     "free_vcpus": (np.float64, 0),
     "free_disk_mb": (np.float64, 0),
     "disk_available_least": (np.float64, np.nan),
@@ -314,9 +315,10 @@ class Columns:
                                         - rc["reported"][row, cpu] - rc["inflight"][row, cpu])
         mem = self.rc_index["MEMORY_MB"]
         disk = self.rc_index["DISK_GB"]
-        self.cols["free_ram_mb"][row] = (rc["total"][row, mem] - rc["reserved"][row, mem]
-                                         - rc["reported"][row, mem] - rc["inflight"][row, mem])
-        free_gb = rc["total"][row, disk] - rc["reserved"][row, disk] - rc["reported"][row, disk]
+        # As Nova's HostState: memory_mb - memory_mb_used, local_gb - local_gb_used. An inventory's reserved is
+        # Placement's; nova-compute counts its reserved_host_memory_mb / _disk_mb in the used figures it reports.
+        self.cols["free_ram_mb"][row] = rc["total"][row, mem] - rc["reported"][row, mem] - rc["inflight"][row, mem]
+        free_gb = rc["total"][row, disk] - rc["reported"][row, disk]
         least = self.cols["disk_available_least"][row]
         if least == least and least < free_gb:
             # not NaN: as Nova's HostState does, the smaller of the hypervisor's own view and the accounted free
