@@ -138,11 +138,11 @@ def check_ratio(rc: str, ratio: float) -> None:
                              field=f"$.inventories.{rc}.allocation_ratio")
 
 
-def used(allocations: Iterable[Allocation]) -> dict[str, int]:
-    """What the allocations on one provider use, per class."""
+def used(allocations: Iterable[Allocation], key: NodeKey) -> dict[str, int]:
+    """What the allocations use on the provider of node ``key``, per class."""
     out: dict[str, int] = {}
     for allocation in allocations:
-        for rc, amount in allocation.resources.items():
+        for rc, amount in allocation.on(key).items():
             out[rc] = out.get(rc, 0) + amount
     return out
 

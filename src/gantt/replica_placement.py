@@ -109,7 +109,7 @@ class PlacementFacade:
 
     def _used(self, found: ProviderView) -> dict[str, int]:
         held = [self.table.allocation(c) for c in self.table.node_allocations(found.key)]
-        return providers.used(a for a in held if a is not None)
+        return providers.used((a for a in held if a is not None), found.key)
 
     def provider_tree(self, uuid: str) -> list[ProviderView]:
         with self.table.lock:
