@@ -203,6 +203,60 @@ def with_traits(current: ProviderView, names: list[str], now: float) -> HostRepo
     return msgspec.structs.replace(record, stats=msgspec.structs.replace(record.stats, traits=sorted(names)))
 
 
+# ---------------------------------------------------------------------------------------------- consumers
+
+# Placement's identifiers for a consumer written before project and user were required (microversions < 1.8):
+# its [placement] incomplete_consumer_project_id / incomplete_consumer_user_id defaults.
+INCOMPLETE_CONSUMER = "00000000-0000-0000-0000-000000000000"
+DEFAULT_CONSUMER_TYPE = "INSTANCE"  # how Placement shows a consumer that was given no type
+
+
+@dataclass(frozen=True)
+class ConsumerWrite:
+    """One consumer's allocations as a Placement write gives them: provider uuid -> {class: amount} (empty:
+    drop them all). ``check_generation`` (1.28): the write lands only while the consumer is at ``generation``
+    (None: it holds no allocation)."""
+
+    consumer: str
+    allocations: dict[str, dict[str, int]]
+    project_id: str | None = None
+    user_id: str | None = None
+    generation: int | None = None
+    check_generation: bool = False
+    consumer_type: str | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What allocations of one consumer type use (GET /usages): per class, and how many consumers."""
+
+    resources: dict[str, int]
+    consumers: int
+
+
+def usages(allocations: Iterable[Allocation], project_id: str, user_id: str | None, *,
+           by_type: bool, consumer_type: str | None) -> dict[str, Usage]:
+    """Sum the project's (and user's) allocations over every provider, per class; ``by_type`` (1.38): grouped
+    by consumer type ("unknown" for consumers given none), only ``consumer_type``'s when named, all under "all"
+    when it is "all"."""
+    groups: dict[str, dict[str, int]] = {}
+    counts: dict[str, int] = {}
+    for allocation in allocations:
+        if allocation.project_id != project_id or (user_id and allocation.user_id != user_id):
+            continue
+        group = "" if not by_type else allocation.consumer_type or "unknown"
+        if by_type and consumer_type == "all":
+            group = "all"
+        elif by_type and consumer_type is not None and group != consumer_type:
+            continue
+        summed = groups.setdefault(group, {})
+        counts[group] = counts.get(group, 0) + 1
+        for _, resources in allocation.parts():
+            for rc, amount in resources.items():
+                summed[rc] = summed.get(rc, 0) + amount
+    return {group: Usage(summed, counts[group]) for group, summed in groups.items()}
+
+
 # ------------------------------------------------------------------------------------------------ index
 
 
