@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import msgspec
+import os_resource_classes as orc
 
 from gantt.model import (
     MAX_COUNT,
@@ -39,6 +40,7 @@ _CLASSIC = (("VCPU", "vcpus", "cpu_allocation_ratio"), ("MEMORY_MB", "memory_mb"
 _CLASSIC_TOTALS = {"vcpus": None, "memory_mb": None, "local_gb": None, "cpu_allocation_ratio": None,
                    "ram_allocation_ratio": None, "disk_allocation_ratio": None}
 RC_PATTERN = re.compile(r"^[A-Z0-9_]+$")
+_STANDARD_ORDER = {rc: i for i, rc in enumerate(orc.STANDARDS)}
 CUSTOM_PATTERN = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
 
 
@@ -147,8 +149,13 @@ def used(allocations: Iterable[Allocation], key: NodeKey) -> dict[str, int]:
     return out
 
 
+def _class_order(rc: str) -> tuple[int, str]:
+    """Placement's order of classes: the standard ones in os-resource-classes' order (their ids), then custom."""
+    return (_STANDARD_ORDER.get(rc, len(_STANDARD_ORDER)), rc)
+
+
 def check_not_in_use(uuid: str, removed: Iterable[str], in_use: dict[str, int]) -> None:
-    busy = sorted(rc for rc in removed if in_use.get(rc, 0) > 0)
+    busy = sorted((rc for rc in removed if in_use.get(rc, 0) > 0), key=_class_order)
     if busy:
         raise InventoryInUse(f"Inventory for '{', '.join(busy)}' on resource provider '{uuid}' in use.")
 
@@ -208,7 +215,7 @@ def with_traits(current: ProviderView, names: list[str], now: float) -> HostRepo
 # Placement's identifiers for a consumer written before project and user were required (microversions < 1.8):
 # its [placement] incomplete_consumer_project_id / incomplete_consumer_user_id defaults.
 INCOMPLETE_CONSUMER = "00000000-0000-0000-0000-000000000000"
-DEFAULT_CONSUMER_TYPE = "INSTANCE"  # how Placement shows a consumer that was given no type
+UNKNOWN_CONSUMER_TYPE = "unknown"  # how Placement shows and groups a consumer that was given no type
 
 
 @dataclass(frozen=True)
@@ -244,7 +251,7 @@ def usages(allocations: Iterable[Allocation], project_id: str, user_id: str | No
     for allocation in allocations:
         if allocation.project_id != project_id or (user_id and allocation.user_id != user_id):
             continue
-        group = "" if not by_type else allocation.consumer_type or "unknown"
+        group = "" if not by_type else allocation.consumer_type or UNKNOWN_CONSUMER_TYPE
         if by_type and consumer_type == "all":
             group = "all"
         elif by_type and consumer_type is not None and group != consumer_type:

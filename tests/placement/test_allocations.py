@@ -74,6 +74,7 @@ def test_microversion_forms(http: httpx.Client) -> None:
     assert http.put(f"/allocations/{consumer}", json=listed, headers=v("1.12")).status_code == 400
     as_dict = {"allocations": {rp: {"resources": {"VCPU": 2}}}, "project_id": PROJECT, "user_id": USER}
     assert http.put(f"/allocations/{consumer}", json=as_dict, headers=v("1.12")).status_code == 204
+    assert http.get(f"/allocations/{consumer}").json()["consumer_type"] == "unknown"  # written without one
     # 1.28 requires the consumer generation; 1.38 the consumer type
     refused = http.put(f"/allocations/{consumer}", json=as_dict, headers=v("1.28"))
     assert refused.status_code == 400 and "'consumer_generation' is a required property" in refused.text

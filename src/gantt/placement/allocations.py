@@ -13,6 +13,7 @@ import re
 import uuid as uuidlib
 from typing import Any
 
+import msgspec
 from msgspec import UNSET
 from starlette.responses import Response
 
@@ -29,17 +30,39 @@ from gantt.placement.wire import (
     require_json,
     uuid_like,
 )
-from gantt.providers import DEFAULT_CONSUMER_TYPE, ConsumerWrite, ProviderView
+from gantt.providers import UNKNOWN_CONSUMER_TYPE, ConsumerWrite, ProviderView
 
 _UUID = re.compile(r"^[0-9a-fA-F-]{36}$")
+_CLASS = re.compile(r"^[A-Z0-9_]+$")
 # (field, the microversion that brings it, whether that version requires it)
 _FIELDS = (("project_id", 8), ("user_id", 8), ("consumer_generation", 28), ("mappings", 34),
            ("consumer_type", 38))
 _CONCURRENT = "placement.concurrent_update"
 
 
-def _invalid(message: str) -> PlacementError:
+def _invalid(message: str, rule: str | None = None, where: str = "") -> PlacementError:
+    """A schema refusal in jsonschema's words (``rule`` at ``where``), as Placement's validation says it."""
+    if rule is not None:
+        message += f"\n\nFailed validating '{rule}' in schema{where}"
     return PlacementError(400, f"JSON does not validate: {message}")
+
+
+def _check_amounts(data: Any) -> None:
+    """Class names and amounts below 1, named as jsonschema names them: the decoder's message cannot name a
+    dict key or the value under one."""
+    kind = data.get("consumer_type") if isinstance(data, dict) else None
+    if isinstance(kind, str) and not _CLASS.match(kind):
+        raise _invalid(f"'{kind}' does not match '{_CLASS.pattern}'", "pattern")
+    entries = data.get("allocations") if isinstance(data, dict) else None
+    parts = entries if isinstance(entries, list) else list(entries.values()) if isinstance(entries, dict) else []
+    for part in parts:
+        resources = part.get("resources") if isinstance(part, dict) else None
+        for rc, amount in (resources.items() if isinstance(resources, dict) else ()):
+            if not _CLASS.match(rc):
+                raise _invalid(f"'{rc}' does not match any of the regexes: '{_CLASS.pattern}'",
+                               "additionalProperties")
+            if isinstance(amount, int) and not isinstance(amount, bool) and amount < 1:
+                raise _invalid(f"{amount} is less than the minimum of 1", "minimum")
 
 
 def consumer_uuid(call: Call) -> str:
@@ -57,13 +80,13 @@ def to_write(call: Call, consumer: str, body: ConsumerIn, *, post: bool) -> Cons
         if given and not version.at_least(since):
             raise _invalid(f"Additional properties are not allowed ('{name}' was unexpected)")
         if not given and version.at_least(since) and name != "mappings":
-            raise _invalid(f"'{name}' is a required property")
+            raise _invalid(f"'{name}' is a required property", "required")
     listed = not version.at_least(12) and not post
     if listed != isinstance(body.allocations, list):
         raise _invalid(f"{_brief(body.allocations)} is not of type '{'array' if listed else 'object'}'")
     if isinstance(body.allocations, list):
         if not body.allocations:
-            raise _invalid("[] is too short")
+            raise _invalid("[] is too short", "minItems", "['properties']['allocations']")
         given = {entry.resource_provider.uuid: entry.resources for entry in body.allocations}
     else:
         given = {uuid: part.resources for uuid, part in body.allocations.items()}
@@ -110,16 +133,29 @@ async def write(call: Call, writes: list[ConsumerWrite], *, post: bool) -> None:
         raise PlacementError(409, exc.message, code=_CONCURRENT) from None
 
 
+async def _body(call: Call, type_: Any) -> Any:
+    require_json(call.request)
+    raw = await call.request.body()
+    try:
+        data = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        data = None  # json_body names it
+    for one in (data.values() if type_ is not ConsumerIn and isinstance(data, dict) else [data]):
+        _check_amounts(one)
+    return await json_body(call.request, type_)
+
+
 async def put(call: Call) -> Response:
     consumer = consumer_uuid(call)
-    body = await json_body(call.request, ConsumerIn)
+    body = await _body(call, ConsumerIn)
     await write(call, [to_write(call, consumer, body, post=False)], post=False)
     return empty()
 
 
 async def post(call: Call) -> Response:
-    require_json(call.request)
-    body = await json_body(call.request, dict[str, ConsumerIn])
+    if not call.version.at_least(13):
+        raise PlacementError(404, "The resource could not be found.")
+    body = await _body(call, dict[str, ConsumerIn])
     if not body:
         raise _invalid("{} does not have enough properties")
     writes = []
@@ -147,7 +183,7 @@ async def show(call: Call) -> Response:
         if call.version.at_least(28):
             data["consumer_generation"] = held.consumer_generation or 0
         if call.version.at_least(38):
-            data["consumer_type"] = held.consumer_type or DEFAULT_CONSUMER_TYPE
+            data["consumer_type"] = held.consumer_type or UNKNOWN_CONSUMER_TYPE
     return json_response(call, data, modified=held.created_at if held is not None else None)
 
 

@@ -65,7 +65,7 @@ ROUTES: list[tuple[str, dict[str, Handler]]] = [
 ]
 # Which microversion introduced a route (earlier ones answer 404, as Placement's router does).
 _SINCE = {"/allocation_candidates": 10, "/resource_classes": 2, "/resource_classes/{name}": 2, "/traits": 6,
-          "/traits/{name}": 6, _RP + "/traits": 6, _RP + "/allocations": 11, "/allocations": 13, "/usages": 9}
+          "/traits/{name}": 6, _RP + "/traits": 6, "/usages": 9}
 _COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path) + "$"), path, methods)
              for path, methods in ROUTES]
 

@@ -33,10 +33,12 @@ async def totals(call: Call) -> Response:
     last = {name: values[-1] for name, values in params.items()}
     if "project_id" not in last:
         raise PlacementError(400, "Invalid query string parameters: 'project_id' is a required property")
-    for value in last.values():
+    for name, value in last.items():
         if not 1 <= len(value) <= 255:
+            rule = "minLength" if not value else "maxLength"
             raise PlacementError(400, f"Invalid query string parameters: {value!r} is "
-                                      f"{'too short' if not value else 'too long'}")
+                                      f"{'too short' if not value else 'too long'}\n\nFailed validating "
+                                      f"'{rule}' in schema['properties'][{name!r}]")
     consumer_type = last.get("consumer_type")
     if consumer_type is not None and not _TYPE_OR_ALL.match(consumer_type):
         raise PlacementError(400, f"Invalid query string parameters: {consumer_type!r} does not match "
