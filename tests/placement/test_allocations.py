@@ -183,3 +183,21 @@ def test_a_v1_claim_and_a_placement_allocation_see_each_other(http: httpx.Client
     again = v1.post("/v1/select_destinations", json={**spec, "resources": {"VCPU": 1},
                                                      "instance_uuids": [new_uuid()]})
     assert again.status_code == 409, again.text  # the Placement allocation counts on /v1's side too
+
+
+def test_inventory_under_allocations(http: httpx.Client) -> None:
+    """As Placement: capacity may shrink below what is allocated (Placement logs the provider over capacity);
+    then nothing more fits, but a write that leaves it less over does; a class in use cannot be removed."""
+    rp = provider(http, VCPU=8)
+    consumer = new_uuid()
+    assert put(http, consumer, {rp: {"VCPU": 6}}).status_code == 204
+    generation = http.get(f"/resource_providers/{rp}").json()["generation"]
+    shrunk = http.put(f"/resource_providers/{rp}/inventories", json={
+        "resource_provider_generation": generation, "inventories": {"VCPU": {"total": 4}}})
+    assert shrunk.status_code == 200, shrunk.text
+    assert put(http, new_uuid(), {rp: {"VCPU": 1}}).status_code == 409
+    assert put(http, consumer, {rp: {"VCPU": 7}}, generation=1).status_code == 409  # further over: refused
+    assert put(http, consumer, {rp: {"VCPU": 5}}, generation=1).status_code == 204  # less over: lands
+    refused = http.delete(f"/resource_providers/{rp}/inventories/VCPU")
+    assert refused.status_code == 409 and refused.json()["errors"][0]["code"] == "placement.inventory.inuse"
+    assert http.get(f"/resource_providers/{rp}/usages").json()["usages"] == {"VCPU": 5}
