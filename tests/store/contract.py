@@ -301,9 +301,11 @@ def check_an_allocation_spans_nodes(store: Store) -> None:
     released = store.commit(Batch(releases=["c1"])).revision
     revisions = {(nr.host, nr.node): nr.revision for nr in store.snapshot().node_revisions}
     assert revisions[("p1", "p1")] == revisions[("p2", "p2")] == released
-    store.commit(Batch(allocations=[spanning("c2", 1, 10)]))
-    store.commit(Batch(delete_hosts=[("p2", None)]))  # the sharing pool goes: the consumer's record with it
-    assert store.snapshot().allocations == []
+    store.commit(Batch(allocations=[spanning("c2", 1, 10), spanning("c3", 1, 10)]))
+    only_p1 = Allocation(consumer_uuid="c3", host="p1", nodename="p1", resources={"VCPU": 1})
+    store.commit(Batch(allocations=[only_p1], replaces=["c3"]))  # c3 leaves the pool
+    store.commit(Batch(delete_hosts=[("p2", None)]))  # the sharing pool goes: c2's record with it, not c3's
+    assert store.snapshot().allocations == [only_p1]
 
 
 def check_placement_writes_check_capacity_and_generations(store: Store) -> None:

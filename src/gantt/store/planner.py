@@ -80,6 +80,13 @@ class Plan:
     records: dict[tuple[str, str], Record | None] = field(default_factory=dict)
     bumped: dict[NodeKey, None] = field(default_factory=dict)  # a dict: ordered, no duplicates
     deleted_nodes: set[NodeKey] = field(default_factory=set)
+    # Consumers whose stored record, replaced or deleted here, had parts on further nodes (a backend that indexes
+    # those parts by node drops the old entries; every other consumer has none to drop).
+    unindexed: set[str] = field(default_factory=set)
+
+    def _leaving(self, allocation: Allocation) -> None:
+        if allocation.extra:
+            self.unindexed.add(allocation.consumer_uuid)
 
     def _bump(self, allocation: Allocation) -> None:
         for key in allocation.nodes():
@@ -207,6 +214,7 @@ def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
         # A node's allocations go with it; "host_deleted" tells replicas so (no change per allocation).
         for allocation in reads.allocations_on(set(doomed)):
             out.allocations[allocation.consumer_uuid] = None
+            out._leaving(allocation)
 
 
 def _current(consumer: str, reads: Reads, out: Plan) -> Allocation | None:
@@ -219,6 +227,7 @@ def _plan_allocations(batch: Batch, reads: Reads, out: Plan) -> None:
         old = _current(allocation.consumer_uuid, reads, out) if allocation.consumer_uuid in replaces else None
         if old is not None:  # a move: the node it leaves changes too
             out._bump(old)
+            out._leaving(old)
         out.allocations[allocation.consumer_uuid] = allocation
         out._bump(allocation)
         out.changes.append(Change(revision=0, kind="allocation", allocation=allocation, replaced=old))
@@ -228,6 +237,7 @@ def _plan_allocations(batch: Batch, reads: Reads, out: Plan) -> None:
             continue  # lenient, or went with its node in this batch
         out.allocations[consumer] = None
         out._bump(gone)
+        out._leaving(gone)
         out.changes.append(Change(revision=0, kind="allocation_deleted", allocation=gone))
 
 

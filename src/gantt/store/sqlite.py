@@ -581,8 +581,7 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
             ex("INSERT INTO aggregates (id, data) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET data=excluded.data",
                (aggregate_id, _ENC.encode(aggregate)))
     for consumer, allocation in p.allocations.items():
-        old = ex("SELECT data FROM allocations WHERE consumer=?", (consumer,)).fetchone()
-        if old is not None and _DEC_ALLOC.decode(old[0]).extra:
+        if consumer in p.unindexed:
             ex("DELETE FROM allocation_parts WHERE consumer=?", (consumer,))
         if allocation is None:
             ex("DELETE FROM allocations WHERE consumer=?", (consumer,))
