@@ -9,6 +9,8 @@ from pathlib import Path
 
 import httpx
 
+from gantt.replica import audit
+from gantt.store.sqlite import SQLiteStore
 from tests.placement.conftest import CONFIG, LATEST
 from tests.service.server import ServerProcess
 
@@ -105,3 +107,54 @@ def test_racing_allocations_on_two_processes_never_overcommit(tmp_path: Path) ->
             usage = http.get(f"/resource_providers/{rp}/usages").json()
             assert usage["usages"] == {"VCPU": 10}
             assert len(http.get(f"/resource_providers/{rp}/allocations").json()["allocations"]) == 10
+
+
+def test_v1_claims_and_placement_allocations_on_two_processes_never_overcommit(tmp_path: Path) -> None:
+    """One host, room for 10 VCPU: /v1 select_destinations through one process and PUT /allocations through the
+    other, at once. Whatever lands, the store never holds more than the host has (audit), and every answer that
+    said yes is an allocation the store holds."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    path = tmp_path / "shared.sqlite"
+    store = f"sqlite:///{path}"
+    node = str(uuid.uuid4())
+    with ServerProcess(store, config=CONFIG, workdir=tmp_path / "a") as a, \
+            ServerProcess(store, config=CONFIG, workdir=tmp_path / "b") as b, \
+            httpx.Client(base_url=a.url, timeout=30) as v1, \
+            httpx.Client(base_url=b.url + "/placement", headers=LATEST, timeout=30) as placement:
+        assert v1.post("/v1/resource-stats", json={"name": "shared-host", "stats": {
+            "uuid": node, "vcpus": 10, "memory_mb": 100_000, "local_gb": 1000, "cpu_allocation_ratio": 1.0}}
+        ).status_code == 200
+        placement.get(f"/allocations/{uuid.uuid4()}")  # a miss: b catches up with the host a wrote
+        granted: list[str] = []
+        start = threading.Barrier(4)
+
+        def claim_v1() -> None:
+            start.wait()
+            for _ in range(6):
+                consumer = str(uuid.uuid4())
+                answer = v1.post("/v1/select_destinations", json={
+                    "resources": {"VCPU": 1}, "instance_uuids": [consumer], "project_id": "p", "user_id": "u"})
+                if answer.status_code == 200:
+                    granted.append(consumer)
+
+        def claim_placement() -> None:
+            start.wait()
+            for _ in range(6):
+                consumer = str(uuid.uuid4())
+                answer = placement.put(f"/allocations/{consumer}", json={
+                    "allocations": {node: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u",
+                    "consumer_generation": None, "consumer_type": "INSTANCE"})
+                if answer.status_code == 204:
+                    granted.append(consumer)
+
+        threads = [threading.Thread(target=f) for f in (claim_v1, claim_v1, claim_placement, claim_placement)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    with SQLiteStore(store) as shared:
+        snapshot = shared.snapshot()
+    assert audit(snapshot) == []
+    held = {a.consumer_uuid for a in snapshot.allocations}
+    assert held == set(granted) and 0 < len(held) <= 10
