@@ -8,7 +8,7 @@ import numpy as np
 
 from gantt import Scheduler
 from gantt.config import Config
-from gantt.model import Allocation
+from gantt.model import Allocation, AllocationPart, HostReport, HostStats, Inventory
 from gantt.scheduler import describe
 from tests.conftest import FakeClock, host_stats, make_scheduler, request
 
@@ -110,3 +110,37 @@ def test_a_replica_loading_old_claims_on_an_unlisting_host_counts_them_as_settle
     later = Replica(store, config, clock=clock).start(follow=False)
     for replica in (first, later):
         assert describe(replica.table, replica.table.row("h"))["inventories"]["VCPU"]["free"] == 6
+
+
+def test_an_allocation_across_nodes_counts_each_part_on_its_own_row() -> None:
+    """A consumer's parts on further nodes (a sharing disk pool) count in flight there, with no instance, and
+    stay counted whatever the nodes report; the first part follows the host's instance list as before."""
+    clock = FakeClock()
+    sched = make_scheduler({"h1": {"vcpus": 8, "memory_mb": 8192, "local_gb": 0},
+                            "pool": {"vcpus": 0, "memory_mb": 0, "local_gb": 1000}}, clock=clock)
+    table = sched.table
+    spanning = Allocation(consumer_uuid="c1", host="h1", nodename="h1", resources={"VCPU": 2},
+                          extra=[AllocationPart(host="pool", nodename="pool", resources={"DISK_GB": 40})])
+    table.put_allocation(spanning)
+    h1, pool = table.row_of(("h1", "h1")), table.row_of(("pool", "pool"))
+    assert table.used("VCPU")[h1] == 2 and table.used("DISK_GB")[pool] == 40
+    assert table.col("inflight_instances")[pool] == 0 and table.col("inflight_instances")[h1] == 1
+    assert table.node_allocations(("pool", "pool")) == {"c1"}
+    clock.advance(10_000)  # long past claim_timeout: the pool lists no instances, yet its part stays counted
+    table.update(HostReport(host="pool", stats=HostStats(local_gb=1000)))
+    table.update(HostReport(host="h1", stats=HostStats(instances=["c1"], vcpus_used=2)))
+    assert table.used("DISK_GB")[pool] == 40 and table.used("VCPU")[h1] == 2  # h1's now from its report
+    table.release("c1")
+    assert table.used("DISK_GB")[pool] == 0 and table.node_allocations(("pool", "pool")) == frozenset()
+
+
+def test_a_node_that_reports_no_usage_keeps_its_claims_counted() -> None:
+    """Design §1: a node without reported usage (a provider Placement wrote) is accounted by its allocations
+    alone; a claim there is not settled away by claim_timeout."""
+    clock = FakeClock()
+    table = make_scheduler({}, clock=clock).table
+    table.update(HostReport(host="p1", stats=HostStats(inventories={"VCPU": Inventory(total=4)})))
+    table.put_allocation(Allocation(consumer_uuid="c1", host="p1", nodename="p1", resources={"VCPU": 3}))
+    clock.advance(10_000)
+    table.update(HostReport(host="p1", stats=HostStats(inventories={"VCPU": Inventory(total=4)})))
+    assert table.used("VCPU")[table.row_of(("p1", "p1"))] == 3

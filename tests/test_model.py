@@ -107,3 +107,16 @@ def test_aggregate_availability_zone_field_is_metadata() -> None:
     with pytest.raises(InvalidRequest) as err:
         decode({"id": 3, "metadata": {"k": 1}}, Aggregate)
     assert err.value.field == "$.metadata[...]"
+
+
+def test_an_allocation_stored_before_parts_existed_loads_as_one_part() -> None:
+    """A store written by an earlier Gantt holds single-node records: they load, as a one-part allocation."""
+    import msgspec
+
+    from gantt.model import Allocation
+
+    old = msgspec.msgpack.encode({"consumer_uuid": "c1", "host": "h1", "nodename": "n1", "resources": {"VCPU": 2},
+                                  "project_id": "p", "confirmed": True})
+    loaded = msgspec.msgpack.decode(old, type=Allocation)
+    assert loaded.parts() == [(("h1", "n1"), {"VCPU": 2})]
+    assert loaded.extra == [] and loaded.consumer_generation is None and loaded.consumer_type is None

@@ -53,7 +53,9 @@ __all__ = [
     "STANDARD_CLASSES",
     "Aggregate",
     "Allocation",
+    "AllocationPart",
     "Candidate",
+    "ConsumerConflict",
     "Flavor",
     "GanttError",
     "GenerationConflict",
@@ -130,6 +132,37 @@ class GenerationConflict(Conflict):
                          "Please update the generation and try again. (" + ", ".join(f"{h}/{n}" for h, n in keys[:5])
                          + ")")
         self.keys = keys
+
+
+class ConsumerConflict(Conflict):
+    """A write named a consumer generation the store no longer holds (Placement 1.28's consumer generation)."""
+
+    placement_code = "placement.concurrent_update"
+
+    def __init__(self, consumer: str, held: int | None, given: int | None) -> None:
+        super().__init__(f"consumer generation conflict - expected {_null(held)} but got {_null(given)}",
+                         field="consumer_generation")
+        self.consumer = consumer
+
+
+def _null(value: int | None) -> str:
+    return "null" if value is None else str(value)
+
+
+class InsufficientCapacity(Conflict):
+    """An allocation does not fit a provider's inventory (Placement's capacity and unit rules)."""
+
+    def __init__(self, resource_class: str, provider: str, why: str) -> None:
+        reasons = {"capacity": "The requested amount would exceed the capacity.",
+                   "constraints": "The requested amount would violate inventory constraints."}
+        if why in reasons:
+            text = (f"Unable to create allocation for '{resource_class}' on resource provider '{provider}'. "
+                    f"{reasons[why]}")
+        else:  # no inventory of the class there
+            text = f"Inventory for '{resource_class}' on resource provider '{provider}' invalid."
+        super().__init__(text, field="allocations")
+        self.resource_class = resource_class
+        self.provider = provider
 
 
 class StoreUnavailable(GanttError):
@@ -614,8 +647,24 @@ class Candidate(Struct):
     weights: dict[str, float] = field(default_factory=dict)
 
 
+class AllocationPart(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What a consumer holds on one more node beyond its first (a sharing disk pool, a child provider)."""
+
+    host: str
+    nodename: str
+    resources: dict[str, int]
+
+
 class Allocation(Struct, omit_defaults=True):
-    """Resources a consumer (an instance UUID) holds on one node. Keyed by ``consumer_uuid``."""
+    """Resources a consumer (an instance UUID) holds, on one node or, as Placement allocates, several. Keyed by
+    ``consumer_uuid``: one record per consumer, so that writing it is one compare-and-set over every node it
+    touches.
+
+    ``host``/``nodename``/``resources`` are its first part: where the consumer runs, the node whose report lists
+    it (a ``/v1`` claim has no other). ``extra`` holds its parts on further nodes, one per node; those nodes list
+    no instances, so their parts are never confirmed by a report and count in flight for as long as they are
+    held (design §1: a node that reports no usage is accounted by its allocations alone).
+    """
 
     consumer_uuid: str
     host: str
@@ -634,6 +683,26 @@ class Allocation(Struct, omit_defaults=True):
     # On a migration's allocation: the instance whose source it holds until confirm (dropped) or revert (given
     # back to the instance). The host lists the instance, not the migration: that is what confirms this one.
     instance_uuid: str | None = None
+    extra: list[AllocationPart] = field(default_factory=list)
+    # Placement's consumer generation (1.28): moves with every write of the consumer's allocations through the
+    # Placement face; None on an allocation that face never wrote (shown there as 0).
+    consumer_generation: int | None = None
+    consumer_type: str | None = None  # Placement's (1.38); None shows as "INSTANCE"
+
+    def parts(self) -> list[tuple[NodeKey, dict[str, int]]]:
+        """Every node the consumer holds resources on, with what it holds there; its first part first."""
+        return [((self.host, self.nodename), self.resources),
+                *(((p.host, p.nodename), p.resources) for p in self.extra)]
+
+    def nodes(self) -> list[NodeKey]:
+        return [(self.host, self.nodename), *((p.host, p.nodename) for p in self.extra)]
+
+    def on(self, key: NodeKey) -> dict[str, int]:
+        """What the consumer holds on node ``key`` (empty when it holds nothing there)."""
+        for node, resources in self.parts():
+            if node == key:
+                return resources
+        return {}
 
     @property
     def listed_as(self) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import msgspec
+import os_resource_classes as orc
 
 from gantt.model import (
     MAX_COUNT,
@@ -39,6 +40,7 @@ _CLASSIC = (("VCPU", "vcpus", "cpu_allocation_ratio"), ("MEMORY_MB", "memory_mb"
 _CLASSIC_TOTALS = {"vcpus": None, "memory_mb": None, "local_gb": None, "cpu_allocation_ratio": None,
                    "ram_allocation_ratio": None, "disk_allocation_ratio": None}
 RC_PATTERN = re.compile(r"^[A-Z0-9_]+$")
+_STANDARD_ORDER = {rc: i for i, rc in enumerate(orc.STANDARDS)}
 CUSTOM_PATTERN = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
 
 
@@ -134,17 +136,22 @@ def check_ratio(rc: str, ratio: float) -> None:
                              field=f"$.inventories.{rc}.allocation_ratio")
 
 
-def used(allocations: Iterable[Allocation]) -> dict[str, int]:
-    """What the allocations on one provider use, per class."""
+def used(allocations: Iterable[Allocation], key: NodeKey) -> dict[str, int]:
+    """What the allocations use on the provider of node ``key``, per class."""
     out: dict[str, int] = {}
     for allocation in allocations:
-        for rc, amount in allocation.resources.items():
+        for rc, amount in allocation.on(key).items():
             out[rc] = out.get(rc, 0) + amount
     return out
 
 
+def _class_order(rc: str) -> tuple[int, str]:
+    """Placement's order of classes: the standard ones in os-resource-classes' order (their ids), then custom."""
+    return (_STANDARD_ORDER.get(rc, len(_STANDARD_ORDER)), rc)
+
+
 def check_not_in_use(uuid: str, removed: Iterable[str], in_use: dict[str, int]) -> None:
-    busy = sorted(rc for rc in removed if in_use.get(rc, 0) > 0)
+    busy = sorted((rc for rc in removed if in_use.get(rc, 0) > 0), key=_class_order)
     if busy:
         raise InventoryInUse(f"Inventory for '{', '.join(busy)}' on resource provider '{uuid}' in use.")
 
@@ -197,6 +204,60 @@ def with_inventories(current: ProviderView, given: dict[str, Inventory], now: fl
 def with_traits(current: ProviderView, names: list[str], now: float) -> HostReport:
     record = bumped(current, now)
     return msgspec.structs.replace(record, stats=msgspec.structs.replace(record.stats, traits=sorted(names)))
+
+
+# ---------------------------------------------------------------------------------------------- consumers
+
+# Placement's identifiers for a consumer written before project and user were required (microversions < 1.8):
+# its [placement] incomplete_consumer_project_id / incomplete_consumer_user_id defaults.
+INCOMPLETE_CONSUMER = "00000000-0000-0000-0000-000000000000"
+UNKNOWN_CONSUMER_TYPE = "unknown"  # how Placement shows and groups a consumer that was given no type
+
+
+@dataclass(frozen=True)
+class ConsumerWrite:
+    """One consumer's allocations as a Placement write gives them: provider uuid -> {class: amount} (empty:
+    drop them all). ``check_generation`` (1.28): the write lands only while the consumer is at ``generation``
+    (None: it holds no allocation)."""
+
+    consumer: str
+    allocations: dict[str, dict[str, int]]
+    project_id: str | None = None
+    user_id: str | None = None
+    generation: int | None = None
+    check_generation: bool = False
+    consumer_type: str | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What allocations of one consumer type use (GET /usages): per class, and how many consumers."""
+
+    resources: dict[str, int]
+    consumers: int
+
+
+def usages(allocations: Iterable[Allocation], project_id: str, user_id: str | None, *,
+           by_type: bool, consumer_type: str | None) -> dict[str, Usage]:
+    """Sum the project's (and user's) allocations over every provider, per class; ``by_type`` (1.38): grouped
+    by consumer type ("unknown" for consumers given none), only ``consumer_type``'s when named, all under "all"
+    when it is "all"."""
+    groups: dict[str, dict[str, int]] = {}
+    counts: dict[str, int] = {}
+    for allocation in allocations:
+        if allocation.project_id != project_id or (user_id and allocation.user_id != user_id):
+            continue
+        group = "" if not by_type else allocation.consumer_type or UNKNOWN_CONSUMER_TYPE
+        if by_type and consumer_type == "all":
+            group = "all"
+        elif by_type and consumer_type is not None and group != consumer_type:
+            continue
+        summed = groups.setdefault(group, {})
+        counts[group] = counts.get(group, 0) + 1
+        for _, resources in allocation.parts():
+            for rc, amount in resources.items():
+                summed[rc] = summed.get(rc, 0) + amount
+    return {group: Usage(summed, counts[group]) for group, summed in groups.items()}
 
 
 # ------------------------------------------------------------------------------------------------ index

@@ -599,7 +599,7 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
         return [aggregate_node(change.aggregate_id)]
     if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
         allocation = change.allocation
-        nodes = [(allocation.host, allocation.nodename)]
+        nodes = allocation.nodes()
         group = allocation.group
         if not allocation.host:  # a deletion from a feed that kept no old value: the group is in our table
             held = table.allocation(allocation.consumer_uuid)
@@ -610,9 +610,9 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
             # A move leaves a node: the store moved that node's usage revision too. (Not guessed from the table:
             # a local claim of ours for the same consumer may be in flight there.)
             left = change.replaced
-            if left is not None and left.host and (left.host, left.nodename) != nodes[0]:
-                nodes.append((left.host, left.nodename))
-                if left.group:
+            if left is not None and left.host:
+                nodes += [key for key in left.nodes() if key not in nodes]
+                if left.group and group_node(left.group) not in nodes:
                     nodes.append(group_node(left.group))
         return nodes
     return []
@@ -663,6 +663,7 @@ def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
             problems.append(f"{table.host_names[row]}/{table.node_names[row]} {rc}: used {used[row]:g} > "
                             f"capacity {table.rc['capacity'][row, j]:g}")
     for alloc in snapshot.allocations:
-        if (alloc.host, alloc.nodename) not in table:
-            problems.append(f"allocation {alloc.consumer_uuid} on unknown node {alloc.host}/{alloc.nodename}")
+        for host, node in alloc.nodes():
+            if (host, node) not in table:
+                problems.append(f"allocation {alloc.consumer_uuid} on unknown node {host}/{node}")
     return problems

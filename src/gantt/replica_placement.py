@@ -21,7 +21,10 @@ from gantt.candidates import CandidateQuery, Candidates, Forest
 from gantt.catalog import Catalog
 from gantt.model import (
     Aggregate,
+    Allocation,
+    AllocationPart,
     Conflict,
+    ConsumerConflict,
     GenerationConflict,
     HostReport,
     InvalidRequest,
@@ -32,14 +35,17 @@ from gantt.model import (
     aggregate_node,
 )
 from gantt.providers import (
+    INCOMPLETE_CONSUMER,
+    ConsumerWrite,
     DuplicateName,
     ParentInUse,
     ProviderIndex,
     ProviderInUse,
     ProviderQuery,
     ProviderView,
+    Usage,
 )
-from gantt.store.base import Batch, Expect, Generation, StoreConflict
+from gantt.store.base import Batch, Capacity, ConsumerGeneration, ConsumerHeld, Expect, Generation, StoreConflict
 
 if TYPE_CHECKING:
     from gantt.state import HostTable
@@ -109,7 +115,7 @@ class PlacementFacade:
 
     def _used(self, found: ProviderView) -> dict[str, int]:
         held = [self.table.allocation(c) for c in self.table.node_allocations(found.key)]
-        return providers.used(a for a in held if a is not None)
+        return providers.used((a for a in held if a is not None), found.key)
 
     def provider_tree(self, uuid: str) -> list[ProviderView]:
         with self.table.lock:
@@ -244,24 +250,37 @@ class PlacementFacade:
         return out
 
     def delete_provider(self, uuid: str) -> None:
-        self.sync()
-        with self.table.lock:
-            if uuid not in self.providers.by_uuid:
-                raise NotFound(f"No resource provider with uuid {uuid} found for delete", field="uuid")
-            found = self.providers.get(uuid)
-            if self.providers.children(uuid):
-                raise ParentInUse(f"Unable to delete parent resource provider {uuid}: It has child resource "
-                                  "providers.")
-            if self.table.node_allocations(found.key):
-                raise ProviderInUse(f"Unable to delete resource provider {uuid}: Resource provider has "
-                                    "allocations.")
-            host, node = found.key
-            left = [n for n in (self.table.node_names[r] for r in self.table.rows_of_host(host)) if n != node]
-            aggregates = [] if left else [
-                Aggregate(id=a.id, name=a.name, uuid=a.uuid, metadata=a.metadata,
-                          hosts=[h for h in a.hosts if h != host])
-                for a in self.table.aggregates() if host in a.hosts]
-        self.write(Batch(delete_hosts=[found.key], aggregates=aggregates))
+        for _ in range(_ATTEMPTS):
+            self.sync()
+            with self.table.lock:
+                batch = self._deletion(uuid)
+            try:
+                self.write(batch)
+                return
+            except StoreConflict:
+                continue  # a report or an allocation landed there meanwhile: look again
+        raise Conflict(f"resource provider {uuid} kept changing; try again")
+
+    def _deletion(self, uuid: str) -> Batch:
+        if uuid not in self.providers.by_uuid:
+            raise NotFound(f"No resource provider with uuid {uuid} found for delete", field="uuid")
+        found = self.providers.get(uuid)
+        if self.providers.children(uuid):
+            raise ParentInUse(f"Unable to delete parent resource provider {uuid}: It has child resource "
+                              "providers.")
+        if self.table.node_allocations(found.key):
+            raise ProviderInUse(f"Unable to delete resource provider {uuid}: Resource provider has "
+                                "allocations.")
+        host, node = found.key
+        left = [n for n in (self.table.node_names[r] for r in self.table.rows_of_host(host)) if n != node]
+        aggregates = [] if left else [
+            Aggregate(id=a.id, name=a.name, uuid=a.uuid, metadata=a.metadata,
+                      hosts=[h for h in a.hosts if h != host])
+            for a in self.table.aggregates() if host in a.hosts]
+        # Its usage as this replica saw it (none): an allocation written there meanwhile moves the node's
+        # revision, and the deletion fails instead of taking the allocation with it.
+        return Batch(expect=[Expect(host, node, self.node_revisions.get(found.key, 0))],
+                     delete_hosts=[found.key], aggregates=aggregates)
 
     # ------------------------------------------------------------------------------------ inventories
 
@@ -365,6 +384,124 @@ class PlacementFacade:
         return Batch(expect=[Expect(h, n, self.node_revisions.get((h, n), 0)) for h, n in read],
                      generations=[Generation(h, n, views[(h, n)].generation) for h, n in keys],
                      providers=records, aggregates=aggregates)
+
+    # ------------------------------------------------------------------------------------ allocations
+
+    def consumer_allocations(self, consumer: str) -> tuple[Allocation | None, dict[str, ProviderView]]:
+        """The consumer's allocation (None: it holds none), and the providers of its parts by node."""
+        if self.table.allocation(consumer) is None:
+            self.sync()  # another instance may have written it an instant ago
+        with self.table.lock:
+            held = self.table.allocation(consumer)
+            return held, self._views_of([held] if held is not None else [])
+
+    def _views_of(self, held: list[Allocation]) -> dict[tuple[str, str], ProviderView]:
+        return {key: self.providers.by_key[key] for a in held for key in a.nodes() if key in self.providers.by_key}
+
+    def provider_allocations(self, uuid: str) -> tuple[ProviderView, list[Allocation]]:
+        """The provider, and every allocation with a part on it."""
+        self._known(uuid)
+        with self.table.lock:
+            found = self.providers.get(uuid)
+            held = [self.table.allocation(c) for c in sorted(self.table.node_allocations(found.key))]
+            return found, [a for a in held if a is not None]
+
+    def provider_usages(self, uuid: str) -> tuple[ProviderView, dict[str, int]]:
+        """Placement's usages of a provider: every class it has inventory of, with what its allocations use."""
+        self._known(uuid)
+        with self.table.lock:
+            found = self.providers.get(uuid)
+            in_use = self._used(found)
+            offered = providers.inventories(found.record, self.table.default_ratios)
+            return found, {rc: in_use.get(rc, 0) for rc in offered}
+
+    def usages(self, project_id: str, user_id: str | None, *, by_type: bool,
+               consumer_type: str | None) -> dict[str, Usage]:
+        with self.table.lock:
+            return providers.usages(list(self.table.allocations()), project_id, user_id, by_type=by_type,
+                                    consumer_type=consumer_type)
+
+    def write_allocations(self, writes: list[ConsumerWrite]) -> None:
+        """Replace each consumer's allocations with what ``writes`` gives, all in one commit (Placement's PUT
+        /allocations/{consumer} and POST /allocations). The store checks every touched provider for room,
+        compares the consumer generations and moves the touched providers' generations on (store.planner)."""
+        self._check_names(writes)
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                self.sync()
+            with self.table.lock:
+                batch = self._allocation_batch(writes)
+            try:
+                self.write(batch)
+                return
+            except ConsumerConflict as exc:
+                if any(w.check_generation for w in writes if w.consumer == exc.consumer):
+                    raise
+            except (StoreConflict, ConsumerHeld, GenerationConflict, NotFound):
+                pass  # this replica was behind the store: catch up and build the batch again
+        raise Conflict("Inventory and/or allocations changed while attempting to allocate: allocations kept "
+                       "changing; try again")
+
+    def delete_allocations(self, consumer: str) -> None:
+        """Drop every allocation of the consumer (NotFound when it holds none)."""
+        if self.table.allocation(consumer) is None:
+            self.sync()
+        if self.table.allocation(consumer) is None:
+            raise NotFound(f"No allocations for consumer '{consumer}'", field="consumer_uuid")
+        try:
+            self.write(Batch(releases=[consumer]))
+        except NotFound:
+            raise NotFound(f"No allocations for consumer '{consumer}'", field="consumer_uuid") from None
+
+    def _check_names(self, writes: list[ConsumerWrite]) -> None:
+        self.sync()  # a provider or class created by another instance an instant ago exists
+        with self.table.lock:
+            for write in writes:
+                for uuid in write.allocations:
+                    if uuid not in self.providers.by_uuid:
+                        raise InvalidRequest(f"Allocation for resource provider '{uuid}' that does not exist.",
+                                             field="allocations")
+            missing = self.catalog.missing("resource_class", {rc for w in writes for r in w.allocations.values()
+                                                              for rc in r})
+            if missing:
+                raise InvalidRequest(f"No such resource class {', '.join(sorted(missing))}.", field="allocations")
+
+    def _allocation_batch(self, writes: list[ConsumerWrite]) -> Batch:
+        batch = Batch(capacity=Capacity(default_ratios=dict(self.table.default_ratios)))
+        now = self.clock()
+        for write in writes:
+            held = self.table.allocation(write.consumer)
+            current = None if held is None else held.consumer_generation or 0
+            expected = write.generation if write.check_generation else current
+            batch.consumers.append(ConsumerGeneration(write.consumer, expected))
+            if not write.allocations:
+                if held is not None:
+                    batch.releases.append(write.consumer)
+                    batch.bump_providers += held.nodes()
+                continue
+            parts = []
+            for uuid, resources in write.allocations.items():
+                found = self.providers.by_uuid.get(uuid)
+                if found is None:  # deleted since _check_names
+                    raise InvalidRequest(f"Allocation for resource provider '{uuid}' that does not exist.",
+                                         field="allocations")
+                parts.append((found, dict(resources)))
+            # The first part is where the consumer runs: a root provider (a compute node) when there is one.
+            parts.sort(key=lambda part: part[0].parent_provider_uuid is not None)
+            (first, resources), rest = parts[0], parts[1:]
+            allocation = Allocation(
+                consumer_uuid=write.consumer, host=first.key[0], nodename=first.key[1], resources=resources,
+                extra=[AllocationPart(host=p.key[0], nodename=p.key[1], resources=r) for p, r in rest],
+                project_id=write.project_id or INCOMPLETE_CONSUMER, user_id=write.user_id or INCOMPLETE_CONSUMER,
+                created_at=now,
+                consumer_generation=(expected or 0) + 1,
+                consumer_type=write.consumer_type or (held.consumer_type if held is not None else None))
+            if held is not None:
+                batch.replaces.append(write.consumer)
+            batch.allocations.append(allocation)
+            batch.bump_providers += allocation.nodes()
+        batch.bump_providers = list(dict.fromkeys(batch.bump_providers))
+        return batch
 
     # ---------------------------------------------------------------------------------------- records
 

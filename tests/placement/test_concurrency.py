@@ -9,6 +9,8 @@ from pathlib import Path
 
 import httpx
 
+from gantt.replica import audit
+from gantt.store.sqlite import SQLiteStore
 from tests.placement.conftest import CONFIG, LATEST
 from tests.service.server import ServerProcess
 
@@ -66,3 +68,93 @@ def test_a_provider_made_on_one_process_is_seen_and_named_uniquely_on_the_other(
         assert http_b.put("/traits/CUSTOM_SHARED").status_code == 201
         assert http_a.put("/traits/CUSTOM_SHARED").status_code == 204
         assert http_b.get(f"/resource_providers/{made['uuid']}").status_code == 200
+
+
+def test_racing_allocations_on_two_processes_never_overcommit(tmp_path: Path) -> None:
+    """PUT /allocations through two processes at once, on one provider with room for 10 of 24 asked: the
+    capacity check is in the store's commit, so exactly 10 land, whichever process each went through, and both
+    processes then count the same usage."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    store = f"sqlite:///{tmp_path}/shared.sqlite"
+    with ServerProcess(store, config=CONFIG, workdir=tmp_path / "a") as a, \
+            ServerProcess(store, config=CONFIG, workdir=tmp_path / "b") as b, \
+            httpx.Client(base_url=a.url + "/placement", headers=LATEST, timeout=30) as http_a, \
+            httpx.Client(base_url=b.url + "/placement", headers=LATEST, timeout=30) as http_b:
+        rp = str(uuid.uuid4())
+        assert http_a.post("/resource_providers", json={"name": "contended", "uuid": rp}).status_code == 200
+        assert http_a.put(f"/resource_providers/{rp}/inventories", json={
+            "resource_provider_generation": 0, "inventories": {"VCPU": {"total": 10}}}).status_code == 200
+        statuses: list[int] = []
+        start = threading.Barrier(4)
+
+        def claim(http: httpx.Client) -> None:
+            start.wait()
+            for _ in range(6):
+                answer = http.put(f"/allocations/{uuid.uuid4()}", json={
+                    "allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u",
+                    "consumer_generation": None, "consumer_type": "INSTANCE"})
+                statuses.append(answer.status_code)
+
+        threads = [threading.Thread(target=claim, args=(h,)) for h in (http_a, http_b, http_a, http_b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(set(statuses)) == [204, 409] and statuses.count(204) == 10, statuses
+        for http in (http_a, http_b):
+            http.get("/allocations/" + str(uuid.uuid4()))  # a miss makes the process catch up with the store
+            usage = http.get(f"/resource_providers/{rp}/usages").json()
+            assert usage["usages"] == {"VCPU": 10}
+            assert len(http.get(f"/resource_providers/{rp}/allocations").json()["allocations"]) == 10
+
+
+def test_v1_claims_and_placement_allocations_on_two_processes_never_overcommit(tmp_path: Path) -> None:
+    """One host, room for 10 VCPU: /v1 select_destinations through one process and PUT /allocations through the
+    other, at once. Whatever lands, the store never holds more than the host has (audit), and every answer that
+    said yes is an allocation the store holds."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    path = tmp_path / "shared.sqlite"
+    store = f"sqlite:///{path}"
+    node = str(uuid.uuid4())
+    with ServerProcess(store, config=CONFIG, workdir=tmp_path / "a") as a, \
+            ServerProcess(store, config=CONFIG, workdir=tmp_path / "b") as b, \
+            httpx.Client(base_url=a.url, timeout=30) as v1, \
+            httpx.Client(base_url=b.url + "/placement", headers=LATEST, timeout=30) as placement:
+        assert v1.post("/v1/resource-stats", json={"name": "shared-host", "stats": {
+            "uuid": node, "vcpus": 10, "memory_mb": 100_000, "local_gb": 1000, "cpu_allocation_ratio": 1.0}}
+        ).status_code == 200
+        placement.get(f"/allocations/{uuid.uuid4()}")  # a miss: b catches up with the host a wrote
+        granted: list[str] = []
+        start = threading.Barrier(4)
+
+        def claim_v1() -> None:
+            start.wait()
+            for _ in range(6):
+                consumer = str(uuid.uuid4())
+                answer = v1.post("/v1/select_destinations", json={
+                    "resources": {"VCPU": 1}, "instance_uuids": [consumer], "project_id": "p", "user_id": "u"})
+                if answer.status_code == 200:
+                    granted.append(consumer)
+
+        def claim_placement() -> None:
+            start.wait()
+            for _ in range(6):
+                consumer = str(uuid.uuid4())
+                answer = placement.put(f"/allocations/{consumer}", json={
+                    "allocations": {node: {"resources": {"VCPU": 1}}}, "project_id": "p", "user_id": "u",
+                    "consumer_generation": None, "consumer_type": "INSTANCE"})
+                if answer.status_code == 204:
+                    granted.append(consumer)
+
+        threads = [threading.Thread(target=f) for f in (claim_v1, claim_v1, claim_placement, claim_placement)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    with SQLiteStore(store) as shared:
+        snapshot = shared.snapshot()
+    assert audit(snapshot) == []
+    held = {a.consumer_uuid for a in snapshot.allocations}
+    assert held == set(granted) and 0 < len(held) <= 10

@@ -13,10 +13,13 @@ import pytest
 from gantt.model import (
     Aggregate,
     Allocation,
+    AllocationPart,
+    ConsumerConflict,
     GenerationConflict,
     HostReport,
     HostStats,
     InstanceInfo,
+    InsufficientCapacity,
     Inventory,
     NotFound,
     Provider,
@@ -24,7 +27,16 @@ from gantt.model import (
     aggregate_node,
     group_node,
 )
-from gantt.store.base import Batch, ConsumerHeld, Expect, Generation, Store, StoreConflict
+from gantt.store.base import (
+    Batch,
+    Capacity,
+    ConsumerGeneration,
+    ConsumerHeld,
+    Expect,
+    Generation,
+    Store,
+    StoreConflict,
+)
 
 
 def report(host: str, node: str | None = None, **stats: object) -> HostReport:
@@ -263,6 +275,69 @@ def check_records(store: Store) -> None:
     assert feed[0].revision == first
 
 
+def spanning(consumer: str, vcpu: int, disk: int, generation: int | None = None) -> Allocation:
+    """VCPU on provider p1, DISK_GB on provider p2 (a sharing pool): one consumer, one record, two nodes."""
+    return Allocation(consumer_uuid=consumer, host="p1", nodename="p1", resources={"VCPU": vcpu},
+                      extra=[AllocationPart(host="p2", nodename="p2", resources={"DISK_GB": disk})],
+                      consumer_generation=generation, project_id="p", user_id="u")
+
+
+def two_providers(store: Store) -> int:
+    return store.commit(Batch(providers=[
+        provider_record("p1", 0, inventories={"VCPU": Inventory(total=4, max_unit=4)}),
+        provider_record("p2", 0, inventories={"DISK_GB": Inventory(total=100, step_size=10, max_unit=100)})],
+        generations=[Generation("p1", "p1", None), Generation("p2", "p2", None)])).revision
+
+
+def check_an_allocation_spans_nodes(store: Store) -> None:
+    """One consumer's record across two nodes: both nodes' usage revisions move with it, it loads back whole,
+    and deleting either node takes it (and its index) away."""
+    two_providers(store)
+    put = store.commit(Batch(allocations=[spanning("c1", 2, 20, 1)])).revision
+    revisions = {(nr.host, nr.node): nr.revision for nr in store.snapshot().node_revisions}
+    assert revisions[("p1", "p1")] == revisions[("p2", "p2")] == put
+    [held] = store.snapshot().allocations
+    assert held == spanning("c1", 2, 20, 1)
+    released = store.commit(Batch(releases=["c1"])).revision
+    revisions = {(nr.host, nr.node): nr.revision for nr in store.snapshot().node_revisions}
+    assert revisions[("p1", "p1")] == revisions[("p2", "p2")] == released
+    store.commit(Batch(allocations=[spanning("c2", 1, 10), spanning("c3", 1, 10)]))
+    only_p1 = Allocation(consumer_uuid="c3", host="p1", nodename="p1", resources={"VCPU": 1})
+    store.commit(Batch(allocations=[only_p1], replaces=["c3"]))  # c3 leaves the pool
+    store.commit(Batch(delete_hosts=[("p2", None)]))  # the sharing pool goes: c2's record with it, not c3's
+    assert store.snapshot().allocations == [only_p1]
+
+
+def check_placement_writes_check_capacity_and_generations(store: Store) -> None:
+    """Placement's allocation writes: room per node and class (min/max/step too), the consumer generation
+    compared and the touched providers' generations moved, all in the one commit."""
+    two_providers(store)
+    checked = Capacity(default_ratios={})
+    store.commit(Batch(allocations=[spanning("c1", 3, 60, 1)], consumers=[ConsumerGeneration("c1", None)],
+                       bump_providers=[("p1", "p1"), ("p2", "p2")], capacity=checked))
+    assert {h.host: h.provider.generation for h in store.snapshot().hosts if h.provider} == {"p1": 1, "p2": 1}
+    with pytest.raises(InsufficientCapacity, match=r"'DISK_GB' on resource provider 'p2'\. The requested amount "
+                                                   "would exceed"):
+        store.commit(Batch(allocations=[spanning("c2", 1, 50, 1)], capacity=checked))
+    with pytest.raises(InsufficientCapacity, match="violate inventory constraints"):
+        store.commit(Batch(allocations=[spanning("c2", 1, 15, 1)], capacity=checked))
+    with pytest.raises(ConsumerConflict, match="expected 1 but got 0"):
+        store.commit(Batch(allocations=[spanning("c1", 1, 10, 1)], replaces=["c1"],
+                           consumers=[ConsumerGeneration("c1", 0)], capacity=checked))
+    with pytest.raises(ConsumerConflict, match="expected 1 but got null"):
+        store.commit(Batch(allocations=[spanning("c1", 1, 10, 1)], replaces=["c1"],
+                           consumers=[ConsumerGeneration("c1", None)], capacity=checked))
+    # Replacing its own allocation with as much again fits: the old one is not counted twice.
+    store.commit(Batch(allocations=[spanning("c1", 4, 100, 2)], replaces=["c1"],
+                       consumers=[ConsumerGeneration("c1", 1)], bump_providers=[("p1", "p1")], capacity=checked))
+    [held] = store.snapshot().allocations
+    assert held.consumer_generation == 2 and held.resources == {"VCPU": 4}
+    assert {h.host: h.provider.generation for h in store.snapshot().hosts if h.provider} == {"p1": 2, "p2": 1}
+    with pytest.raises(InsufficientCapacity, match=r"'VCPU' on resource provider 'p2' invalid\."):
+        store.commit(Batch(allocations=[Allocation(consumer_uuid="c3", host="p2", nodename="p2",
+                                                   resources={"VCPU": 1})], capacity=checked))
+
+
 CONTRACT: list[Callable[[Store], None]] = [
     check_snapshot_and_feed,
     check_reports_merge,
@@ -279,4 +354,6 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_aggregate_writes_move_their_pseudo_node,
     check_provider_puts_replace_whole_records,
     check_records,
+    check_an_allocation_spans_nodes,
+    check_placement_writes_check_capacity_and_generations,
 ]

@@ -15,7 +15,15 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from gantt.model import GanttError
-from gantt.placement import aggregates, allocation_candidates, catalog, inventories, resource_providers
+from gantt.placement import (
+    aggregates,
+    allocation_candidates,
+    allocations,
+    catalog,
+    inventories,
+    resource_providers,
+    usages,
+)
 from gantt.placement.errors import CODE_VERSION, PlacementError
 from gantt.placement.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
 from gantt.placement.wire import Call, gantt_error, json_response
@@ -48,10 +56,16 @@ ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("/traits", {"GET": catalog.list_traits}),
     ("/traits/{name}", {"GET": catalog.show_trait, "PUT": catalog.put_trait, "DELETE": catalog.delete_trait}),
     ("/allocation_candidates", {"GET": allocation_candidates.listing}),
+    (_RP + "/allocations", {"GET": allocations.for_provider}),
+    (_RP + "/usages", {"GET": usages.for_provider}),
+    ("/allocations", {"POST": allocations.post}),
+    ("/allocations/{consumer_uuid}", {"GET": allocations.show, "PUT": allocations.put,
+                                      "DELETE": allocations.delete}),
+    ("/usages", {"GET": usages.totals}),
 ]
 # Which microversion introduced a route (earlier ones answer 404, as Placement's router does).
 _SINCE = {"/allocation_candidates": 10, "/resource_classes": 2, "/resource_classes/{name}": 2, "/traits": 6,
-          "/traits/{name}": 6, _RP + "/traits": 6}
+          "/traits/{name}": 6, _RP + "/traits": 6, "/usages": 9}
 _COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path) + "$"), path, methods)
              for path, methods in ROUTES]
 

@@ -281,4 +281,39 @@ class ResourceClassIn(Struct, forbid_unknown_fields=True):
     name: CustomName
 
 
+ExternalId = Annotated[str, Meta(min_length=1, max_length=255)]
+ConsumerType = Annotated[str, Meta(pattern=r"^[A-Z0-9_]+$", min_length=1, max_length=255)]
+
+
+class ProviderRef(Struct, forbid_unknown_fields=True):
+    uuid: str
+
+
+class AllocationEntry(Struct, forbid_unknown_fields=True):
+    """One entry of the list form of allocations (microversions before 1.12)."""
+
+    resource_provider: ProviderRef
+    resources: dict[ClassName, Count]
+
+
+class ProviderAllocation(Struct, forbid_unknown_fields=True):
+    """One provider's part in the dict form (from 1.12); ``generation`` is accepted and not compared, as in
+    Placement."""
+
+    resources: dict[ClassName, Count]
+    generation: int | UnsetType = UNSET
+
+
+class ConsumerIn(Struct, forbid_unknown_fields=True):
+    """Every field any microversion allows; which ones a version requires or refuses is checked by the handler
+    (``placement.allocations``), as Placement's per-version schemas do."""
+
+    allocations: dict[str, ProviderAllocation] | list[AllocationEntry]
+    project_id: ExternalId | UnsetType = UNSET
+    user_id: ExternalId | UnsetType = UNSET
+    consumer_generation: int | UnsetType | None = UNSET
+    mappings: dict[str, list[str]] | UnsetType = UNSET
+    consumer_type: ConsumerType | UnsetType = UNSET
+
+
 prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

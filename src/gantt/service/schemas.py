@@ -23,6 +23,7 @@ from gantt.model import (
     STANDARD_CLASSES,
     Aggregate,
     Allocation,
+    AllocationPart,
     Candidate,
     Conflict,
     Explanation,
@@ -186,6 +187,9 @@ class AllocationView(Struct, omit_defaults=True):
     group: str | None = None
     migration_uuid: str | None = None
     instance_uuid: str | None = None
+    extra: list[AllocationPart] = field(default_factory=list)  # its parts on further nodes (Placement's)
+    consumer_generation: int | None = None
+    consumer_type: str | None = None
 
     @classmethod
     def of(cls, allocation: Allocation) -> AllocationView:

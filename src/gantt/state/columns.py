@@ -326,8 +326,9 @@ class Columns:
             free_gb = least
         self.cols["free_disk_mb"][row] = (free_gb - rc["inflight"][row, disk]) * 1024.0
 
-    def add_inflight(self, row: int, resources: dict[str, int], sign: int) -> None:
-        """Count ``resources`` in flight on ``row`` (``sign`` +1) or no longer (-1), and one instance with them."""
+    def add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True) -> None:
+        """Count ``resources`` in flight on ``row`` (``sign`` +1) or no longer (-1), and one instance with them
+        unless ``instance`` is False (a consumer's part on a node it does not run on)."""
         known = self.rc_index
         if all(name in known for name in resources):
             # Every claim and release lands here, on every replica: only the named classes' free changes (the
@@ -345,8 +346,9 @@ class Columns:
                 j = self.rc_slot(name)  # may add a class (and grow the arrays)
                 self.rc["inflight"][row, j] += sign * amount
             self.refresh_free(row)
-        self.cols["inflight_instances"][row] += sign
-        self.refresh_load(row)
+        if instance:
+            self.cols["inflight_instances"][row] += sign
+            self.refresh_load(row)
 
 
 prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

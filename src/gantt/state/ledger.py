@@ -162,8 +162,7 @@ class Ledger:
         with self._lock:
             held = self._allocations.get(allocation.consumer_uuid)
             if held is not None:
-                if (held.host, held.nodename) == (allocation.host, allocation.nodename) \
-                        and held.resources == allocation.resources and held.confirmed == allocation.confirmed \
+                if held.parts() == allocation.parts() and held.confirmed == allocation.confirmed \
                         and held.group == allocation.group and held.migration_uuid == allocation.migration_uuid \
                         and held.instance_uuid == allocation.instance_uuid:
                     # Same accounting; but the record is now the store's: a local claim of ours that happens to
@@ -229,15 +228,20 @@ class Ledger:
         key = (allocation.host, allocation.nodename)
         row = self._columns.row_of.get(key)
         if row is None:
-            self._index(key, allocation)
+            self._index(allocation)
         else:
             self._insert(row, key, allocation)
 
-    def _index(self, key: NodeKey, allocation: Allocation) -> None:
+    def _index(self, allocation: Allocation) -> None:
         self._allocations[allocation.consumer_uuid] = allocation
-        self._node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
+        for key in allocation.nodes():
+            self._node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
         if allocation.group:
             self._group_allocations.setdefault(allocation.group, set()).add(allocation.consumer_uuid)
+        for part in allocation.extra:  # on the nodes that list no instances: in flight for as long as held
+            row = self._columns.row_of.get((part.host, part.nodename))
+            if row is not None:
+                self._add_inflight(row, part.resources, +1, instance=False)
 
     def _insert(self, row: int, key: NodeKey, allocation: Allocation) -> None:
         if not allocation.created_at:
@@ -250,11 +254,10 @@ class Ledger:
             listed = bool(updated_at > allocation.created_at)
         # On a node that never lists instances, a claim older than the timeout is settled, as settle_unlisted
         # would have done (a replica loading a snapshot).
-        settled = not self._columns.reports_instances[row] \
-            and updated_at - allocation.created_at > self.claim_timeout
+        settled = self._settles(row) and updated_at - allocation.created_at > self.claim_timeout
         if listed or settled:
             allocation.confirmed = True
-        self._index(key, allocation)
+        self._index(allocation)
         self._instances.place(row, key[0], allocation.consumer_uuid)
         if not allocation.confirmed:
             self._add_inflight(row, allocation.resources, +1)
@@ -269,22 +272,32 @@ class Ledger:
                 members.discard(consumer_uuid)
                 if not members:
                     del self._group_allocations[alloc.group]
-        key = (alloc.host, alloc.nodename)
-        holders = self._node_allocations.get(key)
-        if holders is not None:
-            holders.discard(consumer_uuid)
-            if not holders:
-                del self._node_allocations[key]  # an empty set per node that ever held a claim adds up at scale
-        row = self._columns.row_of.get(key)
+        for key in alloc.nodes():
+            holders = self._node_allocations.get(key)
+            if holders is not None:
+                holders.discard(consumer_uuid)
+                if not holders:
+                    del self._node_allocations[key]  # an empty set per node that ever held a claim adds up at scale
+        row = self._columns.row_of.get((alloc.host, alloc.nodename))
         if row is not None:
             self._instances.unplace(row, alloc.host, consumer_uuid)
             if not alloc.confirmed:
                 self._add_inflight(row, alloc.resources, -1)
+        for part in alloc.extra:
+            row = self._columns.row_of.get((part.host, part.nodename))
+            if row is not None:
+                self._add_inflight(row, part.resources, -1, instance=False)
         return alloc
 
-    def _add_inflight(self, row: int, resources: dict[str, int], sign: int) -> None:
-        self._columns.add_inflight(row, resources, sign)
+    def _add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True) -> None:
+        self._columns.add_inflight(row, resources, sign, instance=instance)
         self._touched(row)
+
+    def _settles(self, row: int) -> bool:
+        """Claims on this node stop counting in flight after ``claim_timeout``: it never lists instances but
+        reports its usage, which then includes them. A node that reports no usage (a provider Placement wrote) is
+        accounted by its allocations alone, for as long as they are held."""
+        return bool(not self._columns.reports_instances[row] and self._columns.reports_usage[row])
 
     # ------------------------------------------------------------------------------- the table's rows
 
@@ -292,6 +305,9 @@ class Ledger:
         """A node came back: the allocations that outlived its removal count on its new row again."""
         for consumer in self._node_allocations.get(key, ()):
             alloc = self._allocations[consumer]
+            if (alloc.host, alloc.nodename) != key:  # a further part of it: in flight on this row
+                self._add_inflight(row, alloc.on(key), +1, instance=False)
+                continue
             self._instances.add(row, (consumer,))
             if not alloc.confirmed:
                 self._add_inflight(row, alloc.resources, +1)
@@ -307,7 +323,7 @@ class Ledger:
         expired: list[Allocation] = []
         for consumer in list(self._node_allocations.get(key, ())):
             alloc = self._allocations[consumer]
-            if alloc.confirmed:
+            if alloc.confirmed or (alloc.host, alloc.nodename) != key:
                 continue
             if alloc.listed_as in reported:
                 alloc.confirmed = True
@@ -331,8 +347,12 @@ class Ledger:
         when: until ``claim_timeout`` a claim is counted on top (twice once built: safe), after it the build has
         happened or failed and the report is the truth. The allocation itself stays until it is released.
         """
+        if not self._columns.reports_usage[row]:
+            return
         for consumer in list(self._node_allocations.get(key, ())):
             alloc = self._allocations[consumer]
+            if (alloc.host, alloc.nodename) != key:
+                continue
             if not alloc.confirmed and alloc.created_at and now - alloc.created_at > self.claim_timeout:
                 alloc.confirmed = True
                 self._add_inflight(row, alloc.resources, -1)

@@ -93,6 +93,21 @@ class Generation(Struct, array_like=True):
     generation: int | None
 
 
+class ConsumerGeneration(Struct, array_like=True):
+    """The consumer generation a batch expects the store to hold for a consumer (None: it holds no allocation;
+    an allocation never written through Placement is at 0)."""
+
+    consumer: str
+    generation: int | None
+
+
+class Capacity(Struct, array_like=True):
+    """Check every node a batch's allocations touch for room, as Placement does on write (``store.planner``).
+    ``default_ratios``: the allocation ratio of a class a host's classic fields imply without naming one."""
+
+    default_ratios: dict[str, float] = field(default_factory=dict)
+
+
 class Batch(Struct, omit_defaults=True):
     """One atomic write. Empty lists are the common case; a claim uses ``expect`` + ``allocations``."""
 
@@ -117,6 +132,12 @@ class Batch(Struct, omit_defaults=True):
     generations: list[Generation] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
     delete_records: list[tuple[RecordKind, str]] = field(default_factory=list)  # (kind, name); NotFound if absent
+    # Placement's allocation writes: each consumer's stored generation must be as named (ConsumerConflict
+    # otherwise), and the written allocations move it on; the providers named move their generation on
+    # (NotFound when gone); ``capacity``: every node the allocations touch must have room for them.
+    consumers: list[ConsumerGeneration] = field(default_factory=list)
+    bump_providers: list[tuple[str, str]] = field(default_factory=list)
+    capacity: Capacity | None = None
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",

@@ -595,7 +595,11 @@ class _Reads:
                 wanted += [("nodes", (host, node), k.node(host, node), None),
                            ("usage", (host, node), k.usage(host, node), None)]
         wanted += [("agg", a, k.aggregate(a), None) for a in batch.delete_aggregates]
-        wanted += [("alloc", c, k.allocation(c), None) for c in [*batch.releases, *batch.replaces]]
+        wanted += [("alloc", c, k.allocation(c), None)
+                   for c in [*batch.releases, *batch.replaces, *(e.consumer for e in batch.consumers)]]
+        # Placement's allocation writes read the records of the providers they bump or check for room.
+        checked = [key for a in batch.allocations for key in a.nodes()] if batch.capacity is not None else []
+        wanted += [("host", key, k.node(*key), None) for key in [*checked, *batch.bump_providers]]
         # A generation is read from the node's record; the record's guard makes the check atomic with the write.
         wanted += [("host", (g.host, g.node), k.node(g.host, g.node), None) for g in batch.generations]
         wanted += [("record", key, k.record(*key), None) for key in batch.delete_records]
@@ -656,4 +660,9 @@ class _Reads:
         _, kvs = self._s._range_pages(self._s.keys.allocations, prefix_end(self._s.keys.allocations),
                                        self._txn.read_revision)
         found = [decode_allocation(kv.value) for kv in kvs]
-        return [a for a in found if (a.host, a.nodename) in nodes]
+        # What was read holds at commit only if no allocation on these nodes changed since: each such change
+        # moves the node's usage key (a capacity check reads this too, not only a host's deletion).
+        for host, node in sorted(nodes):
+            self._txn.compares.append(pb.Compare(key=self._s.keys.usage(host, node), target=_MOD,
+                                                 result=pb.Compare.LESS, mod_revision=self._txn.read_revision + 1))
+        return [a for a in found if any(key in nodes for key in a.nodes())]

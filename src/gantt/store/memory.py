@@ -117,7 +117,7 @@ class _Reads:
         return consumer not in self._s._allocations
 
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
-        return [a for a in self._s._allocations.values() if (a.host, a.nodename) in nodes]
+        return [a for a in self._s._allocations.values() if any(key in nodes for key in a.nodes())]
 
     def record(self, key: tuple[str, str]) -> Record | None:
         return self._s._records.get(key)

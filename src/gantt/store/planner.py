@@ -13,15 +13,19 @@ ConsumerHeld). Backends that plan inside their own transaction (memory, SQLite) 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gantt import providers
 from gantt.model import (
     Aggregate,
     Allocation,
+    ConsumerConflict,
     GenerationConflict,
     HostReport,
     InstanceInfo,
+    InsufficientCapacity,
     NodeKey,
     NotFound,
     Record,
@@ -54,7 +58,7 @@ class Reads(Protocol):
         """The consumer holds no allocation (a claim's precondition)."""
 
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
-        """Every allocation on these nodes (host deletion, which is rare: a scan is fine)."""
+        """Every allocation with a part on these nodes (host deletion, a capacity check)."""
 
     def record(self, key: tuple[str, str]) -> Record | None: ...
 
@@ -76,9 +80,17 @@ class Plan:
     records: dict[tuple[str, str], Record | None] = field(default_factory=dict)
     bumped: dict[NodeKey, None] = field(default_factory=dict)  # a dict: ordered, no duplicates
     deleted_nodes: set[NodeKey] = field(default_factory=set)
+    # Consumers whose stored record, replaced or deleted here, had parts on further nodes (a backend that indexes
+    # those parts by node drops the old entries; every other consumer has none to drop).
+    unindexed: set[str] = field(default_factory=set)
+
+    def _leaving(self, allocation: Allocation) -> None:
+        if allocation.extra:
+            self.unindexed.add(allocation.consumer_uuid)
 
     def _bump(self, allocation: Allocation) -> None:
-        self.bumped[(allocation.host, allocation.nodename)] = None
+        for key in allocation.nodes():
+            self.bumped[key] = None
         if allocation.group:  # the group's policy was checked against this member's node
             self.bumped[group_node(allocation.group)] = None
 
@@ -103,6 +115,8 @@ def plan(batch: Batch, reads: Reads) -> Plan:
         out.bumped[aggregate_node(aggregate_id)] = None
         out.changes.append(Change(revision=0, kind="aggregate_deleted", aggregate_id=aggregate_id))
     _plan_allocations(batch, reads, out)
+    _check_capacity(batch, reads, out)
+    _plan_generation_bumps(batch, reads, out)
     for info in batch.instances:
         out.instances[info.host] = info
         out.changes.append(Change(revision=0, kind="instances", instances=info))
@@ -138,6 +152,11 @@ def _check(batch: Batch, reads: Reads) -> None:
     for kind, name in batch.delete_records:
         if reads.record((kind, name)) is None:
             raise NotFound(f"no such {kind} {name!r}", field="name")
+    for expected in batch.consumers:
+        held = reads.allocation(expected.consumer)
+        generation = None if held is None else held.consumer_generation or 0
+        if generation != expected.generation:
+            raise ConsumerConflict(expected.consumer, generation, expected.generation)
 
 
 def _generation(record: HostReport | None) -> int | None:
@@ -195,6 +214,7 @@ def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
         # A node's allocations go with it; "host_deleted" tells replicas so (no change per allocation).
         for allocation in reads.allocations_on(set(doomed)):
             out.allocations[allocation.consumer_uuid] = None
+            out._leaving(allocation)
 
 
 def _current(consumer: str, reads: Reads, out: Plan) -> Allocation | None:
@@ -207,6 +227,7 @@ def _plan_allocations(batch: Batch, reads: Reads, out: Plan) -> None:
         old = _current(allocation.consumer_uuid, reads, out) if allocation.consumer_uuid in replaces else None
         if old is not None:  # a move: the node it leaves changes too
             out._bump(old)
+            out._leaving(old)
         out.allocations[allocation.consumer_uuid] = allocation
         out._bump(allocation)
         out.changes.append(Change(revision=0, kind="allocation", allocation=allocation, replaced=old))
@@ -216,4 +237,65 @@ def _plan_allocations(batch: Batch, reads: Reads, out: Plan) -> None:
             continue  # lenient, or went with its node in this batch
         out.allocations[consumer] = None
         out._bump(gone)
+        out._leaving(gone)
         out.changes.append(Change(revision=0, kind="allocation_deleted", allocation=gone))
+
+
+def _check_capacity(batch: Batch, reads: Reads, out: Plan) -> None:
+    """Placement's rule on write, for every node the batch's allocations touch: each amount within the
+    inventory's min_unit, max_unit and step_size, and the node's allocations, after the batch, within
+    ``(total - reserved) * allocation_ratio`` per class, unless they were more before it (a write that leaves a
+    node less over its capacity than it was may land). Counted from the allocations alone, as Placement does:
+    a host's own reported usage is the replica's concern."""
+    if batch.capacity is None or not batch.allocations:
+        return
+    nodes = list(dict.fromkeys(key for a in batch.allocations for key in a.nodes()))
+    held = reads.allocations_on(set(nodes))
+    for key in nodes:
+        record = out.hosts[key] if key in out.hosts else reads.host(key)
+        if record is None:
+            raise NotFound(f"Allocation for resource provider '{key[1]}' that does not exist.", field="allocations")
+        found = providers.view(record)
+        name = found.uuid if found is not None else key[1]
+        offered = providers.inventories(record, batch.capacity.default_ratios)
+        before = _usage(held, key)
+        after = _usage([a for a in held if a.consumer_uuid not in out.allocations], key)
+        for allocation in out.allocations.values():
+            if allocation is not None:
+                for rc, amount in allocation.on(key).items():
+                    after[rc] = after.get(rc, 0) + amount
+        for allocation in batch.allocations:
+            for rc, amount in allocation.on(key).items():
+                inv = offered.get(rc)
+                if inv is None:
+                    raise InsufficientCapacity(rc, name, "inventory")
+                max_unit = inv.max_unit if inv.max_unit is not None else inv.total
+                if amount < inv.min_unit or amount > max_unit or amount % inv.step_size:
+                    raise InsufficientCapacity(rc, name, "constraints")
+                if after[rc] > inv.capacity and after[rc] > before.get(rc, 0):
+                    raise InsufficientCapacity(rc, name, "capacity")
+
+
+def _usage(allocations: list[Allocation], key: NodeKey) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for allocation in allocations:
+        for rc, amount in allocation.on(key).items():
+            out[rc] = out.get(rc, 0) + amount
+    return out
+
+
+def _plan_generation_bumps(batch: Batch, reads: Reads, out: Plan) -> None:
+    """Move the named providers' generations on, from what the store holds (Placement bumps every provider an
+    allocation write touches, so a client holding an older generation learns of it)."""
+    for key in dict.fromkeys(batch.bump_providers):
+        record = out.hosts[key] if key in out.hosts else reads.host(key)
+        found = providers.view(record) if record is not None else None
+        if found is None:
+            raise NotFound(f"Allocation for resource provider '{key[1]}' that does not exist.", field="allocations")
+        bumped = providers.bumped(found, time.time())
+        # One change per node and revision: a replica applies the last record of a node once per revision.
+        out.changes = [c for c in out.changes if not (c.kind == "host" and c.host is not None
+                                                      and (c.host.host, c.host.nodename) == key)]
+        out.hosts[key] = bumped
+        out.bumped[key] = None
+        out.changes.append(Change(revision=0, kind="host", host=bumped))

@@ -78,6 +78,8 @@ CREATE TABLE IF NOT EXISTS aggregates (id TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS allocations (consumer TEXT PRIMARY KEY, host TEXT NOT NULL, node TEXT NOT NULL,
                                         data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS allocations_node ON allocations (host, node);
+CREATE TABLE IF NOT EXISTS allocation_parts (consumer TEXT NOT NULL, host TEXT NOT NULL, node TEXT NOT NULL,
+                                             PRIMARY KEY (host, node, consumer)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS instances (host TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS records (kind TEXT NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL,
                                     PRIMARY KEY (kind, name));
@@ -579,12 +581,17 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
             ex("INSERT INTO aggregates (id, data) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET data=excluded.data",
                (aggregate_id, _ENC.encode(aggregate)))
     for consumer, allocation in p.allocations.items():
+        if consumer in p.unindexed:
+            ex("DELETE FROM allocation_parts WHERE consumer=?", (consumer,))
         if allocation is None:
             ex("DELETE FROM allocations WHERE consumer=?", (consumer,))
         else:
             ex("INSERT INTO allocations (consumer, host, node, data) VALUES (?, ?, ?, ?) ON CONFLICT (consumer) "
                "DO UPDATE SET host=excluded.host, node=excluded.node, data=excluded.data",
                (consumer, allocation.host, allocation.nodename, _ENC.encode(allocation)))
+            # The first part is the row's own (host, node); the index of the further ones, for allocations_on.
+            many("INSERT INTO allocation_parts (consumer, host, node) VALUES (?, ?, ?)",
+                 [(consumer, part.host, part.nodename) for part in allocation.extra])
     many("INSERT INTO instances (host, data) VALUES (?, ?) ON CONFLICT (host) DO UPDATE SET data=excluded.data",
          [(host, _ENC.encode(info)) for host, info in p.instances.items()])
     for (kind, name), record in p.records.items():
@@ -637,8 +644,12 @@ class _Reads:
         return self._ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None
 
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
-        return [_DEC_ALLOC.decode(data) for host, node in nodes
-                for (data,) in self._ex("SELECT data FROM allocations WHERE host=? AND node=?", (host, node))]
+        found: dict[str, bytes] = {}
+        for host, node in nodes:
+            found.update(self._ex("SELECT consumer, data FROM allocations WHERE host=? AND node=?", (host, node)))
+            found.update(self._ex("SELECT a.consumer, a.data FROM allocation_parts p JOIN allocations a "
+                                  "ON a.consumer = p.consumer WHERE p.host=? AND p.node=?", (host, node)))
+        return [_DEC_ALLOC.decode(data) for data in found.values()]
 
     def record(self, key: tuple[str, str]) -> Record | None:
         row = self._ex("SELECT data FROM records WHERE kind=? AND name=?", key).fetchone()
