@@ -27,6 +27,7 @@ from typing import NamedTuple
 import msgspec
 import numpy as np
 
+from gantt.model import prepare_types
 from gantt.providers import ProviderIndex
 from gantt.state import HostTable
 
@@ -613,3 +614,5 @@ def allocation_candidates(table: HostTable, forest: Forest, query: CandidateQuer
     except _NoCandidates:
         return Candidates([], {})
 
+
+prepare_types(globals())  # build msgspec type info before any thread encodes (see model.prepare_types)
