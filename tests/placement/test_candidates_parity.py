@@ -1,8 +1,9 @@
-"""GET /allocation_candidates, Gantt against Placement 16.0.0 itself: generated provider worlds (trees, sharing
-providers, aggregates, traits, inventories with reserved/min/max/step/ratio) are written to both over HTTP with the
-same calls, then generated queries (numbered and unnumbered groups, required/forbidden traits, member_of, in_tree,
-group_policy, root_required, same_subtree, old microversions) must get the same answer from both: the same status,
-the same set of allocation requests and mappings, the same provider summaries.
+"""GET /allocation_candidates, Gantt against Placement 16.0.0 itself. Generated provider worlds (trees, sharing
+providers, aggregates, traits, inventories with reserved/min/max/step/ratio, allocations using part of them, some
+of which do not fit and must be refused by both alike) are written to both over HTTP with the same calls; then
+generated queries (numbered and unnumbered groups, required/forbidden traits, member_of, in_tree, group_policy,
+root_required, same_subtree, old microversions) must get the same answer from both: the same status, the same set
+of allocation requests and mappings, the same provider summaries (capacity and usage).
 
 ``GANTT_PARITY_SEED`` picks the seed; a mismatch prints the world and the query that tell them apart.
 """
@@ -30,6 +31,12 @@ TRAITS = ["CUSTOM_A", "CUSTOM_B", "CUSTOM_C", "HW_CPU_X86_AVX2"]
 CLASSES = ["VCPU", "MEMORY_MB", "DISK_GB", "SRIOV_NET_VF", "CUSTOM_GPU"]
 SHARING = "MISC_SHARES_VIA_AGGREGATE"
 VERSIONS = ["1.10", "1.12", "1.17", "1.21", "1.25", "1.28", "1.29", "1.31", "1.33", "1.35", "1.36", "1.39"]
+
+
+@dataclass
+class Consumer:
+    uuid: str
+    allocations: dict[str, dict[str, int]]  # provider uuid -> class -> amount
 
 
 @dataclass
@@ -73,6 +80,21 @@ def make_world(rng: random.Random) -> list[Provider]:
         shared.aggregates = sorted(a for a in aggregates if rng.random() < 0.6)
         if not shared.inventories:
             shared.inventories["DISK_GB"] = {"total": rng.randint(4, 40)}
+    return out
+
+
+def make_consumers(rng: random.Random, world: list[Provider]) -> list[Consumer]:
+    """Allocations that use up part of the world (some will not fit: both must refuse those alike)."""
+    out = []
+    holders = [p for p in world if p.inventories]
+    for _ in range(rng.randint(0, 2 * len(holders))):
+        parts: dict[str, dict[str, int]] = {}
+        for p in rng.sample(holders, rng.randint(1, min(2, len(holders)))):
+            rc = rng.choice(sorted(p.inventories))
+            inv = p.inventories[rc]
+            step = inv.get("step_size", 1)
+            parts[p.uuid] = {rc: max(inv.get("min_unit", 1), step * rng.randint(1, 3))}
+        out.append(Consumer(str(uuid.UUID(int=rng.getrandbits(128))), parts))
     return out
 
 
@@ -188,7 +210,18 @@ def write_world(http: httpx.Client, world: list[Provider]) -> None:
             generation = answer.json()["resource_provider_generation"]
 
 
-def clear_world(http: httpx.Client, world: list[Provider]) -> None:
+def allocate(http: httpx.Client, consumers: list[Consumer]) -> list[int]:
+    statuses = []
+    for c in consumers:
+        body = {"allocations": {rp: {"resources": r} for rp, r in c.allocations.items()},
+                "project_id": "p", "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE"}
+        statuses.append(http.put(f"/allocations/{c.uuid}", json=body).status_code)
+    return statuses
+
+
+def clear_world(http: httpx.Client, world: list[Provider], consumers: list[Consumer]) -> None:
+    for c in consumers:
+        assert http.delete(f"/allocations/{c.uuid}").status_code in (204, 404)
     for p in reversed(world):  # children were created after their parents
         answer = http.delete(f"/resource_providers/{p.uuid}")
         assert answer.status_code == 204, answer.text
@@ -207,11 +240,16 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Clien
 def test_allocation_candidates_agree_with_placement(both: tuple[httpx.Client, httpx.Client]) -> None:
     theirs, ours = both
     rng = random.Random(SEED)
-    compared = answered = 0
+    compared = answered = landed = refused = 0
     for w in range(WORLDS):
         world = make_world(rng)
+        consumers = make_consumers(rng, world)
         write_world(theirs, world)
         write_world(ours, world)
+        placed = allocate(theirs, consumers)
+        assert allocate(ours, consumers) == placed, f"seed {SEED} world {w}: allocations landed differently"
+        landed += placed.count(204)
+        refused += sum(1 for status in placed if status != 204)
         try:
             for _ in range(QUERIES):
                 version, params = make_query(rng, world)
@@ -232,7 +270,8 @@ def test_allocation_candidates_agree_with_placement(both: tuple[httpx.Client, ht
                         assert have[1] == want[1], f"{where}\nprovider summaries differ:\n{want[1]}\n{have[1]}"
                     answered += bool(want[0])
         finally:
-            clear_world(theirs, world)
-            clear_world(ours, world)
+            clear_world(theirs, world, consumers)
+            clear_world(ours, world, consumers)
     assert compared == WORLDS * QUERIES
     assert answered > compared // 5, "too few queries had candidates to compare: widen the generator"
+    assert landed > WORLDS and refused > 0, (landed, refused)  # usage mattered, and refusals were compared
