@@ -177,8 +177,8 @@ def provider_of(current: ProviderView) -> Provider:
 
 def bumped(current: ProviderView, now: float, **changes: object) -> HostReport:
     """``current``'s record one generation on, with ``changes`` to its provider."""
-    provider = msgspec.structs.replace(provider_of(current), generation=current.generation + 1, updated_at=now,
-                                       **changes)
+    changes = {"generation": current.generation + 1, **changes}
+    provider = msgspec.structs.replace(provider_of(current), updated_at=now, **changes)
     return msgspec.structs.replace(current.record, provider=provider)
 
 
@@ -193,10 +193,12 @@ def renamed(current: ProviderView, name: str, parent: ProviderView | None, now: 
     return msgspec.structs.replace(current.record, provider=provider, stats=stats)
 
 
-def with_inventories(current: ProviderView, given: dict[str, Inventory], now: float) -> HostReport:
-    """The record with exactly ``given`` as its inventories. The classic totals go (they would imply VCPU,
-    MEMORY_MB and DISK_GB beside what Placement set); a host's next report brings back what it names."""
-    record = bumped(current, now)
+def with_inventories(current: ProviderView, given: dict[str, Inventory], now: float, *, steps: int = 1
+                     ) -> HostReport:
+    """The record with exactly ``given`` as its inventories, ``steps`` generations on. The classic totals go
+    (they would imply VCPU, MEMORY_MB and DISK_GB beside what Placement set); a host's next report brings back
+    what it names."""
+    record = bumped(current, now, generation=current.generation + steps)
     stats = msgspec.structs.replace(record.stats, inventories=dict(given), **_CLASSIC_TOTALS)
     return msgspec.structs.replace(record, stats=stats)
 

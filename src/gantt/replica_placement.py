@@ -442,6 +442,51 @@ class PlacementFacade:
         raise Conflict("Inventory and/or allocations changed while attempting to allocate: allocations kept "
                        "changing; try again")
 
+    def reshape(self, inventories: dict[str, tuple[int, dict[str, Inventory]]], writes: list[ConsumerWrite], *,
+                reserved_may_equal_total: bool) -> None:
+        """Placement's reshaper: replace the named providers' inventories (each guarded by the generation the
+        client read) and the named consumers' allocations in one commit, so that inventory can move between
+        providers (a parent's VCPU to its NUMA children) with the allocations on it. Capacity is checked against
+        the new inventories, and a class that goes away must have no allocation left on it, both by the store
+        (store.planner) after the allocations, as Placement checks them."""
+        missing = self.missing_records("resource_class", {rc for _, given in inventories.values() for rc in given})
+        if missing:
+            raise NotFound(f"No such resource class {', '.join(missing)}.", field="inventories")
+        for _, given in inventories.values():
+            for rc, inv in given.items():
+                providers.check_inventory(rc, inv, reserved_may_equal_total=reserved_may_equal_total)
+        self._check_names(writes)
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                self.sync()
+            with self.table.lock:
+                batch = self._allocation_batch(writes)
+                records: list[HostReport] = []
+                for uuid, (generation, given) in inventories.items():
+                    current = self.providers.get(uuid)
+                    if current.generation != generation:
+                        raise GenerationConflict([current.key])
+                    old = providers.inventories(current.record, self.table.default_ratios)
+                    batch.vacated += [(*current.key, rc) for rc in sorted(set(old) - set(given))]
+                    # Placement sets an interim inventory (when any is given) and then the final one: two
+                    # generations, one more when allocations touch the provider too (as here, bump_providers)
+                    records.append(providers.with_inventories(current, given, self.clock(),
+                                                              steps=2 if given else 1))
+                    batch.generations.append(Generation(*current.key, current.generation))
+                    batch.expect.append(Expect(*current.key, self.node_revisions.get(current.key, 0)))
+                batch.providers = records
+            try:
+                self.write(batch)
+                return
+            except ConsumerConflict as exc:
+                if any(w.check_generation for w in writes if w.consumer == exc.consumer):
+                    raise
+            except GenerationConflict:
+                raise
+            except (StoreConflict, ConsumerHeld, NotFound):
+                pass  # this replica was behind the store: catch up and build the batch again
+        raise Conflict("Inventory and/or allocations changed while attempting to reshape; try again")
+
     def delete_allocations(self, consumer: str) -> None:
         """Drop every allocation of the consumer (NotFound when it holds none)."""
         if self.table.allocation(consumer) is None:

@@ -40,7 +40,7 @@ _FIELDS = (("project_id", 8), ("user_id", 8), ("consumer_generation", 28), ("map
 _CONCURRENT = "placement.concurrent_update"
 
 
-def _invalid(message: str, rule: str | None = None, where: str = "") -> PlacementError:
+def invalid(message: str, rule: str | None = None, where: str = "") -> PlacementError:
     """A schema refusal in jsonschema's words (``rule`` at ``where``), as Placement's validation says it."""
     if rule is not None:
         message += f"\n\nFailed validating '{rule}' in schema{where}"
@@ -52,17 +52,17 @@ def _check_amounts(data: Any) -> None:
     dict key or the value under one."""
     kind = data.get("consumer_type") if isinstance(data, dict) else None
     if isinstance(kind, str) and not _CLASS.match(kind):
-        raise _invalid(f"'{kind}' does not match '{_CLASS.pattern}'", "pattern")
+        raise invalid(f"'{kind}' does not match '{_CLASS.pattern}'", "pattern")
     entries = data.get("allocations") if isinstance(data, dict) else None
     parts = entries if isinstance(entries, list) else list(entries.values()) if isinstance(entries, dict) else []
     for part in parts:
         resources = part.get("resources") if isinstance(part, dict) else None
         for rc, amount in (resources.items() if isinstance(resources, dict) else ()):
             if not _CLASS.match(rc):
-                raise _invalid(f"'{rc}' does not match any of the regexes: '{_CLASS.pattern}'",
+                raise invalid(f"'{rc}' does not match any of the regexes: '{_CLASS.pattern}'",
                                "additionalProperties")
             if isinstance(amount, int) and not isinstance(amount, bool) and amount < 1:
-                raise _invalid(f"{amount} is less than the minimum of 1", "minimum")
+                raise invalid(f"{amount} is less than the minimum of 1", "minimum")
 
 
 def consumer_uuid(call: Call) -> str:
@@ -78,29 +78,29 @@ def to_write(call: Call, consumer: str, body: ConsumerIn, *, post: bool) -> Cons
     for name, since in _FIELDS:
         given = getattr(body, name) is not UNSET
         if given and not version.at_least(since):
-            raise _invalid(f"Additional properties are not allowed ('{name}' was unexpected)")
+            raise invalid(f"Additional properties are not allowed ('{name}' was unexpected)")
         if not given and version.at_least(since) and name != "mappings":
-            raise _invalid(f"'{name}' is a required property", "required")
+            raise invalid(f"'{name}' is a required property", "required")
     listed = not version.at_least(12) and not post
     if listed != isinstance(body.allocations, list):
-        raise _invalid(f"{_brief(body.allocations)} is not of type '{'array' if listed else 'object'}'")
+        raise invalid(f"{_brief(body.allocations)} is not of type '{'array' if listed else 'object'}'")
     if isinstance(body.allocations, list):
         if not body.allocations:
-            raise _invalid("[] is too short", "minItems", "['properties']['allocations']")
+            raise invalid("[] is too short", "minItems", "['properties']['allocations']")
         given = {entry.resource_provider.uuid: entry.resources for entry in body.allocations}
     else:
         given = {uuid: part.resources for uuid, part in body.allocations.items()}
         if not given and not (post or version.at_least(28)):
-            raise _invalid("{} does not have enough properties")
+            raise invalid("{} does not have enough properties")
     for uuid, resources in given.items():
         if not _UUID.match(uuid):
-            raise _invalid(f"'{uuid}' does not match any of the regexes: '^[0-9a-fA-F-]{{36}}$'")
+            raise invalid(f"'{uuid}' does not match any of the regexes: '^[0-9a-fA-F-]{{36}}$'")
         if not resources:
-            raise _invalid("{} does not have enough properties")
+            raise invalid("{} does not have enough properties")
     if body.mappings is not UNSET:
         for group, uuids in body.mappings.items():
             if not uuids or not all(uuid_like(u) for u in uuids):
-                raise _invalid(f"mappings of {group!r} must be a non-empty list of uuids")
+                raise invalid(f"mappings of {group!r} must be a non-empty list of uuids")
     return ConsumerWrite(
         consumer=consumer, allocations={str(uuidlib.UUID(u)): dict(r) for u, r in given.items()},
         project_id=None if body.project_id is UNSET else body.project_id,
@@ -133,7 +133,7 @@ async def write(call: Call, writes: list[ConsumerWrite], *, post: bool) -> None:
         raise PlacementError(409, exc.message, code=_CONCURRENT) from None
 
 
-async def _body(call: Call, type_: Any) -> Any:
+async def read_body(call: Call, type_: Any) -> Any:
     require_json(call.request)
     raw = await call.request.body()
     try:
@@ -147,7 +147,7 @@ async def _body(call: Call, type_: Any) -> Any:
 
 async def put(call: Call) -> Response:
     consumer = consumer_uuid(call)
-    body = await _body(call, ConsumerIn)
+    body = await read_body(call, ConsumerIn)
     await write(call, [to_write(call, consumer, body, post=False)], post=False)
     return empty()
 
@@ -155,13 +155,13 @@ async def put(call: Call) -> Response:
 async def post(call: Call) -> Response:
     if not call.version.at_least(13):
         raise PlacementError(404, "The resource could not be found.")
-    body = await _body(call, dict[str, ConsumerIn])
+    body = await read_body(call, dict[str, ConsumerIn])
     if not body:
-        raise _invalid("{} does not have enough properties")
+        raise invalid("{} does not have enough properties")
     writes = []
     for key, one in body.items():
         if not _UUID.match(key):
-            raise _invalid(f"'{key}' does not match any of the regexes: '^[0-9a-fA-F-]{{36}}$'")
+            raise invalid(f"'{key}' does not match any of the regexes: '^[0-9a-fA-F-]{{36}}$'")
         writes.append(to_write(call, str(uuidlib.UUID(key)), one, post=True))
     await write(call, writes, post=True)
     return empty()

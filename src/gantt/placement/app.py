@@ -21,6 +21,7 @@ from gantt.placement import (
     allocations,
     catalog,
     inventories,
+    reshaper,
     resource_providers,
     usages,
 )
@@ -56,6 +57,7 @@ ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("/traits", {"GET": catalog.list_traits}),
     ("/traits/{name}", {"GET": catalog.show_trait, "PUT": catalog.put_trait, "DELETE": catalog.delete_trait}),
     ("/allocation_candidates", {"GET": allocation_candidates.listing}),
+    ("/reshaper", {"POST": reshaper.reshape}),
     (_RP + "/allocations", {"GET": allocations.for_provider}),
     (_RP + "/usages", {"GET": usages.for_provider}),
     ("/allocations", {"POST": allocations.post}),
@@ -64,8 +66,8 @@ ROUTES: list[tuple[str, dict[str, Handler]]] = [
     ("/usages", {"GET": usages.totals}),
 ]
 # Which microversion introduced a route (earlier ones answer 404, as Placement's router does).
-_SINCE = {"/allocation_candidates": 10, "/resource_classes": 2, "/resource_classes/{name}": 2, "/traits": 6,
-          "/traits/{name}": 6, _RP + "/traits": 6, "/usages": 9}
+_SINCE = {"/allocation_candidates": 10, "/reshaper": 30, "/resource_classes": 2, "/resource_classes/{name}": 2,
+          "/traits": 6, "/traits/{name}": 6, _RP + "/traits": 6, "/usages": 9}
 _COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path) + "$"), path, methods)
              for path, methods in ROUTES]
 

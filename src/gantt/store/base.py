@@ -138,6 +138,9 @@ class Batch(Struct, omit_defaults=True):
     consumers: list[ConsumerGeneration] = field(default_factory=list)
     bump_providers: list[tuple[str, str]] = field(default_factory=list)
     capacity: Capacity | None = None
+    # (host, node, class): inventories this batch removes; no allocation may use them once it has landed
+    # (InventoryInUse otherwise), checked after the allocations it writes (Placement's reshaper).
+    vacated: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",

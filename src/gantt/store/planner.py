@@ -116,6 +116,7 @@ def plan(batch: Batch, reads: Reads) -> Plan:
         out.changes.append(Change(revision=0, kind="aggregate_deleted", aggregate_id=aggregate_id))
     _plan_allocations(batch, reads, out)
     _check_capacity(batch, reads, out)
+    _check_vacated(batch, reads, out)
     _plan_generation_bumps(batch, reads, out)
     for info in batch.instances:
         out.instances[info.host] = info
@@ -274,6 +275,22 @@ def _check_capacity(batch: Batch, reads: Reads, out: Plan) -> None:
                     raise InsufficientCapacity(rc, name, "constraints")
                 if after[rc] > inv.capacity and after[rc] > before.get(rc, 0):
                     raise InsufficientCapacity(rc, name, "capacity")
+
+
+def _check_vacated(batch: Batch, reads: Reads, out: Plan) -> None:
+    """No allocation, once the batch has landed, uses an inventory the batch removes."""
+    if not batch.vacated:
+        return
+    nodes = {(host, node) for host, node, _ in batch.vacated}
+    after = [a for a in reads.allocations_on(nodes) if a.consumer_uuid not in out.allocations]
+    after += [a for a in out.allocations.values() if a is not None]
+    for host, node, rc in batch.vacated:
+        if any(a.on((host, node)).get(rc) for a in after):
+            record = out.hosts[(host, node)] if (host, node) in out.hosts else reads.host((host, node))
+            found = providers.view(record) if record is not None else None
+            raise providers.InventoryInUse(
+                f"Inventory for '{rc}' on resource provider '{found.uuid if found else node}' in use.",
+                field="inventories")
 
 
 def _usage(allocations: list[Allocation], key: NodeKey) -> dict[str, int]:
