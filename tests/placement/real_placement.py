@@ -18,7 +18,9 @@ import httpx
 from gantt import lifeline
 
 PLACEMENT = "openstack-placement==16.0.0"
-PACKAGES = [PLACEMENT, "gunicorn==23.0.0"]  # gunicorn: how Placement is deployed, for bench/placement.py
+# gunicorn: how Placement is deployed (bench/placement.py); gabbi and oslotest: its functional suite and
+# fixtures, run by tests/placement/gabbi_run.py.
+PACKAGES = [PLACEMENT, "gunicorn==23.0.0", "gabbi==4.2.3", "oslotest==6.1.1"]
 SERVE = Path(__file__).with_name("placement_serve.py")
 
 

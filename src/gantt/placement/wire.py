@@ -255,6 +255,9 @@ class InventoryIn(Struct, forbid_unknown_fields=True):
 class NewInventoryIn(Struct, forbid_unknown_fields=True):
     resource_class: ClassName
     total: Count
+    # Placement's schema admits it in POST and Placement 16 never reads it (a stale value still gets 201):
+    # taken, so that clients written against Placement work, and ignored as Placement ignores it.
+    resource_provider_generation: int | UnsetType = UNSET
     reserved: Annotated[int, Meta(ge=0, le=MAX_INT)] = 0
     min_unit: Count = 1
     max_unit: Count = MAX_INT
