@@ -53,6 +53,8 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "caps_code": (np.int32, 0),
     "traits_code": (np.int32, 0),
     "aggset_code": (np.int32, 0),
+    "pci_code": (np.int32, 0),  # the node's PCI device pools, interned (0: none)
+    "pci_free": (np.float64, 0),  # devices in those pools (PCIWeigher)
     # a child resource provider (a NUMA cell, a PF under a compute node): never a candidate on its own (design §5)
     "child": (np.bool_, False),
 }
@@ -137,6 +139,11 @@ class Columns:
             self.rc_slot(name)
         self.caps = Interner(HostCaps(), key=lambda c: _ENCODER.encode(c))
         self.traitsets = Interner(frozenset())
+        # PCI: each row's pools interned (values are gantt.pci.freeze_pools tuples), and devices per
+        # (vendor_id, product_id) as a 2-D column so a request's prefilter is one sum per row, no Python per host
+        self.pcisets = Interner(())
+        self.pci_index: dict[tuple[str, str], int] = {}
+        self.pci_devices = np.zeros((self._capacity, 4), dtype=np.int64, order="F")
         # one column per metric name, NaN where a node does not report it
         self.metrics: dict[str, np.ndarray] = {}
 
@@ -197,6 +204,19 @@ class Columns:
         self.rc_index[rc] = j
         return j
 
+    def pci_slot(self, pair: tuple[str, str]) -> int:
+        """The (vendor_id, product_id) pair's column in ``pci_devices``, added on first sight."""
+        j = self.pci_index.get(pair)
+        if j is not None:
+            return j
+        j = len(self.pci_index)
+        if j >= self.pci_devices.shape[1]:
+            grown = np.zeros((self._capacity, 2 * self.pci_devices.shape[1]), dtype=np.int64, order="F")
+            grown[:, : self.pci_devices.shape[1]] = self.pci_devices
+            self.pci_devices = grown
+        self.pci_index[pair] = j
+        return j
+
     def metric_column(self, name: str) -> np.ndarray:
         """The metric's column over every allocated row, added on first sight."""
         arr = self.metrics.get(name)
@@ -219,6 +239,9 @@ class Columns:
         grown_b = np.zeros((rows, self._rc_cap), dtype=np.bool_, order="F")
         grown_b[: self._capacity] = self.has_inventory
         self.has_inventory = grown_b
+        grown_p = np.zeros((rows, self.pci_devices.shape[1]), dtype=np.int64, order="F")
+        grown_p[: self._capacity] = self.pci_devices
+        self.pci_devices = grown_p
         for attr in ("reports_usage", "reports_instances"):
             old = getattr(self, attr)
             new = np.zeros(rows, dtype=np.bool_)
@@ -262,6 +285,7 @@ class Columns:
             for arr in self.rc.values():
                 arr[row, :] = arr[last, :]
             self.has_inventory[row, :] = self.has_inventory[last, :]
+            self.pci_devices[row, :] = self.pci_devices[last, :]
             self.reports_usage[row] = self.reports_usage[last]
             self.reports_instances[row] = self.reports_instances[last]
             for arr in self.metrics.values():
@@ -287,6 +311,7 @@ class Columns:
         for arr in self.rc.values():
             arr[row, :] = 0.0
         self.has_inventory[row, :] = False
+        self.pci_devices[row, :] = 0
         self.reports_usage[row] = False
         self.reports_instances[row] = False
         for arr in self.metrics.values():

@@ -14,7 +14,8 @@ Public data: what filters and weighers read, over the live rows ``0 .. n-1``, wi
   (reported + in flight), ``hypervisor_version``, ``updated_at``, ``disabled``, ``forced_down``, ``free_ram_mb``,
   ``free_disk_mb`` (physical, in MB), ``disk_available_least``, ``host_ip4`` (-1: none), ``usage_version``, and
   the interned codes ``caps_code``, ``traits_code``, ``aggset_code`` (per-code values: ``factor``, ``zones``,
-  ``metadata_values``);
+  ``metadata_values``), ``pci_code`` (the node's PCI pools: ``factor("pci_pools")``; devices per vendor and
+  product: ``pci_devices``);
 - per resource class, ``rc_col(column, rc)`` for ``total``, ``reserved``, ``min_unit``, ``max_unit``,
   ``step_size``, ``ratio``, ``reported``, ``inflight``, ``capacity``, ``free``; ``has_rc(rc)``, ``used(rc)``;
   the same as 2-D arrays over every allocated row (``rc[column][row, rc_index[rc]]``, ``has_inventory``) for
@@ -271,6 +272,16 @@ class HostTable:
     def metric(self, name: str) -> np.ndarray | None:
         return self._columns.metric(name)
 
+    def has_pci(self) -> bool:
+        """Whether any node ever reported PCI device pools."""
+        return len(self._columns.pcisets) > 1
+
+    def pci_devices(self, pair: tuple[str, str]) -> np.ndarray | None:
+        """Per live row, how many PCI devices of (vendor_id, product_id) (lower-cased) its pools hold; None when
+        no node reported any."""
+        j = self._columns.pci_index.get(pair)
+        return None if j is None else self._columns.pci_devices[: self._columns.n, j]
+
     def inventories(self, row: int) -> dict[str, dict[str, float]]:
         """The node's inventories: resource class -> each of its columns' value."""
         return self._columns.inventories(row)
@@ -299,6 +310,8 @@ class HostTable:
             return Factor(columns.col("traits_code"), list(columns.traitsets.values))
         if attribute == "aggregates":
             return Factor(columns.col("aggset_code"), self._aggregates.sets())
+        if attribute == "pci_pools":  # gantt.pci.freeze_pools tuples; the list only grows, so it is not copied
+            return Factor(columns.col("pci_code"), columns.pcisets.values)
         if attribute in _IDENTITY:
             source = {"host": columns.host_names, "nodename": columns.node_names,
                       "hypervisor_hostname": columns.hypervisor_hostnames, "uuid": columns.node_uuids,
