@@ -25,7 +25,7 @@ def aliases(rng: random.Random) -> list[str]:
     out = []
     for k in range(rng.randrange(2, 5)):
         name = f"a{k}"
-        dev_type = rng.choice([None, *ALIAS_DEV_TYPES])
+        dev_type = rng.choice([None, None, *ALIAS_DEV_TYPES])
         policy = rng.choice([None, "legacy", "preferred", "required", "socket"])
         repeats = rng.choice([1, 1, 2]) if dev_type else 1
         for vendor, product in rng.sample(DEVICES, repeats):
@@ -34,7 +34,7 @@ def aliases(rng: random.Random) -> list[str]:
                 entry["device_type"] = dev_type
             if policy:
                 entry["numa_policy"] = policy
-            if rng.random() < 0.2:
+            if rng.random() < 0.1:
                 entry["live_migratable"] = rng.choice(["true", "no", "Yes"])
             if rng.random() < 0.05:
                 entry["capability_type"] = "pci"
@@ -47,14 +47,14 @@ def _pool(rng: random.Random) -> dict[str, Any]:
     pool: dict[str, Any] = {"vendor_id": _hex(rng, vendor), "product_id": _hex(rng, product),
                             "numa_node": rng.choice([None, 0, 1]), "count": rng.choice([0, 1, 1, 2, 3])}
     if rng.random() < 0.9:
-        pool["dev_type"] = rng.choice(DEV_TYPES)
+        pool["dev_type"] = rng.choice([*DEV_TYPES, "type-VF", "type-PCI"])
     if rng.random() < 0.4:
         pool["physical_network"] = rng.choice(["physnet1", "physnet2"])
     if rng.random() < 0.3:
         pool["trusted"] = rng.choice(["true", "false"])
-    if rng.random() < 0.3:
-        pool["remote_managed"] = rng.choice(["true", "false", "True", "1", None])
-    if rng.random() < 0.3:
+    if rng.random() < 0.2:
+        pool["remote_managed"] = rng.choice(["true", "false", "false", "True", "1", None])
+    if rng.random() < 0.2:
         pool["live_migratable"] = rng.choice(["true", "false"])
     return pool
 
@@ -74,7 +74,7 @@ def pci_stats(rng: random.Random) -> Any:
     """A host's pools, in one of the two shapes a report may use; None for a host without any."""
     if rng.random() < 0.25:
         return None
-    pools = [_pool(rng) for _ in range(rng.randrange(0, 5))]
+    pools = [_pool(rng) for _ in range(rng.randrange(0, 7))]
     return _primitive(pools) if rng.random() < 0.5 else pools
 
 
@@ -83,7 +83,7 @@ def alias_request(rng: random.Random, entries: list[str]) -> str | None:
     if rng.random() < 0.4:
         return None
     names = sorted({json.loads(e)["name"] for e in entries})
-    parts = [f"{rng.choice(names)}:{rng.choice([0, 1, 1, 2, 3])}" for _ in range(rng.choice([1, 1, 2, 3]))]
+    parts = [f"{rng.choice(names)}:{rng.choice([0, 1, 1, 1, 2, 3])}" for _ in range(rng.choice([1, 1, 1, 2, 3]))]
     return rng.choice([",", ", "]).join(parts)
 
 
