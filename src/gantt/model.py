@@ -737,6 +737,13 @@ class AllocationPart(Struct, forbid_unknown_fields=True, omit_defaults=True):
     resources: dict[str, int]
 
 
+class PciTaken(Struct, forbid_unknown_fields=True):
+    """Devices a claim took from one of its node's PCI pools: the pool (every key but ``count``) and how many."""
+
+    pool: dict[str, str | int | None]
+    count: int
+
+
 class Allocation(Struct, omit_defaults=True):
     """Resources a consumer (an instance UUID) holds, on one node or, as Placement allocates, several. Keyed by
     ``consumer_uuid``: one record per consumer, so that writing it is one compare-and-set over every node it
@@ -770,6 +777,8 @@ class Allocation(Struct, omit_defaults=True):
     # Placement face; None on an allocation that face never wrote (shown there as 0).
     consumer_generation: int | None = None
     consumer_type: str | None = None  # Placement's (1.38); None shows as "INSTANCE"
+    # PCI devices taken on the first node (the flavor's pci_passthrough:alias), counted in flight like resources
+    pci: list[PciTaken] = field(default_factory=list)
 
     def parts(self) -> list[tuple[NodeKey, dict[str, int]]]:
         """Every node the consumer holds resources on, with what it holds there; its first part first."""

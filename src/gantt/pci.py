@@ -207,21 +207,53 @@ def _candidates(pools: list[dict[str, Any]], request: PciRequest) -> list[dict[s
     return chosen
 
 
-def supports(pools: Sequence[Pool], requests: Sequence[PciRequest]) -> bool:
-    """Whether pools (as ``freeze_pools`` gives them) can serve every request, one after the other."""
+def pool_key(pool: Pool) -> Pool:
+    """A pool's identity: everything but its count (what a claim names to say which pool it took from)."""
+    return tuple(item for item in pool if item[0] != "count")
+
+
+def take(pools: Sequence[Pool], requests: Sequence[PciRequest]) -> list[tuple[Pool, int]] | None:
+    """What serving every request, one after the other, takes from ``pools`` (as ``freeze_pools`` gives them):
+    (pool key, devices) in the order taken; None when the pools cannot serve them all."""
     live = [dict(pool) for pool in pools]
+    taken: list[tuple[Pool, int]] = []
     for request in requests:
         chosen = _candidates(live, request)
         if not chosen:  # None, or no pool at all for a request of zero devices
-            return False
+            return None
         wanted = request.count
         for pool in chosen:
             if pool["count"] > wanted:
                 pool["count"] -= wanted
-                wanted = 0
+                used, wanted = wanted, 0
             else:  # the pool is used up: it is gone, even for a later request of zero devices
-                wanted -= pool["count"]
+                used = pool["count"]
+                wanted -= used
                 live.remove(pool)
+            if used:
+                taken.append((tuple(sorted((k, v) for k, v in pool.items() if k != "count")), used))
             if not wanted:
                 break
-    return True
+    return taken
+
+
+def supports(pools: Sequence[Pool], requests: Sequence[PciRequest]) -> bool:
+    """Whether pools (as ``freeze_pools`` gives them) can serve every request, one after the other."""
+    return take(pools, requests) is not None
+
+
+def remaining(reported: Sequence[Pool], taken: dict[Pool, int]) -> tuple[Pool, ...]:
+    """The pools a node has left: what it reported, less the devices claims hold that its report does not show
+    yet. A pool a claim used up is gone, as in Nova's HostState after it consumed a request."""
+    if not taken:
+        return tuple(reported)
+    out = []
+    for pool in reported:
+        held = taken.get(pool_key(pool), 0)
+        if not held:
+            out.append(pool)
+            continue
+        count = dict(pool)["count"] - held
+        if count > 0:
+            out.append(tuple((k, count if k == "count" else v) for k, v in pool))
+    return tuple(out)

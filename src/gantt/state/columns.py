@@ -14,7 +14,7 @@ this object; code outside ``gantt.state`` reads it through ``HostTable`` only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from gantt.model import NodeKey, prepare_types
+from gantt.pci import Pool, device_counts, pool_key, remaining
 
 # Scalar columns: name -> (dtype, value of a row that never reported it)
 SCALARS: dict[str, tuple[Any, Any]] = {
@@ -142,6 +143,10 @@ class Columns:
         # PCI: each row's pools interned (values are gantt.pci.freeze_pools tuples), and devices per
         # (vendor_id, product_id) as a 2-D column so a request's prefilter is one sum per row, no Python per host
         self.pcisets = Interner(())
+        # per row: the pools its host reported, and the devices unconfirmed claims hold (pool key -> count);
+        # pci_code and pci_devices describe what is left (gantt.pci.remaining)
+        self.pci_reported: list[tuple[Any, ...]] = []
+        self.pci_taken: list[dict[Any, int]] = []
         self.pci_index: dict[tuple[str, str], int] = {}
         self.pci_devices = np.zeros((self._capacity, 4), dtype=np.int64, order="F")
         # one column per metric name, NaN where a node does not report it
@@ -217,6 +222,37 @@ class Columns:
         self.pci_index[pair] = j
         return j
 
+    def set_pci_reported(self, row: int, pools: tuple[Pool, ...]) -> None:
+        self.pci_reported[row] = pools
+        self._refresh_pci(row)
+
+    def add_pci_inflight(self, row: int, taken: Iterable[tuple[Pool, int]], sign: int) -> None:
+        """Count devices a claim took from the row's pools (``sign`` +1), or no longer (-1)."""
+        held = self.pci_taken[row]
+        for key, count in taken:
+            value = held.get(key, 0) + sign * count
+            if value:
+                held[key] = value
+            else:
+                held.pop(key, None)
+        self._refresh_pci(row)
+
+    def pci_within_capacity(self, row: int) -> bool:
+        """No pool the node reports is held by claims beyond its count."""
+        held = self.pci_taken[row]
+        return not held or all(held.get(pool_key(pool), 0) <= dict(pool)["count"] for pool in self.pci_reported[row])
+
+    def _refresh_pci(self, row: int) -> None:
+        pools = remaining(self.pci_reported[row], self.pci_taken[row])
+        counts = device_counts(pools)
+        slots = {self.pci_slot(pair): count for pair, count in counts.items()}  # may widen pci_devices
+        devices = np.zeros(self.pci_devices.shape[1], dtype=np.int64)
+        for j, count in slots.items():
+            devices[j] = count
+        self.pci_devices[row, :] = devices
+        self.cols["pci_code"][row] = self.pcisets.code(pools)
+        self.cols["pci_free"][row] = sum(counts.values())
+
     def metric_column(self, name: str) -> np.ndarray:
         """The metric's column over every allocated row, added on first sight."""
         arr = self.metrics.get(name)
@@ -265,6 +301,8 @@ class Columns:
         self.node_uuids.append(None)
         self.hypervisor_hostnames.append(None)
         self.host_ips.append(None)
+        self.pci_reported.append(())
+        self.pci_taken.append({})
         self.row_of[(host, node)] = row
         self.rows_of_host.setdefault(host, set()).add(row)
         return row
@@ -302,7 +340,8 @@ class Columns:
         return last
 
     def _identity(self) -> tuple[list[Any], ...]:
-        return (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames, self.host_ips)
+        return (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames, self.host_ips,
+                self.pci_reported, self.pci_taken)
 
     def _reset_row(self, row: int) -> None:
         """Give a freed row back its never-reported values, so that add_row can take it as it is."""

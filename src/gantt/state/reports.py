@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from gantt.model import HostStats, Inventory
-from gantt.pci import device_counts, freeze_pools
+from gantt.pci import freeze_pools
 from gantt.state.columns import Columns
 
 # Nova's initial_*_allocation_ratio defaults: used when a host reports none (configurable: [DEFAULT]).
@@ -68,15 +68,7 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
 
 def _update_pci(columns: Columns, row: int, pools: list[dict[str, Any]]) -> None:
     # Not static: pool counts move as devices are taken (no cached mask may depend on them).
-    frozen = freeze_pools(pools)
-    columns.cols["pci_code"][row] = columns.pcisets.code(frozen)
-    counts = device_counts(frozen)
-    slots = {columns.pci_slot(pair): count for pair, count in counts.items()}  # may widen pci_devices
-    devices = columns.pci_devices
-    devices[row, :] = 0
-    for j, count in slots.items():
-        devices[row, j] = count
-    columns.cols["pci_free"][row] = sum(counts.values())
+    columns.set_pci_reported(row, freeze_pools(pools))
 
 
 def _update_caps(columns: Columns, row: int, stats: HostStats) -> bool:

@@ -51,6 +51,7 @@ import numpy as np
 from gantt.config import Config
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
 from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
+from gantt.pci import PciRequest
 from gantt.state.aggregates import AggregateIndex
 from gantt.state.columns import Columns, Factor, HostCaps
 from gantt.state.instances import InstanceIndex
@@ -555,10 +556,12 @@ class HostTable:
         """The node exists and none of its classes is counted beyond its capacity."""
         return self._ledger.within_capacity(key)
 
-    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
-        """Consume ``allocation.resources`` on node ``key`` atomically, or raise ClaimRejected; a consumer that
-        already holds an allocation gets it back."""
-        return self._ledger.claim(key, allocation, limits=limits)
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
+              pci: Sequence[PciRequest] = ()) -> Allocation:
+        """Consume ``allocation.resources`` (and the PCI devices ``pci`` asks for, recorded on the allocation) on
+        node ``key`` atomically, or raise ClaimRejected; a consumer that already holds an allocation gets it
+        back."""
+        return self._ledger.claim(key, allocation, limits=limits, pci=pci)
 
     def put_allocation(self, allocation: Allocation) -> None:
         """Record an allocation decided elsewhere (the store committed it): no capacity check."""
@@ -568,10 +571,10 @@ class HostTable:
         return self._ledger.release(consumer_uuid)
 
     def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
-             limits: dict[str, float] | None = None) -> Allocation:
+             limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = ()) -> Allocation:
         """Move ``source``'s consumer to node ``key`` as ``allocation`` in one compare-and-set, holding the source
         under the migration; returns the migration's allocation (see ``Ledger.move``)."""
-        return self._ledger.move(key, allocation, source, limits=limits)
+        return self._ledger.move(key, allocation, source, limits=limits, pci=pci)
 
     def unmove(self, allocation: Allocation, held: Allocation, source: Allocation) -> bool:
         """Undo ``move`` while nothing else has replaced its allocations (a failed commit). Whether it did."""
