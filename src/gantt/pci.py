@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +60,11 @@ class PciRequest:
     count: int
     specs: tuple[Spec, ...]
     numa_policy: str
+
+    @property
+    def key(self) -> Hashable:
+        """The request as a hashable value (its specs are dicts)."""
+        return (self.alias, self.count, tuple(tuple(sorted(spec.items())) for spec in self.specs), self.numa_policy)
 
     def pairs(self) -> frozenset[tuple[str, str]]:
         """The (vendor_id, product_id) pairs, lower-cased, a device must have to serve this request."""

@@ -4,7 +4,8 @@ Nova's decision (``gantt.pci.supports``: PciDeviceStats.support_requests without
 so that the common case costs no Python per node: a request that asks for no device passes every node at once;
 otherwise each request's device count is checked against the node's devices of the (vendor, product) pairs its
 specs name (one column sum), which already removes the nodes without such devices; the exact pool-by-pool check
-then runs once per distinct pool set among the nodes left (pools are interned, so equal hosts share one check).
+then runs once per distinct pool set among the nodes left (pools are interned, so equal hosts share one check,
+and a verdict is kept for the next decisions with the same requests).
 NUMA affinity of the devices is NUMATopologyFilter's, as in Nova.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from gantt.filters.base import Filter, register
-from gantt.pci import supports
+from gantt.pci import PciRequest, Pool, supports
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
@@ -37,7 +38,18 @@ class PciPassthroughFilter(Filter):
         rows = np.flatnonzero(out)
         if len(rows):
             codes, where = np.unique(pools.codes[rows], return_inverse=True)
-            verdict = np.fromiter((supports(pools.values[c], requests) for c in codes.tolist()), dtype=np.bool_,
-                                  count=len(codes))
+            # An interned pool set never changes, so its verdict is kept across decisions (until static state
+            # moves and the table's static cache is dropped): only pool sets not met before are checked.
+            known: dict[int, bool] = table.static_cache(("pci_supports", tuple(r.key for r in requests)), dict)
+            verdict = np.fromiter((self._verdict(known, pools.values, c, requests) for c in codes.tolist()),
+                                  dtype=np.bool_, count=len(codes))
             out[rows] = verdict[where.reshape(-1)]
         return out
+
+    @staticmethod
+    def _verdict(known: dict[int, bool], values: list[tuple[Pool, ...]], code: int,
+                 requests: tuple[PciRequest, ...]) -> bool:
+        found = known.get(code)
+        if found is None:
+            found = known[code] = supports(values[code], requests)
+        return found
