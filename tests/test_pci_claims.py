@@ -127,3 +127,20 @@ def test_a_scheduler_reloaded_from_its_store_counts_the_devices_held(tmp_path: P
     b = Replica(open_store(url), config).start(follow=False)
     with pytest.raises(NoValidHost):
         b.select_destinations(pci("gpu:1", "b"))
+
+
+def test_pool_sets_no_row_uses_are_forgotten() -> None:
+    """Every claim leaves a new pool set (one device fewer); the interner is compacted to the sets in use, and the
+    filter's verdicts (cached by code) follow the renumbering."""
+    big = {"vcpus": 2000, "memory_mb": 1_000_000, "local_gb": 2000}
+    sched = make_scheduler({"h0": {**big, "pci_stats": pools(vf=1500)}, "h1": {"pci_stats": pools(vf=1)}},
+                           **SECTIONS)
+    _, epoch = sched.table.pci_pools()
+    for k in range(1100):
+        assert sched.select_destinations(pci("vf:1", f"vm-{k}"))[0][0].host in ("h0", "h1")
+    factor, later = sched.table.pci_pools()
+    assert later > epoch and len(factor.values) < 1100
+    assert {c.host for c in sched.candidates(pci("vf:300", "x"))} == {"h0"}
+    assert not {c.host for c in sched.candidates(pci("vf:500", "x"))}  # 1,501 devices, 1,100 held
+    held = sum(t.count for a in sched.table.allocations() for t in a.pci)
+    assert held == 1100

@@ -27,7 +27,7 @@ class PciPassthroughFilter(Filter):
         requests = ctx.pci_requests
         if not requests:
             return None
-        pools = table.factor("pci_pools")
+        pools, epoch = table.pci_pools()
         out = pools.codes != 0  # a node without pools serves nothing (not even a request of zero devices)
         for request in requests:
             columns = [c for c in (table.pci_devices(pair) for pair in request.pairs()) if c is not None]
@@ -40,7 +40,7 @@ class PciPassthroughFilter(Filter):
             codes, where = np.unique(pools.codes[rows], return_inverse=True)
             # An interned pool set never changes, so its verdict is kept across decisions (until static state
             # moves and the table's static cache is dropped): only pool sets not met before are checked.
-            known: dict[int, bool] = table.static_cache(("pci_supports", tuple(r.key for r in requests)), dict)
+            known: dict[int, bool] = table.static_cache(("pci_supports", epoch, tuple(r.key for r in requests)), dict)
             verdict = np.fromiter((self._verdict(known, pools.values, c, requests) for c in codes.tolist()),
                                   dtype=np.bool_, count=len(codes))
             out[rows] = verdict[where.reshape(-1)]

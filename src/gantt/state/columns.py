@@ -143,6 +143,9 @@ class Columns:
         # PCI: each row's pools interned (values are gantt.pci.freeze_pools tuples), and devices per
         # (vendor_id, product_id) as a 2-D column so a request's prefilter is one sum per row, no Python per host
         self.pcisets = Interner(())
+        # (codes, values, epoch) replaced as one object, so a reader without the lock always gets codes and the
+        # values they index together; epoch moves when the sets are renumbered (see _compact_pci)
+        self.pci_source: tuple[np.ndarray, list[Any], int] = (self.cols["pci_code"], self.pcisets.values, 0)
         # per row: the pools its host reported, and the devices unconfirmed claims hold (pool key -> count);
         # pci_code and pci_devices describe what is left (gantt.pci.remaining)
         self.pci_reported: list[tuple[Any, ...]] = []
@@ -252,6 +255,26 @@ class Columns:
         self.pci_devices[row, :] = devices
         self.cols["pci_code"][row] = self.pcisets.code(pools)
         self.cols["pci_free"][row] = sum(counts.values())
+        if len(self.pcisets) > 2 * self.n + 1024:
+            self._compact_pci()
+
+    def pci_pools(self, row: int) -> tuple[Pool, ...]:
+        """The pools the row has left (reported, less what unconfirmed claims hold)."""
+        return self.pcisets.values[int(self.cols["pci_code"][row])]  # type: ignore[no-any-return]
+
+    def _compact_pci(self) -> None:
+        """Intern again only the pool sets live rows use. Counts move with every claim, release and report, and
+        an interner only grows: without this, a long-running replica would keep every pool set it ever saw.
+        Codes and values are replaced, not changed, so a reader keeps the consistent pair it took."""
+        fresh = Interner(())
+        old = self.cols["pci_code"]
+        codes = np.zeros_like(old)
+        values = self.pcisets.values
+        for row in range(self.n):
+            codes[row] = fresh.code(values[int(old[row])])
+        self.pcisets = fresh
+        self.cols["pci_code"] = codes
+        self.pci_source = (codes, fresh.values, self.pci_source[2] + 1)
 
     def metric_column(self, name: str) -> np.ndarray:
         """The metric's column over every allocated row, added on first sight."""
@@ -268,6 +291,7 @@ class Columns:
             grown = np.full(rows, fill, dtype=dtype)
             grown[: self._capacity] = self.cols[name]
             self.cols[name] = grown
+        self.pci_source = (self.cols["pci_code"], self.pcisets.values, self.pci_source[2])
         for name, arr in self.rc.items():
             grown2 = np.zeros((rows, self._rc_cap), dtype=np.float64, order="F")
             grown2[: self._capacity] = arr

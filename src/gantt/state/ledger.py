@@ -160,7 +160,7 @@ class Ledger:
             raise ClaimRejected(f"{key} has no room for {missing}")
         if pci:
             columns = self._columns
-            taken = take(columns.pcisets.values[int(columns.cols["pci_code"][row])], pci)
+            taken = take(columns.pci_pools(row), pci)
             if taken is None:
                 raise ClaimRejected(f"{key} has no room for the PCI devices asked")
             allocation.pci = [PciTaken(pool=dict(pool), count=count) for pool, count in taken]

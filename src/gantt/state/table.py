@@ -274,8 +274,16 @@ class HostTable:
         return self._columns.metric(name)
 
     def has_pci(self) -> bool:
-        """Whether any node ever reported PCI device pools."""
-        return len(self._columns.pcisets) > 1
+        """Whether a node may have PCI devices (False: no node has any)."""
+        return len(self._columns.pci_source[1]) > 1
+
+    def pci_pools(self) -> tuple[Factor, int]:
+        """Each live row's PCI pools left (gantt.pci.freeze_pools tuples: reported, less what unconfirmed claims
+        hold) as codes and values, and the epoch those codes belong to: a value cached by code is valid for
+        that epoch only (the sets are renumbered now and then). Values are shared, not copied: never modify."""
+        n = self._columns.n
+        codes, values, epoch = self._columns.pci_source
+        return Factor(codes[:n], values), epoch
 
     def pci_devices(self, pair: tuple[str, str]) -> np.ndarray | None:
         """Per live row, how many PCI devices of (vendor_id, product_id) (lower-cased) its pools hold; None when
@@ -311,8 +319,8 @@ class HostTable:
             return Factor(columns.col("traits_code"), list(columns.traitsets.values))
         if attribute == "aggregates":
             return Factor(columns.col("aggset_code"), self._aggregates.sets())
-        if attribute == "pci_pools":  # gantt.pci.freeze_pools tuples; the list only grows, so it is not copied
-            return Factor(columns.col("pci_code"), columns.pcisets.values)
+        if attribute == "pci_pools":
+            return self.pci_pools()[0]
         if attribute in _IDENTITY:
             source = {"host": columns.host_names, "nodename": columns.node_names,
                       "hypervisor_hostname": columns.hypervisor_hostnames, "uuid": columns.node_uuids,
