@@ -14,9 +14,9 @@ import pytest
 
 from gantt import NoValidHost
 from gantt.config import Config
-from gantt.model import Allocation
-from gantt.replica import Replica
-from gantt.store import open_store
+from gantt.model import Allocation, HostReport, PciTaken
+from gantt.replica import Replica, audit
+from gantt.store import Batch, open_store
 from tests.conftest import host_stats, make_scheduler, request
 
 ALIASES = [json.dumps({"name": "vf", "vendor_id": "8086", "product_id": "1520"}),
@@ -34,7 +34,7 @@ def pci(value: str, *uuids: str) -> dict[str, Any]:
     return request(extra_specs={"pci_passthrough:alias": value}, instance_uuids=list(uuids))
 
 
-def audit(allocations: list[Allocation], reported: dict[str, list[dict[str, Any]]]) -> Counter[tuple[str, str]]:
+def held_devices(allocations: list[Allocation], reported: dict[str, list[dict[str, Any]]]) -> Counter[tuple[str, str]]:
     """Devices held per (host, product), asserting no pool gives more than it has."""
     held: Counter[tuple[str, str]] = Counter()
     for alloc in allocations:
@@ -110,7 +110,7 @@ def test_threads_on_two_replicas_of_one_store_never_hand_out_a_device_twice(tmp_
         b.catch_up()
         a.catch_up()
         for replica in (a, b):
-            held = audit(list(replica.allocations()), reported)
+            held = held_devices(list(replica.allocations()), reported)
             assert sum(n for (_, product), n in held.items() if product == "1520") == len(placed)
         assert len(placed) == sum(p["count"] for ps in reported.values() for p in ps if p["product_id"] == "1520")
     finally:
@@ -144,3 +144,16 @@ def test_pool_sets_no_row_uses_are_forgotten() -> None:
     assert not {c.host for c in sched.candidates(pci("vf:500", "x"))}  # 1,501 devices, 1,100 held
     held = sum(t.count for a in sched.table.allocations() for t in a.pci)
     assert held == 1100
+
+
+def test_the_audit_finds_a_device_handed_out_twice(tmp_path: Path) -> None:
+    pools_h0 = pools(gpu=1)
+    gpu = {k: v for k, v in pools_h0[1].items() if k != "count"}
+    with open_store(f"sqlite:///{tmp_path}/g.sqlite") as store:
+        store.commit(Batch(reports=[HostReport.of("h0", host_stats(pci_stats=pools_h0))]))
+        store.commit(Batch(allocations=[Allocation("a", "h0", "h0", {"VCPU": 1}, pci=[PciTaken(gpu, 1)])]))
+        assert audit(store.snapshot()) == []
+        # forced in without a compare (no claim does this): the one GPU twice
+        store.commit(Batch(allocations=[Allocation("b", "h0", "h0", {"VCPU": 1}, pci=[PciTaken(gpu, 1)])]))
+        [problem] = audit(store.snapshot())
+        assert "h0/h0 PCI pool" in problem and "product_id=1db4" in problem and "2 devices held > 1" in problem

@@ -242,8 +242,20 @@ class Columns:
 
     def pci_within_capacity(self, row: int) -> bool:
         """No pool the node reports is held by claims beyond its count."""
+        return not self.pci_overbooked(row)
+
+    def pci_overbooked(self, row: int) -> list[tuple[Pool, int, int]]:
+        """(pool key, devices unconfirmed claims hold, devices the pool has) for every pool held beyond its
+        count."""
         held = self.pci_taken[row]
-        return not held or all(held.get(pool_key(pool), 0) <= dict(pool)["count"] for pool in self.pci_reported[row])
+        if not held:
+            return []
+        out = []
+        for pool in self.pci_reported[row]:
+            key, count = pool_key(pool), dict(pool)["count"]
+            if held.get(key, 0) > count:
+                out.append((key, held[key], count))
+        return out
 
     def _refresh_pci(self, row: int) -> None:
         pools = remaining(self.pci_reported[row], self.pci_taken[row])

@@ -273,6 +273,11 @@ class HostTable:
     def metric(self, name: str) -> np.ndarray | None:
         return self._columns.metric(name)
 
+    def pci_overbooked(self, row: int) -> list[tuple[tuple[tuple[str, Any], ...], int, int]]:
+        """(pool, devices held by unconfirmed claims, devices it has) for each of the node's PCI pools held
+        beyond its count (an audit's finding: claims never do it)."""
+        return self._columns.pci_overbooked(row)
+
     def has_pci(self) -> bool:
         """Whether a node may have PCI devices (False: no node has any)."""
         return len(self._columns.pci_source[1]) > 1
