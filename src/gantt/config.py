@@ -299,7 +299,7 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
     wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "pci"}
     data: dict[str, Any] = {}
     defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
-    unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__)
+    unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__ and k != "pci_alias")
     if unused:  # nova.conf's [DEFAULT] holds every service's options; say which ones Gantt leaves alone
         log.info("[DEFAULT] options Gantt does not use, ignored: %s", ", ".join(unused))
     if defaults:
@@ -328,6 +328,11 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
             else:
                 values[key] = _number_or_string(raw.strip())
         data[section] = values
+    if "pci_alias" in parser.defaults():  # the option's name before it moved to [pci] (Nova still reads it)
+        pci = data.setdefault("pci", {})
+        if "alias" in pci:
+            raise InvalidRequest("[DEFAULT] pci_alias is the old name of [pci] alias: give one of them")
+        pci["alias"] = _multi_values(text, "DEFAULT", "pci_alias")
     return data
 
 

@@ -141,6 +141,15 @@ def test_nova_conf_gives_one_alias_per_line(tmp_path: Path) -> None:
     assert aliases["vf"].numa_policy == "legacy"
 
 
+def test_the_old_default_section_name_of_the_option_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "nova.conf"
+    path.write_text(f"[DEFAULT]\npci_alias = {json.dumps(GPU)}\npci_alias = {json.dumps({**VF, 'name': 'x'})}\n")
+    assert sorted(load_config(path).pci.aliases) == ["gpu", "x"]
+    path.write_text(f"[DEFAULT]\npci_alias = {json.dumps(GPU)}\n[pci]\nalias = {json.dumps(VF)}\n")
+    with pytest.raises(InvalidRequest, match="old name"):
+        load_config(path)
+
+
 @pytest.mark.parametrize(("value", "message"), [
     ("nope:1", "PCI alias nope is not defined"),
     ("vf", "'alias:count'"),
