@@ -48,6 +48,7 @@ from gantt.model import (
     RequestSpec,
     Selection,
     StoreUnavailable,
+    Utilization,
     WriteFailure,
     aggregate_node,
     decode,
@@ -68,6 +69,7 @@ from gantt.store.base import (
     Store,
     StoreConflict,
     open_store,
+    redact_url,
 )
 
 log = logging.getLogger(__name__)
@@ -551,6 +553,10 @@ class Replica(PlacementFacade):
         """The scheduler's counters, and the store's write failures seen through this replica."""
         return {**self.scheduler.counters(), "store_write_failures": self.store.write_failures}
 
+    def utilization(self) -> Utilization:
+        """Nodes by state, and capacity and usage per availability zone and resource class (``/metrics``)."""
+        return self.scheduler.utilization()
+
     def aggregates(self) -> list[Aggregate]:
         return self.scheduler.aggregates()
 
@@ -559,8 +565,8 @@ class Replica(PlacementFacade):
 
     @property
     def url(self) -> str:
-        """The store's URL."""
-        return self.store.url
+        """The store's URL, credentials hidden (it goes to logs and ``/health``)."""
+        return redact_url(self.store.url)
 
     @property
     def last_write_error(self) -> WriteFailure | None:

@@ -19,6 +19,8 @@ from gantt.model import (
     NotFound,
     RequestSpec,
     Selection,
+    Utilization,
+    ZoneUsage,
     decode,
 )
 from gantt.state import HostTable
@@ -138,6 +140,39 @@ class Scheduler:
                 "claim_conflicts": stats.claim_conflicts, "commit_conflicts": stats.commit_conflicts,
                 "no_valid_host": dict(stats.no_valid_host), "hosts": table.n, **self._liveness(),
                 "allocations": len(table.allocations()), "expired_claims": table.expired_claims}
+
+    def utilization(self) -> Utilization:
+        """Nodes by state and, per availability zone and resource class, the capacity and usage of the nodes that
+        take requests. A node is in one state only: disabled (whether or not it reports), else down (no report
+        within service_down_time, or forced down), else up; only up nodes count towards capacity and usage, as
+        only they pass ComputeFilter. A node in no zoned aggregate is in ``default_availability_zone``."""
+        table = self.table
+        with table.lock:
+            n = table.n
+            if not n:
+                return Utilization(hosts_up=0, hosts_down=0, hosts_disabled=0, zones=[])
+            disabled = table.col("disabled")[:n].astype(bool)
+            down = ~disabled & (~table.alive()[:n] | table.col("forced_down")[:n].astype(bool))
+            up = ~(disabled | down)
+            # One zone per aggregate set (few), mapped to rows through the set codes.
+            default = self.config.default.default_availability_zone
+            per_set = [min(zones) if zones else default for zones in table.zones()]
+            names = sorted(set(per_set))
+            code = {name: i for i, name in enumerate(names)}
+            zone_of = np.array([code[z] for z in per_set], dtype=np.intp)[table.col("aggset_code")[:n]]
+            zones: list[ZoneUsage] = []
+            for rc in table.rc_index:
+                has = table.has_rc(rc)[:n]
+                # A zone keeps its gauge (at 0) while its nodes are down, rather than the series vanishing.
+                present = np.bincount(zone_of[has], minlength=len(names)) > 0
+                counted = has & up
+                capacity = np.bincount(zone_of[counted], weights=table.rc_col("capacity", rc)[:n][counted],
+                                       minlength=len(names))
+                used = np.bincount(zone_of[counted], weights=table.used(rc)[:n][counted], minlength=len(names))
+                zones += [ZoneUsage(zone=names[z], resource_class=rc, capacity=float(capacity[z]),
+                                    used=float(used[z])) for z in np.flatnonzero(present).tolist()]
+            return Utilization(hosts_up=int(np.count_nonzero(up)), hosts_down=int(np.count_nonzero(down)),
+                               hosts_disabled=int(np.count_nonzero(disabled)), zones=zones)
 
     def _liveness(self) -> dict[str, int]:
         """Nodes that report (up) and, of those, the disabled ones (ComputeFilter removes them as it does down
