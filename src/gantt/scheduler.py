@@ -147,32 +147,45 @@ class Scheduler:
         within service_down_time, or forced down), else up; only up nodes count towards capacity and usage, as
         only they pass ComputeFilter. A node in no zoned aggregate is in ``default_availability_zone``."""
         table = self.table
-        with table.lock:
+        with table.lock:  # only for copies: decisions wait on this lock, the sums are made after it
             n = table.n
             if not n:
                 return Utilization(hosts_up=0, hosts_down=0, hosts_disabled=0, zones=[])
-            disabled = table.col("disabled")[:n].astype(bool)
-            down = ~disabled & (~table.alive()[:n] | table.col("forced_down")[:n].astype(bool))
-            up = ~(disabled | down)
-            # One zone per aggregate set (few), mapped to rows through the set codes.
-            default = self.config.default.default_availability_zone
+            disabled = table.col("disabled").astype(bool)
+            down = ~disabled & (~table.alive()[:n] | table.col("forced_down"))
+            zone_of, names = self._zone_rows()
+            classes = list(table.rc_index)
+            k = len(classes)
+            has = table.has_inventory[:n, :k].copy()
+            capacity = table.rc["capacity"][:n, :k].copy()
+            used = table.rc["reported"][:n, :k] + table.rc["inflight"][:n, :k]
+        up = ~(disabled | down)
+        zones: list[ZoneUsage] = []
+        for j, rc in enumerate(classes):
+            # A zone keeps its gauges (at 0) while its nodes are down, rather than the series vanishing.
+            present = np.bincount(zone_of, weights=has[:, j], minlength=len(names)) > 0
+            counted = has[:, j] & up
+            capacity_sum = np.bincount(zone_of, weights=np.where(counted, capacity[:, j], 0.0), minlength=len(names))
+            used_sum = np.bincount(zone_of, weights=np.where(counted, used[:, j], 0.0), minlength=len(names))
+            zones += [ZoneUsage(zone=names[z], resource_class=rc, capacity=float(capacity_sum[z]),
+                                used=float(used_sum[z])) for z in np.flatnonzero(present).tolist()]
+        return Utilization(hosts_up=int(np.count_nonzero(up)), hosts_down=int(np.count_nonzero(down)),
+                           hosts_disabled=int(np.count_nonzero(disabled)), zones=zones)
+
+    def _zone_rows(self) -> tuple[np.ndarray, list[str]]:
+        """Per row, the index of its zone in the sorted zone names; kept until aggregates or rows change. One zone
+        per aggregate set (there are few), mapped to rows through the sets' codes."""
+        table = self.table
+        default = self.config.default.default_availability_zone
+
+        def build() -> tuple[np.ndarray, list[str]]:
             per_set = [min(zones) if zones else default for zones in table.zones()]
-            names = sorted(set(per_set))
+            names = sorted(set(per_set)) or [default]
             code = {name: i for i, name in enumerate(names)}
-            zone_of = np.array([code[z] for z in per_set], dtype=np.intp)[table.col("aggset_code")[:n]]
-            zones: list[ZoneUsage] = []
-            for rc in table.rc_index:
-                has = table.has_rc(rc)[:n]
-                # A zone keeps its gauge (at 0) while its nodes are down, rather than the series vanishing.
-                present = np.bincount(zone_of[has], minlength=len(names)) > 0
-                counted = has & up
-                capacity = np.bincount(zone_of[counted], weights=table.rc_col("capacity", rc)[:n][counted],
-                                       minlength=len(names))
-                used = np.bincount(zone_of[counted], weights=table.used(rc)[:n][counted], minlength=len(names))
-                zones += [ZoneUsage(zone=names[z], resource_class=rc, capacity=float(capacity[z]),
-                                    used=float(used[z])) for z in np.flatnonzero(present).tolist()]
-            return Utilization(hosts_up=int(np.count_nonzero(up)), hosts_down=int(np.count_nonzero(down)),
-                               hosts_disabled=int(np.count_nonzero(disabled)), zones=zones)
+            lut = np.array([code[zone] for zone in per_set], dtype=np.intp)
+            return lut[table.col("aggset_code")], names
+
+        return table.static_cache(("zone_rows", default), build)  # type: ignore[no-any-return]
 
     def _liveness(self) -> dict[str, int]:
         """Nodes that report (up) and, of those, the disabled ones (ComputeFilter removes them as it does down
