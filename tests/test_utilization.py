@@ -44,6 +44,16 @@ def test_each_node_counts_once_and_only_up_nodes_hold_capacity() -> None:
     sched.release("vm-1")
     assert _by_zone(sched.utilization())[("az1", "VCPU")] == (32, 2)
 
+    # Zones follow aggregates and new nodes at once (a2 leaves az1 for the default zone; b2 arrives).
+    sched.update_aggregate({"id": 1, "name": "az1", "hosts": ["a1", "off"], "metadata": {"availability_zone": "az1"}})
+    sched.update_resource_stats("b2", host_stats(vcpus=2))
+    zones = _by_zone(sched.utilization())
+    assert zones[("az1", "VCPU")] == (16, 2) and zones[("home", "VCPU")] == (4 + 16 + 2, 0)
+    assert zones[("home", "CUSTOM_GPU")] == (3, 0) and ("az1", "CUSTOM_GPU") not in zones
+    sched.delete_host("b2")
+    sched.update_aggregate({"id": 1, "name": "az1", "hosts": ["a1", "a2", "off"],
+                            "metadata": {"availability_zone": "az1"}})
+
     # Every node of a zone down: its gauges stay, at 0, rather than vanish.
     clock.advance(120)
     sched.update_resource_stats("b1", host_stats(vcpus=4))

@@ -1,0 +1,675 @@
+"""The ASGI app: thin handlers over a ``gantt.replica.Replica``; the domain objects and the store do the work.
+
+Every handler decodes its input completely (msgspec, so a bad field is a 400 naming it) before it touches
+anything, and every write is one store batch: a request is applied whole or not at all.
+
+Calls that decide or touch the store run in a thread pool: a decision is CPU-bound (numpy releases the GIL for
+most of it) and a store commit waits on disk; running them off the event loop keeps other requests' I/O moving
+and lets concurrent claims reach the store together, where a backend can commit them as one group.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import functools
+import hmac
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+import anyio
+import anyio.to_thread
+import msgspec
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gantt import __version__
+from gantt.config import Config, load_config
+from gantt.model import (
+    MAX_INT64,
+    Aggregate,
+    GanttError,
+    HostReport,
+    HostStats,
+    InvalidRequest,
+    NotFound,
+    NoValidHost,
+    RequestSpec,
+    decode,
+    valid_name,
+)
+from gantt.placement import create_placement_app
+from gantt.replica import Replica
+from gantt.service.metrics import Metrics
+from gantt.service.schemas import (
+    MAX_LIMIT,
+    PROBLEM_JSON,
+    REVISION_HEADER,
+    AggregateList,
+    AllocationList,
+    AllocationView,
+    Candidates,
+    Health,
+    InstancesIn,
+    LastWriteError,
+    Link,
+    MethodNotAllowed,
+    PayloadTooLarge,
+    ReportBatchIn,
+    ReportIn,
+    Selections,
+    Unauthorized,
+    UnsupportedMediaType,
+    Written,
+    openapi,
+    timestamp,
+    versions,
+)
+
+log = logging.getLogger("gantt.service")
+# One line per answer at INFO (``gantt serve --log-level info``): method, path, status, milliseconds, request id.
+access_log = logging.getLogger("gantt.access")
+
+T = TypeVar("T")
+
+# A replica that has not read the change feed for this long answers /health with 503 "degraded".
+STALE_AFTER = 10.0
+# How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
+# that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http.py; GANTT_THREADS overrides it.
+THREADS = int(os.environ.get("GANTT_THREADS", "16"))
+_LONG_DIGITS = re.compile(rb"\d{19}")
+_ENCODER = msgspec.json.Encoder()
+
+
+class Service:
+    """What the handlers share: the replica, the token, limits and counters."""
+
+    def __init__(self, replica: Replica | None, config: Config, token: str | None, worker: int = 0) -> None:
+        self._replica = replica
+        self.config = config
+        self.token = token
+        self.max_body = config.gantt.max_body_bytes
+        self.metrics = Metrics(worker)
+        self.limiter: anyio.CapacityLimiter | None = None
+
+    @property
+    def replica(self) -> Replica:
+        if self._replica is None:
+            raise GanttError("the service is not started")
+        return self._replica
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.limiter is None:
+            self.limiter = anyio.CapacityLimiter(THREADS)
+        return await anyio.to_thread.run_sync(partial(fn, *args), limiter=self.limiter)
+
+    async def body(self, request: Request, type_: type[T]) -> T:
+        """Read and decode a JSON body: 415 if it is not JSON, 413 if too big, 400 naming the bad field."""
+        encoding = request.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not accepted: send the JSON as is",
+                                       field="content-encoding")
+        media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+            raise UnsupportedMediaType(f"expected application/json, got {media or 'no content type'}",
+                                       field="content-type")
+        declared = request.headers.get("content-length")
+        if declared is not None and _DIGITS.fullmatch(declared) and int(declared) > self.max_body:
+            raise PayloadTooLarge(f"body of {declared} bytes exceeds the limit of {self.max_body}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body:  # chunked bodies declare no length: count as they arrive
+                raise PayloadTooLarge(f"body exceeds the limit of {self.max_body} bytes")
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        value = decode(raw, type_)
+        if _LONG_DIGITS.search(raw):
+            # Python ints are unbounded but no column or store is; only bodies with 19+ digit runs pay for this.
+            _check_ints(msgspec.json.decode(raw), "$")
+        return value
+
+
+_DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII only: str.isdigit() takes '²' and '٣'
+
+
+def _check_ints(value: Any, path: str) -> None:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if abs(value) > MAX_INT64:
+            raise InvalidRequest(f"integer out of range (at {path})", field=path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_ints(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_ints(item, f"{path}[{i}]")
+
+
+# The query parameters each path takes; any other is a 400, as an unknown body field is: a mistyped ``?nod=``
+# on DELETE /v1/hosts/{host} would otherwise delete every node of the host instead of one.
+_QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}), "/v1/candidates": frozenset({"limit"}),
+                                     "/v1/hosts": frozenset({"limit", "marker"}),
+                                     "/v1/allocations": frozenset({"limit", "marker"})}
+# ``limit`` is a number, checked by its handler; a hosts ``marker`` is "host/node", checked by its handler
+_NAME_PARAMETERS = frozenset({"node"})
+# The most items one page may ask for (Nova's [api] max_limit default); without ``limit`` a listing is whole.
+MAX_PAGE = 1000
+
+
+def _query(request: Request) -> dict[str, str]:
+    """The request's query parameters, each known to its route and given at most once."""
+    route = request.scope.get("route")
+    allowed = _QUERY.get(route.path if route is not None else "", frozenset())
+    seen: dict[str, str] = {}
+    for name, value in request.query_params.multi_items():
+        if name not in allowed:
+            known = ", ".join(sorted(allowed)) or "none"
+            raise InvalidRequest(f"unknown query parameter {name[:64]!r} (this call takes: {known})",
+                                 field=name[:64])
+        if name in seen:
+            raise InvalidRequest(f"query parameter {name!r} given more than once", field=name)
+        if name in _NAME_PARAMETERS:
+            _check_name(name, value)
+        seen[name] = value
+    return seen
+
+
+def _check_name(parameter: str, value: str) -> None:
+    """A path or query parameter names what a body created with a Name: held to the same limits, an over-long
+    one is refused as a body field would be rather than looked up (and echoed back whole in a 404)."""
+    if not valid_name(value):
+        raise InvalidRequest(f"{parameter} must be 1-255 characters, without '/' or control characters, and not "
+                             f"'.' or '..' (got {len(value)} characters)", field=parameter)
+
+
+def _limit(query: dict[str, str], maximum: int) -> int | None:
+    raw = query.get("limit")
+    if raw is None:
+        return None
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= maximum:
+        raise InvalidRequest(f"limit must be an integer from 1 to {maximum}", field="limit")
+    return int(raw)
+
+
+def _page(items: list[T], key: Callable[[T], str], query: dict[str, str], path: str) -> tuple[list[T], list[Link]]:
+    """One page of ``items`` (sorted by ``key``): those after the item whose key is ``marker``, at most ``limit``
+    of them, and a ``next`` link when more follow. A marker that names no item is a 400, as in Nova."""
+    limit = _limit(query, MAX_PAGE)
+    marker = query.get("marker")
+    start = 0
+    if marker is not None:
+        keys = [key(item) for item in items]
+        start = bisect.bisect_left(keys, marker)
+        if start == len(keys) or keys[start] != marker:
+            raise InvalidRequest(f"marker {marker[:300]!r} names nothing in this listing (it is the last item's "
+                                 "key of the page before)", field="marker")
+        start += 1
+    if limit is None:
+        return items[start:], []
+    page = items[start:start + limit]
+    links = []
+    if start + limit < len(items):
+        links.append(Link(rel="next", href=f"{path}?{urlencode({'limit': limit, 'marker': key(page[-1])})}"))
+    return page, links
+
+
+def host_key(host: str, nodename: str) -> str:
+    """How a node is named in one string (a hosts ``marker``): the host, or "host/node" for a node of another
+    name; names hold no '/'."""
+    return host if nodename == host else f"{host}/{nodename}"
+
+
+def _deleted(revision: int) -> Response:
+    # 204 carries no body: the revision that holds the delete (a client may wait for a replica to reach it)
+    # travels in a header.
+    return Response(status_code=204, headers={REVISION_HEADER: str(revision)})
+
+
+def _json(value: Any, status: int = 200) -> Response:
+    return Response(_ENCODER.encode(value), status_code=status, media_type="application/json")
+
+
+def _problem(error: GanttError, headers: dict[str, str] | None = None) -> Response:
+    return Response(_ENCODER.encode(error.to_problem()), status_code=error.status, media_type=PROBLEM_JSON,
+                    headers=headers)
+
+
+def _svc(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+# ------------------------------------------------------------------------------------------- handlers
+
+
+async def health(request: Request) -> Response:
+    svc = _svc(request)
+    replica = svc.replica
+    lag = replica.lag
+    write_error = replica.last_write_error  # cleared by the store's next successful write
+    status = "ok" if lag < STALE_AFTER and write_error is None else "degraded"
+    code = 200 if status == "ok" else 503
+    if not authorized(request.scope, svc.token.encode() if svc.token else None):
+        # A load balancer needs the status only; where the store is, which process answers and what the last
+        # write error said are for operators.
+        return _json({"status": status}, code)
+    counters = replica.counters()
+    body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.url,
+                  revision=replica.revision, hosts=counters["hosts"], hosts_up=counters["hosts_up"],
+                  seconds_since_sync=round(lag, 3),
+                  last_write_error=LastWriteError.of(write_error) if write_error is not None else None)
+    return _json(body, code)
+
+
+async def metrics(request: Request) -> Response:
+    svc = _svc(request)
+    # Off the event loop: summing capacity and usage per zone is a pass over every node (ms at 100,000).
+    return Response(await svc.run(svc.metrics.render, svc.replica), media_type="text/plain; version=0.0.4")
+
+
+async def version_document(request: Request) -> Response:
+    return _json(versions())
+
+
+async def openapi_document(request: Request) -> Response:
+    return _json(request.app.state.openapi)
+
+
+async def report(request: Request) -> Response:
+    svc = _svc(request)
+    body = await svc.body(request, ReportIn)
+    host_report = HostReport.of(list(body.name) if isinstance(body.name, tuple) else body.name, body.stats)
+    return _json(Written(revision=await svc.run(svc.replica.report, host_report)))
+
+
+async def report_batch(request: Request) -> Response:
+    svc = _svc(request)
+    body = await svc.body(request, ReportBatchIn)
+    reports = []
+    for i, item in enumerate(body.reports):
+        try:
+            reports.append(HostReport.of(list(item.name) if isinstance(item.name, tuple) else item.name,
+                                         item.stats))
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"{exc.message} (at $.reports[{i}].name)", field=f"$.reports[{i}].name") from None
+    if not reports:
+        return _json(Written(revision=svc.replica.revision, count=0))
+    return _json(Written(revision=await svc.run(svc.replica.report_many, reports), count=len(reports)))
+
+
+def _host_view(host: dict[str, Any]) -> dict[str, Any]:
+    host["updated_at"] = timestamp(host["updated_at"])
+    return host
+
+
+def _node_key(host: dict[str, Any]) -> str:
+    return host_key(host["host"], host["nodename"])
+
+
+def _list_hosts(replica: Replica, query: dict[str, str]) -> bytes:
+    hosts = sorted(replica.hosts(), key=_node_key)
+    page, links = _page(hosts, _node_key, query, "/v1/hosts")
+    return _ENCODER.encode({"hosts": [_host_view(h) for h in page], "hosts_links": links})
+
+
+async def list_hosts(request: Request) -> Response:
+    svc = _svc(request)
+    return Response(await svc.run(_list_hosts, svc.replica, _query(request)), media_type="application/json")
+
+
+async def show_host(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(_host_view(svc.replica.host(request.path_params["host"], _query(request).get("node"))))
+
+
+async def update_host(request: Request) -> Response:
+    svc = _svc(request)
+    node = _query(request).get("node")
+    stats = await svc.body(request, HostStats)
+    return _json(Written(revision=await svc.run(svc.replica.update_host, request.path_params["host"], node,
+                                                 stats)))
+
+
+async def delete_host(request: Request) -> Response:
+    svc = _svc(request)
+    return _deleted(await svc.run(svc.replica.delete_host, request.path_params["host"], _query(request).get("node")))
+
+
+async def list_aggregates(request: Request) -> Response:
+    return _json(AggregateList(aggregates=_svc(request).replica.aggregates()))
+
+
+async def show_aggregate(request: Request) -> Response:
+    return _json(_svc(request).replica.aggregate(request.path_params["id"]))
+
+
+async def put_aggregate(request: Request) -> Response:
+    svc = _svc(request)
+    aggregate = await svc.body(request, Aggregate)
+    if aggregate.key != request.path_params["id"]:
+        raise InvalidRequest(f"id {aggregate.id!r} does not match the path's {request.path_params['id']!r}",
+                             field="$.id")
+    return _json(Written(revision=await svc.run(svc.replica.update_aggregate, aggregate)))
+
+
+async def delete_aggregate(request: Request) -> Response:
+    svc = _svc(request)
+    return _deleted(await svc.run(svc.replica.delete_aggregate, request.path_params["id"]))
+
+
+async def select_destinations(request: Request) -> Response:
+    svc = _svc(request)
+    spec = await svc.body(request, RequestSpec)
+    start = time.perf_counter()
+    outcome = "error"
+    try:
+        answer = await svc.run(svc.replica.select_destinations, spec)
+        outcome = "placed"
+    except NoValidHost:
+        outcome = "no_valid_host"
+        raise
+    except GanttError as exc:
+        outcome = "refused" if exc.status < 500 else "error"
+        raise
+    finally:
+        # The counter and the histogram move together, whatever the outcome: their totals always agree.
+        svc.metrics.decided(outcome, time.perf_counter() - start)
+    return _json(Selections(selections=answer))
+
+
+def _candidates(replica: Replica, spec: RequestSpec, limit: int | None) -> Candidates:
+    return Candidates(candidates=replica.candidates(spec, limit), explanation=replica.explain(spec))
+
+
+async def candidates(request: Request) -> Response:
+    svc = _svc(request)
+    limit = _limit(_query(request), MAX_LIMIT)
+    spec = await svc.body(request, RequestSpec)
+    return _json(await svc.run(_candidates, svc.replica, spec, limit))
+
+
+def _list_allocations(replica: Replica, query: dict[str, str]) -> AllocationList:
+    allocations = sorted(replica.allocations(), key=lambda a: a.consumer_uuid)
+    page, links = _page(allocations, lambda a: a.consumer_uuid, query, "/v1/allocations")
+    return AllocationList(allocations=[AllocationView.of(a) for a in page], allocations_links=links)
+
+
+async def list_allocations(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(await svc.run(_list_allocations, svc.replica, _query(request)))
+
+
+async def show_allocation(request: Request) -> Response:
+    return _json(AllocationView.of(_svc(request).replica.allocation(request.path_params["consumer"])))
+
+
+async def release(request: Request) -> Response:
+    svc = _svc(request)
+    consumer = request.path_params["consumer"]
+
+    def released() -> int:
+        # The façade returns the allocation, as the library does; the answer is a revision that holds the
+        # release: sync() reads the feed up to every commit before it, ours included.
+        svc.replica.release(consumer)
+        return svc.replica.sync()
+
+    return _deleted(await svc.run(released))
+
+
+async def confirm_move(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(AllocationView.of(await svc.run(svc.replica.confirm_move, request.path_params["migration"])))
+
+
+async def revert_move(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(AllocationView.of(await svc.run(svc.replica.revert_move, request.path_params["migration"])))
+
+
+async def update_instances(request: Request) -> Response:
+    svc = _svc(request)
+    body = await svc.body(request, InstancesIn)
+    fn = svc.replica.sync_instance_info if request.method == "PUT" else svc.replica.update_instance_info
+    return _json(Written(revision=await svc.run(fn, request.path_params["host"], body.instances)))
+
+
+async def delete_instance(request: Request) -> Response:
+    svc = _svc(request)
+    return _deleted(await svc.run(svc.replica.delete_instance_info, request.path_params["host"],
+                                  request.path_params["instance"]))
+
+
+def _route(path: str, endpoint: Callable[[Request], Awaitable[Response]], methods: list[str]) -> Route:
+    """A route whose handler runs only if every path parameter is a name and every query parameter is one the
+    path takes (``_QUERY``)."""
+
+    @functools.wraps(endpoint)
+    async def checked(request: Request) -> Response:
+        for name, value in request.path_params.items():
+            _check_name(name, value)
+        _query(request)
+        return await endpoint(request)
+
+    return Route(path, checked, methods=methods)
+
+
+ROUTES = [
+    _route("/", version_document, methods=["GET"]),
+    _route("/health", health, methods=["GET"]),
+    _route("/metrics", metrics, methods=["GET"]),
+    _route("/openapi.json", openapi_document, methods=["GET"]),
+    _route("/v1/resource-stats", report, methods=["POST"]),
+    _route("/v1/resource-stats/batch", report_batch, methods=["POST"]),
+    _route("/v1/hosts", list_hosts, methods=["GET"]),
+    _route("/v1/hosts/{host}", show_host, methods=["GET"]),
+    _route("/v1/hosts/{host}", update_host, methods=["PATCH"]),
+    _route("/v1/hosts/{host}", delete_host, methods=["DELETE"]),
+    _route("/v1/aggregates", list_aggregates, methods=["GET"]),
+    _route("/v1/aggregates/{id}", show_aggregate, methods=["GET"]),
+    _route("/v1/aggregates/{id}", put_aggregate, methods=["PUT"]),
+    _route("/v1/aggregates/{id}", delete_aggregate, methods=["DELETE"]),
+    _route("/v1/select_destinations", select_destinations, methods=["POST"]),
+    _route("/v1/candidates", candidates, methods=["POST"]),
+    _route("/v1/allocations", list_allocations, methods=["GET"]),
+    _route("/v1/allocations/{consumer}", show_allocation, methods=["GET"]),
+    _route("/v1/allocations/{consumer}", release, methods=["DELETE"]),
+    _route("/v1/migrations/{migration}/confirm", confirm_move, methods=["POST"]),
+    _route("/v1/migrations/{migration}/revert", revert_move, methods=["POST"]),
+    _route("/v1/instances/{host}", update_instances, methods=["POST", "PUT"]),
+    _route("/v1/instances/{host}/{instance}", delete_instance, methods=["DELETE"]),
+]
+
+
+# ----------------------------------------------------------------------------------- errors and guard
+
+
+async def _gantt_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, GanttError)
+    if exc.status >= 500:
+        log.warning("%s %s: %s", request.method, request.url.path, exc)
+    return _problem(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        # Starlette's Allow names the methods of the first route that matched the path only; a path served by
+        # several routes (GET and DELETE /v1/hosts/{host}) must list them all (RFC 9110 §15.5.6).
+        allowed = _allowed_methods(request.scope)
+        return _problem(MethodNotAllowed(f"{request.method} is not allowed on {request.url.path}"),
+                        headers={**(exc.headers or {}), "Allow": ", ".join(allowed)})
+    if exc.status_code == 404:
+        return _problem(NotFound(f"no such path {request.url.path}"))
+    error = GanttError(exc.detail)
+    error.status = exc.status_code
+    error.title = exc.detail
+    return _problem(error, headers=dict(exc.headers or {}))
+
+
+def _allowed_methods(scope: Scope) -> list[str]:
+    methods: set[str] = set()
+    for route in ROUTES:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE and route.methods:
+            methods |= route.methods
+    return sorted(methods)
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # Starlette's outermost layer answers with this, then re-raises to Guard, which logs and counts it.
+    return _problem(GanttError("unexpected server error; it has been logged"))
+
+
+_OPEN = ("/", "/health")  # version discovery and the load balancer's probe need no token
+PLACEMENT = "/placement"  # Placement's face: its own token header (X-Auth-Token) and error bodies
+
+
+def is_placement(path: str) -> bool:
+    return path == PLACEMENT or path.startswith(PLACEMENT + "/")
+
+
+class Dispatch:
+    """Placement's paths to its own app, the rest to Gantt's."""
+
+    def __init__(self, gantt: ASGIApp, placement: ASGIApp) -> None:
+        self.gantt = gantt
+        self.placement = placement
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and is_placement(scope["path"]):
+            await self.placement(scope, receive, send)
+        else:
+            await self.gantt(scope, receive, send)
+
+
+class Guard:
+    """Outermost layer: the bearer token, per-route status counts, and the catch-all for unexpected errors.
+
+    An exception that reaches this layer is a bug: it is logged, counted (``gantt_http_unhandled_total``) and
+    answered with a 500 problem, and the server carries on.
+    """
+
+    def __init__(self, app: ASGIApp, service: Service) -> None:
+        self.app = app
+        self.service = service
+        self._expected = service.token.encode() if service.token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 0
+        start = time.perf_counter()
+        # OpenStack's convention: every answer names its request, so a caller's log line and ours can be matched.
+        request_id = f"req-{uuid.uuid4()}"
+        scope.setdefault("state", {})["request_id"] = request_id  # Placement's error bodies name it too
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", ()), (b"x-openstack-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            if self._expected is not None and scope["path"] not in _OPEN and not is_placement(scope["path"]) \
+                    and not self._authorized(scope):
+                await _send(watch, _problem(Unauthorized("a valid bearer token is required"),
+                                            headers={"WWW-Authenticate": "Bearer"}), scope, receive)
+                return
+            await self.app(scope, receive, watch)
+        except Exception:
+            self.service.metrics.unhandled += 1
+            log.exception("unexpected error on %s %s (%s)", scope.get("method"), scope.get("path"), request_id)
+            if status == 0:
+                await _send(watch, _problem(GanttError("unexpected server error; it has been logged")), scope,
+                            receive)
+        finally:
+            route = scope.get("route")
+            seconds = time.perf_counter() - start
+            self.service.metrics.answered(route.path if route is not None else "other", status, seconds)
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info("%s %s %d %.2fms %s", scope.get("method"), scope["path"], status, seconds * 1000,
+                                request_id)
+
+    def _authorized(self, scope: Scope) -> bool:
+        return authorized(scope, self._expected)
+
+
+def authorized(scope: Scope, token: bytes | None) -> bool:
+    """``Authorization: Bearer <token>``; the scheme is case-insensitive (RFC 7235), the token compared in
+    constant time. True when the service has no token."""
+    if token is None:
+        return True
+    for name, value in scope["headers"]:
+        if name == b"authorization":
+            scheme, _, credentials = value.strip().partition(b" ")
+            return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(), token)
+    return False
+
+
+async def _send(send: Send, response: Response, scope: Scope, receive: Receive) -> None:
+    await response(scope, receive, send)
+
+
+# ---------------------------------------------------------------------------------------------- factory
+
+
+def create_app(replica: Replica | None = None, *, config: Config | None = None, store: Any = None,
+               token: str | None = None, worker: int = 0) -> ASGIApp:
+    """The service over ``replica``, or over a replica it opens at startup from ``store`` (a store URL, or a
+    Store object that the app then owns; see ``Replica.open``).
+
+    ``token`` defaults to ``GANTT_TOKEN``, then ``[gantt] token``. ``worker``: this process's index among
+    ``gantt serve --workers N`` (the ``worker`` label of /metrics).
+    """
+    config = config or (replica.config if replica is not None else Config())
+    token = token or os.environ.get("GANTT_TOKEN") or config.gantt.token
+    service = Service(replica, config, token, worker)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if replica is not None:
+            yield
+            return
+        # Loading a large store takes seconds: off the loop, so the process stays responsive to signals.
+        built = await anyio.to_thread.run_sync(lambda: Replica.open(store or config.gantt.store, config))
+        service._replica = built
+        log.info("serving %d hosts from %s at revision %d", built.counters()["hosts"], built.url,
+                 built.revision)
+        try:
+            yield
+        finally:
+            built.close()
+
+    handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
+        GanttError: _gantt_error, HTTPException: _http_error, Exception: _unexpected}
+    app = Starlette(routes=ROUTES, exception_handlers=handlers, lifespan=lifespan)
+    # No 307 to the path with(out) a slash: Starlette builds its Location from the request's Host header.
+    app.router.redirect_slashes = False
+    app.state.service = service
+    app.state.openapi = openapi()
+    placement = create_placement_app(lambda: service.replica, service.run, token, PLACEMENT,
+                                     enforce_new_defaults=config.oslo_policy.enforce_new_defaults,
+                                     enforce_scope=config.oslo_policy.enforce_scope)
+    return Guard(Dispatch(app, placement), service)
+
+
+def app_from_env() -> ASGIApp:
+    """uvicorn factory (``--factory gantt.service.app:app_from_env``): GANTT_STORE, GANTT_CONFIG, GANTT_TOKEN."""
+    config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    return create_app(config=config, store=os.environ.get("GANTT_STORE") or config.gantt.store)
