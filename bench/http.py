@@ -274,7 +274,7 @@ _METRIC = re.compile(r'^(gantt_[a-z_]+)\{([^}]*)\}\s+([0-9.eE+-]+)$')
 
 def scrape_workers(url: str, workers: int, tries: int = 200) -> dict[str, dict[str, float]]:
     """Each worker's counters: /metrics answers from whichever worker took the connection, so ask until each
-    pid has answered (fresh connection every time)."""
+    worker (its ``worker`` label) has answered (fresh connection every time)."""
     import httpx
 
     seen: dict[str, dict[str, float]] = {}
@@ -290,7 +290,7 @@ def scrape_workers(url: str, workers: int, tries: int = 200) -> dict[str, dict[s
             if not m:
                 continue
             labels = m.group(2)
-            pid_match = re.search(r'(?:pid|worker)="([^"]+)"', labels)
+            pid_match = re.search(r'worker="([^"]+)"', labels)
             if pid_match:
                 pid = pid_match.group(1)
             level = re.search(r'level="([^"]+)"', labels)
