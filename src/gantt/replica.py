@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from gantt.activity import Activity, Overview
 from gantt.catalog import Catalog
 from gantt.config import Config
 from gantt.engine import Attempts, ClaimConflict, TableReplaced
@@ -102,6 +103,8 @@ class Replica(PlacementFacade):
         self.providers = ProviderIndex()
         self.catalog = Catalog()
         self.scheduler = self._new_scheduler(self._new_table())
+        # This process's last decisions and refusals (GET /v1/overview); kept across reloads, as stats are.
+        self.activity = Activity(clock)
 
     @property
     def table(self) -> HostTable:
@@ -498,6 +501,15 @@ class Replica(PlacementFacade):
 
     def select_destinations(self, spec: Any) -> list[list[Selection]]:
         spec = decode(spec, RequestSpec, path="$")
+        try:
+            answer = self._select(spec)
+        except NoValidHost as error:
+            self.activity.refused(spec, error)
+            raise
+        self.activity.decided(spec, answer)
+        return answer
+
+    def _select(self, spec: RequestSpec) -> list[list[Selection]]:
         if spec.migration_uuid or (spec.instance_uuids
                                    and any(self.table.allocation(uuid) is not None for uuid in spec.instance_uuids)):
             # A repeat is answered from the table without a commit: read the feed up to now first (sync, not
@@ -525,6 +537,15 @@ class Replica(PlacementFacade):
             except TableReplaced:
                 log.info("replica reloaded during a decision: deciding again on the new table")
         return self.scheduler.select_destinations(spec)
+
+    def overview(self, max_hosts: int = 2000) -> Overview:
+        """The cloud at a glance: the scheduler's view of hosts, utilization and allocations, and this process's
+        last decisions and refusals."""
+        glance = self.scheduler.overview(max_hosts)
+        glance.revision = self.revision  # the store's, not the table's own counter
+        glance.decisions = self.activity.decisions()
+        glance.refusals = self.activity.refusals()
+        return glance
 
     def candidates(self, spec: Any, limit: int | None = None) -> Any:
         return self.scheduler.candidates(spec, limit)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import heapq
+import os
+import time
 from typing import Any
 
 import numpy as np
 
+from gantt.activity import ClassUsage, HostUsage, Overview, RecentAllocation, ZoneHosts, instant
 from gantt.config import Config, load_config
 from gantt.engine import CommitHook, Engine, EngineStats
 from gantt.model import (
@@ -139,6 +143,45 @@ class Scheduler:
                 "no_valid_host": dict(stats.no_valid_host), "hosts": table.n, **self._liveness(),
                 "allocations": len(table.allocations()), "expired_claims": table.expired_claims}
 
+    def overview(self, max_hosts: int = 2000, recent: int = 10) -> Overview:
+        """The cloud at a glance (``GET /v1/overview``): nodes per zone and state, utilization per resource class
+        for a heat map (the ``max_hosts`` most used nodes when there are more; ``utilization_omitted`` says how
+        many were left out), the allocation count and the ``recent`` newest allocations. The decisions and
+        refusals are the caller's to add (``gantt.activity``)."""
+        table = self.table
+        with table.lock:
+            n = table.n
+            state = _states(table, n)
+            zone = _zone_names(table, n, self.config.default.default_availability_zone)
+            classes, names, fractions = _utilization(table, n)
+            shown = _most_used(fractions, max_hosts)
+            hosts, nodes = table.host_names, table.node_names
+            rows = sorted(shown.tolist(), key=lambda r: (zone[r], hosts[r], nodes[r]))
+            heat = [HostUsage(host=hosts[r], nodename=nodes[r], zone=zone[r], state=_STATE_NAMES[state[r]],
+                              usage=[None if f != f else round(f, 4) for f in fractions[r].tolist()])
+                    for r in rows]
+            allocations = table.allocations()
+            newest = heapq.nlargest(recent, allocations, key=lambda a: a.created_at)
+            count = len(allocations)
+        zones: dict[str, ZoneHosts] = {}
+        for name, st in zip(zone, state.tolist(), strict=True):
+            counts = zones.get(name)
+            if counts is None:
+                counts = zones[name] = ZoneHosts(zone=name)
+            setattr(counts, _STATE_NAMES[st], getattr(counts, _STATE_NAMES[st]) + 1)
+        stats = self.engine.stats
+        return Overview(
+            at=instant(time.time()), pid=os.getpid(), revision=table.revision, hosts=n,
+            zones=sorted(zones.values(), key=lambda z: z.zone or ""), classes=classes, resource_classes=names,
+            utilization=heat, utilization_omitted=n - len(heat), allocations=count,
+            recent_allocations=[RecentAllocation(consumer_uuid=a.consumer_uuid, host=a.host, nodename=a.nodename,
+                                                 resources=dict(a.resources), project_id=a.project_id,
+                                                 created_at=instant(a.created_at) if a.created_at > 0 else None)
+                                for a in newest],
+            decisions=[], refusals=[],
+            counters={"decisions": stats.decisions, "placements": stats.placements,
+                      "no_valid_host": sum(stats.no_valid_host.values())})
+
     def _liveness(self) -> dict[str, int]:
         """Nodes that report (up) and, of those, the disabled ones (ComputeFilter removes them as it does down
         ones): one pass over the liveness mask for both."""
@@ -183,3 +226,58 @@ def describe(table: HostTable, row: int) -> dict[str, Any]:
         "instances": sorted(table.instances(row)),
         "allocations": sorted(table.node_allocations((host, node))),
     }
+
+
+# Heat map columns: at most this many resource classes, those most nodes have (a bare-metal cloud may have a
+# custom class per node flavor).
+MAX_CLASSES = 12
+_STATE_NAMES = ("up", "disabled", "down")
+
+
+def _states(table: HostTable, n: int) -> np.ndarray:
+    """Per node: 0 up, 1 disabled (reporting, disabled by an operator), 2 down (no report within
+    service_down_time, or forced down)."""
+    if not n:
+        return np.zeros(0, dtype=np.int8)
+    down = ~table.alive()[:n] | table.col("forced_down")[:n].astype(bool)
+    disabled = table.col("disabled")[:n].astype(bool) & ~down
+    return np.where(down, 2, np.where(disabled, 1, 0)).astype(np.int8)
+
+
+def _zone_names(table: HostTable, n: int, default: str) -> list[str]:
+    """Per node, its availability zone as a Selection names it (the default zone for a node in none)."""
+    by_code = [min(z) if z else default for z in table.zones()]
+    return [by_code[c] for c in table.col("aggset_code")[:n].tolist()]
+
+
+def _utilization(table: HostTable, n: int) -> tuple[list[ClassUsage], list[str], np.ndarray]:
+    """Totals per class, the classes of the heat map, and per node the fraction used of each (NaN: none)."""
+    present = [(rc, j, int(np.count_nonzero(table.has_inventory[:n, j]))) for rc, j in table.rc_index.items()]
+    present = [p for p in present if p[2]]
+    if len(present) > MAX_CLASSES:
+        keep = {rc for rc, _, _ in sorted(present, key=lambda p: -p[2])[:MAX_CLASSES]}
+        present = [p for p in present if p[0] in keep]
+    fractions = np.full((n, len(present)), np.nan)
+    classes = []
+    for k, (rc, j, hosts) in enumerate(present):
+        has = table.has_inventory[:n, j]
+        used = table.rc["reported"][:n, j] + table.rc["inflight"][:n, j]
+        capacity = table.rc["capacity"][:n, j]
+        classes.append(ClassUsage(resource_class=rc, used=float(used[has].sum()),
+                                  capacity=float(capacity[has].sum()), hosts=hosts))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fraction = np.where(capacity > 0, used / capacity, np.where(used > 0, 1.0, 0.0))
+        fractions[:, k] = np.where(has, fraction, np.nan)
+    return classes, [p[0] for p in present], fractions
+
+
+def _most_used(fractions: np.ndarray, limit: int) -> np.ndarray:
+    """Rows of the ``limit`` nodes whose fullest class is fullest (every row when there are no more)."""
+    n = fractions.shape[0]
+    if n <= limit:
+        return np.arange(n)
+    fullest = np.full(n, -1.0)
+    if fractions.shape[1]:
+        filled = np.where(np.isnan(fractions), -1.0, fractions)
+        fullest = filled.max(axis=1)
+    return np.argpartition(-fullest, limit - 1)[:limit]
