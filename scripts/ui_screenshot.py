@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from tests.ui.browser import chromium, missing  # noqa: E402
+from tests.service.browser import chromium, missing  # noqa: E402
 
 from gantt.client import SchedulerClient  # noqa: E402
 from gantt.model import NoValidHost  # noqa: E402
