@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import time
@@ -149,30 +150,49 @@ class Scheduler:
         many were left out), the allocation count and the ``recent`` newest allocations. The decisions and
         refusals are the caller's to add (``gantt.activity``)."""
         table = self.table
-        with table.lock:
-            n = table.n
-            state = _states(table, n)
-            zone = _zone_names(table, n, self.config.default.default_availability_zone)
-            classes, names, fractions = _utilization(table, n)
-            shown = _most_used(fractions, max_hosts)
-            hosts, nodes = table.host_names, table.node_names
-            rows = sorted(shown.tolist(), key=lambda r: (zone[r], hosts[r], nodes[r]))
-            heat = [HostUsage(host=hosts[r], nodename=nodes[r], zone=zone[r], state=_STATE_NAMES[state[r]],
-                              usage=[None if f != f else round(f, 4) for f in fractions[r].tolist()])
-                    for r in rows]
-            allocations = table.allocations()
-            newest = heapq.nlargest(recent, allocations, key=lambda a: a.created_at)
-            count = len(allocations)
+        default_zone = self.config.default.default_availability_zone
+        # Decisions wait on this lock: it is held to copy the columns the overview reads, then again to name the
+        # few rows it shows, unless a node was deleted in between (rows renumbered: their names moved); the
+        # last try holds it throughout.
+        for attempt in range(3):
+            with table.lock if attempt == 2 else contextlib.nullcontext():
+                with table.lock:
+                    layout, n = table.layout, table.n
+                    state = _states(table, n)
+                    codes = table.col("aggset_code")[:n].astype(np.int64)
+                    zone_of_code = [min(z) if z else default_zone for z in table.zones()]
+                    names, columns = _heat_classes(table, n)
+                    has = table.has_inventory[:n, columns]  # fancy indexing: copies
+                    used = table.rc["reported"][:n, columns] + table.rc["inflight"][:n, columns]
+                    capacity = table.rc["capacity"][:n, columns]
+                classes, fractions = _utilization(names, has, used, capacity)
+                shown = _most_used(fractions, max_hosts).tolist()
+                with table.lock:
+                    if table.layout != layout:
+                        continue
+                    hosts, nodes = table.host_names, table.node_names
+                    picked = [(zone_of_code[codes[r]], hosts[r], nodes[r], r) for r in shown]
+                    allocations = list(table.allocations())
+                break
+        picked.sort()
+        heat = [HostUsage(host=host, nodename=node, zone=zone, state=_STATE_NAMES[state[r]],
+                          usage=[None if f != f else round(f, 4) for f in fractions[r].tolist()])
+                for zone, host, node, r in picked]
+        newest = heapq.nlargest(recent, allocations, key=lambda a: a.created_at)
+        count = len(allocations)
         zones: dict[str, ZoneHosts] = {}
-        for name, st in zip(zone, state.tolist(), strict=True):
-            counts = zones.get(name)
-            if counts is None:
-                counts = zones[name] = ZoneHosts(zone=name)
-            setattr(counts, _STATE_NAMES[st], getattr(counts, _STATE_NAMES[st]) + 1)
+        per_code = np.bincount(codes * 3 + state, minlength=3 * len(zone_of_code)).reshape(-1, 3)
+        for code in np.flatnonzero(per_code.sum(axis=1)).tolist():
+            name = zone_of_code[code]
+            counts = zones.setdefault(name, ZoneHosts(zone=name))
+            up, disabled, down = per_code[code].tolist()
+            counts.up += up
+            counts.disabled += disabled
+            counts.down += down
         stats = self.engine.stats
         return Overview(
             at=instant(time.time()), pid=os.getpid(), revision=table.revision, hosts=n,
-            zones=sorted(zones.values(), key=lambda z: z.zone or ""), classes=classes, resource_classes=names,
+            zones=sorted(zones.values(), key=lambda z: z.zone), classes=classes, resource_classes=names,
             utilization=heat, utilization_omitted=n - len(heat), allocations=count,
             recent_allocations=[RecentAllocation(consumer_uuid=a.consumer_uuid, host=a.host, nodename=a.nodename,
                                                  resources=dict(a.resources), project_id=a.project_id,
@@ -244,31 +264,29 @@ def _states(table: HostTable, n: int) -> np.ndarray:
     return np.where(down, 2, np.where(disabled, 1, 0)).astype(np.int8)
 
 
-def _zone_names(table: HostTable, n: int, default: str) -> list[str]:
-    """Per node, its availability zone as a Selection names it (the default zone for a node in none)."""
-    by_code = [min(z) if z else default for z in table.zones()]
-    return [by_code[c] for c in table.col("aggset_code")[:n].tolist()]
-
-
-def _utilization(table: HostTable, n: int) -> tuple[list[ClassUsage], list[str], np.ndarray]:
-    """Totals per class, the classes of the heat map, and per node the fraction used of each (NaN: none)."""
+def _heat_classes(table: HostTable, n: int) -> tuple[list[str], list[int]]:
+    """The resource classes some node has (at most ``MAX_CLASSES``, those most nodes have) and their columns."""
     present = [(rc, j, int(np.count_nonzero(table.has_inventory[:n, j]))) for rc, j in table.rc_index.items()]
     present = [p for p in present if p[2]]
     if len(present) > MAX_CLASSES:
         keep = {rc for rc, _, _ in sorted(present, key=lambda p: -p[2])[:MAX_CLASSES]}
         present = [p for p in present if p[0] in keep]
-    fractions = np.full((n, len(present)), np.nan)
+    return [rc for rc, _, _ in present], [j for _, j, _ in present]
+
+
+def _utilization(names: list[str], has: np.ndarray, used: np.ndarray,
+                 capacity: np.ndarray) -> tuple[list[ClassUsage], np.ndarray]:
+    """Totals per class, and per node the fraction used of each class (NaN: the node has none of it)."""
+    fractions = np.full(used.shape, np.nan, order="F")
     classes = []
-    for k, (rc, j, hosts) in enumerate(present):
-        has = table.has_inventory[:n, j]
-        used = table.rc["reported"][:n, j] + table.rc["inflight"][:n, j]
-        capacity = table.rc["capacity"][:n, j]
-        classes.append(ClassUsage(resource_class=rc, used=float(used[has].sum()),
-                                  capacity=float(capacity[has].sum()), hosts=hosts))
+    for k, rc in enumerate(names):
+        held, taken, room = has[:, k], used[:, k], capacity[:, k]
+        classes.append(ClassUsage(resource_class=rc, used=float(taken[held].sum()),
+                                  capacity=float(room[held].sum()), hosts=int(np.count_nonzero(held))))
         with np.errstate(divide="ignore", invalid="ignore"):
-            fraction = np.where(capacity > 0, used / capacity, np.where(used > 0, 1.0, 0.0))
-        fractions[:, k] = np.where(has, fraction, np.nan)
-    return classes, [p[0] for p in present], fractions
+            fraction = np.where(room > 0, taken / room, np.where(taken > 0, 1.0, 0.0))
+        fractions[:, k] = np.where(held, fraction, np.nan)
+    return classes, fractions
 
 
 def _most_used(fractions: np.ndarray, limit: int) -> np.ndarray:
@@ -277,7 +295,6 @@ def _most_used(fractions: np.ndarray, limit: int) -> np.ndarray:
     if n <= limit:
         return np.arange(n)
     fullest = np.full(n, -1.0)
-    if fractions.shape[1]:
-        filled = np.where(np.isnan(fractions), -1.0, fractions)
-        fullest = filled.max(axis=1)
+    for k in range(fractions.shape[1]):  # column by column: a reduction across a short axis is slow in numpy
+        np.fmax(fullest, fractions[:, k], out=fullest)
     return np.argpartition(-fullest, limit - 1)[:limit]

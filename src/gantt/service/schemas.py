@@ -451,7 +451,8 @@ def openapi() -> dict[str, Any]:
         "info": {"title": "Gantt scheduler", "version": __version__,
                  "description": "Errors are application/problem+json (RFC 9457). Every call but / and /health "
                                 "needs `Authorization: Bearer <token>` when the service has a "
-                                "token. Wrong method: 405; unknown path: 404; a query parameter the call does "
+                                "token (the live view's page at /ui needs none; it reads /v1/overview with "
+                                "one). Wrong method: 405; unknown path: 404; a query parameter the call does "
                                 "not take, or one given twice: 400."},
         "paths": _paths(),
         "components": {"schemas": components,
