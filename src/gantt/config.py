@@ -200,12 +200,20 @@ class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     max_body_bytes: int = 4 * 1024 * 1024
 
 
+class OsloPolicySection(Struct, forbid_unknown_fields=True, kw_only=True):
+    """The Placement face's policy, with oslo.policy's option names and defaults (placement.conf's section)."""
+
+    enforce_new_defaults: bool = True  # False: Placement's deprecated rules (role:admin) also grant
+    enforce_scope: bool = True  # a system-scoped token is refused by Placement's project-scoped rules
+
+
 class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default": "DEFAULT"}):
     filter_scheduler: FilterSchedulerSection = field(default_factory=FilterSchedulerSection)
     scheduler: SchedulerSection = field(default_factory=SchedulerSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
     default: DefaultSection = field(default_factory=DefaultSection)
     gantt: GanttSection = field(default_factory=GanttSection)
+    oslo_policy: OsloPolicySection = field(default_factory=OsloPolicySection)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
@@ -269,7 +277,7 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(text)
-    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt"}
+    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "oslo_policy"}
     data: dict[str, Any] = {}
     defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
     unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__)
@@ -285,7 +293,7 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
             continue
         known = {
             "filter_scheduler": FilterSchedulerSection, "scheduler": SchedulerSection,
-            "metrics": MetricsSection, "gantt": GanttSection,
+            "metrics": MetricsSection, "gantt": GanttSection, "oslo_policy": OsloPolicySection,
         }[section].__struct_fields__
         values: dict[str, Any] = {}
         for key in parser[section]:

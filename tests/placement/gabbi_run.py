@@ -76,9 +76,13 @@ def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 @contextlib.contextmanager
 def gantt_server(store: str, fixtures: list[str]) -> Iterator[str]:
+    """gantt serve with the policy options the file's fixture sets for Placement in-process: the new defaults
+    for SecureRBAC, Placement's deprecated admin rules granting too for the others."""
+    policy = {"enforce_new_defaults": "SecureRBACPolicyFixture" in fixtures}
     with tempfile.TemporaryDirectory(prefix="gabbi-") as tmp:
         url = "memory://" if store == "memory" else f"sqlite:///{tmp}/gantt.sqlite"
-        with ServerProcess(url, workdir=tmp, config={"DEFAULT": {"service_down_time": 86400}}) as server:
+        with ServerProcess(url, workdir=tmp, config={"DEFAULT": {"service_down_time": 86400},
+                                                     "oslo_policy": policy}) as server:
             yield server.url + "/placement"
 
 

@@ -697,7 +697,9 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
     app.state.service = service
     app.state.openapi = openapi()
     app.state.ui = _ui_assets()
-    placement = create_placement_app(lambda: service.replica, service.run, token, PLACEMENT)
+    placement = create_placement_app(lambda: service.replica, service.run, token, PLACEMENT,
+                                     enforce_new_defaults=config.oslo_policy.enforce_new_defaults,
+                                     enforce_scope=config.oslo_policy.enforce_scope)
     return Guard(Dispatch(app, placement), service)
 
 
