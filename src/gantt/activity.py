@@ -141,32 +141,32 @@ class Activity:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._decisions: deque[tuple[float, RequestSpec, list[list[Selection]]]] = deque(maxlen=DECISIONS)
-        self._refusals: deque[tuple[float, RequestSpec, NoValidHost]] = deque(maxlen=REFUSALS)
+        self._decisions: deque[tuple[float, str | None, list[list[Selection]]]] = deque(maxlen=DECISIONS)
+        self._refusals: deque[tuple[float, str | None, RequestSpec, NoValidHost]] = deque(maxlen=REFUSALS)
 
-    def decided(self, spec: RequestSpec, answer: list[list[Selection]]) -> None:
+    def decided(self, answer: list[list[Selection]], request_id: str | None = None) -> None:
         with self._lock:
-            self._decisions.append((self._clock(), spec, answer))
+            self._decisions.append((self._clock(), request_id, answer))
 
-    def refused(self, spec: RequestSpec, error: NoValidHost) -> None:
+    def refused(self, spec: RequestSpec, error: NoValidHost, request_id: str | None = None) -> None:
         with self._lock:
-            self._refusals.append((self._clock(), spec, error))
+            self._refusals.append((self._clock(), request_id, spec, error))
 
     def decisions(self) -> list[Decision]:
         with self._lock:
             recorded = list(self._decisions)
-        return [_decision(at, spec, answer) for at, spec, answer in reversed(recorded)]
+        return [_decision(at, request_id, answer) for at, request_id, answer in reversed(recorded)]
 
     def refusals(self) -> list[Refusal]:
         with self._lock:
             recorded = list(self._refusals)
-        return [Refusal(at=instant(at), request_id=spec.request_id, instances=spec.num_instances,
+        return [Refusal(at=instant(at), request_id=request_id, instances=spec.num_instances,
                         message=error.message, reason=(error.explanation.reason if error.explanation else ""),
                         explanation=error.explanation)
-                for at, spec, error in reversed(recorded)]
+                for at, request_id, spec, error in reversed(recorded)]
 
 
-def _decision(at: float, spec: RequestSpec, answer: list[list[Selection]]) -> Decision:
+def _decision(at: float, request_id: str | None, answer: list[list[Selection]]) -> Decision:
     placements = []
     for selections in answer[:INSTANCES_SHOWN]:
         if not selections:
@@ -175,4 +175,4 @@ def _decision(at: float, spec: RequestSpec, answer: list[list[Selection]]) -> De
         ranked = sorted(selections[:CANDIDATES_SHOWN], key=lambda s: -(s.weight or 0.0))
         placements.append(Placed(consumer_uuid=first.consumer_uuid, host=first.host, nodename=first.nodename,
                                     candidates=[Pick(s.host, s.nodename, s.weight) for s in ranked]))
-    return Decision(at=instant(at), request_id=spec.request_id, instances=len(answer), placements=placements)
+    return Decision(at=instant(at), request_id=request_id, instances=len(answer), placements=placements)

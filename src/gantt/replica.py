@@ -499,14 +499,17 @@ class Replica(PlacementFacade):
         if not self.table.rows_of_host(host):
             raise NotFound(f"no such host {host!r}", field="host")
 
-    def select_destinations(self, spec: Any) -> list[list[Selection]]:
+    def select_destinations(self, spec: Any, request_id: str | None = None) -> list[list[Selection]]:
+        """``request_id``: what the caller's transport calls this request (the HTTP x-openstack-request-id),
+        shown in the overview's decisions and refusals when the spec names none of its own."""
         spec = decode(spec, RequestSpec, path="$")
+        named = spec.request_id or request_id
         try:
             answer = self._select(spec)
         except NoValidHost as error:
-            self.activity.refused(spec, error)
+            self.activity.refused(spec, error, named)
             raise
-        self.activity.decided(spec, answer)
+        self.activity.decided(answer, named)
         return answer
 
     def _select(self, spec: RequestSpec) -> list[list[Selection]]:

@@ -123,7 +123,8 @@ def test_overview_needs_the_token_and_the_page_does_not(secured: ServerProcess) 
     with httpx.Client(base_url=secured.url, timeout=10) as http:
         refused = http.get("/v1/overview")
         assert refused.status_code == 401 and refused.headers["content-type"] == "application/problem+json"
-        answered = http.get("/v1/overview", headers={"Authorization": f"Bearer {TOKEN}"})
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        answered = http.get("/v1/overview", headers=auth)
         assert answered.status_code == 200 and "zones" in answered.json()
         for path, media in (("/ui", "text/html"), ("/ui/", "text/html"), ("/ui/app.js", "text/javascript"),
                             ("/ui/style.css", "text/css")):
@@ -131,6 +132,11 @@ def test_overview_needs_the_token_and_the_page_does_not(secured: ServerProcess) 
             assert page.status_code == 200 and page.headers["content-type"].startswith(media), path
             assert "default-src 'self'" in page.headers["content-security-policy"]
         assert 'src="/ui/app.js"' in http.get("/ui").text
+        # A decision whose spec names no request_id is shown under the x-openstack-request-id it was answered with.
+        refused = http.post("/v1/select_destinations", json=request(vcpus=10**6), headers=auth)
+        assert refused.status_code == 409
+        latest = http.get("/v1/overview", headers=auth).json()["refusals"][0]
+        assert latest["request_id"] == refused.headers["x-openstack-request-id"] and latest["instances"] == 1
         missing = http.get("/ui/nothing.js")
         assert missing.status_code == 404 and missing.json()["detail"] == "no such path /ui/nothing.js"
         wrong = http.post("/ui")

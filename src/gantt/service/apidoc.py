@@ -369,9 +369,11 @@ PROPERTIES: dict[str, dict[str, str]] = {
     "RecentAllocation": {"resources": "Amounts held, by resource class",
                          "created_at": "When the claim was made (ISO 8601, UTC)"},
     "Decision": {"at": "When it was decided (ISO 8601, UTC)", "instances": "Instances the request placed",
+                 "request_id": "The request's own request_id, else the x-openstack-request-id it was answered with",
                  "placements": "Per instance (the first 8): where it went and the top candidates"},
     "Placed": {"candidates": "The claimed node and the alternates the answer carried, by weight (at most 3)"},
     "Refusal": {"at": "When it was refused (ISO 8601, UTC)", "instances": "Instances the request asked for",
+                "request_id": "The request's own request_id, else the x-openstack-request-id it was answered with",
                 "message": "The NoValidHost message", "reason": "The filter that removed the most nodes "
                                                                 "(\"contention\": claims lost every race)",
                 "explanation": "Filter by filter, why nothing fit"},

@@ -376,7 +376,7 @@ async def select_destinations(request: Request) -> Response:
     spec = await svc.body(request, RequestSpec)
     start = time.perf_counter()
     try:
-        answer = await svc.run(svc.replica.select_destinations, spec)
+        answer = await svc.run(svc.replica.select_destinations, spec, request.state.request_id)
     finally:
         svc.metrics.decision_latency.observe(time.perf_counter() - start)
     return _json(Selections(selections=answer))
