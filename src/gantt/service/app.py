@@ -494,8 +494,9 @@ ROUTES = [
 # ------------------------------------------------------------------------------------- the live view
 
 UI = "/ui"  # the page and its assets: no token (they hold no data); the page asks /v1/overview with one
+# (pyproject's package-data ships these kinds of files)
 _UI_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-             ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
+             ".css": "text/css; charset=utf-8"}
 # Nothing inline, nothing from elsewhere: the page runs only its own files and talks only to this service.
 _UI_HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
                                           "form-action 'none'; frame-ancestors 'none'",
@@ -574,6 +575,8 @@ _OPEN = ("/", "/health")  # version discovery and the load balancer's probe need
 
 def _open(path: str) -> bool:
     return path in _OPEN or path == UI or path.startswith(UI + "/")
+
+
 PLACEMENT = "/placement"  # Placement's face: its own token header (X-Auth-Token) and error bodies
 
 
