@@ -3,6 +3,8 @@ decisions and refusals), on a replica of a real SQLite store; and how the servic
 
 from __future__ import annotations
 
+import fnmatch
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -143,3 +145,13 @@ def test_overview_needs_the_token_and_the_page_does_not(secured: ServerProcess) 
         assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, HEAD"
     with secured.client() as client:
         assert client.overview().pid > 0
+
+
+def test_every_file_of_the_page_ships_in_the_package() -> None:
+    """An installed Gantt (not this checkout) serves the page only if pyproject's package-data names its files."""
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["gantt"]
+    package = root / "src" / "gantt"
+    files = [path.relative_to(package).as_posix() for path in (package / "service" / "ui").iterdir()]
+    assert {"service/ui/index.html", "service/ui/app.js", "service/ui/style.css"} <= set(files)
+    assert [f for f in files if not any(fnmatch.fnmatch(f, p) for p in patterns)] == []
