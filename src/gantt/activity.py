@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from msgspec import Struct, field
 
-from gantt.model import Explanation, NoValidHost, RequestSpec, Selection
+from gantt.model import Explanation, NoValidHost, RequestSpec, Selection, prepare_types
 
 # How many decisions and refusals each process remembers (and the overview shows).
 DECISIONS = 20
@@ -176,3 +176,6 @@ def _decision(at: float, request_id: str | None, answer: list[list[Selection]]) 
         placements.append(Placed(consumer_uuid=first.consumer_uuid, host=first.host, nodename=first.nodename,
                                     candidates=[Pick(s.host, s.nodename, s.weight) for s in ranked]))
     return Decision(at=instant(at), request_id=request_id, instances=len(answer), placements=placements)
+
+
+prepare_types(globals())  # build msgspec type info before any thread encodes (see model.prepare_types)
