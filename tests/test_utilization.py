@@ -28,8 +28,8 @@ def test_each_node_counts_once_and_only_up_nodes_hold_capacity() -> None:
                             "metadata": {"availability_zone": "az1"}})
 
     state = sched.utilization()
-    # Disabled wins over down: "stale-disabled" is disabled, not down.
-    assert (state.hosts_up, state.hosts_down, state.hosts_disabled) == (3, 2, 2)
+    # Down wins over disabled: "stale-disabled" is down; "off" still reports, so it is disabled.
+    assert (state.hosts_up, state.hosts_down, state.hosts_disabled) == (3, 3, 1)
     zones = _by_zone(state)
     assert zones[("az1", "VCPU")] == (16 + 8 * 2, 2)
     assert zones[("home", "VCPU")] == (4, 0)  # in no zoned aggregate: the configured default zone
@@ -58,7 +58,7 @@ def test_each_node_counts_once_and_only_up_nodes_hold_capacity() -> None:
     clock.advance(120)
     sched.update_resource_stats("b1", host_stats(vcpus=4))
     state = sched.utilization()
-    assert (state.hosts_up, state.hosts_down, state.hosts_disabled) == (1, 4, 2)
+    assert (state.hosts_up, state.hosts_down, state.hosts_disabled) == (1, 6, 0)
     assert _by_zone(state)[("az1", "VCPU")] == (0, 0)
     assert _by_zone(state)[("home", "VCPU")] == (4, 0)
 

@@ -749,7 +749,7 @@ class ZoneUsage(Struct):
 
 
 class Utilization(Struct):
-    """Nodes by state, each counted once (disabled, else down, else up), and capacity and usage per zone."""
+    """Nodes by state, each counted once (down, else disabled, else up), and capacity and usage per zone."""
 
     hosts_up: int
     hosts_down: int

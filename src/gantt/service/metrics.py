@@ -112,9 +112,9 @@ class Metrics:
                    "NoValidHost explanations by the filter that removed the last candidates (per engine pass)."),
             *(f'gantt_no_valid_host_total{{{worker},reason="{_escape(reason)}"}} {n}'
               for reason, n in sorted(c["no_valid_host"].items())),
-            *_head("gantt_hosts", "gauge", "Compute nodes in the replica, each in one state: disabled (by an "
-                   "operator, whether or not it reports), else down (no report within service_down_time, or "
-                   "forced down), else up."),
+            *_head("gantt_hosts", "gauge", "Compute nodes in the replica, each in one state: down (no report "
+                   "within service_down_time, or forced down, whether or not disabled), else disabled (by an "
+                   "operator), else up."),
             f'gantt_hosts{{{worker},state="up"}} {state.hosts_up}',
             f'gantt_hosts{{{worker},state="down"}} {state.hosts_down}',
             f'gantt_hosts{{{worker},state="disabled"}} {state.hosts_disabled}',
