@@ -52,7 +52,7 @@ from gantt.model import (
 )
 from gantt.placement import create_placement_app
 from gantt.replica import Replica
-from gantt.service.metrics import Metrics
+from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
     MAX_LIMIT,
     PROBLEM_JSON,
@@ -96,12 +96,14 @@ _ENCODER = msgspec.json.Encoder()
 class Service:
     """What the handlers share: the replica, the token, limits and counters."""
 
-    def __init__(self, replica: Replica | None, config: Config, token: str | None, worker: int = 0) -> None:
+    def __init__(self, replica: Replica | None, config: Config, token: str | None, worker: int = 0,
+                 metrics_dir: str | None = None) -> None:
         self._replica = replica
         self.config = config
         self.token = token
         self.max_body = config.gantt.max_body_bytes
         self.metrics = Metrics(worker)
+        self.shared = Shared(metrics_dir, self.metrics) if metrics_dir is not None else None
         self.limiter: anyio.CapacityLimiter | None = None
 
     @property
@@ -282,7 +284,8 @@ async def health(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     svc = _svc(request)
     # Off the event loop: summing capacity and usage per zone is a pass over every node (ms at 100,000).
-    return Response(await svc.run(svc.metrics.render, svc.replica), media_type="text/plain; version=0.0.4")
+    render = svc.shared.answer if svc.shared is not None else svc.metrics.render
+    return Response(await svc.run(render, svc.replica), media_type="text/plain; version=0.0.4")
 
 
 async def version_document(request: Request) -> Response:
@@ -685,16 +688,17 @@ async def _send(send: Send, response: Response, scope: Scope, receive: Receive) 
 
 
 def create_app(replica: Replica | None = None, *, config: Config | None = None, store: Any = None,
-               token: str | None = None, worker: int = 0) -> ASGIApp:
+               token: str | None = None, worker: int = 0, metrics_dir: str | None = None) -> ASGIApp:
     """The service over ``replica``, or over a replica it opens at startup from ``store`` (a store URL, or a
     Store object that the app then owns; see ``Replica.open``).
 
     ``token`` defaults to ``GANTT_TOKEN``, then ``[gantt] token``. ``worker``: this process's index among
-    ``gantt serve --workers N`` (the ``worker`` label of /metrics).
+    ``gantt serve --workers N`` (the ``worker`` label of /metrics); ``metrics_dir``: the directory where the
+    workers share their figures, so that each answers /metrics for all (``metrics.Shared``).
     """
     config = config or (replica.config if replica is not None else Config())
     token = token or os.environ.get("GANTT_TOKEN") or config.gantt.token
-    service = Service(replica, config, token, worker)
+    service = Service(replica, config, token, worker, metrics_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -706,9 +710,13 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
         service._replica = built
         log.info("serving %d hosts from %s at revision %d", built.counters()["hosts"], built.url,
                  built.revision)
+        if service.shared is not None:
+            await anyio.to_thread.run_sync(service.shared.start, built)
         try:
             yield
         finally:
+            if service.shared is not None:
+                service.shared.stop()
             built.close()
 
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {

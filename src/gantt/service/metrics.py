@@ -7,11 +7,14 @@ histogram and under one lock, so that a counter and its histogram's ``_count`` a
 
 Every series carries ``worker``: the worker's index under ``gantt serve --workers N`` (0 to N-1, kept when a worker
 is restarted; 0 for a single process), so series survive restarts. ``gantt_worker_info`` maps it to the pid.
+Whichever worker takes a scrape answers for all of them (``Shared``): a scraper sees every worker's series every
+time, not one worker's at random.
 """
 
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import platform
 import resource
@@ -24,6 +27,8 @@ from gantt import __version__
 
 if TYPE_CHECKING:
     from gantt.replica import Replica
+
+log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -167,6 +172,101 @@ class Metrics:
             *_process_lines(worker, self.start_time),
         ]
         return "\n".join(lines) + "\n"
+
+
+# A worker's snapshot is rewritten this often for the others to serve; one older than SHARE_FRESH is a worker that
+# no longer answers (stopped or hung): left out rather than served as if current.
+SHARE_EVERY = 5.0
+SHARE_FRESH = 30.0
+
+
+class Shared:
+    """Every worker's figures in every answer, through one snapshot file per worker in a directory the
+    supervisor makes: a worker rewrites its own every ``SHARE_EVERY`` seconds and whenever it answers, then
+    serves its fresh figures with the others' latest files.
+
+    A worker writes what it serves before serving it, under one lock, so a file is never older than an answer
+    its worker gave: a counter read through another worker never goes backwards (which a scraper would take for
+    a restart).
+    """
+
+    def __init__(self, directory: str, metrics: Metrics) -> None:
+        self.directory = directory
+        self.metrics = metrics
+        self.name = f"worker-{metrics.worker}.prom"
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def publish(self, replica: Replica) -> str:
+        with self._lock:
+            text = self.metrics.render(replica)
+            path = os.path.join(self.directory, self.name)
+            try:
+                with open(path + ".tmp", "w") as f:
+                    f.write(text)
+                os.replace(path + ".tmp", path)  # readers see the old file or the new one, never half of one
+            except OSError as exc:  # the others miss this worker for a while; its own answers carry on
+                log.warning("could not share this worker's metrics in %s: %s", self.directory, exc)
+        return text
+
+    def answer(self, replica: Replica) -> str:
+        own = self.publish(replica)
+        others = []
+        now = time.time()
+        for name in sorted(os.listdir(self.directory)):
+            if name == self.name or not name.endswith(".prom"):
+                continue
+            path = os.path.join(self.directory, name)
+            try:
+                if now - os.stat(path).st_mtime > SHARE_FRESH:
+                    continue
+                with open(path) as f:
+                    others.append(f.read())
+            except OSError:  # replaced or removed meanwhile
+                continue
+        return merge([own, *others])
+
+    def start(self, replica: Replica) -> None:
+        self.publish(replica)  # at once: a restarted worker's new pid is known before its first interval
+
+        def run() -> None:
+            while not self._stop.wait(SHARE_EVERY):
+                try:
+                    self.publish(replica)
+                except Exception:  # a bug in rendering: /metrics shows it; this thread must not die of it
+                    log.exception("could not render this worker's metrics for the others")
+
+        self._thread = threading.Thread(target=run, name="gantt-metrics-share", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def merge(texts: list[str]) -> str:
+    """Several expositions as one: each family once, with its HELP and TYPE from the first text that has it, then
+    every text's samples of it."""
+    headers: dict[str, list[str]] = {}
+    samples: dict[str, list[str]] = {}
+    for text in texts:
+        first: set[str] = set()
+        family = ""
+        for line in text.splitlines():
+            if line.startswith("# "):
+                family = line.split(" ", 3)[2]
+                if family not in headers:
+                    headers[family], samples[family] = [], []
+                    first.add(family)
+                if family in first:
+                    headers[family].append(line)
+            elif line:
+                samples.setdefault(family, []).append(line)
+                headers.setdefault(family, [])
+    lines = [line for family in headers for line in (*headers[family], *samples[family])]
+    return "\n".join(lines) + "\n"
 
 
 def _head(name: str, kind: str, help_text: str) -> tuple[str, str]:

@@ -14,9 +14,11 @@ import ipaddress
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +74,7 @@ class ServeOptions:
     token: str | None = None
     fd: int | None = None
     log_level: str = "warning"
+    metrics_dir: str | None = None  # set by the supervisor of several workers (see metrics.Shared)
 
 
 def is_loopback(host: str) -> bool:
@@ -122,7 +125,8 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     logging.basicConfig(level=getattr(logging, options.log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
     config = _load(options)
-    app = create_app(config=config, store=options.store, token=options.token, worker=worker)
+    app = create_app(config=config, store=options.store, token=options.token, worker=worker,
+                     metrics_dir=options.metrics_dir)
     uv = uvicorn.Config(app, loop="uvloop", http=BoundedHttpToolsProtocol, lifespan="on", access_log=False,
                         log_level=options.log_level, timeout_graceful_shutdown=5, timeout_keep_alive=5)
     server = uvicorn.Server(uv)
@@ -197,6 +201,8 @@ def _supervise(options: ServeOptions) -> int:
     else:
         shared = _listen(options.host, options.port, reuse_port=False)
         address = _address(shared)
+    # Each worker answers /metrics for all of them from their snapshots here (gantt.service.metrics.Shared).
+    options.metrics_dir = tempfile.mkdtemp(prefix="gantt-metrics-")
     stopping = False
 
     def stop(signum: int, frame: Any) -> None:
@@ -241,4 +247,5 @@ def _supervise(options: ServeOptions) -> int:
             process.join()
     if holder is not None:
         holder.close()
+    shutil.rmtree(options.metrics_dir, ignore_errors=True)
     return status
