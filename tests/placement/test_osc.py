@@ -119,6 +119,10 @@ def test_resource_classes_and_traits(osc: Osc) -> None:
     assert {"name": trait} in traits and all(t["name"].startswith("CUSTOM_OSC_") for t in traits)
     assert after == []
     assert osc.fails("resource class show", rc, "-f", "json") == f"No such resource class {rc}. (HTTP 404)"
+    # A schema refusal reaches the user whole (the client shows the detail's last line), as from Placement.
+    assert osc.fails("resource class create", "NOT_CUSTOM") == (
+        "JSON does not validate: 'NOT_CUSTOM' does not match '^CUSTOM_[A-Z0-9_]+$'  "
+        "Failed validating 'pattern' in schema['properties']['name'] (HTTP 400)")
 
 
 def test_traits_aggregates_and_candidates(osc: Osc) -> None:

@@ -49,11 +49,11 @@ def _validate(call: Call, params: dict[str, list[str]]) -> None:
     if not call.version.at_least(25) and "resources" not in params:
         raise PlacementError(400, f"{_INVALID}'resources' is a required property")
     if "limit" in params and not re.match(r"^[1-9][0-9]*$", params["limit"][-1]):
-        raise PlacementError(400, f"{_INVALID}{params['limit'][-1]!r} does not match '^[1-9][0-9]*$'\n\n"
+        raise PlacementError(400, f"{_INVALID}{params['limit'][-1]!r} does not match '^[1-9][0-9]*$'  "
                                   "Failed validating 'pattern' in schema['properties']['limit']")
     policy = params.get("group_policy", [None])[-1]
     if policy is not None and policy not in ("none", "isolate"):
-        raise PlacementError(400, f"{_INVALID}{policy!r} is not one of ['none', 'isolate']\n\n"
+        raise PlacementError(400, f"{_INVALID}{policy!r} is not one of ['none', 'isolate']  "
                                   "Failed validating 'enum' in schema['properties']['group_policy']")
 
 
