@@ -66,6 +66,7 @@ class Osc:
         # No OS_* variable or clouds.yaml of the caller's may add a cloud, a region or another auth to the call.
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("OS_") and k != "PYTHONPATH"}
         self.env["OS_CLIENT_CONFIG_FILE"] = os.devnull
+        self.env["PYTHONWARNINGS"] = "ignore"  # the client's libraries' warnings are not its answer (see script)
 
     def at(self, version: str | None) -> Osc:
         """The same client at another microversion."""

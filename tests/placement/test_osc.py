@@ -49,15 +49,15 @@ def used_capacity(text: str) -> dict[str, tuple[int, int]]:
 
 def test_resource_providers(osc: Osc) -> None:
     root, child, name = new_uuid(), new_uuid(), f"osc-{tag()}"
-    made = osc("resource provider create", name, "--uuid", root, "-f", "json")
-    assert made == {"uuid": root, "name": name, "generation": 0, "root_provider_uuid": root,
-                    "parent_provider_uuid": None}
-    kid, in_tree, renamed, shown, by_name = osc.script(
+    made, kid, in_tree, renamed, shown, by_name = osc.script(
+        ["resource", "provider", "create", name, "--uuid", root, "-f", "json"],
         ["resource", "provider", "create", f"{name}-numa0", "--uuid", child, "--parent-provider", root, "-f", "json"],
         ["resource", "provider", "list", "--in-tree", child, "-f", "json"],
         ["resource", "provider", "set", root, "--name", f"{name}-renamed", "-f", "json"],
         ["resource", "provider", "show", root, "-f", "json"],
         ["resource", "provider", "list", "--name", f"{name}-renamed", "-f", "json"])
+    assert made == {"uuid": root, "name": name, "generation": 0, "root_provider_uuid": root,
+                    "parent_provider_uuid": None}
     assert kid == {"uuid": child, "name": f"{name}-numa0", "generation": 0, "root_provider_uuid": root,
                    "parent_provider_uuid": root}
     assert sorted(in_tree, key=lambda p: p["name"]) == [made, kid]
@@ -214,11 +214,9 @@ def test_allocations_and_usages(osc: Osc) -> None:
     ours = [r for r in candidates if r["resource provider"] == cn]
     assert len(ours) == 1 and used_capacity(ours[0]["inventory used/capacity"])["VCPU"] == (2, 8)
 
-    replaced = osc("resource provider allocation set", consumer, "--allocation", f"rp={cn},VCPU=4",
-                   "--project-id", project, "--user-id", user, "--consumer-type", "INSTANCE", "-f", "json")
-    assert replaced == [{"resource_provider": cn, "generation": 3, "resources": {"VCPU": 4}, **owner,
-                         "consumer_type": "INSTANCE"}]
-    unset, again, _, gone, cn_after, pool_after = osc.script(
+    replaced, unset, again, _, gone, cn_after, pool_after = osc.script(
+        ["resource", "provider", "allocation", "set", consumer, "--allocation", f"rp={cn},VCPU=4",
+         "--project-id", project, "--user-id", user, "--consumer-type", "INSTANCE", "-f", "json"],
         ["resource", "provider", "allocation", "unset", consumer, "--resource-class", "VCPU", "-f", "json"],
         ["resource", "provider", "allocation", "set", consumer, "--allocation", f"rp={pool},DISK_GB=20",
          "--project-id", project, "--user-id", user, "--consumer-type", "INSTANCE", "-f", "json"],
@@ -226,6 +224,8 @@ def test_allocations_and_usages(osc: Osc) -> None:
         ["resource", "provider", "allocation", "show", consumer, "-f", "json"],
         ["resource", "provider", "usage", "show", cn, "-f", "json"],
         ["resource", "provider", "usage", "show", pool, "-f", "json"])
+    assert replaced == [{"resource_provider": cn, "generation": 3, "resources": {"VCPU": 4}, **owner,
+                         "consumer_type": "INSTANCE"}]
     assert unset == []  # its last class gone, the consumer went with it
     # 3: losing its allocation to the replacement did not move the pool's generation (nor does it in Placement)
     assert again == [{"resource_provider": pool, "generation": 3, "resources": {"DISK_GB": 20}, **owner,
