@@ -50,6 +50,13 @@ def invalid(message: str, rule: str | None = None, where: str = "") -> Placement
 def _check_amounts(data: Any) -> None:
     """Class names and amounts below 1, named as jsonschema names them: the decoder's message cannot name a
     dict key or the value under one."""
+    mappings = data.get("mappings") if isinstance(data, dict) else None
+    if isinstance(mappings, dict):
+        if not mappings:
+            raise invalid("{} does not have enough properties", "minProperties")
+        for group, uuids in mappings.items():
+            if not isinstance(uuids, list):
+                raise invalid(f"{uuids!r} is not of type 'array'", "type", f"['properties']['mappings'][{group!r}]")
     kind = data.get("consumer_type") if isinstance(data, dict) else None
     if isinstance(kind, str) and not _CLASS.match(kind):
         raise invalid(f"'{kind}' does not match '{_CLASS.pattern}'", "pattern")

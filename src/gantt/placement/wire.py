@@ -321,4 +321,11 @@ class ConsumerIn(Struct, forbid_unknown_fields=True):
     consumer_type: ConsumerType | UnsetType = UNSET
 
 
+class ReshapeIn(Struct, forbid_unknown_fields=True):
+    """POST /reshaper's body: inventories by provider uuid, allocations by consumer uuid (per version: its handler)."""
+
+    inventories: dict[str, InventoriesIn]
+    allocations: dict[str, ConsumerIn]
+
+
 prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

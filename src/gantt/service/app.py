@@ -14,6 +14,7 @@ import bisect
 import contextlib
 import functools
 import hmac
+import importlib.resources
 import logging
 import os
 import re
@@ -165,6 +166,9 @@ _QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}), "/
 _NAME_PARAMETERS = frozenset({"node"})
 # The most items one page may ask for (Nova's [api] max_limit default); without ``limit`` a listing is whole.
 MAX_PAGE = 1000
+# The overview's heat map shows at most this many nodes (the most used): enough to see a cloud's shape, small
+# enough to poll every few seconds.
+OVERVIEW_HOSTS = 2000
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -372,7 +376,7 @@ async def select_destinations(request: Request) -> Response:
     spec = await svc.body(request, RequestSpec)
     start = time.perf_counter()
     try:
-        answer = await svc.run(svc.replica.select_destinations, spec)
+        answer = await svc.run(svc.replica.select_destinations, spec, request.state.request_id)
     finally:
         svc.metrics.decision_latency.observe(time.perf_counter() - start)
     return _json(Selections(selections=answer))
@@ -387,6 +391,11 @@ async def candidates(request: Request) -> Response:
     limit = _limit(_query(request), MAX_LIMIT)
     spec = await svc.body(request, RequestSpec)
     return _json(await svc.run(_candidates, svc.replica, spec, limit))
+
+
+async def overview(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(await svc.run(svc.replica.overview, OVERVIEW_HOSTS))
 
 
 def _list_allocations(replica: Replica, query: dict[str, str]) -> AllocationList:
@@ -471,6 +480,7 @@ ROUTES = [
     _route("/v1/aggregates/{id}", delete_aggregate, methods=["DELETE"]),
     _route("/v1/select_destinations", select_destinations, methods=["POST"]),
     _route("/v1/candidates", candidates, methods=["POST"]),
+    _route("/v1/overview", overview, methods=["GET"]),
     _route("/v1/allocations", list_allocations, methods=["GET"]),
     _route("/v1/allocations/{consumer}", show_allocation, methods=["GET"]),
     _route("/v1/allocations/{consumer}", release, methods=["DELETE"]),
@@ -478,6 +488,45 @@ ROUTES = [
     _route("/v1/migrations/{migration}/revert", revert_move, methods=["POST"]),
     _route("/v1/instances/{host}", update_instances, methods=["POST", "PUT"]),
     _route("/v1/instances/{host}/{instance}", delete_instance, methods=["DELETE"]),
+]
+
+
+# ------------------------------------------------------------------------------------- the live view
+
+UI = "/ui"  # the page and its assets: no token (they hold no data); the page asks /v1/overview with one
+# (pyproject's package-data ships these kinds of files)
+_UI_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+             ".css": "text/css; charset=utf-8"}
+# Nothing inline, nothing from elsewhere: the page runs only its own files and talks only to this service.
+_UI_HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                                          "form-action 'none'; frame-ancestors 'none'",
+               "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-cache"}
+
+
+def _ui_assets() -> dict[str, tuple[bytes, str]]:
+    """The page's files as the package ships them (src/gantt/service/ui), read once."""
+    folder = importlib.resources.files("gantt.service") / "ui"
+    assets = {}
+    for item in folder.iterdir():
+        suffix = os.path.splitext(item.name)[1]
+        if item.is_file() and suffix in _UI_TYPES:
+            assets[item.name] = (item.read_bytes(), _UI_TYPES[suffix])
+    return assets
+
+
+async def ui_asset(request: Request) -> Response:
+    name = request.path_params.get("asset", "index.html")
+    found = request.app.state.ui.get(name)
+    if found is None:
+        raise NotFound(f"no such path {request.url.path}")
+    body, media_type = found
+    return Response(body, media_type=media_type, headers=_UI_HEADERS)
+
+
+PAGES = [
+    _route(UI, ui_asset, methods=["GET"]),
+    _route(UI + "/", ui_asset, methods=["GET"]),
+    _route(UI + "/{asset}", ui_asset, methods=["GET"]),
 ]
 
 
@@ -509,7 +558,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 def _allowed_methods(scope: Scope) -> list[str]:
     methods: set[str] = set()
-    for route in ROUTES:
+    for route in (*ROUTES, *PAGES):
         match, _ = route.matches(scope)
         if match is not Match.NONE and route.methods:
             methods |= route.methods
@@ -522,6 +571,12 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 _OPEN = ("/", "/health")  # version discovery and the load balancer's probe need no token
+
+
+def _open(path: str) -> bool:
+    return path in _OPEN or path == UI or path.startswith(UI + "/")
+
+
 PLACEMENT = "/placement"  # Placement's face: its own token header (X-Auth-Token) and error bodies
 
 
@@ -572,7 +627,7 @@ class Guard:
             await send(message)
 
         try:
-            if self._expected is not None and scope["path"] not in _OPEN and not is_placement(scope["path"]) \
+            if self._expected is not None and not _open(scope["path"]) and not is_placement(scope["path"]) \
                     and not self._authorized(scope):
                 await _send(watch, _problem(Unauthorized("a valid bearer token is required"),
                                             headers={"WWW-Authenticate": "Bearer"}), scope, receive)
@@ -639,11 +694,12 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
 
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         GanttError: _gantt_error, HTTPException: _http_error, Exception: _unexpected}
-    app = Starlette(routes=ROUTES, exception_handlers=handlers, lifespan=lifespan)
+    app = Starlette(routes=[*ROUTES, *PAGES], exception_handlers=handlers, lifespan=lifespan)
     # No 307 to the path with(out) a slash: Starlette builds its Location from the request's Host header.
     app.router.redirect_slashes = False
     app.state.service = service
     app.state.openapi = openapi()
+    app.state.ui = _ui_assets()
     placement = create_placement_app(lambda: service.replica, service.run, token, PLACEMENT,
                                      enforce_new_defaults=config.oslo_policy.enforce_new_defaults,
                                      enforce_scope=config.oslo_policy.enforce_scope)
