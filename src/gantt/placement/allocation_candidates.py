@@ -50,11 +50,11 @@ def _validate(call: Call, params: dict[str, list[str]]) -> None:
         raise PlacementError(400, f"{_INVALID}'resources' is a required property")
     for limit in params.get("limit", []):
         if not re.match(r"^[1-9][0-9]*$", limit):
-            raise PlacementError(400, f"{_INVALID}{limit!r} does not match '^[1-9][0-9]*$'\n\n"
+            raise PlacementError(400, f"{_INVALID}{limit!r} does not match '^[1-9][0-9]*$'  "
                                       "Failed validating 'pattern' in schema['properties']['limit']")
     for policy in params.get("group_policy", []):
         if policy not in ("none", "isolate"):
-            raise PlacementError(400, f"{_INVALID}{policy!r} is not one of ['none', 'isolate']\n\n"
+            raise PlacementError(400, f"{_INVALID}{policy!r} is not one of ['none', 'isolate']  "
                                       "Failed validating 'enum' in schema['properties']['group_policy']")
 
 

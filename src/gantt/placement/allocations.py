@@ -43,7 +43,7 @@ _CONCURRENT = "placement.concurrent_update"
 def invalid(message: str, rule: str | None = None, where: str = "") -> PlacementError:
     """A schema refusal in jsonschema's words (``rule`` at ``where``), as Placement's validation says it."""
     if rule is not None:
-        message += f"\n\nFailed validating '{rule}' in schema{where}"
+        message += f"  Failed validating '{rule}' in schema{where}"
     return PlacementError(400, f"JSON does not validate: {message}")
 
 
