@@ -49,6 +49,7 @@ from gantt.model import (
     RequestSpec,
     Selection,
     StoreUnavailable,
+    Utilization,
     WriteFailure,
     aggregate_node,
     decode,
@@ -69,6 +70,7 @@ from gantt.store.base import (
     Store,
     StoreConflict,
     open_store,
+    redact_url,
 )
 
 log = logging.getLogger(__name__)
@@ -575,6 +577,10 @@ class Replica(PlacementFacade):
         """The scheduler's counters, and the store's write failures seen through this replica."""
         return {**self.scheduler.counters(), "store_write_failures": self.store.write_failures}
 
+    def utilization(self) -> Utilization:
+        """Nodes by state, and capacity and usage per availability zone and resource class (``/metrics``)."""
+        return self.scheduler.utilization()
+
     def aggregates(self) -> list[Aggregate]:
         return self.scheduler.aggregates()
 
@@ -583,8 +589,8 @@ class Replica(PlacementFacade):
 
     @property
     def url(self) -> str:
-        """The store's URL."""
-        return self.store.url
+        """The store's URL, credentials hidden (it goes to logs and ``/health``)."""
+        return redact_url(self.store.url)
 
     @property
     def last_write_error(self) -> WriteFailure | None:

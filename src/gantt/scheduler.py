@@ -24,6 +24,8 @@ from gantt.model import (
     NotFound,
     RequestSpec,
     Selection,
+    Utilization,
+    ZoneUsage,
     decode,
 )
 from gantt.state import HostTable
@@ -201,6 +203,50 @@ class Scheduler:
             decisions=[], refusals=[],
             counters={"decisions": stats.decisions, "placements": stats.placements,
                       "no_valid_host": sum(stats.no_valid_host.values())})
+
+    def utilization(self) -> Utilization:
+        """Nodes by state (``_states``: each counted once) and, per availability zone and resource class, the
+        capacity and usage of the up nodes: only they pass ComputeFilter. A node in no zoned aggregate is in
+        ``default_availability_zone``."""
+        table = self.table
+        with table.lock:  # only for copies: decisions wait on this lock, the sums are made after it
+            n = table.n
+            if not n:
+                return Utilization(hosts_up=0, hosts_down=0, hosts_disabled=0, zones=[])
+            state = _states(table, n)
+            zone_of, names = self._zone_rows()
+            classes = list(table.rc_index)
+            k = len(classes)
+            has = table.has_inventory[:n, :k].copy()
+            capacity = table.rc["capacity"][:n, :k].copy()
+            used = table.rc["reported"][:n, :k] + table.rc["inflight"][:n, :k]
+        up = state == 0
+        zones: list[ZoneUsage] = []
+        for j, rc in enumerate(classes):
+            # A zone keeps its gauges (at 0) while its nodes are down, rather than the series vanishing.
+            present = np.bincount(zone_of, weights=has[:, j], minlength=len(names)) > 0
+            counted = has[:, j] & up
+            capacity_sum = np.bincount(zone_of, weights=np.where(counted, capacity[:, j], 0.0), minlength=len(names))
+            used_sum = np.bincount(zone_of, weights=np.where(counted, used[:, j], 0.0), minlength=len(names))
+            zones += [ZoneUsage(zone=names[z], resource_class=rc, capacity=float(capacity_sum[z]),
+                                used=float(used_sum[z])) for z in np.flatnonzero(present).tolist()]
+        counts = np.bincount(state, minlength=len(_STATE_NAMES)).tolist()
+        return Utilization(hosts_up=counts[0], hosts_disabled=counts[1], hosts_down=counts[2], zones=zones)
+
+    def _zone_rows(self) -> tuple[np.ndarray, list[str]]:
+        """Per row, the index of its zone in the sorted zone names; kept until aggregates or rows change. One zone
+        per aggregate set (there are few), mapped to rows through the sets' codes."""
+        table = self.table
+        default = self.config.default.default_availability_zone
+
+        def build() -> tuple[np.ndarray, list[str]]:
+            per_set = [min(zones) if zones else default for zones in table.zones()]
+            names = sorted(set(per_set)) or [default]
+            code = {name: i for i, name in enumerate(names)}
+            lut = np.array([code[zone] for zone in per_set], dtype=np.intp)
+            return lut[table.col("aggset_code")], names
+
+        return table.static_cache(("zone_rows", default), build)  # type: ignore[no-any-return]
 
     def _liveness(self) -> dict[str, int]:
         """Nodes that report (up) and, of those, the disabled ones (ComputeFilter removes them as it does down

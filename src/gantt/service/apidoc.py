@@ -154,7 +154,8 @@ def _examples() -> dict[tuple[str, str], dict[str, Any]]:
     return {
         ("/", "get"): {"response": versions()},
         ("/health", "get"): {"response": health},
-        ("/metrics", "get"): {"response": "# TYPE gantt_hosts gauge\ngantt_hosts 3\n", "media": "text/plain"},
+        ("/metrics", "get"): {"response": '# TYPE gantt_hosts gauge\ngantt_hosts{worker="0",state="up"} 3\n',
+                              "media": "text/plain"},
         ("/openapi.json", "get"): {"response": {"openapi": "3.1.0", "info": {"title": "Gantt scheduler"}}},
         ("/v1/resource-stats", "post"): {"request": report, "response": written},
         ("/v1/resource-stats/batch", "post"): {
@@ -378,7 +379,9 @@ PROPERTIES: dict[str, dict[str, str]] = {
                                                                 "(\"contention\": claims lost every race)",
                 "explanation": "Filter by filter, why nothing fit"},
     "Health": {"status": "ok, or degraded (answered with 503)", "version": "The Gantt release",
-               "pid": "The answering process", "store": "The store's URL", "revision": "The replica's revision",
+               "pid": "The answering process",
+               "store": "The store's URL (a user, password or token in it shown as ***)",
+               "revision": "The replica's revision",
                "hosts": "Nodes known", "hosts_up": "Nodes up", "seconds_since_sync": "Age of the replica's "
                                                                                       "last change-feed read",
                "last_write_error": "The store's last failed write, while none has succeeded since"},

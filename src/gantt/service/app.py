@@ -45,13 +45,14 @@ from gantt.model import (
     HostStats,
     InvalidRequest,
     NotFound,
+    NoValidHost,
     RequestSpec,
     decode,
     valid_name,
 )
 from gantt.placement import create_placement_app
 from gantt.replica import Replica
-from gantt.service.metrics import Metrics
+from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
     MAX_LIMIT,
     PROBLEM_JSON,
@@ -78,6 +79,8 @@ from gantt.service.schemas import (
 )
 
 log = logging.getLogger("gantt.service")
+# One line per answer at INFO (``gantt serve --log-level info``): method, path, status, milliseconds, request id.
+access_log = logging.getLogger("gantt.access")
 
 T = TypeVar("T")
 
@@ -93,12 +96,14 @@ _ENCODER = msgspec.json.Encoder()
 class Service:
     """What the handlers share: the replica, the token, limits and counters."""
 
-    def __init__(self, replica: Replica | None, config: Config, token: str | None) -> None:
+    def __init__(self, replica: Replica | None, config: Config, token: str | None, worker: int = 0,
+                 metrics_dir: str | None = None) -> None:
         self._replica = replica
         self.config = config
         self.token = token
         self.max_body = config.gantt.max_body_bytes
-        self.metrics = Metrics()
+        self.metrics = Metrics(worker)
+        self.shared = Shared(metrics_dir, self.metrics) if metrics_dir is not None else None
         self.limiter: anyio.CapacityLimiter | None = None
 
     @property
@@ -278,7 +283,9 @@ async def health(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     svc = _svc(request)
-    return Response(svc.metrics.render(svc.replica), media_type="text/plain; version=0.0.4")
+    # Off the event loop: summing capacity and usage per zone is a pass over every node (ms at 100,000).
+    render = svc.shared.answer if svc.shared is not None else svc.metrics.render
+    return Response(await svc.run(render, svc.replica), media_type="text/plain; version=0.0.4")
 
 
 async def version_document(request: Request) -> Response:
@@ -375,10 +382,19 @@ async def select_destinations(request: Request) -> Response:
     svc = _svc(request)
     spec = await svc.body(request, RequestSpec)
     start = time.perf_counter()
+    outcome = "error"
     try:
         answer = await svc.run(svc.replica.select_destinations, spec, request.state.request_id)
+        outcome = "placed"
+    except NoValidHost:
+        outcome = "no_valid_host"
+        raise
+    except GanttError as exc:
+        outcome = "refused" if exc.status < 500 else "error"
+        raise
     finally:
-        svc.metrics.decision_latency.observe(time.perf_counter() - start)
+        # The counter and the histogram move together, whatever the outcome: their totals always agree.
+        svc.metrics.decided(outcome, time.perf_counter() - start)
     return _json(Selections(selections=answer))
 
 
@@ -615,6 +631,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         status = 0
+        start = time.perf_counter()
         # OpenStack's convention: every answer names its request, so a caller's log line and ours can be matched.
         request_id = f"req-{uuid.uuid4()}"
         scope.setdefault("state", {})["request_id"] = request_id  # Placement's error bodies name it too
@@ -641,7 +658,11 @@ class Guard:
                             receive)
         finally:
             route = scope.get("route")
-            self.service.metrics.responses[(route.path if route is not None else "other", status)] += 1
+            seconds = time.perf_counter() - start
+            self.service.metrics.answered(route.path if route is not None else "other", status, seconds)
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info("%s %s %d %.2fms %s", scope.get("method"), scope["path"], status, seconds * 1000,
+                                request_id)
 
     def _authorized(self, scope: Scope) -> bool:
         return authorized(scope, self._expected)
@@ -667,15 +688,17 @@ async def _send(send: Send, response: Response, scope: Scope, receive: Receive) 
 
 
 def create_app(replica: Replica | None = None, *, config: Config | None = None, store: Any = None,
-               token: str | None = None) -> ASGIApp:
+               token: str | None = None, worker: int = 0, metrics_dir: str | None = None) -> ASGIApp:
     """The service over ``replica``, or over a replica it opens at startup from ``store`` (a store URL, or a
     Store object that the app then owns; see ``Replica.open``).
 
-    ``token`` defaults to ``GANTT_TOKEN``, then ``[gantt] token``.
+    ``token`` defaults to ``GANTT_TOKEN``, then ``[gantt] token``. ``worker``: this process's index among
+    ``gantt serve --workers N`` (the ``worker`` label of /metrics); ``metrics_dir``: the directory where the
+    workers share their figures, so that each answers /metrics for all (``metrics.Shared``).
     """
     config = config or (replica.config if replica is not None else Config())
     token = token or os.environ.get("GANTT_TOKEN") or config.gantt.token
-    service = Service(replica, config, token)
+    service = Service(replica, config, token, worker, metrics_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -687,9 +710,13 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
         service._replica = built
         log.info("serving %d hosts from %s at revision %d", built.counters()["hosts"], built.url,
                  built.revision)
+        if service.shared is not None:
+            await anyio.to_thread.run_sync(service.shared.start, built)
         try:
             yield
         finally:
+            if service.shared is not None:
+                service.shared.stop()
             built.close()
 
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
