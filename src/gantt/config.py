@@ -226,6 +226,13 @@ class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     max_body_bytes: int = 4 * 1024 * 1024
 
 
+class OsloPolicySection(Struct, forbid_unknown_fields=True, kw_only=True):
+    """The Placement face's policy, with oslo.policy's option names and defaults (placement.conf's section)."""
+
+    enforce_new_defaults: bool = True  # False: Placement's deprecated rules (role:admin) also grant
+    enforce_scope: bool = True  # a system-scoped token is refused by Placement's project-scoped rules
+
+
 class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default": "DEFAULT"}):
     filter_scheduler: FilterSchedulerSection = field(default_factory=FilterSchedulerSection)
     scheduler: SchedulerSection = field(default_factory=SchedulerSection)
@@ -233,6 +240,7 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
     default: DefaultSection = field(default_factory=DefaultSection)
     gantt: GanttSection = field(default_factory=GanttSection)
     pci: PciSection = field(default_factory=PciSection)
+    oslo_policy: OsloPolicySection = field(default_factory=OsloPolicySection)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
@@ -296,7 +304,7 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(text)
-    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "pci"}
+    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "pci", "oslo_policy"}
     data: dict[str, Any] = {}
     defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
     unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__ and k != "pci_alias")
@@ -313,6 +321,7 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
         known = {
             "filter_scheduler": FilterSchedulerSection, "scheduler": SchedulerSection,
             "metrics": MetricsSection, "gantt": GanttSection, "pci": PciSection,
+            "oslo_policy": OsloPolicySection,
         }[section].__struct_fields__
         values: dict[str, Any] = {}
         for key in parser[section]:

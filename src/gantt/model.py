@@ -829,6 +829,25 @@ class WriteFailure(Struct):
     message: str
 
 
+class ZoneUsage(Struct):
+    """One resource class in one availability zone, summed over the nodes that take requests (up and enabled):
+    capacity is ``(total - reserved) * allocation_ratio`` (the node's own ratio), used is reported + in flight."""
+
+    zone: str
+    resource_class: str
+    capacity: float
+    used: float
+
+
+class Utilization(Struct):
+    """Nodes by state, each counted once (down, else disabled, else up), and capacity and usage per zone."""
+
+    hosts_up: int
+    hosts_down: int
+    hosts_disabled: int
+    zones: list[ZoneUsage]
+
+
 AGGREGATE_HOST = "(aggregate)"  # likewise: the host part of an aggregate's key
 
 

@@ -11,8 +11,9 @@ export (``RP_UUID``, ``CN1_UUID`` ...) is handed to ``gabbi-run``. Policy fixtur
 LegacyRBAC) and CORS configure the server in-process and cannot be re-created over HTTP: their files run with
 the data fixtures only, and their policy expectations count as they come out.
 
-``--against placement`` runs the same files against Placement 16.0.0 itself (tests/placement/real_placement.py):
-the harness's own check.
+``--against placement`` runs the same files against Placement 16.0.0 itself (tests/placement/real_placement.py),
+with the policy each file's fixture sets in-process (legacy admin rules, new defaults, or open): the harness's
+own check.
 """
 
 from __future__ import annotations
@@ -74,16 +75,24 @@ def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def gantt_server(store: str) -> Iterator[str]:
+def gantt_server(store: str, fixtures: list[str]) -> Iterator[str]:
+    """gantt serve with the policy options the file's fixture sets for Placement in-process: the new defaults
+    for SecureRBAC, Placement's deprecated admin rules granting too for the others."""
+    policy = {"enforce_new_defaults": "SecureRBACPolicyFixture" in fixtures}
     with tempfile.TemporaryDirectory(prefix="gabbi-") as tmp:
         url = "memory://" if store == "memory" else f"sqlite:///{tmp}/gantt.sqlite"
-        with ServerProcess(url, workdir=tmp, config={"DEFAULT": {"service_down_time": 86400}}) as server:
+        with ServerProcess(url, workdir=tmp, config={"DEFAULT": {"service_down_time": 86400},
+                                                     "oslo_policy": policy}) as server:
             yield server.url + "/placement"
 
 
 @contextlib.contextmanager
-def placement_server(store: str) -> Iterator[str]:
-    with RealPlacement() as real:
+def placement_server(fixtures: list[str]) -> Iterator[str]:
+    """Placement with the policy its test fixtures set in-process: the deprecated admin-for-all rules unless the
+    file asks for the new defaults (SecureRBAC) or an open policy."""
+    policy = "open" if "OpenPolicyFixture" in fixtures else "default" if "SecureRBACPolicyFixture" in fixtures \
+        else "legacy"
+    with RealPlacement(policy=policy) as real:
         yield real.url
 
 
@@ -92,9 +101,9 @@ def run_file(path: Path, against: str, store: str) -> FileResult:
     fixtures = list(document.get("fixtures") or [])
     result = FileResult(path.name, fixtures)
     body = re.sub(r"^fixtures:\n(?:[ \t]+-.*\n|[ \t]*#.*\n|[ \t]*\n)*", "", path.read_text(), flags=re.M)
-    server = gantt_server if against == "gantt" else placement_server
+    server = gantt_server(store, fixtures) if against == "gantt" else placement_server(fixtures)
     try:
-        with server(store) as url:
+        with server as url:
             data_fixtures = [f for f in fixtures if f not in IN_PROCESS] or ["APIFixture"]
             made = subprocess.run([str(python()), str(FIXTURES), url, *data_fixtures], capture_output=True,
                                   text=True, env=_clean_env(), timeout=120)

@@ -54,13 +54,24 @@ class RealPlacement:
     """Placement 16.0.0 on a free loopback port, noauth2 (any token), its own SQLite file. ``gunicorn``: serve it
     as deployments do (``workers`` processes, ``threads`` each) instead of the tests' threaded wsgiref server."""
 
-    def __init__(self, *, gunicorn: bool = False, workers: int = 1, threads: int = 4) -> None:
+    def __init__(self, *, gunicorn: bool = False, workers: int = 1, threads: int = 4,
+                 policy: str = "default") -> None:
+        """``policy``: ``default`` (Placement's new defaults), ``legacy`` (the deprecated rules: admin for all,
+        as its functional tests run), ``open`` (every rule allows everyone, as its OpenPolicyFixture)."""
         self.gunicorn, self.workers, self.threads = gunicorn, workers, threads
         self._tmp = tempfile.TemporaryDirectory(prefix="placement-")
         self.dir = Path(self._tmp.name)
-        (self.dir / "placement.conf").write_text(
-            "[api]\nauth_strategy = noauth2\n"
-            f"[placement_database]\nconnection = sqlite:///{self.dir}/placement.sqlite\nsync_on_startup = True\n")
+        conf = ("[api]\nauth_strategy = noauth2\n"
+                f"[placement_database]\nconnection = sqlite:///{self.dir}/placement.sqlite\nsync_on_startup = True\n"
+                f"[oslo_policy]\nenforce_new_defaults = {policy == 'default'}\n")
+        if policy == "open":
+            rules = subprocess.run([str(python()), "-c", "from placement import policies\n"
+                                    "for r in policies.list_rules(): print(repr(r.name) + ': \"@\"')"],
+                                   capture_output=True, text=True, check=True,
+                                   env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
+            (self.dir / "policy.yaml").write_text(rules)
+            conf += f"policy_file = {self.dir}/policy.yaml\n"
+        (self.dir / "placement.conf").write_text(conf)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)

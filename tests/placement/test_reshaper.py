@@ -8,6 +8,8 @@ import httpx
 from tests.placement.test_allocations import PROJECT, USER, provider, put
 from tests.placement.test_api import create, new_uuid
 
+SERVICE = {"x-roles": "admin,service"}  # Placement's default policy lets only a service reshape
+
 
 def state(http: httpx.Client, *rps: str) -> list[dict]:
     return [{"inventories": http.get(f"/resource_providers/{rp}/inventories").json(),
@@ -21,7 +23,7 @@ def reshape(http: httpx.Client, inventories: dict, allocations: dict, version: s
                                 "project_id": PROJECT, "user_id": USER, "consumer_generation": g,
                                 "consumer_type": "INSTANCE"}
                             for c, (g, parts) in allocations.items()}}
-    return http.post("/reshaper", json=body, headers={"openstack-api-version": f"placement {version}"})
+    return http.post("/reshaper", json=body, headers={"openstack-api-version": f"placement {version}", **SERVICE})
 
 
 def generation(http: httpx.Client, rp: str) -> int:
@@ -67,15 +69,15 @@ def test_vcpu_moves_to_a_numa_child_with_its_allocation(http: httpx.Client) -> N
 def test_reshaper_refusals(http: httpx.Client) -> None:
     rp = provider(http, VCPU=4)
     assert http.post("/reshaper", json={"inventories": {}, "allocations": {}},
-                     headers={"openstack-api-version": "placement 1.29"}).status_code == 404
+                     headers={"openstack-api-version": "placement 1.29", **SERVICE}).status_code == 404
     empty = http.post("/reshaper", json={"inventories": {}, "allocations": {}},
-                      headers={"openstack-api-version": "placement 1.30"})
+                      headers={"openstack-api-version": "placement 1.30", **SERVICE})
     assert empty.status_code == 400 and "does not have enough properties" in empty.text
     missing = reshape(http, {new_uuid(): (0, {"VCPU": 1})}, {}, "1.30")
     assert missing.status_code == 400 and "in inventories not found" in missing.text
     unknown = reshape(http, {rp: (generation(http, rp), {"CUSTOM_NOT_MADE": 1})}, {}, "1.30")
     assert unknown.status_code == 400 and "No such resource class CUSTOM_NOT_MADE" in unknown.text
-    mappings = http.post("/reshaper", headers={"openstack-api-version": "placement 1.33"}, json={
+    mappings = http.post("/reshaper", headers={"openstack-api-version": "placement 1.33", **SERVICE}, json={
         "inventories": {rp: {"resource_provider_generation": generation(http, rp), "inventories": {}}},
         "allocations": {new_uuid(): {"allocations": {}, "project_id": PROJECT, "user_id": USER,
                                      "consumer_generation": None, "mappings": {"": [rp]}}}})

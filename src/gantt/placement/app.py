@@ -27,6 +27,7 @@ from gantt.placement import (
 )
 from gantt.placement.errors import CODE_VERSION, PlacementError
 from gantt.placement.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
+from gantt.placement.policy import Policy, credentials
 from gantt.placement.wire import Call, gantt_error, json_response
 
 Handler = Callable[[Call], Awaitable[Response]]
@@ -65,6 +66,36 @@ ROUTES: list[tuple[str, dict[str, Handler]]] = [
                                       "DELETE": allocations.delete}),
     ("/usages", {"GET": usages.totals}),
 ]
+_RPS, _INV, _AGG, _RPT = ("placement:resource_providers", "placement:resource_providers:inventories",
+                          "placement:resource_providers:aggregates", "placement:resource_providers:traits")
+# The policy rule each route's handler checks in Placement (gantt.placement.policy).
+RULE_OF: dict[tuple[str, str], str] = {
+    ("/resource_providers", "GET"): f"{_RPS}:list", ("/resource_providers", "POST"): f"{_RPS}:create",
+    (_RP, "GET"): f"{_RPS}:show", (_RP, "PUT"): f"{_RPS}:update", (_RP, "DELETE"): f"{_RPS}:delete",
+    (_RP + "/inventories", "GET"): f"{_INV}:list", (_RP + "/inventories", "POST"): f"{_INV}:create",
+    (_RP + "/inventories", "PUT"): f"{_INV}:update", (_RP + "/inventories", "DELETE"): f"{_INV}:delete",
+    (_RP + "/inventories/{resource_class}", "GET"): f"{_INV}:show",
+    (_RP + "/inventories/{resource_class}", "PUT"): f"{_INV}:update",
+    (_RP + "/inventories/{resource_class}", "DELETE"): f"{_INV}:delete",
+    (_RP + "/aggregates", "GET"): f"{_AGG}:list", (_RP + "/aggregates", "PUT"): f"{_AGG}:update",
+    (_RP + "/traits", "GET"): f"{_RPT}:list", (_RP + "/traits", "PUT"): f"{_RPT}:update",
+    (_RP + "/traits", "DELETE"): f"{_RPT}:delete",
+    ("/resource_classes", "GET"): "placement:resource_classes:list",
+    ("/resource_classes", "POST"): "placement:resource_classes:create",
+    ("/resource_classes/{name}", "GET"): "placement:resource_classes:show",
+    ("/resource_classes/{name}", "PUT"): "placement:resource_classes:update",
+    ("/resource_classes/{name}", "DELETE"): "placement:resource_classes:delete",
+    ("/traits", "GET"): "placement:traits:list", ("/traits/{name}", "GET"): "placement:traits:show",
+    ("/traits/{name}", "PUT"): "placement:traits:update", ("/traits/{name}", "DELETE"): "placement:traits:delete",
+    ("/allocation_candidates", "GET"): "placement:allocation_candidates:list",
+    ("/reshaper", "POST"): "placement:reshaper:reshape",
+    (_RP + "/allocations", "GET"): f"{_RPS}:allocations:list", (_RP + "/usages", "GET"): f"{_RPS}:usages",
+    ("/allocations", "POST"): "placement:allocations:manage",
+    ("/allocations/{consumer_uuid}", "GET"): "placement:allocations:list",
+    ("/allocations/{consumer_uuid}", "PUT"): "placement:allocations:update",
+    ("/allocations/{consumer_uuid}", "DELETE"): "placement:allocations:delete",
+    ("/usages", "GET"): "placement:usages",
+}
 # Which microversion introduced a route (earlier ones answer 404, as Placement's router does).
 _SINCE = {"/allocation_candidates": 10, "/reshaper": 30, "/resource_classes": 2, "/resource_classes/{name}": 2,
           "/traits": 6, "/traits/{name}": 6, _RP + "/traits": 6, "/usages": 9}
@@ -72,7 +103,8 @@ _COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path) + "$
              for path, methods in ROUTES]
 
 
-def resolve(method: str, path: str, version: Version) -> tuple[Handler, dict[str, str]]:
+def resolve(method: str, path: str, version: Version) -> tuple[Handler, dict[str, str], str]:
+    """The handler, the path's parameters, and the route's template."""
     for pattern, template, methods in _COMPILED:
         match = pattern.match(path)
         if match is None or not version.at_least(_SINCE.get(template, 0)):
@@ -82,20 +114,22 @@ def resolve(method: str, path: str, version: Version) -> tuple[Handler, dict[str
             allowed = ", ".join(sorted(methods))
             raise PlacementError(405, f"The method {method} is not allowed for this resource.",
                                  headers={"allow": allowed})
-        return handler, match.groupdict()
+        return handler, match.groupdict(), template
     raise PlacementError(404, "The resource could not be found.")
 
 
 class PlacementApp:
     """Placement's API over ``replica()`` (the façade), mounted at ``prefix``. ``token``: Gantt's token, carried
-    in ``X-Auth-Token`` and worth an admin; without one any token is taken (as Placement's noauth2)."""
+    in ``X-Auth-Token`` and worth the service's own roles; without one any token is taken, its roles read as
+    Placement's noauth2 reads them. ``policy``: Placement's rules, as configured (gantt.placement.policy)."""
 
     def __init__(self, replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
-                 prefix: str = "/placement") -> None:
+                 prefix: str = "/placement", policy: Policy | None = None) -> None:
         self.replica = replica
         self.run = run
         self.token = token.encode() if token else None
         self.prefix = prefix
+        self.policy = policy or Policy()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -104,9 +138,12 @@ class PlacementApp:
         try:
             version = negotiate(scope["headers"])
             path = scope["path"][len(self.prefix):] or "/"
-            handler, params = resolve(scope["method"], path, version)
+            handler, params, template = resolve(scope["method"], path, version)
             if path != "/":
                 self._authenticate(request)
+                who = credentials(request, service_token=self.token is not None)
+                self.policy.authorize(RULE_OF[(template, scope["method"])], who,
+                                      request.query_params.get("project_id"))
             call = Call(request, version, self.replica(), self.run, self.prefix, params)
             response = await handler(call)
         except PlacementError as exc:
@@ -137,5 +174,6 @@ def _error(exc: PlacementError, request: Request, version: Version | None, reque
 
 
 def create_placement_app(replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
-                         prefix: str = "/placement") -> PlacementApp:
-    return PlacementApp(replica, run, token, prefix)
+                         prefix: str = "/placement", *, enforce_new_defaults: bool = True,
+                         enforce_scope: bool = True) -> PlacementApp:
+    return PlacementApp(replica, run, token, prefix, Policy(enforce_new_defaults, enforce_scope))
