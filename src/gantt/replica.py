@@ -692,6 +692,11 @@ def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
         for row in over.tolist():
             problems.append(f"{table.host_names[row]}/{table.node_names[row]} {rc}: used {used[row]:g} > "
                             f"capacity {table.rc['capacity'][row, j]:g}")
+    for row in range(n):
+        for pool, held, count in table.pci_overbooked(row):
+            described = ", ".join(f"{k}={v}" for k, v in pool if v is not None)
+            problems.append(f"{table.host_names[row]}/{table.node_names[row]} PCI pool {described}: {held} devices "
+                            f"held > {count}")
     for alloc in snapshot.allocations:
         for host, node in alloc.nodes():
             if (host, node) not in table:

@@ -15,6 +15,7 @@ import os_traits
 
 from gantt.config import Config
 from gantt.model import Allocation, InvalidRequest, NodeKey, RequestSpec, check_resource_class
+from gantt.pci import PciRequest, requests_from_extra_specs
 
 
 def resources_from_spec(spec: RequestSpec) -> dict[str, int]:
@@ -149,6 +150,8 @@ class RequestContext:
     hints: dict[str, Any]
     member_of: tuple[frozenset[str], ...] = ()  # each group: in any of these aggregates (ids or uuids)
     forbidden_aggregates: frozenset[str] = frozenset()
+    # the flavor's pci_passthrough:alias, one request per entry (an alias [pci] alias does not define is refused)
+    pci_requests: tuple[PciRequest, ...] = ()
     # server group bookkeeping: hosts and members grow as this request's instances are placed
     group_policy: str | None = None
     group_hosts: list[str] = field(default_factory=list)
@@ -167,6 +170,7 @@ class RequestContext:
         required, forbidden = traits_from_spec(spec)
         member_of, forbidden_aggregates = member_of_from_spec(spec)
         group = spec.instance_group
+        extra_specs = dict(spec.flavor.extra_specs) if spec.flavor else {}
         return cls(
             spec=spec,
             config=config,
@@ -174,11 +178,12 @@ class RequestContext:
             resources=resources_from_spec(spec),
             required_traits=required,
             forbidden_traits=forbidden,
-            extra_specs=dict(spec.flavor.extra_specs) if spec.flavor else {},
+            extra_specs=extra_specs,
             image_props=dict(spec.image.properties) if spec.image else {},
             hints=dict(spec.scheduler_hints),
             member_of=member_of,
             forbidden_aggregates=forbidden_aggregates,
+            pci_requests=requests_from_extra_specs(extra_specs, config.pci.aliases),
             group_policy=group.policy if group else None,
             group_hosts=list(group.hosts) if group else [],
             group_members=set(group.members) if group else set(),

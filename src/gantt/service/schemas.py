@@ -34,6 +34,7 @@ from gantt.model import (
     Name,
     NotFound,
     NoValidHost,
+    PciTaken,
     RequestSpec,
     Selection,
     StoreUnavailable,
@@ -191,6 +192,7 @@ class AllocationView(Struct, omit_defaults=True):
     extra: list[AllocationPart] = field(default_factory=list)  # its parts on further nodes (Placement's)
     consumer_generation: int | None = None
     consumer_type: str | None = None
+    pci: list[PciTaken] = field(default_factory=list)  # PCI devices taken on the first node
 
     @classmethod
     def of(cls, allocation: Allocation) -> AllocationView:

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import msgspec
 
-from gantt.model import Allocation, Conflict, NodeKey, NotFound
+from gantt.model import Allocation, Conflict, NodeKey, NotFound, PciTaken
+from gantt.pci import PciRequest, take
 from gantt.state.columns import Columns
 from gantt.state.instances import InstanceIndex
 
@@ -99,7 +100,8 @@ class Ledger:
         """The node exists and no class of it is counted beyond its capacity (every allocation known counted)."""
         columns = self._columns
         row = columns.row_of.get(key)
-        return row is not None and not (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any()
+        return row is not None and not (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any() \
+            and columns.pci_within_capacity(row)
 
     def migration(self, migration_uuid: str) -> Allocation:
         """The allocation holding a move's source, under the migration's UUID."""
@@ -129,8 +131,10 @@ class Ledger:
 
     # ------------------------------------------------------------------------------------------ claiming
 
-    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
-        """Consume ``allocation.resources`` on node ``key`` atomically, or raise ClaimRejected.
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
+              pci: Sequence[PciRequest] = ()) -> Allocation:
+        """Consume ``allocation.resources`` (and the PCI devices ``pci`` asks for) on node ``key`` atomically, or
+        raise ClaimRejected.
 
         The compare: the node still exists and still has room. A consumer that already holds an allocation gets
         it back.
@@ -139,19 +143,27 @@ class Ledger:
             held = self._allocations.get(allocation.consumer_uuid)
             if held is not None:
                 return held
-            row = self._row_with_room(key, allocation.resources, limits)
+            row = self._row_with_room(key, allocation.resources, limits, allocation, pci)
             self._insert(row, key, allocation)
             self._changed("allocation", allocation)
             return allocation
 
-    def _row_with_room(self, key: NodeKey, resources: dict[str, int], limits: dict[str, float] | None) -> int:
-        """The node's row, if it still exists and can take ``resources`` now; else ClaimRejected."""
+    def _row_with_room(self, key: NodeKey, resources: dict[str, int], limits: dict[str, float] | None,
+                       allocation: Allocation, pci: Sequence[PciRequest]) -> int:
+        """The node's row, if it still exists and can take ``resources`` now; else ClaimRejected. The PCI devices
+        ``pci`` asks for are chosen from the pools the node has left and recorded on ``allocation``."""
         row = self._columns.row_of.get(key)
         if row is None:
             raise ClaimRejected(f"{key} is gone")
         missing = self.fits(row, resources, limits)
         if missing is not None:
             raise ClaimRejected(f"{key} has no room for {missing}")
+        if pci:
+            columns = self._columns
+            taken = take(columns.pci_pools(row), pci)
+            if taken is None:
+                raise ClaimRejected(f"{key} has no room for the PCI devices asked")
+            allocation.pci = [PciTaken(pool=dict(pool), count=count) for pool, count in taken]
         return row
 
     def put_allocation(self, allocation: Allocation) -> None:
@@ -164,7 +176,7 @@ class Ledger:
             if held is not None:
                 if held.parts() == allocation.parts() and held.confirmed == allocation.confirmed \
                         and held.group == allocation.group and held.migration_uuid == allocation.migration_uuid \
-                        and held.instance_uuid == allocation.instance_uuid:
+                        and held.instance_uuid == allocation.instance_uuid and held.pci == allocation.pci:
                     # Same accounting; but the record is now the store's: a local claim of ours that happens to
                     # equal it must not be rolled back as ours (rollbacks go by identity).
                     if held is not allocation:
@@ -176,7 +188,7 @@ class Ledger:
             self._changed("allocation", allocation)
 
     def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
-             limits: dict[str, float] | None = None) -> Allocation:
+             limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = ()) -> Allocation:
         """Move ``source``'s consumer to node ``key`` as ``allocation``, holding the source for the migration.
 
         One compare-and-set: the consumer still holds ``source``, the migration holds nothing yet, the node has
@@ -190,7 +202,7 @@ class Ledger:
                 raise SourceMoved(f"{source.consumer_uuid} moved meanwhile")
             if migration in self._allocations:  # a twin request made this move: answer with it
                 raise SourceMoved(f"migration {migration} holds an allocation already")
-            row = self._row_with_room(key, allocation.resources, limits)
+            row = self._row_with_room(key, allocation.resources, limits, allocation, pci)
             held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
                                            instance_uuid=source.consumer_uuid, confirmed=False)
             self._drop(source.consumer_uuid)
@@ -260,7 +272,7 @@ class Ledger:
         self._index(allocation)
         self._instances.place(row, key[0], allocation.consumer_uuid)
         if not allocation.confirmed:
-            self._add_inflight(row, allocation.resources, +1)
+            self._add_inflight(row, allocation.resources, +1, pci=allocation.pci)
         else:
             self._touched(row)
 
@@ -282,15 +294,18 @@ class Ledger:
         if row is not None:
             self._instances.unplace(row, alloc.host, consumer_uuid)
             if not alloc.confirmed:
-                self._add_inflight(row, alloc.resources, -1)
+                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
         for part in alloc.extra:
             row = self._columns.row_of.get((part.host, part.nodename))
             if row is not None:
                 self._add_inflight(row, part.resources, -1, instance=False)
         return alloc
 
-    def _add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True) -> None:
+    def _add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True,
+                      pci: list[PciTaken] | None = None) -> None:
         self._columns.add_inflight(row, resources, sign, instance=instance)
+        if pci:
+            self._columns.add_pci_inflight(row, ((tuple(sorted(t.pool.items())), t.count) for t in pci), sign)
         self._touched(row)
 
     def _settles(self, row: int) -> bool:
@@ -310,7 +325,7 @@ class Ledger:
                 continue
             self._instances.add(row, (consumer,))
             if not alloc.confirmed:
-                self._add_inflight(row, alloc.resources, +1)
+                self._add_inflight(row, alloc.resources, +1, pci=alloc.pci)
 
     def drop_node(self, key: NodeKey) -> None:
         """The node is being removed: so are the allocations on it."""
@@ -327,7 +342,7 @@ class Ledger:
                 continue
             if alloc.listed_as in reported:
                 alloc.confirmed = True
-                self._add_inflight(row, alloc.resources, -1)
+                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
             elif alloc.created_at and now - alloc.created_at > self.claim_timeout:
                 log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
                             consumer, key[0], key[1], now - alloc.created_at)
@@ -355,5 +370,5 @@ class Ledger:
                 continue
             if not alloc.confirmed and alloc.created_at and now - alloc.created_at > self.claim_timeout:
                 alloc.confirmed = True
-                self._add_inflight(row, alloc.resources, -1)
+                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
                 self.settled_claims += 1
