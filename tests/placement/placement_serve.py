@@ -14,6 +14,14 @@ class _Quiet(WSGIRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         pass
 
+    def get_environ(self) -> dict[str, str]:
+        # wsgiref makes up ``text/plain`` for a request that names no content type; uwsgi and gunicorn, which
+        # Placement is deployed under, pass none, and Placement answers differently (basic-http.yaml).
+        environ = super().get_environ()
+        if self.headers.get("content-type") is None:
+            environ.pop("CONTENT_TYPE", None)
+        return environ
+
 
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True

@@ -4,8 +4,10 @@ database, for tests that compare Gantt's Placement face with the real thing."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -109,8 +111,10 @@ class RealPlacement:
             return ""
 
     def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+        if self.proc is not None:
+            # The whole session: under gunicorn, its workers would outlive a master killed alone.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         self.sock.close()
         self._tmp.cleanup()
