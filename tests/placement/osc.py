@@ -9,15 +9,15 @@ reads it: an admin)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shlex
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from tests.venvs import cached_venv
 
 # The client's own libraries are pinned too: a new keystoneauth or cliff must not change what the tests see
 # between two builds of the same venv. These releases support Python 3.11 and Placement microversions to 1.39.
@@ -25,31 +25,10 @@ PACKAGES = ["python-openstackclient==10.5.0", "osc-placement==4.9.1", "osc-lib==
             "cliff==4.17.0", "openstacksdk==4.22.0"]
 
 
-def venv_dir() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    name = "-".join(p.replace("==", "-") for p in PACKAGES[:2])
-    return cache / "gantt" / f"client-{name}-py{sys.version_info[0]}{sys.version_info[1]}"
-
-
 def openstack() -> Path:
     """The ``openstack`` command, building its venv first if needed (about a minute, once per machine)."""
-    path = venv_dir()
-    exe = path / "bin" / "openstack"
-    stamp = path / ".installed"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{path.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers and scripts may ask at once: one builds
-        if not stamp.exists() or stamp.read_text().split() != PACKAGES:
-            base = os.environ.get("GANTT_REFERENCE_PYTHON", "python3")
-            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # Gantt's own tree stays out
-            python = str(path / "bin" / "python")
-            for argv in ([base, "-m", "venv", "--clear", str(path)],
-                         [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *PACKAGES]):
-                done = subprocess.run(argv, env=env, capture_output=True, text=True)
-                if done.returncode:
-                    raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-            stamp.write_text("\n".join(PACKAGES) + "\n")
-    return exe
+    name = "-".join(p.replace("==", "-") for p in PACKAGES[:2])
+    return cached_venv(f"client-{name}", PACKAGES) / "bin" / "openstack"
 
 
 class OscError(AssertionError):

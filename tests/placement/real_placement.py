@@ -5,12 +5,10 @@ database, for tests that compare Gantt's Placement face with the real thing."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from gantt import lifeline
+from tests.venvs import cached_venv
 
 PLACEMENT = "openstack-placement==16.0.0"
 # gunicorn: how Placement is deployed (bench/placement.py); gabbi and oslotest: its functional suite and
@@ -26,30 +25,9 @@ PACKAGES = [PLACEMENT, "gunicorn==23.0.0", "gabbi==4.2.3", "oslotest==6.1.1"]
 SERVE = Path(__file__).with_name("placement_serve.py")
 
 
-def venv_dir() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    name = PLACEMENT.replace("==", "-")
-    return cache / "gantt" / f"reference-{name}-py{sys.version_info[0]}{sys.version_info[1]}"
-
-
 def python() -> Path:
     """The reference interpreter, building its venv first if needed (about a minute, once per machine)."""
-    path = venv_dir()
-    exe = path / "bin" / "python"
-    stamp = path / ".installed"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.parent / f".{path.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers and scripts may ask at once: one builds
-        if not stamp.exists() or stamp.read_text().split() != PACKAGES:
-            base = os.environ.get("GANTT_REFERENCE_PYTHON", "python3")
-            env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # Gantt's own tree stays out
-            for argv in ([base, "-m", "venv", "--clear", str(path)],
-                         [str(exe), "-m", "pip", "install", "-q", "--disable-pip-version-check", *PACKAGES]):
-                done = subprocess.run(argv, env=env, capture_output=True, text=True)
-                if done.returncode:
-                    raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-            stamp.write_text("\n".join(PACKAGES) + "\n")
-    return exe
+    return cached_venv(f"reference-{PLACEMENT.replace('==', '-')}", PACKAGES) / "bin" / "python"
 
 
 class RealPlacement:
