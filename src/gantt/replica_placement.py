@@ -427,21 +427,7 @@ class PlacementFacade:
         /allocations/{consumer} and POST /allocations). The store checks every touched provider for room,
         compares the consumer generations and moves the touched providers' generations on (store.planner)."""
         self._check_names(writes)
-        for attempt in range(_ATTEMPTS):
-            if attempt:
-                self.sync()
-            with self.table.lock:
-                batch = self._allocation_batch(writes)
-            try:
-                self.write(batch)
-                return
-            except ConsumerConflict as exc:
-                if any(w.check_generation for w in writes if w.consumer == exc.consumer):
-                    raise
-            except (StoreConflict, ConsumerHeld, GenerationConflict, NotFound):
-                pass  # this replica was behind the store: catch up and build the batch again
-        raise Conflict("Inventory and/or allocations changed while attempting to allocate: allocations kept "
-                       "changing; try again")
+        self._commit_allocations(writes, "allocate")
 
     def reshape(self, inventories: dict[str, tuple[int, dict[str, Inventory]]], writes: list[ConsumerWrite], *,
                 reserved_may_equal_total: bool) -> None:
@@ -457,25 +443,35 @@ class PlacementFacade:
             for rc, inv in given.items():
                 providers.check_inventory(rc, inv, reserved_may_equal_total=reserved_may_equal_total)
         self._check_names(writes)
+
+        def add_inventories(batch: Batch) -> None:
+            for uuid, (generation, given) in inventories.items():
+                current = self.providers.get(uuid)
+                if current.generation != generation:
+                    raise GenerationConflict([current.key])
+                old = providers.inventories(current.record, self.table.default_ratios)
+                batch.vacated += [(*current.key, rc) for rc in sorted(set(old) - set(given))]
+                # Placement sets an interim inventory (when any is given) and then the final one: two
+                # generations, one more when allocations touch the provider too (as here, bump_providers)
+                batch.providers.append(providers.with_inventories(current, given, self.clock(),
+                                                                  steps=2 if given else 1))
+                batch.generations.append(Generation(*current.key, current.generation))
+                batch.expect.append(Expect(*current.key, self.node_revisions.get(current.key, 0)))
+
+        self._commit_allocations(writes, "reshape", add_inventories)
+
+    def _commit_allocations(self, writes: list[ConsumerWrite], verb: str,
+                            extend: Callable[[Batch], None] | None = None) -> None:
+        """The allocation batch (``extend``-ed, under the table lock) written; a replica that was behind the store
+        catches up and builds it again. A generation the client named and the store no longer holds is the
+        client's conflict: a consumer's always, a provider's only when ``extend`` named one."""
         for attempt in range(_ATTEMPTS):
             if attempt:
                 self.sync()
             with self.table.lock:
                 batch = self._allocation_batch(writes)
-                records: list[HostReport] = []
-                for uuid, (generation, given) in inventories.items():
-                    current = self.providers.get(uuid)
-                    if current.generation != generation:
-                        raise GenerationConflict([current.key])
-                    old = providers.inventories(current.record, self.table.default_ratios)
-                    batch.vacated += [(*current.key, rc) for rc in sorted(set(old) - set(given))]
-                    # Placement sets an interim inventory (when any is given) and then the final one: two
-                    # generations, one more when allocations touch the provider too (as here, bump_providers)
-                    records.append(providers.with_inventories(current, given, self.clock(),
-                                                              steps=2 if given else 1))
-                    batch.generations.append(Generation(*current.key, current.generation))
-                    batch.expect.append(Expect(*current.key, self.node_revisions.get(current.key, 0)))
-                batch.providers = records
+                if extend is not None:
+                    extend(batch)
             try:
                 self.write(batch)
                 return
@@ -483,9 +479,13 @@ class PlacementFacade:
                 if any(w.check_generation for w in writes if w.consumer == exc.consumer):
                     raise
             except GenerationConflict:
-                raise
+                if extend is not None:
+                    raise
             except (StoreConflict, ConsumerHeld, NotFound):
                 pass  # this replica was behind the store: catch up and build the batch again
+        if verb == "allocate":
+            raise Conflict("Inventory and/or allocations changed while attempting to allocate: allocations kept "
+                           "changing; try again")
         raise Conflict("Inventory and/or allocations changed while attempting to reshape; try again")
 
     def delete_allocations(self, consumer: str) -> None:
