@@ -21,6 +21,8 @@ from gantt.model import (
     InvalidRequest,
     Inventory,
     Metric,
+    NUMACell,
+    NUMAPages,
     RequestSpec,
     decode,
 )
@@ -149,7 +151,10 @@ class Leaf:
 REQUIRED: dict[type, dict[str, Any]] = {
     RequestSpec: {"flavor": {}}, Aggregate: {"id": 1}, Inventory: {"total": 1}, Metric: {"name": "m", "value": 1.0},
     ReportIn: {"name": "h", "stats": {}}, InstancesIn: {"instances": []},
+    NUMACell: {"id": 0}, NUMAPages: {"size_kb": 4, "total": 1},
 }
+# Free-form JSON whose shape is checked in code, by where it sits: a valid value.
+SCHEMA_IN_FREE_FORM: dict[str, Any] = {".nova_object.data": {"cells": []}}
 # Valid wherever a string goes: a name, a trait, a resource class, a key.
 TEXT = "CUSTOM_A"
 # A field valid only with a sibling: a move names the one instance it moves.
@@ -207,6 +212,10 @@ def leaves(info: mi.Type, path: str, build: Callable[[Any], Any], byte_bound: bo
         for i, member in enumerate(info.item_types):
             yield from leaves(member, f"{path}[{i}]",
                               lambda v, i=i: build([*items[:i], v, *items[i + 1:]]), byte_bound)
+    elif isinstance(info, mi.DictType) and path.endswith(tuple(SCHEMA_IN_FREE_FORM)):
+        # JSON whose shape is checked in code (Nova's versioned-object data): a valid sample, bounded as a whole.
+        valid = next(v for suffix, v in SCHEMA_IN_FREE_FORM.items() if path.endswith(suffix))
+        yield Leaf(path, "entries", info.max_length, build, dict(valid))
     elif isinstance(info, mi.DictType):
         value = _sample(info.value_type)
         yield Leaf(path, "entries", info.max_length, build, {TEXT: value})

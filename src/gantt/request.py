@@ -15,17 +15,27 @@ import os_traits
 
 from gantt.config import Config
 from gantt.model import Allocation, InvalidRequest, NodeKey, RequestSpec, check_resource_class
+from gantt.numa import GuestTopology, instance_topology
+
+_DERIVE: Any = object()  # a guest topology not given: derived from the spec
 
 
-def resources_from_spec(spec: RequestSpec) -> dict[str, int]:
-    """What one instance consumes, by resource class (Nova's resources_from_request_spec, one group)."""
+def resources_from_spec(spec: RequestSpec, guest: GuestTopology | None = _DERIVE) -> dict[str, int]:
+    """What one instance consumes, by resource class (Nova's resources_from_request_spec, one group).
+
+    ``guest``: the request's NUMA topology, whose CPU policies turn the flavor's vCPUs into PCPU (and VCPU for a
+    mixed policy), one more PCPU for isolated emulator threads, as Nova's scheduler asks Placement."""
+    if guest is _DERIVE:
+        guest = instance_topology(spec)
     resources: dict[str, int] = {}
     flavor = spec.flavor
     if flavor is not None:
         swap_gb = math.ceil(flavor.swap / 1024) if flavor.swap else 0
         specs = flavor.extra_specs
-        vcpu_class = "PCPU" if specs.get("hw:cpu_policy") == "dedicated" else "VCPU"
-        resources[vcpu_class] = flavor.vcpus
+        if guest is not None and guest.resources:
+            resources.update(guest.resources)
+        else:
+            resources["VCPU"] = flavor.vcpus
         resources["MEMORY_MB"] = flavor.memory_mb
         resources["DISK_GB"] = flavor.root_gb + flavor.ephemeral_gb + swap_gb
         for key, value in specs.items():
@@ -57,9 +67,15 @@ def resources_from_spec(spec: RequestSpec) -> dict[str, int]:
     return {rc: amount for rc, amount in resources.items() if amount > 0}
 
 
-def traits_from_spec(spec: RequestSpec) -> tuple[frozenset[str], frozenset[str]]:
+def traits_from_spec(spec: RequestSpec,
+                     guest: GuestTopology | None = _DERIVE) -> tuple[frozenset[str], frozenset[str]]:
+    if guest is _DERIVE:
+        guest = instance_topology(spec)
     required = set(spec.required_traits or ())
     forbidden = set(spec.forbidden_traits or ())
+    if guest is not None and guest.hyperthreading is not None:
+        # a thread policy asks Placement for SMT hosts (require) or others (isolate), as Nova's scheduler does
+        (required if guest.hyperthreading == "required" else forbidden).add(os_traits.HW_CPU_HYPERTHREADING)
     sources: list[tuple[str, dict[str, Any]]] = []
     if spec.flavor is not None:
         sources.append(("flavor.extra_specs", spec.flavor.extra_specs))
@@ -147,6 +163,7 @@ class RequestContext:
     extra_specs: dict[str, str]
     image_props: dict[str, Any]
     hints: dict[str, Any]
+    numa: GuestTopology | None = None  # the guest NUMA topology flavor and image ask for (gantt.numa)
     member_of: tuple[frozenset[str], ...] = ()  # each group: in any of these aggregates (ids or uuids)
     forbidden_aggregates: frozenset[str] = frozenset()
     # server group bookkeeping: hosts and members grow as this request's instances are placed
@@ -164,14 +181,16 @@ class RequestContext:
 
     @classmethod
     def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
-        required, forbidden = traits_from_spec(spec)
+        guest = instance_topology(spec)
+        required, forbidden = traits_from_spec(spec, guest)
         member_of, forbidden_aggregates = member_of_from_spec(spec)
         group = spec.instance_group
         return cls(
             spec=spec,
             config=config,
             now=now,
-            resources=resources_from_spec(spec),
+            resources=resources_from_spec(spec, guest),
+            numa=guest,
             required_traits=required,
             forbidden_traits=forbidden,
             extra_specs=dict(spec.flavor.extra_specs) if spec.flavor else {},

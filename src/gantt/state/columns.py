@@ -22,6 +22,7 @@ import msgspec
 import numpy as np
 
 from gantt.model import NodeKey, prepare_types
+from gantt.numa import HostNUMA
 
 # Scalar columns: name -> (dtype, value of a row that never reported it)
 SCALARS: dict[str, tuple[Any, Any]] = {
@@ -55,6 +56,12 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "aggset_code": (np.int32, 0),
     # a child resource provider (a NUMA cell, a PF under a compute node): never a candidate on its own (design §5)
     "child": (np.bool_, False),
+    # NUMA summaries for NUMATopologyFilter's vectorized prefilter (gantt.numa.HostNUMA has the cells): how many
+    # cells, and per host the largest cell figures no guest cell can exceed and still fit
+    "numa_cells": (np.float64, 0),
+    "numa_max_cpus": (np.float64, 0),
+    "numa_max_free_pcpus": (np.float64, 0),
+    "numa_max_memory": (np.float64, 0),
 }
 # Per resource class, 2-D (rows x classes), column-major so one class is one contiguous column.
 RC_COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "ratio", "reported", "inflight",
@@ -119,6 +126,7 @@ class Columns:
         self.node_uuids: list[str | None] = []
         self.hypervisor_hostnames: list[str | None] = []
         self.host_ips: list[str | None] = []
+        self.numa: list[HostNUMA | None] = []  # each node's NUMA cells, prepared for fitting
         self.row_of: dict[NodeKey, int] = {}
         self.rows_of_host: dict[str, set[int]] = {}
         self.cols: dict[str, np.ndarray] = {
@@ -242,6 +250,7 @@ class Columns:
         self.node_uuids.append(None)
         self.hypervisor_hostnames.append(None)
         self.host_ips.append(None)
+        self.numa.append(None)
         self.row_of[(host, node)] = row
         self.rows_of_host.setdefault(host, set()).add(row)
         return row
@@ -266,19 +275,29 @@ class Columns:
             self.reports_instances[row] = self.reports_instances[last]
             for arr in self.metrics.values():
                 arr[row] = arr[last]
-            for lst in self._identity():
+            for lst in self._row_lists():
                 lst[row] = lst[last]
             self.row_of[moved] = row
             self.rows_of_host[moved[0]].discard(last)
             self.rows_of_host[moved[0]].add(row)
-        for lst in self._identity():
+        for lst in self._row_lists():
             lst.pop()
         self.n -= 1
         self._reset_row(last)
         return last
 
-    def _identity(self) -> tuple[list[Any], ...]:
-        return (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames, self.host_ips)
+    def _row_lists(self) -> tuple[list[Any], ...]:
+        return (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames, self.host_ips,
+                self.numa)
+
+    def set_numa(self, row: int, numa: HostNUMA | None) -> None:
+        self.numa[row] = numa
+        cols = self.cols
+        cells = numa.cells if numa is not None else ()
+        cols["numa_cells"][row] = len(cells)
+        cols["numa_max_cpus"][row] = max((len(c.cpuset) for c in cells), default=0)
+        cols["numa_max_free_pcpus"][row] = max((len(c.free_pcpus) for c in cells), default=0)
+        cols["numa_max_memory"][row] = max((c.largest_guest_memory for c in cells), default=0)
 
     def _reset_row(self, row: int) -> None:
         """Give a freed row back its never-reported values, so that add_row can take it as it is."""

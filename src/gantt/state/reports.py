@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from gantt.model import HostStats, Inventory
+from gantt.numa import HostNUMA
 from gantt.state.columns import Columns
 
 # Nova's initial_*_allocation_ratio defaults: used when a host reports none (configurable: [DEFAULT]).
@@ -59,6 +60,8 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
             static = True
     if stats.metrics is not None:
         _update_metrics(columns, row, stats)
+    if stats.numa_topology is not None or whole:
+        columns.set_numa(row, HostNUMA.of(stats.numa_topology))
     static |= _update_inventories(columns, row, stats, default_ratios, whole)
     return static
 

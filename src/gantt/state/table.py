@@ -20,7 +20,8 @@ Public data: what filters and weighers read, over the live rows ``0 .. n-1``, wi
   the same as 2-D arrays over every allocated row (``rc[column][row, rc_index[rc]]``, ``has_inventory``) for
   the filters that index rows directly;
 - ``metric(name)``: one column per metric name, NaN where a node does not report it;
-- row-aligned names: ``host_names``, ``node_names``, ``node_uuids``, ``hypervisor_hostnames``, ``host_ips``.
+- row-aligned names: ``host_names``, ``node_names``, ``node_uuids``, ``hypervisor_hostnames``, ``host_ips``;
+  ``node_numa(row)``: the node's NUMA cells (``numa_cells``, ``numa_max_*`` summarize them as columns).
 Readers take array references without the lock; growth swaps in new arrays, so a reader holds a consistent (if
 slightly old) array. Claims re-check under the lock.
 
@@ -50,6 +51,7 @@ import numpy as np
 from gantt.config import Config
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
 from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
+from gantt.numa import HostNUMA
 from gantt.state.aggregates import AggregateIndex
 from gantt.state.columns import Columns, Factor, HostCaps
 from gantt.state.instances import InstanceIndex
@@ -283,6 +285,9 @@ class HostTable:
 
     def node_traits(self, row: int) -> frozenset[str]:
         return self._columns.node_traits(row)
+
+    def node_numa(self, row: int) -> HostNUMA | None:
+        return self._columns.numa[row]
 
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
