@@ -637,11 +637,12 @@ _Placed = tuple[list[tuple[int, int]], set[int] | None]  # (pinning, host CPUs r
 
 def _fit_cell(host: HostCell, guest: GuestCell, pagesize: float | None, guest_policy: str | None,
               thread_policy: str | None, cpu_ratio: float, ram_ratio: float,
-              reserve: int) -> tuple[float | None, _Placed | None]:
+              reserve: int) -> tuple[float | None, bool, _Placed | None]:
     """One guest cell on one host cell (Nova's ``_numa_fit_instance_cell``).
 
-    Returns the guest cell's page size afterwards (Nova keeps the size it found even when a later check fails)
-    and (pinning, reserved), or None when the cell does not fit."""
+    Returns the guest cell's state afterwards as Nova leaves it even when a later check fails (the page size it
+    found; whether its CPUs were packed here, which gives it this cell's id), and (pinning, reserved), or None
+    when the cell does not fit."""
     pinned = guest_policy in (DEDICATED, MIXED)
     memory_kb = guest.memory * 1024
     if pagesize:
@@ -656,36 +657,40 @@ def _fit_cell(host: HostCell, guest: GuestCell, pagesize: float | None, guest_po
             tried = [pagesize]
         chosen = next((size for size in tried if host.page_fits(size, memory_kb)), None)
         if not chosen:
-            return pagesize, None
+            return pagesize, False, None
         pagesize = chosen
     elif host.pages:
         smallest = min(size for size, _, _ in host.pages)
         # Small pages may be overcommitted, except by pinned guests (Nova's legacy rule).
         if not host.page_fits(smallest, memory_kb, use_free=pinned):
-            return pagesize, None
+            return pagesize, False, None
     elif pinned:
         if host.avail_memory < guest.memory:
-            return pagesize, None
+            return pagesize, False, None
     elif host.memory < guest.memory:
-        return pagesize, None  # an instance may not overcommit a cell against itself
+        return pagesize, False, None  # an instance may not overcommit a cell against itself
     if pinned and len(guest.pcpuset) + reserve > len(host.pcpuset):
-        return pagesize, None
+        return pagesize, False, None
     if guest_policy in (SHARED, MIXED, None) and len(guest.cpuset) > len(host.cpuset):
-        return pagesize, None
+        return pagesize, False, None
     placed: _Placed = ([], None)
+    packed = False
     if pinned:
         if len(guest.pcpuset) + reserve > len(host.free_pcpus):
-            return pagesize, None
-        packed = _pack(host, guest.pcpuset, thread_policy, reserve)
-        if packed is None:
-            return pagesize, None
-        placed = packed
+            return pagesize, False, None
+        got = _pack(host, guest.pcpuset, thread_policy, reserve)
+        if got is None:
+            return pagesize, False, None
+        packed = True
+        if not (guest.cpuset or guest.pcpuset):
+            return pagesize, packed, None  # Nova reads a packed cell without vCPUs as a failed packing
+        placed = got
     if guest_policy in (SHARED, MIXED, None):
         if host.cpu_usage + len(guest.cpuset) > len(host.cpuset) * cpu_ratio:
-            return pagesize, None
+            return pagesize, packed, None
         if host.memory_usage + guest.memory > host.memory * ram_ratio:
-            return pagesize, None
-    return pagesize, placed
+            return pagesize, packed, None
+    return pagesize, packed, placed
 
 
 def _ordered(host: HostNUMA, guest: GuestTopology, pack: bool,
@@ -737,8 +742,10 @@ def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float,
                                       last.reserved if last else frozenset()))
                 continue
             reserve = 1 if guest.emulator_threads_isolated and not chosen else 0
-            sizes[i], placed = _fit_cell(hcell, gcell, sizes[i], guest.cpu_policy, guest.cpu_thread_policy,
-                                         cpu_ratio, ram_ratio, reserve)
+            sizes[i], packed, placed = _fit_cell(hcell, gcell, sizes[i], guest.cpu_policy, guest.cpu_thread_policy,
+                                                 cpu_ratio, ram_ratio, reserve)
+            if packed:
+                ids[i] = hcell.id
             if placed is None:
                 misfit.add(pair)
                 break
