@@ -68,6 +68,7 @@ __all__ = [
     "Inventory",
     "Metric",
     "NUMACell",
+    "NUMACellClaim",
     "NUMANetworkMetadata",
     "NUMAPages",
     "NUMATopology",
@@ -755,6 +756,18 @@ class AllocationPart(Struct, forbid_unknown_fields=True, omit_defaults=True):
     resources: dict[str, int]
 
 
+class NUMACellClaim(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What an instance takes of one host NUMA cell (as Nova's numa_usage_from_instance_numa counts it): memory,
+    shared vCPUs, the host CPUs it pins (with their siblings under the isolate policy, and the one its emulator
+    threads may take) and the page size its memory comes in (None: the cell's smallest, or no page list)."""
+
+    cell: int
+    memory_mb: int = 0
+    cpus: int = 0
+    pinned_cpus: list[int] = field(default_factory=list)
+    pagesize_kb: int | None = None
+
+
 class Allocation(Struct, omit_defaults=True):
     """Resources a consumer (an instance UUID) holds, on one node or, as Placement allocates, several. Keyed by
     ``consumer_uuid``: one record per consumer, so that writing it is one compare-and-set over every node it
@@ -788,6 +801,9 @@ class Allocation(Struct, omit_defaults=True):
     # Placement face; None on an allocation that face never wrote (shown there as 0).
     consumer_generation: int | None = None
     consumer_type: str | None = None  # Placement's (1.38); None shows as "INSTANCE"
+    # The NUMA fit the claim took on its first node (NUMATopologyFilter's request): the cells, pinned CPUs and
+    # pages it holds there, counted on top of the node's reported topology until the node's report lists it.
+    numa: list[NUMACellClaim] | None = None
 
     def parts(self) -> list[tuple[NodeKey, dict[str, int]]]:
         """Every node the consumer holds resources on, with what it holds there; its first part first."""

@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from gantt.model import InvalidRequest, NUMACell, NUMATopology, RequestSpec
+from gantt.model import InvalidRequest, NUMACell, NUMACellClaim, NUMATopology, RequestSpec
 
 MEMPAGES_SMALL = -1
 MEMPAGES_LARGE = -2
@@ -757,3 +757,74 @@ def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float,
         if len(chosen) == len(guest.cells):
             return chosen
     return None
+
+
+# ------------------------------------------------------------------------------------------- the claim
+
+
+def claims_of(host: HostNUMA, guest: GuestTopology, fits: list[CellFit]) -> list[NUMACellClaim]:
+    """What the instance takes of each host cell it fits on (Nova's ``numa_usage_from_instance_numa``)."""
+    cells = {c.id: c for c in host.cells}
+    out = []
+    for gcell, cell_fit in zip(guest.cells, fits, strict=True):
+        hcell = cells[cell_fit.host_cell]
+        pinned = {cpu for _, cpu in cell_fit.pinning} | set(cell_fit.reserved)
+        if guest.pinned and guest.cpu_thread_policy == ISOLATE:
+            for sib in hcell.siblings:  # the whole core goes with each CPU pinned under isolate
+                if sib & pinned:
+                    pinned |= sib
+        size = cell_fit.pagesize if cell_fit.pagesize else min((s for s, _, _ in hcell.pages), default=None)
+        out.append(NUMACellClaim(cell=hcell.id, memory_mb=gcell.memory, cpus=len(gcell.cpuset),
+                                 pinned_cpus=sorted(pinned) if guest.pinned else [],
+                                 pagesize_kb=int(size) if size else None))
+    return out
+
+
+def claim(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float, ram_ratio: float,
+          pack: bool = False) -> list[NUMACellClaim] | None:
+    """The cells, CPUs and pages the guest would take on ``host`` now (None: it does not fit)."""
+    fits = fit(host, guest, cpu_ratio=cpu_ratio, ram_ratio=ram_ratio, pack=pack)
+    if fits is None or host is None or guest is None:
+        return None
+    return claims_of(host, guest, fits)
+
+
+def with_claims(host: HostNUMA, claims: list[NUMACellClaim]) -> tuple[HostNUMA, bool]:
+    """``host`` with ``claims`` counted, and whether they all hold: every CPU pinned is one of the cell's
+    dedicated CPUs and free (pinned by no report and no other claim), no page size is used beyond its free
+    pages."""
+    ok = True
+    memory: dict[int, int] = defaultdict(int)
+    cpus: dict[int, int] = defaultdict(int)
+    pinned: dict[int, set[int]] = defaultdict(set)
+    pages: dict[tuple[int, float], int] = defaultdict(int)
+    cells = {c.id: c for c in host.cells}
+    for c in claims:
+        cell = cells.get(c.cell)
+        if cell is None:
+            ok = False
+            continue
+        taken = set(c.pinned_cpus)
+        if not taken <= cell.free_pcpus or taken & pinned[c.cell]:
+            ok = False
+        pinned[c.cell] |= taken
+        memory[c.cell] += c.memory_mb
+        cpus[c.cell] += c.cpus
+        if c.pagesize_kb:
+            pages[(c.cell, c.pagesize_kb)] += c.memory_mb * 1024 // c.pagesize_kb
+    new_cells = []
+    for cell in host.cells:
+        if cell.id not in memory:
+            new_cells.append(cell)
+            continue
+        new_pages = []
+        for size, total, free in cell.pages:
+            left = free - pages.get((cell.id, size), 0)
+            if left < 0 and pages.get((cell.id, size)) and size != min(s for s, _, _ in cell.pages):
+                ok = False  # huge pages are never overcommitted; small ones may be (as Nova)
+            new_pages.append((size, total, left))
+        new_cells.append(HostCell(
+            id=cell.id, cpuset=cell.cpuset, pcpuset=cell.pcpuset, memory=cell.memory,
+            cpu_usage=cell.cpu_usage + cpus[cell.id], memory_usage=cell.memory_usage + memory[cell.id],
+            free_pcpus=cell.free_pcpus - pinned[cell.id], siblings=cell.siblings, pages=tuple(new_pages)))
+    return HostNUMA(tuple(new_cells)), ok

@@ -33,6 +33,7 @@ from gantt.model import (
     Name,
     NotFound,
     NoValidHost,
+    NUMACellClaim,
     RequestSpec,
     Selection,
     StoreUnavailable,
@@ -190,6 +191,7 @@ class AllocationView(Struct, omit_defaults=True):
     extra: list[AllocationPart] = field(default_factory=list)  # its parts on further nodes (Placement's)
     consumer_generation: int | None = None
     consumer_type: str | None = None
+    numa: list[NUMACellClaim] | None = None
 
     @classmethod
     def of(cls, allocation: Allocation) -> AllocationView:

@@ -21,8 +21,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gantt.model import NodeKey, prepare_types
-from gantt.numa import HostNUMA
+from gantt.model import NodeKey, NUMACellClaim, prepare_types
+from gantt.numa import HostNUMA, with_claims
 
 # Scalar columns: name -> (dtype, value of a row that never reported it)
 SCALARS: dict[str, tuple[Any, Any]] = {
@@ -62,6 +62,9 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "numa_max_cpus": (np.float64, 0),
     "numa_max_free_pcpus": (np.float64, 0),
     "numa_max_memory": (np.float64, 0),
+    # the node's in-flight NUMA claims do not all hold (a CPU pinned twice, huge pages over-used): a claim on it
+    # must not commit (ledger.within_capacity)
+    "numa_overbooked": (np.bool_, False),
 }
 # Per resource class, 2-D (rows x classes), column-major so one class is one contiguous column.
 RC_COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "ratio", "reported", "inflight",
@@ -126,7 +129,9 @@ class Columns:
         self.node_uuids: list[str | None] = []
         self.hypervisor_hostnames: list[str | None] = []
         self.host_ips: list[str | None] = []
-        self.numa: list[HostNUMA | None] = []  # each node's NUMA cells, prepared for fitting
+        # each node's NUMA cells as reported, and with its in-flight NUMA claims counted (what a fit reads)
+        self.numa_reported: list[HostNUMA | None] = []
+        self.numa: list[HostNUMA | None] = []
         self.row_of: dict[NodeKey, int] = {}
         self.rows_of_host: dict[str, set[int]] = {}
         self.cols: dict[str, np.ndarray] = {
@@ -250,6 +255,7 @@ class Columns:
         self.node_uuids.append(None)
         self.hypervisor_hostnames.append(None)
         self.host_ips.append(None)
+        self.numa_reported.append(None)
         self.numa.append(None)
         self.row_of[(host, node)] = row
         self.rows_of_host.setdefault(host, set()).add(row)
@@ -288,11 +294,23 @@ class Columns:
 
     def _row_lists(self) -> tuple[list[Any], ...]:
         return (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames, self.host_ips,
-                self.numa)
+                self.numa_reported, self.numa)
 
     def set_numa(self, row: int, numa: HostNUMA | None) -> None:
+        """The node's reported cells (its in-flight claims are counted again by the ledger, after)."""
+        self.numa_reported[row] = numa
+        self.count_numa_claims(row, [])
+
+    def count_numa_claims(self, row: int, claims: list[NUMACellClaim]) -> None:
+        """The node's cells with ``claims`` (its unconfirmed allocations' NUMA parts) counted on top."""
+        reported = self.numa_reported[row]
+        if reported is None or not claims:
+            numa, ok = reported, reported is not None or not claims
+        else:
+            numa, ok = with_claims(reported, claims)
         self.numa[row] = numa
         cols = self.cols
+        cols["numa_overbooked"][row] = not ok
         cells = numa.cells if numa is not None else ()
         cols["numa_cells"][row] = len(cells)
         cols["numa_max_cpus"][row] = max((len(c.cpuset) for c in cells), default=0)

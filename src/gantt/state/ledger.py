@@ -19,7 +19,8 @@ from typing import Any
 
 import msgspec
 
-from gantt.model import Allocation, Conflict, NodeKey, NotFound
+from gantt.model import Allocation, Conflict, NodeKey, NotFound, NUMACellClaim
+from gantt.numa import with_claims
 from gantt.state.columns import Columns
 from gantt.state.instances import InstanceIndex
 
@@ -96,10 +97,12 @@ class Ledger:
         return None
 
     def within_capacity(self, key: NodeKey) -> bool:
-        """The node exists and no class of it is counted beyond its capacity (every allocation known counted)."""
+        """The node exists and no class of it is counted beyond its capacity (every allocation known counted),
+        and no two claims pin one of its CPUs."""
         columns = self._columns
         row = columns.row_of.get(key)
-        return row is not None and not (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any()
+        return row is not None and not (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any() \
+            and not columns.cols["numa_overbooked"][row]
 
     def migration(self, migration_uuid: str) -> Allocation:
         """The allocation holding a move's source, under the migration's UUID."""
@@ -139,19 +142,25 @@ class Ledger:
             held = self._allocations.get(allocation.consumer_uuid)
             if held is not None:
                 return held
-            row = self._row_with_room(key, allocation.resources, limits)
+            row = self._row_with_room(key, allocation.resources, limits, allocation.numa)
             self._insert(row, key, allocation)
             self._changed("allocation", allocation)
             return allocation
 
-    def _row_with_room(self, key: NodeKey, resources: dict[str, int], limits: dict[str, float] | None) -> int:
-        """The node's row, if it still exists and can take ``resources`` now; else ClaimRejected."""
+    def _row_with_room(self, key: NodeKey, resources: dict[str, int], limits: dict[str, float] | None,
+                       numa: list[NUMACellClaim] | None = None) -> int:
+        """The node's row, if it still exists and can take ``resources`` (and the NUMA cells, CPUs and pages
+        ``numa`` names) now; else ClaimRejected."""
         row = self._columns.row_of.get(key)
         if row is None:
             raise ClaimRejected(f"{key} is gone")
         missing = self.fits(row, resources, limits)
         if missing is not None:
             raise ClaimRejected(f"{key} has no room for {missing}")
+        if numa:
+            cells = self._columns.numa[row]
+            if cells is None or not with_claims(cells, numa)[1]:
+                raise ClaimRejected(f"{key} no longer has the NUMA cells, CPUs or pages the claim names")
         return row
 
     def put_allocation(self, allocation: Allocation) -> None:
@@ -190,7 +199,7 @@ class Ledger:
                 raise SourceMoved(f"{source.consumer_uuid} moved meanwhile")
             if migration in self._allocations:  # a twin request made this move: answer with it
                 raise SourceMoved(f"migration {migration} holds an allocation already")
-            row = self._row_with_room(key, allocation.resources, limits)
+            row = self._row_with_room(key, allocation.resources, limits, allocation.numa)
             held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
                                            instance_uuid=source.consumer_uuid, confirmed=False)
             self._drop(source.consumer_uuid)
@@ -261,6 +270,8 @@ class Ledger:
         self._instances.place(row, key[0], allocation.consumer_uuid)
         if not allocation.confirmed:
             self._add_inflight(row, allocation.resources, +1)
+            if allocation.numa:
+                self.count_numa(row, key)
         else:
             self._touched(row)
 
@@ -283,11 +294,23 @@ class Ledger:
             self._instances.unplace(row, alloc.host, consumer_uuid)
             if not alloc.confirmed:
                 self._add_inflight(row, alloc.resources, -1)
+                if alloc.numa:
+                    self.count_numa(row, (alloc.host, alloc.nodename))
         for part in alloc.extra:
             row = self._columns.row_of.get((part.host, part.nodename))
             if row is not None:
                 self._add_inflight(row, part.resources, -1, instance=False)
         return alloc
+
+    def count_numa(self, row: int, key: NodeKey) -> None:
+        """Count the NUMA claims of the node's unconfirmed allocations on top of its reported cells."""
+        claims = []
+        for consumer in self._node_allocations.get(key, ()):
+            alloc = self._allocations[consumer]
+            if alloc.numa and not alloc.confirmed and (alloc.host, alloc.nodename) == key:
+                claims.extend(alloc.numa)
+        self._columns.count_numa_claims(row, claims)
+        self._touched(row)
 
     def _add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True) -> None:
         self._columns.add_inflight(row, resources, sign, instance=instance)
@@ -311,6 +334,7 @@ class Ledger:
             self._instances.add(row, (consumer,))
             if not alloc.confirmed:
                 self._add_inflight(row, alloc.resources, +1)
+        self.count_numa(row, key)
 
     def drop_node(self, key: NodeKey) -> None:
         """The node is being removed: so are the allocations on it."""
@@ -326,8 +350,10 @@ class Ledger:
             if alloc.confirmed or (alloc.host, alloc.nodename) != key:
                 continue
             if alloc.listed_as in reported:
-                alloc.confirmed = True
+                alloc.confirmed = True  # the report's topology has its cells and CPUs now
                 self._add_inflight(row, alloc.resources, -1)
+                if alloc.numa:
+                    self.count_numa(row, key)
             elif alloc.created_at and now - alloc.created_at > self.claim_timeout:
                 log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
                             consumer, key[0], key[1], now - alloc.created_at)
@@ -356,4 +382,6 @@ class Ledger:
             if not alloc.confirmed and alloc.created_at and now - alloc.created_at > self.claim_timeout:
                 alloc.confirmed = True
                 self._add_inflight(row, alloc.resources, -1)
+                if alloc.numa:
+                    self.count_numa(row, key)
                 self.settled_claims += 1

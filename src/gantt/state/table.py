@@ -409,6 +409,8 @@ class HostTable:
                 self._ledger.confirm_listed(row, key, listed, now)
             elif not columns.reports_instances[row]:
                 self._ledger.settle_unlisted(row, key, now)
+            if stats.numa_topology is not None or whole:  # new cells: the claims in flight count on them again
+                self._ledger.count_numa(row, key)
             columns.refresh_load(row)
             columns.refresh_free(row)
             columns.cols["updated_at"][row] = now
