@@ -357,6 +357,9 @@ def _mappings(src: _Sources, key: str) -> tuple[list[str] | None, str]:
 def instance_topology(spec: RequestSpec) -> GuestTopology | None:
     """The guest NUMA topology the request asks for (Nova's ``numa_get_constraints``), or None."""
     src = _Sources(spec)
+    if not any(k.startswith(("hw:", "resources", "trait")) for k in src.specs) \
+            and not any(k.startswith(("hw_", "trait:")) for k in src.props):
+        return None  # the common case: nothing that could shape a guest topology, so none (and nothing to refuse)
     for key, why in _NOT_MODELED_SPECS.items():
         if key in src.specs:
             raise _bad(f"{key} cannot be honoured yet: {why}", src.spec_where(key))

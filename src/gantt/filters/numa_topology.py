@@ -42,7 +42,7 @@ class NUMATopologyFilter(Filter):
         def fits(rows: Rows) -> np.ndarray:
             return self._fits(table, guest, rows, pack, needs_smt)
 
-        return table.usage_mask((self.name, guest, pack, needs_smt), fits)
+        return table.usage_mask((self.name, guest, pack, needs_smt), fits, costly=True)
 
     @staticmethod
     def _fits(table: HostTable, guest: GuestTopology, rows: Rows, pack: bool, needs_smt: bool) -> np.ndarray:

@@ -324,11 +324,14 @@ class HostTable:
                                   static_revision=self._static_revision, epoch=self._heartbeat_epoch,
                                   journal=self._journal)
 
-    def usage_mask(self, key: Hashable, compute: Callable[[Rows], np.ndarray]) -> np.ndarray:
+    def usage_mask(self, key: Hashable, compute: Callable[[Rows], np.ndarray], *, costly: bool = False) -> np.ndarray:
         """A boolean mask over usage columns, memoized under ``key`` and patched on the rows changed since
-        (``compute(rows)`` evaluates it for an index array or ``slice(0, n)``). Do not modify the result."""
+        (``compute(rows)`` evaluates it for an index array or ``slice(0, n)``). Do not modify the result.
+
+        ``costly``: ``compute`` does per-row work (NUMA fits), so the mask is memoized at any table size; a
+        vectorized one is cheaper recomputed than patched below ``patch_min_rows``."""
         n = self._columns.n
-        if n < self.patch_min_rows:
+        if n < self.patch_min_rows and not costly:
             return compute(slice(0, n))
         return self._usage_masks.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
                                      compute=compute)
