@@ -227,3 +227,10 @@ def test_over_http_a_numa_report_is_kept_across_a_restart_and_decides(tmp_path: 
             assert {c.host for c in client.candidates(pinned(3)).candidates} == {"n1"}
             [[chosen, *_]] = client.select_destinations({**pinned(4), "instance_uuids": ["vm-1"]})
             assert chosen.host == "n1"
+            held = client.allocation("vm-1").numa  # the claim names the cell and the CPUs it pinned
+            assert held is not None and len(held) == 1 and len(held[0].pinned_cpus) == 4
+        server.restart()
+        with server.client() as client:  # kept by the store: the next claim pins other CPUs
+            client.select_destinations({**pinned(4), "instance_uuids": ["vm-2"]})
+            taken = [set(client.allocation(vm).numa[0].pinned_cpus) for vm in ("vm-1", "vm-2")]
+            assert not taken[0] & taken[1]
