@@ -273,8 +273,8 @@ _METRIC = re.compile(r'^(gantt_[a-z_]+)\{([^}]*)\}\s+([0-9.eE+-]+)$')
 
 
 def scrape_workers(url: str, workers: int, tries: int = 200) -> dict[str, dict[str, float]]:
-    """Each worker's counters: /metrics answers from whichever worker took the connection, so ask until each
-    pid has answered (fresh connection every time)."""
+    """Each worker's counters, by its ``worker`` label: any worker answers /metrics for all of them, once each
+    has shared its figures (within seconds of its start), so ask until every worker is in one answer."""
     import httpx
 
     seen: dict[str, dict[str, float]] = {}
@@ -283,24 +283,22 @@ def scrape_workers(url: str, workers: int, tries: int = 200) -> dict[str, dict[s
             text = httpx.get(f"{url}/metrics", timeout=5.0, headers={"Connection": "close"}).text
         except httpx.HTTPError:
             continue
-        figures: dict[str, float] = {}
-        pid = "?"
+        seen = {}
         for line in text.splitlines():
             m = _METRIC.match(line)
             if not m:
                 continue
             labels = m.group(2)
-            pid_match = re.search(r'(?:pid|worker)="([^"]+)"', labels)
-            if pid_match:
-                pid = pid_match.group(1)
+            worker = re.search(r'worker="([^"]+)"', labels)
             level = re.search(r'level="([^"]+)"', labels)
             key = m.group(1) + (f".{level.group(1)}" if level else "")
             if "_bucket" in key or "reason=" in labels:
                 continue
+            figures = seen.setdefault(worker.group(1) if worker else "?", {})
             figures[key] = figures.get(key, 0.0) + float(m.group(3))
-        seen[pid] = figures
         if len(seen) >= workers:
             break
+        time.sleep(0.1)
     return seen
 
 

@@ -23,6 +23,10 @@ from gantt.model import (
     Metric,
     NUMACell,
     NUMAPages,
+    PciDevicePoolData,
+    PciDevicePoolList,
+    PciDevicePoolListData,
+    PciDevicePoolObject,
     RequestSpec,
     decode,
 )
@@ -155,6 +159,18 @@ REQUIRED: dict[type, dict[str, Any]] = {
 }
 # Free-form JSON whose shape is checked in code, by where it sits: a valid value.
 SCHEMA_IN_FREE_FORM: dict[str, Any] = {".nova_object.data": {"cells": []}}
+# Maps that must name some keys beside the one under test, by the end of their path: a PCI pool (plain list form)
+# names its device and count; every other key is a tag.
+MAP_BASE = {"pci_stats[0]": {"vendor_id": "8086", "product_id": "1520", "count": 1}}
+_POOL_DATA = {"vendor_id": "8086", "product_id": "1520", "count": 1}
+REQUIRED.update({
+    PciDevicePoolData: _POOL_DATA,
+    PciDevicePoolObject: {"nova_object.name": "PciDevicePool", "nova_object.namespace": "nova",
+                          "nova_object.version": "1.1", "nova_object.data": _POOL_DATA},
+    PciDevicePoolListData: {"objects": []},
+    PciDevicePoolList: {"nova_object.name": "PciDevicePoolList", "nova_object.namespace": "nova",
+                        "nova_object.version": "1.1", "nova_object.data": {"objects": []}},
+})
 # Valid wherever a string goes: a name, a trait, a resource class, a key.
 TEXT = "CUSTOM_A"
 # A field valid only with a sibling: a move names the one instance it moves.
@@ -204,7 +220,7 @@ def leaves(info: mi.Type, path: str, build: Callable[[Any], Any], byte_bound: bo
     elif isinstance(info, mi.StrType):
         yield Leaf(path, "chars", CHECKED_IN_CODE.get(path, info.max_length), build, TEXT)
     elif isinstance(info, mi.ListType):
-        item = _sample(info.item_type)
+        item = _map_base(f"{path}[0]") or _sample(info.item_type)
         yield Leaf(path, "items", info.max_length, build, [item])
         yield from leaves(info.item_type, f"{path}[0]", lambda v: build([v]), byte_bound)
     elif isinstance(info, mi.TupleType):
@@ -218,11 +234,16 @@ def leaves(info: mi.Type, path: str, build: Callable[[Any], Any], byte_bound: bo
         yield Leaf(path, "entries", info.max_length, build, dict(valid))
     elif isinstance(info, mi.DictType):
         value = _sample(info.value_type)
-        yield Leaf(path, "entries", info.max_length, build, {TEXT: value})
-        yield from leaves(info.key_type, path, lambda k: build({k: value}), byte_bound)
-        yield from leaves(info.value_type, f"{path}[...]", lambda v: build({TEXT: v}), byte_bound)
+        base = _map_base(path)
+        yield Leaf(path, "entries", info.max_length, build, {**base, TEXT: value})
+        yield from leaves(info.key_type, path, lambda k: build({**base, k: value}), byte_bound)
+        yield from leaves(info.value_type, f"{path}[...]", lambda v: build({**base, TEXT: v}), byte_bound)
     elif isinstance(info, mi.AnyType) and not byte_bound:
         yield Leaf(path, "json", None, build, 1)
+
+
+def _map_base(path: str) -> dict[str, Any]:
+    return next((dict(base) for end, base in MAP_BASE.items() if path.endswith(end)), {})
 
 
 def _request_bodies() -> list[type]:
@@ -250,8 +271,8 @@ def _over(leaf: Leaf) -> Any:
     if leaf.kind == "items":
         return leaf.sample * (leaf.limit + 1)
     if leaf.kind == "entries":
-        [value] = leaf.sample.values()
-        return {f"{TEXT}{i}": value for i in range(leaf.limit + 1)}
+        value = leaf.sample.get(TEXT, [])  # a schema'd sample (SCHEMA_IN_FREE_FORM) has no TEXT key
+        return {**leaf.sample, **{f"{TEXT}{i}": value for i in range(leaf.limit + 1)}}
     return {TEXT: "x" * leaf.limit}  # bytes: the key and quotes take it over
 
 

@@ -188,7 +188,8 @@ def build_forest(table: HostTable, index: ProviderIndex, placement_uuid: dict[st
         aggregates=[frozenset(by_host.get(v.key[0], ())) for v, _ in views],
         sharing=np.fromiter((SHARING_TRAIT in t for t in traits), dtype=np.bool_, count=len(views)),
         has_trees=any(v.parent_provider_uuid for v, _ in views),
-        sorted_traits=[sorted(t) for t in traits],
+        # Placement lists a provider's traits by their ids: os-traits' standard ones were made first
+        sorted_traits=[sorted(t, key=lambda name: (name.startswith("CUSTOM_"), name)) for t in traits],
         summaries=[None] * len(views),
         summary_version=np.full(len(views), -1, dtype=np.int64),
     )

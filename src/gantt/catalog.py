@@ -70,5 +70,8 @@ def check_deletable(kind: RecordKind, name: str, catalog: Catalog, users: int, v
         raise InvalidRequest(f"Cannot {verb} standard {what} {name}.", field="name")
     if (kind, name) not in catalog.records:
         raise NotFound(f"No such {what} {name}.", field="name")
-    if users:
-        raise Conflict(f"The {what} {name} is in use by {users} resource provider(s) and cannot be deleted.")
+    if users:  # Placement's words for each (clients and its tests match on them)
+        if kind == "trait":
+            raise Conflict(f"The trait {name} is in use by a resource provider.")
+        raise Conflict(f"Error in {verb} resource class: Cannot {verb} resource class {name}. Class is in use in "
+                       "inventory.")

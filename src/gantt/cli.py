@@ -678,7 +678,7 @@ def _add_serve(sub: Any) -> None:
                    help="processes on one store, each with its own replica (default: [scheduler] workers, else 1)")
     p.add_argument("--fd", type=int, help="serve on this inherited listening socket instead of binding")
     p.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"],
-                   help="log level (default %(default)s)")
+                   help="log level (default %(default)s); info adds one line per answer on gantt.access")
     p.set_defaults(func=cmd_serve)
 
 

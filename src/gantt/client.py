@@ -21,6 +21,7 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
+from gantt.activity import Overview
 from gantt.model import (
     Aggregate,
     Allocation,
@@ -213,6 +214,9 @@ class _Calls:
     def openapi(self) -> Call[dict[str, Any]]:
         return Call("GET", "/openapi.json", msgspec.json.decode)
 
+    def overview(self) -> Call[Overview]:
+        return Call("GET", "/v1/overview", lambda raw: msgspec.json.decode(raw, type=Overview))
+
 
 def _node(node: str | None) -> dict[str, str] | None:
     return {"node": node} if node is not None else None
@@ -356,6 +360,10 @@ class SchedulerClient:
     def openapi(self) -> dict[str, Any]:
         return self._do(_CALLS.openapi())
 
+    def overview(self) -> Overview:
+        """The cloud at a glance (what the /ui page shows); decisions and refusals are the answering process's."""
+        return self._do(_CALLS.overview())
+
 
 class AsyncSchedulerClient:
     """The asyncio twin of ``SchedulerClient``: the same calls, awaited."""
@@ -457,3 +465,6 @@ class AsyncSchedulerClient:
 
     async def openapi(self) -> dict[str, Any]:
         return await self._do(_CALLS.openapi())
+
+    async def overview(self) -> Overview:
+        return await self._do(_CALLS.overview())

@@ -9,6 +9,7 @@ Nova options that do not apply to Gantt are accepted and ignored.
 from __future__ import annotations
 
 import configparser
+import functools
 import logging
 import math
 import os
@@ -20,6 +21,7 @@ import msgspec
 from msgspec import Struct, field
 
 from gantt.model import InvalidRequest, prepare_types
+from gantt.pci import Alias, parse_aliases
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +60,8 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     soft_affinity_weight_multiplier: float = 1.0
     soft_anti_affinity_weight_multiplier: float = 1.0
     build_failure_weight_multiplier: float = 1000000.0
-    # Nova options Gantt has nothing to do with: see _FILTER_SCHEDULER_WITHOUT_EFFECT.
     pci_weight_multiplier: float = 1.0
+    # Nova options Gantt has nothing to do with: see _FILTER_SCHEDULER_WITHOUT_EFFECT.
     cross_cell_move_weight_multiplier: float = 1000000.0
     image_props_weight_multiplier: float = 0.0
     image_props_weight_setting: list[str] = field(default_factory=list)
@@ -108,8 +110,7 @@ class SchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
 # Nova options Gantt reads but has nothing to do with: accepted at Nova's default (so a nova.conf that merely
 # repeats it loads), refused otherwise, so that no operator believes a setting is in force when it is not.
 _FILTER_SCHEDULER_WITHOUT_EFFECT = {
-    "pci_weight_multiplier": "Gantt has no PCIWeigher (PCI devices are not modeled yet)",
-    "pci_in_placement": "PCI devices are not modeled yet",
+    "pci_in_placement": "Gantt matches PCI requests against the hosts' pci_stats pools, not Placement inventories",
     "cross_cell_move_weight_multiplier": "Gantt has no cells, so no CrossCellWeigher",
     "image_props_weight_multiplier": "Gantt has no ImagePropertiesWeigher (it needs the images of the instances "
                                      "on each host, which hosts do not report)",
@@ -194,6 +195,31 @@ class ComputeSection(Struct, forbid_unknown_fields=False, kw_only=True):
     packing_host_numa_cells_allocation_strategy: bool = False
 
 
+class PciSection(Struct, forbid_unknown_fields=True, kw_only=True):
+    """nova.conf's ``[pci]``: ``alias`` (one JSON object per entry, as Nova's MultiStrOpt) is the scheduler's.
+    ``device_spec`` and ``report_in_placement`` are nova-compute's, which the scheduler never reads (a nova.conf
+    shared with the computes loads)."""
+
+    alias: list[str] = field(default_factory=list)
+    device_spec: list[str] = field(default_factory=list)
+    passthrough_whitelist: list[str] = field(default_factory=list)
+    report_in_placement: bool = False
+
+    def __post_init__(self) -> None:
+        self.aliases  # noqa: B018  refuse a bad alias at start, not at the first request that names it
+
+    @property
+    def aliases(self) -> dict[str, Alias]:
+        """The aliases by name."""
+        return _parsed_aliases(tuple(self.alias))
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed_aliases(entries: tuple[str, ...]) -> dict[str, Alias]:
+    # Every request that names an alias reads them: parse each distinct [pci] alias list once.
+    return parse_aliases(entries)
+
+
 class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     """Gantt's own options."""
 
@@ -222,6 +248,7 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
     default: DefaultSection = field(default_factory=DefaultSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
     gantt: GanttSection = field(default_factory=GanttSection)
+    pci: PciSection = field(default_factory=PciSection)
     oslo_policy: OsloPolicySection = field(default_factory=OsloPolicySection)
 
     @classmethod
@@ -286,10 +313,10 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(text)
-    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "oslo_policy", "compute"}
+    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "pci", "oslo_policy", "compute"}
     data: dict[str, Any] = {}
     defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
-    unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__)
+    unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__ and k != "pci_alias")
     if unused:  # nova.conf's [DEFAULT] holds every service's options; say which ones Gantt leaves alone
         log.info("[DEFAULT] options Gantt does not use, ignored: %s", ", ".join(unused))
     if defaults:
@@ -302,22 +329,62 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
             continue
         known = {
             "filter_scheduler": FilterSchedulerSection, "scheduler": SchedulerSection,
-            "metrics": MetricsSection, "gantt": GanttSection, "oslo_policy": OsloPolicySection,
-            "compute": ComputeSection,
+            "metrics": MetricsSection, "gantt": GanttSection, "pci": PciSection,
+            "oslo_policy": OsloPolicySection, "compute": ComputeSection,
         }[section].__struct_fields__
         values: dict[str, Any] = {}
         for key in parser[section]:
             if key in parser.defaults() and key not in known:
                 continue
             raw = parser[section][key]
-            if key in _LIST_OPTIONS:
+            if (section, key) in _MULTI_OPTIONS:
+                values[key] = _multi_values(text, section, key)
+            elif key in _LIST_OPTIONS:
                 values[key] = [item.strip() for item in raw.split(",") if item.strip()]
             elif raw.strip().lower() in ("true", "false"):
                 values[key] = raw.strip().lower() == "true"
             else:
                 values[key] = _number_or_string(raw.strip())
         data[section] = values
+    if "pci_alias" in parser.defaults():  # the option's name before it moved to [pci] (Nova still reads it)
+        pci = data.setdefault("pci", {})
+        if "alias" in pci:
+            raise InvalidRequest("[DEFAULT] pci_alias is the old name of [pci] alias: give one of them")
+        pci["alias"] = _multi_values(text, "DEFAULT", "pci_alias")
     return data
+
+
+# oslo.config's MultiStrOpt: the option is given once per value (configparser would keep the last one only).
+_MULTI_OPTIONS = {("pci", "alias"), ("pci", "device_spec"), ("pci", "passthrough_whitelist")}
+
+
+def _multi_values(text: str, section: str, option: str) -> list[str]:
+    """Every value of ``option`` in ``[section]``, read as oslo.config reads them: ``key = value`` or
+    ``key: value``, surrounding quotes of a one-line value dropped, indented lines continuing it."""
+    values: list[str] = []
+    current: list[str] | None = None
+    here = False
+    for line in text.splitlines():
+        line = line.rstrip()
+        if line.startswith((" ", "\t")) and line.strip():
+            if current is not None:
+                current.append(line.lstrip())
+            continue
+        if current is not None:
+            values.append("\n".join(current))
+            current = None
+        if line.startswith("["):
+            here = line.strip() == f"[{section}]"
+        elif here and line and not line.startswith(("#", ";")):
+            cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+            if cut > 0 and line[:cut].strip() == option:
+                value = line[cut + 1:].strip()
+                if value and value[0] == value[-1] and value[0] in "\"'":
+                    value = value[1:-1]
+                current = [value]
+    if current is not None:
+        values.append("\n".join(current))
+    return values
 
 
 def _number_or_string(raw: str) -> Any:

@@ -341,10 +341,11 @@ class Engine:
                         continue  # taken meanwhile by a claim this ranking did not see
                 try:
                     if ctx.move_source is None:
-                        chosen = table.claim(key, allocation, limits=limits or None)
+                        chosen = table.claim(key, allocation, limits=limits or None, pci=ctx.pci_requests)
                     else:
                         allocation.migration_uuid = spec.migration_uuid
-                        held = table.move(key, allocation, ctx.move_source, limits=limits or None)
+                        held = table.move(key, allocation, ctx.move_source, limits=limits or None,
+                                          pci=ctx.pci_requests)
                         ctx.moved[consumer] = (ctx.move_source, held)
                         placed.append(held)
                         chosen = allocation

@@ -415,6 +415,84 @@ class NUMATopology(Struct, forbid_unknown_fields=True, omit_defaults=True):
             raise ValueError("cells must have distinct ids")
 
 
+# Nova's compute_nodes.pci_stats: a host's PCI device pools (nova.objects.pci_device_pool). A host sends them as
+# the versioned-object primitive Nova stores (PciDevicePoolList) or as the older plain list of pools, each pool
+# flat: vendor_id, product_id, numa_node, count, and every other key a tag (physical_network, trusted, dev_type,
+# remote_managed, …). Gantt keeps the plain list (PciDevicePool.to_dict's shape), so a stored report decodes again.
+MAX_PCI_POOLS = 1_024
+MAX_PCI_TAGS = 64
+PCI_POOL_FIELDS = ("vendor_id", "product_id", "numa_node", "count")
+PciPool = Annotated[dict[Key, Text | int | None], Meta(max_length=MAX_PCI_TAGS + len(PCI_POOL_FIELDS))]
+
+
+class PciDevicePoolData(Struct, forbid_unknown_fields=True):
+    """``nova_object.data`` of one PciDevicePool (version 1.1: numa_node added)."""
+
+    product_id: Text
+    vendor_id: Text
+    count: int
+    numa_node: int | None = None
+    tags: Annotated[dict[Key, Text | None], Meta(max_length=MAX_PCI_TAGS)] = field(default_factory=dict)
+
+
+_NOVA_OBJECT = {"name": "nova_object.name", "namespace": "nova_object.namespace",
+                "version": "nova_object.version", "data": "nova_object.data", "changes": "nova_object.changes"}
+
+
+class PciDevicePoolObject(Struct, forbid_unknown_fields=True, rename=_NOVA_OBJECT):
+    name: Literal["PciDevicePool"]
+    namespace: Literal["nova"]
+    version: Text
+    data: PciDevicePoolData
+    changes: Annotated[list[Text], Meta(max_length=8)] | None = None
+
+
+class PciDevicePoolListData(Struct, forbid_unknown_fields=True):
+    objects: Annotated[list[PciDevicePoolObject], Meta(max_length=MAX_PCI_POOLS)]
+
+
+class PciDevicePoolList(Struct, forbid_unknown_fields=True, rename=_NOVA_OBJECT):
+    """The versioned-object primitive of Nova's PciDevicePoolList, as compute_nodes.pci_stats holds it."""
+
+    name: Literal["PciDevicePoolList"]
+    namespace: Literal["nova"]
+    version: Text
+    data: PciDevicePoolListData
+    changes: Annotated[list[Text], Meta(max_length=8)] | None = None
+
+
+def pci_pools(value: list[dict[str, Any]] | PciDevicePoolList) -> list[dict[str, Any]]:
+    """Either shape of ``pci_stats`` as the plain list of flat pools; ValueError names the offending part."""
+    if isinstance(value, PciDevicePoolList):
+        flat = []
+        for i, obj in enumerate(value.data.objects):
+            pool = obj.data
+            clash = sorted(set(pool.tags) & set(PCI_POOL_FIELDS))
+            if clash:  # Nova's to_dict would let the tag overwrite the pool's own field
+                raise ValueError(f"pci_stats.nova_object.data.objects[{i}].tags must not name {clash[0]}")
+            flat.append({"vendor_id": pool.vendor_id, "product_id": pool.product_id, "numa_node": pool.numa_node,
+                         "count": pool.count, **pool.tags})
+        value = flat
+    for i, pool in enumerate(value):
+        for name in ("vendor_id", "product_id", "count"):
+            if name not in pool:
+                raise ValueError(f"pci_stats[{i}].{name} must be given")
+        for name in ("vendor_id", "product_id"):
+            if not isinstance(pool[name], str):
+                raise ValueError(f"pci_stats[{i}].{name} must be a string")
+        count, numa = pool["count"], pool.get("numa_node")
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_COUNT:
+            raise ValueError(f"pci_stats[{i}].count must be an integer >= 0 and <= {MAX_COUNT}")
+        if numa is not None and (not isinstance(numa, int) or isinstance(numa, bool) or not 0 <= numa <= 4096):
+            raise ValueError(f"pci_stats[{i}].numa_node must be null or an integer in [0, 4096]")
+        for key, tag in pool.items():
+            if key not in PCI_POOL_FIELDS and tag is not None and not isinstance(tag, str):
+                raise ValueError(f"pci_stats[{i}].{key} must be a string or null (a tag)")
+        if len(pool) - sum(1 for name in PCI_POOL_FIELDS if name in pool) > MAX_PCI_TAGS:
+            raise ValueError(f"pci_stats[{i}] must have at most {MAX_PCI_TAGS} tags")
+    return [{**pool, "numa_node": pool.get("numa_node")} for pool in value]
+
+
 class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """The ``stats`` of ``update_resource_stats``: Nova's compute_nodes fields. A report replaces what it names."""
 
@@ -449,8 +527,12 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     instances: Annotated[list[Name], Meta(max_length=MAX_INSTANCES)] | None = None
     numa_topology: NUMATopology | None = None
+    # Nova's PCI device pools: the plain list, or the PciDevicePoolList primitive (kept as the plain list).
+    pci_stats: Annotated[list[PciPool], Meta(max_length=MAX_PCI_POOLS)] | PciDevicePoolList | None = None
 
     def __post_init__(self) -> None:
+        if self.pci_stats is not None:
+            self.pci_stats = pci_pools(self.pci_stats)
         if not isinstance(self.cpu_info, str):
             check_json("cpu_info", self.cpu_info)
         check_json("stats", self.stats)
@@ -768,6 +850,13 @@ class NUMACellClaim(Struct, forbid_unknown_fields=True, omit_defaults=True):
     pagesize_kb: int | None = None
 
 
+class PciTaken(Struct, forbid_unknown_fields=True):
+    """Devices a claim took from one of its node's PCI pools: the pool (every key but ``count``) and how many."""
+
+    pool: dict[str, str | int | None]
+    count: int
+
+
 class Allocation(Struct, omit_defaults=True):
     """Resources a consumer (an instance UUID) holds, on one node or, as Placement allocates, several. Keyed by
     ``consumer_uuid``: one record per consumer, so that writing it is one compare-and-set over every node it
@@ -804,6 +893,8 @@ class Allocation(Struct, omit_defaults=True):
     # The NUMA fit the claim took on its first node (NUMATopologyFilter's request): the cells, pinned CPUs and
     # pages it holds there, counted on top of the node's reported topology until the node's report lists it.
     numa: list[NUMACellClaim] | None = None
+    # PCI devices taken on the first node (the flavor's pci_passthrough:alias), counted in flight like resources
+    pci: list[PciTaken] = field(default_factory=list)
 
     def parts(self) -> list[tuple[NodeKey, dict[str, int]]]:
         """Every node the consumer holds resources on, with what it holds there; its first part first."""
@@ -852,6 +943,25 @@ class WriteFailure(Struct):
 
     at: float
     message: str
+
+
+class ZoneUsage(Struct):
+    """One resource class in one availability zone, summed over the nodes that take requests (up and enabled):
+    capacity is ``(total - reserved) * allocation_ratio`` (the node's own ratio), used is reported + in flight."""
+
+    zone: str
+    resource_class: str
+    capacity: float
+    used: float
+
+
+class Utilization(Struct):
+    """Nodes by state, each counted once (down, else disabled, else up), and capacity and usage per zone."""
+
+    hosts_up: int
+    hosts_down: int
+    hosts_disabled: int
+    zones: list[ZoneUsage]
 
 
 AGGREGATE_HOST = "(aggregate)"  # likewise: the host part of an aggregate's key
@@ -926,7 +1036,7 @@ _PATH_RE = re.compile(r"at `([^`]*)`")
 _KEY_PATH_RE = re.compile(r"in `(\$[^`]*)`")
 # Our own __post_init__ checks start their message with the field's name ("memory_mb must be >= 0"); msgspec
 # reports them at the enclosing struct's path, so the name is appended to point at the field itself.
-_OWN_FIELD_RE = re.compile(r"^([a-z_][a-z0-9_.]*) must ")
+_OWN_FIELD_RE = re.compile(r"^([a-z_][a-z0-9_.\[\]]*) must ")
 
 
 def decode(data: Any, type_: type[T], *, path: str = "$") -> T:

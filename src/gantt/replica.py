@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from gantt.activity import Activity, Overview
 from gantt.catalog import Catalog
 from gantt.config import Config
 from gantt.engine import Attempts, ClaimConflict, TableReplaced
@@ -48,6 +49,7 @@ from gantt.model import (
     RequestSpec,
     Selection,
     StoreUnavailable,
+    Utilization,
     WriteFailure,
     aggregate_node,
     decode,
@@ -68,6 +70,7 @@ from gantt.store.base import (
     Store,
     StoreConflict,
     open_store,
+    redact_url,
 )
 
 log = logging.getLogger(__name__)
@@ -102,6 +105,8 @@ class Replica(PlacementFacade):
         self.providers = ProviderIndex()
         self.catalog = Catalog()
         self.scheduler = self._new_scheduler(self._new_table())
+        # This process's last decisions and refusals (GET /v1/overview); kept across reloads, as stats are.
+        self.activity = Activity(clock)
 
     @property
     def table(self) -> HostTable:
@@ -496,8 +501,20 @@ class Replica(PlacementFacade):
         if not self.table.rows_of_host(host):
             raise NotFound(f"no such host {host!r}", field="host")
 
-    def select_destinations(self, spec: Any) -> list[list[Selection]]:
+    def select_destinations(self, spec: Any, request_id: str | None = None) -> list[list[Selection]]:
+        """``request_id``: what the caller's transport calls this request (the HTTP x-openstack-request-id),
+        shown in the overview's decisions and refusals when the spec names none of its own."""
         spec = decode(spec, RequestSpec, path="$")
+        named = spec.request_id or request_id
+        try:
+            answer = self._select(spec)
+        except NoValidHost as error:
+            self.activity.refused(spec, error, named)
+            raise
+        self.activity.decided(answer, named)
+        return answer
+
+    def _select(self, spec: RequestSpec) -> list[list[Selection]]:
         if spec.migration_uuid or (spec.instance_uuids
                                    and any(self.table.allocation(uuid) is not None for uuid in spec.instance_uuids)):
             # A repeat is answered from the table without a commit: read the feed up to now first (sync, not
@@ -526,6 +543,15 @@ class Replica(PlacementFacade):
                 log.info("replica reloaded during a decision: deciding again on the new table")
         return self.scheduler.select_destinations(spec)
 
+    def overview(self, max_hosts: int = 2000) -> Overview:
+        """The cloud at a glance: the scheduler's view of hosts, utilization and allocations, and this process's
+        last decisions and refusals."""
+        glance = self.scheduler.overview(max_hosts)
+        glance.revision = self.revision  # the store's, not the table's own counter
+        glance.decisions = self.activity.decisions()
+        glance.refusals = self.activity.refusals()
+        return glance
+
     def candidates(self, spec: Any, limit: int | None = None) -> Any:
         return self.scheduler.candidates(spec, limit)
 
@@ -551,6 +577,10 @@ class Replica(PlacementFacade):
         """The scheduler's counters, and the store's write failures seen through this replica."""
         return {**self.scheduler.counters(), "store_write_failures": self.store.write_failures}
 
+    def utilization(self) -> Utilization:
+        """Nodes by state, and capacity and usage per availability zone and resource class (``/metrics``)."""
+        return self.scheduler.utilization()
+
     def aggregates(self) -> list[Aggregate]:
         return self.scheduler.aggregates()
 
@@ -559,8 +589,8 @@ class Replica(PlacementFacade):
 
     @property
     def url(self) -> str:
-        """The store's URL."""
-        return self.store.url
+        """The store's URL, credentials hidden (it goes to logs and ``/health``)."""
+        return redact_url(self.store.url)
 
     @property
     def last_write_error(self) -> WriteFailure | None:
@@ -665,6 +695,11 @@ def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
     for row in np.flatnonzero(table.col("numa_overbooked")).tolist():
         problems.append(f"{table.host_names[row]}/{table.node_names[row]}: NUMA claims pin a CPU twice (or one "
                         "the node does not have free) or take more huge pages than are free")
+    for row in range(n):
+        for pool, held, count in table.pci_overbooked(row):
+            described = ", ".join(f"{k}={v}" for k, v in pool if v is not None)
+            problems.append(f"{table.host_names[row]}/{table.node_names[row]} PCI pool {described}: {held} devices "
+                            f"held > {count}")
     for alloc in snapshot.allocations:
         for host, node in alloc.nodes():
             if (host, node) not in table:

@@ -141,7 +141,8 @@ class PlacementFacade:
 
     def _aggregates_of(self, found: ProviderView) -> list[str]:
         host = found.key[0]
-        return sorted(placement_uuid(a) for a in self.table.aggregates() if host in a.hosts)
+        # in the order they were made, as Placement lists them (its rows' ids)
+        return [placement_uuid(a) for a in self.table.aggregates() if host in a.hosts]
 
     def allocation_candidates(self, query: CandidateQuery) -> Candidates:
         with self.table.lock:
@@ -338,7 +339,7 @@ class PlacementFacade:
                     changed.append(_with_hosts(a, [h for h in a.hosts if h != host]))
                 elif not inside and agg_uuid in target:
                     changed.append(_with_hosts(a, [*a.hosts, host]))
-            changed += [Aggregate(id=u, uuid=u, hosts=[host]) for u in sorted(target - set(by_uuid))]
+            changed += [Aggregate(id=u, uuid=u, hosts=[host]) for u in dict.fromkeys(wanted) if u not in by_uuid]
             record = providers.bumped(current, self.clock()) if bump else current.record
             return ([record] if bump else []), changed
 

@@ -16,6 +16,7 @@ import os_traits
 from gantt.config import Config
 from gantt.model import Allocation, InvalidRequest, NodeKey, RequestSpec, check_resource_class
 from gantt.numa import GuestTopology, instance_topology
+from gantt.pci import PciRequest, requests_from_extra_specs
 
 _DERIVE: Any = object()  # a guest topology not given: derived from the spec
 
@@ -166,6 +167,8 @@ class RequestContext:
     numa: GuestTopology | None = None  # the guest NUMA topology flavor and image ask for (gantt.numa)
     member_of: tuple[frozenset[str], ...] = ()  # each group: in any of these aggregates (ids or uuids)
     forbidden_aggregates: frozenset[str] = frozenset()
+    # the flavor's pci_passthrough:alias, one request per entry (an alias [pci] alias does not define is refused)
+    pci_requests: tuple[PciRequest, ...] = ()
     # server group bookkeeping: hosts and members grow as this request's instances are placed
     group_policy: str | None = None
     group_hosts: list[str] = field(default_factory=list)
@@ -185,6 +188,13 @@ class RequestContext:
         required, forbidden = traits_from_spec(spec, guest)
         member_of, forbidden_aggregates = member_of_from_spec(spec)
         group = spec.instance_group
+        extra_specs = dict(spec.flavor.extra_specs) if spec.flavor else {}
+        pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases)
+        if guest is not None and pci_requests:
+            # Nova's NUMA fit also places the devices by their NUMA affinity (numa_policy); Gantt's does not yet.
+            raise InvalidRequest("PCI devices for a guest with a NUMA topology (pinned CPUs, huge pages, NUMA "
+                                 "nodes) cannot be honoured yet: their NUMA affinity is not applied",
+                                 field="$.flavor.extra_specs.pci_passthrough:alias")
         return cls(
             spec=spec,
             config=config,
@@ -193,11 +203,12 @@ class RequestContext:
             numa=guest,
             required_traits=required,
             forbidden_traits=forbidden,
-            extra_specs=dict(spec.flavor.extra_specs) if spec.flavor else {},
+            extra_specs=extra_specs,
             image_props=dict(spec.image.properties) if spec.image else {},
             hints=dict(spec.scheduler_hints),
             member_of=member_of,
             forbidden_aggregates=forbidden_aggregates,
+            pci_requests=pci_requests,
             group_policy=group.policy if group else None,
             group_hosts=list(group.hosts) if group else [],
             group_members=set(group.members) if group else set(),

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import heapq
+import os
+import time
 from typing import Any
 
 import numpy as np
 
+from gantt.activity import ClassUsage, HostUsage, Overview, RecentAllocation, ZoneHosts, instant
 from gantt.config import Config, load_config
 from gantt.engine import CommitHook, Engine, EngineStats
 from gantt.model import (
@@ -19,6 +24,8 @@ from gantt.model import (
     NotFound,
     RequestSpec,
     Selection,
+    Utilization,
+    ZoneUsage,
     decode,
 )
 from gantt.state import HostTable
@@ -139,6 +146,108 @@ class Scheduler:
                 "no_valid_host": dict(stats.no_valid_host), "hosts": table.n, **self._liveness(),
                 "allocations": len(table.allocations()), "expired_claims": table.expired_claims}
 
+    def overview(self, max_hosts: int = 2000, recent: int = 10) -> Overview:
+        """The cloud at a glance (``GET /v1/overview``): nodes per zone and state, utilization per resource class
+        for a heat map (the ``max_hosts`` most used nodes when there are more; ``utilization_omitted`` says how
+        many were left out), the allocation count and the ``recent`` newest allocations. The decisions and
+        refusals are the caller's to add (``gantt.activity``)."""
+        table = self.table
+        default_zone = self.config.default.default_availability_zone
+        # Decisions wait on this lock: it is held to copy the columns the overview reads, then again to name the
+        # few rows it shows, unless a node was deleted in between (rows renumbered: their names moved); the
+        # last try holds it throughout.
+        for attempt in range(3):
+            with table.lock if attempt == 2 else contextlib.nullcontext():
+                with table.lock:
+                    layout, n = table.layout, table.n
+                    state = _states(table, n)
+                    codes = table.col("aggset_code")[:n].astype(np.int64)
+                    zone_of_code = [min(z) if z else default_zone for z in table.zones()]
+                    names, columns = _heat_classes(table, n)
+                    has = table.has_inventory[:n, columns]  # fancy indexing: copies
+                    used = table.rc["reported"][:n, columns] + table.rc["inflight"][:n, columns]
+                    capacity = table.rc["capacity"][:n, columns]
+                classes, fractions = _utilization(names, has, used, capacity)
+                shown = _most_used(fractions, max_hosts).tolist()
+                with table.lock:
+                    if table.layout != layout:
+                        continue
+                    hosts, nodes = table.host_names, table.node_names
+                    picked = [(zone_of_code[codes[r]], hosts[r], nodes[r], r) for r in shown]
+                    allocations = list(table.allocations())
+                break
+        picked.sort()
+        heat = [HostUsage(host=host, nodename=node, zone=zone, state=_STATE_NAMES[state[r]],
+                          usage=[None if f != f else round(f, 4) for f in fractions[r].tolist()])
+                for zone, host, node, r in picked]
+        newest = heapq.nlargest(recent, allocations, key=lambda a: a.created_at)
+        count = len(allocations)
+        zones: dict[str, ZoneHosts] = {}
+        per_code = np.bincount(codes * 3 + state, minlength=3 * len(zone_of_code)).reshape(-1, 3)
+        for code in np.flatnonzero(per_code.sum(axis=1)).tolist():
+            name = zone_of_code[code]
+            counts = zones.setdefault(name, ZoneHosts(zone=name))
+            up, disabled, down = per_code[code].tolist()
+            counts.up += up
+            counts.disabled += disabled
+            counts.down += down
+        stats = self.engine.stats
+        return Overview(
+            at=instant(time.time()), pid=os.getpid(), revision=table.revision, hosts=n,
+            zones=sorted(zones.values(), key=lambda z: z.zone), classes=classes, resource_classes=names,
+            utilization=heat, utilization_omitted=n - len(heat), allocations=count,
+            recent_allocations=[RecentAllocation(consumer_uuid=a.consumer_uuid, host=a.host, nodename=a.nodename,
+                                                 resources=dict(a.resources), project_id=a.project_id,
+                                                 created_at=instant(a.created_at) if a.created_at > 0 else None)
+                                for a in newest],
+            decisions=[], refusals=[],
+            counters={"decisions": stats.decisions, "placements": stats.placements,
+                      "no_valid_host": sum(stats.no_valid_host.values())})
+
+    def utilization(self) -> Utilization:
+        """Nodes by state (``_states``: each counted once) and, per availability zone and resource class, the
+        capacity and usage of the up nodes: only they pass ComputeFilter. A node in no zoned aggregate is in
+        ``default_availability_zone``."""
+        table = self.table
+        with table.lock:  # only for copies: decisions wait on this lock, the sums are made after it
+            n = table.n
+            if not n:
+                return Utilization(hosts_up=0, hosts_down=0, hosts_disabled=0, zones=[])
+            state = _states(table, n)
+            zone_of, names = self._zone_rows()
+            classes = list(table.rc_index)
+            k = len(classes)
+            has = table.has_inventory[:n, :k].copy()
+            capacity = table.rc["capacity"][:n, :k].copy()
+            used = table.rc["reported"][:n, :k] + table.rc["inflight"][:n, :k]
+        up = state == 0
+        zones: list[ZoneUsage] = []
+        for j, rc in enumerate(classes):
+            # A zone keeps its gauges (at 0) while its nodes are down, rather than the series vanishing.
+            present = np.bincount(zone_of, weights=has[:, j], minlength=len(names)) > 0
+            counted = has[:, j] & up
+            capacity_sum = np.bincount(zone_of, weights=np.where(counted, capacity[:, j], 0.0), minlength=len(names))
+            used_sum = np.bincount(zone_of, weights=np.where(counted, used[:, j], 0.0), minlength=len(names))
+            zones += [ZoneUsage(zone=names[z], resource_class=rc, capacity=float(capacity_sum[z]),
+                                used=float(used_sum[z])) for z in np.flatnonzero(present).tolist()]
+        counts = np.bincount(state, minlength=len(_STATE_NAMES)).tolist()
+        return Utilization(hosts_up=counts[0], hosts_disabled=counts[1], hosts_down=counts[2], zones=zones)
+
+    def _zone_rows(self) -> tuple[np.ndarray, list[str]]:
+        """Per row, the index of its zone in the sorted zone names; kept until aggregates or rows change. One zone
+        per aggregate set (there are few), mapped to rows through the sets' codes."""
+        table = self.table
+        default = self.config.default.default_availability_zone
+
+        def build() -> tuple[np.ndarray, list[str]]:
+            per_set = [min(zones) if zones else default for zones in table.zones()]
+            names = sorted(set(per_set)) or [default]
+            code = {name: i for i, name in enumerate(names)}
+            lut = np.array([code[zone] for zone in per_set], dtype=np.intp)
+            return lut[table.col("aggset_code")], names
+
+        return table.static_cache(("zone_rows", default), build)  # type: ignore[no-any-return]
+
     def _liveness(self) -> dict[str, int]:
         """Nodes that report (up) and, of those, the disabled ones (ComputeFilter removes them as it does down
         ones): one pass over the liveness mask for both."""
@@ -183,3 +292,55 @@ def describe(table: HostTable, row: int) -> dict[str, Any]:
         "instances": sorted(table.instances(row)),
         "allocations": sorted(table.node_allocations((host, node))),
     }
+
+
+# Heat map columns: at most this many resource classes, those most nodes have (a bare-metal cloud may have a
+# custom class per node flavor).
+MAX_CLASSES = 12
+_STATE_NAMES = ("up", "disabled", "down")
+
+
+def _states(table: HostTable, n: int) -> np.ndarray:
+    """Per node: 0 up, 1 disabled (reporting, disabled by an operator), 2 down (no report within
+    service_down_time, or forced down)."""
+    if not n:
+        return np.zeros(0, dtype=np.int8)
+    down = ~table.alive()[:n] | table.col("forced_down")[:n].astype(bool)
+    disabled = table.col("disabled")[:n].astype(bool) & ~down
+    return np.where(down, 2, np.where(disabled, 1, 0)).astype(np.int8)
+
+
+def _heat_classes(table: HostTable, n: int) -> tuple[list[str], list[int]]:
+    """The resource classes some node has (at most ``MAX_CLASSES``, those most nodes have) and their columns."""
+    present = [(rc, j, int(np.count_nonzero(table.has_inventory[:n, j]))) for rc, j in table.rc_index.items()]
+    present = [p for p in present if p[2]]
+    if len(present) > MAX_CLASSES:
+        keep = {rc for rc, _, _ in sorted(present, key=lambda p: -p[2])[:MAX_CLASSES]}
+        present = [p for p in present if p[0] in keep]
+    return [rc for rc, _, _ in present], [j for _, j, _ in present]
+
+
+def _utilization(names: list[str], has: np.ndarray, used: np.ndarray,
+                 capacity: np.ndarray) -> tuple[list[ClassUsage], np.ndarray]:
+    """Totals per class, and per node the fraction used of each class (NaN: the node has none of it)."""
+    fractions = np.full(used.shape, np.nan, order="F")
+    classes = []
+    for k, rc in enumerate(names):
+        held, taken, room = has[:, k], used[:, k], capacity[:, k]
+        classes.append(ClassUsage(resource_class=rc, used=float(taken[held].sum()),
+                                  capacity=float(room[held].sum()), hosts=int(np.count_nonzero(held))))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fraction = np.where(room > 0, taken / room, np.where(taken > 0, 1.0, 0.0))
+        fractions[:, k] = np.where(held, fraction, np.nan)
+    return classes, fractions
+
+
+def _most_used(fractions: np.ndarray, limit: int) -> np.ndarray:
+    """Rows of the ``limit`` nodes whose fullest class is fullest (every row when there are no more)."""
+    n = fractions.shape[0]
+    if n <= limit:
+        return np.arange(n)
+    fullest = np.full(n, -1.0)
+    for k in range(fractions.shape[1]):  # column by column: a reduction across a short axis is slow in numpy
+        np.fmax(fullest, fractions[:, k], out=fullest)
+    return np.argpartition(-fullest, limit - 1)[:limit]

@@ -52,7 +52,6 @@ def test_a_disabled_compute_status_trait_is_always_out() -> None:
 
 
 @pytest.mark.parametrize(("section", "option", "value"), [
-    ("filter_scheduler", "pci_weight_multiplier", 2.0),
     ("filter_scheduler", "cross_cell_move_weight_multiplier", 1.0),
     ("filter_scheduler", "image_props_weight_multiplier", 1.0),
     ("filter_scheduler", "image_props_weight_setting", ["os_distro=1"]),

@@ -21,6 +21,7 @@ from gantt.filters import FILTERS
 from gantt.model import GanttError
 from gantt.request import RequestContext
 from gantt.weighers import WEIGHERS
+from tests.parity import pci_cases
 
 NOW = 1_000_000.0
 ARCHES = ["x86_64", "aarch64", "ppc64le"]
@@ -237,8 +238,10 @@ def cloud(seed: int, requests: int) -> dict[str, Any]:
     rng = random.Random(seed)
     hosts = [_host(rng, i) for i in range(rng.randrange(6, 14))]
     aggregates = _aggregates(rng, hosts)
-    return {"seed": seed, "hosts": hosts, "aggregates": aggregates, "options": _options(rng, hosts),
-            "requests": [{"spec": _request(rng, hosts, k)} for k in range(requests)]}
+    out = {"seed": seed, "hosts": hosts, "aggregates": aggregates, "options": _options(rng, hosts),
+           "requests": [{"spec": _request(rng, hosts, k)} for k in range(requests)]}
+    pci_cases.decorate(seed, hosts, out["options"], out["requests"])
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ gantt side
@@ -248,7 +251,7 @@ def _config(options: dict[str, dict[str, Any]], weighers: list[str]) -> Config:
     fs = {k: v for k, v in options["filter_scheduler"].items() if v is not None}
     fs.update({"enabled_filters": ["AllHostsFilter"], "weight_classes": weighers})
     return Config.from_dict({"filter_scheduler": fs, "scheduler": options["scheduler"], "metrics": options["metrics"],
-                             "DEFAULT": options["DEFAULT"], "gantt": {"seed": 1}})
+                             "DEFAULT": options["DEFAULT"], "gantt": {"seed": 1}, "pci": options.get("pci", {})})
 
 
 def _scheduler(c: dict[str, Any], weighers: list[str]) -> Scheduler:

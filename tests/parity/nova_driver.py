@@ -25,6 +25,8 @@ from nova import objects  # noqa: E402
 objects.register_all()
 
 from nova import exception  # noqa: E402
+from nova.objects import pci_device_pool  # noqa: E402
+from nova.pci import request as pci_request  # noqa: E402
 from nova.scheduler import filters as nova_filters  # noqa: E402
 from nova.scheduler import host_manager, request_filter  # noqa: E402
 from nova.scheduler import weights as nova_weights  # noqa: E402
@@ -46,6 +48,7 @@ def _options(options: dict[str, dict[str, Any]]) -> None:
     for group, values in options.items():
         for name, value in values.items():
             CONF.set_override(name, value, group=None if group == "DEFAULT" else group)
+    pci_request.get_alias_from_config.cache_clear()  # Nova parses [pci] alias once per process
 
 
 def _compute(host: dict[str, Any], now: datetime.datetime) -> Any:
@@ -70,7 +73,7 @@ def _compute(host: dict[str, Any], now: datetime.datetime) -> Any:
         cpu_info=json.dumps(s.get("cpu_info") or {}), host_ip=s.get("host_ip"),
         running_vms=s.get("num_instances", 0), current_workload=0, supported_hv_specs=specs,
         stats=stats, metrics=json.dumps(metrics), numa_topology=_numa_json(s.get("numa_topology")),
-        pci_device_pools=None,
+        pci_device_pools=pci_device_pool.from_pci_stats(s.get("pci_stats")),
         updated_at=now, service_id=None)
 
 
@@ -132,7 +135,8 @@ def _spec(spec: dict[str, Any]) -> Any:
         force_hosts=None, force_nodes=None, instance_uuid=spec["instance_uuids"][0],
         availability_zone=spec.get("availability_zone"),
         scheduler_hints={k: v if isinstance(v, list) else [v] for k, v in (spec.get("scheduler_hints") or {}).items()},
-        instance_group=None, pci_requests=None)
+        instance_group=None)
+    request.pci_requests = pci_request.get_pci_requests_from_flavor(request.flavor)
     # Nova's API derives the guest NUMA topology when it creates the request spec (numa_get_constraints).
     request.numa_topology = hardware.numa_get_constraints(request.flavor, request.image)
     group = spec.get("instance_group")
@@ -246,6 +250,8 @@ def main() -> None:
                     out["filters"][name] = _prefilter(name, cloud, case["spec"], states)
                     continue
                 filt = filter_classes[name]()
+                for state in states:  # what Placement returned: one candidate, no PCI in Placement
+                    state.allocation_candidates = [{"mappings": {}}]
                 out["filters"][name] = sorted(s.nodename for s in states if filt.host_passes(s, spec))
             for name, nodes in case["weigh"].items():
                 classes = list(weigher_classes.values()) if name == "all_weighers" else [weigher_classes[name]]

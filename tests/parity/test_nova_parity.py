@@ -84,3 +84,12 @@ def test_gantt_agrees_with_nova(outcome: dict[str, Any]) -> None:
     print("\n" + "\n".join(lines))
     Path(os.environ.get("GANTT_PARITY_TABLE", "/dev/null")).write_text("\n".join(lines) + "\n")
     assert disagreements == []
+
+
+def test_the_pci_cases_decide_both_ways(outcome: dict[str, Any]) -> None:
+    """The PCI cases must put Nova's pool rules to work: many requests that some nodes pass and others fail."""
+    specs = [(c, case["spec"]) for c in outcome["clouds"] for case in c["requests"]]
+    split = sum(1 for (cloud, spec), ours in zip(specs, outcome["ours"], strict=True)
+                if "pci_passthrough:alias" in spec["flavor"]["extra_specs"]
+                and 0 < len(ours["filters"]["PciPassthroughFilter"]) < len(cloud["hosts"]))
+    assert split >= len(specs) // 5, split

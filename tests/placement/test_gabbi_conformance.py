@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.placement import gabbi_run
 
 PASSING = Path(__file__).with_name("gabbi_passing.txt")
@@ -20,6 +22,7 @@ def passing(results: list[gabbi_run.FileResult]) -> set[str]:
     return {f"{r.name}::{name}" for r in results for name in r.passed}
 
 
+@pytest.mark.timeout(900)  # 79 files, a server each: ~2 minutes on 2 quiet cores, more on a loaded machine
 def test_placement_gabbi_suite_ratchet(capsys) -> None:  # type: ignore[no-untyped-def]
     results = gabbi_run.run()
     errors = {r.name: r.error for r in results if r.error}

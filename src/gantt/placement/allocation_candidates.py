@@ -48,13 +48,14 @@ def _validate(call: Call, params: dict[str, list[str]]) -> None:
                                   "unexpected)")
     if not call.version.at_least(25) and "resources" not in params:
         raise PlacementError(400, f"{_INVALID}'resources' is a required property")
-    if "limit" in params and not re.match(r"^[1-9][0-9]*$", params["limit"][-1]):
-        raise PlacementError(400, f"{_INVALID}{params['limit'][-1]!r} does not match '^[1-9][0-9]*$'\n\n"
-                                  "Failed validating 'pattern' in schema['properties']['limit']")
-    policy = params.get("group_policy", [None])[-1]
-    if policy is not None and policy not in ("none", "isolate"):
-        raise PlacementError(400, f"{_INVALID}{policy!r} is not one of ['none', 'isolate']\n\n"
-                                  "Failed validating 'enum' in schema['properties']['group_policy']")
+    for limit in params.get("limit", []):
+        if not re.match(r"^[1-9][0-9]*$", limit):
+            raise PlacementError(400, f"{_INVALID}{limit!r} does not match '^[1-9][0-9]*$'  "
+                                      "Failed validating 'pattern' in schema['properties']['limit']")
+    for policy in params.get("group_policy", []):
+        if policy not in ("none", "isolate"):
+            raise PlacementError(400, f"{_INVALID}{policy!r} is not one of ['none', 'isolate']  "
+                                      "Failed validating 'enum' in schema['properties']['group_policy']")
 
 
 def _groups(call: Call, params: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
@@ -151,13 +152,13 @@ def parse(call: Call, params: dict[str, list[str]]) -> CandidateQuery:
     subtrees = _same_subtrees(params)
     groups = _groups(call, params)
     _check_groups(call, groups, subtrees)
-    policy = params.get("group_policy", [None])[-1]
+    policy = params.get("group_policy", [None])[0]  # given twice, Placement takes the first (as for limit)
     if policy is None and sum(1 for s, g in groups.items() if s) > 1:
         raise PlacementError(400, 'The "group_policy" parameter is required when specifying more than one '
                                   '"resources{N}" parameter.')
     return CandidateQuery(
         groups=tuple(RequestGroup(suffix=s, **g) for s, g in groups.items()),
-        limit=int(params["limit"][-1]) if "limit" in params else None,
+        limit=int(params["limit"][0]) if "limit" in params else None,
         group_policy=policy, root_required=wide_roots[0], root_forbidden=wide_roots[1],
         same_subtrees=subtrees, nested_aware=call.version.at_least(29))
 

@@ -43,13 +43,20 @@ _CONCURRENT = "placement.concurrent_update"
 def invalid(message: str, rule: str | None = None, where: str = "") -> PlacementError:
     """A schema refusal in jsonschema's words (``rule`` at ``where``), as Placement's validation says it."""
     if rule is not None:
-        message += f"\n\nFailed validating '{rule}' in schema{where}"
+        message += f"  Failed validating '{rule}' in schema{where}"
     return PlacementError(400, f"JSON does not validate: {message}")
 
 
 def _check_amounts(data: Any) -> None:
     """Class names and amounts below 1, named as jsonschema names them: the decoder's message cannot name a
     dict key or the value under one."""
+    mappings = data.get("mappings") if isinstance(data, dict) else None
+    if isinstance(mappings, dict):
+        if not mappings:
+            raise invalid("{} does not have enough properties", "minProperties")
+        for group, uuids in mappings.items():
+            if not isinstance(uuids, list):
+                raise invalid(f"{uuids!r} is not of type 'array'", "type", f"['properties']['mappings'][{group!r}]")
     kind = data.get("consumer_type") if isinstance(data, dict) else None
     if isinstance(kind, str) and not _CLASS.match(kind):
         raise invalid(f"'{kind}' does not match '{_CLASS.pattern}'", "pattern")

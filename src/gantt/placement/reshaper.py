@@ -10,23 +10,17 @@ from __future__ import annotations
 import re
 import uuid as uuidlib
 
-from msgspec import Struct
 from starlette.responses import Response
 
 from gantt.model import ConsumerConflict, GenerationConflict, InsufficientCapacity, NotFound
 from gantt.placement.allocations import invalid, read_body, to_write
 from gantt.placement.errors import PlacementError
 from gantt.placement.inventories import to_inventory
-from gantt.placement.wire import Call, ConsumerIn, InventoriesIn, empty
+from gantt.placement.wire import Call, ReshapeIn, empty
 from gantt.providers import InventoryInUse
 
 _UUID = re.compile(r"^[0-9a-fA-F-]{36}$")
 _CONCURRENT = "placement.concurrent_update"
-
-
-class ReshapeIn(Struct, forbid_unknown_fields=True):
-    inventories: dict[str, InventoriesIn]
-    allocations: dict[str, ConsumerIn]
 
 
 async def reshape(call: Call) -> Response:

@@ -37,7 +37,7 @@ async def totals(call: Call) -> Response:
         if not 1 <= len(value) <= 255:
             rule = "minLength" if not value else "maxLength"
             raise PlacementError(400, f"Invalid query string parameters: {value!r} is "
-                                      f"{'too short' if not value else 'too long'}\n\nFailed validating "
+                                      f"{'too short' if not value else 'too long'}  Failed validating "
                                       f"'{rule}' in schema['properties'][{name!r}]")
     consumer_type = last.get("consumer_type")
     if consumer_type is not None and not _TYPE_OR_ALL.match(consumer_type):

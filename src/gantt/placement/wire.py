@@ -136,7 +136,9 @@ def schema_words(message: str, data: Any) -> str:
                 "pattern": f"{value!r} does not match {arg!r}",
                 "type": f"{value!r} is not of type '{_JSON_TYPES.get(arg.split(' ')[0], arg)}'"}[rule]
         schema = "".join(f"['properties'][{k!r}]" if isinstance(k, str) else "['items']" for k in keys)
-        return f"{said}\n\nFailed validating '{rule}' in schema{schema}"
+        # Placement's error page folds jsonschema's line breaks into spaces: clients that show a detail's last
+        # line (osc-placement) then show all of it.
+        return f"{said}  Failed validating '{rule}' in schema{schema}"
     return message
 
 
@@ -317,6 +319,13 @@ class ConsumerIn(Struct, forbid_unknown_fields=True):
     consumer_generation: int | UnsetType | None = UNSET
     mappings: dict[str, list[str]] | UnsetType = UNSET
     consumer_type: ConsumerType | UnsetType = UNSET
+
+
+class ReshapeIn(Struct, forbid_unknown_fields=True):
+    """POST /reshaper's body: inventories by provider uuid, allocations by consumer uuid (per version: its handler)."""
+
+    inventories: dict[str, InventoriesIn]
+    allocations: dict[str, ConsumerIn]
 
 
 prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

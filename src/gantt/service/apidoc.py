@@ -12,6 +12,17 @@ from typing import Any
 
 import msgspec
 
+from gantt.activity import (
+    ClassUsage,
+    Decision,
+    HostUsage,
+    Overview,
+    Pick,
+    Placed,
+    RecentAllocation,
+    Refusal,
+    ZoneHosts,
+)
 from gantt.model import (
     Aggregate,
     Candidate,
@@ -65,6 +76,7 @@ OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("/v1/aggregates/{id}", "delete"): ("delete_aggregate", "aggregates"),
     ("/v1/select_destinations", "post"): ("select_destinations", "scheduling"),
     ("/v1/candidates", "post"): ("candidates", "scheduling"),
+    ("/v1/overview", "get"): ("overview", "service"),
     ("/v1/allocations", "get"): ("allocations", "allocations"),
     ("/v1/allocations/{consumer}", "get"): ("allocation", "allocations"),
     ("/v1/allocations/{consumer}", "delete"): ("release", "allocations"),
@@ -122,10 +134,28 @@ def _examples() -> dict[tuple[str, str], dict[str, Any]]:
                            resources={"VCPU": 1, "MEMORY_MB": 2048}, instance_uuid="vm-7", created_at=_AT)
     health = Health(status="ok", version="0.1.0", pid=4242, store="sqlite:///var/lib/gantt/gantt.sqlite",
                     revision=42, hosts=3, hosts_up=3, seconds_since_sync=0.002)
+    overview = Overview(
+        at=_AT, pid=4242, revision=42, hosts=3,
+        zones=[ZoneHosts(zone="az1", up=1, down=0, disabled=1), ZoneHosts(zone="nova", up=0, down=1, disabled=0)],
+        classes=[ClassUsage(resource_class="VCPU", used=6.0, capacity=384.0, hosts=3)],
+        resource_classes=["VCPU"],
+        utilization=[HostUsage(host="compute-1", nodename="compute-1", zone="az1", state="up", usage=[0.047]),
+                     HostUsage(host="compute-2", nodename="compute-2", zone="az1", state="disabled", usage=[0.0]),
+                     HostUsage(host="compute-3", nodename="compute-3", zone="nova", state="down", usage=[None])],
+        utilization_omitted=0, allocations=1,
+        recent_allocations=[RecentAllocation(consumer_uuid="vm-7", host="compute-1", nodename="compute-1",
+                                             resources=allocation.resources, created_at=_AT, project_id="demo")],
+        decisions=[Decision(at=_AT, request_id="req-9f1c", instances=1, placements=[Placed(
+            consumer_uuid="vm-7", host="compute-1", nodename="compute-1",
+            candidates=[Pick("compute-1", "compute-1", 1.75), Pick("compute-2", "compute-2", 0.5)])])],
+        refusals=[Refusal(at=_AT, request_id=None, instances=1, message=explanation.summary(),
+                          reason="AvailabilityZoneFilter", explanation=explanation)],
+        counters={"decisions": 2, "placements": 1, "no_valid_host": 1})
     return {
         ("/", "get"): {"response": versions()},
         ("/health", "get"): {"response": health},
-        ("/metrics", "get"): {"response": "# TYPE gantt_hosts gauge\ngantt_hosts 3\n", "media": "text/plain"},
+        ("/metrics", "get"): {"response": '# TYPE gantt_hosts gauge\ngantt_hosts{worker="0",state="up"} 3\n',
+                              "media": "text/plain"},
         ("/openapi.json", "get"): {"response": {"openapi": "3.1.0", "info": {"title": "Gantt scheduler"}}},
         ("/v1/resource-stats", "post"): {"request": report, "response": written},
         ("/v1/resource-stats/batch", "post"): {
@@ -145,6 +175,7 @@ def _examples() -> dict[tuple[str, str], dict[str, Any]]:
         ("/v1/aggregates/{id}", "delete"): {"revision": 43},
         ("/v1/select_destinations", "post"): {"request": spec, "response": Selections(selections=[[selection]])},
         ("/v1/candidates", "post"): {"request": spec, "response": candidates},
+        ("/v1/overview", "get"): {"response": overview},
         ("/v1/allocations", "get"): {"response": AllocationList(allocations=[allocation])},
         ("/v1/allocations/{consumer}", "get"): {"response": allocation},
         ("/v1/allocations/{consumer}", "delete"): {"revision": 43},
@@ -215,6 +246,8 @@ PROPERTIES: dict[str, dict[str, str]] = {
         "instances": "UUIDs of the instances the node runs; their allocations then count as reported usage",
         "numa_topology": "The node's NUMA cells, as nova-compute's compute_nodes.numa_topology (plain, or Nova's "
                          "versioned-object primitive): NUMATopologyFilter",
+        "pci_stats": "Nova's PCI device pools (compute_nodes.pci_stats): the PciDevicePoolList primitive, or a list "
+                     "of pools {vendor_id, product_id, numa_node, count, tag: value …} (PciPassthroughFilter)",
     },
     "NUMATopology": {"cells": "The NUMA cells; none: the node has no NUMA topology",
                      "nova_object.name": "Nova's object envelope: NUMATopology",
@@ -232,6 +265,18 @@ PROPERTIES: dict[str, dict[str, str]] = {
     "NUMAPages": {"size_kb": "Page size, KiB", "total": "Pages", "used": "Pages in use",
                   "reserved": "Pages reserved for the host"},
     "NUMANetworkMetadata": {"physnets": "Physical networks", "tunneled": "Whether tunnelled networks are here"},
+    "PciDevicePoolList": {"nova_object.name": "PciDevicePoolList", "nova_object.namespace": "nova",
+                          "nova_object.version": "The object's version (1.1)", "nova_object.data": "Its pools",
+                          "nova_object.changes": "Fields changed (ignored)"},
+    "PciDevicePoolListData": {"objects": "The pools, each a PciDevicePool primitive"},
+    "PciDevicePoolObject": {"nova_object.name": "PciDevicePool", "nova_object.namespace": "nova",
+                            "nova_object.version": "The object's version (1.0 or 1.1)",
+                            "nova_object.data": "The pool", "nova_object.changes": "Fields changed (ignored)"},
+    "PciDevicePoolData": {"product_id": "PCI product id", "vendor_id": "PCI vendor id",
+                          "count": "Free devices in the pool", "numa_node": "The devices' NUMA node (null: unknown)",
+                          "tags": "Tags: dev_type, physical_network, trusted, remote_managed, live_migratable, …"},
+    "PciTaken": {"pool": "The pool the devices came from (its fields and tags, without count)",
+                 "count": "Devices taken from it"},
     "Metric": {"name": "Metric name (cpu.percent, …)", "value": "Its value", "source": "Who measured it",
                "timestamp": "When it was measured (ISO 8601, or epoch seconds)"},
     "ServiceInfo": {"disabled": "Disabled by an operator: ComputeFilter removes the node",
@@ -301,6 +346,7 @@ PROPERTIES: dict[str, dict[str, str]] = {
                  "hosts_links": "A `next` link when more nodes follow (paging with limit)"},
     "AggregateList": {"aggregates": "Every aggregate"},
     "AllocationView": {"resources": "Amounts held, by resource class",
+                       "pci": "PCI devices the claim took on its node, by pool (pci_passthrough:alias)",
                        "created_at": "When the claim was made (ISO 8601, UTC)",
                        "confirmed": "The node's report lists the consumer: its usage is in the reported figures",
                        "group": "The server group the consumer was placed under",
@@ -335,8 +381,44 @@ PROPERTIES: dict[str, dict[str, str]] = {
                     "best_free": "The most any node had free", "short_by": "requested - best_free",
                     "host": "The host that came nearest", "nodename": "Its node",
                     "constraint": "A unit constraint no node can meet (min_unit, max_unit, step_size)"},
+    "Overview": {
+        "at": "When the overview was taken (ISO 8601, UTC)",
+        "pid": "The answering process: decisions and refusals are this process's own",
+        "revision": "The replica's store revision", "hosts": "Nodes known",
+        "zones": "Nodes per availability zone, by state", "classes": "Per resource class: used and capacity",
+        "resource_classes": "The heat map's columns: the classes of `utilization[].usage`, in order",
+        "utilization": "The heat map: per node, the fraction of each class in use (the most used nodes, "
+                       "in zone and name order)",
+        "utilization_omitted": "Nodes left out of the heat map (only the 2,000 most used are shown)",
+        "allocations": "Allocations held", "recent_allocations": "The newest allocations, newest first",
+        "decisions": "This process's last placed requests, newest first",
+        "refusals": "This process's last NoValidHost answers, newest first",
+        "counters": "This process's decisions, placements and NoValidHost answers since it started"},
+    "ZoneHosts": {"zone": "The availability zone (the default zone for nodes in none)",
+                  "up": "Nodes reporting and enabled", "down": "Nodes without a report within service_down_time, "
+                                                                  "or forced down",
+                  "disabled": "Nodes reporting but disabled by an operator"},
+    "ClassUsage": {"resource_class": "The resource class", "used": "Reported plus in-flight use over every node",
+                   "capacity": "(total - reserved) x allocation_ratio over every node",
+                   "hosts": "Nodes with an inventory of the class"},
+    "HostUsage": {"zone": "The node's availability zone", "state": "up, down or disabled (as in `zones`)",
+                  "usage": "Per class of `resource_classes`: used / capacity (above 1: over capacity); null: "
+                           "the node has none of the class"},
+    "RecentAllocation": {"resources": "Amounts held, by resource class",
+                         "created_at": "When the claim was made (ISO 8601, UTC)"},
+    "Decision": {"at": "When it was decided (ISO 8601, UTC)", "instances": "Instances the request placed",
+                 "request_id": "The request's own request_id, else the x-openstack-request-id it was answered with",
+                 "placements": "Per instance (the first 8): where it went and the top candidates"},
+    "Placed": {"candidates": "The claimed node and the alternates the answer carried, by weight (at most 3)"},
+    "Refusal": {"at": "When it was refused (ISO 8601, UTC)", "instances": "Instances the request asked for",
+                "request_id": "The request's own request_id, else the x-openstack-request-id it was answered with",
+                "message": "The NoValidHost message", "reason": "The filter that removed the most nodes "
+                                                                "(\"contention\": claims lost every race)",
+                "explanation": "Filter by filter, why nothing fit"},
     "Health": {"status": "ok, or degraded (answered with 503)", "version": "The Gantt release",
-               "pid": "The answering process", "store": "The store's URL", "revision": "The replica's revision",
+               "pid": "The answering process",
+               "store": "The store's URL (a user, password or token in it shown as ***)",
+               "revision": "The replica's revision",
                "hosts": "Nodes known", "hosts_up": "Nodes up", "seconds_since_sync": "Age of the replica's "
                                                                                       "last change-feed read",
                "last_write_error": "The store's last failed write, while none has succeeded since"},

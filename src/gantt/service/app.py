@@ -14,6 +14,7 @@ import bisect
 import contextlib
 import functools
 import hmac
+import importlib.resources
 import logging
 import os
 import re
@@ -44,13 +45,14 @@ from gantt.model import (
     HostStats,
     InvalidRequest,
     NotFound,
+    NoValidHost,
     RequestSpec,
     decode,
     valid_name,
 )
 from gantt.placement import create_placement_app
 from gantt.replica import Replica
-from gantt.service.metrics import Metrics
+from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
     MAX_LIMIT,
     PROBLEM_JSON,
@@ -77,6 +79,8 @@ from gantt.service.schemas import (
 )
 
 log = logging.getLogger("gantt.service")
+# One line per answer at INFO (``gantt serve --log-level info``): method, path, status, milliseconds, request id.
+access_log = logging.getLogger("gantt.access")
 
 T = TypeVar("T")
 
@@ -92,12 +96,14 @@ _ENCODER = msgspec.json.Encoder()
 class Service:
     """What the handlers share: the replica, the token, limits and counters."""
 
-    def __init__(self, replica: Replica | None, config: Config, token: str | None) -> None:
+    def __init__(self, replica: Replica | None, config: Config, token: str | None, worker: int = 0,
+                 metrics_dir: str | None = None) -> None:
         self._replica = replica
         self.config = config
         self.token = token
         self.max_body = config.gantt.max_body_bytes
-        self.metrics = Metrics()
+        self.metrics = Metrics(worker)
+        self.shared = Shared(metrics_dir, self.metrics) if metrics_dir is not None else None
         self.limiter: anyio.CapacityLimiter | None = None
 
     @property
@@ -165,6 +171,9 @@ _QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}), "/
 _NAME_PARAMETERS = frozenset({"node"})
 # The most items one page may ask for (Nova's [api] max_limit default); without ``limit`` a listing is whole.
 MAX_PAGE = 1000
+# The overview's heat map shows at most this many nodes (the most used): enough to see a cloud's shape, small
+# enough to poll every few seconds.
+OVERVIEW_HOSTS = 2000
 
 
 def _query(request: Request) -> dict[str, str]:
@@ -274,7 +283,9 @@ async def health(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     svc = _svc(request)
-    return Response(svc.metrics.render(svc.replica), media_type="text/plain; version=0.0.4")
+    # Off the event loop: summing capacity and usage per zone is a pass over every node (ms at 100,000).
+    render = svc.shared.answer if svc.shared is not None else svc.metrics.render
+    return Response(await svc.run(render, svc.replica), media_type="text/plain; version=0.0.4")
 
 
 async def version_document(request: Request) -> Response:
@@ -371,10 +382,19 @@ async def select_destinations(request: Request) -> Response:
     svc = _svc(request)
     spec = await svc.body(request, RequestSpec)
     start = time.perf_counter()
+    outcome = "error"
     try:
-        answer = await svc.run(svc.replica.select_destinations, spec)
+        answer = await svc.run(svc.replica.select_destinations, spec, request.state.request_id)
+        outcome = "placed"
+    except NoValidHost:
+        outcome = "no_valid_host"
+        raise
+    except GanttError as exc:
+        outcome = "refused" if exc.status < 500 else "error"
+        raise
     finally:
-        svc.metrics.decision_latency.observe(time.perf_counter() - start)
+        # The counter and the histogram move together, whatever the outcome: their totals always agree.
+        svc.metrics.decided(outcome, time.perf_counter() - start)
     return _json(Selections(selections=answer))
 
 
@@ -387,6 +407,11 @@ async def candidates(request: Request) -> Response:
     limit = _limit(_query(request), MAX_LIMIT)
     spec = await svc.body(request, RequestSpec)
     return _json(await svc.run(_candidates, svc.replica, spec, limit))
+
+
+async def overview(request: Request) -> Response:
+    svc = _svc(request)
+    return _json(await svc.run(svc.replica.overview, OVERVIEW_HOSTS))
 
 
 def _list_allocations(replica: Replica, query: dict[str, str]) -> AllocationList:
@@ -471,6 +496,7 @@ ROUTES = [
     _route("/v1/aggregates/{id}", delete_aggregate, methods=["DELETE"]),
     _route("/v1/select_destinations", select_destinations, methods=["POST"]),
     _route("/v1/candidates", candidates, methods=["POST"]),
+    _route("/v1/overview", overview, methods=["GET"]),
     _route("/v1/allocations", list_allocations, methods=["GET"]),
     _route("/v1/allocations/{consumer}", show_allocation, methods=["GET"]),
     _route("/v1/allocations/{consumer}", release, methods=["DELETE"]),
@@ -478,6 +504,45 @@ ROUTES = [
     _route("/v1/migrations/{migration}/revert", revert_move, methods=["POST"]),
     _route("/v1/instances/{host}", update_instances, methods=["POST", "PUT"]),
     _route("/v1/instances/{host}/{instance}", delete_instance, methods=["DELETE"]),
+]
+
+
+# ------------------------------------------------------------------------------------- the live view
+
+UI = "/ui"  # the page and its assets: no token (they hold no data); the page asks /v1/overview with one
+# (pyproject's package-data ships these kinds of files)
+_UI_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+             ".css": "text/css; charset=utf-8"}
+# Nothing inline, nothing from elsewhere: the page runs only its own files and talks only to this service.
+_UI_HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                                          "form-action 'none'; frame-ancestors 'none'",
+               "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-cache"}
+
+
+def _ui_assets() -> dict[str, tuple[bytes, str]]:
+    """The page's files as the package ships them (src/gantt/service/ui), read once."""
+    folder = importlib.resources.files("gantt.service") / "ui"
+    assets = {}
+    for item in folder.iterdir():
+        suffix = os.path.splitext(item.name)[1]
+        if item.is_file() and suffix in _UI_TYPES:
+            assets[item.name] = (item.read_bytes(), _UI_TYPES[suffix])
+    return assets
+
+
+async def ui_asset(request: Request) -> Response:
+    name = request.path_params.get("asset", "index.html")
+    found = request.app.state.ui.get(name)
+    if found is None:
+        raise NotFound(f"no such path {request.url.path}")
+    body, media_type = found
+    return Response(body, media_type=media_type, headers=_UI_HEADERS)
+
+
+PAGES = [
+    _route(UI, ui_asset, methods=["GET"]),
+    _route(UI + "/", ui_asset, methods=["GET"]),
+    _route(UI + "/{asset}", ui_asset, methods=["GET"]),
 ]
 
 
@@ -509,7 +574,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 def _allowed_methods(scope: Scope) -> list[str]:
     methods: set[str] = set()
-    for route in ROUTES:
+    for route in (*ROUTES, *PAGES):
         match, _ = route.matches(scope)
         if match is not Match.NONE and route.methods:
             methods |= route.methods
@@ -522,6 +587,12 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 _OPEN = ("/", "/health")  # version discovery and the load balancer's probe need no token
+
+
+def _open(path: str) -> bool:
+    return path in _OPEN or path == UI or path.startswith(UI + "/")
+
+
 PLACEMENT = "/placement"  # Placement's face: its own token header (X-Auth-Token) and error bodies
 
 
@@ -560,6 +631,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         status = 0
+        start = time.perf_counter()
         # OpenStack's convention: every answer names its request, so a caller's log line and ours can be matched.
         request_id = f"req-{uuid.uuid4()}"
         scope.setdefault("state", {})["request_id"] = request_id  # Placement's error bodies name it too
@@ -572,7 +644,7 @@ class Guard:
             await send(message)
 
         try:
-            if self._expected is not None and scope["path"] not in _OPEN and not is_placement(scope["path"]) \
+            if self._expected is not None and not _open(scope["path"]) and not is_placement(scope["path"]) \
                     and not self._authorized(scope):
                 await _send(watch, _problem(Unauthorized("a valid bearer token is required"),
                                             headers={"WWW-Authenticate": "Bearer"}), scope, receive)
@@ -586,7 +658,11 @@ class Guard:
                             receive)
         finally:
             route = scope.get("route")
-            self.service.metrics.responses[(route.path if route is not None else "other", status)] += 1
+            seconds = time.perf_counter() - start
+            self.service.metrics.answered(route.path if route is not None else "other", status, seconds)
+            if access_log.isEnabledFor(logging.INFO):
+                access_log.info("%s %s %d %.2fms %s", scope.get("method"), scope["path"], status, seconds * 1000,
+                                request_id)
 
     def _authorized(self, scope: Scope) -> bool:
         return authorized(scope, self._expected)
@@ -612,15 +688,17 @@ async def _send(send: Send, response: Response, scope: Scope, receive: Receive) 
 
 
 def create_app(replica: Replica | None = None, *, config: Config | None = None, store: Any = None,
-               token: str | None = None) -> ASGIApp:
+               token: str | None = None, worker: int = 0, metrics_dir: str | None = None) -> ASGIApp:
     """The service over ``replica``, or over a replica it opens at startup from ``store`` (a store URL, or a
     Store object that the app then owns; see ``Replica.open``).
 
-    ``token`` defaults to ``GANTT_TOKEN``, then ``[gantt] token``.
+    ``token`` defaults to ``GANTT_TOKEN``, then ``[gantt] token``. ``worker``: this process's index among
+    ``gantt serve --workers N`` (the ``worker`` label of /metrics); ``metrics_dir``: the directory where the
+    workers share their figures, so that each answers /metrics for all (``metrics.Shared``).
     """
     config = config or (replica.config if replica is not None else Config())
     token = token or os.environ.get("GANTT_TOKEN") or config.gantt.token
-    service = Service(replica, config, token)
+    service = Service(replica, config, token, worker, metrics_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -632,18 +710,23 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
         service._replica = built
         log.info("serving %d hosts from %s at revision %d", built.counters()["hosts"], built.url,
                  built.revision)
+        if service.shared is not None:
+            await anyio.to_thread.run_sync(service.shared.start, built)
         try:
             yield
         finally:
+            if service.shared is not None:
+                service.shared.stop()
             built.close()
 
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         GanttError: _gantt_error, HTTPException: _http_error, Exception: _unexpected}
-    app = Starlette(routes=ROUTES, exception_handlers=handlers, lifespan=lifespan)
+    app = Starlette(routes=[*ROUTES, *PAGES], exception_handlers=handlers, lifespan=lifespan)
     # No 307 to the path with(out) a slash: Starlette builds its Location from the request's Host header.
     app.router.redirect_slashes = False
     app.state.service = service
     app.state.openapi = openapi()
+    app.state.ui = _ui_assets()
     placement = create_placement_app(lambda: service.replica, service.run, token, PLACEMENT,
                                      enforce_new_defaults=config.oslo_policy.enforce_new_defaults,
                                      enforce_scope=config.oslo_policy.enforce_scope)

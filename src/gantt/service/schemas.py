@@ -13,6 +13,7 @@ import msgspec
 from msgspec import Meta, Struct, field
 
 from gantt import __version__
+from gantt.activity import Overview
 from gantt.model import (
     MAX_COUNT,
     MAX_INSTANCES,
@@ -34,6 +35,7 @@ from gantt.model import (
     NotFound,
     NoValidHost,
     NUMACellClaim,
+    PciTaken,
     RequestSpec,
     Selection,
     StoreUnavailable,
@@ -192,6 +194,7 @@ class AllocationView(Struct, omit_defaults=True):
     consumer_generation: int | None = None
     consumer_type: str | None = None
     numa: list[NUMACellClaim] | None = None
+    pci: list[PciTaken] = field(default_factory=list)  # PCI devices taken on the first node
 
     @classmethod
     def of(cls, allocation: Allocation) -> AllocationView:
@@ -283,7 +286,7 @@ class Problem(Struct, omit_defaults=True):
 # ------------------------------------------------------------------------------------------- OpenAPI
 
 _COMPONENTS = (Versions, ReportIn, ReportBatchIn, InstancesIn, Aggregate, RequestSpec, Written, HostInfo, HostList,
-               AggregateList, AllocationView, AllocationList, Selections, Candidates, Health, Problem)
+               AggregateList, AllocationView, AllocationList, Selections, Candidates, Overview, Health, Problem)
 
 
 def _json(name: str) -> dict[str, Any]:
@@ -452,7 +455,8 @@ def openapi() -> dict[str, Any]:
         "info": {"title": "Gantt scheduler", "version": __version__,
                  "description": "Errors are application/problem+json (RFC 9457). Every call but / and /health "
                                 "needs `Authorization: Bearer <token>` when the service has a "
-                                "token. Wrong method: 405; unknown path: 404; a query parameter the call does "
+                                "token (the live view's page at /ui needs none; it reads /v1/overview with "
+                                "one). Wrong method: 405; unknown path: 404; a query parameter the call does "
                                 "not take, or one given twice: 400."},
         "paths": _paths(),
         "components": {"schemas": components,
@@ -515,6 +519,17 @@ def _paths() -> dict[str, Any]:
             ok="Candidates", body="RequestSpec",
             params=[_query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
                            "At most this many candidates")])},
+        "/v1/overview": {"get": _op(
+            "The cloud at a glance: nodes per zone and state, utilization, allocations, recent decisions and "
+            "refusals (what the /ui page shows)", ok="Overview",
+            description="Nodes per availability zone as up, down (no report within service_down_time, or forced "
+                        "down) or disabled; per resource class the totals and, per node, the fraction of its "
+                        "capacity in use, for a heat map: at most 2,000 nodes, the most used ones "
+                        "(`utilization_omitted` counts the rest) and at most 12 classes, those most nodes have; "
+                        "the allocation count and the 10 newest allocations; the last 20 decisions (each "
+                        "instance's node and top 3 candidates with their weights) and the last 20 NoValidHost "
+                        "answers with their explanations. Decisions and refusals are those of the process that "
+                        "answers (`pid`): with several workers each has its own.")},
         "/v1/allocations": {"get": _op(
             "Allocations, in consumer order, a page at a time", ok="AllocationList",
             params=[*_PAGING, _marker("Start after this consumer (the last item of the previous page; "
@@ -564,6 +579,7 @@ __all__ = [
     "Link",
     "MethodNotAllowed",
     "NoValidHost",
+    "Overview",
     "PayloadTooLarge",
     "Problem",
     "ReportBatchIn",

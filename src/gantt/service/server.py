@@ -14,15 +14,18 @@ import ipaddress
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from gantt.config import Config, load_config
 from gantt.lifeline import die_with_parent
+from gantt.store.base import redact_url
 
 log = logging.getLogger("gantt.service")
 
@@ -71,6 +74,7 @@ class ServeOptions:
     token: str | None = None
     fd: int | None = None
     log_level: str = "warning"
+    metrics_dir: str | None = None  # set by the supervisor of several workers (see metrics.Shared)
 
 
 def is_loopback(host: str) -> bool:
@@ -109,7 +113,7 @@ def _load(options: ServeOptions) -> Config:
     return load_config(options.config_path) if options.config_path else load_config(None)
 
 
-def _serve_sockets(options: ServeOptions, sockets: list[socket.socket]) -> int:
+def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: int = 0) -> int:
     import uvicorn
 
     from gantt.allocator import keep_freed_memory
@@ -121,7 +125,8 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket]) -> int:
     logging.basicConfig(level=getattr(logging, options.log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
     config = _load(options)
-    app = create_app(config=config, store=options.store, token=options.token)
+    app = create_app(config=config, store=options.store, token=options.token, worker=worker,
+                     metrics_dir=options.metrics_dir)
     uv = uvicorn.Config(app, loop="uvloop", http=BoundedHttpToolsProtocol, lifespan="on", access_log=False,
                         log_level=options.log_level, timeout_graceful_shutdown=5, timeout_keep_alive=5)
     server = uvicorn.Server(uv)
@@ -137,11 +142,11 @@ def _ignore(signum: int, frame: Any) -> None:
     pass
 
 
-def _worker(options: ServeOptions, shared: socket.socket | None) -> None:
+def _worker(options: ServeOptions, shared: socket.socket | None, index: int) -> None:
     die_with_parent(signal.SIGTERM)  # a supervisor killed with SIGKILL must not leave its workers serving
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor decides when workers stop (SIGTERM)
     sock = shared if shared is not None else _listen(options.host, options.port, reuse_port=True)
-    sys.exit(_serve_sockets(options, [sock]))
+    sys.exit(_serve_sockets(options, [sock], worker=index))
 
 
 def serve(options: ServeOptions) -> int:
@@ -154,20 +159,22 @@ def serve(options: ServeOptions) -> int:
             sock = socket.socket(fileno=options.fd)
         else:
             sock = _listen(options.host, options.port, reuse_port=False)
-        print(f"gantt: serving {options.store} on http://{_address(sock)} (pid {os.getpid()})", flush=True)
+        print(f"gantt: serving {redact_url(options.store)} on http://{_address(sock)} (pid {os.getpid()})",
+              flush=True)
         return _serve_sockets(options, [sock])
     return _supervise(options)
 
 
 def _startup_line(options: ServeOptions) -> str:
-    """What this service will decide with, said once at start: an operator reads which file and filters apply."""
+    """What this service will decide with, said once at start: an operator reads which file and filters apply.
+    The store URL's credentials, if any, are not printed."""
     from gantt import filters, weighers
 
     config = _load(options)
     fs = config.filter_scheduler
     running = ", ".join(cls.name for cls in filters.pipeline(fs.enabled_filters))
     weighing = ", ".join(cls.name for cls in weighers.resolve(fs.weight_classes))
-    return (f"gantt: config {options.config_path or 'none (Nova defaults)'}; store {options.store}; "
+    return (f"gantt: config {options.config_path or 'none (Nova defaults)'}; store {redact_url(options.store)}; "
             f"filters {running}; weighers {weighing}")
 
 
@@ -194,6 +201,8 @@ def _supervise(options: ServeOptions) -> int:
     else:
         shared = _listen(options.host, options.port, reuse_port=False)
         address = _address(shared)
+    # Each worker answers /metrics for all of them from their snapshots here (gantt.service.metrics.Shared).
+    options.metrics_dir = tempfile.mkdtemp(prefix="gantt-metrics-")
     stopping = False
 
     def stop(signum: int, frame: Any) -> None:
@@ -203,13 +212,14 @@ def _supervise(options: ServeOptions) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
-    def spawn() -> multiprocessing.process.BaseProcess:
-        process = ctx.Process(target=_worker, args=(options, shared), name="gantt-worker")
+    def spawn(index: int) -> multiprocessing.process.BaseProcess:
+        # A restarted worker keeps its index: /metrics labels its series with it, not with the pid.
+        process = ctx.Process(target=_worker, args=(options, shared, index), name=f"gantt-worker-{index}")
         process.start()
         return process
 
-    workers = [spawn() for _ in range(options.workers)]
-    print(f"gantt: serving {options.store} on http://{address} with {options.workers} workers "
+    workers = [spawn(i) for i in range(options.workers)]
+    print(f"gantt: serving {redact_url(options.store)} on http://{address} with {options.workers} workers "
           f"(pids {', '.join(str(w.pid) for w in workers)})", flush=True)
     failures = 0
     status = 0
@@ -224,8 +234,8 @@ def _supervise(options: ServeOptions) -> int:
                 print("gantt: workers keep failing to start; giving up", file=sys.stderr, flush=True)
                 stopping, status = True, STARTUP_FAILURE
                 break
-            log.warning("worker %s exited with %s; restarting it", process.pid, process.exitcode)
-            workers[i] = spawn()
+            log.warning("worker %d (pid %s) exited with %s; restarting it", i, process.pid, process.exitcode)
+            workers[i] = spawn(i)
     for process in workers:
         if process.is_alive() and process.pid is not None:
             os.kill(process.pid, signal.SIGTERM)
@@ -237,4 +247,5 @@ def _supervise(options: ServeOptions) -> int:
             process.join()
     if holder is not None:
         holder.close()
+    shutil.rmtree(options.metrics_dir, ignore_errors=True)
     return status

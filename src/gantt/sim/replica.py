@@ -26,11 +26,13 @@ batch of rows in one step.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from gantt.model import Allocation, HostReport, NodeKey, NotFound
+from gantt.pci import PciRequest
 from gantt.state import ClaimRejected, HostTable
 
 # Feed entry kinds
@@ -121,13 +123,15 @@ class ClaimThroughTable(HostTable):
         self.truth = truth
         self.conflicts = 0
 
-    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
+              pci: Sequence[PciRequest] = ()) -> Allocation:
         held = self.allocation(allocation.consumer_uuid)
         if held is not None:
             return held
         try:
-            # The truth checks room against what really is; the limits (per-aggregate ratios) travel with it.
-            self.truth.claim(key, allocation, limits=limits)
+            # The truth checks room against what really is (and chooses the PCI devices); the limits (per-aggregate
+            # ratios) travel with it.
+            self.truth.claim(key, allocation, limits=limits, pci=pci)
         except ClaimRejected:
             self.conflicts += 1
             refresh_node(self, self.truth, key)

@@ -14,7 +14,7 @@ this object; code outside ``gantt.state`` reads it through ``HostTable`` only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ import numpy as np
 
 from gantt.model import NodeKey, NUMACellClaim, prepare_types
 from gantt.numa import HostNUMA, with_claims
+from gantt.pci import Pool, device_counts, pool_key, remaining
 
 # Scalar columns: name -> (dtype, value of a row that never reported it)
 SCALARS: dict[str, tuple[Any, Any]] = {
@@ -54,6 +55,8 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "caps_code": (np.int32, 0),
     "traits_code": (np.int32, 0),
     "aggset_code": (np.int32, 0),
+    "pci_code": (np.int32, 0),  # the node's PCI device pools, interned (0: none)
+    "pci_free": (np.float64, 0),  # devices in those pools (PCIWeigher)
     # a child resource provider (a NUMA cell, a PF under a compute node): never a candidate on its own (design §5)
     "child": (np.bool_, False),
     # NUMA summaries for NUMATopologyFilter's vectorized prefilter (gantt.numa.HostNUMA has the cells): how many
@@ -150,6 +153,18 @@ class Columns:
             self.rc_slot(name)
         self.caps = Interner(HostCaps(), key=lambda c: _ENCODER.encode(c))
         self.traitsets = Interner(frozenset())
+        # PCI: each row's pools interned (values are gantt.pci.freeze_pools tuples), and devices per
+        # (vendor_id, product_id) as a 2-D column so a request's prefilter is one sum per row, no Python per host
+        self.pcisets = Interner(())
+        # (codes, values, epoch) replaced as one object, so a reader without the lock always gets codes and the
+        # values they index together; epoch moves when the sets are renumbered (see _compact_pci)
+        self.pci_source: tuple[np.ndarray, list[Any], int] = (self.cols["pci_code"], self.pcisets.values, 0)
+        # per row: the pools its host reported, and the devices unconfirmed claims hold (pool key -> count);
+        # pci_code and pci_devices describe what is left (gantt.pci.remaining)
+        self.pci_reported: list[tuple[Any, ...]] = []
+        self.pci_taken: list[dict[Any, int]] = []
+        self.pci_index: dict[tuple[str, str], int] = {}
+        self.pci_devices = np.zeros((self._capacity, 4), dtype=np.int64, order="F")
         # one column per metric name, NaN where a node does not report it
         self.metrics: dict[str, np.ndarray] = {}
 
@@ -210,6 +225,82 @@ class Columns:
         self.rc_index[rc] = j
         return j
 
+    def pci_slot(self, pair: tuple[str, str]) -> int:
+        """The (vendor_id, product_id) pair's column in ``pci_devices``, added on first sight."""
+        j = self.pci_index.get(pair)
+        if j is not None:
+            return j
+        j = len(self.pci_index)
+        if j >= self.pci_devices.shape[1]:
+            grown = np.zeros((self._capacity, 2 * self.pci_devices.shape[1]), dtype=np.int64, order="F")
+            grown[:, : self.pci_devices.shape[1]] = self.pci_devices
+            self.pci_devices = grown
+        self.pci_index[pair] = j
+        return j
+
+    def set_pci_reported(self, row: int, pools: tuple[Pool, ...]) -> None:
+        self.pci_reported[row] = pools
+        self._refresh_pci(row)
+
+    def add_pci_inflight(self, row: int, taken: Iterable[tuple[Pool, int]], sign: int) -> None:
+        """Count devices a claim took from the row's pools (``sign`` +1), or no longer (-1)."""
+        held = self.pci_taken[row]
+        for key, count in taken:
+            value = held.get(key, 0) + sign * count
+            if value:
+                held[key] = value
+            else:
+                held.pop(key, None)
+        self._refresh_pci(row)
+
+    def pci_within_capacity(self, row: int) -> bool:
+        """No pool the node reports is held by claims beyond its count."""
+        return not self.pci_overbooked(row)
+
+    def pci_overbooked(self, row: int) -> list[tuple[Pool, int, int]]:
+        """(pool key, devices unconfirmed claims hold, devices the pool has) for every pool held beyond its
+        count."""
+        held = self.pci_taken[row]
+        if not held:
+            return []
+        out = []
+        for pool in self.pci_reported[row]:
+            key, count = pool_key(pool), dict(pool)["count"]
+            if held.get(key, 0) > count:
+                out.append((key, held[key], count))
+        return out
+
+    def _refresh_pci(self, row: int) -> None:
+        pools = remaining(self.pci_reported[row], self.pci_taken[row])
+        counts = device_counts(pools)
+        slots = {self.pci_slot(pair): count for pair, count in counts.items()}  # may widen pci_devices
+        devices = np.zeros(self.pci_devices.shape[1], dtype=np.int64)
+        for j, count in slots.items():
+            devices[j] = count
+        self.pci_devices[row, :] = devices
+        self.cols["pci_code"][row] = self.pcisets.code(pools)
+        self.cols["pci_free"][row] = sum(counts.values())
+        if len(self.pcisets) > 2 * self.n + 1024:
+            self._compact_pci()
+
+    def pci_pools(self, row: int) -> tuple[Pool, ...]:
+        """The pools the row has left (reported, less what unconfirmed claims hold)."""
+        return self.pcisets.values[int(self.cols["pci_code"][row])]  # type: ignore[no-any-return]
+
+    def _compact_pci(self) -> None:
+        """Intern again only the pool sets live rows use. Counts move with every claim, release and report, and
+        an interner only grows: without this, a long-running replica would keep every pool set it ever saw.
+        Codes and values are replaced, not changed, so a reader keeps the consistent pair it took."""
+        fresh = Interner(())
+        old = self.cols["pci_code"]
+        codes = np.zeros_like(old)
+        values = self.pcisets.values
+        for row in range(self.n):
+            codes[row] = fresh.code(values[int(old[row])])
+        self.pcisets = fresh
+        self.cols["pci_code"] = codes
+        self.pci_source = (codes, fresh.values, self.pci_source[2] + 1)
+
     def metric_column(self, name: str) -> np.ndarray:
         """The metric's column over every allocated row, added on first sight."""
         arr = self.metrics.get(name)
@@ -225,6 +316,7 @@ class Columns:
             grown = np.full(rows, fill, dtype=dtype)
             grown[: self._capacity] = self.cols[name]
             self.cols[name] = grown
+        self.pci_source = (self.cols["pci_code"], self.pcisets.values, self.pci_source[2])
         for name, arr in self.rc.items():
             grown2 = np.zeros((rows, self._rc_cap), dtype=np.float64, order="F")
             grown2[: self._capacity] = arr
@@ -232,6 +324,9 @@ class Columns:
         grown_b = np.zeros((rows, self._rc_cap), dtype=np.bool_, order="F")
         grown_b[: self._capacity] = self.has_inventory
         self.has_inventory = grown_b
+        grown_p = np.zeros((rows, self.pci_devices.shape[1]), dtype=np.int64, order="F")
+        grown_p[: self._capacity] = self.pci_devices
+        self.pci_devices = grown_p
         for attr in ("reports_usage", "reports_instances"):
             old = getattr(self, attr)
             new = np.zeros(rows, dtype=np.bool_)
@@ -257,6 +352,8 @@ class Columns:
         self.host_ips.append(None)
         self.numa_reported.append(None)
         self.numa.append(None)
+        self.pci_reported.append(())
+        self.pci_taken.append({})
         self.row_of[(host, node)] = row
         self.rows_of_host.setdefault(host, set()).add(row)
         return row
@@ -277,6 +374,7 @@ class Columns:
             for arr in self.rc.values():
                 arr[row, :] = arr[last, :]
             self.has_inventory[row, :] = self.has_inventory[last, :]
+            self.pci_devices[row, :] = self.pci_devices[last, :]
             self.reports_usage[row] = self.reports_usage[last]
             self.reports_instances[row] = self.reports_instances[last]
             for arr in self.metrics.values():
@@ -294,7 +392,7 @@ class Columns:
 
     def _row_lists(self) -> tuple[list[Any], ...]:
         return (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames, self.host_ips,
-                self.numa_reported, self.numa)
+                self.numa_reported, self.numa, self.pci_reported, self.pci_taken)
 
     def set_numa(self, row: int, numa: HostNUMA | None) -> None:
         """The node's reported cells (its in-flight claims are counted again by the ledger, after)."""
@@ -324,6 +422,7 @@ class Columns:
         for arr in self.rc.values():
             arr[row, :] = 0.0
         self.has_inventory[row, :] = False
+        self.pci_devices[row, :] = 0
         self.reports_usage[row] = False
         self.reports_instances[row] = False
         for arr in self.metrics.values():

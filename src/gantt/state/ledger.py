@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import msgspec
 
-from gantt.model import Allocation, Conflict, NodeKey, NotFound, NUMACellClaim
+from gantt.model import Allocation, Conflict, NodeKey, NotFound, PciTaken
 from gantt.numa import with_claims
+from gantt.pci import PciRequest, take
 from gantt.state.columns import Columns
 from gantt.state.instances import InstanceIndex
 
@@ -102,7 +103,7 @@ class Ledger:
         columns = self._columns
         row = columns.row_of.get(key)
         return row is not None and not (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any() \
-            and not columns.cols["numa_overbooked"][row]
+            and not columns.cols["numa_overbooked"][row] and columns.pci_within_capacity(row)
 
     def migration(self, migration_uuid: str) -> Allocation:
         """The allocation holding a move's source, under the migration's UUID."""
@@ -132,8 +133,10 @@ class Ledger:
 
     # ------------------------------------------------------------------------------------------ claiming
 
-    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
-        """Consume ``allocation.resources`` on node ``key`` atomically, or raise ClaimRejected.
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
+              pci: Sequence[PciRequest] = ()) -> Allocation:
+        """Consume ``allocation.resources`` (and the PCI devices ``pci`` asks for) on node ``key`` atomically, or
+        raise ClaimRejected.
 
         The compare: the node still exists and still has room. A consumer that already holds an allocation gets
         it back.
@@ -142,25 +145,32 @@ class Ledger:
             held = self._allocations.get(allocation.consumer_uuid)
             if held is not None:
                 return held
-            row = self._row_with_room(key, allocation.resources, limits, allocation.numa)
+            row = self._row_with_room(key, allocation.resources, limits, allocation, pci)
             self._insert(row, key, allocation)
             self._changed("allocation", allocation)
             return allocation
 
     def _row_with_room(self, key: NodeKey, resources: dict[str, int], limits: dict[str, float] | None,
-                       numa: list[NUMACellClaim] | None = None) -> int:
-        """The node's row, if it still exists and can take ``resources`` (and the NUMA cells, CPUs and pages
-        ``numa`` names) now; else ClaimRejected."""
+                       allocation: Allocation, pci: Sequence[PciRequest]) -> int:
+        """The node's row, if it still exists and can take ``resources`` now; else ClaimRejected. The PCI devices
+        ``pci`` asks for are chosen from the pools the node has left and recorded on ``allocation``; the NUMA
+        cells, CPUs and pages ``allocation.numa`` names must still be free."""
         row = self._columns.row_of.get(key)
         if row is None:
             raise ClaimRejected(f"{key} is gone")
         missing = self.fits(row, resources, limits)
         if missing is not None:
             raise ClaimRejected(f"{key} has no room for {missing}")
-        if numa:
+        if allocation.numa:
             cells = self._columns.numa[row]
-            if cells is None or not with_claims(cells, numa)[1]:
+            if cells is None or not with_claims(cells, allocation.numa)[1]:
                 raise ClaimRejected(f"{key} no longer has the NUMA cells, CPUs or pages the claim names")
+        if pci:
+            columns = self._columns
+            taken = take(columns.pci_pools(row), pci)
+            if taken is None:
+                raise ClaimRejected(f"{key} has no room for the PCI devices asked")
+            allocation.pci = [PciTaken(pool=dict(pool), count=count) for pool, count in taken]
         return row
 
     def put_allocation(self, allocation: Allocation) -> None:
@@ -173,7 +183,7 @@ class Ledger:
             if held is not None:
                 if held.parts() == allocation.parts() and held.confirmed == allocation.confirmed \
                         and held.group == allocation.group and held.migration_uuid == allocation.migration_uuid \
-                        and held.instance_uuid == allocation.instance_uuid:
+                        and held.instance_uuid == allocation.instance_uuid and held.pci == allocation.pci:
                     # Same accounting; but the record is now the store's: a local claim of ours that happens to
                     # equal it must not be rolled back as ours (rollbacks go by identity).
                     if held is not allocation:
@@ -185,7 +195,7 @@ class Ledger:
             self._changed("allocation", allocation)
 
     def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
-             limits: dict[str, float] | None = None) -> Allocation:
+             limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = ()) -> Allocation:
         """Move ``source``'s consumer to node ``key`` as ``allocation``, holding the source for the migration.
 
         One compare-and-set: the consumer still holds ``source``, the migration holds nothing yet, the node has
@@ -199,7 +209,7 @@ class Ledger:
                 raise SourceMoved(f"{source.consumer_uuid} moved meanwhile")
             if migration in self._allocations:  # a twin request made this move: answer with it
                 raise SourceMoved(f"migration {migration} holds an allocation already")
-            row = self._row_with_room(key, allocation.resources, limits, allocation.numa)
+            row = self._row_with_room(key, allocation.resources, limits, allocation, pci)
             held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
                                            instance_uuid=source.consumer_uuid, confirmed=False)
             self._drop(source.consumer_uuid)
@@ -269,7 +279,7 @@ class Ledger:
         self._index(allocation)
         self._instances.place(row, key[0], allocation.consumer_uuid)
         if not allocation.confirmed:
-            self._add_inflight(row, allocation.resources, +1)
+            self._add_inflight(row, allocation.resources, +1, pci=allocation.pci)
             if allocation.numa:
                 self.count_numa(row, key)
         else:
@@ -293,7 +303,7 @@ class Ledger:
         if row is not None:
             self._instances.unplace(row, alloc.host, consumer_uuid)
             if not alloc.confirmed:
-                self._add_inflight(row, alloc.resources, -1)
+                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
                 if alloc.numa:
                     self.count_numa(row, (alloc.host, alloc.nodename))
         for part in alloc.extra:
@@ -312,8 +322,11 @@ class Ledger:
         self._columns.count_numa_claims(row, claims)
         self._touched(row)
 
-    def _add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True) -> None:
+    def _add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True,
+                      pci: list[PciTaken] | None = None) -> None:
         self._columns.add_inflight(row, resources, sign, instance=instance)
+        if pci:
+            self._columns.add_pci_inflight(row, ((tuple(sorted(t.pool.items())), t.count) for t in pci), sign)
         self._touched(row)
 
     def _settles(self, row: int) -> bool:
@@ -333,7 +346,7 @@ class Ledger:
                 continue
             self._instances.add(row, (consumer,))
             if not alloc.confirmed:
-                self._add_inflight(row, alloc.resources, +1)
+                self._add_inflight(row, alloc.resources, +1, pci=alloc.pci)
         self.count_numa(row, key)
 
     def drop_node(self, key: NodeKey) -> None:
@@ -351,7 +364,7 @@ class Ledger:
                 continue
             if alloc.listed_as in reported:
                 alloc.confirmed = True  # the report's topology has its cells and CPUs now
-                self._add_inflight(row, alloc.resources, -1)
+                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
                 if alloc.numa:
                     self.count_numa(row, key)
             elif alloc.created_at and now - alloc.created_at > self.claim_timeout:
@@ -381,7 +394,7 @@ class Ledger:
                 continue
             if not alloc.confirmed and alloc.created_at and now - alloc.created_at > self.claim_timeout:
                 alloc.confirmed = True
-                self._add_inflight(row, alloc.resources, -1)
+                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
                 if alloc.numa:
                     self.count_numa(row, key)
                 self.settled_claims += 1

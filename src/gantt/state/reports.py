@@ -12,6 +12,7 @@ import msgspec
 
 from gantt.model import HostStats, Inventory
 from gantt.numa import HostNUMA
+from gantt.pci import freeze_pools
 from gantt.state.columns import Columns
 
 # Nova's initial_*_allocation_ratio defaults: used when a host reports none (configurable: [DEFAULT]).
@@ -63,7 +64,14 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
     if stats.numa_topology is not None or whole:
         columns.set_numa(row, HostNUMA.of(stats.numa_topology))
     static |= _update_inventories(columns, row, stats, default_ratios, whole)
+    if stats.pci_stats is not None:
+        _update_pci(columns, row, stats.pci_stats)
     return static
+
+
+def _update_pci(columns: Columns, row: int, pools: list[dict[str, Any]]) -> None:
+    # Not static: pool counts move as devices are taken (no cached mask may depend on them).
+    columns.set_pci_reported(row, freeze_pools(pools))
 
 
 def _update_caps(columns: Columns, row: int, stats: HostStats) -> bool:

@@ -14,7 +14,8 @@ Public data: what filters and weighers read, over the live rows ``0 .. n-1``, wi
   (reported + in flight), ``hypervisor_version``, ``updated_at``, ``disabled``, ``forced_down``, ``free_ram_mb``,
   ``free_disk_mb`` (physical, in MB), ``disk_available_least``, ``host_ip4`` (-1: none), ``usage_version``, and
   the interned codes ``caps_code``, ``traits_code``, ``aggset_code`` (per-code values: ``factor``, ``zones``,
-  ``metadata_values``);
+  ``metadata_values``), ``pci_code`` (the node's PCI pools: ``factor("pci_pools")``; devices per vendor and
+  product: ``pci_devices``);
 - per resource class, ``rc_col(column, rc)`` for ``total``, ``reserved``, ``min_unit``, ``max_unit``,
   ``step_size``, ``ratio``, ``reported``, ``inflight``, ``capacity``, ``free``; ``has_rc(rc)``, ``used(rc)``;
   the same as 2-D arrays over every allocated row (``rc[column][row, rc_index[rc]]``, ``has_inventory``) for
@@ -52,6 +53,7 @@ from gantt.config import Config
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
 from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
 from gantt.numa import HostNUMA
+from gantt.pci import PciRequest
 from gantt.state.aggregates import AggregateIndex
 from gantt.state.columns import Columns, Factor, HostCaps
 from gantt.state.instances import InstanceIndex
@@ -273,6 +275,29 @@ class HostTable:
     def metric(self, name: str) -> np.ndarray | None:
         return self._columns.metric(name)
 
+    def pci_overbooked(self, row: int) -> list[tuple[tuple[tuple[str, Any], ...], int, int]]:
+        """(pool, devices held by unconfirmed claims, devices it has) for each of the node's PCI pools held
+        beyond its count (an audit's finding: claims never do it)."""
+        return self._columns.pci_overbooked(row)
+
+    def has_pci(self) -> bool:
+        """Whether a node may have PCI devices (False: no node has any)."""
+        return len(self._columns.pci_source[1]) > 1
+
+    def pci_pools(self) -> tuple[Factor, int]:
+        """Each live row's PCI pools left (gantt.pci.freeze_pools tuples: reported, less what unconfirmed claims
+        hold) as codes and values, and the epoch those codes belong to: a value cached by code is valid for
+        that epoch only (the sets are renumbered now and then). Values are shared, not copied: never modify."""
+        n = self._columns.n
+        codes, values, epoch = self._columns.pci_source
+        return Factor(codes[:n], values), epoch
+
+    def pci_devices(self, pair: tuple[str, str]) -> np.ndarray | None:
+        """Per live row, how many PCI devices of (vendor_id, product_id) (lower-cased) its pools hold; None when
+        no node reported any."""
+        j = self._columns.pci_index.get(pair)
+        return None if j is None else self._columns.pci_devices[: self._columns.n, j]
+
     def inventories(self, row: int) -> dict[str, dict[str, float]]:
         """The node's inventories: resource class -> each of its columns' value."""
         return self._columns.inventories(row)
@@ -304,6 +329,8 @@ class HostTable:
             return Factor(columns.col("traits_code"), list(columns.traitsets.values))
         if attribute == "aggregates":
             return Factor(columns.col("aggset_code"), self._aggregates.sets())
+        if attribute == "pci_pools":
+            return self.pci_pools()[0]
         if attribute in _IDENTITY:
             source = {"host": columns.host_names, "nodename": columns.node_names,
                       "hypervisor_hostname": columns.hypervisor_hostnames, "uuid": columns.node_uuids,
@@ -552,10 +579,12 @@ class HostTable:
         """The node exists and none of its classes is counted beyond its capacity."""
         return self._ledger.within_capacity(key)
 
-    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None) -> Allocation:
-        """Consume ``allocation.resources`` on node ``key`` atomically, or raise ClaimRejected; a consumer that
-        already holds an allocation gets it back."""
-        return self._ledger.claim(key, allocation, limits=limits)
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
+              pci: Sequence[PciRequest] = ()) -> Allocation:
+        """Consume ``allocation.resources`` (and the PCI devices ``pci`` asks for, recorded on the allocation) on
+        node ``key`` atomically, or raise ClaimRejected; a consumer that already holds an allocation gets it
+        back."""
+        return self._ledger.claim(key, allocation, limits=limits, pci=pci)
 
     def put_allocation(self, allocation: Allocation) -> None:
         """Record an allocation decided elsewhere (the store committed it): no capacity check."""
@@ -565,10 +594,10 @@ class HostTable:
         return self._ledger.release(consumer_uuid)
 
     def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
-             limits: dict[str, float] | None = None) -> Allocation:
+             limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = ()) -> Allocation:
         """Move ``source``'s consumer to node ``key`` as ``allocation`` in one compare-and-set, holding the source
         under the migration; returns the migration's allocation (see ``Ledger.move``)."""
-        return self._ledger.move(key, allocation, source, limits=limits)
+        return self._ledger.move(key, allocation, source, limits=limits, pci=pci)
 
     def unmove(self, allocation: Allocation, held: Allocation, source: Allocation) -> bool:
         """Undo ``move`` while nothing else has replaced its allocations (a failed commit). Whether it did."""

@@ -26,6 +26,7 @@ Contract for backends
 from __future__ import annotations
 
 import abc
+import re
 import time
 from typing import Literal
 
@@ -218,6 +219,17 @@ class Store(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/?#]*@", re.I)
+_SECRET_PARAMETER = re.compile(r"([?&](?:password|passwd|pass|token|secret|credentials?|api_?key|key)=)[^&#]*",
+                               re.I)
+
+
+def redact_url(url: str) -> str:
+    """A store URL fit for a log line or ``/health``: a user and password before the host and secret-named query
+    parameters show as ``***``."""
+    return _SECRET_PARAMETER.sub(r"\1***", _USERINFO.sub(r"\1***@", url))
 
 
 def open_store(url: str, *, create: bool = True) -> Store:

@@ -3,14 +3,14 @@
 from gantt.weighers import base
 from gantt.weighers.base import WEIGHERS, Weigher, register
 
-from gantt.weighers import affinity, build_failure, hypervisor, load, metrics, resources  # noqa: F401  isort: skip
+from gantt.weighers import affinity, build_failure, hypervisor, load, metrics, pci, resources  # noqa: F401  isort: skip
 
 # nova.scheduler.weights.all_weighers, in the order the weighers run: their terms are summed in it, and a dry run
 # lists their contributions in it.
 ALL_WEIGHERS = (
     "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher", "BuildFailureWeigher",
     "HypervisorVersionWeigher", "IoOpsWeigher", "NumInstancesWeigher", "MetricsWeigher", "RAMWeigher", "CPUWeigher",
-    "DiskWeigher",
+    "DiskWeigher", "PCIWeigher",
 )
 
 

@@ -1,0 +1,264 @@
+"""PCI passthrough: the ``[pci] alias`` definitions, a flavor's PCI requests, and whether a host's pools support them.
+
+The semantics are Nova 34's:
+- an alias (nova.pci.request) is a JSON object: ``name`` (required), ``vendor_id`` and ``product_id`` (required,
+  four hex digits), ``device_type`` (type-PCI, type-PF, type-VF), ``numa_policy`` (required, legacy, preferred,
+  socket; legacy when absent), ``capability_type`` ("pci"), ``live_migratable`` (a boolean word). Definitions
+  sharing a name are ORed device specs and must agree on numa_policy and give the same device_type;
+- a flavor asks with the extra spec ``pci_passthrough:alias`` = ``"a1:2,a2:1"``: one request per entry, in order;
+  an alias no definition names is refused;
+- a host supports the requests (``PciDeviceStats.support_requests`` without NUMA cells, which is what
+  PciPassthroughFilter asks) when applying them one after the other to a copy of its pools succeeds: a request
+  takes the pools any of its specs matches (keys compared case-insensitively), minus PF pools unless a spec asks
+  for type-PF, vDPA pools unless one asks for vdpa, remote-managed pools (an alias cannot ask for them), and pools
+  whose live_migratable tag disagrees when every spec states one; then it consumes greedily, pool by pool in
+  Nova's pool order (fewest keys first), so that what it takes is gone for the requests after it.
+
+NUMA affinity (``numa_policy``) is not the filter's business in Nova either: NUMATopologyFilter applies it when it
+fits the instance's cells; ``PciRequest.numa_policy`` carries it there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gantt.model import InvalidRequest
+
+ALIAS_SPEC = "pci_passthrough:alias"
+NUMA_POLICIES = ("required", "legacy", "preferred", "socket")
+DEVICE_TYPES = ("type-PCI", "type-PF", "type-VF")
+_HEX4 = re.compile(r"^[0-9a-fA-F]{4}$")
+_ALIAS_KEYS = {"name", "capability_type", "product_id", "vendor_id", "device_type", "numa_policy",
+               "live_migratable", "resource_class", "traits"}
+_TRUE = ("1", "t", "true", "on", "y", "yes")
+_FALSE = ("0", "f", "false", "off", "n", "no")
+# Keys an alias spec carries that Nova leaves to Placement when matching pools.
+_IGNORED_SPEC_KEYS = ("resource_class", "traits", "rp_uuids")
+# Nova's extra-spec validator: one or more comma-separated "alias:count".
+_REQUEST_RE = re.compile(r"[^:]+:\d+(?:\s*,\s*[^:]+:\d+)*")
+
+Spec = dict[str, str]
+Pool = tuple[tuple[str, Any], ...]  # one pool's keys and values (count included), sorted by key: hashable
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    name: str
+    numa_policy: str
+    specs: tuple[Spec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PciRequest:
+    """One entry of ``pci_passthrough:alias``: ``count`` devices any of ``specs`` describes."""
+
+    alias: str
+    count: int
+    specs: tuple[Spec, ...]
+    numa_policy: str
+
+    @property
+    def key(self) -> Hashable:
+        """The request as a hashable value (its specs are dicts)."""
+        return (self.alias, self.count, tuple(tuple(sorted(spec.items())) for spec in self.specs), self.numa_policy)
+
+    def pairs(self) -> frozenset[tuple[str, str]]:
+        """The (vendor_id, product_id) pairs, lower-cased, a device must have to serve this request."""
+        return frozenset((spec["vendor_id"].lower(), spec["product_id"].lower()) for spec in self.specs)
+
+
+def parse_aliases(entries: Sequence[str]) -> dict[str, Alias]:
+    """``[pci] alias`` (one JSON object per entry) -> aliases by name; ValueError says which entry is wrong."""
+    found: dict[str, tuple[str, list[Spec]]] = {}
+    for i, text in enumerate(entries):
+        where = f"[pci] alias entry {i + 1}"
+        try:
+            raw = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"{where} is not JSON: {exc}") from None
+        name, policy, spec = _alias_spec(raw, where)
+        if name not in found:
+            found[name] = (policy, [spec])
+            continue
+        if found[name][0] != policy:
+            raise ValueError(f"{where}: NUMA policy mismatch for alias '{name}'")
+        first = found[name][1][0]
+        if "dev_type" not in first or "dev_type" not in spec:
+            # Nova compares the two definitions' device types and refuses either one without it
+            raise ValueError(f"{where}: alias '{name}' is defined more than once, so each definition must give "
+                             "device_type")
+        if first["dev_type"] != spec["dev_type"]:
+            raise ValueError(f"{where}: Device type mismatch for alias '{name}'")
+        found[name][1].append(spec)
+    return {name: Alias(name, policy, tuple(specs)) for name, (policy, specs) in found.items()}
+
+
+def _alias_spec(raw: Any, where: str) -> tuple[str, str, Spec]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where} must be a JSON object")
+    unknown = sorted(set(raw) - _ALIAS_KEYS)
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_ALIAS_KEYS))})")
+    for key, value in raw.items():
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: {key} must be a string")
+    if "resource_class" in raw or "traits" in raw:
+        raise ValueError(f"{where}: resource_class and traits take effect only with [filter_scheduler] "
+                         "pci_in_placement, which Gantt does not support")
+    name = raw.get("name")
+    if name is None or not 1 <= len(name) <= 256:
+        raise ValueError(f"{where}: name must be given, 1-256 characters")
+    for key in ("vendor_id", "product_id"):
+        if key not in raw:
+            raise ValueError(f"{where}: alias '{name.strip()}' must give vendor_id and product_id")
+        if not _HEX4.match(raw[key]):
+            raise ValueError(f"{where}: {key} must be four hexadecimal digits, not {raw[key]!r}")
+    if raw.get("capability_type", "pci") != "pci":
+        raise ValueError(f"{where}: capability_type must be 'pci'")
+    if raw.get("device_type", DEVICE_TYPES[0]) not in DEVICE_TYPES:
+        raise ValueError(f"{where}: device_type must be one of {', '.join(DEVICE_TYPES)}")
+    policy = raw.get("numa_policy") or "legacy"
+    if policy not in NUMA_POLICIES:
+        raise ValueError(f"{where}: numa_policy must be one of {', '.join(NUMA_POLICIES)}")
+    spec = {k: v for k, v in raw.items() if k not in ("name", "numa_policy", "device_type", "live_migratable")}
+    if "device_type" in raw:
+        spec["dev_type"] = raw["device_type"]
+    if "live_migratable" in raw:
+        word = raw["live_migratable"].strip().lower()
+        if word not in _TRUE + _FALSE:
+            raise ValueError(f"{where}: live_migratable must be a boolean word (true, false, yes, no, 1, 0, …)")
+        spec["live_migratable"] = "true" if word in _TRUE else "false"
+    return name.strip(), policy, spec
+
+
+def requests_from_extra_specs(extra_specs: dict[str, str], aliases: dict[str, Alias]) -> tuple[PciRequest, ...]:
+    """The flavor's PCI requests; InvalidRequest (naming the extra spec) for a malformed value or unknown alias."""
+    text = extra_specs.get(ALIAS_SPEC)
+    if text is None:
+        return ()
+    where = f"$.flavor.extra_specs.{ALIAS_SPEC}"
+    if not isinstance(text, str) or not _REQUEST_RE.fullmatch(text):
+        raise InvalidRequest(f"extra spec {ALIAS_SPEC} must be 'alias:count' entries separated by commas, "
+                             f"not {text!r}", field=where)
+    out = []
+    for entry in text.split(","):
+        parts = entry.split(":")
+        if len(parts) != 2 or not parts[0].strip():
+            raise InvalidRequest(f"extra spec {ALIAS_SPEC}: {entry.strip()!r} is not 'alias:count'", field=where)
+        name, count = parts[0].strip(), int(parts[1])
+        alias = aliases.get(name)
+        if alias is None:
+            known = ", ".join(sorted(aliases)) or "none"
+            raise InvalidRequest(f"PCI alias {name} is not defined ([pci] alias defines: {known})", field=where)
+        out.append(PciRequest(name, count, alias.specs, alias.numa_policy))
+    return tuple(out)
+
+
+def freeze_pools(pools: Sequence[dict[str, Any]]) -> tuple[Pool, ...]:
+    """A host's pools (``HostStats.pci_stats``) as Nova's PciDeviceStats holds them: ordered by how many keys a
+    pool has (a stable sort, as Nova's), each one hashable so that equal pool sets can be interned."""
+    ordered = sorted(pools, key=len)
+    return tuple(tuple(sorted(pool.items())) for pool in ordered)
+
+
+def device_counts(pools: Sequence[Pool]) -> dict[tuple[str, str], int]:
+    """Devices per (vendor_id, product_id), lower-cased: what a request's specs could possibly take."""
+    out: dict[tuple[str, str], int] = {}
+    for pool in pools:
+        values = dict(pool)
+        pair = (str(values["vendor_id"]).lower(), str(values["product_id"]).lower())
+        out[pair] = out.get(pair, 0) + int(values["count"])
+    return out
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
+def _matches(pool: dict[str, Any], specs: tuple[Spec, ...]) -> bool:
+    return any(all(_lower(pool.get(k)) == v.lower() for k, v in spec.items() if k not in _IGNORED_SPEC_KEYS)
+               for spec in specs)
+
+
+def _truthy(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() in _TRUE
+
+
+def _candidates(pools: list[dict[str, Any]], request: PciRequest) -> list[dict[str, Any]] | None:
+    """Nova's _filter_pools without NUMA cells or a Placement allocation: the pools the request may take, or
+    None when they hold too few devices."""
+    specs = request.specs
+    chosen = [pool for pool in pools if _matches(pool, specs)]
+    if sum(pool["count"] for pool in chosen) < request.count:
+        return None
+    if all(spec.get("dev_type") != "type-PF" for spec in specs):
+        chosen = [pool for pool in chosen if pool.get("dev_type") != "type-PF"]
+    if sum(pool["count"] for pool in chosen) < request.count:
+        return None
+    if all(spec.get("dev_type") != "vdpa" for spec in specs):
+        chosen = [pool for pool in chosen if pool.get("dev_type") != "vdpa"]
+    if all(not _truthy(spec.get("remote_managed")) for spec in specs):
+        chosen = [pool for pool in chosen if not _truthy(pool.get("remote_managed"))]
+    for word in ("true", "false"):
+        if all(spec.get("live_migratable") == word for spec in specs):
+            chosen = [pool for pool in chosen if pool.get("live_migratable") == word]
+            break
+    if sum(pool["count"] for pool in chosen) < request.count:
+        return None
+    return chosen
+
+
+def pool_key(pool: Pool) -> Pool:
+    """A pool's identity: everything but its count (what a claim names to say which pool it took from)."""
+    return tuple(item for item in pool if item[0] != "count")
+
+
+def take(pools: Sequence[Pool], requests: Sequence[PciRequest]) -> list[tuple[Pool, int]] | None:
+    """What serving every request, one after the other, takes from ``pools`` (as ``freeze_pools`` gives them):
+    (pool key, devices) in the order taken; None when the pools cannot serve them all."""
+    live = [dict(pool) for pool in pools]
+    taken: list[tuple[Pool, int]] = []
+    for request in requests:
+        chosen = _candidates(live, request)
+        if not chosen:  # None, or no pool at all for a request of zero devices
+            return None
+        wanted = request.count
+        for pool in chosen:
+            if pool["count"] > wanted:
+                pool["count"] -= wanted
+                used, wanted = wanted, 0
+            else:  # the pool is used up: it is gone, even for a later request of zero devices
+                used = pool["count"]
+                wanted -= used
+                live.remove(pool)
+            if used:
+                taken.append((tuple(sorted((k, v) for k, v in pool.items() if k != "count")), used))
+            if not wanted:
+                break
+    return taken
+
+
+def supports(pools: Sequence[Pool], requests: Sequence[PciRequest]) -> bool:
+    """Whether pools (as ``freeze_pools`` gives them) can serve every request, one after the other."""
+    return take(pools, requests) is not None
+
+
+def remaining(reported: Sequence[Pool], taken: dict[Pool, int]) -> tuple[Pool, ...]:
+    """The pools a node has left: what it reported, less the devices claims hold that its report does not show
+    yet. A pool a claim used up is gone, as in Nova's HostState after it consumed a request."""
+    if not taken:
+        return tuple(reported)
+    out = []
+    for pool in reported:
+        held = taken.get(pool_key(pool), 0)
+        if not held:
+            out.append(pool)
+            continue
+        count = dict(pool)["count"] - held
+        if count > 0:
+            out.append(tuple((k, count if k == "count" else v) for k, v in pool))
+    return tuple(out)
