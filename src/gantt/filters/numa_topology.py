@@ -6,8 +6,8 @@ fails every node that reports none. Nova's own pre-check is kept: a flavor or im
 ``require`` thread policy needs a node with SMT siblings somewhere.
 
 Fast path: a vectorized prefilter on the NUMA summary columns (enough cells; some cell large enough for the
-largest guest cell's CPUs, free pinned CPUs and memory) leaves few nodes, and only those get the exact fit. The
-mask is memoized per guest topology and patched on the nodes whose reports changed since.
+least demanding guest cell's CPUs, free pinned CPUs and memory) leaves few nodes, and only those get the exact
+fit. The mask is memoized per guest topology and patched on the nodes whose reports or claims changed since.
 """
 
 from __future__ import annotations
@@ -46,12 +46,15 @@ class NUMATopologyFilter(Filter):
 
     @staticmethod
     def _fits(table: HostTable, guest: GuestTopology, rows: Rows, pack: bool, needs_smt: bool) -> np.ndarray:
+        # Necessary conditions only. Nova's search memoizes cell pairs under ids it mutates, so a guest cell can be
+        # taken as fitting without being checked; but every memo entry comes from some guest cell that was
+        # checked and fitted some host cell, so the least demanding guest cell must fit the host's largest cell.
         ok = table.col("numa_cells")[rows] >= len(guest.cells)
-        ok &= table.col("numa_max_memory")[rows] >= max(c.memory for c in guest.cells)
+        ok &= table.col("numa_max_memory")[rows] >= min(c.memory for c in guest.cells)
         if guest.cpu_policy in (SHARED, MIXED, None):
-            ok &= table.col("numa_max_cpus")[rows] >= max(len(c.cpuset) for c in guest.cells)
+            ok &= table.col("numa_max_cpus")[rows] >= min(len(c.cpuset) for c in guest.cells)
         if guest.pinned:
-            ok &= table.col("numa_max_free_pcpus")[rows] >= max(len(c.pcpuset) for c in guest.cells)
+            ok &= table.col("numa_max_free_pcpus")[rows] >= min(len(c.pcpuset) for c in guest.cells)
         candidates = np.flatnonzero(ok)
         if not candidates.size:
             return ok
