@@ -21,6 +21,8 @@ from gantt.model import (
     InvalidRequest,
     Inventory,
     Metric,
+    NUMACell,
+    NUMAPages,
     PciDevicePoolData,
     PciDevicePoolList,
     PciDevicePoolListData,
@@ -153,7 +155,10 @@ class Leaf:
 REQUIRED: dict[type, dict[str, Any]] = {
     RequestSpec: {"flavor": {}}, Aggregate: {"id": 1}, Inventory: {"total": 1}, Metric: {"name": "m", "value": 1.0},
     ReportIn: {"name": "h", "stats": {}}, InstancesIn: {"instances": []},
+    NUMACell: {"id": 0}, NUMAPages: {"size_kb": 4, "total": 1},
 }
+# Free-form JSON whose shape is checked in code, by where it sits: a valid value.
+SCHEMA_IN_FREE_FORM: dict[str, Any] = {".nova_object.data": {"cells": []}}
 # Maps that must name some keys beside the one under test, by the end of their path: a PCI pool (plain list form)
 # names its device and count; every other key is a tag.
 MAP_BASE = {"pci_stats[0]": {"vendor_id": "8086", "product_id": "1520", "count": 1}}
@@ -223,6 +228,10 @@ def leaves(info: mi.Type, path: str, build: Callable[[Any], Any], byte_bound: bo
         for i, member in enumerate(info.item_types):
             yield from leaves(member, f"{path}[{i}]",
                               lambda v, i=i: build([*items[:i], v, *items[i + 1:]]), byte_bound)
+    elif isinstance(info, mi.DictType) and path.endswith(tuple(SCHEMA_IN_FREE_FORM)):
+        # JSON whose shape is checked in code (Nova's versioned-object data): a valid sample, bounded as a whole.
+        valid = next(v for suffix, v in SCHEMA_IN_FREE_FORM.items() if path.endswith(suffix))
+        yield Leaf(path, "entries", info.max_length, build, dict(valid))
     elif isinstance(info, mi.DictType):
         value = _sample(info.value_type)
         base = _map_base(path)
@@ -262,7 +271,7 @@ def _over(leaf: Leaf) -> Any:
     if leaf.kind == "items":
         return leaf.sample * (leaf.limit + 1)
     if leaf.kind == "entries":
-        value = leaf.sample[TEXT]
+        value = leaf.sample.get(TEXT, [])  # a schema'd sample (SCHEMA_IN_FREE_FORM) has no TEXT key
         return {**leaf.sample, **{f"{TEXT}{i}": value for i in range(leaf.limit + 1)}}
     return {TEXT: "x" * leaf.limit}  # bytes: the key and quotes take it over
 

@@ -187,6 +187,14 @@ class DefaultSection(Struct, forbid_unknown_fields=False, kw_only=True):
     initial_disk_allocation_ratio: float = 1.0
 
 
+class ComputeSection(Struct, forbid_unknown_fields=False, kw_only=True):
+    """nova.conf's ``[compute]``: most of it is nova-compute's own and ignored (as ``[DEFAULT]``'s is)."""
+
+    # NUMATopologyFilter: when a guest needs fewer cells than the host has, try the fullest cells first (True)
+    # or the emptiest (False, Nova's default).
+    packing_host_numa_cells_allocation_strategy: bool = False
+
+
 class PciSection(Struct, forbid_unknown_fields=True, kw_only=True):
     """nova.conf's ``[pci]``: ``alias`` (one JSON object per entry, as Nova's MultiStrOpt) is the scheduler's.
     ``device_spec`` and ``report_in_placement`` are nova-compute's, which the scheduler never reads (a nova.conf
@@ -238,6 +246,7 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
     scheduler: SchedulerSection = field(default_factory=SchedulerSection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
     default: DefaultSection = field(default_factory=DefaultSection)
+    compute: ComputeSection = field(default_factory=ComputeSection)
     gantt: GanttSection = field(default_factory=GanttSection)
     pci: PciSection = field(default_factory=PciSection)
     oslo_policy: OsloPolicySection = field(default_factory=OsloPolicySection)
@@ -304,7 +313,7 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(text)
-    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "pci", "oslo_policy"}
+    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "pci", "oslo_policy", "compute"}
     data: dict[str, Any] = {}
     defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
     unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__ and k != "pci_alias")
@@ -321,7 +330,7 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
         known = {
             "filter_scheduler": FilterSchedulerSection, "scheduler": SchedulerSection,
             "metrics": MetricsSection, "gantt": GanttSection, "pci": PciSection,
-            "oslo_policy": OsloPolicySection,
+            "oslo_policy": OsloPolicySection, "compute": ComputeSection,
         }[section].__struct_fields__
         values: dict[str, Any] = {}
         for key in parser[section]:

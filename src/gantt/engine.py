@@ -28,6 +28,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from gantt import numa
 from gantt.config import Config
 from gantt.model import (
     Allocation,
@@ -37,6 +38,7 @@ from gantt.model import (
     GanttError,
     NodeKey,
     NoValidHost,
+    NUMACellClaim,
     RequestSpec,
     Selection,
     decode,
@@ -302,6 +304,14 @@ class Engine:
                 return outcome
             # Rows were renumbered before a node was claimed: the ranking's rows name other nodes now.
 
+    def _numa_claim(self, row: int, ctx: RequestContext) -> list[NUMACellClaim] | None:
+        table = self.table
+        cpu_ratio, ram_ratio = table.rc_col("ratio", "VCPU"), table.rc_col("ratio", "MEMORY_MB")
+        return numa.claim(table.node_numa(row), ctx.numa,
+                          cpu_ratio=float(cpu_ratio[row]) if cpu_ratio is not None else 0.0,
+                          ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0,
+                          pack=self.config.compute.packing_host_numa_cells_allocation_strategy)
+
     def _claim_down(self, ctx: RequestContext, consumer: str, placed: list[Allocation],
                     ranking: Ranking) -> tuple[list[Selection], Allocation, bool] | None:
         """Claim the first candidate that still has room, then gather alternates. None when the table's rows
@@ -324,6 +334,11 @@ class Engine:
                 allocation = Allocation(consumer_uuid=consumer, host=key[0], nodename=key[1],
                                         resources=dict(ctx.resources), project_id=spec.project_id,
                                         user_id=spec.user_id, request_id=spec.request_id, group=ctx.hard_group)
+                if ctx.numa is not None and table.node_numa(row) is not None:
+                    # The claim holds the cells, CPUs and pages the guest takes, as fitted on the node now.
+                    allocation.numa = self._numa_claim(row, ctx)
+                    if allocation.numa is None:
+                        continue  # taken meanwhile by a claim this ranking did not see
                 try:
                     if ctx.move_source is None:
                         chosen = table.claim(key, allocation, limits=limits or None, pci=ctx.pci_requests)

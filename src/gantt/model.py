@@ -67,6 +67,11 @@ __all__ = [
     "InvalidRequest",
     "Inventory",
     "Metric",
+    "NUMACell",
+    "NUMACellClaim",
+    "NUMANetworkMetadata",
+    "NUMAPages",
+    "NUMATopology",
     "NoValidHost",
     "NotFound",
     "Provider",
@@ -315,6 +320,101 @@ class Metric(Struct, omit_defaults=True):
         _finite("value", self.value, -1e15, 1e15)
 
 
+# ------------------------------------------------------------------------------------------- NUMA topology
+# What nova-compute keeps in compute_nodes.numa_topology (Nova's NUMATopology, NUMACell, NUMAPagesTopology), in
+# Nova's field names. A host may send the plain form or the versioned-object primitive Nova stores
+# ({"nova_object.name": "NUMATopology", "nova_object.data": {...}}, nested objects wrapped alike).
+
+MAX_NUMA_CELLS = 128  # Nova's ImageMetaProps.NUMA_NODES_MAX
+MAX_CPU_ID = 65_535
+MAX_CPUS = 8_192  # CPUs in one cell
+CpuId = Annotated[int, Meta(ge=0, le=MAX_CPU_ID)]
+CpuSet = Annotated[list[CpuId], Meta(max_length=MAX_CPUS)]
+Count = Annotated[int, Meta(ge=0, le=2**31 - 1)]
+
+
+class NUMAPages(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One page size in one cell (Nova's NUMAPagesTopology); free pages are ``total - used - reserved``."""
+
+    size_kb: Annotated[int, Meta(gt=0, le=2**31 - 1)]
+    total: Count
+    used: Count = 0
+    reserved: Count = 0
+
+
+class NUMANetworkMetadata(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The physical networks (and whether tunnelled networks) a cell has NIC affinity to."""
+
+    physnets: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
+    tunneled: bool = False
+
+
+class NUMACell(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """One host NUMA cell (Nova's NUMACell): shared CPUs (``cpuset``), dedicated ones (``pcpuset``), memory in
+    MiB, what instances use of them, the pinned dedicated CPUs, the thread siblings and the pages per size."""
+
+    id: Annotated[int, Meta(ge=0, le=MAX_CPU_ID)]
+    cpuset: CpuSet = field(default_factory=list)
+    pcpuset: CpuSet = field(default_factory=list)
+    memory: Count = 0
+    cpu_usage: Count = 0
+    memory_usage: Count = 0
+    pinned_cpus: CpuSet = field(default_factory=list)
+    siblings: Annotated[list[CpuSet], Meta(max_length=MAX_CPUS)] = field(default_factory=list)
+    mempages: Annotated[list[NUMAPages], Meta(max_length=64)] = field(default_factory=list)
+    network_metadata: NUMANetworkMetadata | None = None
+    socket: Annotated[int, Meta(ge=0, le=MAX_CPU_ID)] | None = None
+
+    def __post_init__(self) -> None:
+        sizes = [p.size_kb for p in self.mempages]
+        if len(set(sizes)) != len(sizes):
+            raise ValueError("mempages must list each size_kb once")
+
+
+def _unwrap_nova_object(value: Any) -> Any:
+    """A versioned-object primitive as plain JSON: every ``{"nova_object.data": …}`` replaced by its data."""
+    if isinstance(value, dict):
+        if "nova_object.data" in value:
+            return _unwrap_nova_object(value["nova_object.data"])
+        return {k: _unwrap_nova_object(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unwrap_nova_object(v) for v in value]
+    return value
+
+
+class NUMATopology(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A host's NUMA cells (Nova's NUMATopology). No cells: the host has no NUMA topology."""
+
+    cells: Annotated[list[NUMACell], Meta(max_length=MAX_NUMA_CELLS)] = field(default_factory=list)
+    # Nova's versioned-object envelope: when ``nova_object.data`` is given, ``cells`` come from it.
+    nova_object_name: Text | None = field(default=None, name="nova_object.name")
+    nova_object_namespace: Text | None = field(default=None, name="nova_object.namespace")
+    nova_object_version: Text | None = field(default=None, name="nova_object.version")
+    nova_object_changes: Annotated[list[Text], Meta(max_length=64)] | None = field(
+        default=None, name="nova_object.changes")
+    nova_object_data: FreeForm | None = field(default=None, name="nova_object.data")
+
+    def __post_init__(self) -> None:
+        if self.nova_object_data is not None:
+            check_json("nova_object.data", self.nova_object_data)
+            if self.nova_object_name not in (None, "NUMATopology"):
+                raise ValueError(f"nova_object.name must be NUMATopology, not {self.nova_object_name!r}")
+            if self.cells:
+                raise ValueError("cells must not be given beside nova_object.data")
+            try:
+                plain = msgspec.convert(_unwrap_nova_object(self.nova_object_data), NUMATopology, strict=True)
+            except msgspec.ValidationError as exc:
+                # The inner path is said in words: a backticked one would be taken for the field's own path.
+                text = _PATH_RE.sub(lambda m: f"at nova_object.data{m.group(1)[1:]}", str(exc))
+                raise ValueError(f"nova_object.data must be a NUMATopology: {text}") from None
+            self.cells = plain.cells
+        self.nova_object_name = self.nova_object_namespace = self.nova_object_version = None
+        self.nova_object_changes = self.nova_object_data = None
+        ids = [cell.id for cell in self.cells]
+        if len(set(ids)) != len(ids):
+            raise ValueError("cells must have distinct ids")
+
+
 # Nova's compute_nodes.pci_stats: a host's PCI device pools (nova.objects.pci_device_pool). A host sends them as
 # the versioned-object primitive Nova stores (PciDevicePoolList) or as the older plain list of pools, each pool
 # flat: vendor_id, product_id, numa_node, count, and every other key a tag (physical_network, trusted, dev_type,
@@ -426,6 +526,7 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     inventories: Annotated[dict[Key, Inventory], Meta(max_length=MAX_LIST)] | None = None
     traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     instances: Annotated[list[Name], Meta(max_length=MAX_INSTANCES)] | None = None
+    numa_topology: NUMATopology | None = None
     # Nova's PCI device pools: the plain list, or the PciDevicePoolList primitive (kept as the plain list).
     pci_stats: Annotated[list[PciPool], Meta(max_length=MAX_PCI_POOLS)] | PciDevicePoolList | None = None
 
@@ -737,6 +838,18 @@ class AllocationPart(Struct, forbid_unknown_fields=True, omit_defaults=True):
     resources: dict[str, int]
 
 
+class NUMACellClaim(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """What an instance takes of one host NUMA cell (as Nova's numa_usage_from_instance_numa counts it): memory,
+    shared vCPUs, the host CPUs it pins (with their siblings under the isolate policy, and the one its emulator
+    threads may take) and the page size its memory comes in (None: the cell's smallest, or no page list)."""
+
+    cell: int
+    memory_mb: int = 0
+    cpus: int = 0
+    pinned_cpus: list[int] = field(default_factory=list)
+    pagesize_kb: int | None = None
+
+
 class PciTaken(Struct, forbid_unknown_fields=True):
     """Devices a claim took from one of its node's PCI pools: the pool (every key but ``count``) and how many."""
 
@@ -777,6 +890,9 @@ class Allocation(Struct, omit_defaults=True):
     # Placement face; None on an allocation that face never wrote (shown there as 0).
     consumer_generation: int | None = None
     consumer_type: str | None = None  # Placement's (1.38); None shows as "INSTANCE"
+    # The NUMA fit the claim took on its first node (NUMATopologyFilter's request): the cells, pinned CPUs and
+    # pages it holds there, counted on top of the node's reported topology until the node's report lists it.
+    numa: list[NUMACellClaim] | None = None
     # PCI devices taken on the first node (the flavor's pci_passthrough:alias), counted in flight like resources
     pci: list[PciTaken] = field(default_factory=list)
 

@@ -692,6 +692,9 @@ def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
         for row in over.tolist():
             problems.append(f"{table.host_names[row]}/{table.node_names[row]} {rc}: used {used[row]:g} > "
                             f"capacity {table.rc['capacity'][row, j]:g}")
+    for row in np.flatnonzero(table.col("numa_overbooked")).tolist():
+        problems.append(f"{table.host_names[row]}/{table.node_names[row]}: NUMA claims pin a CPU twice (or one "
+                        "the node does not have free) or take more huge pages than are free")
     for row in range(n):
         for pool, held, count in table.pci_overbooked(row):
             described = ", ".join(f"{k}={v}" for k, v in pool if v is not None)

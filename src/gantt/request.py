@@ -15,18 +15,28 @@ import os_traits
 
 from gantt.config import Config
 from gantt.model import Allocation, InvalidRequest, NodeKey, RequestSpec, check_resource_class
+from gantt.numa import GuestTopology, instance_topology
 from gantt.pci import PciRequest, requests_from_extra_specs
 
+_DERIVE: Any = object()  # a guest topology not given: derived from the spec
 
-def resources_from_spec(spec: RequestSpec) -> dict[str, int]:
-    """What one instance consumes, by resource class (Nova's resources_from_request_spec, one group)."""
+
+def resources_from_spec(spec: RequestSpec, guest: GuestTopology | None = _DERIVE) -> dict[str, int]:
+    """What one instance consumes, by resource class (Nova's resources_from_request_spec, one group).
+
+    ``guest``: the request's NUMA topology, whose CPU policies turn the flavor's vCPUs into PCPU (and VCPU for a
+    mixed policy), one more PCPU for isolated emulator threads, as Nova's scheduler asks Placement."""
+    if guest is _DERIVE:
+        guest = instance_topology(spec)
     resources: dict[str, int] = {}
     flavor = spec.flavor
     if flavor is not None:
         swap_gb = math.ceil(flavor.swap / 1024) if flavor.swap else 0
         specs = flavor.extra_specs
-        vcpu_class = "PCPU" if specs.get("hw:cpu_policy") == "dedicated" else "VCPU"
-        resources[vcpu_class] = flavor.vcpus
+        if guest is not None and guest.resources:
+            resources.update(guest.resources)
+        else:
+            resources["VCPU"] = flavor.vcpus
         resources["MEMORY_MB"] = flavor.memory_mb
         resources["DISK_GB"] = flavor.root_gb + flavor.ephemeral_gb + swap_gb
         for key, value in specs.items():
@@ -58,9 +68,15 @@ def resources_from_spec(spec: RequestSpec) -> dict[str, int]:
     return {rc: amount for rc, amount in resources.items() if amount > 0}
 
 
-def traits_from_spec(spec: RequestSpec) -> tuple[frozenset[str], frozenset[str]]:
+def traits_from_spec(spec: RequestSpec,
+                     guest: GuestTopology | None = _DERIVE) -> tuple[frozenset[str], frozenset[str]]:
+    if guest is _DERIVE:
+        guest = instance_topology(spec)
     required = set(spec.required_traits or ())
     forbidden = set(spec.forbidden_traits or ())
+    if guest is not None and guest.hyperthreading is not None:
+        # a thread policy asks Placement for SMT hosts (require) or others (isolate), as Nova's scheduler does
+        (required if guest.hyperthreading == "required" else forbidden).add(os_traits.HW_CPU_HYPERTHREADING)
     sources: list[tuple[str, dict[str, Any]]] = []
     if spec.flavor is not None:
         sources.append(("flavor.extra_specs", spec.flavor.extra_specs))
@@ -148,6 +164,7 @@ class RequestContext:
     extra_specs: dict[str, str]
     image_props: dict[str, Any]
     hints: dict[str, Any]
+    numa: GuestTopology | None = None  # the guest NUMA topology flavor and image ask for (gantt.numa)
     member_of: tuple[frozenset[str], ...] = ()  # each group: in any of these aggregates (ids or uuids)
     forbidden_aggregates: frozenset[str] = frozenset()
     # the flavor's pci_passthrough:alias, one request per entry (an alias [pci] alias does not define is refused)
@@ -167,15 +184,23 @@ class RequestContext:
 
     @classmethod
     def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
-        required, forbidden = traits_from_spec(spec)
+        guest = instance_topology(spec)
+        required, forbidden = traits_from_spec(spec, guest)
         member_of, forbidden_aggregates = member_of_from_spec(spec)
         group = spec.instance_group
         extra_specs = dict(spec.flavor.extra_specs) if spec.flavor else {}
+        pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases)
+        if guest is not None and pci_requests:
+            # Nova's NUMA fit also places the devices by their NUMA affinity (numa_policy); Gantt's does not yet.
+            raise InvalidRequest("PCI devices for a guest with a NUMA topology (pinned CPUs, huge pages, NUMA "
+                                 "nodes) cannot be honoured yet: their NUMA affinity is not applied",
+                                 field="$.flavor.extra_specs.pci_passthrough:alias")
         return cls(
             spec=spec,
             config=config,
             now=now,
-            resources=resources_from_spec(spec),
+            resources=resources_from_spec(spec, guest),
+            numa=guest,
             required_traits=required,
             forbidden_traits=forbidden,
             extra_specs=extra_specs,
@@ -183,7 +208,7 @@ class RequestContext:
             hints=dict(spec.scheduler_hints),
             member_of=member_of,
             forbidden_aggregates=forbidden_aggregates,
-            pci_requests=requests_from_extra_specs(extra_specs, config.pci.aliases),
+            pci_requests=pci_requests,
             group_policy=group.policy if group else None,
             group_hosts=list(group.hosts) if group else [],
             group_members=set(group.members) if group else set(),

@@ -30,6 +30,8 @@ from nova.pci import request as pci_request  # noqa: E402
 from nova.scheduler import filters as nova_filters  # noqa: E402
 from nova.scheduler import host_manager, request_filter  # noqa: E402
 from nova.scheduler import weights as nova_weights  # noqa: E402
+from nova.scheduler.filters import numa_topology_filter  # noqa: E402
+from nova.virt import hardware  # noqa: E402
 
 # Gantt's name -> Nova's request filter function (the same name where Gantt kept Nova's).
 PREFILTERS = {"require_tenant_aggregate": "require_tenant_aggregate", "isolate_aggregates": "isolate_aggregates",
@@ -70,9 +72,28 @@ def _compute(host: dict[str, Any], now: datetime.datetime) -> Any:
         hypervisor_type=s.get("hypervisor_type"), hypervisor_version=s.get("hypervisor_version"),
         cpu_info=json.dumps(s.get("cpu_info") or {}), host_ip=s.get("host_ip"),
         running_vms=s.get("num_instances", 0), current_workload=0, supported_hv_specs=specs,
-        stats=stats, metrics=json.dumps(metrics), numa_topology=None,
+        stats=stats, metrics=json.dumps(metrics), numa_topology=_numa_json(s.get("numa_topology")),
         pci_device_pools=pci_device_pool.from_pci_stats(s.get("pci_stats")),
         updated_at=now, service_id=None)
+
+
+def _numa_topology(plain: dict[str, Any]) -> Any:
+    cells = []
+    for c in plain["cells"]:
+        pages = [objects.NUMAPagesTopology(size_kb=p["size_kb"], total=p["total"], used=p.get("used", 0),
+                                           reserved=p.get("reserved", 0)) for p in c.get("mempages", [])]
+        cells.append(objects.NUMACell(
+            id=c["id"], cpuset=set(c.get("cpuset", [])), pcpuset=set(c.get("pcpuset", [])), memory=c["memory"],
+            cpu_usage=c.get("cpu_usage", 0), memory_usage=c.get("memory_usage", 0),
+            pinned_cpus=set(c.get("pinned_cpus", [])), siblings=[set(s) for s in c.get("siblings", [])],
+            mempages=pages, network_metadata=objects.NetworkMetadata(physnets=set(), tunneled=False),
+            socket=c.get("socket")))
+    return objects.NUMATopology(cells=cells)
+
+
+def _numa_json(plain: dict[str, Any] | None) -> str | None:
+    """What nova-compute stores in compute_nodes.numa_topology (a versioned-object primitive as JSON)."""
+    return _numa_topology(plain)._to_json() if plain else None
 
 
 def _host_states(cloud: dict[str, Any], now: datetime.datetime) -> list[Any]:
@@ -90,7 +111,15 @@ def _host_states(cloud: dict[str, Any], now: datetime.datetime) -> list[Any]:
         state.update(compute=_compute(host, now), service=service,
                      aggregates=[aggregates[str(i)] for i in host["aggregates"]], inst_dict=instances)
         out.append(state)
+    _fresh_candidates(out)
     return out
+
+
+def _fresh_candidates(states: list[Any]) -> None:
+    """Placement's one allocation candidate per host for a request without provider mappings. Filters built on
+    Nova's CandidateFilterMixin keep only the candidates that passed, so each request starts afresh."""
+    for state in states:
+        state.allocation_candidates = [{"mappings": {}}]
 
 
 def _spec(spec: dict[str, Any]) -> Any:
@@ -108,6 +137,8 @@ def _spec(spec: dict[str, Any]) -> Any:
         scheduler_hints={k: v if isinstance(v, list) else [v] for k, v in (spec.get("scheduler_hints") or {}).items()},
         instance_group=None)
     request.pci_requests = pci_request.get_pci_requests_from_flavor(request.flavor)
+    # Nova's API derives the guest NUMA topology when it creates the request spec (numa_get_constraints).
+    request.numa_topology = hardware.numa_get_constraints(request.flavor, request.image)
     group = spec.get("instance_group")
     if group:
         request.instance_group = objects.InstanceGroup(uuid=group["uuid"], policy=group["policy"],
@@ -175,8 +206,33 @@ def _weights(handler: Any, weigher_classes: list[Any], states: list[Any], names:
     return {w.obj.nodename: float(w.weight) for w in weighed}
 
 
+def _numa_cases(doc: dict[str, Any]) -> dict[str, Any]:
+    """NUMATopologyFilter alone on generated NUMA hosts and requests: per request the passing nodes, or
+    ``"invalid"`` when Nova refuses the request (its image properties, or numa_get_constraints). Also each host's
+    numa_topology as Nova stores it, for the check that Gantt reads Nova's own primitive."""
+    _options(doc["options"])
+    now = timeutils.utcnow()
+    cloud = {"hosts": doc["hosts"], "aggregates": []}
+    states = _host_states(cloud, now)
+    filt = numa_topology_filter.NUMATopologyFilter()
+    results: list[Any] = []
+    for case in doc["requests"]:
+        try:
+            spec = _spec(case)
+        except Exception as exc:  # any refusal of the request is "invalid" (Gantt: InvalidRequest)
+            results.append({"invalid": type(exc).__name__})
+            continue
+        _fresh_candidates(states)
+        results.append(sorted(s.nodename for s in states if filt.host_passes(s, spec)))
+    return {"results": results, "stored": [json.loads(_numa_json(h["stats"]["numa_topology"]) or "null")
+                                           for h in doc["hosts"]]}
+
+
 def main() -> None:
     doc = json.load(sys.stdin)
+    if "numa" in doc:
+        json.dump([_numa_cases(one) for one in doc["numa"]], sys.stdout)
+        return
     filter_classes = {cls.__name__: cls for cls in nova_filters.all_filters()}
     weigher_classes = {cls.__name__: cls for cls in nova_weights.all_weighers()}
     results = []
@@ -187,6 +243,7 @@ def main() -> None:
         handler = nova_weights.HostWeightHandler()
         for case in cloud["requests"]:
             spec = _spec(case["spec"])
+            _fresh_candidates(states)
             out: dict[str, Any] = {"filters": {}, "weights": {}}
             for name in case["filters"]:
                 if name in PREFILTERS:

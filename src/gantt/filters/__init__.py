@@ -9,7 +9,8 @@ from gantt.filters.base import FILTERS, Filter, register, resolve
 # Import for registration side effects; each module holds one family of filters.
 from gantt.filters import (  # noqa: F401  isort: skip
     affinity, aggregate_specs, all_hosts, availability_zone, capabilities, compute, image_isolation, image_props,
-    isolated, json_filter, load, metrics, pci, placement, prefilters, ratios, tenant, type_affinity,
+    isolated, json_filter, load, metrics, numa_topology, pci, placement, prefilters, ratios, tenant,
+    type_affinity,
 )
 
 # Every request meets these first, whatever enabled_filters says, in this order (which is also the order an

@@ -34,6 +34,7 @@ from gantt.model import (
     Name,
     NotFound,
     NoValidHost,
+    NUMACellClaim,
     PciTaken,
     RequestSpec,
     Selection,
@@ -192,6 +193,7 @@ class AllocationView(Struct, omit_defaults=True):
     extra: list[AllocationPart] = field(default_factory=list)  # its parts on further nodes (Placement's)
     consumer_generation: int | None = None
     consumer_type: str | None = None
+    numa: list[NUMACellClaim] | None = None
     pci: list[PciTaken] = field(default_factory=list)  # PCI devices taken on the first node
 
     @classmethod

@@ -21,7 +21,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gantt.model import NodeKey, prepare_types
+from gantt.model import NodeKey, NUMACellClaim, prepare_types
+from gantt.numa import HostNUMA, with_claims
 from gantt.pci import Pool, device_counts, pool_key, remaining
 
 # Scalar columns: name -> (dtype, value of a row that never reported it)
@@ -58,6 +59,15 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "pci_free": (np.float64, 0),  # devices in those pools (PCIWeigher)
     # a child resource provider (a NUMA cell, a PF under a compute node): never a candidate on its own (design §5)
     "child": (np.bool_, False),
+    # NUMA summaries for NUMATopologyFilter's vectorized prefilter (gantt.numa.HostNUMA has the cells): how many
+    # cells, and per host the largest cell figures no guest cell can exceed and still fit
+    "numa_cells": (np.float64, 0),
+    "numa_max_cpus": (np.float64, 0),
+    "numa_max_free_pcpus": (np.float64, 0),
+    "numa_max_memory": (np.float64, 0),
+    # the node's in-flight NUMA claims do not all hold (a CPU pinned twice, huge pages over-used): a claim on it
+    # must not commit (ledger.within_capacity)
+    "numa_overbooked": (np.bool_, False),
 }
 # Per resource class, 2-D (rows x classes), column-major so one class is one contiguous column.
 RC_COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "ratio", "reported", "inflight",
@@ -122,6 +132,9 @@ class Columns:
         self.node_uuids: list[str | None] = []
         self.hypervisor_hostnames: list[str | None] = []
         self.host_ips: list[str | None] = []
+        # each node's NUMA cells as reported, and with its in-flight NUMA claims counted (what a fit reads)
+        self.numa_reported: list[HostNUMA | None] = []
+        self.numa: list[HostNUMA | None] = []
         self.row_of: dict[NodeKey, int] = {}
         self.rows_of_host: dict[str, set[int]] = {}
         self.cols: dict[str, np.ndarray] = {
@@ -337,6 +350,8 @@ class Columns:
         self.node_uuids.append(None)
         self.hypervisor_hostnames.append(None)
         self.host_ips.append(None)
+        self.numa_reported.append(None)
+        self.numa.append(None)
         self.pci_reported.append(())
         self.pci_taken.append({})
         self.row_of[(host, node)] = row
@@ -364,20 +379,41 @@ class Columns:
             self.reports_instances[row] = self.reports_instances[last]
             for arr in self.metrics.values():
                 arr[row] = arr[last]
-            for lst in self._identity():
+            for lst in self._row_lists():
                 lst[row] = lst[last]
             self.row_of[moved] = row
             self.rows_of_host[moved[0]].discard(last)
             self.rows_of_host[moved[0]].add(row)
-        for lst in self._identity():
+        for lst in self._row_lists():
             lst.pop()
         self.n -= 1
         self._reset_row(last)
         return last
 
-    def _identity(self) -> tuple[list[Any], ...]:
+    def _row_lists(self) -> tuple[list[Any], ...]:
         return (self.host_names, self.node_names, self.node_uuids, self.hypervisor_hostnames, self.host_ips,
-                self.pci_reported, self.pci_taken)
+                self.numa_reported, self.numa, self.pci_reported, self.pci_taken)
+
+    def set_numa(self, row: int, numa: HostNUMA | None) -> None:
+        """The node's reported cells (its in-flight claims are counted again by the ledger, after)."""
+        self.numa_reported[row] = numa
+        self.count_numa_claims(row, [])
+
+    def count_numa_claims(self, row: int, claims: list[NUMACellClaim]) -> None:
+        """The node's cells with ``claims`` (its unconfirmed allocations' NUMA parts) counted on top."""
+        reported = self.numa_reported[row]
+        if reported is None or not claims:
+            numa, ok = reported, reported is not None or not claims
+        else:
+            numa, ok = with_claims(reported, claims)
+        self.numa[row] = numa
+        cols = self.cols
+        cols["numa_overbooked"][row] = not ok
+        cells = numa.cells if numa is not None else ()
+        cols["numa_cells"][row] = len(cells)
+        cols["numa_max_cpus"][row] = max((len(c.cpuset) for c in cells), default=0)
+        cols["numa_max_free_pcpus"][row] = max((len(c.free_pcpus) for c in cells), default=0)
+        cols["numa_max_memory"][row] = max((c.largest_guest_memory for c in cells), default=0)
 
     def _reset_row(self, row: int) -> None:
         """Give a freed row back its never-reported values, so that add_row can take it as it is."""

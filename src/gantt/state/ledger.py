@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from gantt.model import Allocation, Conflict, NodeKey, NotFound, PciTaken
+from gantt.numa import with_claims
 from gantt.pci import PciRequest, take
 from gantt.state.columns import Columns
 from gantt.state.instances import InstanceIndex
@@ -97,11 +98,12 @@ class Ledger:
         return None
 
     def within_capacity(self, key: NodeKey) -> bool:
-        """The node exists and no class of it is counted beyond its capacity (every allocation known counted)."""
+        """The node exists and no class of it is counted beyond its capacity (every allocation known counted),
+        and no two claims pin one of its CPUs."""
         columns = self._columns
         row = columns.row_of.get(key)
         return row is not None and not (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any() \
-            and columns.pci_within_capacity(row)
+            and not columns.cols["numa_overbooked"][row] and columns.pci_within_capacity(row)
 
     def migration(self, migration_uuid: str) -> Allocation:
         """The allocation holding a move's source, under the migration's UUID."""
@@ -151,13 +153,18 @@ class Ledger:
     def _row_with_room(self, key: NodeKey, resources: dict[str, int], limits: dict[str, float] | None,
                        allocation: Allocation, pci: Sequence[PciRequest]) -> int:
         """The node's row, if it still exists and can take ``resources`` now; else ClaimRejected. The PCI devices
-        ``pci`` asks for are chosen from the pools the node has left and recorded on ``allocation``."""
+        ``pci`` asks for are chosen from the pools the node has left and recorded on ``allocation``; the NUMA
+        cells, CPUs and pages ``allocation.numa`` names must still be free."""
         row = self._columns.row_of.get(key)
         if row is None:
             raise ClaimRejected(f"{key} is gone")
         missing = self.fits(row, resources, limits)
         if missing is not None:
             raise ClaimRejected(f"{key} has no room for {missing}")
+        if allocation.numa:
+            cells = self._columns.numa[row]
+            if cells is None or not with_claims(cells, allocation.numa)[1]:
+                raise ClaimRejected(f"{key} no longer has the NUMA cells, CPUs or pages the claim names")
         if pci:
             columns = self._columns
             taken = take(columns.pci_pools(row), pci)
@@ -273,6 +280,8 @@ class Ledger:
         self._instances.place(row, key[0], allocation.consumer_uuid)
         if not allocation.confirmed:
             self._add_inflight(row, allocation.resources, +1, pci=allocation.pci)
+            if allocation.numa:
+                self.count_numa(row, key)
         else:
             self._touched(row)
 
@@ -295,11 +304,23 @@ class Ledger:
             self._instances.unplace(row, alloc.host, consumer_uuid)
             if not alloc.confirmed:
                 self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
+                if alloc.numa:
+                    self.count_numa(row, (alloc.host, alloc.nodename))
         for part in alloc.extra:
             row = self._columns.row_of.get((part.host, part.nodename))
             if row is not None:
                 self._add_inflight(row, part.resources, -1, instance=False)
         return alloc
+
+    def count_numa(self, row: int, key: NodeKey) -> None:
+        """Count the NUMA claims of the node's unconfirmed allocations on top of its reported cells."""
+        claims = []
+        for consumer in self._node_allocations.get(key, ()):
+            alloc = self._allocations[consumer]
+            if alloc.numa and not alloc.confirmed and (alloc.host, alloc.nodename) == key:
+                claims.extend(alloc.numa)
+        self._columns.count_numa_claims(row, claims)
+        self._touched(row)
 
     def _add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True,
                       pci: list[PciTaken] | None = None) -> None:
@@ -326,6 +347,7 @@ class Ledger:
             self._instances.add(row, (consumer,))
             if not alloc.confirmed:
                 self._add_inflight(row, alloc.resources, +1, pci=alloc.pci)
+        self.count_numa(row, key)
 
     def drop_node(self, key: NodeKey) -> None:
         """The node is being removed: so are the allocations on it."""
@@ -341,8 +363,10 @@ class Ledger:
             if alloc.confirmed or (alloc.host, alloc.nodename) != key:
                 continue
             if alloc.listed_as in reported:
-                alloc.confirmed = True
+                alloc.confirmed = True  # the report's topology has its cells and CPUs now
                 self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
+                if alloc.numa:
+                    self.count_numa(row, key)
             elif alloc.created_at and now - alloc.created_at > self.claim_timeout:
                 log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
                             consumer, key[0], key[1], now - alloc.created_at)
@@ -371,4 +395,6 @@ class Ledger:
             if not alloc.confirmed and alloc.created_at and now - alloc.created_at > self.claim_timeout:
                 alloc.confirmed = True
                 self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
+                if alloc.numa:
+                    self.count_numa(row, key)
                 self.settled_claims += 1

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from gantt.model import HostStats, Inventory
+from gantt.numa import HostNUMA
 from gantt.pci import freeze_pools
 from gantt.state.columns import Columns
 
@@ -60,6 +61,8 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
             static = True
     if stats.metrics is not None:
         _update_metrics(columns, row, stats)
+    if stats.numa_topology is not None or whole:
+        columns.set_numa(row, HostNUMA.of(stats.numa_topology))
     static |= _update_inventories(columns, row, stats, default_ratios, whole)
     if stats.pci_stats is not None:
         _update_pci(columns, row, stats.pci_stats)

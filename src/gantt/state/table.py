@@ -21,7 +21,8 @@ Public data: what filters and weighers read, over the live rows ``0 .. n-1``, wi
   the same as 2-D arrays over every allocated row (``rc[column][row, rc_index[rc]]``, ``has_inventory``) for
   the filters that index rows directly;
 - ``metric(name)``: one column per metric name, NaN where a node does not report it;
-- row-aligned names: ``host_names``, ``node_names``, ``node_uuids``, ``hypervisor_hostnames``, ``host_ips``.
+- row-aligned names: ``host_names``, ``node_names``, ``node_uuids``, ``hypervisor_hostnames``, ``host_ips``;
+  ``node_numa(row)``: the node's NUMA cells (``numa_cells``, ``numa_max_*`` summarize them as columns).
 Readers take array references without the lock; growth swaps in new arrays, so a reader holds a consistent (if
 slightly old) array. Claims re-check under the lock.
 
@@ -51,6 +52,7 @@ import numpy as np
 from gantt.config import Config
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
 from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
+from gantt.numa import HostNUMA
 from gantt.pci import PciRequest
 from gantt.state.aggregates import AggregateIndex
 from gantt.state.columns import Columns, Factor, HostCaps
@@ -309,6 +311,9 @@ class HostTable:
     def node_traits(self, row: int) -> frozenset[str]:
         return self._columns.node_traits(row)
 
+    def node_numa(self, row: int) -> HostNUMA | None:
+        return self._columns.numa[row]
+
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
 
@@ -346,11 +351,14 @@ class HostTable:
                                   static_revision=self._static_revision, epoch=self._heartbeat_epoch,
                                   journal=self._journal)
 
-    def usage_mask(self, key: Hashable, compute: Callable[[Rows], np.ndarray]) -> np.ndarray:
+    def usage_mask(self, key: Hashable, compute: Callable[[Rows], np.ndarray], *, costly: bool = False) -> np.ndarray:
         """A boolean mask over usage columns, memoized under ``key`` and patched on the rows changed since
-        (``compute(rows)`` evaluates it for an index array or ``slice(0, n)``). Do not modify the result."""
+        (``compute(rows)`` evaluates it for an index array or ``slice(0, n)``). Do not modify the result.
+
+        ``costly``: ``compute`` does per-row work (NUMA fits), so the mask is memoized at any table size; a
+        vectorized one is cheaper recomputed than patched below ``patch_min_rows``."""
         n = self._columns.n
-        if n < self.patch_min_rows:
+        if n < self.patch_min_rows and not costly:
             return compute(slice(0, n))
         return self._usage_masks.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
                                      compute=compute)
@@ -431,6 +439,8 @@ class HostTable:
                 self._ledger.confirm_listed(row, key, listed, now)
             elif not columns.reports_instances[row]:
                 self._ledger.settle_unlisted(row, key, now)
+            if stats.numa_topology is not None or whole:  # new cells: the claims in flight count on them again
+                self._ledger.count_numa(row, key)
             columns.refresh_load(row)
             columns.refresh_free(row)
             columns.cols["updated_at"][row] = now
