@@ -75,6 +75,9 @@ from gantt.store.base import (
 
 log = logging.getLogger(__name__)
 
+# From this many rows a (re)load freezes the heap out of the cyclic collector's way (see ``Replica.load``).
+GC_FREEZE_ROWS = 10_000
+
 
 class Replica(PlacementFacade):
     def __init__(self, store: Store, config: Config | None = None, *,
@@ -178,11 +181,14 @@ class Replica(PlacementFacade):
             self.revision = snap.revision
             self._dirty = set()
         self.last_sync = self.clock()
-        # The replica lives as long as the process: move it out of the cyclic collector's generations so a
-        # full collection does not walk 100,000 rows in the middle of a decision (a p99 spike otherwise).
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        if len(table) >= GC_FREEZE_ROWS:
+            # The replica lives as long as the process: move it out of the cyclic collector's generations so a
+            # full collection does not walk 100,000 rows in the middle of a decision (a p99 spike otherwise).
+            # The full collection this takes walks the whole heap: worth it for a large table only, since a
+            # process that builds many small replicas (tests, tools, the simulator) would pay it each time.
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
 
     def sync(self) -> int:
         """Apply the feed up to every change committed before this call, by any instance; returns the revision.
