@@ -105,8 +105,9 @@ def _fits(table: HostTable, guest: GuestTopology, row: int, pack: bool, needs_sm
 
 
 def _necessary(table: HostTable, guest: GuestTopology, rows: Rows, needs_smt: bool) -> np.ndarray:
-    """Nodes that may fit ``guest`` (see the module's docstring): per-node summaries first (cheap, and they
-    leave only the nodes with cells), then per cell on the nodes left."""
+    """Nodes that may fit ``guest`` (see the module's docstring): per-node summaries, then per cell. Over every
+    row the cell columns are read as views (gathering the survivors of the summaries costs more than it saves);
+    over a few patched rows they are gathered."""
     ok = table.col("numa_cells")[rows] >= len(guest.cells)
     ok &= table.col("numa_max_memory")[rows] >= min(c.memory for c in guest.cells)
     if guest.cpu_policy in (SHARED, MIXED, None):
@@ -115,24 +116,26 @@ def _necessary(table: HostTable, guest: GuestTopology, rows: Rows, needs_smt: bo
         ok &= table.col("numa_max_free_pcpus")[rows] >= min(len(c.pcpuset) for c in guest.cells)
     if needs_smt:
         ok &= table.col("numa_threads")[rows]
-    candidates = np.flatnonzero(ok)
-    if not candidates.size:
+    if not ok.any():
         return ok
-    sub = np.arange(table.n)[rows][candidates]
-    usable = np.zeros((len(sub), table.numa_cell("exists").shape[1]), dtype=np.bool_)
     shapes = {(len(c.cpuset), len(c.pcpuset), c.memory, c.pagesize): c for c in guest.cells}
+    usable: np.ndarray | None = None
     for gcell in shapes.values():
-        usable |= _cell_may_fit(table, sub, guest, gcell)
-    usable &= table.numa_cell("exists")[sub] > 0
-    ok[candidates] = np.count_nonzero(usable, axis=1) >= len(guest.cells)
+        fits = _cell_may_fit(table, rows, guest, gcell)
+        usable = fits if usable is None else usable | fits
+    assert usable is not None
+    usable &= table.numa_cell("exists")[: table.n][rows] > 0
+    ok &= usable.sum(axis=1) >= len(guest.cells)
     return ok
 
 
-def _cell_may_fit(table: HostTable, sub: np.ndarray, guest: GuestTopology, gcell: GuestCell) -> np.ndarray:
-    """Rows ``sub`` x cells: the checks of Nova's ``_numa_fit_instance_cell`` for ``gcell`` the columns can tell
+def _cell_may_fit(table: HostTable, rows: Rows, guest: GuestTopology, gcell: GuestCell) -> np.ndarray:
+    """Rows x cells: the checks of Nova's ``_numa_fit_instance_cell`` for ``gcell`` the columns can tell
     (each one necessary for the cell to fit)."""
+    n = table.n
+
     def cell(field: str) -> np.ndarray:
-        return table.numa_cell(field)[sub]
+        return table.numa_cell(field)[:n][rows]
 
     pinned = guest.pinned
     memory = gcell.memory
@@ -140,29 +143,25 @@ def _cell_may_fit(table: HostTable, sub: np.ndarray, guest: GuestTopology, gcell
         if gcell.pagesize > 0:  # an exact size: kept as it is through the search
             pages = table.numa_pages(gcell.pagesize)
             if pages is None:
-                return np.zeros((len(sub), table.numa_cell("exists").shape[1]), dtype=np.bool_)
-            ok = pages[sub] >= memory
+                return np.zeros_like(cell("exists"), dtype=np.bool_)
+            ok = pages[:n][rows] >= memory
         else:
             ok = cell("any_free_mb") >= memory
     else:
-        has_pages = cell("has_pages") > 0
-        if pinned:
-            ok = np.where(has_pages, cell("small_free_mb"), cell("memory") - cell("memory_usage")) >= memory
-        else:
-            ok = np.where(has_pages, cell("small_total_mb"), cell("memory")) >= memory
+        ok = cell("memory_pinned" if pinned else "memory_unpinned") >= memory
     if pinned:
         need = len(gcell.pcpuset)
-        ok &= (cell("pcpus") >= need) & (cell("free_pcpus") >= need)
+        ok &= cell("free_pcpus") >= need  # free dedicated CPUs are never more than the cell has
         if guest.cpu_thread_policy == REQUIRE:
             ok &= cell("threads") > 1
     if guest.cpu_policy in (SHARED, MIXED, None):
         shared = len(gcell.cpuset)
         cpu_ratio = table.rc_col("ratio", "VCPU")
         ram_ratio = table.rc_col("ratio", "MEMORY_MB")
-        cpu_limit = cpu_ratio[sub, None] if cpu_ratio is not None else 0.0
-        ram_limit = ram_ratio[sub, None] if ram_ratio is not None else 0.0
         cpus = cell("cpus")
         ok &= cpus >= shared
-        ok &= cell("cpu_usage") + shared <= cpus * cpu_limit
-        ok &= cell("memory_usage") + memory <= cell("memory") * ram_limit
+        limit = cpus * (cpu_ratio[rows][:, None] if cpu_ratio is not None else 0.0)
+        ok &= cell("cpu_usage") + shared <= limit
+        limit = cell("memory") * (ram_ratio[rows][:, None] if ram_ratio is not None else 0.0)
+        ok &= cell("memory_usage") + memory <= limit
     return ok

@@ -19,8 +19,11 @@ from gantt.numa import HostNUMA
 # per cell: CPUs (cpuset), dedicated CPUs (pcpuset), free dedicated CPUs, shared CPUs in use, memory (MiB) and
 # memory in use, the smallest page size's total and free memory (MiB), whether the cell reports pages at all,
 # the most threads of one core, and the largest free memory (MiB) in pages other than the smallest / in any pages
+# the most a guest cell may ask here with no page size: pinned (free small pages, or free memory without a page
+# list) and not pinned (every small page, or all memory: unpinned guests may overcommit small pages)
 FIELDS = ("exists", "cpus", "pcpus", "free_pcpus", "cpu_usage", "memory", "memory_usage", "small_total_mb",
-          "small_free_mb", "has_pages", "threads", "large_free_mb", "any_free_mb")
+          "small_free_mb", "has_pages", "threads", "large_free_mb", "any_free_mb", "memory_pinned",
+          "memory_unpinned")
 
 
 class CellColumns:
@@ -90,6 +93,8 @@ class CellColumns:
             f["memory"][row, k] = cell.memory
             f["memory_usage"][row, k] = cell.memory_usage
             f["threads"][row, k] = max((len(s) for s in cell.siblings), default=0) or 1
+            f["memory_pinned"][row, k] = cell.memory - cell.memory_usage
+            f["memory_unpinned"][row, k] = cell.memory
             if not cell.pages:
                 continue
             f["has_pages"][row, k] = 1.0
@@ -111,3 +116,5 @@ class CellColumns:
                     large = max(large, free_mb)
             f["large_free_mb"][row, k] = large
             f["any_free_mb"][row, k] = every
+            f["memory_pinned"][row, k] = f["small_free_mb"][row, k]
+            f["memory_unpinned"][row, k] = f["small_total_mb"][row, k]
