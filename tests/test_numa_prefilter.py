@@ -121,3 +121,29 @@ def test_a_lazy_ranking_orders_the_exact_candidates_as_the_exact_ranking(seed: i
         assert _walk(lazy_engine, lazy, exact.count + 1) == expected
         compared += bool(len(expected) > 1)
     assert compared > 25
+
+
+def test_cell_columns_follow_rows_that_move_and_hosts_with_more_cells() -> None:
+    """A removal moves the last row into the freed one (its cell columns with it); a host with more cells than
+    any before widens every cell column; the prefilter stays a superset of the exact mask throughout."""
+    doc = numa_cases.cases(7, 16, 120)
+    sched, config = _scheduler(doc)
+    table = sched.table
+    filt = FILTERS["NUMATopologyFilter"](config)
+    contexts = _contexts(doc, config)
+    widest = max(len((h["stats"]["numa_topology"] or {}).get("cells", [])) for h in doc["hosts"])
+    assert table.numa_cell_arrays().width == widest
+    for host in ("n0", "n5", "n15"):  # n15 is the last row: removing it moves nothing
+        sched.delete_host(host)
+    cells = [{"id": k, "cpuset": [2 * k, 2 * k + 1], "pcpuset": [], "memory": 1024, "siblings": [[2 * k, 2 * k + 1]]}
+             for k in range(widest + 2)]
+    sched.report({"host": "wide", "stats": {**doc["hosts"][1]["stats"], "numa_topology": {"cells": cells}},
+                  "reported_at": NOW})
+    assert table.numa_cell_arrays().width == widest + 2
+    checked = 0
+    for ctx in contexts:
+        exact = filt.mask(table, ctx)
+        pre = filt.prefilter(table, ctx)
+        assert exact is not None and pre is not None and not np.any(exact & ~pre)
+        checked += int(np.count_nonzero(exact))
+    assert checked > 20

@@ -30,7 +30,7 @@ from gantt.filters.base import Filter, register
 from gantt.journal import Rows
 from gantt.numa import DEDICATED, MIXED, REQUIRE, SHARED, GuestCell, GuestTopology, fit
 from gantt.request import RequestContext
-from gantt.state import HostTable
+from gantt.state import CellArrays, HostTable
 
 
 def _needs_smt(ctx: RequestContext) -> bool:
@@ -118,30 +118,31 @@ def _necessary(table: HostTable, guest: GuestTopology, rows: Rows, needs_smt: bo
         ok &= table.col("numa_threads")[rows]
     if not ok.any():
         return ok
+    arrays = table.numa_cell_arrays()
+    n = len(ok) if isinstance(rows, slice) else table.n
     shapes = {(len(c.cpuset), len(c.pcpuset), c.memory, c.pagesize): c for c in guest.cells}
     usable: np.ndarray | None = None
     for gcell in shapes.values():
-        fits = _cell_may_fit(table, rows, guest, gcell)
+        fits = _cell_may_fit(table, arrays, n, rows, guest, gcell)
         usable = fits if usable is None else usable | fits
     assert usable is not None
-    usable &= table.numa_cell("exists")[: table.n][rows] > 0
+    usable &= arrays.fields["exists"][:n][rows] > 0
     ok &= usable.sum(axis=1) >= len(guest.cells)
     return ok
 
 
-def _cell_may_fit(table: HostTable, rows: Rows, guest: GuestTopology, gcell: GuestCell) -> np.ndarray:
+def _cell_may_fit(table: HostTable, arrays: CellArrays, n: int, rows: Rows, guest: GuestTopology,
+                  gcell: GuestCell) -> np.ndarray:
     """Rows x cells: the checks of Nova's ``_numa_fit_instance_cell`` for ``gcell`` the columns can tell
     (each one necessary for the cell to fit)."""
-    n = table.n
-
     def cell(field: str) -> np.ndarray:
-        return table.numa_cell(field)[:n][rows]
+        return arrays.fields[field][:n][rows]
 
     pinned = guest.pinned
     memory = gcell.memory
     if gcell.pagesize:
         if gcell.pagesize > 0:  # an exact size: kept as it is through the search
-            pages = table.numa_pages(gcell.pagesize)
+            pages = arrays.pages.get(float(gcell.pagesize))
             if pages is None:
                 return np.zeros_like(cell("exists"), dtype=np.bool_)
             ok = pages[:n][rows] >= memory
@@ -160,8 +161,8 @@ def _cell_may_fit(table: HostTable, rows: Rows, guest: GuestTopology, gcell: Gue
         ram_ratio = table.rc_col("ratio", "MEMORY_MB")
         cpus = cell("cpus")
         ok &= cpus >= shared
-        limit = cpus * (cpu_ratio[rows][:, None] if cpu_ratio is not None else 0.0)
+        limit = cpus * (cpu_ratio[:n][rows][:, None] if cpu_ratio is not None else 0.0)
         ok &= cell("cpu_usage") + shared <= limit
-        limit = cell("memory") * (ram_ratio[rows][:, None] if ram_ratio is not None else 0.0)
+        limit = cell("memory") * (ram_ratio[:n][rows][:, None] if ram_ratio is not None else 0.0)
         ok &= cell("memory_usage") + memory <= limit
     return ok

@@ -1,8 +1,8 @@
 """Per-cell NUMA figures as columns: what NUMATopologyFilter's vectorized prefilter reads instead of the cells.
 
-One 2-D array per figure, rows x cells (``K``, the most cells any node reported; a node with fewer leaves the
-rest empty: ``exists`` 0), and one per huge-page size (free MiB in pages of that size, -1 where a cell has none).
-A cloud whose nodes report no NUMA topology has ``K = 0`` and pays nothing.
+One 2-D array per figure, rows x cells (the most cells any node reported; a node with fewer leaves the rest
+empty: ``exists`` 0), and one per page size (free MiB in pages of that size, -1 where a cell has none).
+A cloud whose nodes report no NUMA topology has no cell columns and pays nothing.
 
 Kept current by ``Columns.count_numa_claims``, which every report of cells and every claim or release that
 counts NUMA parts goes through, so the figures are those of the cells a fit reads (reported, less what
@@ -26,53 +26,58 @@ FIELDS = ("exists", "cpus", "pcpus", "free_pcpus", "cpu_usage", "memory", "memor
           "memory_unpinned")
 
 
+class CellArrays:
+    """Every per-cell array of one shape (rows x ``width``), swapped as one object when the shape changes, so a
+    reader that took it once never mixes arrays of two widths."""
+
+    __slots__ = ("fields", "pages", "width")
+
+    def __init__(self, fields: dict[str, np.ndarray], pages: dict[float, np.ndarray], width: int) -> None:
+        self.fields = fields
+        self.pages = pages  # page size (KiB) -> free MiB in pages of that size; a size seen first adds a key
+        self.width = width
+
+
 class CellColumns:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self.width = 0  # K
-        self.fields: dict[str, np.ndarray] = {f: np.zeros((capacity, 0)) for f in FIELDS}
-        self.pages: dict[float, np.ndarray] = {}  # page size (KiB) -> free MiB in pages of that size
+        self.arrays = CellArrays({f: np.zeros((capacity, 0)) for f in FIELDS}, {}, 0)
 
     # ------------------------------------------------------------------------------------------ shape
 
-    def _widen(self, width: int) -> None:
-        for name, arr in list(self.fields.items()):
-            grown = np.zeros((self.capacity, width))
-            grown[:, : self.width] = arr
-            self.fields[name] = grown
-        for size, arr in list(self.pages.items()):
-            grown = np.full((self.capacity, width), -1.0)
-            grown[:, : self.width] = arr
-            self.pages[size] = grown
-        self.width = width
+    def _reshaped(self, capacity: int, width: int) -> None:
+        old = self.arrays
+        rows = min(self.capacity, capacity)
+
+        def copy(arr: np.ndarray, fill: float) -> np.ndarray:
+            grown = np.full((capacity, width), fill)
+            grown[:rows, : old.width] = arr[:rows]
+            return grown
+
+        self.arrays = CellArrays({name: copy(arr, 0.0) for name, arr in old.fields.items()},
+                                 {size: copy(arr, -1.0) for size, arr in old.pages.items()}, width)
+        self.capacity = capacity
 
     def _page_column(self, size: float) -> np.ndarray:
-        arr = self.pages.get(size)
+        arrays = self.arrays
+        arr = arrays.pages.get(size)
         if arr is None:
-            arr = self.pages[size] = np.full((self.capacity, self.width), -1.0)
+            arr = arrays.pages[size] = np.full((self.capacity, arrays.width), -1.0)
         return arr
 
     def grow(self, capacity: int) -> None:
-        for name, arr in list(self.fields.items()):
-            grown = np.zeros((capacity, self.width))
-            grown[: self.capacity] = arr
-            self.fields[name] = grown
-        for size, arr in list(self.pages.items()):
-            grown = np.full((capacity, self.width), -1.0)
-            grown[: self.capacity] = arr
-            self.pages[size] = grown
-        self.capacity = capacity
+        self._reshaped(capacity, self.arrays.width)
 
     def move(self, row: int, last: int) -> None:
-        for arr in self.fields.values():
-            arr[row] = arr[last]
-        for arr in self.pages.values():
+        arrays = self.arrays
+        for arr in (*arrays.fields.values(), *arrays.pages.values()):
             arr[row] = arr[last]
 
     def reset(self, row: int) -> None:
-        for arr in self.fields.values():
+        arrays = self.arrays
+        for arr in arrays.fields.values():
             arr[row] = 0.0
-        for arr in self.pages.values():
+        for arr in arrays.pages.values():
             arr[row] = -1.0
 
     # ------------------------------------------------------------------------------------------ values
@@ -80,10 +85,10 @@ class CellColumns:
     def set(self, row: int, numa: HostNUMA | None) -> None:
         """The row's figures from its cells as a fit reads them (None: no NUMA topology)."""
         cells = numa.cells if numa is not None else ()
-        if len(cells) > self.width:
-            self._widen(len(cells))
+        if len(cells) > self.arrays.width:
+            self._reshaped(self.capacity, len(cells))
         self.reset(row)
-        f = self.fields
+        f = self.arrays.fields
         for k, cell in enumerate(cells):
             f["exists"][row, k] = 1.0
             f["cpus"][row, k] = len(cell.cpuset)

@@ -23,7 +23,7 @@ Public data: what filters and weighers read, over the live rows ``0 .. n-1``, wi
 - ``metric(name)``: one column per metric name, NaN where a node does not report it;
 - row-aligned names: ``host_names``, ``node_names``, ``node_uuids``, ``hypervisor_hostnames``, ``host_ips``;
   ``node_numa(row)``: the node's NUMA cells (``numa_cells``, ``numa_max_*``, ``numa_threads`` summarize them per
-  node; ``numa_cell(field)`` and ``numa_pages(size)`` hold them per cell, rows x cells).
+  node; ``numa_cell_arrays()`` holds them per cell, rows x cells).
 Readers take array references without the lock; growth swaps in new arrays, so a reader holds a consistent (if
 slightly old) array. Claims re-check under the lock.
 
@@ -56,6 +56,7 @@ from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
 from gantt.numa import HostNUMA
 from gantt.pci import PciRequest
 from gantt.state.aggregates import AggregateIndex
+from gantt.state.cells import CellArrays
 from gantt.state.columns import Columns, Factor, HostCaps
 from gantt.state.instances import InstanceIndex
 from gantt.state.ledger import Ledger
@@ -316,17 +317,11 @@ class HostTable:
     def node_numa(self, row: int) -> HostNUMA | None:
         return self._columns.numa[row]
 
-    def numa_cell(self, field: str) -> np.ndarray:
-        """One per-cell NUMA figure (``gantt.state.cells.FIELDS``), rows x cells over every allocated row."""
-        return self._columns.cells.fields[field]
-
-    def numa_pages(self, size_kb: float) -> np.ndarray | None:
-        """Free MiB in pages of ``size_kb`` per row and cell (-1: the cell has no such pages), or None when no
-        node reports that size."""
-        return self._columns.cells.pages.get(float(size_kb))
-
-    def numa_page_sizes(self) -> list[float]:
-        return list(self._columns.cells.pages)
+    def numa_cell_arrays(self) -> CellArrays:
+        """The per-cell NUMA figures, rows x cells over every allocated row: ``fields[name]`` for each of
+        ``gantt.state.cells.FIELDS``, ``pages[size_kb]`` free MiB in pages of that size (-1: none in that cell).
+        Take it once per evaluation: a wider report swaps in a new object (never resizes the arrays in place)."""
+        return self._columns.cells.arrays
 
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
