@@ -22,7 +22,8 @@ Public data: what filters and weighers read, over the live rows ``0 .. n-1``, wi
   the filters that index rows directly;
 - ``metric(name)``: one column per metric name, NaN where a node does not report it;
 - row-aligned names: ``host_names``, ``node_names``, ``node_uuids``, ``hypervisor_hostnames``, ``host_ips``;
-  ``node_numa(row)``: the node's NUMA cells (``numa_cells``, ``numa_max_*`` summarize them as columns).
+  ``node_numa(row)``: the node's NUMA cells (``numa_cells``, ``numa_max_*``, ``numa_threads`` summarize them per
+  node; ``numa_cell_arrays()`` holds them per cell, rows x cells).
 Readers take array references without the lock; growth swaps in new arrays, so a reader holds a consistent (if
 slightly old) array. Claims re-check under the lock.
 
@@ -55,6 +56,7 @@ from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
 from gantt.numa import HostNUMA
 from gantt.pci import PciRequest
 from gantt.state.aggregates import AggregateIndex
+from gantt.state.cells import CellArrays
 from gantt.state.columns import Columns, Factor, HostCaps
 from gantt.state.instances import InstanceIndex
 from gantt.state.ledger import Ledger
@@ -100,6 +102,7 @@ class HostTable:
         self._heartbeat_epoch = 0
         self._liveness = Liveness()
         self._usage_masks = PatchedMasks()
+        self._usage_verdicts = PatchedMasks()
         self._column_bounds = ColumnBounds()
         self._weighted_sums = WeightedSums()
         # Below this many rows a full pass over a column costs less than the bookkeeping of a patched value.
@@ -314,6 +317,12 @@ class HostTable:
     def node_numa(self, row: int) -> HostNUMA | None:
         return self._columns.numa[row]
 
+    def numa_cell_arrays(self) -> CellArrays:
+        """The per-cell NUMA figures, rows x cells over every allocated row: ``fields[name]`` for each of
+        ``gantt.state.cells.FIELDS``, ``pages[size_kb]`` free MiB in pages of that size (-1: none in that cell).
+        Take it once per evaluation: a wider report swaps in a new object (never resizes the arrays in place)."""
+        return self._columns.cells.arrays
+
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
 
@@ -362,6 +371,19 @@ class HostTable:
             return compute(slice(0, n))
         return self._usage_masks.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
                                      compute=compute)
+
+    def usage_verdicts(self, key: Hashable) -> np.ndarray:
+        """Per row, a verdict kept under ``key`` (int8: 0 unknown, 1 passes, 2 fails), reset to unknown on the rows
+        changed since. Unlike a mask the caller fills it in place, row by row, as it learns verdicts: a verdict
+        written from a row's state is reset by the next reader if the row changed after this array was taken
+        (its journal entry comes later), so a stale verdict never outlives one decision."""
+        n = self._columns.n
+
+        def unknown(rows: Rows) -> np.ndarray:
+            return np.zeros(n if isinstance(rows, slice) else len(rows), dtype=np.int8)
+
+        return self._usage_verdicts.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
+                                        compute=unknown)
 
     def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
         """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks,
