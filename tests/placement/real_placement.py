@@ -5,6 +5,7 @@ database, for tests that compare Gantt's Placement face with the real thing."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -30,6 +31,17 @@ def python() -> Path:
     return cached_venv(f"reference-{PLACEMENT.replace('==', '-')}", PACKAGES) / "bin" / "python"
 
 
+@functools.lru_cache(maxsize=1)
+def open_policy_file() -> str:
+    """The rules Placement's OpenPolicyFixture sets, as a policy file (YAML): every rule Placement registers,
+    but its base rule ``admin_api``, allows anyone (``@``)."""
+    return subprocess.run([str(python()), "-c", "from placement import policies\n"
+                           "for r in policies.list_rules():\n"
+                           "    if r.name != 'admin_api': print(repr(r.name) + ': \"@\"')"],
+                          capture_output=True, text=True, check=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
+
+
 class RealPlacement:
     """Placement 16.0.0 on a free loopback port, noauth2 (any token), its own SQLite file. ``gunicorn``: serve it
     as deployments do (``workers`` processes, ``threads`` each) instead of the tests' threaded wsgiref server."""
@@ -45,11 +57,7 @@ class RealPlacement:
                 f"[placement_database]\nconnection = sqlite:///{self.dir}/placement.sqlite\nsync_on_startup = True\n"
                 f"[oslo_policy]\nenforce_new_defaults = {policy == 'default'}\n")
         if policy == "open":
-            rules = subprocess.run([str(python()), "-c", "from placement import policies\n"
-                                    "for r in policies.list_rules(): print(repr(r.name) + ': \"@\"')"],
-                                   capture_output=True, text=True, check=True,
-                                   env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
-            (self.dir / "policy.yaml").write_text(rules)
+            (self.dir / "policy.yaml").write_text(open_policy_file())
             conf += f"policy_file = {self.dir}/policy.yaml\n"
         (self.dir / "placement.conf").write_text(conf)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
