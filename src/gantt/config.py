@@ -282,16 +282,18 @@ def _policy(enforce_new_defaults: bool, enforce_scope: bool, path: str | None) -
 
 
 class CorsSection(Struct, forbid_unknown_fields=True, kw_only=True):
-    """oslo.middleware's ``[cors]`` for the Placement face (placement.conf's section, same names and defaults):
-    off until ``allowed_origin`` names an origin (``*`` for any)."""
+    """oslo.middleware's ``[cors]`` for the Placement face (placement.conf's section: the same names, and the
+    defaults Placement's WSGI application sets): off until ``allowed_origin`` names an origin (``*`` for any)."""
 
     allowed_origin: list[str] = field(default_factory=list)
     allow_credentials: bool = True
-    expose_headers: list[str] = field(default_factory=list)
+    expose_headers: list[str] = field(default_factory=lambda: [
+        "X-Auth-Token", "X-Openstack-Request-Id", "X-Subject-Token", "X-Service-Token", "OpenStack-API-Version"])
     max_age: int = 3600
-    allow_methods: list[str] = field(
-        default_factory=lambda: ["OPTIONS", "GET", "HEAD", "POST", "PUT", "DELETE", "TRACE", "PATCH"])
-    allow_headers: list[str] = field(default_factory=list)
+    allow_methods: list[str] = field(default_factory=lambda: ["GET", "PUT", "POST", "DELETE", "PATCH"])
+    allow_headers: list[str] = field(default_factory=lambda: [
+        "X-Auth-Token", "X-Openstack-Request-Id", "X-Identity-Status", "X-Roles", "X-Service-Catalog", "X-User-Id",
+        "X-Tenant-Id", "OpenStack-API-Version"])
 
 
 class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default": "DEFAULT"}):

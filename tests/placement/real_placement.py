@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -47,9 +48,10 @@ class RealPlacement:
     as deployments do (``workers`` processes, ``threads`` each) instead of the tests' threaded wsgiref server."""
 
     def __init__(self, *, gunicorn: bool = False, workers: int = 1, threads: int = 4,
-                 policy: str = "default") -> None:
+                 policy: str = "default", cors: dict[str, Any] | None = None) -> None:
         """``policy``: ``default`` (Placement's new defaults), ``legacy`` (the deprecated rules: admin for all,
-        as its functional tests run), ``open`` (every rule allows everyone, as its OpenPolicyFixture)."""
+        as its functional tests run), ``open`` (every rule allows everyone, as its OpenPolicyFixture). ``cors``:
+        its ``[cors]`` options (lists as lists)."""
         self.gunicorn, self.workers, self.threads = gunicorn, workers, threads
         self._tmp = tempfile.TemporaryDirectory(prefix="placement-")
         self.dir = Path(self._tmp.name)
@@ -59,6 +61,9 @@ class RealPlacement:
         if policy == "open":
             (self.dir / "policy.yaml").write_text(open_policy_file())
             conf += f"policy_file = {self.dir}/policy.yaml\n"
+        if cors:
+            conf += "[cors]\n" + "".join(f"{k} = {','.join(v) if isinstance(v, list) else v}\n"
+                                         for k, v in cors.items())
         (self.dir / "placement.conf").write_text(conf)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))

@@ -164,9 +164,9 @@ def parse(text: str, refers: set[str] | None = None) -> Check:
     """A check string as one check (ValueError naming what is wrong). ``refers`` collects the rule names it
     names."""
     refers = refers if refers is not None else set()
-    tokens = _tokens(text)
-    if not tokens:
+    if not text:
         return _constant(True)
+    tokens = _tokens(text)
     position = 0
 
     def peek() -> str | None:
@@ -271,6 +271,7 @@ class Policy:
         strings = {**BASE_RULES, **RULES, **overrides}
         self.checks: dict[str, Check] = {}
         referred: set[str] = set()
+        graph: dict[str, set[str]] = {}
         for name, text in strings.items():
             refers: set[str] = set()
             try:
@@ -286,6 +287,8 @@ class Policy:
                     raise InvalidRequest(f"[oslo_policy] {source}: rule {name!r} refers to rule {target!r}, "
                                          "which no rule defines", field="oslo_policy.policy_file")
             referred |= refers
+            graph[name] = refers
+        _refuse_cycles(graph, source)
         unused = sorted(set(overrides) - set(RULES) - set(BASE_RULES) - referred)
         if unused:
             raise InvalidRequest(f"[oslo_policy] {source}: rule {unused[0]!r} is not one of Placement's rules and "
@@ -309,6 +312,26 @@ class Policy:
         if not self.allows(rule, who, target):
             raise PlacementError(403, f"Access was denied to this resource.\n\n Policy does not allow {rule} to be "
                                       "performed.  ")
+
+
+def _refuse_cycles(graph: Mapping[str, set[str]], source: str) -> None:
+    """A rule that refers to itself, through others or not, could never be decided (oslo.policy recurses until
+    Python gives up, at the first request)."""
+    done: set[str] = set()
+
+    def visit(name: str, path: list[str]) -> None:
+        if name in path:
+            loop = " -> ".join(path[path.index(name):] + [name])
+            raise InvalidRequest(f"[oslo_policy] {source}: rule {name!r} refers to itself: {loop}",
+                                 field="oslo_policy.policy_file")
+        if name in done:
+            return
+        for target in sorted(graph.get(name, ())):
+            visit(target, [*path, name])
+        done.add(name)
+
+    for name in graph:
+        visit(name, [])
 
 
 def _either(first: Check, second: Check) -> Check:
