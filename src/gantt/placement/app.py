@@ -7,7 +7,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from starlette.requests import Request
@@ -25,14 +25,11 @@ from gantt.placement import (
     resource_providers,
     usages,
 )
-from gantt.placement.cors import Cors
+from gantt.placement.cors import Cors, CorsOptions
 from gantt.placement.errors import CODE_VERSION, PlacementError
 from gantt.placement.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
 from gantt.placement.policy import Policy, credentials
 from gantt.placement.wire import Call, gantt_error, json_response
-
-if TYPE_CHECKING:
-    from gantt.config import CorsSection
 
 Handler = Callable[[Call], Awaitable[Response]]
 
@@ -182,7 +179,7 @@ def _error(exc: PlacementError, request: Request, version: Version | None, reque
 
 def create_placement_app(replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
                          prefix: str = "/placement", *, policy: Policy | None = None,
-                         cors: CorsSection | None = None) -> ASGIApp:
+                         cors: CorsOptions | None = None) -> ASGIApp:
     """Placement's app at ``prefix`` ("" for the root), behind oslo.middleware's CORS when ``[cors]`` names an
     origin (as Placement's deployment adds it)."""
     app: ASGIApp = PlacementApp(replica, run, token, prefix, policy)

@@ -10,20 +10,28 @@ one of HTTP's simple headers are allowed, it names them with ``Access-Control-Al
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-if TYPE_CHECKING:
-    from gantt.config import CorsSection
 
 _SIMPLE_HEADERS = {"ACCEPT", "ACCEPT-LANGUAGE", "CONTENT-TYPE", "CACHE-CONTROL", "CONTENT-LANGUAGE", "EXPIRES",
                    "LAST-MODIFIED", "PRAGMA"}
 
 
+class CorsOptions(Protocol):
+    """``[cors]``'s options (gantt.config.CorsSection)."""
+
+    allowed_origin: list[str]
+    allow_credentials: bool
+    expose_headers: list[str]
+    max_age: int
+    allow_methods: list[str]
+    allow_headers: list[str]
+
+
 class Cors:
-    def __init__(self, app: ASGIApp, options: CorsSection) -> None:
+    def __init__(self, app: ASGIApp, options: CorsOptions) -> None:
         self.app = app
         self.options = options
         self.allowed = set(options.allowed_origin)

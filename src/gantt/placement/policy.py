@@ -321,7 +321,7 @@ def _refuse_cycles(graph: Mapping[str, set[str]], source: str) -> None:
 
     def visit(name: str, path: list[str]) -> None:
         if name in path:
-            loop = " -> ".join(path[path.index(name):] + [name])
+            loop = " -> ".join([*path[path.index(name):], name])
             raise InvalidRequest(f"[oslo_policy] {source}: rule {name!r} refers to itself: {loop}",
                                  field="oslo_policy.policy_file")
         if name in done:
