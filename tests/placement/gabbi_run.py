@@ -149,11 +149,16 @@ def run_file(path: Path, against: str, store: str) -> FileResult:
         result.error = f"{type(exc).__name__}: {exc}"
         return result
     result.output = ran.stdout + ran.stderr
+    seen: dict[str, int] = {}
     for line in result.output.splitlines():
         match = _RESULT.match(line)
         if match is None:
             continue
         mark, name = match.groups()
+        # A file may name two tests alike (usage-secure-rbac.yaml does): the second is "name#2", so that the
+        # ratchet sees each of them.
+        seen[name] = seen.get(name, 0) + 1
+        name = name if seen[name] == 1 else f"{name}#{seen[name]}"
         (result.passed if mark in _PASSED else result.skipped if mark in _SKIPPED else result.failed).append(name)
     if not result.total and not result.skipped:
         result.error = f"no test ran:\n{result.output[-3000:]}"
