@@ -4,11 +4,13 @@ configured alike: the same preflights and requests, the same status and CORS hea
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from gantt.config import load_config
 from tests.placement.real_placement import RealPlacement
 from tests.service.server import ServerProcess
 
@@ -76,3 +78,16 @@ def test_without_allowed_origin_there_is_no_cors(tmp_path_factory: pytest.TempPa
         preflight = http.options("/", headers={"origin": VALID, "access-control-request-method": "GET"})
         assert preflight.status_code == 405 and "access-control-allow-origin" not in preflight.headers
         assert "access-control-allow-origin" not in http.get("/", headers={"origin": VALID}).headers
+
+
+def test_placement_conf_style_options_read_as_oslo_config_reads_them(tmp_path: Path) -> None:
+    (tmp_path / "policy.yaml").write_text('"placement:traits:list": "@"\n')
+    (tmp_path / "placement.conf").write_text(
+        "[cors]\nallowed_origin = http://a.example, http://b.example\nallow_credentials = false\nmax_age = 10\n"
+        "allow_methods = GET,POST\n[oslo_policy]\npolicy_file = policy.yaml\n")
+    config = load_config(tmp_path / "placement.conf")
+    assert config.cors.allowed_origin == ["http://a.example", "http://b.example"]
+    assert (config.cors.allow_credentials, config.cors.max_age, config.cors.allow_methods) == \
+        (False, 10, ["GET", "POST"])
+    assert "OpenStack-API-Version" in config.cors.allow_headers  # Placement's default kept
+    assert config.oslo_policy.policy_file == str(tmp_path / "policy.yaml")  # beside the file that names it
