@@ -270,14 +270,23 @@ class OsloPolicySection(Struct, forbid_unknown_fields=True, kw_only=True):
     @property
     def policy(self) -> Policy:
         """Placement's rules as these options set them (gantt.placement.policy)."""
-        return _policy(self.enforce_new_defaults, self.enforce_scope, self.policy_file)
+        return _policy(self.enforce_new_defaults, self.enforce_scope, self.policy_file, _version(self.policy_file))
+
+
+def _version(path: str | None) -> tuple[int, int]:
+    try:
+        stat = os.stat(path) if path else None
+    except OSError:
+        return (0, 0)  # the read that follows names the problem
+    return (stat.st_mtime_ns, stat.st_size) if stat else (0, 0)
 
 
 @functools.lru_cache(maxsize=8)
-def _policy(enforce_new_defaults: bool, enforce_scope: bool, path: str | None) -> Policy:
+def _policy(enforce_new_defaults: bool, enforce_scope: bool, path: str | None, version: tuple[int, int]) -> Policy:
     from gantt.placement.policy import Policy  # the Placement package imports this module
 
-    # Each Config copy (with_overrides, every worker's load) reads the file once, not once per request.
+    # Config copies (with_overrides, a worker's load after the start-up check) share one parse of the file as it
+    # is; a load after the file was edited reads it anew (a running app keeps the Policy it was built with).
     return Policy.from_file(path, enforce_new_defaults=enforce_new_defaults, enforce_scope=enforce_scope)
 
 

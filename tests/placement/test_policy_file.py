@@ -131,6 +131,13 @@ def test_a_missing_file_is_refused(tmp_path: Path) -> None:
         load_config(tmp_path / "gantt.toml")
 
 
+def test_an_edited_file_is_read_anew_by_the_next_load(tmp_path: Path) -> None:
+    assert _config(tmp_path, '"placement:traits:list": "@"\n').oslo_policy.policy.allows("placement:traits:list",
+                                                                                    _who())
+    with pytest.raises(InvalidRequest, match="placement:traits:list"):
+        _config(tmp_path, '"placement:traits:list": "@ or"  \n')
+
+
 def _who(*roles: str, project: str | None = "p1", system: str | None = None) -> Credentials:
     return Credentials("u1", project, frozenset(roles), system)
 
