@@ -135,8 +135,8 @@ async def paced(rate: float, count: int, duration: float, concurrency: int, host
             if k >= count:
                 break
             due = start + k / rate
-            if due >= deadline:
-                break
+            if due >= deadline or time.perf_counter() >= deadline:
+                break  # on time: what a slow server left unsent is the shortfall in the achieved rate
             next_k += 1
             delay = due - time.perf_counter()
             if delay > 0:
@@ -197,6 +197,7 @@ class Reporter:
         self.epoch = [0] * hosts
         self.rng = random.Random(seed)
         self.offset = 0  # the next phase goes on with the hosts after the last one that reported
+        self.touches = 0  # the server's count of touches when the last phase ended
         self.reset()
 
     def reset(self) -> None:
@@ -246,6 +247,11 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
     results = asyncio.run(both())
     cpu = {k: round(cpu_seconds(pid) - before[k], 3) for k, pid in pids.items()}
     out: dict[str, Any] = {"phase": name, "cpu_s": cpu, "load": load()}
+    if reporter is not None:
+        counted = bench_http.scrape_workers(f"http://127.0.0.1:{port}", args.workers)
+        touches = sum(w.get("gantt_report_touches_total", 0.0) for w in counted.values())
+        out["touches"] = int(touches - reporter.touches)  # reports written as touches in this phase (or not at all)
+        reporter.touches = int(touches)
     if placer is not None:
         out["placements"] = placer.figures(*results[0])
     if reporter is not None:
