@@ -197,7 +197,7 @@ class Reporter:
         self.epoch = [0] * hosts
         self.rng = random.Random(seed)
         self.offset = 0  # the next phase goes on with the hosts after the last one that reported
-        self.touches = 0  # the server's count of touches when the last phase ended
+        self.sent = self.changed_in_all = 0
         self.reset()
 
     def reset(self) -> None:
@@ -218,9 +218,67 @@ class Reporter:
 
     def figures(self, sent: int, seconds: float) -> dict[str, Any]:
         self.offset += sent
+        self.sent += sent
+        self.changed_in_all += self.changed
         return {"reports": sent, "per_s": round(sent / seconds, 1), "changed": self.changed, "errors": self.errors,
                 "p50_ms": round(percentile(self.latencies, 0.5) * 1000, 2),
                 "p99_ms": round(percentile(self.latencies, 0.99) * 1000, 2)}
+
+
+# ------------------------------------------------------------------------------------------- in process
+
+
+def in_process(args: argparse.Namespace) -> dict[str, Any]:
+    """What a report costs below HTTP: two replicas on one SQLite file (two workers), every host reporting once
+    from ``--concurrency`` threads, its figures unchanged (a touch) and then changed (a record write). Process CPU
+    per report (both replicas, the writer, the feed), and how many concurrent reports share one transaction."""
+    import threading
+
+    from gantt.config import Config
+    from gantt.model import HostReport
+    from gantt.replica import TOUCH_FRACTION, Replica
+    from gantt.store.sqlite import SQLiteStore
+
+    def send(replica: Replica, reports: list[tuple[str, dict[str, Any]]], lock: threading.Lock) -> None:
+        while True:
+            with lock:
+                if not reports:
+                    return
+                name, stats = reports.pop()
+            replica.update_resource_stats(name, stats)
+
+    config = Config.from_dict({"DEFAULT": {"service_down_time": 6.0}})
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="gantt-bench-mixed-") as tmp:
+        url = f"sqlite:///{tmp}/gantt.sqlite"
+        writes, other = SQLiteStore(url), SQLiteStore(url)
+        a, b = Replica(writes, config).start(), Replica(other, config).start()
+        try:
+            for start in range(0, args.hosts, args.batch):
+                a.report_many([HostReport.of(f"host-{i:06d}", report_stats(i, 0))
+                               for i in range(start, min(args.hosts, start + args.batch))])
+            b.sync()
+            time.sleep(6.0 * TOUCH_FRACTION + 0.1)  # past the interval within which a touch writes nothing
+            for name, epoch in (("identical", 0), ("changed", 1)):
+                reports = [(f"host-{i:06d}", report_stats(i, epoch)) for i in range(args.hosts)]
+                groups, batches, touches = writes.groups, writes.batches, a.touches
+                lock = threading.Lock()
+                cpu, wall = time.process_time(), time.perf_counter()
+                threads = [threading.Thread(target=send, args=(a, reports, lock)) for _ in range(args.concurrency)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                b.sync()  # the other worker has applied every one
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                out[name] = {"reports_per_s": round(args.hosts / wall), "cpu_us_per_report":
+                             round(cpu / args.hosts * 1e6, 1), "touches": a.touches - touches,
+                             "reports_per_transaction": round((writes.batches - batches)
+                                                              / max(1, writes.groups - groups), 2)}
+        finally:
+            a.close()
+            b.close()
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -247,11 +305,6 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
     results = asyncio.run(both())
     cpu = {k: round(cpu_seconds(pid) - before[k], 3) for k, pid in pids.items()}
     out: dict[str, Any] = {"phase": name, "cpu_s": cpu, "load": load()}
-    if reporter is not None:
-        counted = bench_http.scrape_workers(f"http://127.0.0.1:{port}", args.workers)
-        touches = sum(w.get("gantt_report_touches_total", 0.0) for w in counted.values())
-        out["touches"] = int(touches - reporter.touches)  # reports written as touches in this phase (or not at all)
-        reporter.touches = int(touches)
     if placer is not None:
         out["placements"] = placer.figures(*results[0])
     if reporter is not None:
@@ -278,6 +331,9 @@ def run(args: argparse.Namespace, tmp: Path, store_url: str, pids: dict[str, int
                   phase("reports", args, server.port, None, reporter, pids),
                   phase("mixed", args, server.port, placer, reporter, pids)]
         held = list(placer.held)
+        time.sleep(6.0)  # each worker shares its counters every few seconds: let the last ones arrive
+        counted = bench_http.scrape_workers(server.url, args.workers)
+        touches = round(sum(w.get("gantt_report_touches_total", 0.0) for w in counted.values()))
     finally:
         server.stop()
     with open_store(store_url, create=False) as store:
@@ -304,6 +360,10 @@ def run(args: argparse.Namespace, tmp: Path, store_url: str, pids: dict[str, int
             "per_placement_mixed": round((mixed["cpu_s"]["server"] - per_report * mixed_reports) * 1000
                                          / max(1, mixed["placements"]["placed"]), 3),
         },
+        # reports that repeated the host's last one, and those the server wrote as touches (or, within a sixth of
+        # service_down_time of the last written one, not at all)
+        "touches": {"reports": reporter.sent, "changed": reporter.changed_in_all,
+                    "identical": reporter.sent - reporter.changed_in_all, "touches": touches},
         "registration": reg,
         "phases": phases,
         "audit": {"overcommitted": len(problems), "acknowledged_missing": sum(1 for c in held if c not in stored),
@@ -330,6 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=500, help="reports per registration request")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--etcd", action="store_true", help="a throwaway 3-member etcd cluster instead of SQLite")
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure a report's cost below HTTP instead (two replicas, one SQLite file; see "
+                             "in_process): --hosts reports from --concurrency threads, identical then changed")
     parser.add_argument("--json", action="store_true", help="compact JSON")
     args = parser.parse_args(argv)
     if args.hosts < 1 or args.period <= 0 or args.rate <= 0 or args.duration <= 0 or not 0 <= args.changing <= 1:
@@ -341,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
         "store": "etcd, 3 members" if args.etcd else "sqlite (WAL, synchronous=FULL, group commit)",
         "hosts": args.hosts, "period_s": args.period, "changing": args.changing, "workers": args.workers,
     }
+    if args.in_process:
+        summary["in_process"] = in_process(args)
+        summary["load_after"] = load()
+        print(json.dumps(summary, indent=None if args.json else 2))
+        return 0
     with tempfile.TemporaryDirectory(prefix="gantt-bench-mixed-") as tmp:
         cluster = None
         try:
