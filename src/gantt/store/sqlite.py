@@ -66,7 +66,7 @@ SCHEMA_VERSION = 1
 # database, and Gantt neither adds its tables to it nor switches its journal mode.
 APPLICATION_ID = 0x474E5454
 _OUR_TABLES = {"schema_version", "meta", "hosts", "aggregates", "allocations", "instances", "node_revisions",
-               "changes", "liveness"}
+               "changes"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
