@@ -414,13 +414,19 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python bench/mixed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "cpu_model": cpu_model(), "cpus": os.cpu_count(), "load_before": load(),
         "store": "etcd, 3 members" if args.etcd else "sqlite (WAL, synchronous=FULL, group commit)",
-        "hosts": args.hosts, "period_s": args.period, "changing": args.changing, "workers": args.workers,
+        "hosts": args.hosts,
     }
     if args.in_process:
-        summary["in_process"] = in_process(args)
+        unused = [f"--{d.replace('_', '-')}" for d in ("etcd", "period", "changing", "rate", "hold", "duration",
+                                                         "max_requests", "report_connections", "workers", "seed")
+                  if getattr(args, d) != parser.get_default(d)]
+        if unused:
+            parser.error(f"--in-process takes --hosts, --concurrency and --batch only, not {', '.join(unused)}")
+        summary.update(concurrency=args.concurrency, in_process=in_process(args))
         summary["load_after"] = load()
         print(json.dumps(summary, indent=None if args.json else 2))
         return 0
+    summary.update(period_s=args.period, changing=args.changing, workers=args.workers, rate=args.rate)
     with tempfile.TemporaryDirectory(prefix="gantt-bench-mixed-") as tmp:
         cluster = None
         try:
