@@ -480,6 +480,31 @@ class HostTable:
 
         return self.static_cache(("roots",), build)  # type: ignore[no-any-return]
 
+    def touch(self, host: str, node: str, now: float) -> None:
+        """``update`` with the node's own record at a later time (the store's touch: a report that changed nothing
+        but its time). What a report does besides writing its figures is done alike, so nothing tells the two
+        apart but cost: the instances it lists are listed again, claims settle or expire on its time."""
+        with self._lock:
+            columns = self._columns
+            key = (host, node)
+            row = columns.row_of.get(key)
+            if row is None:
+                return
+            if now < columns.cols["updated_at"][row]:
+                self._stale_reports += 1
+                return
+            if columns.reports_instances[row]:
+                listed = self._instances.report(row, host, self._instances.reported_instances(row), held=self._ledger)
+                self._ledger.confirm_listed(row, key, listed, now)
+            else:
+                self._ledger.settle_unlisted(row, key, now)
+            self._ledger.count_numa(row, key)
+            columns.refresh_load(row)
+            columns.refresh_free(row)
+            columns.cols["updated_at"][row] = now
+            self._touched(row)
+            self._changed("host", key)
+
     def heartbeat(self, rows: np.ndarray, now: float) -> None:
         """``update(HostReport(host))`` for many rows at once: a report naming nothing only says "alive at now"."""
         if not len(rows):
