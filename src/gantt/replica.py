@@ -393,10 +393,13 @@ class Replica(PlacementFacade):
         # Then read the feed once, without waiting: applied in order, our write moves its nodes' usage revisions
         # and the cursor, so the next claim on a node just released expects the right revision instead of
         # conflicting until the follower thread gets there. (Cheap: a store serves its own recent revisions.)
-        try:
-            self.catch_up()
-        except GanttError as exc:
-            log.debug("catch-up after a write: %s", exc)
+        # Not when the feed is applied past our revision already (by a writer of the same group, or the
+        # follower): the read would only ask the store for its head, one query per write for nothing.
+        if self.revision < result.revision:
+            try:
+                self.catch_up()
+            except GanttError as exc:
+                log.debug("catch-up after a write: %s", exc)
         return result
 
     def report(self, report: HostReport | dict[str, Any]) -> int:

@@ -78,6 +78,11 @@ class PlacementFacade:
         with self.table.lock:
             return self.providers.get(uuid)
 
+    def has_provider(self, uuid: str) -> bool:
+        """Whether this replica holds ``uuid`` now: one dict lookup, no lock and no store read, so the HTTP layer
+        may ask it on its event loop (False says nothing: ``provider`` then catches up with the store)."""
+        return uuid in self.providers.by_uuid
+
     def _known(self, uuid: str) -> None:
         """Catch up with the store when ``uuid`` is not here: another instance may have made it an instant ago,
         and a client that was told it exists must not hear 404 from this one."""
