@@ -170,7 +170,16 @@ async def listing(call: Call) -> Response:
     for name, value in call.request.query_params.multi_items():
         params.setdefault(name, []).append(value)
     query = parse(call, params)
+    if query.limit is not None and query.limit <= AT_ONCE_LIMIT:
+        found = call.replica.without_waiting(lambda: _candidates(call.replica, query))
+        if found is not None:
+            return json_response(call, serialize(call, query, found))
     return json_response(call, await call.call(_answer, call, query))
+
+
+# Up to this many candidates (Nova's default max_placement_results) an answer takes about a millisecond at
+# 10,000 providers: it is made on the event loop when the replica can answer at once (without_waiting).
+AT_ONCE_LIMIT = 1000
 
 
 def _answer(call: Call, query: CandidateQuery) -> msgspec.Raw:
