@@ -5,8 +5,9 @@
 For each server (real Placement: PyPI's openstack-placement 16.0.0 under gunicorn on SQLite, built once into
 ~/.cache by tests/placement/real_placement.py; Gantt: ``gantt serve`` on a SQLite file):
 1. registers providers the way nova-compute does (``POST /resource_providers``, then ``PUT .../inventories``
-   with VCPU, MEMORY_MB and DISK_GB, then ``PUT .../traits``) from ``--concurrency`` clients (Placement:
-   ``--placement-concurrency``, 1 by default, as SQLite takes one writer): providers/s;
+   with VCPU, MEMORY_MB and DISK_GB, then ``PUT .../traits``) from ``--concurrency`` clients, 32 by default,
+   each one keep-alive connection (Placement: ``--placement-concurrency``, 1 by default, as Placement on SQLite
+   answers 500 to concurrent writers): providers/s, and provider writes/s (3 per provider);
 2. at each size in ``--providers``, ``GET /allocation_candidates`` as Nova's scheduler asks it
    (``resources=VCPU:1,MEMORY_MB:2048,DISK_GB:20`` with ``limit=1000``, Nova's ``max_placement_results``, and
    without a limit): p50/p99 latency, candidates and answer size;
@@ -232,8 +233,8 @@ def measure(name: str, start: Callable[[], Any], args: argparse.Namespace, concu
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--providers", default="1000,10000", help="sizes, ascending (default 1000,10000)")
-    parser.add_argument("--concurrency", type=int, default=16,
-                        help="clients registering and claiming in Gantt (default 16: nova-compute services and "
+    parser.add_argument("--concurrency", type=int, default=32,
+                        help="clients registering and claiming in Gantt (default 32: nova-compute services and "
                              "schedulers writing at once, which the store groups into shared commits)")
     parser.add_argument("--placement-concurrency", type=int, default=1,
                         help="clients registering in Placement (default 1: on SQLite, concurrent writers make "
@@ -243,12 +244,15 @@ def main() -> None:
     parser.add_argument("--nested", type=int, default=1000,
                         help="compute nodes in the nested scenario (2 NUMA children each, one sharing disk pool; "
                              "default 1000, 0: skip)")
-    parser.add_argument("--gantt-workers", type=int, default=2, help="gantt serve --workers (default 2)")
+    parser.add_argument("--gantt-workers", type=int, default=1,
+                        help="gantt serve --workers (default 1, gantt serve's own default: on 2 cores shared with "
+                             "the clients a second worker costs more CPU per write, as it applies the first's)")
     parser.add_argument("--only", choices=["gantt", "placement"], help="measure one server only")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     results: dict[str, Any] = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_before": os.getloadavg()[0],
-                               "query": QUERY, "servers": []}
+                               "query": QUERY, "gantt_clients": args.concurrency, "gantt_workers": args.gantt_workers,
+                               "placement_clients": args.placement_concurrency, "servers": []}
 
     @contextlib.contextmanager
     def placement() -> Iterator[str]:
@@ -273,13 +277,25 @@ def main() -> None:
             "claims_per_s": round(ours["claims_per_s"] / theirs["claims_per_s"], 1),
             **{f"candidates_p50_{size}": round(theirs["flat"][size]["limit_1000"]["p50_ms"]
                                                / ours["flat"][size]["limit_1000"]["p50_ms"], 1)
-               for size in ours["flat"]}}
+               for size in ours["flat"]},
+            **{f"no_limit_p50_{size}": round(theirs["flat"][size]["no_limit"]["p50_ms"]
+                                             / ours["flat"][size]["no_limit"]["p50_ms"], 1)
+               for size in ours["flat"]},
+            **({"nested_no_limit_p50": round(theirs["nested"]["no_limit"]["p50_ms"]
+                                             / ours["nested"]["no_limit"]["p50_ms"], 1),
+                "nested_limit_1000_p50": round(theirs["nested"]["limit_1000"]["p50_ms"]
+                                               / ours["nested"]["limit_1000"]["p50_ms"], 1)}
+               if "nested" in ours and "nested" in theirs else {})}
     results["load_after"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(results, indent=2))
     else:
+        print(f"{results['cpu']}, {results['cores']} cores; load average {results['load_before']:.1f} before, "
+              f"{results['load_after']:.1f} after; gantt serve --workers {args.gantt_workers}")
         for server in results["servers"]:
-            print(f"{server['server']}: {server['providers_per_s']} providers/s, {server['claims_per_s']} claims/s")
+            clients = args.concurrency if server["server"] == "gantt" else args.placement_concurrency
+            print(f"{server['server']}: {server['providers_per_s']} providers/s ({server['provider_writes_per_s']} "
+                  f"writes/s), {server['claims_per_s']} claims/s, {clients} clients")
             for size, r in server["flat"].items():
                 print(f"  {size} flat: limit=1000 p50 {r['limit_1000']['p50_ms']} ms p99 {r['limit_1000']['p99_ms']} "
                       f"ms; no limit p50 {r['no_limit']['p50_ms']} ms ({r['no_limit']['candidates']} candidates)")
@@ -289,6 +305,7 @@ def main() -> None:
                       f"{n['no_limit']['p50_ms']} ms ({n['no_limit']['candidates']} candidates)")
         if "ratio" in results:
             print(f"Gantt / Placement: {results['ratio']}")
+
 
 if __name__ == "__main__":
     main()
