@@ -116,6 +116,7 @@ class Replica(PlacementFacade):
         # Placement's view of the same records: providers by uuid and name, and the custom classes and traits.
         self.providers = ProviderIndex()
         self.catalog = Catalog()
+        self.aggregate_writes = threading.Lock()  # see PlacementFacade.set_provider_aggregates
         self.scheduler = self._new_scheduler(self._new_table())
         # This process's last decisions and refusals (GET /v1/overview); kept across reloads, as stats are.
         self.activity = Activity(clock)
@@ -425,10 +426,13 @@ class Replica(PlacementFacade):
         # Then read the feed once, without waiting: applied in order, our write moves its nodes' usage revisions
         # and the cursor, so the next claim on a node just released expects the right revision instead of
         # conflicting until the follower thread gets there. (Cheap: a store serves its own recent revisions.)
-        try:
-            self.catch_up()
-        except GanttError as exc:
-            log.debug("catch-up after a write: %s", exc)
+        # Not when the feed is applied past our revision already (by a writer of the same group, or the
+        # follower): the read would only ask the store for its head, one query per write for nothing.
+        if self.revision < result.revision:
+            try:
+                self.catch_up()
+            except GanttError as exc:
+                log.debug("catch-up after a write: %s", exc)
         return result
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
