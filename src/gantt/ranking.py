@@ -19,6 +19,7 @@ import numpy as np
 from gantt import filters as filter_pkg
 from gantt import weighers as weigher_pkg
 from gantt.config import Config
+from gantt.journal import SumTerm
 from gantt.model import Explanation, FilterStep, NearestMiss
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -300,13 +301,22 @@ class Ranker:
         if not terms:
             return np.zeros(size), 0.0
         offset = 0.0
-        if contributions is None and all(c and isinstance(m, float) for _, c, _, m, _, _ in terms):
-            factors = [(c, raw, m / (hi - lo), lo) for _, c, raw, m, lo, hi in terms]
-            key = tuple((column, factor) for column, _, factor, _ in factors)
-            score = table.weighted_sum(key, [(raw, factor) for _, raw, factor, _ in factors], rows)
-            for _, _, factor, lo in factors:
-                offset -= lo * factor
-            return score, offset
+        if contributions is None and all(c for _, c, _, _, _, _ in terms):
+            # The same arithmetic as the loop below, kept per row across decisions (``HostTable.weighted_sum``). A
+            # per-row multiplier only moves with static state, which the kept sums are tied to.
+            key: list[tuple[Any, ...]] = []
+            sum_terms: list[SumTerm] = []
+            for weigher, column, raw, multiplier, lo, hi in terms:
+                if isinstance(multiplier, float):
+                    factor = multiplier / (hi - lo)
+                    key.append((column, factor))
+                    sum_terms.append((raw, factor, lo, None))
+                    offset -= lo * factor
+                else:
+                    factor = 1.0 / (hi - lo)
+                    key.append((column, weigher.name, lo, factor))
+                    sum_terms.append((raw, factor, lo, multiplier))
+            return table.weighted_sum(tuple(key), sum_terms, rows), offset
         score = np.zeros(size)
         scratch = np.empty(size)
         for weigher, _, raw, multiplier, lo, hi in terms:
