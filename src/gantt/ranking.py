@@ -397,6 +397,9 @@ class _Extremes:
         self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
+        # (lo, hi) of a raw column over ``rows``, by the column's identity: a weigher's bounds and its clamp
+        # check ask for the same column twice, and each gather of the candidates costs a pass over them.
+        self._gathered: dict[int, tuple[np.ndarray, float, float]] = {}
 
     @property
     def everyone(self) -> bool:
@@ -423,10 +426,13 @@ class _Extremes:
             if hi is None:
                 hi = self.table.candidate_extreme(column, raw, self.mask, highest=True)
         if lo is None or hi is None:
-            if self.rows is not None or self.everyone:
-                values = raw.take(self.rows) if self.rows is not None else raw
-                lo = float(values.min()) if lo is None else lo
-                hi = float(values.max()) if hi is None else hi
+            if self.rows is not None:
+                low, high = self._over_rows(raw)
+                lo = low if lo is None else lo
+                hi = high if hi is None else hi
+            elif self.everyone:
+                lo = float(raw.min()) if lo is None else lo
+                hi = float(raw.max()) if hi is None else hi
             elif lo is None and hi is None:
                 lo_row = int(raw.argmin())
                 hi_row = int(raw.argmax())
@@ -440,6 +446,17 @@ class _Extremes:
                 hi = self._extreme(raw, int(raw.argmax()), highest=True)
         assert lo is not None and hi is not None
         return (lo, hi) if hi > lo else None
+
+    def _over_rows(self, raw: np.ndarray) -> tuple[float, float]:
+        """min and max of ``raw`` over ``rows``, gathered once per column (the entry keeps ``raw`` alive, so its
+        identity cannot be reused by another array meanwhile)."""
+        seen = self._gathered.get(id(raw))
+        if seen is None or seen[0] is not raw:
+            assert self.rows is not None
+            values = raw.take(self.rows)
+            seen = (raw, float(values.min()), float(values.max()))
+            self._gathered[id(raw)] = seen
+        return seen[1], seen[2]
 
     def _extreme(self, raw: np.ndarray, row: int, *, highest: bool) -> float:
         value = raw[row]
