@@ -307,10 +307,12 @@ class Engine:
     def _numa_claim(self, row: int, ctx: RequestContext) -> list[NUMACellClaim] | None:
         table = self.table
         cpu_ratio, ram_ratio = table.rc_col("ratio", "VCPU"), table.rc_col("ratio", "MEMORY_MB")
+        pools = table.pci_pools()[0]
         return numa.claim(table.node_numa(row), ctx.numa,
                           cpu_ratio=float(cpu_ratio[row]) if cpu_ratio is not None else 0.0,
                           ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0,
-                          pack=self.config.compute.packing_host_numa_cells_allocation_strategy)
+                          pack=self.config.compute.packing_host_numa_cells_allocation_strategy,
+                          pools=pools.values[pools.codes[row]], pci_requests=ctx.pci_requests)
 
     def _claim_down(self, ctx: RequestContext, consumer: str, placed: list[Allocation],
                     ranking: Ranking) -> tuple[list[Selection], Allocation, bool] | None:

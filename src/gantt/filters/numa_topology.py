@@ -1,7 +1,8 @@
 """NUMATopologyFilter: the guest NUMA topology the flavor and image ask for fits the node's NUMA cells.
 
 Nova's semantics (``gantt.numa.fit``: cells, pinned CPUs and thread siblings, page sizes, the node's CPU and RAM
-allocation ratios as per-cell limits). A request that asks for no NUMA topology passes every node; one that does
+allocation ratios as per-cell limits, and the flavor's PCI devices taken with the NUMA affinity their policy asks
+for). A request that asks for no NUMA topology passes every node; one that does
 fails every node that reports none. Nova's own pre-check is kept: a flavor or image that says ``dedicated`` and a
 ``require`` thread policy needs a node with SMT siblings somewhere.
 
@@ -17,6 +18,7 @@ import numpy as np
 from gantt.filters.base import Filter, register
 from gantt.journal import Rows
 from gantt.numa import DEDICATED, MIXED, REQUIRE, SHARED, GuestTopology, fit
+from gantt.pci import PciRequest
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
@@ -38,14 +40,17 @@ class NUMATopologyFilter(Filter):
             return None
         pack = self.config.compute.packing_host_numa_cells_allocation_strategy
         needs_smt = _needs_smt(ctx)
+        requests = ctx.pci_requests
 
         def fits(rows: Rows) -> np.ndarray:
-            return self._fits(table, guest, rows, pack, needs_smt)
+            return self._fits(table, guest, rows, pack, needs_smt, requests)
 
-        return table.usage_mask((self.name, guest, pack, needs_smt), fits, costly=True)
+        key = (self.name, guest, pack, needs_smt, tuple(r.key for r in requests))
+        return table.usage_mask(key, fits, costly=True)
 
     @staticmethod
-    def _fits(table: HostTable, guest: GuestTopology, rows: Rows, pack: bool, needs_smt: bool) -> np.ndarray:
+    def _fits(table: HostTable, guest: GuestTopology, rows: Rows, pack: bool, needs_smt: bool,
+              requests: tuple[PciRequest, ...]) -> np.ndarray:
         # Necessary conditions only. Nova's search memoizes cell pairs under ids it mutates, so a guest cell can be
         # taken as fitting without being checked; but every memo entry comes from some guest cell that was
         # checked and fitted some host cell, so the least demanding guest cell must fit the host's largest cell.
@@ -61,6 +66,7 @@ class NUMATopologyFilter(Filter):
         row_numbers = np.arange(table.n)[rows]
         cpu_ratio = table.rc_col("ratio", "VCPU")
         ram_ratio = table.rc_col("ratio", "MEMORY_MB")
+        pools = table.pci_pools()[0]
         for pos in candidates.tolist():
             row = int(row_numbers[pos])
             host = table.node_numa(row)
@@ -68,5 +74,6 @@ class NUMATopologyFilter(Filter):
                 ok[pos] = False
                 continue
             ok[pos] = fit(host, guest, cpu_ratio=float(cpu_ratio[row]) if cpu_ratio is not None else 0.0,
-                          ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0, pack=pack) is not None
+                          ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0, pack=pack,
+                          pools=pools.values[pools.codes[row]], pci_requests=requests) is not None
         return ok
