@@ -44,6 +44,7 @@ class Ranking:
     steps: list[tuple[str, np.ndarray | None]]
     limits: dict[str, np.ndarray]
     rows: np.ndarray | None = None
+    applied: tuple[filter_pkg.Filter, ...] = ()  # the filters that ran (not for forced hosts)
     offset: float = 0.0  # added to every score to give the weight (it never changes the order)
     layout: int = 0  # the table's row layout the row numbers refer to (HostTable.layout)
 
@@ -170,9 +171,11 @@ class Ranker:
         n = table.n
         steps, forced = self._preselect(ctx)
         limits: dict[str, np.ndarray] = {}
+        applied = []
         for flt in self.filters:
             if forced and not flt.always_on:
                 continue  # Nova skips the filters for forced hosts; the resource claim still applies
+            applied.append(flt)
             steps.append((flt.name, self._filter_mask(flt, ctx)))
             flt_limits = flt.limits(table, ctx)
             if flt_limits:
@@ -192,7 +195,8 @@ class Ranker:
         if rows is None and count < n:
             # A fancy-index scatter: boolean-mask assignment is ~5x slower on irregular masks.
             score[extremes.excluded] = -np.inf
-        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset)
+        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset,
+                       applied=tuple(applied))
 
     def _weigh(self, ctx: RequestContext, extremes: _Extremes, rows: np.ndarray | None,
                contributions: dict[str, np.ndarray] | None) -> tuple[np.ndarray, float]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from gantt.filters.base import Filter, register
 from gantt.journal import Rows
+from gantt.model import NUMATopologyLimits
 from gantt.numa import DEDICATED, MIXED, REQUIRE, SHARED, GuestTopology, fit
 from gantt.pci import PciRequest
 from gantt.request import RequestContext
@@ -48,6 +49,12 @@ class NUMATopologyFilter(Filter):
         key = (self.name, guest, pack, needs_smt, tuple(r.key for r in requests))
         return table.usage_mask(key, fits, costly=True)
 
+    def selection_limits(self, table: HostTable, ctx: RequestContext, row: int) -> dict[str, NUMATopologyLimits]:
+        # Nova's filter leaves the ratios it fitted under in host_state.limits, and the Selection carries them
+        if ctx.numa is None or table.node_numa(row) is None:
+            return {}
+        return {"numa_topology": table.numa_limits(row)}
+
     @staticmethod
     def _fits(table: HostTable, guest: GuestTopology, rows: Rows, pack: bool, needs_smt: bool,
               requests: tuple[PciRequest, ...]) -> np.ndarray:
@@ -66,7 +73,6 @@ class NUMATopologyFilter(Filter):
         row_numbers = np.arange(table.n)[rows]
         cpu_ratio = table.rc_col("ratio", "VCPU")
         ram_ratio = table.rc_col("ratio", "MEMORY_MB")
-        pools = table.pci_pools()[0]
         for pos in candidates.tolist():
             row = int(row_numbers[pos])
             host = table.node_numa(row)
@@ -75,5 +81,5 @@ class NUMATopologyFilter(Filter):
                 continue
             ok[pos] = fit(host, guest, cpu_ratio=float(cpu_ratio[row]) if cpu_ratio is not None else 0.0,
                           ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0, pack=pack,
-                          pools=pools.values[pools.codes[row]], pci_requests=requests) is not None
+                          pools=table.node_pci_pools(row), pci_requests=requests) is not None
         return ok
