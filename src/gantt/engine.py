@@ -377,8 +377,9 @@ class Engine:
                 shown = self._shown_limits(ranking, ctx, row, limits)
                 selection = self._selection(row, chosen.resources, shown, consumer, weight)
                 if table.layout != ranking.layout:  # renumbered while the selection was read: read it by key
-                    selection = msgspec.structs.replace(self._selection_for(chosen), limits=dict(limits),
-                                                        weight=weight)
+                    now = table.row_of(key)
+                    shown = self._shown_limits(ranking, ctx, now, limits) if now is not None else dict(limits)
+                    selection = msgspec.structs.replace(self._selection_for(chosen), limits=shown, weight=weight)
                 selections.append(selection)
                 if max_attempts <= 1:
                     break
