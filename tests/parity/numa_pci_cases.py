@@ -44,9 +44,20 @@ def _pools(rng: random.Random, cells: int) -> list[dict[str, Any]]:
     out = []
     for _ in range(rng.randrange(0, 6)):
         pool = pci_cases._pool(rng)
+        if rng.random() < 0.6:  # mostly the devices the aliases name, so that pools compete for the requests
+            pool["vendor_id"], pool["product_id"] = rng.choice(pci_cases.DEVICES[:2])
         pool["numa_node"] = rng.choice([None, *range(cells), *range(cells), cells + 1])
         out.append(pool)
     return out
+
+
+def _lighten(rng: random.Random, cell: dict[str, Any]) -> None:
+    """Half the cells made roomy, so that where a guest fits turns on its devices more often than on its size."""
+    cell["memory_usage"] = rng.randrange(0, cell["memory"] // 2 + 1)
+    cell["cpu_usage"] = 0
+    cell["pinned_cpus"] = cell["pinned_cpus"][: rng.randrange(0, 2)]
+    for pages in cell.get("mempages", []):
+        pages["used"] = pages["used"] // 4
 
 
 def _host(rng: random.Random, i: int) -> dict[str, Any]:
@@ -54,6 +65,9 @@ def _host(rng: random.Random, i: int) -> dict[str, Any]:
     topology = host["stats"]["numa_topology"]
     if topology is not None:
         _sockets(rng, topology)
+        for cell in topology["cells"]:
+            if rng.random() < 0.5:
+                _lighten(rng, cell)
     pools = _pools(rng, len(topology["cells"]) if topology else 2)
     if pools or rng.random() < 0.5:
         host["stats"]["pci_stats"] = pci_cases._primitive(pools) if rng.random() < 0.5 else pools
@@ -64,7 +78,8 @@ def _aliases(rng: random.Random) -> list[str]:
     out = []
     for k, policy in enumerate([None, *POLICIES]):
         dev_type = rng.choice(["type-PCI", "type-VF"])
-        for vendor, product in rng.sample(pci_cases.DEVICES, rng.choice([1, 1, 2])):
+        for vendor, product in rng.sample(pci_cases.DEVICES[:2] if rng.random() < 0.7 else pci_cases.DEVICES,
+                                          rng.choice([1, 1, 2])):
             entry: dict[str, Any] = {"name": f"a{k}", "vendor_id": vendor, "product_id": product,
                                      "device_type": dev_type}
             if policy:
@@ -97,10 +112,12 @@ def _request(rng: random.Random, k: int) -> dict[str, Any]:
     spec = _guest(rng, k)
     specs, props = spec["flavor"]["extra_specs"], spec["image"]["properties"]
     if rng.random() < 0.9:
-        parts = [f"a{rng.randrange(5)}:{rng.choice([0, 1, 1, 1, 2, 3])}" for _ in range(rng.choice([1, 1, 2]))]
+        parts = [f"a{rng.choice([0, 1, 2, 2, 3, 3, 4, 4])}:{rng.choice([0, 1, 1, 2, 2, 3])}"
+                 for _ in range(rng.choice([1, 1, 2]))]
         specs["pci_passthrough:alias"] = ",".join(parts)
-    if rng.random() < 0.3:
-        specs["hw:pci_numa_affinity_policy"] = rng.choice([*POLICIES, "bogus"] if rng.random() < 0.1 else POLICIES)
+    if rng.random() < 0.4:
+        specs["hw:pci_numa_affinity_policy"] = rng.choice(["bogus"] if rng.random() < 0.04 else
+                                                          ["required", "required", *POLICIES])
     if rng.random() < 0.12:
         props["hw_pci_numa_affinity_policy"] = rng.choice([*POLICIES, "bogus"])
     return spec

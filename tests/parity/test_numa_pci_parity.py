@@ -68,7 +68,7 @@ def test_gantt_agrees_with_nova_on_pci_for_numa_guests(outcome: dict[str, Any]) 
                                                   if c["cells"] and c["pools"] != extra["reported"][node])
             passing = set(mine["filters"]["PciPassthroughFilter"]) & set(extra["numa_alone"])
             kinds["decided by affinity"] += bool(passing - numa)
-    print(kinds)
+    print(kinds)  # shown with -s (a run by hand)
     assert disagreements == [], "\n".join(disagreements)
     total = SEEDS * REQUESTS
     # The cases must exercise the decision: refusals, nodes passing and not, claims taking devices, and requests
