@@ -21,8 +21,8 @@ import pytest
 
 from tests.parity import numa_pci_cases, reference
 
-SEEDS = int(os.environ.get("GANTT_NUMA_PCI_PARITY_SEEDS", "2"))
-REQUESTS = int(os.environ.get("GANTT_NUMA_PCI_PARITY_REQUESTS", "80"))
+SEEDS = int(os.environ.get("GANTT_NUMA_PCI_PARITY_SEEDS", "3"))
+REQUESTS = int(os.environ.get("GANTT_NUMA_PCI_PARITY_REQUESTS", "100"))
 HOSTS = 10
 DRIVER = Path(__file__).with_name("nova_driver.py")
 
