@@ -30,6 +30,7 @@ from nova.objects import pci_device_pool  # noqa: E402
 from nova.pci import request as pci_request  # noqa: E402
 from nova.scheduler import filters as nova_filters  # noqa: E402
 from nova.scheduler import host_manager, request_filter  # noqa: E402
+from nova.scheduler import utils as scheduler_utils  # noqa: E402
 from nova.scheduler import weights as nova_weights  # noqa: E402
 from nova.scheduler.filters import numa_topology_filter, pci_passthrough_filter  # noqa: E402
 from nova.virt import hardware  # noqa: E402
@@ -266,10 +267,13 @@ def _numa_pci_cases(doc: dict[str, Any]) -> list[Any]:
     for case in doc["requests"]:
         try:
             spec = _spec(case)
+            spec.is_bfv = False
+            # what the scheduler asks Placement for: the required traits (hyperthreading, the socket policy's)
+            traits = sorted(scheduler_utils.ResourceRequest.from_request_spec(spec).all_required_traits)
         except Exception as exc:  # any refusal of the request is "invalid" (Gantt: InvalidRequest)
             results.append({"invalid": type(exc).__name__})
             continue
-        out: dict[str, Any] = {"filters": {}, "claims": {}}
+        out: dict[str, Any] = {"filters": {}, "claims": {}, "required_traits": traits}
         passing: dict[str, list[Any]] = {}
         for name, filt in filters.items():
             _fresh_candidates(states)

@@ -166,7 +166,7 @@ def gantt_answers(doc: dict[str, Any]) -> list[Any]:
         except InvalidRequest as exc:
             out.append({"invalid": exc.message})
             continue
-        answer: dict[str, Any] = {"filters": {}, "claims": {}}
+        answer: dict[str, Any] = {"filters": {}, "claims": {}, "required_traits": sorted(ctx.required_traits)}
         for name in FILTER_NAMES:
             answer["filters"][name] = _passing(FILTERS[name](config), table, ctx)
         alone = _passing(FILTERS[FILTER_NAMES[0]](config), table, dataclasses.replace(ctx, pci_requests=()))

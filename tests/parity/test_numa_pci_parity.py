@@ -3,7 +3,8 @@
 Generated NUMA hosts with PCI pools on their cells and guests asking for devices under every NUMA affinity policy
 (``numa_pci_cases``) go to Gantt and to Nova's ``NUMATopologyFilter`` and ``PciPassthroughFilter`` (``host_passes``,
 with the request's PCI requests built as Nova's API builds them): per request each filter must pass the same nodes
-(or both sides refuse the request), and on every node both pass, a Gantt claim must take what Nova's
+(or both sides refuse the request), the request must ask Placement for the same traits (Nova's ResourceRequest:
+the socket policy's and the thread policies'), and on every node both pass, a Gantt claim must take what Nova's
 ``HostState.consume_from_request`` takes: the guest's cells on the same host cells, the same pools left.
 
 ``GANTT_NUMA_PCI_PARITY_SEEDS`` / ``_REQUESTS`` make the run larger by hand.
