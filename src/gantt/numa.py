@@ -733,7 +733,7 @@ def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float,
     """
     if host is None or guest is None or not host.cells or not guest.cells:
         return None
-    if len(host.cells) < len(guest.cells):
+    if len(host.cells) < len(guest.cells) or (pci_requests and not pools):  # no pool serves any request
         return None
     cells = _ordered(host, guest, pack, devices_per_node(pools) if pools else None, bool(pci_requests))
     # Nova's search state: each guest cell's current id and page size change as it fits (see the module doc).
