@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
 from gantt import NoValidHost, Scheduler
+from gantt.config import Config
 from gantt.model import InvalidRequest, NUMATopologyLimits, RequestSpec, Selection, decode
+from gantt.replica import Replica, audit
 from gantt.request import RequestContext
-from tests.conftest import make_scheduler, passing, request
+from gantt.store.sqlite import SQLiteStore
+from tests.conftest import host_stats, make_scheduler, passing, request
 from tests.filters.test_numa import cell, numa_host
 
 ALIAS = json.dumps({"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"})
@@ -171,3 +175,30 @@ def test_the_policy_overrides_the_alias_and_is_checked() -> None:
         with pytest.raises(InvalidRequest) as err:
             _ctx(spec)
         assert err.value.field == field
+
+
+def test_two_replicas_on_one_store_never_hand_out_a_device_twice(tmp_path: Path) -> None:
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": BOTH}, "pci": {"alias": [ALIAS]}})
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    first, second = SQLiteStore(url), SQLiteStore(url)
+    a = Replica(first, config).start(follow=False)
+    b = Replica(second, config).start(follow=False)
+    try:
+        a.update_resource_stats("h", host_stats(**host(two_cells(), vfs(0), vfs(1))))
+        b.catch_up()
+        # b has not seen a's claim when it decides: the same cell and device, refused by the store, refitted
+        a.select_destinations(nfv(vcpus=4, policy="required", instance_uuids=["vm-a"]))
+        b.select_destinations(nfv(vcpus=4, policy="required", instance_uuids=["vm-b"]))
+        snapshot = first.snapshot()
+        assert audit(snapshot, config) == []
+        held = {x.consumer_uuid: x for x in snapshot.allocations}
+        nodes = sorted(held[vm].pci[0].pool["numa_node"] for vm in ("vm-a", "vm-b"))
+        cells = sorted(c.cell for vm in ("vm-a", "vm-b") for c in held[vm].numa or ())
+        assert nodes == cells == [0, 1]
+        with pytest.raises(NoValidHost):
+            b.select_destinations(nfv(vcpus=1, policy="preferred", instance_uuids=["vm-c"]))
+    finally:
+        a.stop()
+        b.stop()
+        first.close()
+        second.close()
