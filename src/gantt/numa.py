@@ -11,9 +11,9 @@ Two halves, both with Nova 34's semantics (``nova/virt/hardware.py``):
 - ``fit(host, guest, ...)``: Nova's ``numa_fit_instance_to_host``: host cells ordered as Nova orders them, every
   permutation tried in turn, each guest cell checked against page sizes, memory, shared CPUs under the allocation
   ratios and dedicated CPUs packed onto thread siblings, and a guest's PCI devices taken with the NUMA affinity
-  their policy asks for (``gantt.pci.take`` with the cells chosen). Nova mutates the guest cells while it searches (a cell
-  keeps the page size and the cell id of its last fit, and its memo is keyed by those); the search below keeps
-  that state the same way, because the answer for a host depends on it.
+  their policy asks for (``gantt.pci.take`` with the cells chosen). Nova mutates the guest cells while it
+  searches (a cell keeps the page size and the cell id of its last fit, and its memo is keyed by those); the
+  search below keeps that state the same way, because the answer for a host depends on it.
 
 This module knows nothing of tables or filters: ``HostNUMA`` is one host's cells, prepared once per report.
 """
