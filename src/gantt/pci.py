@@ -333,16 +333,24 @@ def devices_per_node(pools: Sequence[Pool]) -> dict[int | None, int]:
 
 def remaining(reported: Sequence[Pool], taken: dict[Pool, int]) -> tuple[Pool, ...]:
     """The pools a node has left: what it reported, less the devices claims hold that its report does not show
-    yet. A pool a claim used up is gone, as in Nova's HostState after it consumed a request."""
+    yet. A pool a claim used up is gone, as in Nova's HostState after it consumed a request.
+
+    Claims name a pool by its key, and a report may list two pools with one key: what claims hold of that key is
+    taken from those pools in their order, as every claim took them (they pass every filter alike and keep their
+    order, so a request never reaches the second while the first has devices)."""
     if not taken:
         return tuple(reported)
+    left = dict(taken)
     out = []
     for pool in reported:
-        held = taken.get(pool_key(pool), 0)
+        key = pool_key(pool)
+        held = left.get(key, 0)
         if not held:
             out.append(pool)
             continue
-        count = dict(pool)["count"] - held
-        if count > 0:
-            out.append(tuple((k, count if k == "count" else v) for k, v in pool))
+        count = dict(pool)["count"]
+        used = min(held, count)
+        left[key] = held - used
+        if count > used:
+            out.append(tuple((k, count - used if k == "count" else v) for k, v in pool))
     return tuple(out)
