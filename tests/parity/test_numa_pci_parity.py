@@ -41,8 +41,8 @@ def outcome() -> dict[str, Any]:
 
 def test_gantt_agrees_with_nova_on_pci_for_numa_guests(outcome: dict[str, Any]) -> None:
     disagreements: list[str] = []
-    kinds = {"refused": 0, "some pass": 0, "none pass": 0, "claims taking devices": 0, "decided by affinity": 0,
-             "nova failed to consume": 0}
+    kinds = {"refused": 0, "some pass": 0, "none pass": 0, "claims compared": 0, "claims taking devices": 0,
+             "decided by affinity": 0, "nova failed to consume": 0}
     for doc, ours, nova in zip(outcome["docs"], outcome["ours"], outcome["nova"], strict=True):
         for i, (mine, theirs) in enumerate(zip(ours, nova, strict=True)):
             if "invalid" in mine and "invalid" in theirs:
@@ -65,6 +65,7 @@ def test_gantt_agrees_with_nova_on_pci_for_numa_guests(outcome: dict[str, Any]) 
                 kinds["some pass"] += len(numa) < len(doc["hosts"])
             else:
                 kinds["none pass"] += 1
+            kinds["claims compared"] += len(mine["claims"])
             kinds["claims taking devices"] += sum(1 for node, c in mine["claims"].items()
                                                   if c["cells"] and c["pools"] != extra["reported"][node])
             passing = set(mine["filters"]["PciPassthroughFilter"]) & set(extra["numa_alone"])
