@@ -34,11 +34,14 @@ def drive(url: str, token: str) -> list[dict[str, Any]]:
 
 
 def normalized(step: dict[str, Any]) -> dict[str, Any]:
-    """A candidate's mappings list a group's providers in no promised order (Placement's follows its SQL)."""
+    """A candidate's mappings and a summary's traits are lists in no promised order (Placement's follow its SQL
+    and its sets)."""
     value = step.get("value")
     if step["step"] == "get_allocation_candidates" and value:
         for request in value["allocation_requests"]:
             request["mappings"] = {group: sorted(rps) for group, rps in request.get("mappings", {}).items()}
+        for summary in value["provider_summaries"].values():
+            summary["traits"] = sorted(summary.get("traits", []))
     return step
 
 
