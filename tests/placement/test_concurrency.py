@@ -165,3 +165,24 @@ def test_v1_claims_and_placement_allocations_on_two_processes_never_overcommit(t
         snapshot = shared.snapshot()
     held = {a.consumer_uuid for a in snapshot.allocations}
     assert held == set(granted) and 0 < len(held) <= 10
+
+
+def test_a_write_on_one_process_is_current_for_the_next_write_on_the_other(tmp_path: Path, store: str) -> None:
+    """A client that read a provider's generation from one process (which wrote it) and writes through the other
+    an instant later: the other may not have the write from its feed yet, so it must catch up before judging the
+    generation stale, or before saying the provider does not exist (inventories, and the reshaper's)."""
+    service = {**LATEST, "x-roles": "admin,service"}
+    with ServerProcess(store, config=CONFIG, workdir=tmp_path / "a") as a, \
+            ServerProcess(store, config=CONFIG, workdir=tmp_path / "b") as b, \
+            httpx.Client(base_url=a.url + "/placement", headers=service, timeout=10) as http_a, \
+            httpx.Client(base_url=b.url + "/placement", headers=service, timeout=10) as http_b:
+        for round_ in range(10):
+            rp = str(uuid.uuid4())
+            assert http_a.post("/resource_providers", json={"name": f"rp-{round_}", "uuid": rp}).status_code == 200
+            answer = http_b.put(f"/resource_providers/{rp}/inventories", json={
+                "resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}})
+            assert answer.status_code == 200, answer.text
+            answer = http_a.post("/reshaper", json={"inventories": {rp: {
+                "resource_provider_generation": answer.json()["resource_provider_generation"],
+                "inventories": {"VCPU": {"total": 8}}}}, "allocations": {}})
+            assert answer.status_code == 204, answer.text
