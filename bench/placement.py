@@ -5,8 +5,9 @@
 For each server (real Placement: PyPI's openstack-placement 16.0.0 under gunicorn on SQLite, built once into
 ~/.cache by tests/placement/real_placement.py; Gantt: ``gantt serve`` on a SQLite file):
 1. registers providers the way nova-compute does (``POST /resource_providers``, then ``PUT .../inventories``
-   with VCPU, MEMORY_MB and DISK_GB, then ``PUT .../traits``) from ``--concurrency`` clients (Placement:
-   ``--placement-concurrency``, 1 by default, as SQLite takes one writer): providers/s;
+   with VCPU, MEMORY_MB and DISK_GB, then ``PUT .../traits``) from ``--concurrency`` clients, 32 by default,
+   each one keep-alive connection (Placement: ``--placement-concurrency``, 1 by default, as Placement on SQLite
+   answers 500 to concurrent writers): providers/s, and provider writes/s (3 per provider);
 2. at each size in ``--providers``, ``GET /allocation_candidates`` as Nova's scheduler asks it
    (``resources=VCPU:1,MEMORY_MB:2048,DISK_GB:20`` with ``limit=1000``, Nova's ``max_placement_results``, and
    without a limit): p50/p99 latency, candidates and answer size;
@@ -28,6 +29,7 @@ if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).re
 
 import argparse
 import contextlib
+import http.client
 import json
 import os
 import platform
@@ -38,8 +40,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import httpx
+from urllib.parse import urlencode, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -62,27 +63,57 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+class Client:
+    """One keep-alive HTTP/1.1 connection with Placement's headers, on the standard library's http.client.
+
+    Not httpx: the clients share the 2 cores with the server they measure, and httpx spends ~540 us of CPU per
+    request where http.client spends ~190 us (measured on this machine), so with httpx the benchmark would
+    mostly measure itself. Both servers are driven by this same client."""
+
+    def __init__(self, url: str, timeout: float = 120) -> None:
+        parts = urlsplit(url)
+        self.prefix = parts.path.rstrip("/")
+        self.conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout)
+        self.headers = {**HEADERS, "content-type": "application/json"}
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+    def raw(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None) -> bytes:
+        """The answer's body; raises unless the status is 2xx."""
+        target = self.prefix + path + (f"?{urlencode(params)}" if params else "")
+        self.conn.request(method, target, body=None if body is None else json.dumps(body), headers=self.headers)
+        answer = self.conn.getresponse()
+        data = answer.read()
+        if not 200 <= answer.status < 300:
+            raise RuntimeError(f"{method} {target}: {answer.status} {data[:300]!r}")
+        return data
+
+    def call(self, method: str, path: str, body: Any = None, params: dict[str, str] | None = None) -> Any:
+        data = self.raw(method, path, body, params)
+        return json.loads(data) if data else None
+
+
 def register(url: str, start: int, count: int, concurrency: int) -> float:
     """Register providers ``start .. start+count`` as nova-compute would; providers/s."""
 
-    def one(client: httpx.Client, i: int) -> None:
+    def one(client: Client, i: int) -> None:
         rp = str(uuid.UUID(int=i + 1))
-        created = client.post("/resource_providers", json={"name": f"cn{i:06d}", "uuid": rp})
-        created.raise_for_status()
-        generation = created.json()["generation"]
+        generation = client.call("POST", "/resource_providers", {"name": f"cn{i:06d}", "uuid": rp})["generation"]
         inventories = {"VCPU": {"total": 64, "allocation_ratio": 4.0, "max_unit": 64},
                        "MEMORY_MB": {"total": 262144, "reserved": 512, "max_unit": 262144},
                        "DISK_GB": {"total": 2000, "max_unit": 2000}}
-        put = client.put(f"/resource_providers/{rp}/inventories",
-                         json={"resource_provider_generation": generation, "inventories": inventories})
-        put.raise_for_status()
-        generation = put.json()["resource_provider_generation"]
-        traits = client.put(f"/resource_providers/{rp}/traits",
-                            json={"resource_provider_generation": generation, "traits": TRAITS[:2]})
-        traits.raise_for_status()
+        generation = client.call("PUT", f"/resource_providers/{rp}/inventories",
+                                 {"resource_provider_generation": generation,
+                                  "inventories": inventories})["resource_provider_generation"]
+        client.call("PUT", f"/resource_providers/{rp}/traits",
+                    {"resource_provider_generation": generation, "traits": TRAITS[:2]})
 
     def worker(k: int) -> None:
-        with httpx.Client(base_url=url, headers=HEADERS, timeout=120) as client:
+        with Client(url) as client:
             for i in range(start + k, start + count, concurrency):
                 one(client, i)
 
@@ -98,35 +129,32 @@ def register_nested(url: str, count: int, concurrency: int) -> float:
     aggregate = str(uuid.UUID(int=2**127))
     pool = str(uuid.UUID(int=2**127 + 1))
 
-    def put(client: httpx.Client, rp: str, what: str, generation: int, body: dict[str, Any]) -> int:
-        answer = client.put(f"/resource_providers/{rp}/{what}", json={"resource_provider_generation": generation,
-                                                                       **body})
-        answer.raise_for_status()
-        return int(answer.json()["resource_provider_generation"])
+    def put(client: Client, rp: str, what: str, generation: int, body: dict[str, Any]) -> int:
+        answer = client.call("PUT", f"/resource_providers/{rp}/{what}",
+                             {"resource_provider_generation": generation, **body})
+        return int(answer["resource_provider_generation"])
 
-    def one(client: httpx.Client, i: int) -> None:
+    def one(client: Client, i: int) -> None:
         root = str(uuid.UUID(int=(i + 1) << 8))
-        client.post("/resource_providers", json={"name": f"cn{i:06d}", "uuid": root}).raise_for_status()
+        client.call("POST", "/resource_providers", {"name": f"cn{i:06d}", "uuid": root})
         for cell in (1, 2):
             child = str(uuid.UUID(int=((i + 1) << 8) + cell))
-            created = client.post("/resource_providers", json={"name": f"cn{i:06d}-numa{cell}", "uuid": child,
-                                                               "parent_provider_uuid": root})
-            created.raise_for_status()
-            put(client, child, "inventories", created.json()["generation"],
+            created = client.call("POST", "/resource_providers", {"name": f"cn{i:06d}-numa{cell}", "uuid": child,
+                                                                   "parent_provider_uuid": root})
+            put(client, child, "inventories", created["generation"],
                 {"inventories": {"VCPU": {"total": 32, "allocation_ratio": 4.0},
                                  "MEMORY_MB": {"total": 131072, "reserved": 256}}})
         put(client, root, "aggregates", 0, {"aggregates": [aggregate]})
 
-    with httpx.Client(base_url=url, headers=HEADERS, timeout=120) as client:
-        created = client.post("/resource_providers", json={"name": "disk-pool", "uuid": pool})
-        created.raise_for_status()
-        generation = put(client, pool, "inventories", created.json()["generation"],
+    with Client(url) as client:
+        created = client.call("POST", "/resource_providers", {"name": "disk-pool", "uuid": pool})
+        generation = put(client, pool, "inventories", created["generation"],
                          {"inventories": {"DISK_GB": {"total": 10**7}}})
         generation = put(client, pool, "traits", generation, {"traits": ["MISC_SHARES_VIA_AGGREGATE"]})
         put(client, pool, "aggregates", generation, {"aggregates": [aggregate]})
 
     def worker(k: int) -> None:
-        with httpx.Client(base_url=url, headers=HEADERS, timeout=120) as client:
+        with Client(url) as client:
             for i in range(k, count, concurrency):
                 one(client, i)
 
@@ -140,14 +168,13 @@ def candidates(url: str, queries: int, limit: int | None) -> dict[str, Any]:
     times = []
     found = size = 0
     params = {"resources": QUERY["resources"], **({"limit": str(limit)} if limit else {})}
-    with httpx.Client(base_url=url, headers=HEADERS, timeout=600) as client:
-        client.get("/allocation_candidates", params=params).raise_for_status()  # warm caches
+    with Client(url, timeout=600) as client:
+        client.raw("GET", "/allocation_candidates", params=params)  # warm caches
         for _ in range(queries):
             began = time.perf_counter()
-            answer = client.get("/allocation_candidates", params=params)
+            data = client.raw("GET", "/allocation_candidates", params=params)
             times.append(time.perf_counter() - began)
-            answer.raise_for_status()
-            found, size = len(answer.json()["allocation_requests"]), len(answer.content)
+            found, size = len(json.loads(data)["allocation_requests"]), len(data)
     times.sort()
     return {"p50_ms": round(statistics.median(times) * 1000, 2),
             "p99_ms": round(times[min(len(times) - 1, int(len(times) * 0.99))] * 1000, 2),
@@ -159,12 +186,12 @@ def claims(url: str, providers: list[str], count: int, concurrency: int) -> floa
     providers); claims/s."""
 
     def worker(k: int) -> None:
-        with httpx.Client(base_url=url, headers=HEADERS, timeout=120) as client:
+        with Client(url) as client:
             for i in range(k, count, concurrency):
                 body = {"allocations": {providers[i % len(providers)]: {"resources": {
                             "VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}},
                         "project_id": "bench", "user_id": "bench", "consumer_generation": None}
-                client.put(f"/allocations/{uuid.uuid4()}", json=body).raise_for_status()
+                client.raw("PUT", f"/allocations/{uuid.uuid4()}", body)
 
     began = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
@@ -206,7 +233,9 @@ def measure(name: str, start: Callable[[], Any], args: argparse.Namespace, concu
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--providers", default="1000,10000", help="sizes, ascending (default 1000,10000)")
-    parser.add_argument("--concurrency", type=int, default=8, help="clients registering in Gantt (default 8)")
+    parser.add_argument("--concurrency", type=int, default=32,
+                        help="clients registering and claiming in Gantt (default 32: nova-compute services and "
+                             "schedulers writing at once, which the store groups into shared commits)")
     parser.add_argument("--placement-concurrency", type=int, default=1,
                         help="clients registering in Placement (default 1: on SQLite, concurrent writers make "
                              "Placement answer 500 for a locked database)")
@@ -215,12 +244,15 @@ def main() -> None:
     parser.add_argument("--nested", type=int, default=1000,
                         help="compute nodes in the nested scenario (2 NUMA children each, one sharing disk pool; "
                              "default 1000, 0: skip)")
-    parser.add_argument("--gantt-workers", type=int, default=2, help="gantt serve --workers (default 2)")
+    parser.add_argument("--gantt-workers", type=int, default=1,
+                        help="gantt serve --workers (default 1, gantt serve's own default: on 2 cores shared with "
+                             "the clients a second worker costs more CPU per write, as it applies the first's)")
     parser.add_argument("--only", choices=["gantt", "placement"], help="measure one server only")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     results: dict[str, Any] = {"cpu": cpu_model(), "cores": os.cpu_count(), "load_before": os.getloadavg()[0],
-                               "query": QUERY, "servers": []}
+                               "query": QUERY, "gantt_clients": args.concurrency, "gantt_workers": args.gantt_workers,
+                               "placement_clients": args.placement_concurrency, "servers": []}
 
     @contextlib.contextmanager
     def placement() -> Iterator[str]:
@@ -245,13 +277,25 @@ def main() -> None:
             "claims_per_s": round(ours["claims_per_s"] / theirs["claims_per_s"], 1),
             **{f"candidates_p50_{size}": round(theirs["flat"][size]["limit_1000"]["p50_ms"]
                                                / ours["flat"][size]["limit_1000"]["p50_ms"], 1)
-               for size in ours["flat"]}}
+               for size in ours["flat"]},
+            **{f"no_limit_p50_{size}": round(theirs["flat"][size]["no_limit"]["p50_ms"]
+                                             / ours["flat"][size]["no_limit"]["p50_ms"], 1)
+               for size in ours["flat"]},
+            **({"nested_no_limit_p50": round(theirs["nested"]["no_limit"]["p50_ms"]
+                                             / ours["nested"]["no_limit"]["p50_ms"], 1),
+                "nested_limit_1000_p50": round(theirs["nested"]["limit_1000"]["p50_ms"]
+                                               / ours["nested"]["limit_1000"]["p50_ms"], 1)}
+               if "nested" in ours and "nested" in theirs else {})}
     results["load_after"] = os.getloadavg()[0]
     if args.json:
         print(json.dumps(results, indent=2))
     else:
+        print(f"{results['cpu']}, {results['cores']} cores; load average {results['load_before']:.1f} before, "
+              f"{results['load_after']:.1f} after; gantt serve --workers {args.gantt_workers}")
         for server in results["servers"]:
-            print(f"{server['server']}: {server['providers_per_s']} providers/s, {server['claims_per_s']} claims/s")
+            clients = args.concurrency if server["server"] == "gantt" else args.placement_concurrency
+            print(f"{server['server']}: {server['providers_per_s']} providers/s ({server['provider_writes_per_s']} "
+                  f"writes/s), {server['claims_per_s']} claims/s, {clients} clients")
             for size, r in server["flat"].items():
                 print(f"  {size} flat: limit=1000 p50 {r['limit_1000']['p50_ms']} ms p99 {r['limit_1000']['p99_ms']} "
                       f"ms; no limit p50 {r['no_limit']['p50_ms']} ms ({r['no_limit']['candidates']} candidates)")
@@ -261,6 +305,7 @@ def main() -> None:
                       f"{n['no_limit']['p50_ms']} ms ({n['no_limit']['candidates']} candidates)")
         if "ratio" in results:
             print(f"Gantt / Placement: {results['ratio']}")
+
 
 if __name__ == "__main__":
     main()

@@ -15,13 +15,16 @@ import math
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import Struct, field
 
 from gantt.model import InvalidRequest, prepare_types
 from gantt.pci import Alias, parse_aliases
+
+if TYPE_CHECKING:
+    from gantt.placement.policy import Policy
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +235,24 @@ class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     port: int = 8780
     token: str | None = None
     max_body_bytes: int = 4 * 1024 * 1024
+    # Where the Placement face is served: a path prefix, or "/" for the server's root (Placement's own routes and
+    # version document there; Gantt's /v1, /health, /metrics, /openapi.json and /ui stay where they are).
+    placement_mount: str = "/placement"
+
+    def __post_init__(self) -> None:
+        mount = self.placement_mount
+        if not mount.startswith("/") or (mount != "/" and mount.endswith("/")) or "//" in mount \
+                or any(c.isspace() or c in "?#%" for c in mount):
+            raise InvalidRequest(f"[gantt] placement_mount {mount!r}: a path such as /placement, or / for the root",
+                                 field="gantt.placement_mount")
+        first = mount.split("/")[1]
+        if mount != "/" and first in GANTT_PATHS:
+            raise InvalidRequest(f"[gantt] placement_mount {mount!r} is under Gantt's own /{first}",
+                                 field="gantt.placement_mount")
+
+
+# The first segments of Gantt's own paths (gantt.service.app): the Placement face may not be mounted under them.
+GANTT_PATHS = {"v1", "health", "metrics", "openapi.json", "ui"}
 
 
 class OsloPolicySection(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -239,6 +260,49 @@ class OsloPolicySection(Struct, forbid_unknown_fields=True, kw_only=True):
 
     enforce_new_defaults: bool = True  # False: Placement's deprecated rules (role:admin) also grant
     enforce_scope: bool = True  # a system-scoped token is refused by Placement's project-scoped rules
+    # A YAML or JSON file of rule overrides (rule name -> check string), read at start; a relative path is taken
+    # from the configuration file's directory. None: Placement's default rules.
+    policy_file: str | None = None
+
+    def __post_init__(self) -> None:
+        self.policy  # noqa: B018  refuse an unreadable file or rule at start, naming it
+
+    @property
+    def policy(self) -> Policy:
+        """Placement's rules as these options set them (gantt.placement.policy)."""
+        return _policy(self.enforce_new_defaults, self.enforce_scope, self.policy_file, _version(self.policy_file))
+
+
+def _version(path: str | None) -> tuple[int, int]:
+    try:
+        stat = os.stat(path) if path else None
+    except OSError:
+        return (0, 0)  # the read that follows names the problem
+    return (stat.st_mtime_ns, stat.st_size) if stat else (0, 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _policy(enforce_new_defaults: bool, enforce_scope: bool, path: str | None, version: tuple[int, int]) -> Policy:
+    from gantt.placement.policy import Policy  # the Placement package imports this module
+
+    # Config copies (with_overrides, a worker's load after the start-up check) share one parse of the file as it
+    # is; a load after the file was edited reads it anew (a running app keeps the Policy it was built with).
+    return Policy.from_file(path, enforce_new_defaults=enforce_new_defaults, enforce_scope=enforce_scope)
+
+
+class CorsSection(Struct, forbid_unknown_fields=True, kw_only=True):
+    """oslo.middleware's ``[cors]`` for the Placement face (placement.conf's section: the same names, and the
+    defaults Placement's WSGI application sets): off until ``allowed_origin`` names an origin (``*`` for any)."""
+
+    allowed_origin: list[str] = field(default_factory=list)
+    allow_credentials: bool = True
+    expose_headers: list[str] = field(default_factory=lambda: [
+        "X-Auth-Token", "X-Openstack-Request-Id", "X-Subject-Token", "X-Service-Token", "OpenStack-API-Version"])
+    max_age: int = 3600
+    allow_methods: list[str] = field(default_factory=lambda: ["GET", "PUT", "POST", "DELETE", "PATCH"])
+    allow_headers: list[str] = field(default_factory=lambda: [
+        "X-Auth-Token", "X-Openstack-Request-Id", "X-Identity-Status", "X-Roles", "X-Service-Catalog", "X-User-Id",
+        "X-Tenant-Id", "OpenStack-API-Version"])
 
 
 class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default": "DEFAULT"}):
@@ -250,6 +314,7 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
     gantt: GanttSection = field(default_factory=GanttSection)
     pci: PciSection = field(default_factory=PciSection)
     oslo_policy: OsloPolicySection = field(default_factory=OsloPolicySection)
+    cors: CorsSection = field(default_factory=CorsSection)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
@@ -275,7 +340,8 @@ def _path(message: str) -> str:
 
 
 _LIST_OPTIONS = {"enabled_filters", "available_filters", "weight_classes", "isolated_images", "isolated_hosts",
-                 "weight_setting", "image_props_weight_setting"}
+                 "weight_setting", "image_props_weight_setting", "allowed_origin", "expose_headers", "allow_methods",
+                 "allow_headers"}
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
@@ -306,6 +372,9 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
                                  "or a line that is not 'option = value'?)") from None
         except configparser.Error as exc:  # a duplicate section or option, …
             raise InvalidRequest(f"{p}: {' '.join(str(exc).split())}".replace("'<string>'", "the file")) from None
+    policy = data.get("oslo_policy")
+    if isinstance(policy, dict) and isinstance(policy.get("policy_file"), str):
+        policy["policy_file"] = str(p.parent / policy["policy_file"])  # relative: beside the configuration file
     return Config.from_dict(data)
 
 
@@ -313,7 +382,7 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
     parser = configparser.ConfigParser(interpolation=None, strict=False)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     parser.read_string(text)
-    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "pci", "oslo_policy", "compute"}
+    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "pci", "oslo_policy", "compute", "cors"}
     data: dict[str, Any] = {}
     defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
     unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__ and k != "pci_alias")
@@ -330,7 +399,7 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
         known = {
             "filter_scheduler": FilterSchedulerSection, "scheduler": SchedulerSection,
             "metrics": MetricsSection, "gantt": GanttSection, "pci": PciSection,
-            "oslo_policy": OsloPolicySection, "compute": ComputeSection,
+            "oslo_policy": OsloPolicySection, "compute": ComputeSection, "cors": CorsSection,
         }[section].__struct_fields__
         values: dict[str, Any] = {}
         for key in parser[section]:

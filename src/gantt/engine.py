@@ -296,7 +296,7 @@ class Engine:
         joins ``placed`` (one commit with the instance's).
         """
         while True:
-            ranking = self.ranker.rank(ctx)
+            ranking = self.ranker.rank(ctx, lazy=True)
             if ranking.count == 0:
                 return self._fail(ctx, consumer, placed, self._no_valid_host(ctx, ranking))
             outcome = self._claim_down(ctx, consumer, placed, ranking)
@@ -404,24 +404,37 @@ class Engine:
         With ``shuffle_best_same_weighed_hosts`` the nodes tied for the best weight are shuffled first. Only the few
         rows actually needed are extracted (repeated argmax), never a sort of every candidate. Consumes the
         ranking: each picked score is overwritten with -inf (a copy would cost a pass over every row).
+        A ranking with ``exact`` verdicts (filters that refine) skips the rows that fail them, so the subset and
+        the alternates are those of the exact candidates, in the same order; only the rows walked are checked.
         """
         fs = self.config.filter_scheduler
         score = ranking.score
         rows = ranking.rows
         remaining = ranking.count
+        exact = ranking.exact
         head: list[tuple[int, float]] = []  # (position in score, weight)
+
+        def passes(i: int) -> bool:
+            return exact is None or exact(int(rows[i]) if rows is not None else i)
+
         if fs.shuffle_best_same_weighed_hosts and remaining:
             ties = np.flatnonzero(score == score.max()).tolist()
             take = min(len(ties), fs.host_subset_size + self.config.scheduler.max_attempts + 4)
-            for i in self.rng.sample(ties, take):
-                head.append((i, float(score[i])))
+            for i in (self.rng.sample(ties, take) if exact is None else _shuffled(ties, self.rng)):
+                weight = float(score[i])
                 score[i] = -np.inf
-            remaining -= take
+                remaining -= 1
+                if passes(i):
+                    head.append((i, weight))
+                if len(head) >= take:
+                    break
         while len(head) < fs.host_subset_size and remaining > 0:
             i = int(score.argmax())
-            head.append((i, float(score[i])))
+            weight = float(score[i])
             score[i] = -np.inf
             remaining -= 1
+            if passes(i):
+                head.append((i, weight))
 
         offset = ranking.offset
 
@@ -438,9 +451,12 @@ class Engine:
         while remaining > 0:
             i = int(score.argmax())
             weight = float(score[i])
+            if weight == -np.inf:
+                return
             score[i] = -np.inf
             remaining -= 1
-            yield emit(i, weight)
+            if passes(i):
+                yield emit(i, weight)
 
     def _rollback(self, placed: list[Allocation], moved: dict[str, tuple[Allocation, Allocation]],
                   keep: set[str] | frozenset[str] = frozenset()) -> None:
@@ -459,6 +475,8 @@ class Engine:
                     table.release(allocation.consumer_uuid)
 
     def _no_valid_host(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> NoValidHost:
+        if ranking.exact is not None:  # a decision's ranking: explain with every filter's exact mask
+            ranking = self.ranker.rank(ctx)
         explanation = self.ranker.explain(ctx, ranking, reason)
         with self._stats_lock:
             self.stats.no_valid_host[explanation.reason or "unknown"] += 1
@@ -484,6 +502,15 @@ class Engine:
             return Selection(host=allocation.host, nodename=allocation.nodename,
                              allocation=dict(allocation.resources), consumer_uuid=allocation.consumer_uuid)
         return self._selection(row, allocation.resources, {}, allocation.consumer_uuid, 0.0)
+
+
+def _shuffled(items: list[int], rng: random.Random) -> Iterator[int]:
+    """``items`` in a random order, drawn one at a time (a partial Fisher-Yates): a caller that stops after a
+    few pays for a few, where ``rng.sample`` of every tie would pay for all."""
+    for k in range(len(items)):
+        j = rng.randrange(k, len(items))
+        items[k], items[j] = items[j], items[k]
+        yield items[k]
 
 
 def _check_repeat(ctx: RequestContext, held: Allocation) -> None:

@@ -46,6 +46,10 @@ class Ranking:
     rows: np.ndarray | None = None
     offset: float = 0.0  # added to every score to give the weight (it never changes the order)
     layout: int = 0  # the table's row layout the row numbers refer to (HostTable.layout)
+    # A decision's ranking over filters that refine (filters.base): the mask keeps rows their prefilters keep,
+    # and this is the exact verdict per row, which the engine asks before it picks or offers a row. The weights
+    # are exact all the same: every weigher's extremes over the mask are held by rows that pass (see _settle).
+    exact: Callable[[int], bool] | None = None
 
     def candidate_rows(self) -> np.ndarray:
         return self.rows if self.rows is not None else np.flatnonzero(self.mask)
@@ -143,9 +147,13 @@ class Ranker:
             ctx.scratch[("once", flt.name)] = (mask, layout)
         return mask
 
-    def rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None = None) -> Ranking:
+    def rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None = None, *,
+             lazy: bool = False) -> Ranking:
         """Pre-selection, then every filter, then the weighers over what is left. ``contributions``, when given,
         receives each weigher's part of every candidate's weight (a dry run shows them).
+
+        ``lazy`` (a decision): filters that refine give their prefilter, and the ranking's ``exact`` the verdict
+        the engine asks of the rows it picks from; the pick is the one the exact masks would give.
 
         Columns are read without the table's lock: when a removal renumbers rows meanwhile, masks from before and
         after it do not line up (nor, at worst, have the same length), so the ranking is made again.
@@ -154,7 +162,7 @@ class Ranker:
         while True:
             layout = table.layout
             try:
-                ranking = self._rank(ctx, contributions)
+                ranking = self._rank(ctx, contributions, lazy)
             except (ValueError, IndexError):
                 if table.layout == layout:
                     raise
@@ -165,15 +173,23 @@ class Ranker:
             if contributions is not None:
                 contributions.clear()
 
-    def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None) -> Ranking:
+    def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None, lazy: bool) -> Ranking:
         table = self.table
         n = table.n
         steps, forced = self._preselect(ctx)
         limits: dict[str, np.ndarray] = {}
+        checks: list[Callable[[int], bool]] = []
         for flt in self.filters:
             if forced and not flt.always_on:
                 continue  # Nova skips the filters for forced hosts; the resource claim still applies
-            steps.append((flt.name, self._filter_mask(flt, ctx)))
+            if lazy and flt.refines:
+                step = flt.prefilter(table, ctx)
+                check = flt.exact(table, ctx) if step is not None else None
+                if check is not None:
+                    checks.append(check)
+            else:
+                step = self._filter_mask(flt, ctx)
+            steps.append((flt.name, step))
             flt_limits = flt.limits(table, ctx)
             if flt_limits:
                 for rc, arr in flt_limits.items():
@@ -182,11 +198,20 @@ class Ranker:
         for _, m in steps:
             if m is not None:
                 np.logical_and(mask, m[:n], out=mask)
+        if checks:
+            return self._settle(ctx, mask, steps, limits, checks)
+        return self._score(ctx, mask, steps, limits, contributions)
+
+    def _score(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
+               limits: dict[str, np.ndarray], contributions: dict[str, np.ndarray] | None,
+               bounds: list[tuple[np.ndarray, float | None, float | None]] | None = None) -> Ranking:
+        table = self.table
+        n = table.n
         count = int(np.count_nonzero(mask))
         rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
         extremes = _Extremes(table, mask, rows)
         if count > 1:  # Nova returns a lone candidate unweighed (weight 0): nothing to rank it against
-            score, offset = self._weigh(ctx, extremes, rows, contributions)
+            score, offset = self._weigh(ctx, extremes, rows, contributions, bounds)
         else:
             score, offset = np.zeros(count if rows is not None else n), 0.0
         if rows is None and count < n:
@@ -194,8 +219,54 @@ class Ranker:
             score[extremes.excluded] = -np.inf
         return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset)
 
+    def _settle(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
+                limits: dict[str, np.ndarray], checks: list[Callable[[int], bool]]) -> Ranking:
+        """Weights over a superset of the candidates, made exact: Nova normalizes each weigher by its lowest and
+        highest value over the candidates, and a superset may stretch those. Each extreme over the superset is
+        checked to be held by some row that passes the exact checks; the rows holding an extreme that all fail
+        leave the mask and the weights are made again. Then the weights of the rows that pass are Nova's, and
+        the engine skips the rows that fail as it walks the order (``Ranking.exact``)."""
+        def exact(row: int) -> bool:
+            return all(check(row) for check in checks)
+
+        while True:
+            bounds: list[tuple[np.ndarray, float | None, float | None]] = []
+            ranking = self._score(ctx, mask, steps, limits, None, bounds)
+            failed: list[int] = []
+            passing: set[int] = set()
+            for raw, lo, hi in bounds:
+                for value in (lo, hi):
+                    if value is None:
+                        continue
+                    holders = np.flatnonzero(raw[: len(mask)] == value) if ranking.rows is None else None
+                    if holders is None:
+                        assert ranking.rows is not None
+                        holders = ranking.rows[raw.take(ranking.rows) == value]
+                    else:
+                        holders = holders[mask[holders]]
+                    held = next((row for row in holders.tolist() if exact(row)), None)
+                    if held is None:
+                        failed.extend(holders.tolist())
+                    else:
+                        passing.add(held)
+            if failed:
+                mask = mask.copy()
+                mask[failed] = False
+                continue
+            if bounds and len(passing) == 1:
+                # Nova leaves a lone candidate unweighed (weight 0): is the one row found the only one?
+                (only,) = passing
+                if not any(exact(row) for row in np.flatnonzero(mask).tolist() if row != only):
+                    mask = np.zeros_like(mask)
+                    mask[only] = True
+                    ranking = self._score(ctx, mask, steps, limits, None)
+            ranking.exact = exact
+            return ranking
+
     def _weigh(self, ctx: RequestContext, extremes: _Extremes, rows: np.ndarray | None,
-               contributions: dict[str, np.ndarray] | None) -> tuple[np.ndarray, float]:
+               contributions: dict[str, np.ndarray] | None,
+               bounds_seen: list[tuple[np.ndarray, float | None, float | None]] | None = None
+               ) -> tuple[np.ndarray, float]:
         """Nova's weighing: per weigher ``multiplier * (x - min) / (max - min)`` over the candidates, summed.
 
         Returns ``(score, offset)``: the weight of a candidate is ``score + offset``. With a scalar multiplier a
@@ -203,6 +274,8 @@ class Ranker:
         ``offset``, which never changes the order and is added only to the weights reported. When every weigher
         reads a usage column with a scalar multiplier the per-row sum comes from the table's patched sums; else
         it is computed here. ``score`` covers every row, or ``rows`` (in that order) when given.
+        ``bounds_seen`` receives, per weigher, its raw column and the lowest and highest value over the candidates
+        that normalize it (None where a fixed ``minval``/``maxval`` does).
         """
         table = self.table
         mask = extremes.mask
@@ -218,6 +291,9 @@ class Ranker:
             bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, column)
             if bounds is None:
                 continue  # Nova: every candidate equal -> every normalized weight 0
+            if bounds_seen is not None:
+                bounds_seen.append((raw, bounds[0] if weigher.minval is None else None,
+                                    bounds[1] if weigher.maxval is None else None))
             raw, column = _clamped(extremes, raw, column, weigher.minval, weigher.maxval, bounds)
             terms.append((weigher, column, raw, multiplier, *bounds))
         size = len(rows) if rows is not None else table.n

@@ -69,11 +69,22 @@ from gantt.store.base import (
     Snapshot,
     Store,
     StoreConflict,
+    lifted,
     open_store,
     redact_url,
 )
 
 log = logging.getLogger(__name__)
+
+# From this many rows a (re)load freezes the heap out of the cyclic collector's way (see ``Replica.load``).
+GC_FREEZE_ROWS = 10_000
+
+# A report that changes nothing but its time is written (as a touch, store.base) at most this often, as a fraction
+# of service_down_time: 10 s at the default 60 s, the period of Nova's own service heartbeat. Every replica sees
+# the same written times, so a host silent for service_down_time is down everywhere at the same moment, at most
+# this fraction early; a host reporting every few seconds costs one small write per period instead of one per
+# report. Claims left unlisted past claim_timeout expire on the written reports, so up to as much later.
+TOUCH_FRACTION = 1 / 6
 
 
 class Replica(PlacementFacade):
@@ -94,6 +105,7 @@ class Replica(PlacementFacade):
         # Nodes whose last claim commit had an unknown outcome: not claimable until the next snapshot load.
         self._dirty: set[NodeKey] = set()
         self.stale_reports = 0  # reports this replica wrote that the store ignored as older than what it held
+        self.touches = 0  # reports that changed nothing but their time: written as touches, or not at all (quiet)
         self.revalidations = 0  # store conflicts resolved by re-checking the same nodes (no new decision)
         # What each host runs per the last instance-info write (the store keeps only the latest list per host),
         # so that Nova's additive update_instance_info / delete_instance_info can be written as a full list.
@@ -104,6 +116,7 @@ class Replica(PlacementFacade):
         # Placement's view of the same records: providers by uuid and name, and the custom classes and traits.
         self.providers = ProviderIndex()
         self.catalog = Catalog()
+        self.aggregate_writes = threading.Lock()  # see PlacementFacade.set_provider_aggregates
         self.scheduler = self._new_scheduler(self._new_table())
         # This process's last decisions and refusals (GET /v1/overview); kept across reloads, as stats are.
         self.activity = Activity(clock)
@@ -178,11 +191,14 @@ class Replica(PlacementFacade):
             self.revision = snap.revision
             self._dirty = set()
         self.last_sync = self.clock()
-        # The replica lives as long as the process: move it out of the cyclic collector's generations so a
-        # full collection does not walk 100,000 rows in the middle of a decision (a p99 spike otherwise).
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        if len(table) >= GC_FREEZE_ROWS:
+            # The replica lives as long as the process: move it out of the cyclic collector's generations so a
+            # full collection does not walk 100,000 rows in the middle of a decision (a p99 spike otherwise).
+            # The full collection this takes walks the whole heap: worth it for a large table only, since a
+            # process that builds many small replicas (tests, tools, the simulator) would pay it each time.
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
 
     def sync(self) -> int:
         """Apply the feed up to every change committed before this call, by any instance; returns the revision.
@@ -238,6 +254,9 @@ class Replica(PlacementFacade):
                 self._bump(node[0], node[1], rev)
         if change.kind == "usage":
             return  # a bump and nothing else
+        if change.kind == "touch":
+            self._touch(table, change)
+            return
         key = _entity(change)
         if self._applied.get(key, 0) >= rev:
             return
@@ -266,6 +285,18 @@ class Replica(PlacementFacade):
                 table.set_instances(change.instances.host, change.instances.instances, replace=True)
         except NotFound:
             pass  # already gone locally (our own rollback, or a host we never saw): the store is the truth
+
+    def _touch(self, table: HostTable, change: Change) -> None:
+        assert change.node is not None and change.at is not None
+        key = ("node", *change.node)
+        if self._applied.get(key, 0) >= change.revision:
+            return  # a later record of the node is applied already (our own write, ahead of the feed)
+        self._applied[key] = change.revision
+        if change.node in table:
+            table.touch(change.node[0], change.node[1], change.at)
+        view = self.providers.by_key.get(change.node)
+        if view is not None:  # Placement's updated_at follows the report time as it would on a rewrite
+            self.providers.put(lifted(view.record, change.at))
 
     def _bump(self, host: str, node: str, revision: int) -> None:
         key = (host, node)
@@ -388,22 +419,27 @@ class Replica(PlacementFacade):
     def _write(self, batch: Batch) -> CommitResult:
         result = self.store.commit(batch)
         if batch.reports:  # the store keeps no report older than the one it holds (model.merge_reports)
-            self.stale_reports += len(batch.reports) - sum(1 for c in result.changes if c.kind == "host")
+            touches = sum(1 for c in result.changes if c.kind == "touch") + result.quiet
+            self.touches += touches
+            self.stale_reports += len(batch.reports) - touches - sum(1 for c in result.changes if c.kind == "host")
         self.apply(result.changes, own="write")
         # Then read the feed once, without waiting: applied in order, our write moves its nodes' usage revisions
         # and the cursor, so the next claim on a node just released expects the right revision instead of
         # conflicting until the follower thread gets there. (Cheap: a store serves its own recent revisions.)
-        try:
-            self.catch_up()
-        except GanttError as exc:
-            log.debug("catch-up after a write: %s", exc)
+        # Not when the feed is applied past our revision already (by a writer of the same group, or the
+        # follower): the read would only ask the store for its head, one query per write for nothing.
+        if self.revision < result.revision:
+            try:
+                self.catch_up()
+            except GanttError as exc:
+                log.debug("catch-up after a write: %s", exc)
         return result
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
         report = decode(report, HostReport)
         if report.reported_at is None:
             report.reported_at = self.clock()
-        return self.write(Batch(reports=[report]))
+        return self.write(Batch(reports=[report], touch_interval=self._touch_interval))
 
     def update_resource_stats(self, name: str | list[str], stats: dict[str, Any]) -> int:
         return self.report(HostReport.of(name, stats))
@@ -414,7 +450,11 @@ class Replica(PlacementFacade):
         for report in reports:
             if report.reported_at is None:
                 report.reported_at = now
-        return self.write(Batch(reports=reports))
+        return self.write(Batch(reports=reports, touch_interval=self._touch_interval))
+
+    @property
+    def _touch_interval(self) -> float:
+        return self.config.default.service_down_time * TOUCH_FRACTION
 
     def update_host(self, host: str, node: str | None, stats: HostStats) -> int:
         """An operator's change to a known node (Nova's ``service set --disable``): merged into its record as

@@ -10,10 +10,11 @@ merely behind catches up and builds the batch again, a client that sent a stale 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -52,6 +53,7 @@ from gantt.store.base import Batch, Capacity, ConsumerGeneration, ConsumerHeld, 
 if TYPE_CHECKING:
     from gantt.state import HostTable
 
+T = TypeVar("T")
 _ATTEMPTS = 8  # a replica behind the store catches up and tries again; past this, the writers contend too hard
 
 
@@ -69,6 +71,7 @@ class PlacementFacade:
     providers: ProviderIndex
     catalog: Catalog
     clock: Callable[[], float]
+    aggregate_writes: threading.Lock
 
     def sync(self) -> int: ...  # pragma: no cover - Replica's
     def write(self, batch: Batch) -> int: ...  # pragma: no cover - Replica's
@@ -89,6 +92,11 @@ class PlacementFacade:
             self.sync()
             found = self.provider(uuid)
         return found
+
+    def has_provider(self, uuid: str) -> bool:
+        """Whether this replica holds ``uuid`` now: one dict lookup, no lock and no store read, so the HTTP layer
+        may ask it on its event loop (False says nothing: ``provider`` then catches up with the store)."""
+        return uuid in self.providers.by_uuid
 
     def _known(self, uuid: str) -> None:
         """Catch up with the store when ``uuid`` is not here: another instance may have made it an instant ago,
@@ -160,9 +168,27 @@ class PlacementFacade:
         with self.table.lock:
             return candidates.allocation_candidates(self.table, self._forest(), query)
 
+    def without_waiting(self, fn: Callable[[], T]) -> T | None:
+        """``fn()`` (reads of this replica) if the table's lock is free now and the providers' forest is current,
+        so that nothing waits and nothing long is rebuilt; None otherwise (then call it off the loop). For an
+        event loop's cheap reads: under load, the two thread switches of a hop cost more than such an answer."""
+        lock = self.table.lock
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            cached: tuple[Any, Forest] | None = getattr(self, "_forest_cache", None)
+            if cached is None or cached[0] != self._forest_key():
+                return None
+            return fn()
+        finally:
+            lock.release()
+
+    def _forest_key(self) -> tuple[Any, ...]:
+        return (id(self.providers), self.providers.version, self.table.static_revision, self.table.layout)
+
     def _forest(self) -> Forest:
         """The providers' shape, rebuilt only when a provider, an aggregate or the table's rows changed."""
-        key = (id(self.providers), self.providers.version, self.table.static_revision, self.table.layout)
+        key = self._forest_key()
         cached: tuple[Any, Forest] | None = getattr(self, "_forest_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
@@ -355,7 +381,11 @@ class PlacementFacade:
             record = providers.bumped(current, self.clock()) if bump else current.record
             return ([record] if bump else []), changed
 
-        self._edit(uuid, generation, build)
+        # One membership write at a time in this process: each rewrites the whole aggregate under its pseudo-node
+        # revision, so concurrent joins of one aggregate (every compute node of a sharing pool) would refuse each
+        # other, one winner per commit, until they ran out of attempts (seen with 16 writers).
+        with self.aggregate_writes:
+            self._edit(uuid, generation, build)
         return self.provider_aggregates(uuid)
 
     # ----------------------------------------------------------------------------------- the CAS loop

@@ -8,8 +8,9 @@ in the reference virtualenv: never copied here) run against a live server, one f
 Each file's ``fixtures:`` are set up over HTTP before it runs: Placement's fixture classes run in the reference
 venv with their data helpers swapped for REST calls (tests/placement/gabbi_fixtures.py), and the environment they
 export (``RP_UUID``, ``CN1_UUID`` ...) is handed to ``gabbi-run``. Policy fixtures (OpenPolicy, SecureRBAC,
-LegacyRBAC) and CORS configure the server in-process and cannot be re-created over HTTP: their files run with
-the data fixtures only, and their policy expectations count as they come out.
+LegacyRBAC) and CORS configure Placement in-process: gantt serve is started with the same settings as options
+(``gantt_config``: the policy defaults, OpenPolicy's rules as a ``[oslo_policy] policy_file``, ``[cors]``), with
+the Placement face at the server's root (``[gantt] placement_mount = "/"``), where the suite runs.
 
 ``--against placement`` runs the same files against Placement 16.0.0 itself (tests/placement/real_placement.py),
 with the policy each file's fixture sets in-process (legacy admin rules, new defaults, or open): the harness's
@@ -36,7 +37,7 @@ from typing import Any
 import yaml
 
 from gantt.service.process import ServerProcess
-from tests.placement.real_placement import RealPlacement, python
+from tests.placement.real_placement import RealPlacement, open_policy_file, python
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "gabbi_fixtures.py"
@@ -75,16 +76,30 @@ def _clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# What Placement's CORSFixture configures (its [cors] options), as gantt serve's options.
+CORS_FIXTURE = {"allowed_origin": ["http://valid.example.com"], "allow_headers": ["openstack-api-version"]}
+
+
+def gantt_config(fixtures: list[str], workdir: Path) -> dict[str, Any]:
+    """gantt serve's options for what the file's fixtures set in Placement in-process: Placement at the server's
+    root (where the suite runs), the new policy defaults for SecureRBAC (APIFixture's are the deprecated ones),
+    OpenPolicyFixture's rules as a policy file, CORSFixture's [cors]."""
+    config: dict[str, Any] = {"DEFAULT": {"service_down_time": 86400}, "gantt": {"placement_mount": "/"},
+                              "oslo_policy": {"enforce_new_defaults": "SecureRBACPolicyFixture" in fixtures}}
+    if "OpenPolicyFixture" in fixtures:
+        (workdir / "policy.yaml").write_text(open_policy_file())
+        config["oslo_policy"]["policy_file"] = "policy.yaml"
+    if "CORSFixture" in fixtures:
+        config["cors"] = CORS_FIXTURE
+    return config
+
+
 @contextlib.contextmanager
 def gantt_server(store: str, fixtures: list[str]) -> Iterator[str]:
-    """gantt serve with the policy options the file's fixture sets for Placement in-process: the new defaults
-    for SecureRBAC, Placement's deprecated admin rules granting too for the others."""
-    policy = {"enforce_new_defaults": "SecureRBACPolicyFixture" in fixtures}
     with tempfile.TemporaryDirectory(prefix="gabbi-") as tmp:
         url = "memory://" if store == "memory" else f"sqlite:///{tmp}/gantt.sqlite"
-        with ServerProcess(url, workdir=tmp, config={"DEFAULT": {"service_down_time": 86400},
-                                                     "oslo_policy": policy}) as server:
-            yield server.url + "/placement"
+        with ServerProcess(url, workdir=tmp, config=gantt_config(fixtures, Path(tmp))) as server:
+            yield server.url
 
 
 @contextlib.contextmanager
@@ -134,11 +149,16 @@ def run_file(path: Path, against: str, store: str) -> FileResult:
         result.error = f"{type(exc).__name__}: {exc}"
         return result
     result.output = ran.stdout + ran.stderr
+    seen: dict[str, int] = {}
     for line in result.output.splitlines():
         match = _RESULT.match(line)
         if match is None:
             continue
         mark, name = match.groups()
+        # A file may name two tests alike (usage-secure-rbac.yaml does): the second is "name#2", so that the
+        # ratchet sees each of them.
+        seen[name] = seen.get(name, 0) + 1
+        name = name if seen[name] == 1 else f"{name}#{seen[name]}"
         (result.passed if mark in _PASSED else result.skipped if mark in _SKIPPED else result.failed).append(name)
     if not result.total and not result.skipped:
         result.error = f"no test ran:\n{result.output[-3000:]}"

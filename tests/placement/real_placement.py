@@ -5,6 +5,7 @@ database, for tests that compare Gantt's Placement face with the real thing."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -30,14 +32,26 @@ def python() -> Path:
     return cached_venv(f"reference-{PLACEMENT.replace('==', '-')}", PACKAGES) / "bin" / "python"
 
 
+@functools.lru_cache(maxsize=1)
+def open_policy_file() -> str:
+    """The rules Placement's OpenPolicyFixture sets, as a policy file (YAML): every rule Placement registers,
+    but its base rule ``admin_api``, allows anyone (``@``)."""
+    return subprocess.run([str(python()), "-c", "from placement import policies\n"
+                           "for r in policies.list_rules():\n"
+                           "    if r.name != 'admin_api': print(repr(r.name) + ': \"@\"')"],
+                          capture_output=True, text=True, check=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
+
+
 class RealPlacement:
     """Placement 16.0.0 on a free loopback port, noauth2 (any token), its own SQLite file. ``gunicorn``: serve it
     as deployments do (``workers`` processes, ``threads`` each) instead of the tests' threaded wsgiref server."""
 
     def __init__(self, *, gunicorn: bool = False, workers: int = 1, threads: int = 4,
-                 policy: str = "default") -> None:
+                 policy: str = "default", cors: dict[str, Any] | None = None) -> None:
         """``policy``: ``default`` (Placement's new defaults), ``legacy`` (the deprecated rules: admin for all,
-        as its functional tests run), ``open`` (every rule allows everyone, as its OpenPolicyFixture)."""
+        as its functional tests run), ``open`` (every rule allows everyone, as its OpenPolicyFixture). ``cors``:
+        its ``[cors]`` options (lists as lists)."""
         self.gunicorn, self.workers, self.threads = gunicorn, workers, threads
         self._tmp = tempfile.TemporaryDirectory(prefix="placement-")
         self.dir = Path(self._tmp.name)
@@ -45,12 +59,11 @@ class RealPlacement:
                 f"[placement_database]\nconnection = sqlite:///{self.dir}/placement.sqlite\nsync_on_startup = True\n"
                 f"[oslo_policy]\nenforce_new_defaults = {policy == 'default'}\n")
         if policy == "open":
-            rules = subprocess.run([str(python()), "-c", "from placement import policies\n"
-                                    "for r in policies.list_rules(): print(repr(r.name) + ': \"@\"')"],
-                                   capture_output=True, text=True, check=True,
-                                   env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}).stdout
-            (self.dir / "policy.yaml").write_text(rules)
+            (self.dir / "policy.yaml").write_text(open_policy_file())
             conf += f"policy_file = {self.dir}/policy.yaml\n"
+        if cors:
+            conf += "[cors]\n" + "".join(f"{k} = {','.join(v) if isinstance(v, list) else v}\n"
+                                         for k, v in cors.items())
         (self.dir / "placement.conf").write_text(conf)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))

@@ -186,3 +186,31 @@ def test_a_write_on_one_process_is_current_for_the_next_write_on_the_other(tmp_p
                 "resource_provider_generation": answer.json()["resource_provider_generation"],
                 "inventories": {"VCPU": {"total": 8}}}}, "allocations": {}})
             assert answer.status_code == 204, answer.text
+
+
+def test_concurrent_joins_of_one_aggregate_all_land(http: httpx.Client, server: ServerProcess) -> None:
+    """Every compute node of a sharing pool joins the pool's aggregate, many at once (nova-compute services
+    starting together): each join rewrites the aggregate, and none may run out of attempts against the others."""
+    aggregate = str(uuid.uuid4())
+    rps = [str(uuid.uuid4()) for _ in range(48)]
+    for i, rp in enumerate(rps):
+        assert http.post("/resource_providers", json={"name": f"join-{aggregate[:8]}-{i}", "uuid": rp}).status_code \
+            == 200
+    statuses: list[int] = []
+    start = threading.Barrier(len(rps))
+
+    def join(rp: str) -> None:
+        with httpx.Client(base_url=server.url + "/placement", headers=LATEST, timeout=30) as own:
+            start.wait()
+            answer = own.put(f"/resource_providers/{rp}/aggregates",
+                             json={"resource_provider_generation": 0, "aggregates": [aggregate]})
+            statuses.append(answer.status_code)
+
+    threads = [threading.Thread(target=join, args=(rp,)) for rp in rps]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [200] * len(rps)
+    members = http.get("/resource_providers", params={"member_of": aggregate}).json()["resource_providers"]
+    assert sorted(p["uuid"] for p in members) == sorted(rps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -113,3 +114,24 @@ def test_a_large_but_allowed_head_still_works(secured: ServerProcess, size: int)
     answer = _read_all(sock)
     sock.close()
     assert answer.startswith(b"HTTP/1.1 200")
+
+
+def test_a_handler_slower_than_the_head_deadline_still_answers(tmp_path: Path) -> None:
+    """The head's deadline ran from the end of the request, not of the response: a write waiting longer than
+    HEAD_TIMEOUT on a store another process held locked was cut off by a 408 in the middle of its work."""
+    path = tmp_path / "gantt.sqlite"
+    with ServerProcess(f"sqlite:///{path}", workdir=tmp_path) as server, \
+            httpx.Client(base_url=server.url, timeout=60) as http:
+        assert http.get("/v1/hosts").status_code == 200  # the keep-alive connection's first answer
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # the server's commit waits on this (its busy timeout is 30 s)
+        answers: list[httpx.Response] = []
+        writer = threading.Thread(target=lambda: answers.append(
+            http.put("/v1/aggregates/a1", json={"id": "a1", "hosts": ["h1"]})))
+        writer.start()
+        time.sleep(HEAD_TIMEOUT + 1.5)
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        writer.join(30)
+        assert answers and answers[0].status_code == 200, answers[0].text[:300] if answers else "no answer"
+        assert http.get("/v1/aggregates/a1").status_code == 200  # and the connection serves the next request

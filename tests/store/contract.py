@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+import msgspec
 import pytest
 
 from gantt.model import (
@@ -194,6 +195,36 @@ def check_releases_and_deletes(store: Store) -> None:
     assert kinds.count("host_deleted") == 2 and "allocation_deleted" in kinds
 
 
+def at(when: float, host: str = "h1", **stats: object) -> HostReport:
+    return msgspec.structs.replace(report(host, **stats), reported_at=when)
+
+
+def check_an_unchanged_report_is_a_touch(store: Store) -> None:
+    """A report that changes nothing but its time writes a touch: a few bytes in the feed, no usage revision moved,
+    the record's time lifted in reads and snapshots; within ``touch_interval`` of the held time, nothing."""
+    first = store.commit(Batch(reports=[at(1000.0, vcpus_used=2)]))
+    touch = store.commit(Batch(reports=[at(1010.0, vcpus_used=2)]))
+    assert [(c.kind, c.node, c.at) for c in touch.changes] == [("touch", ("h1", "h1"), 1010.0)]
+    assert touch.revision > first.revision
+    [held] = store.snapshot().hosts
+    assert held.reported_at == 1010.0 and held.stats == at(0.0, vcpus_used=2).stats
+    # the node's usage did not change: a claim made on what the first report showed still holds
+    store.commit(Batch(expect=[Expect("h1", "h1", first.revision)], allocations=[alloc("c1", "h1")]))
+    late = store.commit(Batch(reports=[at(1005.0, vcpus_used=3)]))  # older than the touch: ignored
+    assert late.changes == [] and late.quiet == 0
+    quiet = store.commit(Batch(reports=[at(1012.0, vcpus_used=2)], touch_interval=5.0))
+    assert quiet.changes == [] and quiet.quiet == 1
+    assert store.snapshot().hosts[0].reported_at == 1010.0
+    changed = store.commit(Batch(reports=[at(1020.0, vcpus_used=3)], touch_interval=5.0))
+    assert [c.kind for c in changed.changes] == ["host"]
+    assert changed.changes[0].host is not None and changed.changes[0].host.reported_at == 1020.0
+    store.commit(Batch(delete_hosts=[("h1", None)]))
+    store.commit(Batch(reports=[at(1001.0)]))  # the node's liveness went with it: nothing lifts the new one
+    assert store.snapshot().hosts[0].reported_at == 1001.0
+    kinds = [c.kind for c in store.changes(0, timeout=0) if c.kind != "allocation_deleted"]  # etcd lists those
+    assert kinds == ["host", "touch", "allocation", "host", "host_deleted", "host"]
+
+
 def check_instances(store: Store) -> None:
     store.commit(Batch(reports=[report("h1")]))
     store.commit(Batch(instances=[InstanceInfo(host="h1", instances=["i1", "i2"])]))
@@ -349,6 +380,7 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_a_refusal_is_not_a_write_error,
     check_releases_and_deletes,
     check_instances,
+    check_an_unchanged_report_is_a_touch,
     check_feed_waits_for_a_change,
     check_provider_generations,
     check_aggregate_writes_move_their_pseudo_node,

@@ -21,6 +21,11 @@ What a filter may declare (class attributes, off by default) and the method each
   even for forced hosts. Such a filter must also be named in ``gantt.filters.ALWAYS_ON``, which fixes the order.
 - ``explains_miss = True`` + ``nearest_miss(table, ctx, others)``: when nothing fits, the filter can say which
   node came nearest and by how much; ``others`` marks the nodes every other step passes.
+- ``refines = True`` + ``prefilter(table, ctx)`` and ``exact(table, ctx)``: the exact mask costs Python per node
+  (NUMA fits), so a decision asks for a vectorized *necessary* condition instead (``prefilter``: it may keep
+  nodes the exact check refuses, never drop one it accepts) and a per-row exact check (``exact``: row -> bool)
+  that the ranker and the engine run only on the rows that decide the outcome (the weighers' extremes, the best
+  ``host_subset_size``, the alternates). Dry runs and explanations still use ``mask``.
 - ``limits(table, ctx)`` (a method with a default, no flag): a filter that caps usage below the inventory (Nova's
   per-aggregate allocation ratios) returns the cap per resource class; the claim honours it, so a racing claim
   cannot exceed what the filter allowed.
@@ -33,7 +38,7 @@ given (as Nova runs them). Every mask is evaluated either way; the order is the 
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import ClassVar
 
 import numpy as np
@@ -53,6 +58,7 @@ class Filter:
     always_on: ClassVar[bool] = False
     once_per_request: ClassVar[bool] = False
     explains_miss: ClassVar[bool] = False
+    refines: ClassVar[bool] = False
 
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -62,6 +68,14 @@ class Filter:
         raise NotImplementedError
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        raise NotImplementedError
+
+    def prefilter(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        """A necessary condition of ``mask``, vectorized (a filter that ``refines``)."""
+        raise NotImplementedError
+
+    def exact(self, table: HostTable, ctx: RequestContext) -> Callable[[int], bool] | None:
+        """The exact verdict for one row, for the rows ``prefilter`` keeps (None: ``prefilter`` is exact)."""
         raise NotImplementedError
 
     def limits(self, table: HostTable, ctx: RequestContext) -> dict[str, np.ndarray] | None:
@@ -84,6 +98,8 @@ def register(cls: type[Filter]) -> type[Filter]:
     """
     if cls.static and cls.cache_key is Filter.cache_key:
         raise TypeError(f"{cls.__qualname__} is static but has no cache_key")
+    if cls.refines and (cls.prefilter is Filter.prefilter or cls.exact is Filter.exact):
+        raise TypeError(f"{cls.__qualname__} refines but lacks prefilter or exact")
     if cls.explains_miss and cls.nearest_miss is Filter.nearest_miss:
         raise TypeError(f"{cls.__qualname__} explains misses but has no nearest_miss")
     return FILTERS.register(cls)

@@ -5,20 +5,32 @@ allocation ratios as per-cell limits). A request that asks for no NUMA topology 
 fails every node that reports none. Nova's own pre-check is kept: a flavor or image that says ``dedicated`` and a
 ``require`` thread policy needs a node with SMT siblings somewhere.
 
-Fast path: a vectorized prefilter on the NUMA summary columns (enough cells; some cell large enough for the
-least demanding guest cell's CPUs, free pinned CPUs and memory) leaves few nodes, and only those get the exact
-fit. The mask is memoized per guest topology and patched on the nodes whose reports or claims changed since.
+The exact fit is Python per node, so a decision does not run it on every node:
+- ``prefilter``: a necessary condition, vectorized over the per-cell columns (``HostTable.numa_cell``). Nova's
+  search memoizes cell pairs under guest-cell ids it mutates, so a guest cell can be accepted on a host cell
+  without being checked there; but each memo entry comes from some guest cell that *was* checked and fitted that
+  same host cell. So a node can fit only if at least as many of its cells as the guest has cells pass, for some
+  guest cell, every check of Nova's ``_numa_fit_instance_cell`` the columns can tell (memory or pages of the
+  size asked, dedicated CPUs free, shared CPUs and memory under the allocation ratios, SMT for ``require``).
+  A page size ``small``/``large``/``any`` becomes a concrete size once a cell fits (Nova keeps it for the next
+  cells), so for those only "some page size has room" is necessary.
+- ``exact``: the fit for one row, its verdict kept per guest topology until the row changes; the ranker and
+  the engine call it on the few rows that decide the pick (``filters.base``: ``refines``).
+- ``mask`` (dry runs, explanations): the prefilter, then the fit on every node left, memoized per guest
+  topology and patched on the nodes whose reports or claims changed since.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
 from gantt.filters.base import Filter, register
 from gantt.journal import Rows
-from gantt.numa import DEDICATED, MIXED, REQUIRE, SHARED, GuestTopology, fit
+from gantt.numa import DEDICATED, MIXED, REQUIRE, SHARED, GuestCell, GuestTopology, fit
 from gantt.request import RequestContext
-from gantt.state import HostTable
+from gantt.state import CellArrays, HostTable
 
 
 def _needs_smt(ctx: RequestContext) -> bool:
@@ -31,42 +43,126 @@ def _needs_smt(ctx: RequestContext) -> bool:
 @register
 class NUMATopologyFilter(Filter):
     name = "NUMATopologyFilter"
+    refines = True
+
+    def _pack(self) -> bool:
+        return self.config.compute.packing_host_numa_cells_allocation_strategy
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         guest = ctx.numa
         if guest is None:
             return None
-        pack = self.config.compute.packing_host_numa_cells_allocation_strategy
+        pack = self._pack()
         needs_smt = _needs_smt(ctx)
 
         def fits(rows: Rows) -> np.ndarray:
-            return self._fits(table, guest, rows, pack, needs_smt)
+            ok = _necessary(table, guest, rows, needs_smt)
+            row_numbers = np.arange(table.n)[rows]
+            for pos in np.flatnonzero(ok).tolist():
+                ok[pos] = _fits(table, guest, int(row_numbers[pos]), pack, needs_smt)
+            return ok
 
         return table.usage_mask((self.name, guest, pack, needs_smt), fits, costly=True)
 
-    @staticmethod
-    def _fits(table: HostTable, guest: GuestTopology, rows: Rows, pack: bool, needs_smt: bool) -> np.ndarray:
-        # Necessary conditions only. Nova's search memoizes cell pairs under ids it mutates, so a guest cell can be
-        # taken as fitting without being checked; but every memo entry comes from some guest cell that was
-        # checked and fitted some host cell, so the least demanding guest cell must fit the host's largest cell.
-        ok = table.col("numa_cells")[rows] >= len(guest.cells)
-        ok &= table.col("numa_max_memory")[rows] >= min(c.memory for c in guest.cells)
-        if guest.cpu_policy in (SHARED, MIXED, None):
-            ok &= table.col("numa_max_cpus")[rows] >= min(len(c.cpuset) for c in guest.cells)
-        if guest.pinned:
-            ok &= table.col("numa_max_free_pcpus")[rows] >= min(len(c.pcpuset) for c in guest.cells)
-        candidates = np.flatnonzero(ok)
-        if not candidates.size:
+    def prefilter(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        guest = ctx.numa
+        if guest is None:
+            return None
+        needs_smt = _needs_smt(ctx)
+        return table.usage_mask((self.name, "necessary", guest, needs_smt),
+                                lambda rows: _necessary(table, guest, rows, needs_smt))
+
+    def exact(self, table: HostTable, ctx: RequestContext) -> Callable[[int], bool] | None:
+        guest = ctx.numa
+        if guest is None:
+            return None
+        pack = self._pack()
+        needs_smt = _needs_smt(ctx)
+        verdicts = table.usage_verdicts((self.name, guest, pack, needs_smt))
+        known = len(verdicts)
+
+        def check(row: int) -> bool:
+            if row < known:
+                verdict = verdicts[row]
+                if verdict:
+                    return bool(verdict == 1)
+            ok = _fits(table, guest, row, pack, needs_smt)
+            if row < known:
+                verdicts[row] = 1 if ok else 2
             return ok
-        row_numbers = np.arange(table.n)[rows]
+
+        return check
+
+
+def _fits(table: HostTable, guest: GuestTopology, row: int, pack: bool, needs_smt: bool) -> bool:
+    host = table.node_numa(row)
+    if host is None or (needs_smt and not host.has_threads):
+        return False
+    cpu_ratio = table.rc_col("ratio", "VCPU")
+    ram_ratio = table.rc_col("ratio", "MEMORY_MB")
+    return fit(host, guest, cpu_ratio=float(cpu_ratio[row]) if cpu_ratio is not None else 0.0,
+               ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0, pack=pack) is not None
+
+
+def _necessary(table: HostTable, guest: GuestTopology, rows: Rows, needs_smt: bool) -> np.ndarray:
+    """Nodes that may fit ``guest`` (see the module's docstring): per-node summaries, then per cell. Over every
+    row the cell columns are read as views (gathering the survivors of the summaries costs more than it saves);
+    over a few patched rows they are gathered."""
+    ok = table.col("numa_cells")[rows] >= len(guest.cells)
+    ok &= table.col("numa_max_memory")[rows] >= min(c.memory for c in guest.cells)
+    if guest.cpu_policy in (SHARED, MIXED, None):
+        ok &= table.col("numa_max_cpus")[rows] >= min(len(c.cpuset) for c in guest.cells)
+    if guest.pinned:
+        ok &= table.col("numa_max_free_pcpus")[rows] >= min(len(c.pcpuset) for c in guest.cells)
+    if needs_smt:
+        ok &= table.col("numa_threads")[rows]
+    if not ok.any():
+        return ok
+    arrays = table.numa_cell_arrays()
+    n = len(ok) if isinstance(rows, slice) else table.n
+    shapes = {(len(c.cpuset), len(c.pcpuset), c.memory, c.pagesize): c for c in guest.cells}
+    usable: np.ndarray | None = None
+    for gcell in shapes.values():
+        fits = _cell_may_fit(table, arrays, n, rows, guest, gcell)
+        usable = fits if usable is None else usable | fits
+    assert usable is not None
+    usable &= arrays.fields["exists"][:n][rows] > 0
+    ok &= usable.sum(axis=1) >= len(guest.cells)
+    return ok
+
+
+def _cell_may_fit(table: HostTable, arrays: CellArrays, n: int, rows: Rows, guest: GuestTopology,
+                  gcell: GuestCell) -> np.ndarray:
+    """Rows x cells: the checks of Nova's ``_numa_fit_instance_cell`` for ``gcell`` the columns can tell
+    (each one necessary for the cell to fit)."""
+    def cell(field: str) -> np.ndarray:
+        return arrays.fields[field][:n][rows]
+
+    pinned = guest.pinned
+    memory = gcell.memory
+    if gcell.pagesize:
+        if gcell.pagesize > 0:  # an exact size: kept as it is through the search
+            pages = arrays.pages.get(float(gcell.pagesize))
+            if pages is None:
+                return np.zeros_like(cell("exists"), dtype=np.bool_)
+            ok = pages[:n][rows] >= memory
+        else:
+            ok = cell("any_free_mb") >= memory
+    else:
+        ok = cell("memory_pinned" if pinned else "memory_unpinned") >= memory
+    if pinned:
+        need = len(gcell.pcpuset)
+        ok &= cell("free_pcpus") >= need  # free dedicated CPUs are never more than the cell has
+        if guest.cpu_thread_policy == REQUIRE:
+            ok &= cell("threads") > 1
+    if guest.cpu_policy in (SHARED, MIXED, None):
+        shared = len(gcell.cpuset)
         cpu_ratio = table.rc_col("ratio", "VCPU")
         ram_ratio = table.rc_col("ratio", "MEMORY_MB")
-        for pos in candidates.tolist():
-            row = int(row_numbers[pos])
-            host = table.node_numa(row)
-            if host is None or (needs_smt and not host.has_threads):
-                ok[pos] = False
-                continue
-            ok[pos] = fit(host, guest, cpu_ratio=float(cpu_ratio[row]) if cpu_ratio is not None else 0.0,
-                          ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0, pack=pack) is not None
-        return ok
+        cpus = cell("cpus")
+        ok &= cpus >= shared
+        limit = cpus * (cpu_ratio[:n][rows][:, None] if cpu_ratio is not None else 0.0)
+        ok &= cell("cpu_usage") + shared <= limit
+        limit = cell("memory") * (ram_ratio[:n][rows][:, None] if ram_ratio is not None else 0.0)
+        ok &= cell("memory_usage") + memory <= limit
+    return ok

@@ -34,7 +34,7 @@ async def replace(call: Call) -> Response:
     _check(call)
     require_json(call.request)
     uuid = call.params["uuid"]
-    await call.call(call.replica.provider, uuid)
+    await call.check_provider(uuid)
     with_generation = call.version.at_least(19)
     body = await json_body(call.request, AggregatesIn if with_generation else list[str])
     wanted: list[str] = body.aggregates if isinstance(body, AggregatesIn) else body

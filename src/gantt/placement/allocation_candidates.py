@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import msgspec
 from starlette.responses import Response
 
 from gantt.candidates import CandidateQuery, Candidates, RequestGroup
@@ -169,19 +170,36 @@ async def listing(call: Call) -> Response:
     for name, value in call.request.query_params.multi_items():
         params.setdefault(name, []).append(value)
     query = parse(call, params)
-    unknown = await call.call(call.replica.missing_records, "resource_class",
-                              [rc for g in query.groups for rc, _ in g.resources])
+    if query.limit is not None and query.limit <= AT_ONCE_LIMIT:
+        found = call.replica.without_waiting(lambda: _candidates(call.replica, query))
+        if found is not None:
+            return json_response(call, serialize(call, query, found))
+    return json_response(call, await call.call(_answer, call, query))
+
+
+# Up to this many candidates (Nova's default max_placement_results) an answer takes about a millisecond at
+# 10,000 providers: it is made on the event loop when the replica can answer at once (without_waiting).
+AT_ONCE_LIMIT = 1000
+
+
+def _answer(call: Call, query: CandidateQuery) -> msgspec.Raw:
+    """The answer's JSON, made in one trip off the event loop (each trip is a thread hop): the names checked,
+    the candidates found, serialized and encoded (10,000 candidates are ~4.7 MB of JSON: not on the loop)."""
+    return msgspec.Raw(msgspec.json.encode(serialize(call, query, _candidates(call.replica, query))))
+
+
+def _candidates(replica: Any, query: CandidateQuery) -> Candidates:
+    unknown = replica.missing_records("resource_class", [rc for g in query.groups for rc, _ in g.resources])
     if unknown:
         raise PlacementError(400, f"Invalid resource class in resources parameter: No such resource class "
                                   f"{unknown[0]}.")
     traits = set(query.root_required | query.root_forbidden)
     for g in query.groups:
         traits |= {t for any_of in g.required for t in any_of} | g.forbidden_traits
-    unknown = await call.call(call.replica.missing_records, "trait", sorted(traits))
+    unknown = replica.missing_records("trait", sorted(traits))
     if unknown:
         raise PlacementError(400, f"No such trait(s): {', '.join(unknown)}.")
-    found = await call.call(call.replica.allocation_candidates, query)
-    return json_response(call, serialize(call, query, found))
+    return replica.allocation_candidates(query)  # type: ignore[no-any-return]
 
 
 def serialize(call: Call, query: CandidateQuery, found: Candidates) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gantt.model import GanttError
 from gantt.placement import (
@@ -25,6 +25,7 @@ from gantt.placement import (
     resource_providers,
     usages,
 )
+from gantt.placement.cors import Cors, CorsOptions
 from gantt.placement.errors import CODE_VERSION, PlacementError
 from gantt.placement.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
 from gantt.placement.policy import Policy, credentials
@@ -142,8 +143,11 @@ class PlacementApp:
             if path != "/":
                 self._authenticate(request)
                 who = credentials(request, service_token=self.token is not None)
-                self.policy.authorize(RULE_OF[(template, scope["method"])], who,
-                                      request.query_params.get("project_id"))
+                rule = RULE_OF[(template, scope["method"])]
+                # Placement's usages handler names the project asked about as the target; the rest the caller's.
+                target = {"project_id": request.query_params.get("project_id")} if rule == "placement:usages" \
+                    else None
+                self.policy.authorize(rule, who, target)
             call = Call(request, version, self.replica(), self.run, self.prefix, params)
             response = await handler(call)
         except PlacementError as exc:
@@ -174,6 +178,9 @@ def _error(exc: PlacementError, request: Request, version: Version | None, reque
 
 
 def create_placement_app(replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
-                         prefix: str = "/placement", *, enforce_new_defaults: bool = True,
-                         enforce_scope: bool = True) -> PlacementApp:
-    return PlacementApp(replica, run, token, prefix, Policy(enforce_new_defaults, enforce_scope))
+                         prefix: str = "/placement", *, policy: Policy | None = None,
+                         cors: CorsOptions | None = None) -> ASGIApp:
+    """Placement's app at ``prefix`` ("" for the root), behind oslo.middleware's CORS when ``[cors]`` names an
+    origin (as Placement's deployment adds it)."""
+    app: ASGIApp = PlacementApp(replica, run, token, prefix, policy)
+    return Cors(app, cors) if cors is not None and cors.allowed_origin else app

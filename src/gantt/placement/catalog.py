@@ -116,7 +116,7 @@ async def provider_traits(call: Call) -> Response:
 async def set_provider_traits(call: Call) -> Response:
     require_json(call.request)
     uuid = call.params["uuid"]
-    await call.call(call.replica.provider, uuid)
+    await call.check_provider(uuid)
     body = await json_body(call.request, ProviderTraitsIn)
     found = await call.call(call.replica.set_provider_traits, uuid, body.resource_provider_generation,
                             list(dict.fromkeys(body.traits)))

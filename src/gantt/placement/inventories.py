@@ -70,7 +70,7 @@ async def listing(call: Call) -> Response:
 async def replace(call: Call) -> Response:
     require_json(call.request)
     uuid = call.params["uuid"]
-    await call.call(call.replica.provider, uuid)
+    await call.check_provider(uuid)
     body = await json_body(call.request, InventoriesIn)
     given = {rc: to_inventory(rc, uuid, inv) for rc, inv in body.inventories.items()}
     found, inventories = await _set(call, "update", uuid, body.resource_provider_generation, given)
@@ -116,7 +116,7 @@ async def show(call: Call) -> Response:
 async def update(call: Call) -> Response:
     require_json(call.request)
     uuid, rc = call.params["uuid"], call.params["resource_class"]
-    await call.call(call.replica.provider, uuid)
+    await call.check_provider(uuid)
     body = await json_body(call.request, InventoryIn)
     if body.resource_provider_generation is UNSET:
         raise PlacementError(400, "JSON does not validate: 'resource_provider_generation' is a required property")

@@ -4,6 +4,7 @@ cache headers, and the body shapes (msgspec Structs standing in for Placement's 
 from __future__ import annotations
 
 import email.utils
+import functools
 import re
 import time
 import uuid as uuidlib
@@ -44,6 +45,12 @@ class Call:
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a façade call off the event loop (it may wait on the store)."""
         return await self.run(lambda: fn(*args, **kwargs))  # type: ignore[no-any-return]
+
+    async def check_provider(self, uuid: str) -> None:
+        """404 for an unknown provider, before its body is read (Placement's order). A provider this replica
+        holds costs no thread hop; the write that follows checks it again under the lock."""
+        if not self.replica.has_provider(uuid):
+            await self.call(self.replica.provider, uuid)
 
     def url(self, path: str) -> str:
         return self.prefix + path
@@ -206,7 +213,13 @@ def empty(status: int = 204, headers: dict[str, str] | None = None, *, call: Cal
 
 
 def http_date(ts: float) -> str:
-    return email.utils.formatdate(ts, usegmt=True)
+    return _http_date(int(ts))
+
+
+@functools.lru_cache(maxsize=1024)
+def _http_date(seconds: int) -> str:
+    # An HTTP date has whole seconds: one formatting per second, not one per answer.
+    return email.utils.formatdate(seconds, usegmt=True)
 
 
 def gantt_error(exc: GanttError) -> PlacementError:

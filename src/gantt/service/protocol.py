@@ -3,8 +3,8 @@
 Before these, a 200 MB header without a token was read in full (and held in memory) before the 401, a client
 that sent half a request line and waited kept its connection forever, and parser errors were answered in
 ``text/plain``. Here: the request head (request line and headers) is at most ``MAX_HEAD_BYTES`` and
-``MAX_HEADERS`` headers, and must arrive within ``HEAD_TIMEOUT`` seconds of the connection (or of the previous
-response); past a limit the answer is a problem+json 431 (or 408) and the connection is closed, before any
+``MAX_HEADERS`` headers, and must arrive within ``HEAD_TIMEOUT`` seconds of the connection (or of the end of the
+previous response); past a limit the answer is a problem+json 431 (or 408) and the connection is closed, before any
 more is read. Idle keep-alive connections are closed by uvicorn's ``timeout_keep_alive``.
 """
 
@@ -121,7 +121,14 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_complete()
         self._in_head = True
         self._head_bytes = 0
-        self._arm()
+
+    def on_response_complete(self) -> None:
+        # The next head's clock starts when the answer is out, not when the request was read: armed at the
+        # request's end, a handler slower than HEAD_TIMEOUT (a commit waiting on a busy store) had its
+        # connection cut by a 408 in the middle of its work.
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()
 
     def send_400_response(self, msg: str) -> None:
         self._reject(400, msg)

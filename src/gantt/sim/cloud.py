@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from gantt.model import Aggregate, HostReport, HostStats
-from gantt.sim.scenario import Cloud, rack_names
+from gantt.model import Aggregate, HostReport, HostStats, decode
+from gantt.sim.scenario import Cloud, HostKind, rack_names
 from gantt.state import HostTable
 
 
@@ -44,6 +45,58 @@ class CloudLayout:
             raise RuntimeError("HostTable rows do not follow insertion order; the simulator relies on it")
 
 
+def numa_topology(kind: HostKind) -> tuple[dict[str, Any], int, int]:
+    """The kind's NUMA topology (Nova's shape), its shared CPU count and its dedicated CPU count."""
+    layout = kind.numa
+    assert layout is not None
+    per_cell = kind.vcpus // layout.cells
+    cell_memory = kind.memory_mb // layout.cells
+    cores = per_cell // layout.threads
+    dedicated_cores = round(cores * layout.dedicated)
+    cells = []
+    shared = dedicated = 0
+    for c in range(layout.cells):
+        cpus = list(range(c * per_cell, (c + 1) * per_cell))
+        siblings = [cpus[i:i + layout.threads] for i in range(0, per_cell, layout.threads)]
+        split = (cores - dedicated_cores) * layout.threads
+        small_mb = cell_memory - layout.page_2m_mb - layout.pages_1g * 1024
+        pages = [{"size_kb": 4, "total": small_mb * 256}]
+        if layout.page_2m_mb:
+            pages.append({"size_kb": 2048, "total": layout.page_2m_mb // 2})
+        if layout.pages_1g:
+            pages.append({"size_kb": 1048576, "total": layout.pages_1g})
+        cells.append({"id": c, "cpuset": cpus[:split], "pcpuset": cpus[split:], "memory": cell_memory,
+                      "siblings": siblings, "mempages": pages})
+        shared += split
+        dedicated += per_cell - split
+    return {"cells": cells}, shared, dedicated
+
+
+def host_stats(kind: HostKind) -> HostStats:
+    """What every host of ``kind`` reports (shared by their reports: HostTable.update only reads them)."""
+    stats: dict[str, Any] = {
+        "vcpus": kind.vcpus, "vcpus_used": 0, "memory_mb": kind.memory_mb, "memory_mb_used": 0,
+        "local_gb": kind.local_gb, "local_gb_used": 0, "cpu_allocation_ratio": kind.cpu_allocation_ratio,
+        "ram_allocation_ratio": kind.ram_allocation_ratio, "disk_allocation_ratio": kind.disk_allocation_ratio,
+        "hypervisor_type": kind.hypervisor_type, "hypervisor_version": kind.hypervisor_version,
+        "supported_instances": [["x86_64", kind.hypervisor_type.lower(), "hvm"]],
+        "traits": list(kind.traits) or None,
+    }
+    if kind.numa is not None:
+        topology, shared, dedicated = numa_topology(kind)
+        # As nova-compute with [compute] cpu_shared_set / cpu_dedicated_set: VCPU from the shared CPUs, PCPU from
+        # the dedicated ones, and the trait Nova's pinning requests are matched on.
+        stats["numa_topology"] = topology
+        stats["vcpus"] = shared
+        if dedicated:
+            stats["inventories"] = {"PCPU": {"total": dedicated}}
+        if kind.numa.threads > 1:
+            stats["traits"] = sorted({*kind.traits, "HW_CPU_HYPERTHREADING"})
+    if kind.pci:
+        stats["pci_stats"] = kind.pci
+    return decode(stats, HostStats, path="$")
+
+
 def build_cloud(cloud: Cloud, seed: int) -> CloudLayout:
     rng = random.Random(seed)
     racks = rack_names(cloud)
@@ -55,13 +108,7 @@ def build_cloud(cloud: Cloud, seed: int) -> CloudLayout:
     rack: list[int] = []
     kind: list[int] = []
     reports: list[HostReport] = []
-    stats_of = [HostStats(vcpus=k.vcpus, vcpus_used=0, memory_mb=k.memory_mb, memory_mb_used=0,
-                          local_gb=k.local_gb, local_gb_used=0, cpu_allocation_ratio=k.cpu_allocation_ratio,
-                          ram_allocation_ratio=k.ram_allocation_ratio, disk_allocation_ratio=k.disk_allocation_ratio,
-                          hypervisor_type=k.hypervisor_type, hypervisor_version=k.hypervisor_version,
-                          supported_instances=[["x86_64", k.hypervisor_type.lower(), "hvm"]],
-                          traits=list(k.traits) or None)
-                for k in cloud.host_kinds]
+    stats_of = [host_stats(k) for k in cloud.host_kinds]
     for r, rack_name in enumerate(racks):
         z = r // cloud.racks_per_az
         for h in range(cloud.hosts_per_rack):

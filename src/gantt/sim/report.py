@@ -62,7 +62,12 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("stranded " + " / ".join(class_label(rc) for rc in stranded), " / ".join(_pct(v) for v in
                                                                                   stranded.values())),
         (f"fragmentation ({final['fragmentation_flavor']})", _pct(final["fragmentation"])),
+        *((f"NUMA: {name} fits / has room by counts (hosts)",
+           f"{f['hosts_it_fits']:,} / {f['hosts_with_room']:,}; {f['stranded_hosts']:,} stranded with "
+           f"{f['stranded_free_pcpus']:,.0f} free pCPUs") for name, f in final.get("numa_fragmentation", {}).items()),
         ("overcommitted nodes (must be 0)", str(inv["overcommitted_nodes"])),
+        ("nodes with a CPU pinned twice / a PCI pool over count (must be 0)",
+         f"{inv.get('numa_overbooked_nodes', 0)} / {inv.get('pci_overbooked_nodes', 0)}"),
         ("placed + failed = requested", "yes" if inv["conservation"] else "NO"),
         ("claims on lost hosts after detection (must be 0)", str(inv["claims_after_detection"])),
         ("builds on lost hosts (must be 0)", str(inv["builds_on_lost_hosts"])),

@@ -26,8 +26,30 @@ class ScenarioError(InvalidRequest):
     title = "Invalid scenario"
 
 
+class NUMALayout(Struct, forbid_unknown_fields=True, kw_only=True):
+    """A host kind's NUMA topology, as libvirt would report it: ``cells`` equal cells sharing the kind's CPUs and
+    memory, cores of ``threads`` siblings, the last ``dedicated`` share of each cell's cores in the dedicated set
+    (PCPU, for pinned guests; the rest shared, VCPU), and per cell ``page_2m_mb`` MiB of 2 MiB pages and
+    ``pages_1g`` 1 GiB pages (the rest in 4 KiB pages)."""
+
+    cells: int = 2
+    threads: int = 2
+    dedicated: float = 0.5
+    page_2m_mb: int = 0
+    pages_1g: int = 0
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.cells <= 16 or not 1 <= self.threads <= 8:
+            raise ValueError("cells must be in 1..16 and threads in 1..8")
+        if not 0 <= self.dedicated <= 1:
+            raise ValueError("dedicated must be in [0, 1]")
+        if self.page_2m_mb < 0 or self.page_2m_mb % 2 or self.pages_1g < 0:
+            raise ValueError("page_2m_mb must be an even number of MiB >= 0 and pages_1g >= 0")
+
+
 class HostKind(Struct, forbid_unknown_fields=True, kw_only=True):
-    """One kind of hardware; racks are homogeneous and take a kind by ``weight``."""
+    """One kind of hardware; racks are homogeneous and take a kind by ``weight``. ``numa``: its NUMA topology
+    (none: the kind reports none); ``pci``: its PCI device pools, in a host report's ``pci_stats`` shape."""
 
     name: str
     weight: float = 1.0
@@ -40,12 +62,22 @@ class HostKind(Struct, forbid_unknown_fields=True, kw_only=True):
     hypervisor_type: str = "QEMU"
     hypervisor_version: int = 8002000
     traits: list[str] = field(default_factory=list)
+    numa: NUMALayout | None = None
+    pci: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.weight < 0:
             raise ValueError("weight must be >= 0")
         if min(self.vcpus, self.memory_mb, self.local_gb) <= 0:
             raise ValueError("vcpus, memory_mb and local_gb must be > 0")
+        numa = self.numa
+        if numa is not None:
+            if self.vcpus % (numa.cells * numa.threads):
+                raise ValueError("vcpus must split into numa.cells cells of whole cores of numa.threads threads")
+            if self.memory_mb % numa.cells:
+                raise ValueError("memory_mb must split evenly into numa.cells cells")
+            if numa.page_2m_mb + numa.pages_1g * 1024 > self.memory_mb // numa.cells:
+                raise ValueError("numa: a cell's huge pages exceed its memory")
 
 
 class AggregateSpec(Struct, forbid_unknown_fields=True, kw_only=True):
@@ -344,6 +376,14 @@ def _check_references(s: Scenario) -> None:
     """Names that point elsewhere in the scenario must exist (racks, zones, kinds, flavors, schedulers)."""
     racks = set(rack_names(s.cloud))
     kinds = {k.name for k in s.cloud.host_kinds}
+    from gantt.sim.cloud import host_stats  # the cloud module reads this one's types
+
+    for i, kind in enumerate(s.cloud.host_kinds):
+        try:
+            host_stats(kind)  # a PCI pool or a topology a host report would refuse, named where it is
+        except InvalidRequest as exc:
+            where = f"cloud.host_kinds[{i}]" + (".pci" if "pci_stats" in (exc.field or "") else "")
+            raise ScenarioError(f"{where}: {exc.message}", field=where) from None
     for i, agg in enumerate(s.cloud.aggregates):
         for attr, known in (("racks", racks), ("azs", set(s.cloud.azs)), ("host_kinds", kinds)):
             for j, name in enumerate(getattr(agg, attr) or ()):

@@ -46,6 +46,7 @@ from gantt.model import (
 )
 from gantt.scheduler import Scheduler
 from gantt.sim.cloud import CloudLayout, build_cloud
+from gantt.sim.fragmentation import numa_fragmentation
 from gantt.sim.replica import ClaimThroughTable, Feed, heartbeat, replay
 from gantt.sim.scenario import Failure, FlavorSpec, Lifetime, Scenario
 from gantt.state import ClaimRejected, HostTable
@@ -223,6 +224,7 @@ class Simulation:
         self.cpu = 0.0  # the machine may be shared: CPU time says what the run itself cost
         self.engine_wall = 0.0
         self.deciding = False
+        self.numa_fragmentation: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -312,6 +314,8 @@ class Simulation:
                 break  # departures, heartbeats and failures after the last answer change nothing measured
         self.clock.now = max(self.clock.now, EPOCH)
         self._sample(self.clock.now)
+        self.numa_fragmentation = numa_fragmentation(self.truth, self.config, self.flavors, ~self.dead,
+                                                     self.clock.now)
         self.wall = time.perf_counter() - start
         self.cpu = time.process_time() - cpu_start
         return self.results()
@@ -818,6 +822,7 @@ class Simulation:
                       "stranded": dict(final.get("stranded", {})),
                       "fragmentation": final.get("fragmentation", 0.0),
                       "fragmentation_flavor": self.big_flavor[0],
+                      "numa_fragmentation": self.numa_fragmentation,
                       "active_allocations": len(self.truth.allocations())},
             "invariants": {
                 "overcommitted_nodes": c["overcommit_observed"],
@@ -826,6 +831,9 @@ class Simulation:
                 "claims_after_detection": c["claims_after_detection"],
                 "builds_on_lost_hosts": c["builds_on_lost_hosts"],
                 "server_group_violations": c["server_group_violations"],
+                # a CPU pinned twice or huge pages over-used by the claims on a node; a PCI pool held over count
+                "numa_overbooked_nodes": int(np.count_nonzero(self.truth.col("numa_overbooked"))),
+                "pci_overbooked_nodes": sum(1 for row in range(self.truth.n) if self.truth.pci_overbooked(row)),
             },
             "timeline": timeline,
             # Real time on this machine: differs from run to run, so it is kept apart from the results above.

@@ -24,6 +24,7 @@ import numpy as np
 from gantt.model import NodeKey, NUMACellClaim, prepare_types
 from gantt.numa import HostNUMA, with_claims
 from gantt.pci import Pool, device_counts, pool_key, remaining
+from gantt.state.cells import CellColumns
 
 # Scalar columns: name -> (dtype, value of a row that never reported it)
 SCALARS: dict[str, tuple[Any, Any]] = {
@@ -65,6 +66,7 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "numa_max_cpus": (np.float64, 0),
     "numa_max_free_pcpus": (np.float64, 0),
     "numa_max_memory": (np.float64, 0),
+    "numa_threads": (np.bool_, False),  # some cell has SMT siblings (a thread policy of require needs one)
     # the node's in-flight NUMA claims do not all hold (a CPU pinned twice, huge pages over-used): a claim on it
     # must not commit (ledger.within_capacity)
     "numa_overbooked": (np.bool_, False),
@@ -135,6 +137,8 @@ class Columns:
         # each node's NUMA cells as reported, and with its in-flight NUMA claims counted (what a fit reads)
         self.numa_reported: list[HostNUMA | None] = []
         self.numa: list[HostNUMA | None] = []
+        # the same cells as per-cell columns (NUMATopologyFilter's prefilter reads these, not the cells)
+        self.cells = CellColumns(self._capacity)
         self.row_of: dict[NodeKey, int] = {}
         self.rows_of_host: dict[str, set[int]] = {}
         self.cols: dict[str, np.ndarray] = {
@@ -336,6 +340,7 @@ class Columns:
             grown_m = np.full(rows, np.nan)
             grown_m[: self._capacity] = arr
             self.metrics[name] = grown_m
+        self.cells.grow(rows)
         self._capacity = rows
 
     # ---------------------------------------------------------------------------------------------- rows
@@ -379,6 +384,7 @@ class Columns:
             self.reports_instances[row] = self.reports_instances[last]
             for arr in self.metrics.values():
                 arr[row] = arr[last]
+            self.cells.move(row, last)
             for lst in self._row_lists():
                 lst[row] = lst[last]
             self.row_of[moved] = row
@@ -414,6 +420,8 @@ class Columns:
         cols["numa_max_cpus"][row] = max((len(c.cpuset) for c in cells), default=0)
         cols["numa_max_free_pcpus"][row] = max((len(c.free_pcpus) for c in cells), default=0)
         cols["numa_max_memory"][row] = max((c.largest_guest_memory for c in cells), default=0)
+        cols["numa_threads"][row] = numa is not None and numa.has_threads
+        self.cells.set(row, numa)
 
     def _reset_row(self, row: int) -> None:
         """Give a freed row back its never-reported values, so that add_row can take it as it is."""
@@ -427,6 +435,7 @@ class Columns:
         self.reports_instances[row] = False
         for arr in self.metrics.values():
             arr[row] = np.nan
+        self.cells.reset(row)
 
     # ----------------------------------------------------------------------------------------- usage
 

@@ -22,7 +22,8 @@ Public data: what filters and weighers read, over the live rows ``0 .. n-1``, wi
   the filters that index rows directly;
 - ``metric(name)``: one column per metric name, NaN where a node does not report it;
 - row-aligned names: ``host_names``, ``node_names``, ``node_uuids``, ``hypervisor_hostnames``, ``host_ips``;
-  ``node_numa(row)``: the node's NUMA cells (``numa_cells``, ``numa_max_*`` summarize them as columns).
+  ``node_numa(row)``: the node's NUMA cells (``numa_cells``, ``numa_max_*``, ``numa_threads`` summarize them per
+  node; ``numa_cell_arrays()`` holds them per cell, rows x cells).
 Readers take array references without the lock; growth swaps in new arrays, so a reader holds a consistent (if
 slightly old) array. Claims re-check under the lock.
 
@@ -55,6 +56,7 @@ from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
 from gantt.numa import HostNUMA
 from gantt.pci import PciRequest
 from gantt.state.aggregates import AggregateIndex
+from gantt.state.cells import CellArrays
 from gantt.state.columns import Columns, Factor, HostCaps
 from gantt.state.instances import InstanceIndex
 from gantt.state.ledger import Ledger
@@ -100,6 +102,7 @@ class HostTable:
         self._heartbeat_epoch = 0
         self._liveness = Liveness()
         self._usage_masks = PatchedMasks()
+        self._usage_verdicts = PatchedMasks()
         self._column_bounds = ColumnBounds()
         self._weighted_sums = WeightedSums()
         # Below this many rows a full pass over a column costs less than the bookkeeping of a patched value.
@@ -314,6 +317,12 @@ class HostTable:
     def node_numa(self, row: int) -> HostNUMA | None:
         return self._columns.numa[row]
 
+    def numa_cell_arrays(self) -> CellArrays:
+        """The per-cell NUMA figures, rows x cells over every allocated row: ``fields[name]`` for each of
+        ``gantt.state.cells.FIELDS``, ``pages[size_kb]`` free MiB in pages of that size (-1: none in that cell).
+        Take it once per evaluation: a wider report swaps in a new object (never resizes the arrays in place)."""
+        return self._columns.cells.arrays
+
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
 
@@ -362,6 +371,19 @@ class HostTable:
             return compute(slice(0, n))
         return self._usage_masks.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
                                      compute=compute)
+
+    def usage_verdicts(self, key: Hashable) -> np.ndarray:
+        """Per row, a verdict kept under ``key`` (int8: 0 unknown, 1 passes, 2 fails), reset to unknown on the rows
+        changed since. Unlike a mask the caller fills it in place, row by row, as it learns verdicts: a verdict
+        written from a row's state is reset by the next reader if the row changed after this array was taken
+        (its journal entry comes later), so a stale verdict never outlives one decision."""
+        n = self._columns.n
+
+        def unknown(rows: Rows) -> np.ndarray:
+            return np.zeros(n if isinstance(rows, slice) else len(rows), dtype=np.int8)
+
+        return self._usage_verdicts.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
+                                        compute=unknown)
 
     def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
         """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks,
@@ -457,6 +479,31 @@ class HostTable:
             return ~child if child.any() else None
 
         return self.static_cache(("roots",), build)  # type: ignore[no-any-return]
+
+    def touch(self, host: str, node: str, now: float) -> None:
+        """``update`` with the node's own record at a later time (the store's touch: a report that changed nothing
+        but its time). What a report does besides writing its figures is done alike, so nothing tells the two
+        apart but cost: the instances it lists are listed again, claims settle or expire on its time."""
+        with self._lock:
+            columns = self._columns
+            key = (host, node)
+            row = columns.row_of.get(key)
+            if row is None:
+                return
+            if now < columns.cols["updated_at"][row]:
+                self._stale_reports += 1
+                return
+            if columns.reports_instances[row]:
+                listed = self._instances.report(row, host, self._instances.reported_instances(row), held=self._ledger)
+                self._ledger.confirm_listed(row, key, listed, now)
+            else:
+                self._ledger.settle_unlisted(row, key, now)
+            self._ledger.count_numa(row, key)
+            columns.refresh_load(row)
+            columns.refresh_free(row)
+            columns.cols["updated_at"][row] = now
+            self._touched(row)
+            self._changed("host", key)
 
     def heartbeat(self, rows: np.ndarray, now: float) -> None:
         """``update(HostReport(host))`` for many rows at once: a report naming nothing only says "alive at now"."""

@@ -18,6 +18,12 @@ Contract for backends
   seconds for one to arrive; ``Compacted`` when ``since`` is older than the history the backend keeps (the
   replica then re-snapshots).
 - Host reports are merged on write (``gantt.model.merge_reports``); the feed and snapshots carry merged records.
+- A report that changes nothing but its time (the host's numbers did not move: most reports of a real cloud) is
+  a *touch*: the backend keeps the node's liveness time apart from its record (a small row or key), the feed
+  carries a ``touch`` change of a few bytes, and the node's usage revision does not move (so no claim in flight
+  conflicts with it). Reads and snapshots show the record with ``reported_at`` lifted to that time, so the
+  touch is a report in every respect but cost. A touch within ``Batch.touch_interval`` of the time the store
+  holds writes nothing at all (``CommitResult.quiet``). See the planner's ``_plan_reports``.
 - ``last_write_error``: the store could not write (a full disk, an I/O error, no quorum), as opposed to refusing
   a batch (``StoreConflict``, ``ConsumerHeld``, ``NotFound``). Set when a commit fails so, cleared by the next
   commit that is written; ``/health`` reports it. A backend whose writes cannot fail (memory) leaves it None.
@@ -30,6 +36,7 @@ import re
 import time
 from typing import Literal
 
+import msgspec
 from msgspec import Struct, field
 
 from gantt.model import (
@@ -142,10 +149,13 @@ class Batch(Struct, omit_defaults=True):
     # (host, node, class): inventories this batch removes; no allocation may use them once it has landed
     # (InventoryInUse otherwise), checked after the allocations it writes (Placement's reshaper).
     vacated: list[tuple[str, str, str]] = field(default_factory=list)
+    # A report that changes nothing but its time, arriving less than this many seconds after the time the store
+    # holds for its node, is not written at all (the replica sets a fraction of service_down_time).
+    touch_interval: float = 0.0
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",
-                     "allocation_deleted", "instances", "usage", "record", "record_deleted"]
+                     "allocation_deleted", "instances", "usage", "record", "record_deleted", "touch"]
 
 
 class Change(Struct, omit_defaults=True):
@@ -161,6 +171,7 @@ class Change(Struct, omit_defaults=True):
     replaced: Allocation | None = None  # kind "allocation" of a move: what the consumer held before (if known)
     instances: InstanceInfo | None = None  # kind "instances"
     record: Record | None = None  # kind "record" / "record_deleted"
+    at: float | None = None  # kind "touch": ``node`` reported at this time, and nothing else changed
 
 
 class NodeRevision(Struct, array_like=True):
@@ -182,6 +193,14 @@ class Snapshot(Struct):
 class CommitResult(Struct):
     revision: int
     changes: list[Change]
+    quiet: int = 0  # touches not written: the node's liveness was fresher than ``Batch.touch_interval``
+
+
+def lifted(record: HostReport, touched_at: float | None) -> HostReport:
+    """A node's record as reads and snapshots show it: its report time is the later of its own and its last touch."""
+    if touched_at is None or (record.reported_at is not None and record.reported_at >= touched_at):
+        return record
+    return msgspec.structs.replace(record, reported_at=touched_at)
 
 
 class Store(abc.ABC):

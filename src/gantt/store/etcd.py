@@ -20,6 +20,8 @@ Client choice
 
 Key layout (under the prefix; host, node, aggregate and consumer names are percent-encoded)
     hosts/<host>/<node>     merged HostReport (msgspec JSON)
+    live/<host>/<node>      the time of the node's last touch (a report that changed nothing but its time), a
+                            number: a few bytes written and watched instead of the whole record (store.base)
     usage/<host>/<node>     empty value; its *mod revision* is the node's usage revision (Expect.revision).
                             Written by every txn that changes what the node has in use: a report, an allocation
                             put or released on it. Deleted with the node (mod revision 0 = "never written").
@@ -95,6 +97,7 @@ from gantt.store.base import (
     Snapshot,
     Store,
     StoreConflict,
+    lifted,
 )
 from gantt.store.etcd_feed import LEADER, FutureRevision, WatchFeed
 from gantt.store.etcd_keys import (
@@ -159,6 +162,7 @@ class _Plan:
     claimed: list[bytes] = field(default_factory=list)  # allocation keys that must be absent
     read_revision: int = 0
     stale: list[bytes] = field(default_factory=list)  # index entries read that no longer match their allocation
+    quiet: int = 0  # touches too fresh to write (CommitResult.quiet)
 
 
 @dataclass
@@ -317,6 +321,7 @@ class EtcdStore(Store):
             instances: list[InstanceInfo] = []
             records: list[Record] = []
             node_revisions: list[NodeRevision] = []
+            touched: dict[NodeKey, float] = {}
             for kv in kvs:
                 key: bytes = kv.key
                 if key.startswith(self.keys.hosts):
@@ -332,6 +337,10 @@ class EtcdStore(Store):
                     instances.append(decode_instances(kv.value))
                 elif key.startswith(self.keys.records):
                     records.append(decode_record(kv.value))
+                elif key.startswith(self.keys.live):
+                    touched[self.keys.split(key, self.keys.live)] = float(kv.value)
+            if touched:
+                hosts = [lifted(h, touched.get((h.host, h.nodename))) for h in hosts]
             return Snapshot(revision=revision, hosts=hosts, aggregates=aggregates, allocations=allocations,
                             instances=instances, node_revisions=node_revisions, records=records)
         raise StoreUnavailable("snapshot kept being compacted away")
@@ -526,20 +535,20 @@ class EtcdStore(Store):
         for _ in range(attempts):
             plan = plan or self._plan(batch)
             if not plan.ops:
-                return CommitResult(revision=plan.read_revision or self.head(), changes=[])
+                return CommitResult(revision=plan.read_revision or self.head(), changes=[], quiet=plan.quiet)
             resp = self._call("Txn", pb.TxnRequest(compare=plan.compares, success=self._success_ops(plan.ops),
                                                    failure=self._failure_ops(plan)))
             if resp.succeeded:
                 revision = resp.header.revision
                 self._saw(revision)
                 self._count("commits")
-                return CommitResult(revision=revision,
+                return CommitResult(revision=revision, quiet=plan.quiet,
                                     changes=[msgspec.structs.replace(c, revision=revision) for c in plan.changes])
             mine = self._already_applied(plan, resp.responses)
             if mine:
                 self._saw(mine)
                 self._count("commits")
-                return CommitResult(revision=mine,
+                return CommitResult(revision=mine, quiet=plan.quiet,
                                     changes=[msgspec.structs.replace(c, revision=mine) for c in plan.changes])
             held = self._held(plan, resp.responses)
             if held is not None:
@@ -602,8 +611,12 @@ class EtcdStore(Store):
         txn = _Plan()
         reads = _Reads(self, batch, txn)
         decided = planner.plan(batch, reads)
+        for key, at in decided.touches.items():
+            txn.ops[self.keys.touched(*key)] = encode(at)
         for key, report in decided.hosts.items():
             txn.ops[self.keys.node(*key)] = None if report is None else encode(report)
+            if report is None:
+                txn.ops[self.keys.touched(*key)] = None
         for aggregate_id, aggregate in decided.aggregates.items():
             txn.ops[self.keys.aggregate(aggregate_id)] = None if aggregate is None else encode(aggregate)
         for key in txn.stale:
@@ -624,6 +637,7 @@ class EtcdStore(Store):
         for key in decided.bumped:  # a usage key's mod_revision is the node's usage revision
             txn.ops[self.keys.usage(*key)] = None if key in decided.deleted_nodes else b""
         txn.changes = decided.changes
+        txn.quiet = decided.quiet
         return txn
 
     # -------------------------------------------------------------------------------------------- closing
@@ -651,6 +665,7 @@ class _Reads:
         k = store.keys
         wanted: list[tuple[str, Any, bytes, bytes | None]] = []  # (what, id, key, range_end)
         wanted += [("host", (r.host, r.nodename), k.node(r.host, r.nodename), None) for r in batch.reports]
+        wanted += [("live", (r.host, r.nodename), k.touched(r.host, r.nodename), None) for r in batch.reports]
         for host, node in batch.delete_hosts:
             # The usage keys are read only for their guard: a claim landing on a doomed node fails the txn.
             if node is None:
@@ -699,7 +714,10 @@ class _Reads:
 
     def host(self, key: NodeKey) -> HostReport | None:
         kvs = self._found[("host", key)]
-        return decode_host(kvs[0].value) if kvs else None
+        if not kvs:
+            return None
+        live = self._found.get(("live", key))  # read for reports only: the others do not look at the time
+        return lifted(decode_host(kvs[0].value), float(live[0].value) if live else None)
 
     def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
         return [self._s.keys.split(kv.key, self._s.keys.hosts) for kv in self._found[("nodes", (host, node))]]

@@ -54,9 +54,14 @@ class Keys:
         self.placed = self.root + b"placed/"
         self.placed_complete = self.root + b"placed-complete"
         self.last_write = self.root + b"last-write"
+        self.live = self.root + b"live/"
 
     def node(self, host: str, node: str) -> bytes:
         return self.hosts + f"{_q(host)}/{_q(node)}".encode()
+
+    def touched(self, host: str, node: str) -> bytes:
+        """The node's liveness key: the time of its last touch (a report that changed nothing but its time)."""
+        return self.live + f"{_q(host)}/{_q(node)}".encode()
 
     def usage(self, host: str, node: str) -> bytes:
         return self.usage_prefix + f"{_q(host)}/{_q(node)}".encode()
@@ -149,6 +154,9 @@ class Keys:
                 return Change(revision=revision, kind="record_deleted",
                               record=Record(kind=kind, name=name))  # type: ignore[arg-type]
             return Change(revision=revision, kind="record", record=decode_record(kv.value))
+        if key.startswith(self.live):  # deleted only with its node, which "host_deleted" says
+            return None if deleted else Change(revision=revision, kind="touch", node=self.split(key, self.live),
+                                               at=float(kv.value))
         if key.startswith(self.instances_prefix) and not deleted:
             return Change(revision=revision, kind="instances", instances=decode_instances(kv.value))
         return None

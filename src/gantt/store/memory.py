@@ -8,7 +8,7 @@ import msgspec
 
 from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey, Record
 from gantt.store import planner
-from gantt.store.base import Batch, Change, CommitResult, Compacted, Expect, NodeRevision, Snapshot, Store
+from gantt.store.base import Batch, Change, CommitResult, Compacted, Expect, NodeRevision, Snapshot, Store, lifted
 
 
 class MemoryStore(Store):
@@ -24,12 +24,13 @@ class MemoryStore(Store):
         self._allocations: dict[str, Allocation] = {}
         self._instances: dict[str, InstanceInfo] = {}
         self._records: dict[tuple[str, str], Record] = {}
+        self._touched: dict[NodeKey, float] = {}  # liveness kept apart from the records (base: touches)
 
     def snapshot(self) -> Snapshot:
         with self._cond:
             return Snapshot(
                 revision=self._revision,
-                hosts=list(self._hosts.values()),
+                hosts=[lifted(r, self._touched.get(k)) for k, r in self._hosts.items()],
                 aggregates=list(self._aggregates.values()),
                 allocations=list(self._allocations.values()),
                 instances=list(self._instances.values()),
@@ -53,13 +54,15 @@ class MemoryStore(Store):
         with self._cond:
             p = planner.plan(batch, _Reads(self))
             if not p.changes:
-                return CommitResult(revision=self._revision, changes=[])
+                return CommitResult(revision=self._revision, changes=[], quiet=p.quiet)
             rev = self._revision + 1
             for key, report in p.hosts.items():
                 if report is None:
                     self._hosts.pop(key, None)
+                    self._touched.pop(key, None)
                 else:
                     self._hosts[key] = report
+            self._touched.update(p.touches)
             for aggregate_id, aggregate in p.aggregates.items():
                 if aggregate is None:
                     self._aggregates.pop(aggregate_id, None)
@@ -84,7 +87,7 @@ class MemoryStore(Store):
             if len(self._history) > self._history_limit:
                 del self._history[: len(self._history) - self._history_limit]
             self._cond.notify_all()
-            return CommitResult(revision=rev, changes=changes)
+            return CommitResult(revision=rev, changes=changes, quiet=p.quiet)
 
 
 class _Reads:
@@ -100,7 +103,8 @@ class _Reads:
         return self._s._node_revisions.get((expect.host, expect.node), 0) == expect.revision
 
     def host(self, key: NodeKey) -> HostReport | None:
-        return self._s._hosts.get(key)
+        record = self._s._hosts.get(key)
+        return None if record is None else lifted(record, self._s._touched.get(key))
 
     def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
         if node is not None:

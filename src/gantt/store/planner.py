@@ -45,7 +45,8 @@ class Reads(Protocol):
     def expect_holds(self, expect: Expect) -> bool:
         """The node's usage revision is still ``expect.revision`` (0: never written)."""
 
-    def host(self, key: NodeKey) -> HostReport | None: ...
+    def host(self, key: NodeKey) -> HostReport | None:
+        """The node's record, its ``reported_at`` lifted to the last touch the backend keeps for it (if later)."""
 
     def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
         """The stored nodes of ``host`` (every one when ``node`` is None, else that one if stored)."""
@@ -79,6 +80,8 @@ class Plan:
     instances: dict[str, InstanceInfo] = field(default_factory=dict)
     records: dict[tuple[str, str], Record | None] = field(default_factory=dict)
     bumped: dict[NodeKey, None] = field(default_factory=dict)  # a dict: ordered, no duplicates
+    touches: dict[NodeKey, float] = field(default_factory=dict)  # node -> liveness time to keep (no record write)
+    quiet: int = 0  # touches within the batch's touch_interval: nothing to write
     deleted_nodes: set[NodeKey] = field(default_factory=set)
     # Consumers whose stored record, replaced or deleted here, had parts on further nodes (a backend that indexes
     # those parts by node drops the old entries; every other consumer has none to drop).
@@ -189,12 +192,35 @@ def _plan_records(batch: Batch, out: Plan) -> None:
 def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
     for report in batch.reports:
         key = (report.host, report.nodename)
-        merged = merge_reports(out.hosts[key] if key in out.hosts else reads.host(key), report)
+        written = key in out.hosts
+        old = out.hosts[key] if written else reads.host(key)
+        merged = merge_reports(old, report)
         if merged is None:
             continue  # older than what the store holds: every replica must ignore it alike
+        if not written and old is not None and _only_later(old, merged):
+            # A host whose numbers did not move (most reports of a real cloud): its liveness is all that changed.
+            # Rewriting the record and sending it through the feed would cost a full write and a full apply on
+            # every replica per report; a touch keeps the time apart, and moves no usage revision because usage
+            # did not change. Within touch_interval of the time already held, not even that is written: the node
+            # then looks up to that much older everywhere alike, a small fraction of service_down_time.
+            assert merged.reported_at is not None and old.reported_at is not None
+            if merged.reported_at - old.reported_at < batch.touch_interval:
+                out.quiet += 1
+            else:
+                out.touches[key] = merged.reported_at
+                out.changes.append(Change(revision=0, kind="touch", node=key, at=merged.reported_at))
+            continue
+        out.touches.pop(key, None)
         out.hosts[key] = merged
         out.bumped[key] = None
         out.changes.append(Change(revision=0, kind="host", host=merged))
+
+
+def _only_later(old: HostReport, merged: HostReport) -> bool:
+    """``merged`` is ``old`` at a later time. (At the same time it is an operator's change, written as a record:
+    ``Replica.update_host`` keeps the report time, and may write what the node already holds.)"""
+    return (old.reported_at is not None and merged.reported_at is not None and merged.reported_at > old.reported_at
+            and merged.stats == old.stats and merged.provider == old.provider)
 
 
 def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
@@ -209,6 +235,7 @@ def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
             doomed.append(key)
             out.deleted_nodes.add(key)
             out.hosts[key] = None
+            out.touches.pop(key, None)  # its liveness goes with it (backends drop what they keep for a deleted node)
             out.bumped[key] = None
             out.changes.append(Change(revision=0, kind="host_deleted", node=key))
     if doomed:

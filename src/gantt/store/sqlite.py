@@ -56,6 +56,7 @@ from gantt.store.base import (
     NodeRevision,
     Snapshot,
     Store,
+    lifted,
 )
 
 log = logging.getLogger(__name__)
@@ -72,6 +73,10 @@ CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS hosts (host TEXT NOT NULL, node TEXT NOT NULL, data BLOB NOT NULL,
                                   PRIMARY KEY (host, node));
+-- A node's last touch (a report that changed nothing but its time): a row of three fields instead of a rewrite
+-- of the record. Reads and snapshots lift the record's reported_at to it (store.base: touches).
+CREATE TABLE IF NOT EXISTS liveness (host TEXT NOT NULL, node TEXT NOT NULL, at REAL NOT NULL,
+                                     PRIMARY KEY (host, node)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS node_revisions (host TEXT NOT NULL, node TEXT NOT NULL, revision INTEGER NOT NULL,
                                            PRIMARY KEY (host, node)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS aggregates (id TEXT PRIMARY KEY, data BLOB NOT NULL);
@@ -329,8 +334,11 @@ class SQLiteStore(Store):
             self.skipped = skipped
             node_revisions = [NodeRevision(h, n, r)
                               for h, n, r in conn.execute("SELECT host, node, revision FROM node_revisions")]
+            touched = {(h, n): at for h, n, at in conn.execute("SELECT host, node, at FROM liveness")}
         finally:
             conn.execute("COMMIT")
+        if touched:
+            hosts = [lifted(h, touched.get((h.host, h.nodename))) for h in hosts]
         return Snapshot(revision=revision, hosts=hosts, aggregates=aggregates, allocations=allocations,
                         instances=instances, node_revisions=node_revisions, records=records)
 
@@ -464,7 +472,7 @@ class SQLiteStore(Store):
             for pending in group:
                 conn.execute("SAVEPOINT b")
                 try:
-                    changes = _apply(conn, pending.batch, revision + 1)
+                    changes, quiet = _apply(conn, pending.batch, revision + 1)
                 except BaseException as exc:
                     if not isinstance(exc, Exception) or not conn.in_transaction:
                         # SQLite rolled the whole transaction back (a full disk, an I/O error): the group fails
@@ -481,7 +489,7 @@ class SQLiteStore(Store):
                 conn.execute("RELEASE b")
                 if changes:
                     revision += 1
-                outcomes.append((pending, CommitResult(revision=revision, changes=changes), None))
+                outcomes.append((pending, CommitResult(revision=revision, changes=changes, quiet=quiet), None))
             if revision != start:
                 conn.execute("UPDATE meta SET value=? WHERE key='revision'", (revision,))
                 # amortized: delete a slice of old feed every retention/10 revisions (at most 1000). The floor is
@@ -558,19 +566,23 @@ def _rows(conn: sqlite3.Connection, query: str, decoder: Any, kind: str, skipped
     return out
 
 
-def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
-    """Plan ``batch`` against the open transaction and write it as revision ``rev``.
+def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> tuple[list[Change], int]:
+    """Plan ``batch`` against the open transaction and write it as revision ``rev``; returns its changes and how
+    many of its touches were too fresh to write (``CommitResult.quiet``).
 
     The planner raises (StoreConflict, ConsumerHeld, NotFound) before anything is written; the caller's
     savepoint covers the rest.
     """
     p = planner.plan(batch, _Reads(conn, rev - 1))
     if not p.changes:
-        return []
+        return [], p.quiet
     ex, many = conn.execute, conn.executemany
+    many("INSERT INTO liveness (host, node, at) VALUES (?, ?, ?) ON CONFLICT (host, node) DO UPDATE SET at=excluded.at",
+         [(*key, at) for key, at in p.touches.items()])
     for key, report in p.hosts.items():
         if report is None:
             ex("DELETE FROM hosts WHERE host=? AND node=?", key)
+            ex("DELETE FROM liveness WHERE host=? AND node=?", key)
         else:
             ex("INSERT INTO hosts (host, node, data) VALUES (?, ?, ?) "
                "ON CONFLICT (host, node) DO UPDATE SET data=excluded.data", (*key, _ENC.encode(report)))
@@ -605,7 +617,7 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> list[Change]:
     changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
     many("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)",
          [(rev, seq, c.kind, _ENC.encode(c)) for seq, c in enumerate(changes)])
-    return changes
+    return changes, p.quiet
 
 
 class _Reads:
@@ -624,8 +636,9 @@ class _Reads:
         return (row[0] if row else 0) == expect.revision
 
     def host(self, key: NodeKey) -> HostReport | None:
-        row = self._ex("SELECT data FROM hosts WHERE host=? AND node=?", key).fetchone()
-        return _DEC_HOST.decode(row[0]) if row else None
+        row = self._ex("SELECT h.data, l.at FROM hosts h LEFT JOIN liveness l ON l.host = h.host AND l.node = h.node "
+                       "WHERE h.host=? AND h.node=?", key).fetchone()
+        return lifted(_DEC_HOST.decode(row[0]), row[1]) if row else None
 
     def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
         if node is None:

@@ -1,0 +1,132 @@
+"""Reports that change nothing but their time (touches, ``store.base``): liveness kept on every replica without a
+record write, and nothing else observable changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+import pytest
+
+from gantt.config import Config
+from gantt.model import Allocation
+from gantt.replica import TOUCH_FRACTION, Replica, audit
+from gantt.store.base import Batch, Change, Store, lifted
+from gantt.store.sqlite import SQLiteStore
+from tests.conftest import host_stats
+from tests.store.test_replica import _two_stores
+
+CONFIG = Config.from_dict({"DEFAULT": {"service_down_time": 60.0}, "gantt": {"claim_timeout": 600.0}})
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def liveness_through_two_replicas(first: Store, second: Store) -> None:
+    """A host that keeps sending the same report stays up on a replica that only reads the feed, for as long as it
+    reports, on touches alone; it goes down there service_down_time after it stops, as on the replica it reports
+    to; a replica started from a snapshot in between sees it up too."""
+    clock = Clock(1000.0)
+    a = Replica(first, CONFIG, clock=clock).start(follow=False)
+    b = Replica(second, CONFIG, clock=clock).start(follow=False)
+    try:
+        stats = host_stats(vcpus_used=2, instances=["i1"])
+        a.update_resource_stats("h1", stats)
+        start = b.sync()
+        assert b.hosts_up() == 1
+        for _ in range(12):  # four minutes of reports every 20 s: four times service_down_time
+            clock.now += 20.0
+            a.update_resource_stats("h1", stats)
+            b.sync()
+            assert a.hosts_up() == b.hosts_up() == 1
+            assert b.host("h1")["last_report_seconds_ago"] == 0.0
+        written = a.sync()
+        clock.now += 0.5 * CONFIG.default.service_down_time * TOUCH_FRACTION  # too soon to be worth a write
+        a.update_resource_stats("h1", stats)
+        assert second.barrier() == written and a.touches == 13
+        feed = second.changes(start, timeout=0)
+        assert [c.kind for c in feed] == ["touch"] * 12
+        assert max(len(msgspec.msgpack.encode(c)) for c in feed) < 64  # the record is not in it
+        c = Replica(second, CONFIG, clock=clock).start(follow=False)
+        assert c.hosts_up() == 1
+        assert c.host("h1") == b.host("h1") == a.host("h1")
+        clock.now += CONFIG.default.service_down_time - 5.0  # the last written report is 55 s old
+        assert a.hosts_up() == b.hosts_up() == c.hosts_up() == 1
+        clock.now += 10.0
+        assert a.hosts_up() == b.hosts_up() == c.hosts_up() == 0
+    finally:
+        a.stop()
+        b.stop()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_identical_reports_keep_a_host_up_on_the_other_replica(backend: str, tmp_path: Path) -> None:
+    with _two_stores(backend, tmp_path) as (first, second):
+        liveness_through_two_replicas(first, second)
+
+
+def _node_state(replica: Replica, host: str) -> dict[str, Any]:
+    table = replica.table
+    row = table.row(host, host)
+    # as text, so that NaN (a figure not reported) equals NaN
+    columns = {name: str(table.col(name)[row]) for name in table._columns.cols if name != "usage_version"}
+    rc = {name: str(table.rc[name][row]) for name in table.rc}
+    allocations = sorted((a.consumer_uuid, a.confirmed) for a in replica.allocations())
+    return {"host": replica.host(host), "columns": columns, "rc": rc, "allocations": allocations,
+            "instances": sorted(table.instances(row)), "counters": replica.counters()}
+
+
+def test_a_touch_changes_what_a_rewrite_would_and_nothing_else(tmp_path: Path) -> None:
+    """Two replicas follow one SQLite file: ``b`` gets a repeated report as the touch it is, ``old`` as the full
+    record the store wrote for it before touches existed. Claims confirmed, expired (a node listing instances)
+    and settled (a node reporting usage only) on the report's time: both end alike, and the store holds the
+    record a rewrite would have held."""
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    clock = Clock(1000.0)
+    with SQLiteStore(url) as store, SQLiteStore(url) as other:
+        a = Replica(store, CONFIG, clock=clock).start(follow=False)
+        b = Replica(other, CONFIG, clock=clock).start(follow=False)
+        old = Replica(other, CONFIG, clock=clock).start(follow=False)
+        listing = host_stats(vcpus_used=1, memory_mb_used=2048, instances=["i0"])
+        quiet = host_stats(vcpus_used=1, memory_mb_used=2048)
+        a.update_resource_stats("listing", listing)
+        a.update_resource_stats("quiet", quiet)
+        a.write(Batch(allocations=[
+            Allocation(consumer_uuid="i0", host="listing", nodename="listing", resources={"VCPU": 1},
+                       created_at=1001.0),
+            Allocation(consumer_uuid="unlisted", host="listing", nodename="listing",
+                       resources={"VCPU": 2, "MEMORY_MB": 1024}, created_at=1001.0),
+            Allocation(consumer_uuid="unsettled", host="quiet", nodename="quiet",
+                       resources={"VCPU": 2, "MEMORY_MB": 1024}, created_at=1001.0),
+        ]))
+        before = {h.host: h for h in store.snapshot().hosts}
+        since = old.sync()
+        b.sync()
+        clock.now = 1700.0  # past claim_timeout for every claim
+        a.update_resource_stats("listing", listing)
+        a.update_resource_stats("quiet", quiet)
+        touches = other.changes(since, timeout=0)
+        assert [(c.kind, c.at) for c in touches] == [("touch", 1700.0)] * 2
+        b.sync()
+        # What the store wrote for a repeated report before: the merged record, through the feed.
+        old.apply([Change(revision=c.revision, kind="host", host=lifted(before[c.node[0]], c.at))
+                   for c in touches if c.node is not None and c.at is not None])
+        for host in ("listing", "quiet"):
+            assert _node_state(b, host) == _node_state(old, host) == _node_state(a, host)
+        assert ("unsettled", True) in _node_state(b, "quiet")["allocations"]  # settled on the report's time
+        assert ("unlisted", False) in _node_state(b, "quiet")["allocations"]  # expired: its release is queued
+        assert b.counters()["expired_claims"] == 1
+        assert np.all(b.table.alive())
+        snap = store.snapshot()
+        assert {h.host: h for h in snap.hosts} == {h: lifted(r, 1700.0) for h, r in before.items()}
+        assert audit(snap, CONFIG) == []
+        a.stop()
+        b.stop()
+        old.stop()
