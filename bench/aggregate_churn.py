@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -22,6 +21,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import httpx  # noqa: E402
 
+from gantt.benchmarks import cpu_model  # noqa: E402
 from gantt.service.process import ServerProcess  # noqa: E402
 
 
@@ -30,13 +30,6 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
@@ -69,7 +62,7 @@ def main() -> None:
         "growth_mb_first_third": round(rss[third] - rss[0], 1),
         "growth_mb_last_third": round(rss[-1] - rss[-1 - third], 1),
         "rss_mb_per_cycle": [round(r, 1) for r in rss],
-        "cpu": _cpu(), "cores": os.cpu_count(), "load_average_before": round(load, 2),
+        "cpu": cpu_model(), "cores": os.cpu_count(), "load_average_before": round(load, 2),
     }
     print(json.dumps(result, indent=None if args.json else 2))
 

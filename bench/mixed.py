@@ -43,6 +43,7 @@ from typing import Any
 
 import msgspec
 
+from gantt.benchmarks import cpu_model
 from gantt.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.base import open_store
@@ -76,16 +77,6 @@ def report_stats(i: int, epoch: int) -> dict[str, Any]:
         "stats": {"failed_builds": "0", "num_proj_bench": "0", "num_vm_active": "0", "num_task_None": "0"},
     })
     return stats
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def load() -> list[float]:

@@ -32,7 +32,6 @@ import contextlib
 import http.client
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -46,21 +45,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.placement.real_placement import RealPlacement
 
+from gantt.benchmarks import cpu_model
 from gantt.service.process import ServerProcess
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.36", "accept": "application/json"}
 QUERY = {"resources": "VCPU:1,MEMORY_MB:2048,DISK_GB:20"}
 TRAITS = ["HW_CPU_X86_AVX2", "HW_CPU_X86_SSE42", "COMPUTE_STATUS_DISABLED"]
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 class Client:
