@@ -11,18 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# bench/http.py would shadow the standard library's http package that httpx imports
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import httpx
 
-import httpx  # noqa: E402
-
-from gantt.benchmarks import cpu_model  # noqa: E402
-from gantt.service.process import ServerProcess  # noqa: E402
+from gantt.benchmarks import cpu_model
+from gantt.service.process import ServerProcess
 
 
 def _rss_mb(pid: int) -> float:

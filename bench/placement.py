@@ -20,24 +20,19 @@ queries; the machine's CPU model and load are printed with them, and the Gantt /
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Run as a script, bench/ comes first on sys.path, where bench/http.py would shadow the stdlib's ``http``.
-if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
-
 import argparse
 import contextlib
 import http.client
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
