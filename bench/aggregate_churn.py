@@ -11,18 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-# bench/http.py would shadow the standard library's http package that httpx imports
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import httpx
 
-import httpx  # noqa: E402
-
-from gantt.service.process import ServerProcess  # noqa: E402
+from gantt.benchmarks import cpu_model
+from gantt.service.process import ServerProcess
 
 
 def _rss_mb(pid: int) -> float:
@@ -30,13 +26,6 @@ def _rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
-
-
-def _cpu() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def main() -> None:
@@ -69,7 +58,7 @@ def main() -> None:
         "growth_mb_first_third": round(rss[third] - rss[0], 1),
         "growth_mb_last_third": round(rss[-1] - rss[-1 - third], 1),
         "rss_mb_per_cycle": [round(r, 1) for r in rss],
-        "cpu": _cpu(), "cores": os.cpu_count(), "load_average_before": round(load, 2),
+        "cpu": cpu_model(), "cores": os.cpu_count(), "load_average_before": round(load, 2),
     }
     print(json.dumps(result, indent=None if args.json else 2))
 

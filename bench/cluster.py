@@ -5,7 +5,7 @@ What runs (design §4, "several schedulers on a 3-member etcd cluster"):
 - ``--hosts`` nodes, of which only ``--free-hosts`` big ones have room: every instance competes for the same few.
 - Each Gantt instance is a separate *process* (multiprocessing, spawn) holding a full Replica (snapshot + watch
   feed) and calling ``Replica.select_destinations`` from ``--threads`` client threads: the engine, claims and
-  store path of a real instance, without the HTTP layer (bench/http.py measures that).
+  store path of a real instance, without the HTTP layer (bench/http_api.py measures that).
 - Figures per instance count: placements/s, conflict retries (the engine's commit conflicts per request),
   store-level claim conflicts, p50/p99 latency of select_destinations, and an audit of the store at the end
   (overcommit must be 0).

@@ -13,11 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-
-# Run as a script, this file's directory comes first on sys.path and bench/http.py would shadow the stdlib's http.
-if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
 
 from gantt.benchmarks import engine_benchmark, mix_benchmark
 

@@ -16,17 +16,10 @@ Printed as JSON: achieved report and placement rates, placement latency p50/p99 
 stream, report latency, server CPU per report and per placement (from /proc, the server's process tree; the etcd
 members' apart), the CPU model and the load average before and after, and an audit of the store at the end (0
 nodes over capacity, 0 acknowledged claims missing). The HTTP client, the wait for the workers' replicas, the
-/proc readings and the base of a host's report are bench/http.py's.
+/proc readings and the base of a host's report are bench/http_api.py's.
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Run as a script, this file's directory comes first on sys.path and bench/http.py would shadow the stdlib's http.
-if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
 
 import argparse
 import asyncio
@@ -34,15 +27,18 @@ import importlib.util
 import json
 import os
 import random
+import sys
 import tempfile
 import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from gantt.benchmarks import cpu_model
 from gantt.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.base import open_store
@@ -51,7 +47,7 @@ _HERE = Path(__file__).resolve().parent
 
 
 def _load_http() -> Any:
-    spec = importlib.util.spec_from_file_location("gantt_bench_http", _HERE / "http.py")
+    spec = importlib.util.spec_from_file_location("gantt_bench_http", _HERE / "http_api.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -76,16 +72,6 @@ def report_stats(i: int, epoch: int) -> dict[str, Any]:
         "stats": {"failed_builds": "0", "num_proj_bench": "0", "num_vm_active": "0", "num_task_None": "0"},
     })
     return stats
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def load() -> list[float]:

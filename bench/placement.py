@@ -20,25 +20,19 @@ queries; the machine's CPU model and load are printed with them, and the Gantt /
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-# Run as a script, bench/ comes first on sys.path, where bench/http.py would shadow the stdlib's ``http``.
-if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
-
 import argparse
 import contextlib
 import http.client
 import json
 import os
-import platform
 import statistics
+import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -46,21 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.placement.real_placement import RealPlacement
 
+from gantt.benchmarks import cpu_model
 from gantt.service.process import ServerProcess
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.36", "accept": "application/json"}
 QUERY = {"resources": "VCPU:1,MEMORY_MB:2048,DISK_GB:20"}
 TRAITS = ["HW_CPU_X86_AVX2", "HW_CPU_X86_SSE42", "COMPUTE_STATUS_DISABLED"]
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 class Client:

@@ -168,10 +168,10 @@ def test_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_bench_and_simulate_dispatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bench").mkdir()
-    (tmp_path / "bench" / "http.py").write_text(
+    (tmp_path / "bench" / "http_api.py").write_text(
         "import sys\ndef main(argv):\n    print('fake http bench', argv)\n    return 0\n")
     monkeypatch.setattr(cli, "_repo_root", lambda: tmp_path)
-    status, out, _ = run(capsys, "bench", "http", "--hosts", "10")
+    status, out, _ = run(capsys, "bench", "http_api", "--hosts", "10")
     assert status == 0 and "fake http bench ['--hosts', '10']" in out
     monkeypatch.setattr(cli, "load_entry", lambda candidates, func="main": None)
     status, _, err = run(capsys, "bench", "cluster")

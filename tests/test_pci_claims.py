@@ -157,3 +157,14 @@ def test_the_audit_finds_a_device_handed_out_twice(tmp_path: Path) -> None:
         store.commit(Batch(allocations=[Allocation("b", "h0", "h0", {"VCPU": 1}, pci=[PciTaken(gpu, 1)])]))
         [problem] = audit(store.snapshot())
         assert "h0/h0 PCI pool" in problem and "product_id=1db4" in problem and "2 devices held > 1" in problem
+
+
+def test_a_report_with_two_pools_of_one_key_lends_both() -> None:
+    # Claims name a pool by its key; what they hold of a key comes out of those pools in order, as Nova took them
+    twin = {"vendor_id": "8086", "product_id": "1520", "numa_node": 0, "count": 1, "dev_type": "type-VF"}
+    sched = make_scheduler({"h0": {"pci_stats": [twin, {**twin, "count": 2}]}}, **SECTIONS)
+    for vm in ("a", "b", "c"):
+        sched.select_destinations(pci("vf:1", vm))
+    with pytest.raises(NoValidHost):
+        sched.select_destinations(pci("vf:1", "d"))
+    assert sched.table.pci_overbooked(0) == []  # three held of a key the two pools have three of

@@ -345,7 +345,7 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
                                     "structs_per_cpu_s": statistics.median(ingest_cpu)},
         "cold_start_s": statistics.median(cold),
         "cold_start_cpu_s": statistics.median(cold_cpu),
-        "cpu_model": cpu_model(),
+        "cpu": cpu_model(),
         "mask_cache": {"hits": stats.mask_cache_hits, "misses": stats.mask_cache_misses,
                        "hit_rate": (stats.mask_cache_hits / lookups) if lookups else None},
         "python": sys.version.split()[0],

@@ -644,7 +644,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------- parser
 
-BENCHMARKS = ["engine", "http", "cluster"]
+BENCHMARKS = ["engine", "http_api", "cluster"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -799,7 +799,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_audit)
 
     # bench and simulate are parsed by _passthrough; these entries document them in --help.
-    p = sub.add_parser("bench", help="run a benchmark (bench/engine.py, bench/http.py, bench/cluster.py)")
+    p = sub.add_parser("bench", help="run a benchmark (bench/engine.py, bench/http_api.py, bench/cluster.py)")
     p.add_argument("which", choices=BENCHMARKS, help="which benchmark")
     p.add_argument("args", nargs=argparse.REMAINDER, help="passed to the benchmark")
     p.set_defaults(func=cmd_bench)

@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from gantt import numa
+from gantt import numa, pci
 from gantt.config import Config
 from gantt.model import (
     Allocation,
@@ -39,6 +39,7 @@ from gantt.model import (
     NodeKey,
     NoValidHost,
     NUMACellClaim,
+    NUMATopologyLimits,
     RequestSpec,
     Selection,
     decode,
@@ -306,11 +307,27 @@ class Engine:
 
     def _numa_claim(self, row: int, ctx: RequestContext) -> list[NUMACellClaim] | None:
         table = self.table
-        cpu_ratio, ram_ratio = table.rc_col("ratio", "VCPU"), table.rc_col("ratio", "MEMORY_MB")
-        return numa.claim(table.node_numa(row), ctx.numa,
-                          cpu_ratio=float(cpu_ratio[row]) if cpu_ratio is not None else 0.0,
-                          ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0,
-                          pack=self.config.compute.packing_host_numa_cells_allocation_strategy)
+        limits = table.numa_limits(row)
+        return numa.claim(table.node_numa(row), ctx.numa, cpu_ratio=limits.cpu_allocation_ratio,
+                          ram_ratio=limits.ram_allocation_ratio,
+                          pack=self.config.compute.packing_host_numa_cells_allocation_strategy,
+                          pools=table.node_pci_pools(row), pci_requests=ctx.pci_requests)
+
+    def _takes_devices(self, row: int, ctx: RequestContext) -> bool:
+        """Whether node ``row`` can take what the claim takes beyond resources now: the guest's NUMA cells and its
+        PCI devices (with their NUMA affinity), as a claim there would fit them."""
+        table = self.table
+        if ctx.numa is not None and table.node_numa(row) is not None:
+            return self._numa_claim(row, ctx) is not None
+        return not ctx.pci_requests or pci.supports(table.node_pci_pools(row), ctx.pci_requests)
+
+    def _shown_limits(self, ranking: Ranking, ctx: RequestContext, row: int,
+                      limits: dict[str, float]) -> dict[str, float | NUMATopologyLimits]:
+        """The Selection's limits: the claim's caps and what the filters that ran leave for the node (Nova's)."""
+        shown: dict[str, float | NUMATopologyLimits] = dict(limits)
+        for flt in ranking.applied:
+            shown.update(flt.selection_limits(self.table, ctx, row))
+        return shown
 
     def _claim_down(self, ctx: RequestContext, consumer: str, placed: list[Allocation],
                     ranking: Ranking) -> tuple[list[Selection], Allocation, bool] | None:
@@ -357,18 +374,23 @@ class Engine:
                     continue
                 if chosen is not allocation:  # a twin request holds this consumer: answer with its claim
                     return [self._selection_for(chosen)], chosen, False
-                selection = self._selection(row, chosen.resources, limits, consumer, weight)
+                shown = self._shown_limits(ranking, ctx, row, limits)
+                selection = self._selection(row, chosen.resources, shown, consumer, weight)
                 if table.layout != ranking.layout:  # renumbered while the selection was read: read it by key
-                    selection = msgspec.structs.replace(self._selection_for(chosen), limits=dict(limits),
-                                                        weight=weight)
+                    now = table.row_of(key)
+                    shown = self._shown_limits(ranking, ctx, now, limits) if now is not None else dict(limits)
+                    selection = msgspec.structs.replace(self._selection_for(chosen), limits=shown, weight=weight)
                 selections.append(selection)
                 if max_attempts <= 1:
                     break
                 continue
-            # Alternates: later candidates that still fit now; not claimed (the conductor's retry claims them).
-            if key[0] == chosen.host or table.fits(row, ctx.resources, limits or None) is not None:
+            # Alternates: later candidates that still fit now, devices and NUMA cells included; not claimed (the
+            # conductor's retry claims them).
+            if key[0] == chosen.host or table.fits(row, ctx.resources, limits or None) is not None \
+                    or not self._takes_devices(row, ctx):
                 continue
-            alternate = self._selection(row, dict(ctx.resources), limits, None, weight)
+            alternate = self._selection(row, dict(ctx.resources), self._shown_limits(ranking, ctx, row, limits),
+                                        None, weight)
             if table.layout != ranking.layout:
                 break
             selections.append(alternate)
@@ -489,8 +511,8 @@ class Engine:
     def _zone(self, row: int) -> str:
         return self.table.zone(row) or self.config.default.default_availability_zone
 
-    def _selection(self, row: int, resources: dict[str, int], limits: dict[str, float], consumer: str | None,
-                   weight: float) -> Selection:
+    def _selection(self, row: int, resources: dict[str, int], limits: dict[str, float | NUMATopologyLimits],
+                   consumer: str | None, weight: float) -> Selection:
         table = self.table
         return Selection(host=table.host_names[row], nodename=table.node_names[row], uuid=table.node_uuids[row],
                          availability_zone=self._zone(row), allocation=dict(resources), limits=dict(limits),

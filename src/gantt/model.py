@@ -72,6 +72,7 @@ __all__ = [
     "NUMANetworkMetadata",
     "NUMAPages",
     "NUMATopology",
+    "NUMATopologyLimits",
     "NoValidHost",
     "NotFound",
     "Provider",
@@ -808,13 +809,23 @@ class InstanceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
 # ------------------------------------------------------------------------------------------------ answers
 
 
+class NUMATopologyLimits(Struct):
+    """Nova's NUMATopologyLimits: the allocation ratios NUMATopologyFilter fitted the guest's cells under, which
+    the compute host's claim fits them under again (``limits["numa_topology"]`` of a Selection)."""
+
+    cpu_allocation_ratio: float
+    ram_allocation_ratio: float
+
+
 class Selection(Struct, omit_defaults=True):
     host: str
     nodename: str
     uuid: str | None = None
     availability_zone: str | None = None
     allocation: dict[str, int] = field(default_factory=dict)
-    limits: dict[str, float] = field(default_factory=dict)
+    # Nova's limits: capacity after overcommit per resource class, and ``numa_topology`` (NUMATopologyLimits) on a
+    # node NUMATopologyFilter passed for a NUMA guest
+    limits: dict[str, float | NUMATopologyLimits] = field(default_factory=dict)
     consumer_uuid: str | None = None  # set on the claimed (first) entry only
     weight: float | None = None
 

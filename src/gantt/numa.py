@@ -10,9 +10,10 @@ Two halves, both with Nova 34's semantics (``nova/virt/hardware.py``):
   would refuse (or that asks for something Gantt does not model yet) raises InvalidRequest naming the key.
 - ``fit(host, guest, ...)``: Nova's ``numa_fit_instance_to_host``: host cells ordered as Nova orders them, every
   permutation tried in turn, each guest cell checked against page sizes, memory, shared CPUs under the allocation
-  ratios and dedicated CPUs packed onto thread siblings. Nova mutates the guest cells while it searches (a cell
-  keeps the page size and the cell id of its last fit, and its memo is keyed by those); the search below keeps
-  that state the same way, because the answer for a host depends on it.
+  ratios and dedicated CPUs packed onto thread siblings, and a guest's PCI devices taken with the NUMA affinity
+  their policy asks for (``gantt.pci.take`` with the cells chosen). Nova mutates the guest cells while it
+  searches (a cell keeps the page size and the cell id of its last fit, and its memo is keyed by those); the
+  search below keeps that state the same way, because the answer for a host depends on it.
 
 This module knows nothing of tables or filters: ``HostNUMA`` is one host's cells, prepared once per report.
 """
@@ -23,10 +24,12 @@ import itertools
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gantt.model import InvalidRequest, NUMACell, NUMACellClaim, NUMATopology, RequestSpec
+from gantt.pci import Affinity, PciRequest, Pool, devices_per_node, take
 
 MEMPAGES_SMALL = -1
 MEMPAGES_LARGE = -2
@@ -509,6 +512,7 @@ class HostCell:
     free_pcpus: frozenset[int]
     siblings: tuple[frozenset[int], ...]
     pages: tuple[tuple[int, int, int], ...]  # (size_kb, total, free) in the order reported
+    socket: int | None = None
 
     @classmethod
     def of(cls, cell: NUMACell) -> HostCell:
@@ -517,7 +521,8 @@ class HostCell:
                    cpu_usage=cell.cpu_usage, memory_usage=cell.memory_usage,
                    free_pcpus=pcpus - frozenset(cell.pinned_cpus),
                    siblings=tuple(frozenset(s) for s in cell.siblings),
-                   pages=tuple((p.size_kb, p.total, p.total - p.used - p.reserved) for p in cell.mempages))
+                   pages=tuple((p.size_kb, p.total, p.total - p.used - p.reserved) for p in cell.mempages),
+                   socket=cell.socket)
 
     @property
     def avail_memory(self) -> int:
@@ -554,6 +559,10 @@ class HostNUMA:
     @property
     def has_threads(self) -> bool:
         return any(c.has_threads for c in self.cells)
+
+    def affinity(self, cells: list[int]) -> Affinity:
+        """The guest cells landing on host ``cells``, as the PCI devices' NUMA affinity reads them."""
+        return Affinity(tuple(cells), tuple((c.id, c.socket) for c in self.cells))
 
 
 # --------------------------------------------------------------------------------------------- the fit
@@ -697,7 +706,7 @@ def _fit_cell(host: HostCell, guest: GuestCell, pagesize: float | None, guest_po
 
 
 def _ordered(host: HostNUMA, guest: GuestTopology, pack: bool,
-             pci_per_cell: dict[int, int] | None, wants_pci: bool) -> list[HostCell]:
+             pci_per_cell: dict[int | None, int] | None, wants_pci: bool) -> list[HostCell]:
     cells = list(host.cells)
     if len(cells) <= len(guest.cells):
         return cells
@@ -713,19 +722,21 @@ def _ordered(host: HostNUMA, guest: GuestTopology, pack: bool,
 
 
 def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float, ram_ratio: float,
-        pack: bool = False, pci_per_cell: dict[int, int] | None = None,
-        wants_pci: bool = False) -> list[CellFit] | None:
+        pack: bool = False, pools: Sequence[Pool] = (),
+        pci_requests: Sequence[PciRequest] = ()) -> list[CellFit] | None:
     """The first way ``guest`` fits ``host`` in Nova's search order (Nova's ``numa_fit_instance_to_host``), one
     CellFit per guest cell, or None when it does not fit.
 
-    ``pack``: ``[compute] packing_host_numa_cells_allocation_strategy``. ``pci_per_cell``: free PCI devices per
-    host cell id, which Nova sorts the cells by when the host has PCI pools (to the front when ``wants_pci``).
+    ``pack``: ``[compute] packing_host_numa_cells_allocation_strategy``. ``pools``: the host's PCI pools left
+    (``gantt.pci.freeze_pools`` tuples); Nova orders the cells by their free devices, those with devices first
+    when the guest asks for some (``pci_requests``), last otherwise; and a way of fitting the cells holds only
+    when the devices can be taken with the NUMA affinity each request's policy asks for.
     """
     if host is None or guest is None or not host.cells or not guest.cells:
         return None
-    if len(host.cells) < len(guest.cells):
+    if len(host.cells) < len(guest.cells) or (pci_requests and not pools):  # no pool serves any request
         return None
-    cells = _ordered(host, guest, pack, pci_per_cell, wants_pci)
+    cells = _ordered(host, guest, pack, devices_per_node(pools) if pools else None, bool(pci_requests))
     # Nova's search state: each guest cell's current id and page size change as it fits (see the module doc).
     ids = [c.id for c in guest.cells]
     sizes = [c.pagesize for c in guest.cells]
@@ -758,6 +769,8 @@ def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float,
             chosen.append(cell_fit)
             fitted.add(pair)
         if len(chosen) == len(guest.cells):
+            if pci_requests and take(pools, pci_requests, host.affinity([c.host_cell for c in chosen])) is None:
+                continue
             return chosen
     return None
 
@@ -784,9 +797,11 @@ def claims_of(host: HostNUMA, guest: GuestTopology, fits: list[CellFit]) -> list
 
 
 def claim(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float, ram_ratio: float,
-          pack: bool = False) -> list[NUMACellClaim] | None:
-    """The cells, CPUs and pages the guest would take on ``host`` now (None: it does not fit)."""
-    fits = fit(host, guest, cpu_ratio=cpu_ratio, ram_ratio=ram_ratio, pack=pack)
+          pack: bool = False, pools: Sequence[Pool] = (),
+          pci_requests: Sequence[PciRequest] = ()) -> list[NUMACellClaim] | None:
+    """The cells, CPUs and pages the guest would take on ``host`` now (None: it does not fit, devices included)."""
+    fits = fit(host, guest, cpu_ratio=cpu_ratio, ram_ratio=ram_ratio, pack=pack, pools=pools,
+               pci_requests=pci_requests)
     if fits is None or host is None or guest is None:
         return None
     return claims_of(host, guest, fits)
@@ -829,5 +844,6 @@ def with_claims(host: HostNUMA, claims: list[NUMACellClaim]) -> tuple[HostNUMA, 
         new_cells.append(HostCell(
             id=cell.id, cpuset=cell.cpuset, pcpuset=cell.pcpuset, memory=cell.memory,
             cpu_usage=cell.cpu_usage + cpus[cell.id], memory_usage=cell.memory_usage + memory[cell.id],
-            free_pcpus=cell.free_pcpus - pinned[cell.id], siblings=cell.siblings, pages=tuple(new_pages)))
+            free_pcpus=cell.free_pcpus - pinned[cell.id], siblings=cell.siblings, pages=tuple(new_pages),
+            socket=cell.socket))
     return HostNUMA(tuple(new_cells)), ok

@@ -14,8 +14,10 @@ The semantics are Nova 34's:
   whose live_migratable tag disagrees when every spec states one; then it consumes greedily, pool by pool in
   Nova's pool order (fewest keys first), so that what it takes is gone for the requests after it.
 
-NUMA affinity (``numa_policy``) is not the filter's business in Nova either: NUMATopologyFilter applies it when it
-fits the instance's cells; ``PciRequest.numa_policy`` carries it there.
+NUMA affinity (``numa_policy``, or the flavor's ``hw:pci_numa_affinity_policy`` / the image's
+``hw_pci_numa_affinity_policy`` overriding it) is not the filter's business in Nova either: NUMATopologyFilter
+applies it when it fits a NUMA guest's cells (``take`` with an ``Affinity``: Nova's support_requests with
+numa_cells), and a claim takes the devices with the cells it fitted.
 """
 
 from __future__ import annotations
@@ -135,8 +137,31 @@ def _alias_spec(raw: Any, where: str) -> tuple[str, str, Spec]:
     return name.strip(), policy, spec
 
 
-def requests_from_extra_specs(extra_specs: dict[str, str], aliases: dict[str, Alias]) -> tuple[PciRequest, ...]:
-    """The flavor's PCI requests; InvalidRequest (naming the extra spec) for a malformed value or unknown alias."""
+POLICY_SPEC = "hw:pci_numa_affinity_policy"
+POLICY_PROP = "hw_pci_numa_affinity_policy"
+
+
+def affinity_policy(extra_specs: dict[str, str], image_props: dict[str, Any]) -> str | None:
+    """The devices' NUMA affinity policy flavor and image ask for (Nova's get_pci_numa_policy_constraint): it
+    overrides every alias's own ``numa_policy``; the two may not disagree."""
+    flavor, image = extra_specs.get(POLICY_SPEC), image_props.get(POLICY_PROP)
+    if image is not None and image not in NUMA_POLICIES:
+        raise InvalidRequest(f"{POLICY_PROP} must be one of {', '.join(NUMA_POLICIES)}, not {image!r}",
+                             field=f"$.image.properties.{POLICY_PROP}")
+    if flavor and image and flavor != image:
+        raise InvalidRequest(f"the image's {POLICY_PROP} conflicts with the flavor's {POLICY_SPEC}",
+                             field=f"$.image.properties.{POLICY_PROP}")
+    policy = flavor or image
+    if policy and policy not in NUMA_POLICIES:
+        raise InvalidRequest(f"{POLICY_SPEC} must be one of {', '.join(NUMA_POLICIES)}, not {policy!r}",
+                             field=f"$.flavor.extra_specs.{POLICY_SPEC}")
+    return policy or None
+
+
+def requests_from_extra_specs(extra_specs: dict[str, str], aliases: dict[str, Alias],
+                              policy: str | None = None) -> tuple[PciRequest, ...]:
+    """The flavor's PCI requests, each with ``policy`` (``affinity_policy``) or else its alias's NUMA policy;
+    InvalidRequest (naming the extra spec) for a malformed value or unknown alias."""
     text = extra_specs.get(ALIAS_SPEC)
     if text is None:
         return ()
@@ -154,7 +179,7 @@ def requests_from_extra_specs(extra_specs: dict[str, str], aliases: dict[str, Al
         if alias is None:
             known = ", ".join(sorted(aliases)) or "none"
             raise InvalidRequest(f"PCI alias {name} is not defined ([pci] alias defines: {known})", field=where)
-        out.append(PciRequest(name, count, alias.specs, alias.numa_policy))
+        out.append(PciRequest(name, count, alias.specs, policy or alias.numa_policy))
     return tuple(out)
 
 
@@ -188,13 +213,60 @@ def _truthy(value: Any) -> bool:
     return isinstance(value, str) and value.strip().lower() in _TRUE
 
 
-def _candidates(pools: list[dict[str, Any]], request: PciRequest) -> list[dict[str, Any]] | None:
-    """Nova's _filter_pools without NUMA cells or a Placement allocation: the pools the request may take, or
-    None when they hold too few devices."""
+@dataclass(frozen=True, slots=True)
+class Affinity:
+    """Where a guest with a NUMA topology landed, for the devices' NUMA affinity: the host cells its cells took
+    (in guest cell order) and the socket of each of the host's cells (None: the host does not say)."""
+
+    cells: tuple[int, ...]
+    sockets: tuple[tuple[int, int | None], ...]
+
+
+def _count(pools: list[dict[str, Any]]) -> int:
+    return sum(pool["count"] for pool in pools)
+
+
+def _on_nodes(pools: list[dict[str, Any]], nodes: Sequence[int | None]) -> list[dict[str, Any]]:
+    return [pool for pool in pools if pool.get("numa_node") in nodes]
+
+
+def _near(pools: list[dict[str, Any]], request: PciRequest, affinity: Affinity) -> list[dict[str, Any]]:
+    """Nova's _filter_pools_for_numa_cells: the pools with the NUMA affinity the request's policy asks for.
+
+    Each policy is tried from the strictest down: devices on the guest's own cells whenever there are enough
+    (or always, under ``required``); then ``socket``: devices on a cell of the same sockets (none when some
+    host cell has no socket); ``legacy`` adds devices of no NUMA node; ``preferred`` takes any device, those
+    nearest first (the order in which they are consumed)."""
+    policy = request.numa_policy or "legacy"
+    nodes: list[int | None] = list(affinity.cells)
+    strict = _on_nodes(pools, nodes)
+    if policy == "required" or _count(strict) >= request.count:
+        return strict
+    if policy == "socket":
+        sockets = dict(affinity.sockets)
+        if any(socket is None for socket in sockets.values()):
+            return []
+        wanted = {sockets[cell] for cell in affinity.cells if cell in sockets}
+        return _on_nodes(pools, [cell for cell, socket in affinity.sockets if socket in wanted])
+    nodes.append(None)
+    loose = _on_nodes(pools, nodes)
+    if policy == "legacy" or _count(loose) >= request.count:
+        return loose
+    return sorted(pools, key=lambda pool: pool.get("numa_node") not in nodes)
+
+
+def _candidates(pools: list[dict[str, Any]], request: PciRequest,
+                affinity: Affinity | None = None) -> list[dict[str, Any]] | None:
+    """Nova's _filter_pools without a Placement allocation: the pools the request may take (with the NUMA
+    affinity its policy asks for when the guest's cells are given), or None when they hold too few devices."""
     specs = request.specs
     chosen = [pool for pool in pools if _matches(pool, specs)]
     if sum(pool["count"] for pool in chosen) < request.count:
         return None
+    if affinity is not None:
+        chosen = _near(chosen, request, affinity)
+        if _count(chosen) < request.count:
+            return None
     if all(spec.get("dev_type") != "type-PF" for spec in specs):
         chosen = [pool for pool in chosen if pool.get("dev_type") != "type-PF"]
     if sum(pool["count"] for pool in chosen) < request.count:
@@ -217,13 +289,15 @@ def pool_key(pool: Pool) -> Pool:
     return tuple(item for item in pool if item[0] != "count")
 
 
-def take(pools: Sequence[Pool], requests: Sequence[PciRequest]) -> list[tuple[Pool, int]] | None:
+def take(pools: Sequence[Pool], requests: Sequence[PciRequest],
+         affinity: Affinity | None = None) -> list[tuple[Pool, int]] | None:
     """What serving every request, one after the other, takes from ``pools`` (as ``freeze_pools`` gives them):
-    (pool key, devices) in the order taken; None when the pools cannot serve them all."""
+    (pool key, devices) in the order taken; None when the pools cannot serve them all. ``affinity``: the guest's
+    NUMA cells on the host, for the requests' NUMA policies (Nova's support_requests with numa_cells)."""
     live = [dict(pool) for pool in pools]
     taken: list[tuple[Pool, int]] = []
     for request in requests:
-        chosen = _candidates(live, request)
+        chosen = _candidates(live, request, affinity)
         if not chosen:  # None, or no pool at all for a request of zero devices
             return None
         wanted = request.count
@@ -242,23 +316,41 @@ def take(pools: Sequence[Pool], requests: Sequence[PciRequest]) -> list[tuple[Po
     return taken
 
 
-def supports(pools: Sequence[Pool], requests: Sequence[PciRequest]) -> bool:
+def supports(pools: Sequence[Pool], requests: Sequence[PciRequest], affinity: Affinity | None = None) -> bool:
     """Whether pools (as ``freeze_pools`` gives them) can serve every request, one after the other."""
-    return take(pools, requests) is not None
+    return take(pools, requests, affinity) is not None
+
+
+def devices_per_node(pools: Sequence[Pool]) -> dict[int | None, int]:
+    """Devices per NUMA node over every pool (Nova sorts host cells by it when it fits a guest)."""
+    out: dict[int | None, int] = {}
+    for pool in pools:
+        values = dict(pool)
+        node = values.get("numa_node")
+        out[node] = out.get(node, 0) + int(values["count"])
+    return out
 
 
 def remaining(reported: Sequence[Pool], taken: dict[Pool, int]) -> tuple[Pool, ...]:
     """The pools a node has left: what it reported, less the devices claims hold that its report does not show
-    yet. A pool a claim used up is gone, as in Nova's HostState after it consumed a request."""
+    yet. A pool a claim used up is gone, as in Nova's HostState after it consumed a request.
+
+    Claims name a pool by its key, and a report may list two pools with one key: what claims hold of that key is
+    taken from those pools in their order, as every claim took them (they pass every filter alike and keep their
+    order, so a request never reaches the second while the first has devices)."""
     if not taken:
         return tuple(reported)
+    left = dict(taken)
     out = []
     for pool in reported:
-        held = taken.get(pool_key(pool), 0)
+        key = pool_key(pool)
+        held = left.get(key, 0)
         if not held:
             out.append(pool)
             continue
-        count = dict(pool)["count"] - held
-        if count > 0:
-            out.append(tuple((k, count if k == "count" else v) for k, v in pool))
+        count = dict(pool)["count"]
+        used = min(held, count)
+        left[key] = held - used
+        if count > used:
+            out.append(tuple((k, count - used if k == "count" else v) for k, v in pool))
     return tuple(out)

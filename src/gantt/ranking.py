@@ -45,6 +45,7 @@ class Ranking:
     steps: list[tuple[str, np.ndarray | None]]
     limits: dict[str, np.ndarray]
     rows: np.ndarray | None = None
+    applied: tuple[filter_pkg.Filter, ...] = ()  # the filters that ran (not for forced hosts)
     offset: float = 0.0  # added to every score to give the weight (it never changes the order)
     layout: int = 0  # the table's row layout the row numbers refer to (HostTable.layout)
     # A decision's ranking over filters that refine (filters.base): the mask keeps rows their prefilters keep,
@@ -180,9 +181,11 @@ class Ranker:
         steps, forced = self._preselect(ctx)
         limits: dict[str, np.ndarray] = {}
         checks: list[Callable[[int], bool]] = []
+        applied: list[filter_pkg.Filter] = []
         for flt in self.filters:
             if forced and not flt.always_on:
                 continue  # Nova skips the filters for forced hosts; the resource claim still applies
+            applied.append(flt)
             if lazy and flt.refines:
                 step = flt.prefilter(table, ctx)
                 check = flt.exact(table, ctx) if step is not None else None
@@ -200,8 +203,11 @@ class Ranker:
             if m is not None:
                 np.logical_and(mask, m[:n], out=mask)
         if checks:
-            return self._settle(ctx, mask, steps, limits, checks)
-        return self._score(ctx, mask, steps, limits, contributions)
+            ranking = self._settle(ctx, mask, steps, limits, checks)
+        else:
+            ranking = self._score(ctx, mask, steps, limits, contributions)
+        ranking.applied = tuple(applied)
+        return ranking
 
     def _score(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
                limits: dict[str, np.ndarray], contributions: dict[str, np.ndarray] | None,

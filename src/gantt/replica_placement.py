@@ -9,6 +9,7 @@ merely behind catches up and builds the batch again, a client that sent a stale 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid as uuidlib
@@ -33,6 +34,7 @@ from gantt.model import (
     NotFound,
     Record,
     RecordKind,
+    StoreUnavailable,
     aggregate_node,
 )
 from gantt.providers import (
@@ -80,6 +82,16 @@ class PlacementFacade:
         self._known(uuid)
         with self.table.lock:
             return self.providers.get(uuid)
+
+    def provider_as_read(self, uuid: str, generation: int) -> ProviderView:
+        """The provider, caught up with the store first when its generation is not the one the client names: the
+        client may have read it from another instance an instant ago, and only a generation the store no longer
+        holds is the client's conflict."""
+        found = self.provider(uuid)
+        if found.generation != generation:
+            self.sync()
+            found = self.provider(uuid)
+        return found
 
     def has_provider(self, uuid: str) -> bool:
         """Whether this replica holds ``uuid`` now: one dict lookup, no lock and no store read, so the HTTP layer
@@ -402,9 +414,18 @@ class PlacementFacade:
                 self.sync()
             except GenerationConflict:
                 if generation is not None:
+                    self._caught_up_before_refusing()
                     raise
                 self.sync()
         raise Conflict(f"resource provider {uuid} kept changing; try again")
+
+    def _caught_up_before_refusing(self) -> None:
+        """The store refused a generation the client named: this replica is behind the write that beat it. Catch
+        up before the 409 goes out, so that the client's next read here (Nova reads the provider or consumer
+        again after a conflict) shows that write, not the generation it just lost with. A store too slow to
+        answer leaves the refusal as it is: it is the true answer."""
+        with contextlib.suppress(StoreUnavailable):
+            self.sync()
 
     def _batch(self, current: ProviderView, built: Any) -> Batch:
         records, aggregates = built if isinstance(built, tuple) else (built, [])
@@ -498,18 +519,25 @@ class PlacementFacade:
         for attempt in range(_ATTEMPTS):
             if attempt:
                 self.sync()
-            with self.table.lock:
-                batch = self._allocation_batch(writes)
-                if extend is not None:
-                    extend(batch)
+            try:
+                with self.table.lock:
+                    batch = self._allocation_batch(writes)
+                    if extend is not None:
+                        extend(batch)
+            except GenerationConflict:
+                if attempt:
+                    raise
+                continue  # the client may have read a generation this replica has not seen yet: catch up first
             try:
                 self.write(batch)
                 return
             except ConsumerConflict as exc:
                 if any(w.check_generation for w in writes if w.consumer == exc.consumer):
+                    self._caught_up_before_refusing()
                     raise
             except GenerationConflict:
                 if extend is not None:
+                    self._caught_up_before_refusing()
                     raise
             except (StoreConflict, ConsumerHeld, NotFound):
                 pass  # this replica was behind the store: catch up and build the batch again

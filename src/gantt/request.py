@@ -16,7 +16,7 @@ import os_traits
 from gantt.config import Config
 from gantt.model import Allocation, InvalidRequest, NodeKey, RequestSpec, check_resource_class
 from gantt.numa import GuestTopology, instance_topology
-from gantt.pci import PciRequest, requests_from_extra_specs
+from gantt.pci import PciRequest, affinity_policy, requests_from_extra_specs
 
 _DERIVE: Any = object()  # a guest topology not given: derived from the spec
 
@@ -77,6 +77,10 @@ def traits_from_spec(spec: RequestSpec,
     if guest is not None and guest.hyperthreading is not None:
         # a thread policy asks Placement for SMT hosts (require) or others (isolate), as Nova's scheduler does
         (required if guest.hyperthreading == "required" else forbidden).add(os_traits.HW_CPU_HYPERTHREADING)
+    props = dict(spec.image.properties) if spec.image is not None else {}
+    if affinity_policy(dict(spec.flavor.extra_specs) if spec.flavor else {}, props) == "socket":
+        # as Nova's scheduler asks Placement: hosts that know their cells' sockets
+        required.add(os_traits.COMPUTE_SOCKET_PCI_NUMA_AFFINITY)
     sources: list[tuple[str, dict[str, Any]]] = []
     if spec.flavor is not None:
         sources.append(("flavor.extra_specs", spec.flavor.extra_specs))
@@ -189,12 +193,9 @@ class RequestContext:
         member_of, forbidden_aggregates = member_of_from_spec(spec)
         group = spec.instance_group
         extra_specs = dict(spec.flavor.extra_specs) if spec.flavor else {}
-        pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases)
-        if guest is not None and pci_requests:
-            # Nova's NUMA fit also places the devices by their NUMA affinity (numa_policy); Gantt's does not yet.
-            raise InvalidRequest("PCI devices for a guest with a NUMA topology (pinned CPUs, huge pages, NUMA "
-                                 "nodes) cannot be honoured yet: their NUMA affinity is not applied",
-                                 field="$.flavor.extra_specs.pci_passthrough:alias")
+        image_props = dict(spec.image.properties) if spec.image else {}
+        pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases,
+                                                 affinity_policy(extra_specs, image_props))
         return cls(
             spec=spec,
             config=config,
@@ -204,7 +205,7 @@ class RequestContext:
             required_traits=required,
             forbidden_traits=forbidden,
             extra_specs=extra_specs,
-            image_props=dict(spec.image.properties) if spec.image else {},
+            image_props=image_props,
             hints=dict(spec.scheduler_hints),
             member_of=member_of,
             forbidden_aggregates=forbidden_aggregates,

@@ -7,28 +7,18 @@ Missing ``etcd`` binary: skipped with the reason, except under ``CI=true`` where
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from gantt.store.etcd import EtcdStore
-from tests.etcd.cluster import ETCD, LocalCluster
-
-
-def _require_etcd() -> None:
-    if ETCD is not None:
-        return
-    message = "etcd binary not found: install the etcd-server package (scripts/setup does it as root)"
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(message + " - CI must run the etcd tests", pytrace=False)
-    pytest.skip(message)
+from tests.etcd.cluster import LocalCluster, require_etcd
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    _require_etcd()
+    require_etcd()
     with LocalCluster(tmp_path_factory.mktemp("etcd")) as c:
         yield c
 

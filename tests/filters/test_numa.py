@@ -236,9 +236,3 @@ def test_over_http_a_numa_report_is_kept_across_a_restart_and_decides(tmp_path: 
             assert not taken[0] & taken[1]
 
 
-def test_pci_devices_for_a_numa_guest_are_refused_until_their_affinity_is_applied() -> None:
-    alias = '{"name": "nic", "vendor_id": "8086", "product_id": "1520"}'
-    s = make_scheduler({"a": numa_host(cell(0, range(0, 8)))}, filters=F, pci={"alias": [alias]})
-    with pytest.raises(InvalidRequest) as err:
-        s.candidates(pinned(2, **{"pci_passthrough:alias": "nic:1"}))
-    assert err.value.field == "$.flavor.extra_specs.pci_passthrough:alias"

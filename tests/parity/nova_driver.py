@@ -9,6 +9,7 @@ left out: hosts are built in memory and a service's liveness is its ``last_seen_
 
 from __future__ import annotations
 
+import copy
 import datetime
 import json
 import logging
@@ -29,8 +30,9 @@ from nova.objects import pci_device_pool  # noqa: E402
 from nova.pci import request as pci_request  # noqa: E402
 from nova.scheduler import filters as nova_filters  # noqa: E402
 from nova.scheduler import host_manager, request_filter  # noqa: E402
+from nova.scheduler import utils as scheduler_utils  # noqa: E402
 from nova.scheduler import weights as nova_weights  # noqa: E402
-from nova.scheduler.filters import numa_topology_filter  # noqa: E402
+from nova.scheduler.filters import numa_topology_filter, pci_passthrough_filter  # noqa: E402
 from nova.virt import hardware  # noqa: E402
 
 # Gantt's name -> Nova's request filter function (the same name where Gantt kept Nova's).
@@ -136,7 +138,9 @@ def _spec(spec: dict[str, Any]) -> Any:
         availability_zone=spec.get("availability_zone"),
         scheduler_hints={k: v if isinstance(v, list) else [v] for k, v in (spec.get("scheduler_hints") or {}).items()},
         instance_group=None)
-    request.pci_requests = pci_request.get_pci_requests_from_flavor(request.flavor)
+    # As Nova's API builds them: the flavor's or image's PCI NUMA affinity policy overrides the aliases' own.
+    policy = hardware.get_pci_numa_policy_constraint(request.flavor, request.image)
+    request.pci_requests = pci_request.get_pci_requests_from_flavor(request.flavor, affinity_policy=policy)
     # Nova's API derives the guest NUMA topology when it creates the request spec (numa_get_constraints).
     request.numa_topology = hardware.numa_get_constraints(request.flavor, request.image)
     group = spec.get("instance_group")
@@ -228,10 +232,68 @@ def _numa_cases(doc: dict[str, Any]) -> dict[str, Any]:
                                            for h in doc["hosts"]]}
 
 
+def _pools(pools: Any) -> list[Any]:
+    out = []
+    for pool in pools:
+        items = {k: v for k, v in pool.items() if k != "devices"}
+        items.setdefault("numa_node", None)
+        if items["count"]:
+            out.append(sorted([k, v] for k, v in items.items()))
+    return out
+
+
+def _consumed(state: Any, spec: Any) -> dict[str, Any]:
+    """What Nova's HostState consumes for ``spec`` once the filters passed it (a copy: the state stays as it
+    was): the host cells the guest's cells landed on and the PCI pools left."""
+    state = copy.deepcopy(state)
+    spec = spec.obj_clone()
+    try:  # the public consume_from_request logs and swallows a failure: the bare one says what it was
+        state._locked_consume_from_request(spec)
+    except Exception as exc:  # e.g. Nova's usage count on a host cell that lists no page sizes
+        return {"error": type(exc).__name__}
+    return {"cells": [cell.id for cell in spec.numa_topology.cells] if spec.numa_topology else [],
+            "pools": _pools(state.pci_stats.pools)}
+
+
+def _numa_pci_cases(doc: dict[str, Any]) -> list[Any]:
+    """NUMATopologyFilter and PciPassthroughFilter on generated NUMA hosts with PCI pools: per request the nodes
+    each passes and, on every node both pass, what HostState.consume_from_request takes; or ``"invalid"``."""
+    _options(doc["options"])
+    now = timeutils.utcnow()
+    states = _host_states({"hosts": doc["hosts"], "aggregates": []}, now)
+    filters = {"NUMATopologyFilter": numa_topology_filter.NUMATopologyFilter(),
+               "PciPassthroughFilter": pci_passthrough_filter.PciPassthroughFilter()}
+    results: list[Any] = []
+    for case in doc["requests"]:
+        try:
+            spec = _spec(case)
+            spec.is_bfv = False
+            # what the scheduler asks Placement for: the required traits (hyperthreading, the socket policy's)
+            traits = sorted(scheduler_utils.ResourceRequest.from_request_spec(spec).all_required_traits)
+        except Exception as exc:  # any refusal of the request is "invalid" (Gantt: InvalidRequest)
+            results.append({"invalid": type(exc).__name__})
+            continue
+        out: dict[str, Any] = {"filters": {}, "claims": {}, "required_traits": traits}
+        passing: dict[str, list[Any]] = {}
+        for name, filt in filters.items():
+            _fresh_candidates(states)
+            passing[name] = [s for s in states if filt.host_passes(s, spec)]
+            out["filters"][name] = sorted(s.nodename for s in passing[name])
+        both = {s.nodename for s in passing["PciPassthroughFilter"]}
+        for state in passing["NUMATopologyFilter"]:
+            if state.nodename in both:
+                out["claims"][state.nodename] = _consumed(state, spec)
+        results.append(out)
+    return results
+
+
 def main() -> None:
     doc = json.load(sys.stdin)
     if "numa" in doc:
         json.dump([_numa_cases(one) for one in doc["numa"]], sys.stdout)
+        return
+    if "numa_pci" in doc:
+        json.dump([_numa_pci_cases(one) for one in doc["numa_pci"]], sys.stdout)
         return
     filter_classes = {cls.__name__: cls for cls in nova_filters.all_filters()}
     weigher_classes = {cls.__name__: cls for cls in nova_weights.all_weighers()}

@@ -1,4 +1,4 @@
-"""Placement's allocations and usages on a real server (memory and SQLite): one consumer across providers, the
+"""Placement's allocations and usages on a real server (memory, SQLite, etcd): one consumer across providers, the
 microversion forms, capacity and generation refusals, usages, and /v1 claims seeing Placement allocations."""
 
 from __future__ import annotations

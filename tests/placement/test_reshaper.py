@@ -1,4 +1,4 @@
-"""POST /reshaper on a real server (memory and SQLite): inventory and the allocations on it move between providers
+"""POST /reshaper on a real server (memory, SQLite, etcd): inventory and the allocations on it move between providers
 in one commit, and a refused reshape changes nothing."""
 
 from __future__ import annotations

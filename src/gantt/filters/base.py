@@ -29,6 +29,8 @@ What a filter may declare (class attributes, off by default) and the method each
 - ``limits(table, ctx)`` (a method with a default, no flag): a filter that caps usage below the inventory (Nova's
   per-aggregate allocation ratios) returns the cap per resource class; the claim honours it, so a racing claim
   cannot exceed what the filter allowed.
+- ``selection_limits(table, ctx, row)`` (a method with a default, no flag): what the filter, like Nova's, leaves in
+  the limits of a node it passed (NUMATopologyFilter's ``numa_topology``); the Selection carries it.
 
 A filter that declares a capability without the method it needs is refused when registered.
 
@@ -44,7 +46,7 @@ from typing import ClassVar
 import numpy as np
 
 from gantt.config import Config
-from gantt.model import NearestMiss
+from gantt.model import NearestMiss, NUMATopologyLimits
 from gantt.registry import Registry
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -81,6 +83,10 @@ class Filter:
     def limits(self, table: HostTable, ctx: RequestContext) -> dict[str, np.ndarray] | None:
         """Per resource class, the most a node may have in use after the claim (NaN or absent: no cap)."""
         return None
+
+    def selection_limits(self, table: HostTable, ctx: RequestContext, row: int) -> dict[str, NUMATopologyLimits]:
+        """What Nova's filter would leave in ``host_state.limits`` for node ``row`` it passed (none by default)."""
+        return {}
 
     def nearest_miss(self, table: HostTable, ctx: RequestContext, others: np.ndarray) -> list[NearestMiss]:
         """Why the nodes ``others`` marks missed this filter: for each shortfall, the nearest node and the gap."""

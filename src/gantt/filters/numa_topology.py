@@ -1,7 +1,8 @@
 """NUMATopologyFilter: the guest NUMA topology the flavor and image ask for fits the node's NUMA cells.
 
 Nova's semantics (``gantt.numa.fit``: cells, pinned CPUs and thread siblings, page sizes, the node's CPU and RAM
-allocation ratios as per-cell limits). A request that asks for no NUMA topology passes every node; one that does
+allocation ratios as per-cell limits, and the flavor's PCI devices taken with the NUMA affinity their policy asks
+for). A request that asks for no NUMA topology passes every node; one that does
 fails every node that reports none. Nova's own pre-check is kept: a flavor or image that says ``dedicated`` and a
 ``require`` thread policy needs a node with SMT siblings somewhere.
 
@@ -28,7 +29,9 @@ import numpy as np
 
 from gantt.filters.base import Filter, register
 from gantt.journal import Rows
+from gantt.model import NUMATopologyLimits
 from gantt.numa import DEDICATED, MIXED, REQUIRE, SHARED, GuestCell, GuestTopology, fit
+from gantt.pci import PciRequest
 from gantt.request import RequestContext
 from gantt.state import CellArrays, HostTable
 
@@ -54,15 +57,23 @@ class NUMATopologyFilter(Filter):
             return None
         pack = self._pack()
         needs_smt = _needs_smt(ctx)
+        requests = ctx.pci_requests
 
         def fits(rows: Rows) -> np.ndarray:
             ok = _necessary(table, guest, rows, needs_smt)
             row_numbers = np.arange(table.n)[rows]
             for pos in np.flatnonzero(ok).tolist():
-                ok[pos] = _fits(table, guest, int(row_numbers[pos]), pack, needs_smt)
+                ok[pos] = _fits(table, guest, int(row_numbers[pos]), pack, needs_smt, requests)
             return ok
 
-        return table.usage_mask((self.name, guest, pack, needs_smt), fits, costly=True)
+        key = (self.name, guest, pack, needs_smt, tuple(r.key for r in requests))
+        return table.usage_mask(key, fits, costly=True)
+
+    def selection_limits(self, table: HostTable, ctx: RequestContext, row: int) -> dict[str, NUMATopologyLimits]:
+        # Nova's filter leaves the ratios it fitted under in host_state.limits, and the Selection carries them
+        if ctx.numa is None or table.node_numa(row) is None:
+            return {}
+        return {"numa_topology": table.numa_limits(row)}
 
     def prefilter(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         guest = ctx.numa
@@ -78,7 +89,8 @@ class NUMATopologyFilter(Filter):
             return None
         pack = self._pack()
         needs_smt = _needs_smt(ctx)
-        verdicts = table.usage_verdicts((self.name, guest, pack, needs_smt))
+        requests = ctx.pci_requests
+        verdicts = table.usage_verdicts((self.name, guest, pack, needs_smt, tuple(r.key for r in requests)))
         known = len(verdicts)
 
         def check(row: int) -> bool:
@@ -86,7 +98,7 @@ class NUMATopologyFilter(Filter):
                 verdict = verdicts[row]
                 if verdict:
                     return bool(verdict == 1)
-            ok = _fits(table, guest, row, pack, needs_smt)
+            ok = _fits(table, guest, row, pack, needs_smt, requests)
             if row < known:
                 verdicts[row] = 1 if ok else 2
             return ok
@@ -94,14 +106,16 @@ class NUMATopologyFilter(Filter):
         return check
 
 
-def _fits(table: HostTable, guest: GuestTopology, row: int, pack: bool, needs_smt: bool) -> bool:
+def _fits(table: HostTable, guest: GuestTopology, row: int, pack: bool, needs_smt: bool,
+          requests: tuple[PciRequest, ...]) -> bool:
     host = table.node_numa(row)
     if host is None or (needs_smt and not host.has_threads):
         return False
     cpu_ratio = table.rc_col("ratio", "VCPU")
     ram_ratio = table.rc_col("ratio", "MEMORY_MB")
     return fit(host, guest, cpu_ratio=float(cpu_ratio[row]) if cpu_ratio is not None else 0.0,
-               ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0, pack=pack) is not None
+               ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0, pack=pack,
+               pools=table.node_pci_pools(row), pci_requests=requests) is not None
 
 
 def _necessary(table: HostTable, guest: GuestTopology, rows: Rows, needs_smt: bool) -> np.ndarray:

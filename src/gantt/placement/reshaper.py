@@ -38,7 +38,7 @@ async def reshape(call: Call) -> Response:
     inventories = {}
     for uuid, given in body.inventories.items():
         try:
-            found = await call.call(call.replica.provider, uuid)
+            found = await call.call(call.replica.provider_as_read, uuid, given.resource_provider_generation)
         except NotFound as exc:
             raise PlacementError(400, f"Resource provider {uuid} in inventories not found: {exc.message}",
                                  code="placement.resource_provider.not_found") from None

@@ -361,9 +361,12 @@ PROPERTIES: dict[str, dict[str, str]] = {
                        "resources": "Amounts held there, by resource class"},
     "AllocationList": {"allocations": "The allocations of this page",
                        "allocations_links": "A `next` link when more allocations follow (paging with limit)"},
+    "NUMATopologyLimits": {"cpu_allocation_ratio": "The CPU allocation ratio the guest's cells were fitted under",
+                           "ram_allocation_ratio": "The RAM allocation ratio the guest's cells were fitted under"},
     "Selections": {"selections": "One list per instance: the claimed node first, then alternates"},
     "Selection": {"allocation": "What the claim holds, by resource class (empty on alternates)",
-                  "limits": "Nova's limits: capacity after overcommit, by resource",
+                  "limits": "Nova's limits: capacity after overcommit, by resource; `numa_topology` on a node "
+                            "NUMATopologyFilter passed for a NUMA guest",
                   "consumer_uuid": "The consumer claimed for (first entry only)",
                   "weight": "The node's weight when it was chosen"},
     "Candidates": {"candidates": "Nodes that pass every filter, best first",

@@ -89,7 +89,7 @@ T = TypeVar("T")
 # A replica that has not read the change feed for this long answers /health with 503 "degraded".
 STALE_AFTER = 10.0
 # How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
-# that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http.py; GANTT_THREADS overrides it.
+# that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http_api.py; GANTT_THREADS overrides it.
 THREADS = int(os.environ.get("GANTT_THREADS", "16"))
 _LONG_DIGITS = re.compile(rb"\d{19}")
 _ENCODER = msgspec.json.Encoder()

@@ -267,12 +267,11 @@ class Columns:
         held = self.pci_taken[row]
         if not held:
             return []
-        out = []
+        counts: dict[Pool, int] = {}  # a report may list two pools with one key: claims take from both
         for pool in self.pci_reported[row]:
-            key, count = pool_key(pool), dict(pool)["count"]
-            if held.get(key, 0) > count:
-                out.append((key, held[key], count))
-        return out
+            key = pool_key(pool)
+            counts[key] = counts.get(key, 0) + dict(pool)["count"]
+        return [(key, held[key], count) for key, count in counts.items() if held.get(key, 0) > count]
 
     def _refresh_pci(self, row: int) -> None:
         pools = remaining(self.pci_reported[row], self.pci_taken[row])

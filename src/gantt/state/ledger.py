@@ -161,13 +161,16 @@ class Ledger:
         missing = self.fits(row, resources, limits)
         if missing is not None:
             raise ClaimRejected(f"{key} has no room for {missing}")
+        affinity = None
         if allocation.numa:
             cells = self._columns.numa[row]
             if cells is None or not with_claims(cells, allocation.numa)[1]:
                 raise ClaimRejected(f"{key} no longer has the NUMA cells, CPUs or pages the claim names")
+            # the devices come from the pools the fit chose them on (Nova's apply_requests with the guest's cells)
+            affinity = cells.affinity([c.cell for c in allocation.numa])
         if pci:
             columns = self._columns
-            taken = take(columns.pci_pools(row), pci)
+            taken = take(columns.pci_pools(row), pci, affinity)
             if taken is None:
                 raise ClaimRejected(f"{key} has no room for the PCI devices asked")
             allocation.pci = [PciTaken(pool=dict(pool), count=count) for pool, count in taken]

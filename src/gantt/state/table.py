@@ -52,9 +52,9 @@ import numpy as np
 
 from gantt.config import Config
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, SumTerm, WeightedSums, weighted_sum
-from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound
+from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound, NUMATopologyLimits
 from gantt.numa import HostNUMA
-from gantt.pci import PciRequest
+from gantt.pci import PciRequest, Pool
 from gantt.state.aggregates import AggregateIndex
 from gantt.state.cells import CellArrays
 from gantt.state.columns import Columns, Factor, HostCaps
@@ -322,6 +322,17 @@ class HostTable:
         ``gantt.state.cells.FIELDS``, ``pages[size_kb]`` free MiB in pages of that size (-1: none in that cell).
         Take it once per evaluation: a wider report swaps in a new object (never resizes the arrays in place)."""
         return self._columns.cells.arrays
+
+    def numa_limits(self, row: int) -> NUMATopologyLimits:
+        """The CPU and RAM allocation ratios a NUMA guest's cells are fitted under on node ``row``."""
+        cpu, ram = self.rc_col("ratio", "VCPU"), self.rc_col("ratio", "MEMORY_MB")
+        return NUMATopologyLimits(cpu_allocation_ratio=float(cpu[row]) if cpu is not None else 0.0,
+                                  ram_allocation_ratio=float(ram[row]) if ram is not None else 0.0)
+
+    def node_pci_pools(self, row: int) -> tuple[Pool, ...]:
+        """The PCI pools node ``row`` has left (``gantt.pci.freeze_pools`` tuples; never modify)."""
+        codes, values, _ = self._columns.pci_source
+        return values[codes[row]]
 
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))

@@ -27,6 +27,16 @@ Key layout (under the prefix; host, node, aggregate and consumer names are perce
                             put or released on it. Deleted with the node (mod revision 0 = "never written").
     aggregates/<id>         Aggregate
     allocations/<consumer>  Allocation
+    placed/<host>/<node>/<consumer>
+                            empty value: the consumer's allocation has a part on that node. Written in the txn that
+                            writes the allocation, so a capacity check (or a host's deletion) reads the allocations
+                            on a few nodes without scanning every consumer's. An entry may outlive its allocation's
+                            part there (a writer that did not know the old record); readers skip and drop those.
+    last-write              empty value, put by every commit: its mod revision is the prefix's last commit (barrier)
+    placed-complete         present once every allocation has its entries (written when the first reader finds
+                            the store fresh, or after indexing an older store's allocations); until then readers
+                            scan ``allocations/``. Every instance sharing a store must maintain the index: a
+                            version older than the index, still running, would write allocations it cannot see.
     instances/<host>        InstanceInfo
 
 Revisions are etcd's store revision: one per txn, so one per committed Batch.
@@ -151,6 +161,7 @@ class _Plan:
     expects: list[tuple[NodeKey, bytes, int]] = field(default_factory=list)  # node, usage key, revision
     claimed: list[bytes] = field(default_factory=list)  # allocation keys that must be absent
     read_revision: int = 0
+    stale: list[bytes] = field(default_factory=list)  # index entries read that no longer match their allocation
     quiet: int = 0  # touches too fresh to write (CommitResult.quiet)
 
 
@@ -198,6 +209,7 @@ class EtcdStore(Store):
         # our claims): the feed's read barrier.
         self._known = 0
         self._closed = False
+        self._indexed = 0  # placed-complete's revision once seen: from there on, allocations_on reads the index
         self._feed = WatchFeed(self.keys, self.endpoints, channel=self._channel, call=self._call, count=self._count,
                                known=lambda: self._known, current=lambda: self._current, history=history)
 
@@ -288,6 +300,15 @@ class EtcdStore(Store):
                 return revision, kvs
             start = resp.kvs[-1].key + b"\0"
 
+    def _ranges(self, requests: list[Any]) -> list[Any]:
+        """Several ranges, read-only txns of at most 100 (etcd's default --max-txn-ops is 128); their responses."""
+        out: list[Any] = []
+        for start in range(0, len(requests), 100):
+            resp = self._call("Txn", pb.TxnRequest(success=[pb.RequestOp(request_range=r)
+                                                            for r in requests[start:start + 100]]))
+            out += [r.response_range for r in resp.responses]
+        return out
+
     def snapshot(self) -> Snapshot:
         for _ in range(5):
             try:
@@ -329,11 +350,15 @@ class EtcdStore(Store):
         return int(self._call("Range", pb.RangeRequest(key=self.keys.root, count_only=True)).header.revision)
 
     def barrier(self) -> int:
-        """The newest revision of a key under our prefix (a linearizable read). Not ``head()``: the cluster's
-        revision moves with other prefixes' writes too, which our feed never delivers."""
-        resp = self._call("Range", pb.RangeRequest(key=self.keys.root, range_end=self.keys.end, limit=1, keys_only=True,
-                                                   sort_order=pb.RangeRequest.DESCEND,
-                                                   sort_target=pb.RangeRequest.MOD))
+        """The revision of our prefix's last commit (a linearizable read): every commit also writes ``last-write``.
+        Not ``head()``: the cluster's revision moves with other prefixes' writes too, which our feed never
+        delivers. A store no commit has written it in yet: the newest key's revision, which etcd finds by
+        sorting every key under the prefix (milliseconds per 10,000 keys, on every sync)."""
+        resp = self._call("Range", pb.RangeRequest(key=self.keys.last_write, keys_only=True))
+        if not resp.kvs:
+            resp = self._call("Range", pb.RangeRequest(key=self.keys.root, range_end=self.keys.end, limit=1,
+                                                       keys_only=True, sort_order=pb.RangeRequest.DESCEND,
+                                                       sort_target=pb.RangeRequest.MOD))
         newest = int(resp.kvs[0].mod_revision) if resp.kvs else 0
         self._saw(newest)  # so changes() waits for the stream to deliver it
         return newest
@@ -394,7 +419,8 @@ class EtcdStore(Store):
                 group: list[_Pending] = []
                 ops = 0
                 while self._group_queue:
-                    size = 2 * (len(self._group_queue[0].batch.allocations) + len(self._group_queue[0].batch.expect))
+                    head = self._group_queue[0].batch  # per allocation: its key, its index entry, its node's usage key
+                    size = 3 * len(head.allocations) + 2 * len(head.expect)
                     if group and ops + size > self._GROUP_OPS:
                         break
                     group.append(self._group_queue.popleft())
@@ -477,10 +503,10 @@ class EtcdStore(Store):
         ops += [pb.RequestOp(request_range=pb.RangeRequest(key=key)) for key in plan.claimed]
         return ops
 
-    @staticmethod
-    def _success_ops(ops: dict[bytes, bytes | None]) -> list[Any]:
+    def _success_ops(self, ops: dict[bytes, bytes | None]) -> list[Any]:
         return [pb.RequestOp(request_put=pb.PutRequest(key=k, value=v)) if v is not None
-                else pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k)) for k, v in ops.items()]
+                else pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k)) for k, v in ops.items()] + [
+            pb.RequestOp(request_put=pb.PutRequest(key=self.keys.last_write))]  # barrier() reads its revision
 
     def _conflicts(self, plan: _Plan, responses: Any) -> list[NodeKey]:
         conflicts: list[NodeKey] = []
@@ -548,6 +574,37 @@ class EtcdStore(Store):
             revisions.add(kvs[0].mod_revision)
         return revisions.pop() if len(revisions) == 1 else 0
 
+    def _index_complete(self) -> int:
+        """The revision from which ``placed/`` lists every allocation's parts (0: not yet); the first time, make
+        it so if it can."""
+        if self._indexed:
+            return self._indexed
+        found = self._call("Range", pb.RangeRequest(key=self.keys.placed_complete)).kvs
+        if found:
+            self._indexed = found[0].mod_revision
+            return self._indexed
+        revision, kvs = self._range_pages(self.keys.allocations, prefix_end(self.keys.allocations))
+        entries = [pb.RequestOp(request_put=pb.PutRequest(key=self.keys.placement(node, allocation.consumer_uuid)))
+                   for allocation in map(decode_allocation, (kv.value for kv in kvs)) for node in allocation.nodes()]
+        for start in range(0, len(entries), 100):  # entries are hints (readers check them): no guard needed
+            self._call("Txn", pb.TxnRequest(success=entries[start:start + 100]))
+        # Complete only if no allocation was written since the read (a writer of this version indexes its own, but
+        # one of an older version would not): else the scan stays, and the next reader tries again.
+        done = self._call("Txn", pb.TxnRequest(compare=[
+            pb.Compare(key=self.keys.allocations, range_end=prefix_end(self.keys.allocations), target=_MOD,
+                       result=pb.Compare.LESS, mod_revision=revision + 1),
+            pb.Compare(key=self.keys.placed_complete, target=_MOD, result=_EQUAL, mod_revision=0)],
+            success=[pb.RequestOp(request_put=pb.PutRequest(key=self.keys.placed_complete, value=b"1"))],
+            failure=[pb.RequestOp(request_range=pb.RangeRequest(key=self.keys.placed_complete))]))
+        if done.succeeded:
+            self._indexed = done.header.revision
+        elif done.responses[0].response_range.kvs:  # another instance completed it
+            self._indexed = done.responses[0].response_range.kvs[0].mod_revision
+        if entries:
+            log.info("etcd store %s: indexed %d allocation parts by node (%s)", self.prefix, len(entries),
+                     "complete" if self._indexed else "writes meanwhile: scanning until a later try")
+        return self._indexed
+
     def _plan(self, batch: Batch) -> _Plan:
         """Read what the batch needs in one txn, plan it (``store.planner``), and turn the plan into a txn whose
         compares guard every read: the txn commits only if nothing it read has changed since."""
@@ -562,8 +619,17 @@ class EtcdStore(Store):
                 txn.ops[self.keys.touched(*key)] = None
         for aggregate_id, aggregate in decided.aggregates.items():
             txn.ops[self.keys.aggregate(aggregate_id)] = None if aggregate is None else encode(aggregate)
+        for key in txn.stale:
+            txn.ops[key] = None
         for consumer, allocation in decided.allocations.items():
             txn.ops[self.keys.allocation(consumer)] = None if allocation is None else encode(allocation)
+            before = reads.before(consumer)
+            after = set(allocation.nodes()) if allocation is not None else set()
+            for node in before.nodes() if before is not None else ():
+                if node not in after:
+                    txn.ops[self.keys.placement(node, consumer)] = None
+            for node in after:  # put even when present: a store indexed late heals itself
+                txn.ops[self.keys.placement(node, consumer)] = b""
         for host, info in decided.instances.items():
             txn.ops[self.keys.instances(host)] = encode(info)
         for (kind, name), record in decided.records.items():
@@ -619,6 +685,7 @@ class _Reads:
         wanted += [("host", (g.host, g.node), k.node(g.host, g.node), None) for g in batch.generations]
         wanted += [("record", key, k.record(*key), None) for key in batch.delete_records]
         self._found: dict[tuple[str, Any], list[Any]] = {}
+        self._before: dict[str, Allocation] = {}
         if not wanted:
             return
         resp = store._call("Txn", pb.TxnRequest(success=[
@@ -673,14 +740,52 @@ class _Reads:
         return True
 
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
-        # Allocations are keyed by consumer: a scan (host deletion is rare; the guards on the nodes' keys make
-        # it safe against a concurrent claim there, which bumps a usage key the txn deletes).
-        _, kvs = self._s._range_pages(self._s.keys.allocations, prefix_end(self._s.keys.allocations),
-                                       self._txn.read_revision)
-        found = [decode_allocation(kv.value) for kv in kvs]
+        keys, revision = self._s.keys, self._txn.read_revision
+        complete = self._s._index_complete()
+        if complete and (revision == 0 or complete <= revision):  # this plan reads at a revision it covers
+            found = self._indexed_on(nodes)
+        else:  # allocations are keyed by consumer: without the index, a scan
+            _, kvs = self._s._range_pages(keys.allocations, prefix_end(keys.allocations), revision)
+            found = [decode_allocation(kv.value) for kv in kvs]
         # What was read holds at commit only if no allocation on these nodes changed since: each such change
-        # moves the node's usage key (a capacity check reads this too, not only a host's deletion).
+        # moves the node's usage key (a capacity check reads this too, not only a host's deletion), and writes
+        # the index entries too, in the same txn.
         for host, node in sorted(nodes):
-            self._txn.compares.append(pb.Compare(key=self._s.keys.usage(host, node), target=_MOD,
-                                                 result=pb.Compare.LESS, mod_revision=self._txn.read_revision + 1))
-        return [a for a in found if any(key in nodes for key in a.nodes())]
+            self._txn.compares.append(pb.Compare(key=keys.usage(host, node), target=_MOD,
+                                                 result=pb.Compare.LESS, mod_revision=revision + 1))
+        on = [a for a in found if any(key in nodes for key in a.nodes())]
+        self._before.update((a.consumer_uuid, a) for a in on)
+        return on
+
+    def _indexed_on(self, nodes: set[NodeKey]) -> list[Allocation]:
+        """The allocations the nodes' index entries name, read at the txn's read revision; entries whose
+        allocation has no part there any more are marked for deletion with the commit."""
+        keys, revision = self._s.keys, self._txn.read_revision
+        ordered = sorted(nodes)
+        prefixes = [keys.placed_on(*node) for node in ordered]
+        listed = self._s._ranges([pb.RangeRequest(key=p, range_end=prefix_end(p), keys_only=True, revision=revision)
+                                  for p in prefixes])
+        entries: dict[str, list[tuple[NodeKey, bytes]]] = {}
+        for node, r in zip(ordered, listed, strict=True):
+            for kv in r.kvs:
+                entries.setdefault(keys.name(kv.key, keys.placed_on(*node)), []).append((node, kv.key))
+        if not entries:
+            return []
+        consumers = list(entries)
+        read = self._s._ranges([pb.RangeRequest(key=keys.allocation(c), revision=revision) for c in consumers])
+        found: list[Allocation] = []
+        for consumer, r in zip(consumers, read, strict=True):
+            kvs = r.kvs
+            allocation = decode_allocation(kvs[0].value) if kvs else None
+            parts = set(allocation.nodes()) if allocation is not None else set()
+            self._txn.stale += [key for node, key in entries[consumer] if node not in parts]
+            if allocation is not None and parts & nodes:
+                found.append(allocation)
+        return found
+
+    def before(self, consumer: str) -> Allocation | None:
+        """The consumer's stored allocation, if this plan read it (to drop the index entries it leaves)."""
+        if consumer in self._before:
+            return self._before[consumer]
+        kvs = self._found.get(("alloc", consumer))
+        return decode_allocation(kvs[0].value) if kvs else None

@@ -51,6 +51,9 @@ class Keys:
         self.allocations = self.root + b"allocations/"
         self.instances_prefix = self.root + b"instances/"
         self.records = self.root + b"records/"
+        self.placed = self.root + b"placed/"
+        self.placed_complete = self.root + b"placed-complete"
+        self.last_write = self.root + b"last-write"
         self.live = self.root + b"live/"
 
     def node(self, host: str, node: str) -> bytes:
@@ -73,6 +76,13 @@ class Keys:
 
     def allocation(self, consumer: str) -> bytes:
         return self.allocations + _q(consumer).encode()
+
+    def placed_on(self, host: str, node: str) -> bytes:
+        """The prefix of the node's index entries: one key per consumer with a part on it."""
+        return self.placed + f"{_q(host)}/{_q(node)}/".encode()
+
+    def placement(self, key: NodeKey, consumer: str) -> bytes:
+        return self.placed_on(*key) + _q(consumer).encode()
 
     def aggregate(self, aggregate_id: str) -> bytes:
         return self.aggregates + _q(aggregate_id).encode()

@@ -1,6 +1,6 @@
 """Placements and host reports through the HTTP API of a real ``gantt serve`` on a temporary SQLite file.
 
-    python bench/http.py --hosts 10000 --concurrency 32 --workers 2 --json
+    python bench/http_api.py --hosts 10000 --concurrency 32 --workers 2 --json
 
 Phases (each bounded in count and time; the run stops by itself):
 1. register ``--hosts`` hosts through ``POST /v1/resource-stats/batch`` (batches of ``--batch``): batched reports/s;
@@ -419,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"p99 {result['latency_ms']['p99']} ms, reports/s {result['reports_per_s']}", file=sys.stderr)
     summary: dict[str, Any] = {
         "benchmark": "http",
-        "command": "python bench/http.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python bench/http_api.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "hosts": args.hosts, "workers": args.workers, "concurrency": args.concurrency, "clients": args.clients,
         "store": "sqlite (WAL, synchronous=FULL, group commit)", "cpus": os.cpu_count(), "runs": len(runs),
         "placements_per_s": statistics.median(r["placements_per_s"] for r in runs),
