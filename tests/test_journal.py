@@ -14,7 +14,7 @@ import pytest
 
 from gantt import NoValidHost, Scheduler
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, WeightedSums
-from gantt.model import Aggregate
+from gantt.model import Aggregate, RequestSpec, decode
 from tests.conftest import FakeClock, host_stats, request
 
 HOSTS = 3000
@@ -154,6 +154,9 @@ def _cloud(clock: FakeClock, seed: int) -> Scheduler:
                                      metadata={"cpu_allocation_ratio": "0.5", "ram_allocation_ratio": "0.9"}))
     sched.update_aggregate(Aggregate(id=2, name="iso", hosts=[f"h{i}" for i in range(40)],
                                      metadata={"filter_tenant_id": "p-iso"}))
+    # a per-row multiplier: RAMWeigher's part of the kept weighted sums is then per row
+    sched.update_aggregate(Aggregate(id=3, name="spread", hosts=[f"h{i}" for i in range(3, HOSTS, 5)],
+                                     metadata={"ram_weight_multiplier": "1.37"}))
     return sched
 
 
@@ -266,3 +269,28 @@ def test_patched_data_stays_exact_under_concurrent_decisions() -> None:
     _forget_derived(sched)
     assert [(s.host, round(s.weight, 9)) for s in sched.candidates(spec)[:5]] == patched
     assert sched.select_destinations(spec)[0][0].host == decided
+
+
+def test_kept_weighted_sums_equal_the_per_weigher_loop_bitwise() -> None:
+    """The weights a decision ranks by (kept sums, per-row multipliers included) are exactly those of the loop a
+    dry run takes per weigher to show each one's part, before and after claims patch the kept sums."""
+    from gantt.request import RequestContext
+
+    clock = FakeClock()
+    sched = _cloud(clock, 3)
+    # largest free RAM not a power of two, so 1 / (hi - lo) is inexact and the order of operations shows
+    sched.update_resource_stats("h41", host_stats(vcpus=64, memory_mb=300001, local_gb=2000))
+    ranker = sched.engine.ranker
+    specs = [request(1, 2048, 20), request(4, 8192, 80, project_id="p-iso"), request(16, 65536, 160)]
+    for round_ in range(3):
+        for spec in specs:
+            ctx = RequestContext.build(decode(spec, RequestSpec), sched.config, clock.now)
+            fused = ranker.rank(ctx)
+            parts: dict[str, np.ndarray] = {}
+            looped = ranker.rank(ctx, parts)
+            assert "RAMWeigher" in parts
+            assert np.array_equal(fused.candidate_rows(), looped.candidate_rows())
+            assert np.array_equal(fused.candidate_scores(), looped.candidate_scores()), f"round {round_}"
+        for k in range(20):  # claims move usage: the kept sums are patched, not rebuilt
+            sched.select_destinations(request(2, 4096, 40, instance_uuids=[f"r{round_}-{k}"]))
+    assert sched.table._weighted_sums._entries

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 Rows = np.ndarray | slice
+# One weigher's part of the per-row sum: (column, factor, lo, per-row multiplier or None); see ``weighted_sum``.
+SumTerm = tuple[np.ndarray, float, float, "np.ndarray | None"]
 
 
 class RowJournal:
@@ -326,7 +328,7 @@ class WeightedSums:
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, _Sum] = OrderedDict()
 
-    def get(self, key: Hashable, terms: list[tuple[np.ndarray, float]], *, n: int, static_revision: int,
+    def get(self, key: Hashable, terms: list[SumTerm], *, n: int, static_revision: int,
             journal: RowJournal, rows: np.ndarray | None) -> np.ndarray:
         """A new array: the sum over every live row, or over ``rows`` only (in that order) when given."""
         with self._lock:
@@ -345,7 +347,7 @@ class WeightedSums:
             return total.take(rows) if rows is not None else total.copy()
 
     @staticmethod
-    def _catch_up(entry: _Sum, terms: list[tuple[np.ndarray, float]], journal: RowJournal, seq: int) -> bool:
+    def _catch_up(entry: _Sum, terms: list[SumTerm], journal: RowJournal, seq: int) -> bool:
         if entry.seq == seq:
             return True
         changed = journal.since(entry.seq, seq)
@@ -357,13 +359,28 @@ class WeightedSums:
         return True
 
 
-def weighted_sum(terms: list[tuple[np.ndarray, float]], rows: Rows) -> np.ndarray:
-    """``sum(factor * column[rows])`` over (column, factor) terms, summed in their order."""
-    column, factor = terms[0]
-    total = np.multiply(column[rows], factor)
-    if len(terms) > 1:
-        scratch = np.empty_like(total)
-        for column, factor in terms[1:]:
-            np.multiply(column[rows], factor, out=scratch)
-            total += scratch
+def weighted_sum(terms: list[SumTerm], rows: Rows) -> np.ndarray:
+    """The weighers' per-row sum over ``rows``, summed in the terms' order. A term ``(column, factor, lo, None)``
+    adds ``factor * column``; ``(column, factor, lo, multiplier)`` adds ``(column - lo) * factor * multiplier``
+    (a per-row multiplier an aggregate overrides), computed in the order the engine's unfused path does."""
+    total: np.ndarray | None = None
+    scratch: np.ndarray | None = None
+    for column, factor, lo, multiplier in terms:
+        if total is None:
+            out = None
+        else:
+            if scratch is None:
+                scratch = np.empty_like(total)
+            out = scratch
+        if multiplier is None:
+            part = np.multiply(column[rows], factor, out=out)
+        else:
+            part = np.subtract(column[rows], lo, out=out)
+            part *= factor
+            part *= multiplier[rows]
+        if total is None:
+            total = part
+        else:
+            total += part
+    assert total is not None
     return total

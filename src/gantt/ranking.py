@@ -19,6 +19,7 @@ import numpy as np
 from gantt import filters as filter_pkg
 from gantt import weighers as weigher_pkg
 from gantt.config import Config
+from gantt.journal import SumTerm
 from gantt.model import Explanation, FilterStep, NearestMiss
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -306,13 +307,22 @@ class Ranker:
         if not terms:
             return np.zeros(size), 0.0
         offset = 0.0
-        if contributions is None and all(c and isinstance(m, float) for _, c, _, m, _, _ in terms):
-            factors = [(c, raw, m / (hi - lo), lo) for _, c, raw, m, lo, hi in terms]
-            key = tuple((column, factor) for column, _, factor, _ in factors)
-            score = table.weighted_sum(key, [(raw, factor) for _, raw, factor, _ in factors], rows)
-            for _, _, factor, lo in factors:
-                offset -= lo * factor
-            return score, offset
+        if contributions is None and all(c for _, c, _, _, _, _ in terms):
+            # The same arithmetic as the loop below, kept per row across decisions (``HostTable.weighted_sum``). A
+            # per-row multiplier only moves with static state, which the kept sums are tied to.
+            key: list[tuple[Any, ...]] = []
+            sum_terms: list[SumTerm] = []
+            for weigher, column, raw, multiplier, lo, hi in terms:
+                if isinstance(multiplier, float):
+                    factor = multiplier / (hi - lo)
+                    key.append((column, factor))
+                    sum_terms.append((raw, factor, lo, None))
+                    offset -= lo * factor
+                else:
+                    factor = 1.0 / (hi - lo)
+                    key.append((column, weigher.name, lo, factor))
+                    sum_terms.append((raw, factor, lo, multiplier))
+            return table.weighted_sum(tuple(key), sum_terms, rows), offset
         score = np.zeros(size)
         scratch = np.empty(size)
         for weigher, _, raw, multiplier, lo, hi in terms:
@@ -393,6 +403,9 @@ class _Extremes:
         self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
+        # (lo, hi) of a raw column over ``rows``, by the column's identity: a weigher's bounds and its clamp
+        # check ask for the same column twice, and each gather of the candidates costs a pass over them.
+        self._gathered: dict[int, tuple[np.ndarray, float, float]] = {}
 
     @property
     def everyone(self) -> bool:
@@ -419,10 +432,13 @@ class _Extremes:
             if hi is None:
                 hi = self.table.candidate_extreme(column, raw, self.mask, highest=True)
         if lo is None or hi is None:
-            if self.rows is not None or self.everyone:
-                values = raw.take(self.rows) if self.rows is not None else raw
-                lo = float(values.min()) if lo is None else lo
-                hi = float(values.max()) if hi is None else hi
+            if self.rows is not None:
+                low, high = self._over_rows(raw)
+                lo = low if lo is None else lo
+                hi = high if hi is None else hi
+            elif self.everyone:
+                lo = float(raw.min()) if lo is None else lo
+                hi = float(raw.max()) if hi is None else hi
             elif lo is None and hi is None:
                 lo_row = int(raw.argmin())
                 hi_row = int(raw.argmax())
@@ -436,6 +452,17 @@ class _Extremes:
                 hi = self._extreme(raw, int(raw.argmax()), highest=True)
         assert lo is not None and hi is not None
         return (lo, hi) if hi > lo else None
+
+    def _over_rows(self, raw: np.ndarray) -> tuple[float, float]:
+        """min and max of ``raw`` over ``rows``, gathered once per column (the entry keeps ``raw`` alive, so its
+        identity cannot be reused by another array meanwhile)."""
+        seen = self._gathered.get(id(raw))
+        if seen is None or seen[0] is not raw:
+            assert self.rows is not None
+            values = raw.take(self.rows)
+            seen = (raw, float(values.min()), float(values.max()))
+            self._gathered[id(raw)] = seen
+        return seen[1], seen[2]
 
     def _extreme(self, raw: np.ndarray, row: int, *, highest: bool) -> float:
         value = raw[row]

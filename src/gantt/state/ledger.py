@@ -342,7 +342,13 @@ class Ledger:
 
     def restore_row(self, row: int, key: NodeKey) -> None:
         """A node came back: the allocations that outlived its removal count on its new row again."""
-        for consumer in self._node_allocations.get(key, ()):
+        held = self._node_allocations.get(key)
+        if not held:
+            # The new row holds its never-reported values, which are what counting no claims on no cells would
+            # write: skip that (a third of loading a large table), journal the row all the same.
+            self._touched(row)
+            return
+        for consumer in held:
             alloc = self._allocations[consumer]
             if (alloc.host, alloc.nodename) != key:  # a further part of it: in flight on this row
                 self._add_inflight(row, alloc.on(key), +1, instance=False)

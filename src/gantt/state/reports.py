@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from gantt.model import HostStats, Inventory
+from gantt.model import HostStats
 from gantt.numa import HostNUMA
 from gantt.pci import freeze_pools
 from gantt.state.columns import Columns
@@ -111,57 +111,68 @@ def _update_metrics(columns: Columns, row: int, stats: HostStats) -> None:
 def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float],
                         whole: bool) -> bool:
     """Returns True when a static attribute (the set of classes, a min/max/step) changed."""
-    static_ratio = False
-    given = dict(stats.inventories or {})
+    static = False
+    given = stats.inventories or {}
     for rc, total_f, used_f, ratio_f in CLASSIC:
         if rc in given:
-            inv = given[rc]
-            if inv.used is None and getattr(stats, used_f) is not None:
-                given[rc] = msgspec.structs.replace(inv, used=getattr(stats, used_f))
             continue
         total = getattr(stats, total_f)
         j = columns.rc_index[rc]
+        has = columns.has_inventory[row, j]
+        used = getattr(stats, used_f)
+        ratio = getattr(stats, ratio_f)
         if total is None:
             # Only the usage or ratio moved: keep the inventory, update what was named.
-            if columns.has_inventory[row, j]:
-                used = getattr(stats, used_f)
+            if has:
                 if used is not None:
                     columns.rc["reported"][row, j] = used
                     columns.reports_usage[row] = True
-                ratio = getattr(stats, ratio_f)
                 if ratio is not None:
                     if columns.rc["ratio"][row, j] != ratio:
-                        static_ratio = True
+                        static = True
                     columns.rc["ratio"][row, j] = ratio
             continue
-        ratio = getattr(stats, ratio_f)
         if ratio is None:
-            ratio = columns.rc["ratio"][row, j] if columns.has_inventory[row, j] else default_ratios[rc]
-        given[rc] = Inventory(total=total, allocation_ratio=float(ratio), used=getattr(stats, used_f))
-    static = static_ratio
+            ratio = columns.rc["ratio"][row, j] if has else default_ratios[rc]
+        # HostStats has validated these figures (an Inventory built of them would only check them again).
+        static |= _write_inventory(columns, row, j, total, 0, 1, total, 1, float(ratio), used)
     for rc, inv in given.items():
+        used = inv.used
+        if used is None and rc in _CLASSIC_USED:
+            used = getattr(stats, _CLASSIC_USED[rc])
         j = columns.rc_slot(rc)
-        rc_arrays = columns.rc  # after rc_slot: a new class may have swapped in wider arrays
         max_unit = inv.max_unit if inv.max_unit is not None else inv.total
-        # Shape of an inventory (not its usage) changes rarely; caches may depend on it (unit bounds, the
-        # aggregate-ratio capacities), so a change moves static_revision.
-        if (not columns.has_inventory[row, j] or rc_arrays["min_unit"][row, j] != inv.min_unit
-                or rc_arrays["max_unit"][row, j] != max_unit or rc_arrays["step_size"][row, j] != inv.step_size
-                or rc_arrays["total"][row, j] != inv.total or rc_arrays["reserved"][row, j] != inv.reserved
-                or rc_arrays["ratio"][row, j] != inv.allocation_ratio):
-            static = True
-        columns.has_inventory[row, j] = True
-        rc_arrays["total"][row, j] = inv.total
-        rc_arrays["reserved"][row, j] = inv.reserved
-        rc_arrays["min_unit"][row, j] = inv.min_unit
-        rc_arrays["max_unit"][row, j] = max_unit
-        rc_arrays["step_size"][row, j] = inv.step_size
-        rc_arrays["ratio"][row, j] = inv.allocation_ratio
-        rc_arrays["reported"][row, j] = inv.used or 0
-        if inv.used is not None:
-            columns.reports_usage[row] = True
+        static |= _write_inventory(columns, row, j, inv.total, inv.reserved, inv.min_unit, max_unit, inv.step_size,
+                                   inv.allocation_ratio, used)
     if whole:
         static |= _drop_inventories(columns, row, set(given) | _classic_kept(stats))
+    return static
+
+
+_CLASSIC_USED = {rc: used_f for rc, _, used_f, _ in CLASSIC}
+
+
+def _write_inventory(columns: Columns, row: int, j: int, total: int, reserved: int, min_unit: int, max_unit: int,
+                     step_size: int, ratio: float, used: int | None) -> bool:
+    """One class's inventory into ``row``; True when its shape changed (static)."""
+    rc_arrays = columns.rc  # after rc_slot: a new class may have swapped in wider arrays
+    # Shape of an inventory (not its usage) changes rarely; caches may depend on it (unit bounds, the
+    # aggregate-ratio capacities), so a change moves static_revision.
+    static = bool(not columns.has_inventory[row, j] or rc_arrays["min_unit"][row, j] != min_unit
+                  or rc_arrays["max_unit"][row, j] != max_unit or rc_arrays["step_size"][row, j] != step_size
+                  or rc_arrays["total"][row, j] != total or rc_arrays["reserved"][row, j] != reserved
+                  or rc_arrays["ratio"][row, j] != ratio)
+    if static:
+        columns.has_inventory[row, j] = True
+        rc_arrays["total"][row, j] = total
+        rc_arrays["reserved"][row, j] = reserved
+        rc_arrays["min_unit"][row, j] = min_unit
+        rc_arrays["max_unit"][row, j] = max_unit
+        rc_arrays["step_size"][row, j] = step_size
+        rc_arrays["ratio"][row, j] = ratio
+    rc_arrays["reported"][row, j] = used or 0
+    if used is not None:
+        columns.reports_usage[row] = True
     return static
 
 

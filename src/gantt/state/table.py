@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from gantt.config import Config
-from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, WeightedSums, weighted_sum
+from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, SumTerm, WeightedSums, weighted_sum
 from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound, NUMATopologyLimits
 from gantt.numa import HostNUMA
 from gantt.pci import PciRequest, Pool
@@ -405,11 +405,10 @@ class HostTable:
         return self._column_bounds.get(name, column, mask, highest=highest, n=n,
                                        static_revision=self._static_revision, journal=self._journal)
 
-    def weighted_sum(self, key: Hashable, terms: list[tuple[np.ndarray, float]],
-                     rows: np.ndarray | None = None) -> np.ndarray:
-        """``sum(factor * column)`` for ``terms`` of usage columns (live rows), over every row or over ``rows``;
-        memoized under ``key`` (naming the columns and factors) and patched on the rows changed since. A new
-        array, the caller's to modify."""
+    def weighted_sum(self, key: Hashable, terms: list[SumTerm], rows: np.ndarray | None = None) -> np.ndarray:
+        """The weighers' per-row sum (``journal.weighted_sum``) for ``terms`` of usage columns (live rows), over
+        every row or over ``rows``; memoized under ``key`` (naming the columns, factors and any per-row multiplier)
+        and patched on the rows changed since. A new array, the caller's to modify."""
         n = self._columns.n
         if n < self.patch_min_rows:
             total = weighted_sum(terms, slice(0, n))
