@@ -358,7 +358,7 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
 PCI_ALIASES = ['{"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}',
                '{"name": "gpu", "vendor_id": "10de", "product_id": "1db4"}']
 PCI_HOST_SHARE = 0.3
-MIX_KINDS = ("pinned", "numa_nodes", "huge_pages", "mixed_policy", "pci")
+MIX_KINDS = ("pinned", "numa_nodes", "huge_pages", "mixed_policy", "pci", "sriov_nfv")
 
 
 def numa_topology(rng: random.Random, vcpus: int, memory_mb: int) -> tuple[dict[str, Any], int, int]:
@@ -438,6 +438,10 @@ def mix_request(rng: random.Random, kind: str) -> dict[str, Any]:
     elif kind == "mixed_policy":
         specs["hw:cpu_policy"] = "mixed"
         specs["hw:cpu_dedicated_mask"] = "^0"
+    elif kind == "sriov_nfv":  # the usual NFV flavor: pinned CPUs and a VF, the VF on the guest's cell or near it
+        specs["hw:cpu_policy"] = "dedicated"
+        specs["pci_passthrough:alias"] = "vf:1"
+        specs["hw:pci_numa_affinity_policy"] = rng.choice(["required", "preferred", "legacy"])
     else:
         specs["pci_passthrough:alias"] = rng.choice(["vf:1", "vf:2", "vf:1,gpu:1"])
         vcpus = rng.choice([1, 2, 4])
