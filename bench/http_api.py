@@ -163,7 +163,8 @@ async def placements(host: str, port: int, concurrency: int, duration: float, co
     held: deque[str] = deque()
     latencies: list[float] = []
     release_latencies: list[float] = []
-    statuses: dict[int, int] = {}
+    statuses: dict[int, int] = {}  # of the placements
+    release_statuses: dict[int, int] = {}
     started = 0
     deadline = time.perf_counter() + duration
 
@@ -176,7 +177,7 @@ async def placements(host: str, port: int, concurrency: int, duration: float, co
                 t = time.perf_counter()
                 status, _ = await conn.request("DELETE", f"/v1/allocations/{consumer}")
                 release_latencies.append(time.perf_counter() - t)
-                statuses[-status] = statuses.get(-status, 0) + 1
+                release_statuses[status] = release_statuses.get(status, 0) + 1
                 continue
             started += 1
             t = time.perf_counter()
@@ -196,7 +197,8 @@ async def placements(host: str, port: int, concurrency: int, duration: float, co
             "p99_ms": round(_percentile(latencies, 0.99) * 1000, 2),
             "releases": len(release_latencies),
             "release_p50_ms": round(_percentile(release_latencies, 0.5) * 1000, 2) if release_latencies else None,
-            "statuses": {str(k): v for k, v in sorted(statuses.items())}, "held": list(held)}
+            "statuses": {str(k): v for k, v in sorted(statuses.items())},
+            "release_statuses": {str(k): v for k, v in sorted(release_statuses.items())}, "held": list(held)}
 
 
 def _client_proc(args: tuple[Any, ...], out: Any) -> None:
@@ -236,11 +238,12 @@ def drive(host: str, port: int, clients: int, concurrency: int, duration: float,
     # per-process percentiles cannot be merged exactly; the worst process's figure is the honest one
     merged["p50_ms"] = max(p["p50_ms"] for p in parts)
     merged["p99_ms"] = max(p["p99_ms"] for p in parts)
-    statuses: dict[str, int] = {}
-    for p in parts:
-        for k, v in p["statuses"].items():
-            statuses[k] = statuses.get(k, 0) + v
-    merged["statuses"] = statuses
+    for name in ("statuses", "release_statuses"):
+        counts: dict[str, int] = {}
+        for p in parts:
+            for k, v in p[name].items():
+                counts[k] = counts.get(k, 0) + v
+        merged[name] = counts
     merged["held"] = [c for p in parts for c in p["held"]]
     return merged
 
