@@ -7,7 +7,7 @@ fails every node that reports none. Nova's own pre-check is kept: a flavor or im
 ``require`` thread policy needs a node with SMT siblings somewhere.
 
 The exact fit is Python per node, so a decision does not run it on every node:
-- ``prefilter``: a necessary condition, vectorized over the per-cell columns (``HostTable.numa_cell``). Nova's
+- ``prefilter``: a necessary condition, vectorized over the per-cell columns (``HostTable.numa_cell_arrays``). Nova's
   search memoizes cell pairs under guest-cell ids it mutates, so a guest cell can be accepted on a host cell
   without being checked there; but each memo entry comes from some guest cell that *was* checked and fitted that
   same host cell. So a node can fit only if at least as many of its cells as the guest has cells pass, for some
@@ -24,6 +24,7 @@ The exact fit is Python per node, so a decision does not run it on every node:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,31 +44,43 @@ def _needs_smt(ctx: RequestContext) -> bool:
     return DEDICATED in policies and REQUIRE in threads
 
 
+class _Ask(NamedTuple):
+    """What one request asks of a node's cells: the guest topology, Nova's packing option, SMT siblings (for
+    ``require``) and the PCI devices the fit must place with their NUMA affinity."""
+
+    guest: GuestTopology
+    pack: bool
+    needs_smt: bool
+    requests: tuple[PciRequest, ...]
+
+    def key(self, name: str) -> tuple[object, ...]:
+        return (name, self.guest, self.pack, self.needs_smt, tuple(r.key for r in self.requests))
+
+
 @register
 class NUMATopologyFilter(Filter):
     name = "NUMATopologyFilter"
     refines = True
 
-    def _pack(self) -> bool:
-        return self.config.compute.packing_host_numa_cells_allocation_strategy
+    def _ask(self, ctx: RequestContext) -> _Ask | None:
+        if ctx.numa is None:
+            return None
+        return _Ask(ctx.numa, self.config.compute.packing_host_numa_cells_allocation_strategy, _needs_smt(ctx),
+                    ctx.pci_requests)
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        guest = ctx.numa
-        if guest is None:
+        ask = self._ask(ctx)
+        if ask is None:
             return None
-        pack = self._pack()
-        needs_smt = _needs_smt(ctx)
-        requests = ctx.pci_requests
 
         def fits(rows: Rows) -> np.ndarray:
-            ok = _necessary(table, guest, rows, needs_smt)
+            ok = _necessary(table, ask.guest, rows, ask.needs_smt)
             row_numbers = np.arange(table.n)[rows]
             for pos in np.flatnonzero(ok).tolist():
-                ok[pos] = _fits(table, guest, int(row_numbers[pos]), pack, needs_smt, requests)
+                ok[pos] = _fits(table, ask, int(row_numbers[pos]))
             return ok
 
-        key = (self.name, guest, pack, needs_smt, tuple(r.key for r in requests))
-        return table.usage_mask(key, fits, costly=True)
+        return table.usage_mask(ask.key(self.name), fits, costly=True)
 
     def selection_limits(self, table: HostTable, ctx: RequestContext, row: int) -> dict[str, NUMATopologyLimits]:
         # Nova's filter leaves the ratios it fitted under in host_state.limits, and the Selection carries them
@@ -84,13 +97,10 @@ class NUMATopologyFilter(Filter):
                                 lambda rows: _necessary(table, guest, rows, needs_smt))
 
     def exact(self, table: HostTable, ctx: RequestContext) -> Callable[[int], bool] | None:
-        guest = ctx.numa
-        if guest is None:
+        ask = self._ask(ctx)
+        if ask is None:
             return None
-        pack = self._pack()
-        needs_smt = _needs_smt(ctx)
-        requests = ctx.pci_requests
-        verdicts = table.usage_verdicts((self.name, guest, pack, needs_smt, tuple(r.key for r in requests)))
+        verdicts = table.usage_verdicts(ask.key(self.name))
         known = len(verdicts)
 
         def check(row: int) -> bool:
@@ -98,7 +108,7 @@ class NUMATopologyFilter(Filter):
                 verdict = verdicts[row]
                 if verdict:
                     return bool(verdict == 1)
-            ok = _fits(table, guest, row, pack, needs_smt, requests)
+            ok = _fits(table, ask, row)
             if row < known:
                 verdicts[row] = 1 if ok else 2
             return ok
@@ -106,16 +116,13 @@ class NUMATopologyFilter(Filter):
         return check
 
 
-def _fits(table: HostTable, guest: GuestTopology, row: int, pack: bool, needs_smt: bool,
-          requests: tuple[PciRequest, ...]) -> bool:
+def _fits(table: HostTable, ask: _Ask, row: int) -> bool:
     host = table.node_numa(row)
-    if host is None or (needs_smt and not host.has_threads):
+    if host is None or (ask.needs_smt and not host.has_threads):
         return False
-    cpu_ratio = table.rc_col("ratio", "VCPU")
-    ram_ratio = table.rc_col("ratio", "MEMORY_MB")
-    return fit(host, guest, cpu_ratio=float(cpu_ratio[row]) if cpu_ratio is not None else 0.0,
-               ram_ratio=float(ram_ratio[row]) if ram_ratio is not None else 0.0, pack=pack,
-               pools=table.node_pci_pools(row), pci_requests=requests) is not None
+    limits = table.numa_limits(row)
+    return fit(host, ask.guest, cpu_ratio=limits.cpu_allocation_ratio, ram_ratio=limits.ram_allocation_ratio,
+               pack=ask.pack, pools=table.node_pci_pools(row), pci_requests=ask.requests) is not None
 
 
 def _necessary(table: HostTable, guest: GuestTopology, rows: Rows, needs_smt: bool) -> np.ndarray:
