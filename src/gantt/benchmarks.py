@@ -26,7 +26,7 @@ import numpy as np
 
 from gantt.config import NOVA_DEFAULT_FILTERS, Config
 from gantt.engine import Engine
-from gantt.model import Aggregate, HostReport, HostStats, NoValidHost, RequestSpec
+from gantt.model import Aggregate, HostReport, HostStats, NoValidHost, RequestSpec, Selection
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
@@ -152,6 +152,15 @@ def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q)) if values else float("nan")
 
 
+def _hold(engine: Engine, live: deque[str], answer: list[list[Selection]], limit: int) -> None:
+    """Keep the consumers just placed, releasing the oldest beyond ``limit`` so the cloud fills and drains as a
+    real one does (``limit`` 0: release every one)."""
+    for selections in answer:
+        live.append(selections[0].consumer_uuid or "")
+    while len(live) > limit:
+        engine.release(live.popleft())
+
+
 def _load(reports: list[HostReport], aggs: list[Aggregate], now: float) -> HostTable:
     table = HostTable(clock=lambda: now, initial_rows=len(reports))
     for report in reports:
@@ -189,12 +198,8 @@ def _decisions(engine: Engine, specs: list[RequestSpec],
         times.append(perf() - t0)
         if spec.num_instances == 1:
             single_cpu.append(cpu() - c0)
-        for selections in answer:
-            live.append(selections[0].consumer_uuid or "")
-        while len(live) > live_limit:
-            engine.release(live.popleft())
-    for consumer in live:
-        engine.release(consumer)
+        _hold(engine, live, answer, live_limit)
+    _hold(engine, live, [], 0)
     return single, multi, single_cpu, failures
 
 
@@ -520,12 +525,8 @@ def mix_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, share: flo
             for name in ("all", "numa_pci" if special else "plain", *((kind,) if special else ())):
                 times.setdefault(name, []).append(elapsed)
                 cpu.setdefault(name, []).append(used)
-            for selections in answer:
-                live.append(selections[0].consumer_uuid or "")
-            while len(live) > live_limit:
-                engine.release(live.popleft())
-        for consumer in live:
-            engine.release(consumer)
+            _hold(engine, live, answer, live_limit)
+        _hold(engine, live, [], 0)
         for name, values in times.items():
             stats = per_round.setdefault(name, {"p50": [], "p99": [], "cpu_p50": [], "cpu_p99": [], "n": []})
             stats["p50"].append(_pct(values, 50) * 1e3)
