@@ -265,7 +265,11 @@ class OsloPolicySection(Struct, forbid_unknown_fields=True, kw_only=True):
     policy_file: str | None = None
 
     def __post_init__(self) -> None:
-        self.policy  # noqa: B018  refuse an unreadable file or rule at start, naming it
+        # Refuse an unreadable file or rule at start, naming it. Placement's default rules cannot fail, so a
+        # configuration without a file does not load the Placement package (the engine, the simulator and the
+        # benchmarks build Configs too).
+        if self.policy_file is not None:
+            self.policy  # noqa: B018
 
     @property
     def policy(self) -> Policy:
