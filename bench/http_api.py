@@ -10,6 +10,10 @@ Phases (each bounded in count and time; the run stops by itself):
    cloud's capacity, the oldest are released (``DELETE /v1/allocations/{consumer}``) to keep room;
 4. the store file is audited (no node over capacity) and every worker's conflict counters are read.
 
+Beside each rate it prints the server's CPU per single report and per placement (its process tree's, from /proc):
+on a shared machine the rates follow the load, the CPU per operation much less. The CPU model and the load
+average before and after are printed too.
+
 Every claim is durable (SQLite WAL, synchronous=FULL) before its 200 answer. The load generator is raw asyncio
 HTTP/1.1 over loopback (keep-alive, pre-built request bytes, uvloop when installed) so that as little of the two
 cores as possible goes to the client; ``--clients`` runs it in several processes.
@@ -38,6 +42,7 @@ from typing import Any
 
 import msgspec
 
+from gantt.benchmarks import cpu_model
 from gantt.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.sqlite import SQLiteStore
@@ -327,13 +332,17 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             host, port = "127.0.0.1", server.port
             reg = asyncio.run(register(host, port, args.hosts, args.batch, args.concurrency))
             wait_replicas(server.url, args.workers, args.hosts)
+            assert server.proc is not None
+            report_cpu = cpu_seconds(server.proc.pid)
             single = asyncio.run(single_reports(host, port, args.hosts, args.single_reports, args.concurrency,
                                                 args.duration))
+            # Server CPU per report: less sensitive to a busy machine than the rate, which the load caps.
+            single["server_cpu_ms"] = round((cpu_seconds(server.proc.pid) - report_cpu) * 1000
+                                            / max(1, single["reports"]), 3)
             before = scrape_workers(server.url, args.workers)
             capacity = args.hosts * HOST_VCPUS
             keep = int(capacity * args.keep)
             asyncio.run(placements(host, port, args.concurrency, 5.0, args.warmup, keep, 1))  # warm caches
-            assert server.proc is not None
             # the server is a child of this process: the client's share is the rest of this process tree
             server_cpu, all_cpu = cpu_seconds(server.proc.pid), cpu_seconds(os.getpid())
             placed = drive(host, port, args.clients, args.concurrency, args.duration, args.placements, keep)
@@ -362,8 +371,10 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
                           "retry_rate": round(delta("gantt_claim_conflicts_total.store")
                                               / max(1.0, delta("gantt_decisions_total")), 4),
                           "workers_seen": len(after)},
+            # the releases run in the same window: their CPU is in the placements' figure
             "cpu_ms_per_placement": {"server": round(server_cpu * 1000 / max(1, placed["placed"]), 3),
                                      "client": round(client_cpu * 1000 / max(1, placed["placed"]), 3)},
+            "server_cpu_ms_per_report": single["server_cpu_ms"],
             "reports_per_s": {"batched": reg["per_s"], "single": single["per_s"]},
             "reports": {"batched": reg, "single": single},
             "audit": {"overcommitted": len(problems), "acknowledged_missing": len(lost),
@@ -413,18 +424,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print only the JSON figures")
     args = parser.parse_args(argv)
 
+    load_before = [round(x, 2) for x in os.getloadavg()]
     runs = []
     for i in range(args.runs):
         result = run_once(args)
         runs.append(result)
         if not args.json:
             print(f"run {i + 1}: {result['placements_per_s']} placements/s, p50 {result['latency_ms']['p50']} ms, "
-                  f"p99 {result['latency_ms']['p99']} ms, reports/s {result['reports_per_s']}", file=sys.stderr)
+                  f"p99 {result['latency_ms']['p99']} ms, reports/s {result['reports_per_s']}, load "
+                  f"{os.getloadavg()[0]:.2f}", file=sys.stderr)
     summary: dict[str, Any] = {
         "benchmark": "http",
         "command": "python bench/http_api.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "hosts": args.hosts, "workers": args.workers, "concurrency": args.concurrency, "clients": args.clients,
-        "store": "sqlite (WAL, synchronous=FULL, group commit)", "cpus": os.cpu_count(), "runs": len(runs),
+        "store": "sqlite (WAL, synchronous=FULL, group commit)", "cpus": os.cpu_count(), "cpu_model": cpu_model(),
+        "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()], "runs": len(runs),
         "placements_per_s": statistics.median(r["placements_per_s"] for r in runs),
         "latency_ms": {"p50": statistics.median(r["latency_ms"]["p50"] for r in runs),
                        "p99": statistics.median(r["latency_ms"]["p99"] for r in runs)},
@@ -433,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
                           "single": statistics.median(r["reports_per_s"]["single"] for r in runs)},
         "cpu_ms_per_placement": {k: statistics.median(r["cpu_ms_per_placement"][k] for r in runs)
                                  for k in ("server", "client")},
+        "server_cpu_ms_per_report": statistics.median(r["server_cpu_ms_per_report"] for r in runs),
         "overcommitted": max(r["audit"]["overcommitted"] for r in runs),
         "acknowledged_missing": max(r["audit"]["acknowledged_missing"] for r in runs),
         "per_run": runs,
