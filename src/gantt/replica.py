@@ -26,6 +26,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -417,7 +418,16 @@ class Replica(PlacementFacade):
         return self._write(batch).revision
 
     def _write(self, batch: Batch) -> CommitResult:
-        result = self.store.commit(batch)
+        return self.written(batch, self.store.commit(batch))
+
+    def write_soon(self, batch: Batch) -> Future[CommitResult] | None:
+        """Hand ``batch`` to the store's own writer and return its commit as a future, or None if this store
+        commits in the caller (then use ``write``). Whoever waits for the future passes the result to
+        ``written`` before answering, as ``write`` does."""
+        return self.store.commit_soon(batch) if self.store.queued_commits else None
+
+    def written(self, batch: Batch, result: CommitResult) -> CommitResult:
+        """The second half of a write: apply the committed changes here (read your own writes)."""
         if batch.reports:  # the store keeps no report older than the one it holds (model.merge_reports)
             touches = sum(1 for c in result.changes if c.kind == "touch") + result.quiet
             self.touches += touches
@@ -436,10 +446,14 @@ class Replica(PlacementFacade):
         return result
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
+        return self.write(self.report_batch(report))
+
+    def report_batch(self, report: HostReport | dict[str, Any]) -> Batch:
+        """What ``report`` writes."""
         report = decode(report, HostReport)
         if report.reported_at is None:
             report.reported_at = self.clock()
-        return self.write(Batch(reports=[report], touch_interval=self._touch_interval))
+        return Batch(reports=[report], touch_interval=self._touch_interval)
 
     def update_resource_stats(self, name: str | list[str], stats: dict[str, Any]) -> int:
         return self.report(HostReport.of(name, stats))

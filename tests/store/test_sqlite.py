@@ -324,3 +324,21 @@ def test_the_in_memory_feed_cache_is_bounded_by_what_it_holds(store: SQLiteStore
     held = sum(len(c.aggregate.hosts) for changes in store._recent.values() for c in changes if c.aggregate)
     assert held <= 400_000
     assert len(store.changes(0, timeout=0)) == 24  # the file still serves every revision the cache dropped
+
+
+def test_commit_soon_queues_for_the_writer_and_fails_only_the_refused_batch(store: SQLiteStore) -> None:
+    # in one group or two, the refusal is its own: the report lands and the writer carries on
+    kept = store.commit_soon(Batch(reports=[report("h1")]))
+    refused = store.commit_soon(Batch(releases=["nobody"]))
+    assert kept.result(timeout=10).revision == store.head() == 1
+    assert isinstance(refused.exception(timeout=10), NotFound)
+    assert [c.kind for c in store.changes(0, timeout=0)] == ["host"]
+    assert store.commit(Batch(reports=[report("h2")])).revision == 2  # the writer carries on
+
+
+def test_a_store_without_a_writer_commits_soon_in_place() -> None:
+    store = open_store("memory://")
+    assert not store.queued_commits
+    done = store.commit_soon(Batch(reports=[report("h1")]))
+    assert done.done() and done.result().revision == 1
+    assert isinstance(store.commit_soon(Batch(releases=["nobody"])).exception(timeout=0), NotFound)

@@ -79,6 +79,7 @@ from gantt.service.schemas import (
     timestamp,
     versions,
 )
+from gantt.store.base import Batch
 
 log = logging.getLogger("gantt.service")
 # One line per answer at INFO (``gantt serve --log-level info``): method, path, status, milliseconds, request id.
@@ -121,6 +122,16 @@ class Service:
         if self.pool is None:
             self.pool = ThreadPoolExecutor(THREADS, thread_name_prefix="gantt-handler")
         return await asyncio.get_running_loop().run_in_executor(self.pool, partial(fn, *args))
+
+    async def write(self, batch: Batch) -> int:
+        """A write without a thread of ours: where the store has a writer of its own (SQLite), the loop hands it
+        the batch and waits; the commit's changes are applied here. Profiled per host report, the hop to a
+        handler thread and back was two of the four thread wake-ups and about a tenth of the server's CPU."""
+        replica = self.replica
+        future = replica.write_soon(batch)
+        if future is None:
+            return await self.run(replica.write, batch)
+        return replica.written(batch, await asyncio.wrap_future(future)).revision
 
     def close(self) -> None:
         if self.pool is not None:
@@ -310,7 +321,7 @@ async def report(request: Request) -> Response:
     svc = _svc(request)
     body = await svc.body(request, ReportIn)
     host_report = HostReport.of(list(body.name) if isinstance(body.name, tuple) else body.name, body.stats)
-    return _json(Written(revision=await svc.run(svc.replica.report, host_report)))
+    return _json(Written(revision=await svc.write(svc.replica.report_batch(host_report))))
 
 
 async def report_batch(request: Request) -> Response:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import abc
 import re
 import time
+from concurrent.futures import Future
 from typing import Literal
 
 import msgspec
@@ -224,6 +225,19 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def commit(self, batch: Batch) -> CommitResult: ...
+
+    # True when ``commit_soon`` hands the batch to a writer of the store's own and returns at once (a caller on
+    # an event loop may then wait for the future without a thread of its own); False when it commits in place.
+    queued_commits = False
+
+    def commit_soon(self, batch: Batch) -> Future[CommitResult]:
+        """``commit``, with its outcome as a future. Here it is committed before this returns."""
+        future: Future[CommitResult] = Future()
+        try:
+            future.set_result(self.commit(batch))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
 
     @abc.abstractmethod
     def barrier(self) -> int:

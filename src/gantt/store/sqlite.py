@@ -31,6 +31,7 @@ import random
 import sqlite3
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -117,13 +118,23 @@ def path_of(url: str) -> str:
 
 
 class _Pending:
-    __slots__ = ("batch", "done", "error", "result")
+    __slots__ = ("batch", "done", "error", "future", "result")
 
-    def __init__(self, batch: Batch) -> None:
+    def __init__(self, batch: Batch, future: Future[CommitResult] | None = None) -> None:
         self.batch = batch
         self.done = threading.Event()
+        self.future = future  # commit_soon's: completed here as well
         self.result: CommitResult | None = None
         self.error: BaseException | None = None
+
+    def finish(self, result: CommitResult | None, error: BaseException | None) -> None:
+        self.result, self.error = result, error
+        self.done.set()
+        if self.future is not None:
+            if error is not None:
+                self.future.set_exception(error)
+            else:
+                self.future.set_result(result)  # type: ignore[arg-type]
 
 
 class SQLiteStore(Store):
@@ -417,8 +428,24 @@ class SQLiteStore(Store):
 
     # -------------------------------------------------------------------------------------------- writing
 
+    queued_commits = True
+
     def commit(self, batch: Batch) -> CommitResult:
-        pending = _Pending(batch)
+        pending = self._enqueue(_Pending(batch))
+        pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.result is not None
+        return pending.result
+
+    def commit_soon(self, batch: Batch) -> Future[CommitResult]:
+        """Queued for the writer thread, as ``commit``'s batches are; the future completes when its group has."""
+        future: Future[CommitResult] = Future()
+        future.set_running_or_notify_cancel()  # a running future cannot be cancelled: the writer always completes it
+        self._enqueue(_Pending(batch, future))
+        return future
+
+    def _enqueue(self, pending: _Pending) -> _Pending:
         with self._queue_cond:
             if self._closed:
                 raise StoreUnavailable("the store is closed")
@@ -427,11 +454,7 @@ class SQLiteStore(Store):
                 self._writer.start()
             self._queue.append(pending)
             self._queue_cond.notify()
-        pending.done.wait()
-        if pending.error is not None:
-            raise pending.error
-        assert pending.result is not None
-        return pending.result
+        return pending
 
     def _write_loop(self) -> None:
         conn = self._writer_conn = self._connect()
@@ -457,9 +480,7 @@ class SQLiteStore(Store):
                 self._note_write(error)
                 for pending in group:
                     if not pending.done.is_set():
-                        pending.result = None
-                        pending.error = error
-                        pending.done.set()
+                        pending.finish(None, error)
             self.writer_cpu_seconds += time.thread_time() - cpu
 
     def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
@@ -523,8 +544,7 @@ class SQLiteStore(Store):
                 total -= self._recent_weight.pop(oldest, 0)
             self._head_cond.notify_all()
         for pending, result, error in outcomes:
-            pending.result, pending.error = result, error
-            pending.done.set()
+            pending.finish(result, error)
 
     @staticmethod
     def _compact(conn: sqlite3.Connection, floor: int) -> None:
