@@ -500,9 +500,14 @@ class Replica(PlacementFacade):
 
     def release(self, consumer_uuid: str) -> Allocation:
         """Release the consumer's allocation (returned, as ``gantt.Scheduler.release`` does)."""
-        changes = self._write(Batch(releases=[consumer_uuid])).changes
+        changes = self._write(self.release_batch(consumer_uuid)).changes
         [gone] = [c.allocation for c in changes if c.kind == "allocation_deleted" and c.allocation is not None]
         return gone
+
+    @staticmethod
+    def release_batch(consumer_uuid: str) -> Batch:
+        """What ``release`` writes."""
+        return Batch(releases=[consumer_uuid])
 
     def confirm_move(self, migration_uuid: str) -> Allocation:
         """Drop the source a move holds under ``migration_uuid`` (returned).

@@ -133,6 +133,12 @@ class Service:
             return await self.run(replica.write, batch)
         return replica.written(batch, await asyncio.wrap_future(future)).revision
 
+    async def sync(self) -> int:
+        """``replica.sync()``: in place where the store has its own writer (SQLite: one read of the head, then
+        the feed from the file), else on a handler thread (etcd: a round trip)."""
+        replica = self.replica
+        return replica.sync() if replica.store.queued_commits else await self.run(replica.sync)
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=False)
@@ -452,15 +458,10 @@ async def show_allocation(request: Request) -> Response:
 
 async def release(request: Request) -> Response:
     svc = _svc(request)
-    consumer = request.path_params["consumer"]
-
-    def released() -> int:
-        # The façade returns the allocation, as the library does; the answer is a revision that holds the
-        # release: sync() reads the feed up to every commit before it, ours included.
-        svc.replica.release(consumer)
-        return svc.replica.sync()
-
-    return _deleted(await svc.run(released))
+    await svc.write(svc.replica.release_batch(request.path_params["consumer"]))
+    # The answer is a revision that holds the release: sync() reads the feed up to every commit before it, ours
+    # included.
+    return _deleted(await svc.sync())
 
 
 async def confirm_move(request: Request) -> Response:
