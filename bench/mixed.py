@@ -277,6 +277,7 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
             stream.reset()
     report_rate = args.hosts / args.period
     before = {k: cpu_seconds(pid) for k, pid in pids.items()}
+    client = time.process_time()  # the load generator: one process drives both streams, and may be what limits
     started = time.perf_counter()
 
     async def both() -> list[tuple[int, float]]:
@@ -291,6 +292,7 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
 
     results = asyncio.run(both())
     cpu = {k: round(cpu_seconds(pid) - before[k], 3) for k, pid in pids.items()}
+    cpu["client"] = round(time.process_time() - client, 3)
     out: dict[str, Any] = {"phase": name, "seconds": round(time.perf_counter() - started, 3), "cpu_s": cpu,
                            "load": load()}
     if placer is not None:
