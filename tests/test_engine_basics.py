@@ -103,3 +103,17 @@ def test_a_node_added_after_a_removal_inherits_nothing() -> None:
         row = sched.table.row(name)
         assert np.isnan(sched.table.metric("cpu.percent")[row])  # NaN: not reported
     assert passing(sched, request(vcpus=2)) == {"c", "d"}
+
+
+def test_shuffled_ties_are_drawn_among_the_best_hosts_only() -> None:
+    # Rows 0-9 weigh less (less free RAM) than the ten tied best at rows 10-19: whichever of the ties a seed draws,
+    # it is one of them, and different seeds spread over several (the draw is by position among the ties).
+    hosts = {f"h{i:02d}": ({"memory_mb": 16384} if i < 10 else {}) for i in range(20)}
+    chosen = set()
+    for seed in range(12):
+        sched = make_scheduler(hosts, weighers=["RAMWeigher"], gantt={"seed": seed},
+                               filter_scheduler={"shuffle_best_same_weighed_hosts": True})
+        [[first, *_]] = sched.select_destinations(request())
+        chosen.add(first.host)
+    assert chosen <= {f"h{i:02d}" for i in range(10, 20)}
+    assert len(chosen) >= 4
