@@ -1,0 +1,138 @@
+"""Claims of many threads batched into shared etcd txns (group commit, the default): on a real 3-member cluster.
+
+Threads act as tiny schedulers on two store objects (two instances): each reads the nodes' usage revisions and
+allocations, picks a node with room, and claims it expecting the revision it read; a refused claim (StoreConflict)
+reads again and retries. Every consumer is asked for by two threads, on nodes of their own choosing, and the
+nodes are too few for every consumer, so claims race for the same node and the same consumer. A shared txn that
+let a conflicting claim through shows up as an overcommitted node (two claims expecting one revision) or as an
+acknowledged claim the store does not hold (two claims of one consumer).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import msgspec
+import pytest
+
+from gantt.replica import audit
+from gantt.store.base import Batch, ConsumerHeld, Expect, StoreConflict
+from gantt.store.etcd import EtcdStore
+from tests.store.contract import alloc, report
+
+pytestmark = pytest.mark.etcd
+
+NODES = 4
+VCPUS = 6  # one vCPU per claim: 24 fit, 40 consumers ask
+
+
+def claim_until_settled(store: EtcdStore, consumer: str, rng: random.Random, k: int) -> tuple[str | None, int]:
+    """Claim ``consumer`` somewhere with room; (node it landed on or None, conflicts absorbed). Thread ``k``'s
+    allocation differs from the other thread's for the same consumer, so the store cannot take one for a
+    retry of the other (an identical one is, by design: idempotency)."""
+    conflicts = 0
+    for _ in range(200):
+        snap = store.snapshot()
+        if any(a.consumer_uuid == consumer for a in snap.allocations):
+            return None, conflicts  # the other thread asking for it won
+        used = Counter(a.host for a in snap.allocations)
+        revisions = {nr.host: nr.revision for nr in snap.node_revisions}
+        room = [h for h in sorted(revisions) if used[h] < VCPUS]
+        if not room:
+            return None, conflicts
+        host = rng.choice(room)
+        mine = msgspec.structs.replace(alloc(consumer, host), created_at=1000.0 + k)
+        try:
+            store.commit(Batch(expect=[Expect(host, host, revisions[host])], allocations=[mine]))
+            return host, conflicts
+        except StoreConflict:
+            conflicts += 1
+        except ConsumerHeld:
+            return None, conflicts
+    raise AssertionError(f"{consumer}: still conflicting after 200 tries")
+
+
+def test_batched_claims_from_many_threads_never_let_a_conflicting_claim_through(store_url: str) -> None:
+    stores = [EtcdStore(store_url), EtcdStore(store_url)]
+    try:
+        assert all(s.group_commit for s in stores)  # the default
+        stores[0].commit(Batch(reports=[report(f"n{i}", vcpus=VCPUS, memory_mb=65536) for i in range(NODES)]))
+        consumers = [f"c{i:02d}" for i in range(40)]
+        acked: list[tuple[str, str]] = []
+        retried: list[str] = []
+        lock = threading.Lock()
+        start = threading.Barrier(16)
+
+        def worker(k: int) -> None:
+            rng = random.Random(k)
+            store = stores[k % 2]
+            mine = consumers[k % 8::8]  # each consumer is asked for by two threads, one per store
+            start.wait()
+            for consumer in mine:
+                host, conflicts = claim_until_settled(store, consumer, rng, k)
+                with lock:
+                    if host is not None:
+                        acked.append((consumer, host))
+                        if conflicts:
+                            retried.append(consumer)
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads), "a claim never came back (group commit stalled)"
+
+        snap = stores[0].snapshot()
+        assert audit(snap) == []  # 0 overcommitted nodes
+        held = {a.consumer_uuid: a.host for a in snap.allocations}
+        assert [c for c, h in acked if held.get(c) != h] == []  # 0 acknowledged claims missing or moved
+        assert len({c for c, _ in acked}) == len(acked)  # no consumer acknowledged twice
+        assert len(acked) == len(snap.allocations) == NODES * VCPUS  # the cloud filled up, nothing stray
+        stats = [s.stats for s in stores]
+        assert sum(st.group_commits for st in stats) > 0  # claims did share txns
+        assert sum(st.claim_conflicts for st in stats) > 0 and retried  # losers were found and retried
+        # a shared txn where one claim's compares failed and the others' still landed
+        assert sum(st.group_split for st in stats) > 0
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_claims_with_overlapping_keys_never_share_a_txn(store_url: str) -> None:
+    """Two claims expecting one node at one revision: in one txn, etcd would check both against the state
+    before it, and both would land. They go one after the other: exactly one lands, the other conflicts."""
+    with EtcdStore(store_url) as store:
+        revision = store.commit(Batch(reports=[report("n0", vcpus=1)])).revision
+        go = threading.Barrier(8)
+        outcomes: list[str] = []
+        lock = threading.Lock()
+
+        def claim(i: int) -> None:
+            go.wait()
+            try:
+                store.commit(Batch(expect=[Expect("n0", "n0", revision)], allocations=[alloc(f"c{i}", "n0")]))
+                outcome = "landed"
+            except StoreConflict:
+                outcome = "conflict"
+            with lock:
+                outcomes.append(outcome)
+
+        threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert sorted(outcomes) == ["conflict"] * 7 + ["landed"]
+        assert audit(store.snapshot()) == []
+
+
+def test_group_option_is_checked(store_url: str) -> None:
+    with EtcdStore(store_url + "?group=0") as off:
+        assert not off.group_commit
+    with pytest.raises(ValueError, match="group must be"):
+        EtcdStore(store_url + "?group=maybe")
+    with pytest.raises(ValueError, match="group_workers"):
+        EtcdStore(store_url + "?group_workers=0")
