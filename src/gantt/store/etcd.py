@@ -1,6 +1,7 @@
 """EtcdStore: the store contract on an etcd v3 cluster, so that many Gantt instances share one state.
 
-URL: ``etcd://host:port[,host:port…][/prefix][?timeout=1.0&budget=2.0]`` (prefix defaults to ``/gantt``).
+URL: ``etcd://host:port[,host:port…][/prefix][?timeout=1.0&budget=2.0&group=1&group_workers=2]`` (prefix defaults to
+``/gantt``; group commit, on by default, is described under Writes).
 
 Client choice
     grpcio's *synchronous* channels with the etcd v3 protobuf stubs that aetcd ships (``aetcd.rpc``); aetcd's
@@ -47,6 +48,8 @@ Writes
     and the usage keys together; a multi-instance request is one txn, so all of it or none. Batches that must
     read first (host reports are merged on write, releases and deletions need the record) read in one txn,
     then commit guarded by the mod revisions they read, and read again on a conflict (``stats.rmw_retries``).
+    Claims of concurrent callers share one txn, each as a nested txn of its own (``_group_commit``; ``?group=0``
+    turns it off): one raft entry for many claims, and a refused claim fails alone.
 
 Feed
     ``store.etcd_feed``: one watch stream, buffered, resumed on the next member without losing an event. Key
