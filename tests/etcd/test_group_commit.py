@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import Counter
 
 import msgspec
 import pytest
 
+from gantt.model import StoreUnavailable
 from gantt.replica import audit
 from gantt.store.base import Batch, ConsumerHeld, Expect, StoreConflict
 from gantt.store.etcd import EtcdStore
@@ -136,3 +138,35 @@ def test_group_option_is_checked(store_url: str) -> None:
         EtcdStore(store_url + "?group=maybe")
     with pytest.raises(ValueError, match="group_workers"):
         EtcdStore(store_url + "?group_workers=0")
+
+
+def test_a_claim_never_waits_forever_for_a_wedged_committer(store_url: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committer thread wedged on purpose: its claim fails as a lost answer would (503), and a claim still
+    queued behind it is dropped unsent, never written later."""
+    with EtcdStore(store_url + "?group_workers=1") as store:
+        revision = store.commit(Batch(reports=[report("n0"), report("n1")])).revision
+        wedge = threading.Event()
+        monkeypatch.setattr(store, "_commit_group", lambda group: wedge.wait(30))
+        monkeypatch.setattr(store, "_group_patience", lambda: 0.5)
+        errors: list[BaseException] = []
+
+        def claim(consumer: str, node: str) -> None:
+            try:
+                store.commit(Batch(expect=[Expect(node, node, revision)], allocations=[alloc(consumer, node)]))
+            except StoreUnavailable as exc:
+                errors.append(exc)
+
+        first = threading.Thread(target=claim, args=("c0", "n0"), daemon=True)
+        first.start()
+        time.sleep(0.1)  # the worker has taken c0 and is wedged
+        second = threading.Thread(target=claim, args=("c1", "n1"), daemon=True)
+        second.start()
+        first.join(timeout=10)
+        second.join(timeout=10)
+        assert len(errors) == 2 and store.stats.group_timeouts == 2
+        assert not store._group_queue  # c1 was taken off the queue: it will never be sent
+        monkeypatch.undo()
+        wedge.set()
+        time.sleep(0.2)
+        assert [a.consumer_uuid for a in store.snapshot().allocations] == []

@@ -154,6 +154,7 @@ class EtcdStats:
     group_commits: int = 0  # txns that carried several claims (each in its own nested txn)
     group_refused: int = 0  # claims refused inside such a txn (their own compares failed)
     group_split: int = 0  # such txns where some claims landed and others were refused
+    group_timeouts: int = 0  # claims whose committer did not answer in time (StoreUnavailable; should stay 0)
 
 
 @dataclass
@@ -170,7 +171,7 @@ class _Plan:
     quiet: int = 0  # touches too fresh to write (CommitResult.quiet)
 
 
-@dataclass
+@dataclass(eq=False)  # found in the queue by identity
 class _Pending:
     """A claim waiting for the group committer."""
 
@@ -453,11 +454,27 @@ class EtcdStore(Store):
                 self._group_workers += 1
             else:
                 self._group_lock.notify()
-        item.done.wait()
+        if not item.done.wait(self._group_patience()):
+            # The committer never answered (a bug or a wedged thread): fail like a lost answer rather than hang a
+            # request forever. Still queued: it will never be sent. Taken: it may land, which the caller already
+            # handles for any unanswered write (its nodes are re-read before they are claimed again).
+            with self._group_lock:
+                queued = item in self._group_queue
+                if queued:
+                    self._group_queue.remove(item)
+            self._count("group_timeouts")
+            log.error("etcd group commit: no answer within %.0fs (%s)", self._group_patience(),
+                      "never sent" if queued else "outcome unknown")
+            raise StoreUnavailable("etcd group commit did not answer in time")
         if item.error is not None:
             raise item.error
         assert item.result is not None
         return item.result
+
+    def _group_patience(self) -> float:
+        # A committer's slowest honest answer: the shared txn, then a refused claim retried alone, each call within
+        # ``budget``; far beyond that, something is wrong.
+        return 10 * self.budget + 30
 
     def _group_loop(self) -> None:
         while True:
