@@ -113,6 +113,8 @@ def instance(index: int, url: str, subset: int, threads: int, duration: float, r
         t.start()
     for t in pool:
         t.join()
+    if not threads:  # an observer: follows the store (what one more instance costs before it places anything)
+        time.sleep(max(stop_at - time.monotonic(), 0))
     elapsed = time.monotonic() - started
     cpu = time.process_time() - cpu0
     engine = replica.scheduler.engine.stats
@@ -141,8 +143,9 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     seeded = time.monotonic() - t0
     ctx = mp.get_context("spawn")
     ready, go, results = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=instance, args=(i, url, args.subset, args.threads, args.duration, ready, go,
-                                                results), daemon=True) for i in range(instances)]
+    procs = [ctx.Process(target=instance, args=(i, url, args.subset, args.threads if i < instances else 0,
+                                                args.duration, ready, go, results), daemon=True)
+             for i in range(instances + args.observers)]
     for p in procs:
         p.start()
     t0 = time.monotonic()
@@ -164,7 +167,8 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     problems = audit(snap)
     held = {(a.consumer_uuid, a.host) for a in snap.allocations}
     missing = [c for part in parts for c, host in part["acknowledged"] if (c, host) not in held]
-    instance_cpu = sum(p["cpu_s"] for p in parts)
+    instance_cpu = sum(p["cpu_s"] for p in parts if p["index"] < instances)
+    observer_cpu = sum(p["cpu_s"] for p in parts if p["index"] >= instances)
     latencies = sorted(x for part in parts for x in part["latencies"])
     requests = len(latencies)
     placed = sum(p["placed"] for p in parts)
@@ -182,6 +186,7 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     return {
         "instances": instances,
         "threads_per_instance": args.threads,
+        "observers": args.observers,
         "hosts": args.hosts,
         "free_hosts": args.free_hosts,
         "duration_s": round(elapsed, 2),
@@ -204,6 +209,8 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
         "audit_problems": problems[:5],
         "cpu": {"window_s": round(wall, 2), "etcd_s": round(etcd_cpu, 2) if etcd_pids else None,
                 "instances_s": round(instance_cpu, 2), "driver_s": round(driver_cpu, 2),
+                "observers_s": round(observer_cpu, 2),
+                "observer_ms_per_placement": per_placement(observer_cpu / args.observers) if args.observers else None,
                 "etcd_ms_per_placement": per_placement(etcd_cpu) if etcd_pids else None,
                 "instances_ms_per_placement": per_placement(instance_cpu),
                 "total_ms_per_placement": per_placement(etcd_cpu + instance_cpu) if etcd_pids else None},
@@ -228,11 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", help="where the local cluster keeps its data (default: a temp dir)")
     parser.add_argument("--no-group", action="store_true",
                         help="commit each claim in its own txn (EtcdStore ?group=0); group commit is the default")
+    parser.add_argument("--observers", type=int, default=0,
+                        help="extra instances that only follow the store (their CPU: the cost of one more replica)")
+    parser.add_argument("--group-workers", type=int, help="shared txns in flight per instance (?group_workers=N)")
     parser.add_argument("--json", action="store_true", help="print compact JSON")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.instances.split(",") if x.strip()]
     out: dict[str, Any] = {"benchmark": "cluster", "cpu": cpu_model(), "cpus": os.cpu_count(),
-                           "group_commit": not args.no_group, "runs": []}
+                           "group_commit": not args.no_group, "group_workers": args.group_workers, "runs": []}
     etcd_pids: list[int] = []
     cluster = None
     try:
@@ -249,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             out["etcd"] = {"members": 3, "data_dir": str(data)}
         for n in counts:
             query = "?group=0" if args.no_group else ""
+            if args.group_workers is not None:
+                query += ("&" if query else "?") + f"group_workers={args.group_workers}"
             out["runs"].append(run(f"{base}/bench-{n}-{uuid.uuid4().hex[:8]}{query}", n, args, etcd_pids))
             print(json.dumps(out["runs"][-1]), file=sys.stderr)
     finally:
