@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -22,6 +23,7 @@ from gantt.model import StoreUnavailable
 from gantt.replica import audit
 from gantt.store.base import Batch, ConsumerHeld, Expect, StoreConflict
 from gantt.store.etcd import EtcdStore
+from tests.etcd.cluster import LocalCluster, require_etcd
 from tests.store.contract import alloc, report
 
 pytestmark = pytest.mark.etcd
@@ -170,3 +172,31 @@ def test_a_claim_never_waits_forever_for_a_wedged_committer(store_url: str,
         wedge.set()
         time.sleep(0.2)
         assert [a.consumer_uuid for a in store.snapshot().allocations] == []
+
+
+def test_a_cluster_refusing_the_shared_txn_still_takes_each_claim(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """--max-txn-ops 8: claims of 4 keys pass alone, a shared txn of several does not; every claim lands."""
+    require_etcd()
+    small = LocalCluster(tmp_path, size=1, extra_args=["--max-txn-ops", "8"])
+    with small, EtcdStore(small.url("/tiny"), budget=10) as store:
+        revisions = [store.commit(Batch(reports=[report(f"n{i}")])).revision for i in range(12)]
+        go = threading.Barrier(12)
+        errors: list[BaseException] = []
+
+        def claim(i: int) -> None:
+            go.wait()
+            try:
+                store.commit(Batch(expect=[Expect(f"n{i}", f"n{i}", revisions[i])],
+                                   allocations=[alloc(f"c{i}", f"n{i}")]))
+            except Exception as exc:  # collected, shown by the assert
+                errors.append(exc)
+
+        threads = [threading.Thread(target=claim, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert errors == []
+        assert len(store.snapshot().allocations) == 12
+        assert "committing them one by one" in caplog.text  # a shared txn was refused, its claims landed

@@ -536,10 +536,22 @@ class EtcdStore(Store):
             return
         if not live:
             return
-        resp = self._call("Txn", pb.TxnRequest(success=[
-            *(pb.RequestOp(request_txn=pb.TxnRequest(compare=plan.compares, success=self._write_ops(plan.ops),
-                                                     failure=self._failure_ops(plan))) for _, plan in live),
-            self._last_write_op()]))
+        try:
+            resp = self._call("Txn", pb.TxnRequest(success=[
+                *(pb.RequestOp(request_txn=pb.TxnRequest(compare=plan.compares, success=self._write_ops(plan.ops),
+                                                         failure=self._failure_ops(plan))) for _, plan in live),
+                self._last_write_op()]))
+        except InvalidRequest as exc:
+            # A cluster that refuses the shared txn (a --max-txn-ops below etcd's default, or a size limit) must
+            # not refuse claims that would each pass alone: commit them one by one, as with ?group=0.
+            log.warning("etcd refused a shared txn of %d claims (%s): committing them one by one", len(live), exc)
+            for item, plan in live:
+                try:
+                    item.result = self._commit(item.batch, plan)
+                except BaseException as error:
+                    item.error = error
+                item.done.set()
+            return
         revision = resp.header.revision
         self._saw(revision)
         self._count("group_commits")
