@@ -237,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="commit each claim in its own txn (EtcdStore ?group=0); group commit is the default")
     parser.add_argument("--observers", type=int, default=0,
                         help="extra instances that only follow the store (their CPU: the cost of one more replica)")
-    parser.add_argument("--group-workers", type=int, help="shared txns in flight per instance (?group_workers=N)")
+    parser.add_argument("--group-workers", type=int,
+                        help="shared txns in flight per instance (?group_workers=N, default 1)")
     parser.add_argument("--json", action="store_true", help="print compact JSON")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.instances.split(",") if x.strip()]

@@ -1,6 +1,6 @@
 """EtcdStore: the store contract on an etcd v3 cluster, so that many Gantt instances share one state.
 
-URL: ``etcd://host:port[,host:port…][/prefix][?timeout=1.0&budget=2.0&group=1&group_workers=2]`` (prefix defaults to
+URL: ``etcd://host:port[,host:port…][/prefix][?timeout=1.0&budget=2.0&group=1&group_workers=1]`` (prefix defaults to
 ``/gantt``; group commit, on by default, is described under Writes).
 
 Client choice
@@ -233,7 +233,7 @@ class EtcdStore(Store):
         self._group_lock = threading.Condition()
         self._group_queue: collections.deque[_Pending] = collections.deque()
         self._group_workers = 0
-        workers = query.get("group_workers", "2")
+        workers = query.get("group_workers", "1")
         if not workers.isdigit() or int(workers) < 1:
             raise ValueError(f"etcd store URL: group_workers must be a whole number >= 1, not {workers!r}")
         self._group_max_workers = int(workers)  # txns of grouped claims in flight at once
