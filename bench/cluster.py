@@ -6,9 +6,13 @@ What runs (design §4, "several schedulers on a 3-member etcd cluster"):
 - Each Gantt instance is a separate *process* (multiprocessing, spawn) holding a full Replica (snapshot + watch
   feed) and calling ``Replica.select_destinations`` from ``--threads`` client threads: the engine, claims and
   store path of a real instance, without the HTTP layer (bench/http_api.py measures that).
-- Figures per instance count: placements/s, conflict retries (the engine's commit conflicts per request),
-  store-level claim conflicts, p50/p99 latency of select_destinations, and an audit of the store at the end
-  (overcommit must be 0).
+- Figures per instance count: placements/s, conflict retries (the engine's commit conflicts per request: the
+  requests decided again), store-level claim conflicts, p50/p99 latency of select_destinations, and an audit of
+  the store at the end (overcommit must be 0, every acknowledged claim in the store).
+- CPU split over the load window: the etcd members (``/proc/<pid>/stat`` of the local cluster's processes), the
+  Gantt instances (each process's own CPU time; its client threads run the decisions, so the load generator's
+  own share is their loop only) and this driver process, with CPU milliseconds per placement, the CPU model and
+  the load average before and after: on a shared machine, CPU per placement is the figure that travels.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "src")]
 
+from gantt.benchmarks import cpu_model  # noqa: E402
 from gantt.config import Config  # noqa: E402
 from gantt.model import HostReport, HostStats, NoValidHost, StoreUnavailable  # noqa: E402
 from gantt.replica import Replica, audit  # noqa: E402
@@ -71,18 +76,24 @@ def instance(index: int, url: str, subset: int, threads: int, duration: float, r
     replica = Replica(store, make_config(1000 + index, subset)).start()
     ready.release()
     go.wait()
+    cpu0 = time.process_time()
     latencies: list[float] = []
     outcomes = {"placed": 0, "no_valid_host": 0, "contention": 0, "unavailable": 0}
     lock = threading.Lock()
     stop_at = time.monotonic() + duration
 
+    acknowledged: list[tuple[str, str]] = []
+
     def client() -> None:
         mine: list[float] = []
+        mine_acked: list[tuple[str, str]] = []
         local = dict.fromkeys(outcomes, 0)
         while time.monotonic() < stop_at:
             t0 = time.perf_counter()
             try:
-                replica.select_destinations({"flavor": FLAVOR, "project_id": "bench", "user_id": "bench"})
+                answer = replica.select_destinations({"flavor": FLAVOR, "project_id": "bench", "user_id": "bench"})
+                claimed = answer[0][0]
+                mine_acked.append((claimed.consumer_uuid or "", claimed.host))
                 local["placed"] += 1
             except NoValidHost as exc:
                 contention = exc.explanation is not None and exc.explanation.reason == "contention"
@@ -92,6 +103,7 @@ def instance(index: int, url: str, subset: int, threads: int, duration: float, r
             mine.append(time.perf_counter() - t0)
         with lock:
             latencies.extend(mine)
+            acknowledged.extend(mine_acked)
             for k, v in local.items():
                 outcomes[k] += v
 
@@ -101,23 +113,39 @@ def instance(index: int, url: str, subset: int, threads: int, duration: float, r
         t.start()
     for t in pool:
         t.join()
+    if not threads:  # an observer: follows the store (what one more instance costs before it places anything)
+        time.sleep(max(stop_at - time.monotonic(), 0))
     elapsed = time.monotonic() - started
+    cpu = time.process_time() - cpu0
     engine = replica.scheduler.engine.stats
-    results.put({"index": index, "elapsed": elapsed, "latencies": latencies, **outcomes,
+    results.put({"index": index, "elapsed": elapsed, "cpu_s": cpu, "acknowledged": acknowledged, **outcomes,
+                 "latencies": latencies,
                  "commit_conflicts": engine.commit_conflicts, "local_claim_conflicts": engine.claim_conflicts,
                  "store": vars(store.stats), "resyncs": replica.resyncs})
     replica.stop()
     store.close()
 
 
-def run(url: str, instances: int, args: argparse.Namespace) -> dict[str, Any]:
+def proc_cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system) the processes have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14 and 15 of stat)
+    return total
+
+
+def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]) -> dict[str, Any]:
     t0 = time.monotonic()
     seed_hosts(url, args.hosts, args.free_hosts)
     seeded = time.monotonic() - t0
     ctx = mp.get_context("spawn")
     ready, go, results = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=instance, args=(i, url, args.subset, args.threads, args.duration, ready, go,
-                                                results), daemon=True) for i in range(instances)]
+    procs = [ctx.Process(target=instance, args=(i, url, args.subset, args.threads if i < instances else 0,
+                                                args.duration, ready, go, results), daemon=True)
+             for i in range(instances + args.observers)]
     for p in procs:
         p.start()
     t0 = time.monotonic()
@@ -125,13 +153,22 @@ def run(url: str, instances: int, args: argparse.Namespace) -> dict[str, Any]:
         if not ready.acquire(timeout=300):
             raise RuntimeError("an instance did not start")
     load_s = time.monotonic() - t0
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    etcd0, driver0, wall0 = proc_cpu(etcd_pids), time.process_time(), time.monotonic()
     go.set()
     parts = [results.get(timeout=args.duration + 60) for _ in procs]
+    etcd_cpu, driver_cpu = proc_cpu(etcd_pids) - etcd0, time.process_time() - driver0
+    wall = time.monotonic() - wall0
+    load_after = [round(x, 2) for x in os.getloadavg()]
     for p in procs:
         p.join(timeout=30)
     with EtcdStore(url, budget=30, timeout=10) as store:
         snap = store.snapshot()
     problems = audit(snap)
+    held = {(a.consumer_uuid, a.host) for a in snap.allocations}
+    missing = [c for part in parts for c, host in part["acknowledged"] if (c, host) not in held]
+    instance_cpu = sum(p["cpu_s"] for p in parts if p["index"] < instances)
+    observer_cpu = sum(p["cpu_s"] for p in parts if p["index"] >= instances)
     latencies = sorted(x for part in parts for x in part["latencies"])
     requests = len(latencies)
     placed = sum(p["placed"] for p in parts)
@@ -140,12 +177,16 @@ def run(url: str, instances: int, args: argparse.Namespace) -> dict[str, Any]:
     store_conflicts = sum(p["store"]["claim_conflicts"] for p in parts)
     store_commits = sum(p["store"]["commits"] for p in parts)
 
+    def per_placement(cpu: float) -> float | None:
+        return round(cpu * 1000 / placed, 3) if placed else None
+
     def pct(q: float) -> float:
         return round(latencies[min(int(q * requests), requests - 1)] * 1000, 2) if requests else 0.0
 
     return {
         "instances": instances,
         "threads_per_instance": args.threads,
+        "observers": args.observers,
         "hosts": args.hosts,
         "free_hosts": args.free_hosts,
         "duration_s": round(elapsed, 2),
@@ -160,9 +201,21 @@ def run(url: str, instances: int, args: argparse.Namespace) -> dict[str, Any]:
         "gave_up_contention": sum(p["contention"] for p in parts),
         "unavailable": sum(p["unavailable"] for p in parts),
         "latency_ms": {"p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "max": pct(1.0)},
+        "group_commits": sum(p["store"]["group_commits"] for p in parts),
+        "group_refused": sum(p["store"]["group_refused"] for p in parts),
         "allocations_in_store": len(snap.allocations),
         "overcommit": len(problems),
+        "acknowledged_missing": len(missing),
         "audit_problems": problems[:5],
+        "cpu": {"window_s": round(wall, 2), "etcd_s": round(etcd_cpu, 2) if etcd_pids else None,
+                "instances_s": round(instance_cpu, 2), "driver_s": round(driver_cpu, 2),
+                "observers_s": round(observer_cpu, 2),
+                "observer_ms_per_placement": per_placement(observer_cpu / args.observers) if args.observers else None,
+                "etcd_ms_per_placement": per_placement(etcd_cpu) if etcd_pids else None,
+                "instances_ms_per_placement": per_placement(instance_cpu),
+                "total_ms_per_placement": per_placement(etcd_cpu + instance_cpu) if etcd_pids else None},
+        "load_before": load_before,
+        "load_after": load_after,
         "seed_s": round(seeded, 2),
         "instance_load_s": round(load_s, 2),
         "watch_reconnects": sum(p["store"]["watch_reconnects"] for p in parts),
@@ -180,11 +233,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subset", type=int, default=10, help="[filter_scheduler] host_subset_size")
     parser.add_argument("--etcd", help="use this cluster (etcd://h:p,…) instead of starting a local one")
     parser.add_argument("--data-dir", help="where the local cluster keeps its data (default: a temp dir)")
-    parser.add_argument("--group", action="store_true", help="group commit (EtcdStore ?group=1, opt-in)")
+    parser.add_argument("--no-group", action="store_true",
+                        help="commit each claim in its own txn (EtcdStore ?group=0); group commit is the default")
+    parser.add_argument("--observers", type=int, default=0,
+                        help="extra instances that only follow the store (their CPU: the cost of one more replica)")
+    parser.add_argument("--group-workers", type=int,
+                        help="shared txns in flight per instance (?group_workers=N, default 1)")
     parser.add_argument("--json", action="store_true", help="print compact JSON")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.instances.split(",") if x.strip()]
-    out: dict[str, Any] = {"benchmark": "cluster", "cpus": os.cpu_count(), "runs": []}
+    out: dict[str, Any] = {"benchmark": "cluster", "cpu": cpu_model(), "cpus": os.cpu_count(),
+                           "group_commit": not args.no_group, "group_workers": args.group_workers, "runs": []}
+    etcd_pids: list[int] = []
     cluster = None
     try:
         if args.etcd:
@@ -196,10 +256,13 @@ def main(argv: list[str] | None = None) -> int:
             cluster = LocalCluster(data)
             cluster.start_all()
             base = cluster.url("")
+            etcd_pids = [m.proc.pid for m in cluster.members if m.proc is not None]
             out["etcd"] = {"members": 3, "data_dir": str(data)}
         for n in counts:
-            query = "?group=1" if args.group else ""
-            out["runs"].append(run(f"{base}/bench-{n}-{uuid.uuid4().hex[:8]}{query}", n, args))
+            query = "?group=0" if args.no_group else ""
+            if args.group_workers is not None:
+                query += ("&" if query else "?") + f"group_workers={args.group_workers}"
+            out["runs"].append(run(f"{base}/bench-{n}-{uuid.uuid4().hex[:8]}{query}", n, args, etcd_pids))
             print(json.dumps(out["runs"][-1]), file=sys.stderr)
     finally:
         if cluster is not None:

@@ -1,6 +1,7 @@
 """EtcdStore: the store contract on an etcd v3 cluster, so that many Gantt instances share one state.
 
-URL: ``etcd://host:port[,host:port…][/prefix][?timeout=1.0&budget=2.0]`` (prefix defaults to ``/gantt``).
+URL: ``etcd://host:port[,host:port…][/prefix][?timeout=1.0&budget=2.0&group=1&group_workers=1]`` (prefix defaults to
+``/gantt``; group commit, on by default, is described under Writes).
 
 Client choice
     grpcio's *synchronous* channels with the etcd v3 protobuf stubs that aetcd ships (``aetcd.rpc``); aetcd's
@@ -47,6 +48,8 @@ Writes
     and the usage keys together; a multi-instance request is one txn, so all of it or none. Batches that must
     read first (host reports are merged on write, releases and deletions need the record) read in one txn,
     then commit guarded by the mod revisions they read, and read again on a conflict (``stats.rmw_retries``).
+    Claims of concurrent callers share one txn, each as a nested txn of its own (``_group_commit``; ``?group=0``
+    turns it off): one raft entry for many claims, and a refused claim fails alone.
 
 Feed
     ``store.etcd_feed``: one watch stream, buffered, resumed on the next member without losing an event. Key
@@ -148,7 +151,10 @@ class EtcdStats:
     watch_events: int = 0
     barrier_waits: int = 0  # changes() calls that had to wait for the stream to reach a known revision
     resets: int = 0  # feed restarted at an older revision than it buffered
-    group_commits: int = 0  # txns that carried several claims
+    group_commits: int = 0  # txns that carried several claims (each in its own nested txn)
+    group_refused: int = 0  # claims refused inside such a txn (their own compares failed)
+    group_split: int = 0  # such txns where some claims landed and others were refused
+    group_timeouts: int = 0  # claims whose committer did not answer in time (StoreUnavailable; should stay 0)
 
 
 @dataclass
@@ -165,14 +171,45 @@ class _Plan:
     quiet: int = 0  # touches too fresh to write (CommitResult.quiet)
 
 
-@dataclass
+@dataclass(eq=False)  # found in the queue by identity
 class _Pending:
     """A claim waiting for the group committer."""
 
     batch: Batch
+    keys: frozenset[tuple[str, ...]]  # what it compares or writes (_claim_keys)
+    size: int  # its nested txn's longest list (_claim_size)
     done: threading.Event = field(default_factory=threading.Event)
     result: CommitResult | None = None
     error: BaseException | None = None
+
+
+def _flag(query: dict[str, str], name: str, default: bool) -> bool:
+    value = query.get(name)
+    if value is None:
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"etcd store URL: {name} must be 1 or 0 (true/false, yes/no, on/off), not {value!r}")
+
+
+def _claim_keys(batch: Batch) -> frozenset[tuple[str, ...]]:
+    """What a claim compares or writes, by node and by consumer: every key of its txn derives from one of them
+    (usage keys from nodes; allocation keys and index entries from consumers)."""
+    keys: set[tuple[str, ...]] = {("node", e.host, e.node) for e in batch.expect}
+    for allocation in batch.allocations:
+        keys.add(("consumer", allocation.consumer_uuid))
+        keys.update(("node", *node) for node in allocation.nodes())
+    return frozenset(keys)
+
+
+def _claim_size(batch: Batch) -> int:
+    """An upper bound of the longest list of a claim's txn (compares, puts or failure reads)."""
+    parts = sum(len(allocation.nodes()) for allocation in batch.allocations)
+    compares = len(batch.expect) + len(batch.allocations)
+    puts = len(batch.allocations) + parts + len(batch.expect) + parts  # allocations, index, usage keys
+    return max(compares, puts)
 
 
 class EtcdStore(Store):
@@ -191,14 +228,15 @@ class EtcdStore(Store):
         self.prefix = prefix
         self.keys = Keys(prefix)
         self.page = page
-        # Concurrent claims of this instance share txns (see _group_commit). Opt-in (``?group=1``): it doubles one
-        # instance's claim throughput, but one benchmark run under extreme contention stalled with it on and
-        # the cause is not found yet (bench/RESULTS-cluster.md).
-        self.group_commit = query.get("group", "0") in ("1", "true", "yes")
+        # Concurrent claims of this instance share txns (see _group_commit); ``?group=0`` commits each alone.
+        self.group_commit = _flag(query, "group", True)
         self._group_lock = threading.Condition()
         self._group_queue: collections.deque[_Pending] = collections.deque()
         self._group_workers = 0
-        self._group_max_workers = int(query.get("group_workers", 2))
+        workers = query.get("group_workers", "1")
+        if not workers.isdigit() or int(workers) < 1:
+            raise ValueError(f"etcd store URL: group_workers must be a whole number >= 1, not {workers!r}")
+        self._group_max_workers = int(workers)  # txns of grouped claims in flight at once
         self.stats = EtcdStats()
         self._stats_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -374,10 +412,7 @@ class EtcdStore(Store):
 
     def commit(self, batch: Batch) -> CommitResult:
         try:
-            if self.group_commit and batch.expect and batch.allocations and not (
-                    batch.reports or batch.delete_hosts or batch.aggregates or batch.delete_aggregates
-                    or batch.releases or batch.instances or batch.replaces or batch.providers
-                    or batch.generations or batch.records or batch.delete_records):
+            if self.group_commit and self._groupable(batch):
                 result = self._group_commit(batch)
             else:
                 result = self._commit(batch)
@@ -388,25 +423,58 @@ class EtcdStore(Store):
             self._note_write(None)
         return result
 
-    # Group commit: claims from concurrent callers of this instance share one txn (one raft entry, one fsync,
-    # one watch event batch). Each claim keeps its own compares, so a claim is still all or nothing; when the
-    # shared txn fails, the failure ranges tell which claims conflicted, and the others go again at once.
-    _GROUP_OPS = 120  # etcd's default --max-txn-ops is 128, per list (compares, success, failure)
+    # Group commit: claims from concurrent callers of this instance share one etcd txn (one raft entry, one
+    # fsync, one watch response). The shared txn has no compares of its own; it carries one nested txn per claim
+    # (etcd >= 3.3) with that claim's compares, puts and failure reads, so a claim that lost its race fails
+    # alone and the others land in the same round trip, with no second one to find or redo the winners.
+    # etcd evaluates every nested txn's compares on the state *before* the shared txn, so two claims whose keys
+    # overlap (a node's usage key, a consumer) never share one: both would pass compares that one after the
+    # other would not. The later one waits for the next txn, where it sees the earlier one's writes.
+    _GROUP_OPS = 128  # etcd's default --max-txn-ops; a nested txn may use what its parent's list leaves over
+
+    def _groupable(self, batch: Batch) -> bool:
+        return bool(batch.expect and batch.allocations) and not (
+            batch.reports or batch.delete_hosts or batch.aggregates or batch.delete_aggregates or batch.releases
+            or batch.instances or batch.replaces or batch.providers or batch.generations or batch.records
+            or batch.delete_records or batch.consumers or batch.bump_providers or batch.capacity is not None
+            or batch.vacated) and _claim_size(batch) <= self._GROUP_OPS // 2
 
     def _group_commit(self, batch: Batch) -> CommitResult:
-        item = _Pending(batch)
+        item = _Pending(batch, _claim_keys(batch), _claim_size(batch))
         with self._group_lock:
             self._group_queue.append(item)
             if self._group_workers < self._group_max_workers:
+                # Counted only once the thread runs: a thread that failed to start must not hold a worker's
+                # place, or claims would queue with nobody left to commit them.
+                try:
+                    threading.Thread(target=self._group_loop, name="gantt-etcd-commit", daemon=True).start()
+                except BaseException:
+                    self._group_queue.remove(item)
+                    raise
                 self._group_workers += 1
-                threading.Thread(target=self._group_loop, name="gantt-etcd-commit", daemon=True).start()
             else:
                 self._group_lock.notify()
-        item.done.wait()
+        if not item.done.wait(self._group_patience()):
+            # The committer never answered (a bug or a wedged thread): fail like a lost answer rather than hang a
+            # request forever. Still queued: it will never be sent. Taken: it may land, which the caller already
+            # handles for any unanswered write (its nodes are re-read before they are claimed again).
+            with self._group_lock:
+                queued = item in self._group_queue
+                if queued:
+                    self._group_queue.remove(item)
+            self._count("group_timeouts")
+            log.error("etcd group commit: no answer within %.0fs (%s)", self._group_patience(),
+                      "never sent" if queued else "outcome unknown")
+            raise StoreUnavailable("etcd group commit did not answer in time")
         if item.error is not None:
             raise item.error
         assert item.result is not None
         return item.result
+
+    def _group_patience(self) -> float:
+        # A committer's slowest honest answer: the shared txn, then a refused claim retried alone, each call within
+        # ``budget``; far beyond that, something is wrong.
+        return 10 * self.budget + 30
 
     def _group_loop(self) -> None:
         while True:
@@ -416,15 +484,7 @@ class EtcdStore(Store):
                     if not self._group_queue:
                         self._group_workers -= 1
                         return
-                group: list[_Pending] = []
-                ops = 0
-                while self._group_queue:
-                    head = self._group_queue[0].batch  # per allocation: its key, its index entry, its node's usage key
-                    size = 3 * len(head.allocations) + 2 * len(head.expect)
-                    if group and ops + size > self._GROUP_OPS:
-                        break
-                    group.append(self._group_queue.popleft())
-                    ops += size
+                group = self._take_group()
             try:
                 self._commit_group(group)
             except BaseException as exc:  # every claim of a failed call shares its fate (e.g. StoreUnavailable)
@@ -433,69 +493,87 @@ class EtcdStore(Store):
                         item.error = exc
                         item.done.set()
 
+    def _take_group(self) -> list[_Pending]:
+        """The queued claims of the next txn, oldest first: any whose keys overlap one already taken, or that
+        would not fit, stays queued in order. Caller holds ``_group_lock``."""
+        group: list[_Pending] = []
+        taken: set[tuple[str, ...]] = set()
+        widest = 0
+        left: collections.deque[_Pending] = collections.deque()
+        for item in self._group_queue:
+            # the parent's list holds one nested txn per claim plus last-write; each nested txn gets the rest
+            fits = len(group) + 2 + max(widest, item.size) <= self._GROUP_OPS
+            if group and (not fits or not taken.isdisjoint(item.keys)):
+                left.append(item)
+                continue
+            group.append(item)
+            taken |= item.keys
+            widest = max(widest, item.size)
+        self._group_queue = left
+        return group
+
     def _commit_group(self, group: list[_Pending]) -> None:
-        plans = [self._plan(item.batch) for item in group]
-        while group:
-            if len(group) == 1:
+        live: list[tuple[_Pending, _Plan]] = []
+        for item in group:
+            try:
+                plan = self._plan(item.batch)
+            except BaseException as exc:
+                item.error = exc
+                item.done.set()
+                continue
+            if plan.ops:
+                live.append((item, plan))
+            else:  # nothing to write (cannot happen for a claim; kept for the contract's sake)
+                item.result = CommitResult(revision=plan.read_revision or self.head(), changes=[])
+                item.done.set()
+        if len(live) == 1:
+            item, plan = live[0]
+            try:
+                item.result = self._commit(item.batch, plan)
+            except BaseException as exc:
+                item.error = exc
+            item.done.set()
+            return
+        if not live:
+            return
+        try:
+            resp = self._call("Txn", pb.TxnRequest(success=[
+                *(pb.RequestOp(request_txn=pb.TxnRequest(compare=plan.compares, success=self._write_ops(plan.ops),
+                                                         failure=self._failure_ops(plan))) for _, plan in live),
+                self._last_write_op()]))
+        except InvalidRequest as exc:
+            # A cluster that refuses the shared txn (a --max-txn-ops below etcd's default, or a size limit) must
+            # not refuse claims that would each pass alone: commit them one by one, as with ?group=0.
+            log.warning("etcd refused a shared txn of %d claims (%s): committing them one by one", len(live), exc)
+            for item, plan in live:
                 try:
-                    group[0].result = self._commit(group[0].batch, plans[0])
-                except BaseException as exc:
-                    group[0].error = exc
-                group[0].done.set()
-                return
-            compares = [c for plan in plans for c in plan.compares]
-            ops: dict[bytes, bytes | None] = {}
-            for plan in plans:
-                ops.update(plan.ops)
-            failure, spans = [], []
-            for plan in plans:
-                start = len(failure)
-                failure += self._failure_ops(plan)
-                spans.append((start, len(failure)))
-            resp = self._call("Txn", pb.TxnRequest(compare=compares, success=self._success_ops(ops),
-                                                   failure=failure))
-            if resp.succeeded:
-                revision = resp.header.revision
-                self._saw(revision)
-                self._count("commits", len(group))
-                self._count("group_commits")
-                for item, plan in zip(group, plans, strict=True):
+                    item.result = self._commit(item.batch, plan)
+                except BaseException as error:
+                    item.error = error
+                item.done.set()
+            return
+        revision = resp.header.revision
+        self._saw(revision)
+        self._count("group_commits")
+        refused = sum(1 for r in resp.responses[:len(live)] if not r.response_txn.succeeded)
+        if refused:
+            self._count("group_refused", refused)
+            if refused < len(live):
+                self._count("group_split")
+        for (item, plan), r in zip(live, resp.responses, strict=True):
+            nested = r.response_txn
+            try:
+                if nested.succeeded:
+                    self._count("commits")
                     item.result = CommitResult(revision=revision, changes=[
                         msgspec.structs.replace(c, revision=revision) for c in plan.changes])
-                    item.done.set()
-                return
-            again: list[_Pending] = []
-            again_plans: list[_Plan] = []
-            for item, plan, (a, b) in zip(group, plans, spans, strict=True):
-                responses = resp.responses[a:b]
-                mine = self._already_applied(plan, responses)
-                held = None if mine else self._held(plan, responses)
-                conflicts = [] if mine or held else self._conflicts(plan, responses)
-                if mine:
-                    item.result = CommitResult(revision=mine, changes=[
-                        msgspec.structs.replace(c, revision=mine) for c in plan.changes])
-                    item.done.set()
-                elif held is not None:
-                    self._count("claim_conflicts")
-                    item.error = held
-                    item.done.set()
-                elif conflicts:
-                    self._count("claim_conflicts")
-                    item.error = StoreConflict(conflicts)
-                    item.done.set()
                 else:
-                    again.append(item)
-                    again_plans.append(plan)
-            if len(again) == len(group):  # no single culprit (e.g. two claims expecting one node differently)
-                again, again_plans = again[:1], again_plans[:1]
-                for item in group[1:]:
-                    self._group_requeue(item)
-            group, plans = again, again_plans
-
-    def _group_requeue(self, item: _Pending) -> None:
-        with self._group_lock:
-            self._group_queue.appendleft(item)
-            self._group_lock.notify()
+                    # Refused alone: already ours (a lost answer's retry), held, or a node moved; anything else
+                    # (nothing a claim reads changed) is planned and tried again by itself.
+                    item.result = self._refused(plan, nested.responses) or self._commit(item.batch)
+            except BaseException as exc:
+                item.error = exc
+            item.done.set()
 
     def _failure_ops(self, plan: _Plan) -> list[Any]:
         ops = [pb.RequestOp(request_range=pb.RangeRequest(key=usage, keys_only=True))
@@ -504,9 +582,14 @@ class EtcdStore(Store):
         return ops
 
     def _success_ops(self, ops: dict[bytes, bytes | None]) -> list[Any]:
+        return [*self._write_ops(ops), self._last_write_op()]
+
+    def _write_ops(self, ops: dict[bytes, bytes | None]) -> list[Any]:
         return [pb.RequestOp(request_put=pb.PutRequest(key=k, value=v)) if v is not None
-                else pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k)) for k, v in ops.items()] + [
-            pb.RequestOp(request_put=pb.PutRequest(key=self.keys.last_write))]  # barrier() reads its revision
+                else pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k)) for k, v in ops.items()]
+
+    def _last_write_op(self) -> Any:
+        return pb.RequestOp(request_put=pb.PutRequest(key=self.keys.last_write))  # barrier() reads its revision
 
     def _conflicts(self, plan: _Plan, responses: Any) -> list[NodeKey]:
         conflicts: list[NodeKey] = []
@@ -544,23 +627,31 @@ class EtcdStore(Store):
                 self._count("commits")
                 return CommitResult(revision=revision, quiet=plan.quiet,
                                     changes=[msgspec.structs.replace(c, revision=revision) for c in plan.changes])
-            mine = self._already_applied(plan, resp.responses)
-            if mine:
-                self._saw(mine)
-                self._count("commits")
-                return CommitResult(revision=mine, quiet=plan.quiet,
-                                    changes=[msgspec.structs.replace(c, revision=mine) for c in plan.changes])
-            held = self._held(plan, resp.responses)
-            if held is not None:
-                self._count("claim_conflicts")
-                raise held
-            conflicts = self._conflicts(plan, resp.responses)
-            if conflicts:
-                self._count("claim_conflicts")
-                raise StoreConflict(conflicts)
-            self._count("rmw_retries")
+            result = self._refused(plan, resp.responses)
+            if result is not None:
+                return result
             plan = None
         raise StoreUnavailable(f"gave up after {attempts} read-modify-write conflicts (heavy write contention)")
+
+    def _refused(self, plan: _Plan, responses: Any) -> CommitResult | None:
+        """A refused txn read through its failure branch: the claim was applied already (an earlier attempt whose
+        answer was lost), or ConsumerHeld / StoreConflict; None when only a guarded read moved (read again)."""
+        mine = self._already_applied(plan, responses)
+        if mine:
+            self._saw(mine)
+            self._count("commits")
+            return CommitResult(revision=mine, quiet=plan.quiet,
+                                changes=[msgspec.structs.replace(c, revision=mine) for c in plan.changes])
+        held = self._held(plan, responses)
+        if held is not None:
+            self._count("claim_conflicts")
+            raise held
+        conflicts = self._conflicts(plan, responses)
+        if conflicts:
+            self._count("claim_conflicts")
+            raise StoreConflict(conflicts)
+        self._count("rmw_retries")
+        return None
 
     def _already_applied(self, plan: _Plan, responses: Any) -> int:
         """A claim that "conflicts" with itself: an earlier attempt timed out but was applied. Its revision, or 0."""

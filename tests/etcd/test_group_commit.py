@@ -1,0 +1,247 @@
+"""Claims of many threads batched into shared etcd txns (group commit, the default): on a real 3-member cluster.
+
+Threads act as tiny schedulers on two store objects (two instances): each reads the nodes' usage revisions and
+allocations, picks a node with room, and claims it expecting the revision it read; a refused claim (StoreConflict)
+reads again and retries. Every consumer is asked for by two threads, on nodes of their own choosing, and the
+nodes are too few for every consumer, so claims race for the same node and the same consumer. A shared txn that
+let a conflicting claim through shows up as an overcommitted node (two claims expecting one revision) or as an
+acknowledged claim the store does not hold (two claims of one consumer).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from gantt.model import StoreUnavailable
+from gantt.replica import audit
+from gantt.store.base import Batch, ConsumerHeld, Expect, StoreConflict
+from gantt.store.etcd import EtcdStore
+from tests.etcd.cluster import LocalCluster, require_etcd
+from tests.store.contract import alloc, report
+
+pytestmark = pytest.mark.etcd
+
+NODES = 4
+VCPUS = 6  # one vCPU per claim: 24 fit, 40 consumers ask
+
+
+def claim_until_settled(store: EtcdStore, consumer: str, rng: random.Random, k: int) -> tuple[str | None, int]:
+    """Claim ``consumer`` somewhere with room; (node it landed on or None, conflicts absorbed). Thread ``k``'s
+    allocation differs from the other thread's for the same consumer, so the store cannot take one for a
+    retry of the other (an identical one is, by design: idempotency)."""
+    conflicts = 0
+    for _ in range(200):
+        snap = store.snapshot()
+        if any(a.consumer_uuid == consumer for a in snap.allocations):
+            return None, conflicts  # the other thread asking for it won
+        used = Counter(a.host for a in snap.allocations)
+        revisions = {nr.host: nr.revision for nr in snap.node_revisions}
+        room = [h for h in sorted(revisions) if used[h] < VCPUS]
+        if not room:
+            return None, conflicts
+        host = rng.choice(room)
+        mine = msgspec.structs.replace(alloc(consumer, host), created_at=1000.0 + k)
+        try:
+            store.commit(Batch(expect=[Expect(host, host, revisions[host])], allocations=[mine]))
+            return host, conflicts
+        except StoreConflict:
+            conflicts += 1
+        except ConsumerHeld:
+            return None, conflicts
+    raise AssertionError(f"{consumer}: still conflicting after 200 tries")
+
+
+def test_batched_claims_from_many_threads_never_let_a_conflicting_claim_through(store_url: str) -> None:
+    stores = [EtcdStore(store_url), EtcdStore(store_url)]
+    try:
+        assert all(s.group_commit for s in stores)  # the default
+        stores[0].commit(Batch(reports=[report(f"n{i}", vcpus=VCPUS, memory_mb=65536) for i in range(NODES)]))
+        consumers = [f"c{i:02d}" for i in range(40)]
+        acked: list[tuple[str, str]] = []
+        retried: list[str] = []
+        lock = threading.Lock()
+        start = threading.Barrier(16)
+
+        def worker(k: int) -> None:
+            rng = random.Random(k)
+            store = stores[k % 2]
+            mine = consumers[k % 8::8]  # each consumer is asked for by two threads, one per store
+            start.wait()
+            for consumer in mine:
+                host, conflicts = claim_until_settled(store, consumer, rng, k)
+                with lock:
+                    if host is not None:
+                        acked.append((consumer, host))
+                        if conflicts:
+                            retried.append(consumer)
+
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in threads), "a claim never came back (group commit stalled)"
+
+        snap = stores[0].snapshot()
+        assert audit(snap) == []  # 0 overcommitted nodes
+        held = {a.consumer_uuid: a.host for a in snap.allocations}
+        assert [c for c, h in acked if held.get(c) != h] == []  # 0 acknowledged claims missing or moved
+        assert len({c for c, _ in acked}) == len(acked)  # no consumer acknowledged twice
+        assert len(acked) == len(snap.allocations) == NODES * VCPUS  # the cloud filled up, nothing stray
+        stats = [s.stats for s in stores]
+        assert sum(st.group_commits for st in stats) > 0  # claims did share txns
+        assert sum(st.claim_conflicts for st in stats) > 0 and retried  # losers were found and retried
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_refused_claim_fails_alone_and_the_others_of_its_txn_land(store_url: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """One shared txn of three claims, the middle one expecting a revision its node has left: it alone is
+    refused (StoreConflict naming its node), the two others land at the txn's revision."""
+    with EtcdStore(store_url + "?group_workers=1") as store:
+        revisions = {f"n{i}": store.commit(Batch(reports=[report(f"n{i}")])).revision for i in range(4)}
+        stale = revisions["n2"]
+        revisions["n2"] = store.commit(Batch(reports=[report("n2", vcpus=16)])).revision
+        real = store._commit_group
+        held, release = threading.Event(), threading.Event()
+
+        def first_waits(group: list) -> None:  # type: ignore[type-arg]
+            if not held.is_set():
+                held.set()
+                release.wait(10)
+            real(group)
+
+        monkeypatch.setattr(store, "_commit_group", first_waits)
+        outcomes: dict[str, object] = {}
+
+        def claim(node: str, revision: int) -> None:
+            try:
+                outcomes[node] = store.commit(Batch(expect=[Expect(node, node, revision)],
+                                                    allocations=[alloc(f"c-{node}", node)])).revision
+            except StoreConflict as exc:
+                outcomes[node] = exc.keys
+
+        opener = threading.Thread(target=claim, args=("n0", revisions["n0"]))
+        opener.start()
+        assert held.wait(10)  # the committer holds n0's claim: the next three queue up behind it
+        rest = [threading.Thread(target=claim, args=(node, revision))
+                for node, revision in (("n1", revisions["n1"]), ("n2", stale), ("n3", revisions["n3"]))]
+        for t in rest:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(store._group_queue) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        release.set()
+        for t in [opener, *rest]:
+            t.join(timeout=30)
+        assert outcomes["n2"] == [("n2", "n2")]
+        assert isinstance(outcomes["n1"], int) and outcomes["n1"] == outcomes["n3"]
+        assert store.stats.group_commits == 1 and store.stats.group_refused == 1 and store.stats.group_split == 1
+        assert sorted(a.consumer_uuid for a in store.snapshot().allocations) == ["c-n0", "c-n1", "c-n3"]
+
+
+def test_claims_with_overlapping_keys_never_share_a_txn(store_url: str) -> None:
+    """Two claims expecting one node at one revision: in one txn, etcd would check both against the state
+    before it, and both would land. They go one after the other: exactly one lands, the other conflicts."""
+    with EtcdStore(store_url) as store:
+        revision = store.commit(Batch(reports=[report("n0", vcpus=1)])).revision
+        go = threading.Barrier(8)
+        outcomes: list[str] = []
+        lock = threading.Lock()
+
+        def claim(i: int) -> None:
+            go.wait()
+            try:
+                store.commit(Batch(expect=[Expect("n0", "n0", revision)], allocations=[alloc(f"c{i}", "n0")]))
+                outcome = "landed"
+            except StoreConflict:
+                outcome = "conflict"
+            with lock:
+                outcomes.append(outcome)
+
+        threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert sorted(outcomes) == ["conflict"] * 7 + ["landed"]
+        assert audit(store.snapshot()) == []
+
+
+def test_group_option_is_checked(store_url: str) -> None:
+    with EtcdStore(store_url + "?group=0") as off:
+        assert not off.group_commit
+    with pytest.raises(ValueError, match="group must be"):
+        EtcdStore(store_url + "?group=maybe")
+    with pytest.raises(ValueError, match="group_workers"):
+        EtcdStore(store_url + "?group_workers=0")
+
+
+def test_a_claim_never_waits_forever_for_a_wedged_committer(store_url: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committer thread wedged on purpose: its claim fails as a lost answer would (503), and a claim still
+    queued behind it is dropped unsent, never written later."""
+    with EtcdStore(store_url + "?group_workers=1") as store:
+        revision = store.commit(Batch(reports=[report("n0"), report("n1")])).revision
+        wedge = threading.Event()
+        monkeypatch.setattr(store, "_commit_group", lambda group: wedge.wait(30))
+        monkeypatch.setattr(store, "_group_patience", lambda: 0.5)
+        errors: list[BaseException] = []
+
+        def claim(consumer: str, node: str) -> None:
+            try:
+                store.commit(Batch(expect=[Expect(node, node, revision)], allocations=[alloc(consumer, node)]))
+            except StoreUnavailable as exc:
+                errors.append(exc)
+
+        first = threading.Thread(target=claim, args=("c0", "n0"), daemon=True)
+        first.start()
+        time.sleep(0.1)  # the worker has taken c0 and is wedged
+        second = threading.Thread(target=claim, args=("c1", "n1"), daemon=True)
+        second.start()
+        first.join(timeout=10)
+        second.join(timeout=10)
+        assert len(errors) == 2 and store.stats.group_timeouts == 2
+        assert not store._group_queue  # c1 was taken off the queue: it will never be sent
+        monkeypatch.undo()
+        wedge.set()
+        time.sleep(0.2)
+        assert [a.consumer_uuid for a in store.snapshot().allocations] == []
+
+
+def test_a_cluster_refusing_the_shared_txn_still_takes_each_claim(tmp_path: Path,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """--max-txn-ops 8: claims of 4 keys pass alone, a shared txn of several does not; every claim lands."""
+    require_etcd()
+    small = LocalCluster(tmp_path, size=1, extra_args=["--max-txn-ops", "8"])
+    with small, EtcdStore(small.url("/tiny"), budget=10) as store:
+        revisions = [store.commit(Batch(reports=[report(f"n{i}")])).revision for i in range(12)]
+        go = threading.Barrier(12)
+        errors: list[BaseException] = []
+
+        def claim(i: int) -> None:
+            go.wait()
+            try:
+                store.commit(Batch(expect=[Expect(f"n{i}", f"n{i}", revisions[i])],
+                                   allocations=[alloc(f"c{i}", f"n{i}")]))
+            except Exception as exc:  # collected, shown by the assert
+                errors.append(exc)
+
+        threads = [threading.Thread(target=claim, args=(i,)) for i in range(12)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert errors == []
+        assert len(store.snapshot().allocations) == 12
+        assert "committing them one by one" in caplog.text  # a shared txn was refused, its claims landed
