@@ -1,0 +1,13 @@
+"""Namespaces on etcd: two in one ``gantt serve`` (one cluster, one prefix) never leak into each other."""
+
+from __future__ import annotations
+
+from tests.namespaces import check_feeds, check_isolation
+
+
+def test_two_namespaces_in_one_service_are_isolated(store_url: str) -> None:
+    check_isolation(store_url)
+
+
+def test_each_namespace_has_its_own_feed(store_url: str) -> None:
+    check_feeds(store_url)
