@@ -1,0 +1,75 @@
+"""VolumeScheduler: Cinder's filter scheduler over a PoolTable (filters, then weighers, best first).
+
+``passes`` is the conjunction of the enabled filters over the live pools; ``select`` weighs the pools that pass
+and ranks them as Cinder's OrderedHostWeightHandler does (weight descending, ties in table order). The caller
+claims the first pick with ``PoolTable.claim`` (or through its store's compare-and-set) and may offer the
+rest as alternates. The scheduler keeps no state between requests beyond its filters' memos.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gantt.model import NoValidHost
+from gantt.volume.filters import FILTERS, Request, VolumeFilter
+from gantt.volume.model import Pick, VolumeOptions, VolumeRequest
+from gantt.volume.table import PoolTable
+from gantt.volume.weighers import WEIGHERS, VolumeWeigher
+
+
+class VolumeScheduler:
+    def __init__(self, options: VolumeOptions | None = None) -> None:
+        self.options = options or VolumeOptions()
+        self.filters: list[VolumeFilter] = [
+            FILTERS.find(name)() for name in self.options.scheduler_default_filters]
+        self.weighers: list[VolumeWeigher] = [
+            WEIGHERS.find(name)(self.options) for name in self.options.scheduler_default_weighers]
+
+    def masks(self, table: PoolTable, request: VolumeRequest | Request) -> dict[str, np.ndarray]:
+        """Each enabled filter's own verdict over every row (for explanations and the parity suite)."""
+        req = request if isinstance(request, Request) else Request(request)
+        n = table.n
+        out = {}
+        for f in self.filters:
+            mask = f.mask(table, req)
+            out[f.name] = (np.ones(n, dtype=np.bool_) if mask is None else mask) & table.live[:n]
+        return out
+
+    def passes(self, table: PoolTable, request: VolumeRequest | Request) -> np.ndarray:
+        req = request if isinstance(request, Request) else Request(request)
+        out = table.live[:table.n].copy()
+        for f in self.filters:
+            mask = f.mask(table, req)
+            if mask is not None:
+                out &= mask
+        return out
+
+    def weigh(self, table: PoolTable, request: VolumeRequest | Request,
+              rows: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Total weight of each candidate row, and each weigher's normalized value (before its multiplier)."""
+        req = request if isinstance(request, Request) else Request(request)
+        total = np.zeros(len(rows))
+        parts = {}
+        for w in self.weighers:
+            values = w.normalized(table, req, rows)
+            parts[w.name] = values
+            total += w.multiplier * values
+        return total, parts
+
+    def select(self, table: PoolTable, request: VolumeRequest, *, limit: int = 1) -> list[Pick]:
+        """The best ``limit`` pools, best first; NoValidHost when none passes."""
+        req = Request(request)
+        rows = np.flatnonzero(self.passes(table, req))
+        if len(rows) == 0:
+            raise NoValidHost("no pool passes the filters")
+        weights, _ = self.weigh(table, req, rows)
+        if limit == 1:
+            best = int(np.argmax(weights))  # the first of the best, as a stable descending sort gives
+            order = np.array([best])
+        else:
+            order = np.argsort(-weights, kind="stable")[:limit]
+        picks = []
+        for index in order:
+            report = table.report(int(rows[index]))
+            picks.append(Pick(host=report.host, pool=report.pool_name, weight=float(weights[index])))
+        return picks
