@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import re
 import sqlite3
@@ -239,13 +240,12 @@ class SQLiteStore(Store):
         path = Path(self.path)
         if not path.exists() or path.stat().st_size == 0:
             return  # a new store
-        if writable:
-            try:
-                with open(path, "r+b"):
-                    pass
-            except OSError as exc:
-                raise StoreUnavailable(f"{path}: the store cannot be written ({exc.strerror}); a read-only copy "
-                                       "can be audited, not served") from None
+        # access(2), not open(): closing any descriptor of the file would drop every POSIX lock this process
+        # holds on it, among them those of another namespace's store already open on the same file (SQLite's
+        # locking then breaks: another process may checkpoint or reset the WAL under our readers).
+        if writable and not os.access(path, os.W_OK):
+            raise StoreUnavailable(f"{path}: the store cannot be written (permission denied or a read-only "
+                                   "file system); a read-only copy can be audited, not served")
         try:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.busy_timeout,
                                    factory=self._connection_class)
