@@ -422,8 +422,7 @@ def _namespace(name: str, raw: Any, base: Config) -> Namespace:
         except (msgspec.ValidationError, InvalidRequest) as exc:
             message = exc.message if isinstance(exc, InvalidRequest) else str(exc)
             field_ = exc.field if isinstance(exc, InvalidRequest) else _path(str(exc))
-            raise InvalidRequest(f"{where}: {message}",
-                                 field=f"namespace.{name}.{(field_ or '$').lstrip('$.')}".rstrip(".")) from None
+            raise InvalidRequest(f"{where}: {message}", field=_option(name, field_)) from None
         return Namespace(name=name, kind=kind, config=config)
     try:
         from gantt.volume import VolumeOptions  # type: ignore[import-not-found,unused-ignore]
@@ -433,8 +432,14 @@ def _namespace(name: str, raw: Any, base: Config) -> Namespace:
     try:
         volume_options = msgspec.convert(options, VolumeOptions, strict=False)
     except msgspec.ValidationError as exc:
-        raise InvalidRequest(f"{where}: {exc}", field=f"namespace.{name}.{_path(str(exc)).lstrip('$.')}") from None
+        raise InvalidRequest(f"{where}: {exc}", field=_option(name, _path(str(exc)))) from None
     return Namespace(name=name, kind=kind, options=volume_options)
+
+
+def _option(namespace: str, path: str | None) -> str:
+    """The config path of an option of a namespace's section, from msgspec's ``$.a.b`` (or ``$``: the section)."""
+    rest = (path or "$").lstrip("$").lstrip(".")
+    return f"namespace.{namespace}" + (f".{rest}" if rest else "")
 
 
 def _path(message: str) -> str:
