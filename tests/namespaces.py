@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 
 from gantt.client import SchedulerClient
@@ -95,6 +96,11 @@ def check_isolation(store: str) -> None:
         # A namespace the service does not serve: a 404 problem that names it.
         with pytest.raises(NotFound, match="'green'"):
             SchedulerClient(server.url, namespace="green").hosts()
+        with httpx.Client(base_url=server.url) as http:
+            answer = http.get("/v1/namespaces/compute/hosts")  # the default has one spelling: /v1/hosts
+            assert answer.status_code == 404 and answer.json()["field"] == "namespace"
+            answer = http.get("/v1/namespaces/Not-A-Name/hosts")
+            assert answer.status_code == 400 and answer.json()["field"] == "namespace"
 
 
 def check_feeds(store: str) -> None:

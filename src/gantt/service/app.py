@@ -54,7 +54,6 @@ from gantt.model import (
 )
 from gantt.placement import create_placement_app
 from gantt.replica import Replica
-from gantt.service import namespaces
 from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
     MAX_LIMIT,
@@ -108,7 +107,9 @@ class Service:
         self.metrics = Metrics(worker)
         self.shared = Shared(metrics_dir, self.metrics) if metrics_dir is not None else None
         self.pool: ThreadPoolExecutor | None = None
-        self.namespaces: dict[str, namespaces.Served] = {}  # the named ones this service also serves
+        # The named namespaces served beside this (the default) one, as /health shows them: set by
+        # gantt.service.namespaces, which builds them
+        self.named_health: Callable[[], dict[str, dict[str, Any]]] | None = None
 
     @property
     def replica(self) -> Replica:
@@ -280,8 +281,8 @@ async def health(request: Request) -> Response:
     lag = replica.lag
     write_error = replica.last_write_error  # cleared by the store's next successful write
     status = "ok" if lag < STALE_AFTER and write_error is None else "degraded"
-    if status == "ok" and any(one.replica is None or one.replica.lag >= STALE_AFTER
-                              or one.replica.last_write_error is not None for one in svc.namespaces.values()):
+    named = svc.named_health() if svc.named_health is not None else None
+    if named and any(one["status"] != "ok" for one in named.values()):
         status = "degraded"  # a namespace this service serves cannot be served now
     code = 200 if status == "ok" else 503
     if not authorized(request.scope, svc.token.encode() if svc.token else None):
@@ -289,7 +290,6 @@ async def health(request: Request) -> Response:
         # write error said are for operators.
         return _json({"status": status}, code)
     counters = replica.counters()
-    named = namespaces.health(svc.namespaces, STALE_AFTER) if svc.namespaces else None
     body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.url,
                   revision=replica.revision, hosts=counters["hosts"], hosts_up=counters["hosts_up"],
                   seconds_since_sync=round(lag, 3),
@@ -749,38 +749,13 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
     # No 307 to the path with(out) a slash: Starlette builds its Location from the request's Host header.
     app.router.redirect_slashes = False
     app.state.service = service
-    served = _namespaces(service, config, token, worker, handlers)
     app.state.openapi = openapi()
     app.state.ui = _ui_assets()
     mount = config.gantt.placement_mount
     placement = create_placement_app(lambda: service.replica, service.run, token, "" if mount == "/" else mount,
                                      policy=config.oslo_policy.policy, cors=config.cors)
     is_placement = placement_paths(mount)
-    routed: ASGIApp = Dispatch(app, placement, is_placement)
-    if served:
-        url = store if isinstance(store, str) else getattr(store, "url", None) or (
-            replica.store.url if replica is not None else config.gantt.store)
-        routed = namespaces.NamespaceRouter(routed, served, url)
-    return Guard(routed, service, is_placement)
-
-
-def _namespaces(service: Service, config: Config, token: str | None, worker: int,
-                handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]]
-                ) -> dict[str, namespaces.Served]:
-    """The named namespaces' apps: the same /v1 handlers, each over its own Service (``service.namespaces``);
-    the default Service shows their figures in /health and /metrics."""
-
-    def make_app(one: Service, routes: list[Route]) -> Starlette:
-        inner = Starlette(routes=routes, exception_handlers=handlers)
-        inner.router.redirect_slashes = False
-        inner.state.service = one
-        return inner
-
-    served = namespaces.build(config, make_app, ROUTES, lambda cfg: Service(None, cfg, token, worker))
-    service.namespaces = served
-    if served:
-        service.metrics.extra = lambda replica: namespaces.metric_lines(replica, served, worker)
-    return served
+    return Guard(Dispatch(app, placement, is_placement), service, is_placement)
 
 
 def app_from_env() -> ASGIApp:

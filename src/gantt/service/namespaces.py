@@ -1,14 +1,17 @@
 """Named namespaces over HTTP: ``/v1/namespaces/{namespace}/...`` (``gantt.namespaces``).
 
-The default namespace (``compute``) keeps every path as it is. A named namespace of kind compute is served by the
-very same handlers as the default one, each namespace with its own ``Service`` (its replica of its partition of
-the store, its Config, its decision counters): ``NamespaceRouter`` strips ``/namespaces/{namespace}`` from the
-path and hands the request to that namespace's app. A namespace the service does not serve is a 404 problem that
-names it. The token, request ids, access log and per-route counters stay the outer layer's (``Guard``), the
-route labelled with its namespaced path so that each namespace's traffic is counted apart.
+``create_app`` is the service ``gantt serve`` runs: the default namespace's app (``gantt.service.app``, which knows
+nothing of namespaces: its paths do not change) behind ``NamespaceRouter``, which hands ``/v1/namespaces/{ns}/<rest>``
+to that namespace's own app as ``/v1/<rest>``. A compute namespace's app has the very same handlers as the default
+one over its own ``Service`` (its replica of its partition of the store, its Config, its counters); a volume
+namespace's has the volume routes (``gantt.service.volume``). Each namespace's app sits behind its own ``Guard``
+(the bearer token, request ids, per-route counters). A namespace the service does not serve is a 404 problem
+that names it, answered behind the default's Guard (no token, no list of namespaces).
 
 Lifecycle: the namespaces' replicas open when the service starts (in the ASGI lifespan of the default app, which
-they wrap) and close when it stops; a namespace whose store cannot be read fails the start as the default would.
+the router wraps) and close when it stops; a namespace whose store cannot be read fails the start as the default
+would. ``/health`` and ``/metrics`` (the default app's) show every namespace's replica through hooks this module
+sets on the default Service.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
-import msgspec
 from starlette.applications import Starlette
-from starlette.responses import Response
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -29,13 +32,13 @@ from gantt.config import Config, Namespace
 from gantt.model import GanttError, InvalidRequest, NotFound
 from gantt.namespaces import DEFAULT, UnknownNamespace, check_name
 from gantt.replica import Replica
-from gantt.service.schemas import PROBLEM_JSON
-from gantt.store.base import open_store
+from gantt.service import app as gantt_app
+from gantt.store.base import Store, open_store
 
 log = logging.getLogger("gantt.service")
 
 PREFIX = "/v1/namespaces/"
-_ENCODER = msgspec.json.Encoder()
+_NO_PLACEMENT: Callable[[str], bool] = lambda path: False  # noqa: E731  only the default serves Placement's face
 
 
 @dataclass
@@ -44,26 +47,74 @@ class Served:
 
     namespace: Namespace
     app: ASGIApp
-    service: Any  # gantt.service.app.Service (imported late: app.py imports this module)
-    replica: Replica | None = None
+    service: gantt_app.Service
+    replica: Any = None  # Replica (compute) or gantt.volume_replica.VolumeReplica, once started
 
 
-class _Route:
-    """What ``Guard`` reads of a matched route (its ``path``): the namespaced form of the inner route's path."""
+def create_app(*, config: Config, store: str | Store | None = None, token: str | None = None, worker: int = 0,
+               metrics_dir: str | None = None) -> ASGIApp:
+    """``gantt.service.app.create_app`` for the default namespace, and every named namespace ``config``
+    declares beside it; with none declared, exactly the default app."""
+    default = gantt_app.create_app(config=config, store=store, token=token, worker=worker, metrics_dir=metrics_dir)
+    assert isinstance(default, gantt_app.Guard)
+    service = default.service
+    served = build(config, service.token, worker)
+    if not served:
+        return default
+    service.named_health = lambda: health(served, gantt_app.STALE_AFTER)
+    service.metrics.extra = lambda replica: metric_lines(replica, served, worker)
+    url = store if isinstance(store, str) else store.url if store is not None else config.gantt.store
+    return NamespaceRouter(default, served, url)
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+
+def build(config: Config, token: str | None, worker: int) -> dict[str, Served]:
+    """The named namespaces ``config`` declares, each with its app and Service (replicas open at start): a
+    compute one with the default's routes and its own Config, a volume one with the volume routes (its Service
+    keeps the file's Config for what is the service's: body limits)."""
+    served: dict[str, Served] = {}
+    for name, namespace in config.namespaces().items():
+        if name == DEFAULT:
+            continue
+        if namespace.kind == "volume":
+            from gantt.service.volume import ROUTES as VOLUME_ROUTES
+
+            service = gantt_app.Service(None, config, token, worker)
+            routes = VOLUME_ROUTES
+        else:
+            assert namespace.config is not None
+            service = gantt_app.Service(None, namespace.config, token, worker)
+            routes = gantt_app.ROUTES
+        served[name] = Served(namespace=namespace, app=_app(service, routes), service=service)
+    return served
 
 
-def _problem(error: GanttError) -> Response:
-    return Response(_ENCODER.encode(error.to_problem()), status_code=error.status, media_type=PROBLEM_JSON)
+_HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Any]]] = {
+    GanttError: gantt_app._gantt_error, HTTPException: gantt_app._http_error,
+    Exception: gantt_app._unexpected}
+
+
+def _app(service: gantt_app.Service, routes: list[Route]) -> ASGIApp:
+    inner = Starlette(routes=routes, exception_handlers=_HANDLERS)
+    inner.router.redirect_slashes = False  # as the default app: no redirect built from the Host header
+    inner.state.service = service
+    return gantt_app.Guard(inner, service, _NO_PLACEMENT)
+
+
+class _Refusal:
+    """An app that answers every request with one problem (behind a Guard: the token is checked first)."""
+
+    def __init__(self, error: GanttError) -> None:
+        self.error = error
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await gantt_app._problem(self.error)(scope, receive, send)
 
 
 class NamespaceRouter:
     """``/v1/namespaces/{namespace}/<rest>`` to that namespace's app as ``/v1/<rest>``; every other path, and the
     lifespan, to the default app (the lifespan also opening and closing the namespaces' replicas)."""
 
-    def __init__(self, default: ASGIApp, served: dict[str, Served], store: str) -> None:
+    def __init__(self, default: gantt_app.Guard, served: dict[str, Served], store: str) -> None:
         self.default = default
         self.served = served
         self.store = store
@@ -73,7 +124,7 @@ class NamespaceRouter:
         return [DEFAULT, *self.served]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan" and self.served:
+        if scope["type"] == "lifespan":
             await self._lifespan(scope, receive, send)
             return
         path: str = scope.get("path", "")
@@ -83,27 +134,23 @@ class NamespaceRouter:
         name, slash, rest = path[len(PREFIX):].partition("/")
         served = self.served.get(name)
         if served is None:
-            error: GanttError = UnknownNamespace(name, self.names)
-            if name == DEFAULT:  # the default's paths are the plain ones: one spelling per resource
-                error = NotFound(f"the default namespace {DEFAULT!r} is served at /v1/... (without "
-                                 f"/namespaces/{DEFAULT})", field="namespace")
-            else:
-                try:
-                    check_name(name)
-                except ValueError as exc:
-                    error = InvalidRequest(str(exc), field="namespace")
-            await _problem(error)(scope, receive, send)
+            refusal = gantt_app.Guard(_Refusal(self._unknown(name)), self.default.service, _NO_PLACEMENT)
+            await refusal(scope, receive, send)
             return
         inner = dict(scope)
         inner["path"] = "/v1/" + rest if slash else "/v1"
-        if "raw_path" in scope:
-            inner["raw_path"] = inner["path"].encode()
+        inner["raw_path"] = inner["path"].encode()
+        await served.app(inner, receive, send)
+
+    def _unknown(self, name: str) -> GanttError:
+        if name == DEFAULT:  # the default's paths are the plain ones: one spelling per resource
+            return NotFound(f"the default namespace {DEFAULT!r} is served at /v1/... (without "
+                            f"/namespaces/{DEFAULT})", field="namespace")
         try:
-            await served.app(inner, receive, send)
-        finally:
-            route = inner.get("route")
-            if route is not None:  # Guard counts the answer under the namespaced route
-                scope["route"] = _Route(f"{PREFIX}{{namespace}}/" + route.path[len("/v1/"):])
+            check_name(name)
+        except ValueError as exc:
+            return InvalidRequest(str(exc), field="namespace")
+        return UnknownNamespace(name, self.names)
 
     async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def receive_(ns_receive: Callable[[], Awaitable[Message]] = receive) -> Message:
@@ -144,27 +191,6 @@ class NamespaceRouter:
                 served.service._replica = None
 
 
-def build(config: Config, make_app: Callable[[Any, list[Route]], Starlette], compute_routes: list[Route],
-          make_service: Callable[[Config], Any]) -> dict[str, Served]:
-    """The named namespaces ``config`` declares, each with its app and service (replicas open at start): a
-    compute one with the default's routes and its own Config, a volume one with the volume routes (its Service
-    keeps the file's Config for what is the service's: body limits)."""
-    served: dict[str, Served] = {}
-    for name, namespace in config.namespaces().items():
-        if name == DEFAULT:
-            continue
-        if namespace.kind == "volume":
-            from gantt.service.volume import ROUTES as VOLUME_ROUTES
-
-            service = make_service(config)
-            served[name] = Served(namespace=namespace, app=make_app(service, VOLUME_ROUTES), service=service)
-            continue
-        assert namespace.config is not None
-        service = make_service(namespace.config)
-        served[name] = Served(namespace=namespace, app=make_app(service, compute_routes), service=service)
-    return served
-
-
 def health(served: dict[str, Served], stale_after: float) -> dict[str, dict[str, Any]]:
     """Each named namespace's replica as ``/health`` shows the default's."""
     out: dict[str, dict[str, Any]] = {}
@@ -183,25 +209,32 @@ def health(served: dict[str, Served], stale_after: float) -> dict[str, dict[str,
 
 
 def metric_lines(default: Replica, served: dict[str, Served], worker: int) -> list[str]:
-    """Per-namespace series, the default namespace's included: what is per replica, labelled by namespace."""
-    rows: list[tuple[str, Replica, Any]] = [(DEFAULT, default, None)]
-    rows += [(name, one.replica, one.service) for name, one in served.items() if one.replica is not None]
-    lines = ["# HELP gantt_namespace_hosts Nodes in the namespace's replica, by state (as gantt_hosts).",
-             "# TYPE gantt_namespace_hosts gauge"]
-    for name, replica, _ in rows:
-        for label, n in _states(replica):
-            lines.append(f'gantt_namespace_hosts{{worker="{worker}",namespace="{name}",state="{label}"}} {n}')
+    """Per-namespace series, the default namespace's included: what is per replica, labelled by namespace, and
+    each named namespace's decisions (the default's are gantt_decisions_total)."""
+    rows: list[tuple[str, Any]] = [(DEFAULT, default)]
+    rows += [(name, one.replica) for name, one in served.items() if one.replica is not None]
+    labels = f'worker="{worker}"'
+    lines = ["# HELP gantt_namespace_hosts Nodes (pools, in a volume namespace) in the namespace's replica, "
+             "by state.", "# TYPE gantt_namespace_hosts gauge"]
+    for name, replica in rows:
+        for state, n in _states(replica):
+            lines.append(f'gantt_namespace_hosts{{{labels},namespace="{name}",state="{state}"}} {n}')
     for metric, kind, help_text, value in (
             ("gantt_namespace_replica_revision", "gauge", "Store revision the namespace's replica has applied "
              "(each namespace has its own sequence).", lambda r: r.revision),
             ("gantt_namespace_replica_lag_seconds", "gauge", "Seconds since the namespace's replica last read "
              "its change feed.", lambda r: round(r.lag, 3)),
-            ("gantt_namespace_placements_total", "counter", "Instances claimed in the namespace.",
+            ("gantt_namespace_placements_total", "counter", "Instances (volumes) claimed in the namespace.",
              lambda r: r.counters()["placements"]),
             ("gantt_namespace_allocations", "gauge", "Allocations held in the namespace.",
              lambda r: r.counters()["allocations"])):
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
-        lines += [f'{metric}{{worker="{worker}",namespace="{name}"}} {value(replica)}' for name, replica, _ in rows]
+        lines += [f'{metric}{{{labels},namespace="{name}"}} {value(replica)}' for name, replica in rows]
+    lines += ["# HELP gantt_namespace_decisions_total A named namespace's select_destinations requests "
+              "answered, by outcome (as gantt_decisions_total).", "# TYPE gantt_namespace_decisions_total counter"]
+    for name, one in served.items():
+        for outcome, n in sorted(one.service.metrics.decisions.items()):
+            lines.append(f'gantt_namespace_decisions_total{{{labels},namespace="{name}",outcome="{outcome}"}} {n}')
     return lines
 
 

@@ -117,7 +117,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     import uvicorn
 
     from gantt.allocator import keep_freed_memory
-    from gantt.service.app import create_app
+    from gantt.service.namespaces import create_app
     from gantt.service.protocol import BoundedHttpToolsProtocol
 
     keep_freed_memory()
