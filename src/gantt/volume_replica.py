@@ -228,7 +228,7 @@ class VolumeReplica:
         if not volume:
             raise InvalidRequest("volume_id is required: a claim is keyed by the volume it is for",
                                  field="$.volume_id")
-        size = request.new_size if request.operation == "extend_volume" and request.new_size else request.size
+        size = request.size
         if request.operation not in (None, "create_volume"):
             raise InvalidRequest(f"operation {request.operation!r} is not served yet: only create_volume places "
                                  "and claims a volume", field="$.operation")

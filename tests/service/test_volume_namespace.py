@@ -119,3 +119,22 @@ def test_two_schedulers_never_overfill_a_thin_pool(tmp_path: Path) -> None:
             # The compute namespace is untouched by all of this.
             assert http.get("/v1/hosts").json()["hosts"] == []
             assert http.get("/v1/allocations").json()["allocations"] == []
+
+
+def test_bad_volume_input_is_a_400_naming_the_field() -> None:
+    with ServerProcess("memory://", config=CONFIG) as server, httpx.Client(base_url=server.url) as http:
+        assert http.post(f"{BASE}/resource-stats", json=BACKEND).status_code == 200
+        cases: list[tuple[str, Any, str]] = [
+            ("select_destinations", {"volume_properties": {"size": 1}}, "$.volume_id"),
+            ("select_destinations", {**_request("v1"), "colour": "red"}, "colour"),
+            ("select_destinations", {**_request("v1"), "operation": "retype_volume"}, "$.operation"),
+            ("resource-stats", {**BACKEND, "pools": [{"pool_name": "p", "total_capacity_gb": -5}]}, "$.pools[0]"),
+        ]
+        for path, body, field in cases:
+            answer = http.post(f"{BASE}/{path}", json=body)
+            problem = answer.json()
+            assert answer.status_code == 400, (path, answer.text)
+            assert problem.get("field") == field or f"`{field}`" in problem["detail"], (path, answer.text)
+        assert http.get(f"{BASE}/allocations").json()["allocations"] == []  # nothing half-applied
+        assert http.get(f"{BASE}/aggregates").status_code == 404  # no such route in a volume namespace
+        assert http.delete(f"{BASE}/allocations/nope").status_code == 404
