@@ -39,9 +39,15 @@ class VolumeScheduler:
         req = request if isinstance(request, Request) else Request(request)
         out = table.live[:table.n].copy()
         for f in self.filters:
-            mask = f.mask(table, req)
-            if mask is not None:
-                out &= mask
+            if not f.narrows:
+                mask = f.mask(table, req)
+                if mask is not None:
+                    out &= mask
+        for f in self.filters:
+            if f.narrows:
+                mask = f.mask(table, req, out)
+                if mask is not None:
+                    out &= mask
         return out
 
     def weigh(self, table: PoolTable, request: VolumeRequest | Request,

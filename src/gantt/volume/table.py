@@ -25,6 +25,7 @@ from gantt.volume.model import PoolReport
 NUMBER, INFINITE, UNKNOWN, NONE = 0, 1, 2, 3
 _KINDS = {"infinite": INFINITE, "unknown": UNKNOWN, None: NONE}
 INITIAL_AUTO_MOSR = 20.0  # Cinder's ratio for an 'auto' pool that has provisioned nothing yet
+MISSING = object()  # a capability a pool does not report
 
 
 def max_over_subscription_ratio(caps: dict[str, Any], default: float | str) -> float:
@@ -65,6 +66,8 @@ class PoolTable:
         self._free_rows: list[int] = []
         self.az_names: dict[str, int] = {}
         self.revision = 0  # moves with every change; a decision's caches key on it
+        self.static_revision = 0  # moves when a pool reports or goes: what capabilities-derived caches key on
+        self._factors: dict[tuple[str, ...], tuple[int, np.ndarray, list[Any]]] = {}
         self._alloc(capacity)
 
     def _alloc(self, capacity: int) -> None:
@@ -131,6 +134,7 @@ class PoolTable:
         zone = report.service.availability_zone
         self.az[row] = self.az_names.setdefault(zone, len(self.az_names))
         self.generation[row] += 1
+        self.static_revision += 1
         for held in self.volumes.values():
             if held.row == row:
                 held.in_flight = False  # the report speaks for every volume placed before it
@@ -150,6 +154,7 @@ class PoolTable:
             del self.volumes[volume]
         self._free_rows.append(row)
         self.revision += 1
+        self.static_revision += 1
         return True
 
     # -- claims -----------------------------------------------------------------------------------------------
@@ -187,6 +192,38 @@ class PoolTable:
             self.consume(held.row, -held.size)
         self.revision += 1
         return True
+
+    def factor(self, scope: tuple[str, ...]) -> tuple[np.ndarray, list[Any]]:
+        """The capability at ``scope`` (keys below the pool's capabilities) of every row, as codes into its
+        distinct values (``MISSING`` where a key is absent or the value has no keys), so a requirement on it is
+        evaluated once per distinct value. Kept until a pool reports again."""
+        cached = self._factors.get(scope)
+        if cached is not None and cached[0] == self.static_revision:
+            return cached[1], cached[2]
+        index: dict[tuple[str, str], int] = {}
+        values: list[Any] = []
+        codes = np.full(self.n, -1, dtype=np.int32)
+        for row in range(self.n):
+            report = self.reports[row]
+            if report is None:
+                continue
+            value: Any = report.capabilities
+            for part in scope:
+                try:
+                    value = value[part]
+                except (TypeError, KeyError, IndexError):
+                    value = MISSING
+                    break
+            key = (type(value).__name__, repr(value))
+            code = index.get(key)
+            if code is None:
+                code = index[key] = len(values)
+                values.append(value)
+            codes[row] = code
+        if len(self._factors) > 64:
+            self._factors.clear()
+        self._factors[scope] = (self.static_revision, codes, values)
+        return codes, values
 
     def where(self, volume_id: str) -> int | None:
         held = self.volumes.get(volume_id)
