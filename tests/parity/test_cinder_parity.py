@@ -67,17 +67,17 @@ def _filter_agrees(name: str, ours: Any, cinder: dict[str, Any]) -> str:
     return "differs"
 
 
-def _documented_weights(name: str, cloud: dict[str, Any], spec: dict[str, Any], ours: dict[str, float],
-                        cinder: dict[str, Any]) -> bool:
+def _documented_weights(name: str, cloud: dict[str, Any], spec: dict[str, Any],
+                        ours: dict[str, dict[str, float]], cinder: dict[str, Any]) -> bool:
     """Cinder raised while weighing: is it for a reason the module's docstring lists, handled as it says?"""
     if cinder.get("error") == "filter":
         return True  # a default filter raised: Cinder's request fails before weighing
     table, _scheduler = cinder_cases.build(cloud["options"], cloud["backends"], cloud["volumes"])
-    rows = [r for r in range(table.n) if table.report(r).pool_host in ours]
+    rows = [r for r in range(table.n) if table.report(r).pool_host in ours[name]]
     req = Request(VolumeRequest(**cinder_cases._decode(spec)))
     unbounded = all(table.total_kind[r] != NUMBER or table.free_kind[r] != NUMBER for r in rows)
     capacity_case = unbounded and cloud["options"]["capacity_weight_multiplier"] <= 0 and \
-        all(v == 0 for v in ours.values())
+        all(v == 0 for v in ours["CapacityWeigher"].values())
     odd_goodness = any(not isinstance(x, int | float | Exception | type(None))
                        for r in rows for x in function_results(table, r, req, "goodness_function"))
     if name == "CapacityWeigher":
@@ -107,7 +107,7 @@ def test_gantt_agrees_with_cinder(outcome: dict[str, Any]) -> None:
             mine, theirs = ours["weights"][name], cinder["weights"][name]
             if "error" not in theirs and set(mine) == set(theirs) and all(_close(mine[p], theirs[p]) for p in mine):
                 row[1] += 1
-            elif "error" in theirs and _documented_weights(name, cloud, spec, mine, theirs):
+            elif "error" in theirs and _documented_weights(name, cloud, spec, ours["weights"], theirs):
                 row[2] += 1
             elif len(disagreements) < 20:
                 disagreements.append(f"case {index} {name}: gantt {mine} cinder {theirs}")

@@ -1,8 +1,9 @@
 """Cinder's backend filters, each a mask over a PoolTable's rows (True: the pool passes).
 
 A filter returns None when the request does not concern it (everything passes). Numbers are columns; what Cinder
-reads from a pool's free-form capabilities (CapabilitiesFilter, DriverFilter, JsonFilter) is evaluated once per
-pool and memoized until that pool reports again, so a steady stream of decisions costs column arithmetic only.
+CapabilitiesFilter reads from the pools' free-form capabilities is evaluated once per distinct reported value
+(``PoolTable.factor``, kept until a pool reports again); DriverFilter and JsonFilter, whose expressions read usage
+too, evaluate per pool.
 What Cinder would raise on (a malformed query, an instance hint that is not a UUID) is the caller's mistake:
 InvalidRequest, naming the field.
 """
@@ -51,32 +52,6 @@ class VolumeFilter:
 
 FILTERS: Registry[VolumeFilter] = Registry("volume filter")
 register = FILTERS.register
-
-
-class _PerPool:
-    """A memo of one verdict per pool, kept until the pool reports again (its generation moves)."""
-
-    def __init__(self) -> None:
-        self.memo: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
-
-    def mask(self, table: PoolTable, key: Any, verdict: Callable[[int], bool]) -> np.ndarray:
-        n = table.n
-        generation = table.generation[:n]
-        cached = self.memo.get(key)
-        if cached is not None and len(cached[0]) == n and np.array_equal(cached[0], generation):
-            return cached[1]
-        out = np.zeros(n, dtype=np.bool_)
-        old_gen, old_out = cached if cached is not None else (np.empty(0, np.int64), np.empty(0, np.bool_))
-        m = min(len(old_gen), n)
-        same = np.zeros(n, dtype=np.bool_)
-        same[:m] = old_gen[:m] == generation[:m]
-        out[:m] = np.where(same[:m], old_out[:m], False)
-        for row in np.flatnonzero(~same & table.live[:n]):
-            out[row] = verdict(int(row))
-        if len(self.memo) > 256:
-            self.memo.clear()
-        self.memo[key] = (generation.copy(), out)
-        return out
 
 
 @register
