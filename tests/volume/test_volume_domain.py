@@ -209,3 +209,21 @@ def test_extra_specs_use_cinders_operators_on_the_reported_values() -> None:
     assert passing({"iops": ">= 600"}) == [True, False]
     assert passing({"iops": "<in> 00"}) == [False, True]  # Cinder raises on the number; that pool fails
     assert passing({"vendor:anything": "x"}) == [True, True]
+
+
+def test_a_backend_report_drops_the_pools_it_no_longer_lists_and_decisions_follow() -> None:
+    table = PoolTable()
+
+    def report(*pools: tuple[str, str]) -> BackendReport:
+        return BackendReport(host="n1@be", pools=[{"pool_name": name, "total_capacity_gb": 100,
+                                                  "free_capacity_gb": 100, "tier": tier} for name, tier in pools])
+
+    table.apply_backend(report(("a", "gold"), ("b", "silver")))
+    scheduler = VolumeScheduler()
+    gold = _request(1, volume_type=VolumeType(extra_specs={"tier": "gold"}))
+    assert [p.pool for p in scheduler.select(table, gold, limit=5)] == ["a"]
+    table.apply_backend(report(("b", "gold")))  # a is gone, b turned gold: the capability cache must see both
+    assert table.row("n1@be", "a") is None
+    assert [p.pool for p in scheduler.select(table, gold, limit=5)] == ["b"]
+    table.apply_backend(report(("c", "gold"), ("b", "gold")))  # the freed row is reused for c
+    assert sorted(p.pool for p in scheduler.select(table, gold, limit=5)) == ["b", "c"]
