@@ -227,3 +227,13 @@ def test_a_backend_report_drops_the_pools_it_no_longer_lists_and_decisions_follo
     assert [p.pool for p in scheduler.select(table, gold, limit=5)] == ["b"]
     table.apply_backend(report(("c", "gold"), ("b", "gold")))  # the freed row is reused for c
     assert sorted(p.pool for p in scheduler.select(table, gold, limit=5)) == ["b", "c"]
+
+
+def test_no_valid_pool_says_which_filter_removed_what() -> None:
+    table = _table()
+    with pytest.raises(NoValidHost) as caught:
+        VolumeScheduler().select(table, VolumeRequest(volume_properties=VolumeProperties(
+            size=500, availability_zone="nova")))
+    steps = {s.name: s.removed for s in caught.value.explanation.steps}  # type: ignore[union-attr]
+    assert steps == {"AvailabilityZoneFilter": 0, "CapacityFilter": 1, "CapabilitiesFilter": 0}
+    assert "CapacityFilter removed 1" in str(caught.value)

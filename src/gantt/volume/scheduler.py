@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gantt.model import InvalidRequest, NoValidHost
+from gantt.model import Explanation, FilterStep, InvalidRequest, NoValidHost
 from gantt.volume.filters import FILTERS, CapacityFilter, Request, VolumeFilter
 from gantt.volume.model import Pick, VolumeOptions, VolumeRequest
 from gantt.volume.table import PoolTable
@@ -52,6 +52,20 @@ class VolumeScheduler:
                     out &= mask
         return out
 
+    def explain(self, table: PoolTable, request: VolumeRequest | Request) -> Explanation:
+        """Filter by filter, in the configured order, how many live pools each one removed."""
+        masks = self.masks(table, request)
+        alive = table.live[:table.n].copy()
+        steps = []
+        for name, mask in masks.items():
+            before = int(alive.sum())
+            alive &= mask
+            steps.append(FilterStep(name=name, before=before, removed=before - int(alive.sum()),
+                                    after=int(alive.sum())))
+        worst = max(steps, key=lambda s: s.removed, default=None)
+        return Explanation(hosts=int(table.live[:table.n].sum()), steps=steps,
+                           reason=worst.name if worst is not None and worst.removed else "")
+
     def fits(self, table: PoolTable, request: VolumeRequest, row: int) -> bool:
         """Does pool ``row`` still take the volume (CapacityFilter's verdict on it alone)? For a claim that
         refreshed the pool after a conflict: the choice stands only if this holds."""
@@ -78,7 +92,8 @@ class VolumeScheduler:
         backend = resource_backend(table, request)
         rows = np.flatnonzero(self.passes(table, req))
         if len(rows) == 0:
-            raise NoValidHost("no pool passes the filters")
+            explanation = self.explain(table, req)
+            raise NoValidHost(explanation.summary().replace("valid host", "valid pool"), explanation)
         weights, _ = self.weigh(table, req, rows)
         if backend is not None:
             # As Cinder: weighed among every candidate, then only the resource's backend (or pool) kept
