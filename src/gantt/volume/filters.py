@@ -1,8 +1,9 @@
 """Cinder's backend filters, each a mask over a PoolTable's rows (True: the pool passes).
 
 A filter returns None when the request does not concern it (everything passes). Numbers are columns; what Cinder
-reads from a pool's free-form capabilities (CapabilitiesFilter, DriverFilter, JsonFilter) is evaluated once per
-pool and memoized until that pool reports again, so a steady stream of decisions costs column arithmetic only.
+CapabilitiesFilter reads from the pools' free-form capabilities is evaluated once per distinct reported value
+(``PoolTable.factor``, kept until a pool reports again); DriverFilter and JsonFilter, whose expressions read usage
+too, evaluate per pool.
 What Cinder would raise on (a malformed query, an instance hint that is not a UUID) is the caller's mistake:
 InvalidRequest, naming the field.
 """
@@ -21,7 +22,7 @@ from gantt.model import InvalidRequest
 from gantt.registry import Registry
 from gantt.volume import capacity, expression, specs
 from gantt.volume.model import VolumeRequest
-from gantt.volume.table import INFINITE, NONE, NUMBER, UNKNOWN, PoolTable, pool_state
+from gantt.volume.table import INFINITE, MISSING, NONE, NUMBER, UNKNOWN, PoolTable, pool_state
 
 
 class Request:
@@ -41,39 +42,16 @@ class Request:
 
 class VolumeFilter:
     name: ClassVar[str] = ""
+    # ``mask`` takes ``within`` (the rows every other filter passes) and may leave the rows outside it False:
+    # such a filter runs last in a decision and computes on the survivors only.
+    narrows: ClassVar[bool] = False
 
-    def mask(self, table: PoolTable, req: Request) -> np.ndarray | None:
+    def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         raise NotImplementedError
 
 
 FILTERS: Registry[VolumeFilter] = Registry("volume filter")
 register = FILTERS.register
-
-
-class _PerPool:
-    """A memo of one verdict per pool, kept until the pool reports again (its generation moves)."""
-
-    def __init__(self) -> None:
-        self.memo: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
-
-    def mask(self, table: PoolTable, key: Any, verdict: Callable[[int], bool]) -> np.ndarray:
-        n = table.n
-        generation = table.generation[:n]
-        cached = self.memo.get(key)
-        if cached is not None and len(cached[0]) == n and np.array_equal(cached[0], generation):
-            return cached[1]
-        out = np.zeros(n, dtype=np.bool_)
-        old_gen, old_out = cached if cached is not None else (np.empty(0, np.int64), np.empty(0, np.bool_))
-        m = min(len(old_gen), n)
-        same = np.zeros(n, dtype=np.bool_)
-        same[:m] = old_gen[:m] == generation[:m]
-        out[:m] = np.where(same[:m], old_out[:m], False)
-        for row in np.flatnonzero(~same & table.live[:n]):
-            out[row] = verdict(int(row))
-        if len(self.memo) > 256:
-            self.memo.clear()
-        self.memo[key] = (generation.copy(), out)
-        return out
 
 
 @register
@@ -82,13 +60,16 @@ class AvailabilityZoneFilter(VolumeFilter):
 
     name = "AvailabilityZoneFilter"
 
-    def mask(self, table: PoolTable, req: Request) -> np.ndarray | None:
+    def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         zones = req.spec.availability_zones or (
             [req.spec.volume_properties.availability_zone] if req.spec.volume_properties.availability_zone else [])
         if not zones:
             return None
-        codes = [table.az_names[z] for z in zones if z in table.az_names]
-        return np.isin(table.az[:table.n], codes)
+        wanted = np.zeros(len(table.az_names) + 1, dtype=np.bool_)  # the last entry: a free row's -1
+        for zone in zones:
+            if zone in table.az_names:
+                wanted[table.az_names[zone]] = True
+        return wanted[table.az[:table.n]]
 
 
 @register
@@ -97,30 +78,33 @@ class CapacityFilter(VolumeFilter):
     the over-subscription ratio (Cinder 29's CapacityFilter, to the rounding)."""
 
     name = "CapacityFilter"
+    narrows = True
 
-    def mask(self, table: PoolTable, req: Request) -> np.ndarray | None:
+    def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         size = req.requested
         if size == 0:
             return None  # Cinder: a manage request
-        n = table.n
-        free_kind, total_kind = table.free_kind[:n], table.total_kind[:n]
-        out = np.zeros(n, dtype=np.bool_)
-        out[(free_kind == INFINITE) | (free_kind == UNKNOWN)] = True
+        rows = np.flatnonzero(within) if within is not None else np.arange(table.n)
+        free_kind, total_kind = table.free_kind[rows], table.total_kind[rows]
+        passes = np.zeros(len(rows), dtype=np.bool_)
+        passes[(free_kind == INFINITE) | (free_kind == UNKNOWN)] = True
         special_total = (free_kind == NUMBER) & (total_kind != NUMBER)
-        out[special_total & (table.reserved[:n] == 0)] = True
-        rows = capacity.numeric(table) & (table.total[:n] > 0)
-        virtual_free, total_available = capacity.factors(table, req.thin)
-        thin = table.thin[:n] & req.thin
-        ratio = table.ratio[:n]
-        checked = rows & thin & (ratio >= 1)
+        passes[special_total & (table.reserved[rows] == 0)] = True
+        numeric = capacity.numeric(table, rows) & (table.total[rows] > 0)
+        virtual_free, total_available = capacity.factors(table, req.thin, rows)
+        thin = table.thin[rows] & req.thin
+        ratio = table.ratio[rows]
+        checked = numeric & thin & (ratio >= 1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            provisioned_ratio = (table.provisioned[:n] + size) / total_available
+            provisioned_ratio = (table.provisioned[rows] + size) / total_available
         # Cinder divides by zero here (and fails the whole request); Gantt fails the pool
         fits_thin = (total_available != 0) & ~(provisioned_ratio > ratio) & (virtual_free >= size)
-        out[checked] = fits_thin[checked]
-        thick = rows & ~thin
-        out[thick] = (virtual_free >= size)[thick]
-        out[free_kind == NONE] = False
+        passes[checked] = fits_thin[checked]
+        thick = numeric & ~thin
+        passes[thick] = (virtual_free >= size)[thick]
+        passes[free_kind == NONE] = False
+        out = np.zeros(table.n, dtype=np.bool_)
+        out[rows] = passes
         return out
 
 
@@ -154,23 +138,35 @@ def capabilities_pass(caps: Any, scoped: list[tuple[list[str], str]]) -> bool:
     return True
 
 
+def _value_passes(value: Any, requirement: str) -> bool:
+    values = value if isinstance(value, list) else [value]
+    try:
+        return any(specs.match(v, requirement) for v in values)
+    except specs.Unmatchable:
+        return False  # Cinder raises (the request fails); the pool fails here
+
+
 @register
 class CapabilitiesFilter(VolumeFilter):
-    """The volume type's extra specs (unscoped or ``capabilities:``) hold against the pool's capabilities."""
+    """The volume type's extra specs (unscoped or ``capabilities:``) hold against the pool's capabilities.
+
+    Each requirement is evaluated once per distinct reported value (``PoolTable.factor``), not once per pool."""
 
     name = "CapabilitiesFilter"
 
-    def __init__(self) -> None:
-        self._memo = _PerPool()
-
-    def mask(self, table: PoolTable, req: Request) -> np.ndarray | None:
+    def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         if req.spec.operation == "extend_volume":
             return self._extend(table, req)
         scoped = _capabilities_specs(req.extra)
         if not scoped:
             return None
-        key = tuple((tuple(s), r) for s, r in scoped)
-        return self._memo.mask(table, key, lambda row: capabilities_pass(table.capabilities(row), scoped))
+        out = np.ones(table.n, dtype=np.bool_)
+        for scope, requirement in scoped:
+            codes, values = table.factor(tuple(scope))
+            lut = np.fromiter((v is not MISSING and _value_passes(v, requirement) for v in values),
+                              dtype=np.bool_, count=len(values))
+            out &= (codes >= 0) & lut[codes] if len(values) else np.zeros(table.n, dtype=np.bool_)
+        return out
 
     def _extend(self, table: PoolTable, req: Request) -> np.ndarray | None:
         # An attached volume cannot grow on a pool that says it does not extend online.
@@ -227,7 +223,7 @@ class DriverFilter(VolumeFilter):
 
     name = "DriverFilter"
 
-    def mask(self, table: PoolTable, req: Request) -> np.ndarray | None:
+    def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         n = table.n
         out = np.ones(n, dtype=np.bool_)
         for row in np.flatnonzero(table.live[:n]):
@@ -261,7 +257,7 @@ class _AffinityFilter(VolumeFilter):
     hint: ClassVar[str] = ""
     same: ClassVar[bool] = True
 
-    def mask(self, table: PoolTable, req: Request) -> np.ndarray | None:
+    def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         hint = getattr(req.spec.scheduler_hints, self.hint)
         if hint is None:
             return None
@@ -303,7 +299,7 @@ class InstanceLocalityFilter(VolumeFilter):
 
     name = "InstanceLocalityFilter"
 
-    def mask(self, table: PoolTable, req: Request) -> np.ndarray | None:
+    def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         instance = req.spec.scheduler_hints.local_to_instance
         if not instance:
             return None
@@ -406,7 +402,7 @@ class JsonFilter(VolumeFilter):
 
     name = "JsonFilter"
 
-    def mask(self, table: PoolTable, req: Request) -> np.ndarray | None:
+    def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         raw = req.spec.scheduler_hints.query
         if not raw:
             return None

@@ -239,6 +239,10 @@ class VolumeRequest(Struct, forbid_unknown_fields=True, omit_defaults=True):
     group_id: Text | None = None
     consistencygroup_id: Text | None = None
     backup_id: Text | None = None
+    # Cinder's: the backend ("host@backend") or pool ("host@backend#pool") the volume must land on; its API sets
+    # it from the group, consistency group, snapshot or source volume. Gantt derives it from source_volid when
+    # it knows where that volume lives; for a snapshot or a group the caller must give it.
+    resource_backend: Text | None = None
     operation: Literal["create_volume", "extend_volume", "retype_volume", "migrate_volume",
                        "manage_existing"] | None = None
     new_size: Annotated[int, Meta(ge=0, le=2**31 - 1)] | None = None

@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from gantt.volume.model import PoolReport
+from gantt.volume.model import BackendReport, PoolReport
 
 NUMBER, INFINITE, UNKNOWN, NONE = 0, 1, 2, 3
 _KINDS = {"infinite": INFINITE, "unknown": UNKNOWN, None: NONE}
 INITIAL_AUTO_MOSR = 20.0  # Cinder's ratio for an 'auto' pool that has provisioned nothing yet
+MISSING = object()  # a capability a pool does not report
 
 
 def max_over_subscription_ratio(caps: dict[str, Any], default: float | str) -> float:
@@ -64,7 +65,10 @@ class PoolTable:
         self.volumes: dict[str, Held] = {}
         self._free_rows: list[int] = []
         self.az_names: dict[str, int] = {}
+        self.host_pools: dict[str, set[str]] = {}
         self.revision = 0  # moves with every change; a decision's caches key on it
+        self.static_revision = 0  # moves when a pool reports or goes: what capabilities-derived caches key on
+        self._factors: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, list[Any], dict[Any, int]]] = {}
         self._alloc(capacity)
 
     def _alloc(self, capacity: int) -> None:
@@ -116,6 +120,7 @@ class PoolTable:
             while len(self.reports) < self.n:
                 self.reports.append(None)
             self.rows[key] = row
+            self.host_pools.setdefault(report.host, set()).add(report.pool_name)
             self.volume_count[row] = sum(1 for h in self.volumes.values() if h.row == row)
         caps = report.capabilities
         self.reports[row] = report
@@ -131,18 +136,33 @@ class PoolTable:
         zone = report.service.availability_zone
         self.az[row] = self.az_names.setdefault(zone, len(self.az_names))
         self.generation[row] += 1
+        self.static_revision += 1
         for held in self.volumes.values():
             if held.row == row:
                 held.in_flight = False  # the report speaks for every volume placed before it
         self.revision += 1
         return row
 
+    def apply_backend(self, report: BackendReport, reported_at: float | None = None) -> list[int]:
+        """Take a backend's whole report: its pools applied, and its pools that the report no longer lists
+        removed (Cinder's update_pools drops them from its cache). Returns the rows of the listed pools."""
+        pools = report.pool_reports(reported_at)
+        listed = {p.pool_name for p in pools}
+        for pool in self.host_pools.get(report.host, set()) - listed:
+            self.remove(report.host, pool)
+        return [self.apply(p) for p in pools]
+
     def remove(self, host: str, pool: str) -> bool:
         """Forget a pool (its backend stopped reporting it). Volumes recorded on it are forgotten too."""
         row = self.rows.pop((host, pool), None)
         if row is None:
             return False
+        pools = self.host_pools.get(host, set())
+        pools.discard(pool)
+        if not pools:
+            self.host_pools.pop(host, None)
         self.reports[row] = None
+        self.generation[row] += 1
         self.live[row] = False
         self.az[row] = -1
         self.volume_count[row] = 0
@@ -150,6 +170,7 @@ class PoolTable:
             del self.volumes[volume]
         self._free_rows.append(row)
         self.revision += 1
+        self.static_revision += 1
         return True
 
     # -- claims -----------------------------------------------------------------------------------------------
@@ -187,6 +208,53 @@ class PoolTable:
             self.consume(held.row, -held.size)
         self.revision += 1
         return True
+
+    def factor(self, scope: tuple[str, ...]) -> tuple[np.ndarray, list[Any]]:
+        """The capability at ``scope`` (keys below the pool's capabilities) of every row, as codes into its
+        distinct values (-1 where a row holds no pool; ``MISSING`` among the values where a key is absent or the
+        value has no keys), so a requirement on it is evaluated once per distinct value. Kept across decisions
+        and brought up to date row by row: only the pools that reported since are read again."""
+        n = self.n
+        generation = self.generation[:n]
+        cached = self._factors.get(scope)
+        if cached is None:
+            seen, codes, values, index = np.zeros(0, np.int64), np.zeros(0, np.int32), [], {}
+        else:
+            seen, codes, values, index = cached
+        if len(seen) < n:
+            seen = np.concatenate([seen, np.full(n - len(seen), -1, np.int64)])
+            codes = np.concatenate([codes, np.full(n - len(codes), -1, np.int32)])
+        stale = np.flatnonzero(seen != generation)
+        if len(stale):
+            codes = codes.copy()
+            for row in stale.tolist():
+                codes[row] = self._code(row, scope, values, index)
+            seen = generation.copy()
+            if len(values) > 4 * max(64, n):  # values no row holds any more pile up: start afresh
+                self._factors.pop(scope, None)
+                return self.factor(scope) if cached is not None else (codes, values)
+            if len(self._factors) > 64:
+                self._factors.clear()
+            self._factors[scope] = (seen, codes, values, index)
+        return codes, values
+
+    def _code(self, row: int, scope: tuple[str, ...], values: list[Any], index: dict[tuple[str, str], int]) -> int:
+        report = self.reports[row]
+        if report is None:
+            return -1
+        value: Any = report.capabilities
+        for part in scope:
+            try:
+                value = value[part]
+            except (TypeError, KeyError, IndexError):
+                value = MISSING
+                break
+        key = (type(value).__name__, repr(value))
+        code = index.get(key)
+        if code is None:
+            code = index[key] = len(values)
+            values.append(value)
+        return code
 
     def where(self, volume_id: str) -> int | None:
         held = self.volumes.get(volume_id)

@@ -61,10 +61,9 @@ class CapacityWeigher(VolumeWeigher):
     option = "capacity_weight_multiplier"
 
     def raw(self, table: PoolTable, req: Request, rows: np.ndarray) -> np.ndarray:
-        virtual_free, _ = capacity.factors(table, req.thin)
-        special = ~capacity.numeric(table)
-        values = np.where(special, -1.0 if self.multiplier > 0 else math.inf, virtual_free)
-        return values[rows]
+        virtual_free, _ = capacity.factors(table, req.thin, rows)
+        special = ~capacity.numeric(table, rows)
+        return np.where(special, -1.0 if self.multiplier > 0 else math.inf, virtual_free)
 
     def normalized(self, table: PoolTable, req: Request, rows: np.ndarray) -> np.ndarray:
         values = self.raw(table, req, rows)
