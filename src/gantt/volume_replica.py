@@ -241,23 +241,24 @@ class VolumeReplica:
                 picks = self.scheduler.select(self.table, request, limit=ALTERNATES)
                 chosen = picks[0]
                 key = (chosen.host, chosen.pool)
-                allocation = Allocation(consumer_uuid=volume, host=chosen.host, nodename=chosen.pool,
-                                        resources={RESOURCE: size}, project_id=request.volume_properties.project_id,
-                                        user_id=request.volume_properties.user_id, request_id=request_id,
-                                        created_at=self.clock())
-                batch = Batch(expect=[Expect(chosen.host, chosen.pool, self.node_revisions.get(key, 0))],
-                              allocations=[allocation])
-                try:
-                    result = self.store.commit(batch)
-                except (StoreConflict, ConsumerHeld):
-                    self.claim_conflicts += 1
-                else:
-                    # Ours at once: the next decision sees the volume; the feed's copy is skipped by revision
-                    # only if nothing is pending before it, so _held takes it once either way.
+                expect = Expect(chosen.host, chosen.pool, self.node_revisions.get(key, 0))
+            allocation = Allocation(consumer_uuid=volume, host=chosen.host, nodename=chosen.pool,
+                                    resources={RESOURCE: size}, project_id=request.volume_properties.project_id,
+                                    user_id=request.volume_properties.user_id, request_id=request_id,
+                                    created_at=self.clock())
+            # Committed outside the lock, so that concurrent claims reach the store together (a backend may
+            # group them) and the feed keeps moving: the expect alone decides, and a claim of this process that
+            # committed first on the same pool moved its revision, so a decision made before it conflicts too.
+            try:
+                result = self.store.commit(Batch(expect=[expect], allocations=[allocation]))
+            except (StoreConflict, ConsumerHeld):
+                self.claim_conflicts += 1
+            else:
+                with self.lock:  # ours at once: the next decision sees the volume (the feed's copy is not re-taken)
                     self._bump(key, result.revision)
                     self._held(allocation)
                     self.placements += 1
-                    return picks
+                return picks
             self.sync()  # read what beat us, then decide again
         raise NoValidHost(f"every pool that fits was claimed by another scheduler {CLAIM_RETRIES} times over")
 
