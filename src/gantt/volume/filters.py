@@ -45,6 +45,7 @@ class VolumeFilter:
     # ``mask`` takes ``within`` (the rows every other filter passes) and may leave the rows outside it False:
     # such a filter runs last in a decision and computes on the survivors only.
     narrows: ClassVar[bool] = False
+    per_pool: ClassVar[bool] = False  # evaluates Python per pool: runs after every vectorized filter
 
     def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         raise NotImplementedError
@@ -183,38 +184,46 @@ class CapabilitiesFilter(VolumeFilter):
         return out
 
 
-def _names(table: PoolTable, row: int, req: Request, protocol: Any = None) -> dict[str, Any]:
+def _names(table: PoolTable, row: int, req: Request) -> dict[str, Any]:
     """The variables of Cinder's expression language for one pool (DriverFilter's and GoodnessWeigher's)."""
     state = pool_state(table, row)
-    caps = state["capabilities"]
     stats = {key: state[key] for key in (
         "host", "cluster_name", "backend_id", "volume_backend_name", "vendor_name", "driver_version",
         "storage_protocol", "QoS_support", "total_capacity_gb", "allocated_capacity_gb", "free_capacity_gb",
         "reserved_percentage", "updated")}
-    if protocol is not None:
-        stats["storage_protocol"] = protocol
-        caps = {**caps, "storage_protocol": protocol}
-    return {"extra": req.extra, "stats": stats, "capabilities": caps, "volume": req.volume_stats,
+    return {"extra": req.extra, "stats": stats, "capabilities": state["capabilities"], "volume": req.volume_stats,
             "qos": req.qos}
 
 
 def function_results(table: PoolTable, row: int, req: Request, key: str) -> list[Any]:
     """The pool's ``filter_function`` / ``goodness_function`` evaluated as Cinder does: once, or once per
     spelling of the storage protocol when the expression names it; an EvaluationError item where it failed."""
-    caps = table.capabilities(row)
-    text = caps.get(key)
+    text = table.capabilities(row).get(key)
     if text is None:
         return [None]
     text = str(text)
-    protocol = pool_state(table, row)["storage_protocol"]
-    variants = protocol if "storage_protocol" in text and isinstance(protocol, list) else [None]
-    out: list[Any] = []
-    for variant in variants:
-        try:
-            out.append(expression.evaluate(text, **_names(table, row, req, variant)))
-        except expression.EvaluationError as exc:
-            out.append(exc)
-    return out
+    names = _names(table, row, req)
+    protocol = names["stats"]["storage_protocol"]
+    if "storage_protocol" not in text or not isinstance(protocol, list):
+        return [_evaluate(text, names)]
+    return [_evaluate(text, {**names, "stats": {**names["stats"], "storage_protocol": variant},
+                             "capabilities": {**names["capabilities"], "storage_protocol": variant}})
+            for variant in protocol]
+
+
+def _evaluate(text: str, names: dict[str, Any]) -> Any:
+    try:
+        return expression.evaluate(text, **names)
+    except expression.EvaluationError as exc:
+        return exc
+
+
+def with_function(table: PoolTable, key: str) -> np.ndarray:
+    """The live rows whose capabilities name a ``key`` function (the others need no evaluation)."""
+    codes, values = table.factor((key,))
+    lut = np.fromiter((v is not MISSING and v is not None for v in values), dtype=np.bool_, count=len(values))
+    has = (codes >= 0) & (lut[codes] if len(values) else np.zeros(table.n, dtype=np.bool_))
+    return np.flatnonzero(has & table.live[:table.n])
 
 
 @register
@@ -222,14 +231,17 @@ class DriverFilter(VolumeFilter):
     """The pool's own ``filter_function`` (an expression over the pool's stats and the request) must hold."""
 
     name = "DriverFilter"
+    narrows = True
+    per_pool = True
 
     def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
-        n = table.n
-        out = np.ones(n, dtype=np.bool_)
-        for row in np.flatnonzero(table.live[:n]):
-            results = function_results(table, int(row), req, "filter_function")
-            out[row] = any(True if r is None else (False if isinstance(r, Exception) else bool(r))
-                           for r in results)
+        out = np.ones(table.n, dtype=np.bool_) if within is None else within.copy()
+        rows = with_function(table, "filter_function")
+        if within is not None:
+            rows = rows[within[rows]]
+        for row in rows.tolist():
+            results = function_results(table, row, req, "filter_function")
+            out[row] = any(not isinstance(r, Exception) and bool(r) for r in results)
         return out
 
 
@@ -401,6 +413,8 @@ class JsonFilter(VolumeFilter):
     ``$capabilities.key``), evaluated per pool without eval."""
 
     name = "JsonFilter"
+    narrows = True
+    per_pool = True
 
     def mask(self, table: PoolTable, req: Request, within: np.ndarray | None = None) -> np.ndarray | None:
         raw = req.spec.scheduler_hints.query
@@ -411,7 +425,7 @@ class JsonFilter(VolumeFilter):
             return None
         n = table.n
         out = np.zeros(n, dtype=np.bool_)
-        for row in np.flatnonzero(table.live[:n]):
+        for row in np.flatnonzero(table.live[:n] if within is None else within):
             try:
                 result = _json_eval(query, pool_state(table, int(row)))
             except _QueryError:

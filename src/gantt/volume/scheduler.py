@@ -45,11 +45,11 @@ class VolumeScheduler:
                 mask = f.mask(table, req)
                 if mask is not None:
                     out &= mask
-        for f in self.filters:
-            if f.narrows:
-                mask = f.mask(table, req, out)
-                if mask is not None:
-                    out &= mask
+        # the filters that compute on the survivors only, the ones that evaluate Python per pool last
+        for f in sorted((f for f in self.filters if f.narrows), key=lambda f: f.per_pool):
+            mask = f.mask(table, req, out)
+            if mask is not None:
+                out &= mask
         return out
 
     def explain(self, table: PoolTable, request: VolumeRequest | Request) -> Explanation:

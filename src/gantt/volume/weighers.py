@@ -15,7 +15,7 @@ import numpy as np
 
 from gantt.registry import Registry
 from gantt.volume import capacity
-from gantt.volume.filters import Request, function_results
+from gantt.volume.filters import Request, function_results, with_function
 from gantt.volume.model import VolumeOptions
 from gantt.volume.table import PoolTable
 
@@ -122,5 +122,7 @@ class GoodnessWeigher(VolumeWeigher):
     option = "goodness_weight_multiplier"
 
     def raw(self, table: PoolTable, req: Request, rows: np.ndarray) -> np.ndarray:
-        return np.fromiter((max(_rating(r) for r in function_results(table, int(row), req, "goodness_function"))
-                            for row in rows), dtype=np.float64, count=len(rows))
+        values = np.zeros(table.n)
+        for row in np.intersect1d(with_function(table, "goodness_function"), rows).tolist():
+            values[row] = max(_rating(r) for r in function_results(table, row, req, "goodness_function"))
+        return values[rows]
