@@ -761,4 +761,7 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
 def app_from_env() -> ASGIApp:
     """uvicorn factory (``--factory gantt.service.app:app_from_env``): GANTT_STORE, GANTT_CONFIG, GANTT_TOKEN."""
     config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    if config.namespace:  # this app serves the default namespace only: refuse rather than drop the others
+        raise GanttError("the configuration declares namespaces: use --factory "
+                         "gantt.service.namespaces:app_from_env, which serves them all")
     return create_app(config=config, store=os.environ.get("GANTT_STORE") or config.gantt.store)

@@ -17,6 +17,7 @@ sets on the default Service.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from starlette.requests import Request
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gantt.config import Config, Namespace
+from gantt.config import Config, Namespace, load_config
 from gantt.model import GanttError, InvalidRequest, NotFound
 from gantt.namespaces import DEFAULT, UnknownNamespace, check_name
 from gantt.replica import Replica
@@ -65,6 +66,13 @@ def create_app(*, config: Config, store: str | Store | None = None, token: str |
     service.metrics.extra = lambda replica: metric_lines(replica, served, worker)
     url = store if isinstance(store, str) else store.url if store is not None else config.gantt.store
     return NamespaceRouter(default, served, url)
+
+
+def app_from_env() -> ASGIApp:
+    """uvicorn factory (``--factory gantt.service.namespaces:app_from_env``): GANTT_STORE, GANTT_CONFIG,
+    GANTT_TOKEN, every namespace the configuration declares."""
+    config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    return create_app(config=config, store=os.environ.get("GANTT_STORE") or config.gantt.store)
 
 
 def build(config: Config, token: str | None, worker: int) -> dict[str, Served]:
