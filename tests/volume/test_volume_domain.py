@@ -237,3 +237,26 @@ def test_no_valid_pool_says_which_filter_removed_what() -> None:
     steps = {s.name: s.removed for s in caught.value.explanation.steps}  # type: ignore[union-attr]
     assert steps == {"AvailabilityZoneFilter": 0, "CapacityFilter": 1, "CapabilitiesFilter": 0}
     assert "CapacityFilter removed 1" in str(caught.value)
+
+
+def test_a_decision_narrowing_its_filters_agrees_with_every_filter_on_every_pool() -> None:
+    """``passes`` computes CapacityFilter, DriverFilter and JsonFilter on the survivors of the others only; the
+    result must be the conjunction of each filter's verdict on every pool (what the Cinder parity suite checks)."""
+    from tests.parity import cinder_cases
+
+    compared = 0
+    for seed in range(6):
+        cloud = cinder_cases.cloud(seed, 30)
+        table, scheduler = cinder_cases.build(cloud["options"], cloud["backends"], cloud["volumes"])
+        for raw in cloud["requests"]:
+            request = VolumeRequest(**cinder_cases._decode(raw))
+            try:
+                masks = scheduler.masks(table, request)
+            except InvalidRequest:
+                with pytest.raises(InvalidRequest):
+                    scheduler.passes(table, request)
+                continue
+            expected = np.logical_and.reduce(list(masks.values()))
+            assert np.array_equal(scheduler.passes(table, request), expected)
+            compared += int(expected.any())
+    assert compared > 20
