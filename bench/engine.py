@@ -6,6 +6,9 @@ host, report ingestion rate (structs and JSON), cold start, mask cache hit rate.
 ``--numa-mix 0.3``: instead, the NUMA/PCI mix (issue 14): every hypervisor reports two NUMA cells (dedicated and
 shared CPUs, 4 KiB / 2 MiB / some 1 GiB pages), 30 % PCI pools; that share of the requests pinned, multi-node,
 huge-page, mixed-policy or PCI, each sized afresh; per-decision p50/p99 for the mix and each kind.
+
+``--namespace volume``: instead, the volume namespace (Cinder's filters and weighers) over ``--hosts`` pools
+(gantt.volume.benchmark).
 """
 
 from __future__ import annotations
@@ -26,13 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--numa-mix", type=float, default=None, metavar="SHARE",
                         help="run the NUMA/PCI mix with this share of NUMA/pinned/PCI requests (e.g. 0.3)")
+    parser.add_argument("--namespace", choices=("compute", "volume"), default="compute",
+                        help="compute (default): Nova's hosts; volume: Cinder's pools (--hosts is the pool count)")
     parser.add_argument("--json", action="store_true", help="print JSON only (default: JSON, indented)")
     args = parser.parse_args(argv)
     if args.hosts < 1 or args.requests < 1 or args.rounds < 1:
         parser.error("--hosts, --requests and --rounds must be >= 1")
     if args.numa_mix is not None and not 0.0 <= args.numa_mix <= 1.0:
         parser.error("--numa-mix is a share between 0 and 1")
-    if args.numa_mix is not None:
+    if args.namespace == "volume":
+        if args.numa_mix is not None:
+            parser.error("--numa-mix is for the compute namespace")
+        from gantt.volume.benchmark import volume_benchmark
+
+        result = volume_benchmark(args.hosts, args.requests, args.seed, rounds=args.rounds)
+    elif args.numa_mix is not None:
         result = mix_benchmark(args.hosts, args.requests, args.seed, share=args.numa_mix, rounds=args.rounds)
     else:
         result = engine_benchmark(args.hosts, args.requests, args.seed, rounds=args.rounds, ingest=args.ingest)

@@ -1,6 +1,7 @@
 """The ``gantt`` command: run the service, talk to it, audit a store, run benchmarks, the simulator, the demo.
 
-Client commands take ``--url`` (GANTT_URL, default http://127.0.0.1:8780) and ``--token`` (GANTT_TOKEN).
+Client commands take ``--url`` (GANTT_URL, default http://127.0.0.1:8780), ``--token`` (GANTT_TOKEN) and
+``--namespace`` (GANTT_NAMESPACE, default the service's default namespace, compute).
 Exit status: 0 ok, 1 the service said no (NoValidHost, not found, audit violations…), 2 bad usage or config,
 3 the store cannot be used (no such file, not a Gantt store, damaged, read-only, unreachable).
 """
@@ -46,7 +47,7 @@ STORE_UNUSABLE = 3
 def _client(args: argparse.Namespace) -> Any:
     from gantt.client import SchedulerClient
 
-    return SchedulerClient(args.url, token=args.token)
+    return SchedulerClient(args.url, token=args.token, namespace=getattr(args, "namespace", None))
 
 
 def _pairs(items: Sequence[str] | None, what: str) -> dict[str, str]:
@@ -663,7 +664,19 @@ def _client_options(parser: argparse.ArgumentParser, *, lister: bool = True) -> 
     parser.add_argument("--url", default=os.environ.get("GANTT_URL", "http://127.0.0.1:8780"),
                         help="service URL (env GANTT_URL; default %(default)s)")
     parser.add_argument("--token", default=os.environ.get("GANTT_TOKEN"), help="bearer token (env GANTT_TOKEN)")
+    parser.add_argument("--namespace", type=_namespace, default=os.environ.get("GANTT_NAMESPACE") or None,
+                        help="the namespace to talk to (env GANTT_NAMESPACE; default compute, the service's "
+                             "default one)")
     add_output_options(parser, lister=lister)
+
+
+def _namespace(value: str) -> str:
+    from gantt.namespaces import check_name
+
+    try:
+        return check_name(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_serve(sub: Any) -> None:

@@ -32,6 +32,8 @@ from gantt.model import (
     RequestSpec,
     Selection,
 )
+from gantt.namespaces import DEFAULT as DEFAULT_NAMESPACE
+from gantt.namespaces import check_name
 from gantt.service.schemas import (
     ERRORS,
     REVISION_HEADER,
@@ -262,17 +264,33 @@ def _settings(url: str | None, token: str | None) -> tuple[str, str | None]:
     return (url or os.environ.get("GANTT_URL") or DEFAULT_URL).rstrip("/"), token or os.environ.get("GANTT_TOKEN")
 
 
+def _prefix(namespace: str | None) -> str | None:
+    """Where a namespace's /v1 calls go (``gantt.namespaces``): None for the default one, whose paths are the
+    plain /v1 ones; ``/health``, ``/metrics`` and the rest are the service's and stay where they are."""
+    namespace = namespace or os.environ.get("GANTT_NAMESPACE") or None
+    if namespace is None or namespace == DEFAULT_NAMESPACE:
+        return None
+    return f"/v1/namespaces/{check_name(namespace)}/"
+
+
+def _path(call: Call[Any], prefix: str | None) -> str:
+    return call.path if prefix is None or not call.path.startswith("/v1/") else prefix + call.path[4:]
+
+
 class SchedulerClient:
     """Blocking client. ``url`` defaults to GANTT_URL (then http://127.0.0.1:8780), ``token`` to GANTT_TOKEN."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
+                 namespace: str | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
         self.url, token = _settings(url, token)
+        self._prefix = _prefix(namespace)  # None: the default namespace (GANTT_NAMESPACE when not given)
         self._http = httpx.Client(base_url=self.url, headers=_headers(token), timeout=timeout, transport=transport)
 
     def _do(self, call: Call[T]) -> T:
         try:
-            response = self._http.request(call.method, call.path, content=call.body, params=call.params)
+            response = self._http.request(call.method, _path(call, self._prefix), content=call.body,
+                                          params=call.params)
         except httpx.TransportError as exc:
             raise Unreachable(f"{self.url}: {exc or type(exc).__name__}") from exc
         return _result(call, response)
@@ -369,8 +387,10 @@ class AsyncSchedulerClient:
     """The asyncio twin of ``SchedulerClient``: the same calls, awaited."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, timeout: float = 30.0,
+                 namespace: str | None = None,
                  transport: httpx.AsyncBaseTransport | None = None, max_connections: int = 100) -> None:
         self.url, token = _settings(url, token)
+        self._prefix = _prefix(namespace)  # None: the default namespace (GANTT_NAMESPACE when not given)
         self._http = httpx.AsyncClient(base_url=self.url, headers=_headers(token), timeout=timeout,
                                        transport=transport,
                                        limits=httpx.Limits(max_connections=max_connections,
@@ -378,7 +398,8 @@ class AsyncSchedulerClient:
 
     async def _do(self, call: Call[T]) -> T:
         try:
-            response = await self._http.request(call.method, call.path, content=call.body, params=call.params)
+            response = await self._http.request(call.method, _path(call, self._prefix), content=call.body,
+                                                params=call.params)
         except httpx.TransportError as exc:
             raise Unreachable(f"{self.url}: {exc or type(exc).__name__}") from exc
         return _result(call, response)

@@ -319,13 +319,28 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
     pci: PciSection = field(default_factory=PciSection)
     oslo_policy: OsloPolicySection = field(default_factory=OsloPolicySection)
     cors: CorsSection = field(default_factory=CorsSection)
+    # ``[namespace.<name>]`` tables (``[namespace:<name>]`` in INI): the namespaces served beside the default one
+    # (``gantt.namespaces``), each as written in the file; ``namespaces()`` reads them, refusing what is wrong.
+    namespace: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
+        data = _gather_namespaces(data)
         try:
-            return msgspec.convert(data, cls, strict=False)
+            config = msgspec.convert(data, cls, strict=False)
         except msgspec.ValidationError as exc:
             raise InvalidRequest(f"configuration: {exc}", field=_path(str(exc))) from None
+        config.namespaces()  # refuse a bad namespace section at load, not when its first request arrives
+        return config
+
+    def namespaces(self) -> dict[str, Namespace]:
+        """Every namespace served, the default (``compute``, this Config's own sections) first. A compute-kind
+        namespace gets its own Config: its nested sections, Nova's defaults for the rest, and this file's
+        service-wide ``[gantt]``; a volume-kind one its ``gantt.volume.VolumeOptions``."""
+        out = {DEFAULT_NAMESPACE: Namespace(name=DEFAULT_NAMESPACE, kind="compute", config=self)}
+        for name, raw in self.namespace.items():
+            out[name] = _namespace(name, raw, self)
+        return out
 
     def with_overrides(self, **sections: dict[str, Any]) -> Config:
         """A copy with some options changed: ``cfg.with_overrides(filter_scheduler={"host_subset_size": 3})``."""
@@ -334,6 +349,97 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
             name = "DEFAULT" if section == "default" else section
             data.setdefault(name, {}).update(values)
         return Config.from_dict(data)
+
+
+DEFAULT_NAMESPACE = "compute"
+NAMESPACE_KINDS = ("compute", "volume")
+# A compute-kind namespace's own sections: what decides placements. [gantt] (store, token, limits),
+# [oslo_policy] and [cors] (the Placement face, default namespace only) are the service's, set once at the top.
+_NAMESPACE_SECTIONS = {"filter_scheduler", "scheduler", "metrics", "DEFAULT", "compute", "pci"}
+
+
+class Namespace(Struct, kw_only=True):
+    """A namespace as configured: its name, kind, and what its kind's engine reads."""
+
+    name: str
+    kind: str
+    config: Config | None = None  # kind compute
+    options: Any = None  # kind volume: gantt.volume.VolumeOptions
+
+
+def _gather_namespaces(data: dict[str, Any]) -> dict[str, Any]:
+    """``"namespace:<name>"`` and ``"namespace:<name>:<section>"`` top-level tables (the INI spelling, or TOML's
+    quoted keys) folded into ``namespace.<name>`` (and its ``<section>`` table)."""
+    flat = [key for key in data if isinstance(key, str) and key.startswith("namespace:")]
+    if not flat:
+        return data
+    data = dict(data)
+    given = data.get("namespace", {})
+    if not isinstance(given, dict):
+        raise InvalidRequest("[namespace] must hold one table per namespace ([namespace.<name>])", field="namespace")
+    tables = {name: dict(raw) if isinstance(raw, dict) else raw for name, raw in given.items()}
+    for key in sorted(flat, key=lambda k: k.count(":")):  # a namespace's own table before its sections
+        values = data.pop(key)
+        _, name, *section = key.split(":", 2)
+        table = tables.setdefault(name, {})
+        if section:
+            table[section[0]] = values
+        else:
+            table.update(values if isinstance(values, dict) else {})
+    data["namespace"] = tables
+    return data
+
+
+def _namespace(name: str, raw: Any, base: Config) -> Namespace:
+    from gantt.namespaces import check_name
+
+    where = f"[namespace.{name}]"
+    try:
+        check_name(name)
+    except ValueError as exc:
+        raise InvalidRequest(f"{where}: {exc}", field=f"namespace.{name}") from None
+    if name == DEFAULT_NAMESPACE:
+        raise InvalidRequest(f"{where}: the default namespace is configured by the file's top-level sections",
+                             field=f"namespace.{name}")
+    if not isinstance(raw, dict):
+        raise InvalidRequest(f"{where} must be a table of options", field=f"namespace.{name}")
+    options = dict(raw)
+    kind = options.pop("kind", None)
+    if kind not in NAMESPACE_KINDS:
+        raise InvalidRequest(f"{where} kind must be one of {', '.join(NAMESPACE_KINDS)} (got {kind!r})",
+                             field=f"namespace.{name}.kind")
+    if kind == "compute":
+        unknown = sorted(set(options) - _NAMESPACE_SECTIONS)
+        if unknown:
+            raise InvalidRequest(
+                f"{where}: {unknown[0]!r} is not a section a compute namespace has: it takes "
+                f"{', '.join(sorted(_NAMESPACE_SECTIONS))} as [namespace.{name}.<section>] "
+                "([gantt], [oslo_policy] and [cors] are the whole service's, set at the top level)",
+                field=f"namespace.{name}.{unknown[0]}")
+        data = {**options, "gantt": msgspec.to_builtins(base.gantt)}
+        try:
+            config = msgspec.convert(data, Config, strict=False)
+        except (msgspec.ValidationError, InvalidRequest) as exc:
+            message = exc.message if isinstance(exc, InvalidRequest) else str(exc)
+            field_ = exc.field if isinstance(exc, InvalidRequest) else _path(str(exc))
+            raise InvalidRequest(f"{where}: {message}", field=_option(name, field_)) from None
+        return Namespace(name=name, kind=kind, config=config)
+    try:
+        from gantt.volume import VolumeOptions  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise InvalidRequest(f"{where}: kind volume needs the volume domain (gantt.volume), which this build of "
+                             "Gantt does not have", field=f"namespace.{name}.kind") from None
+    try:
+        volume_options = msgspec.convert(options, VolumeOptions, strict=False)
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(f"{where}: {exc}", field=_option(name, _path(str(exc)))) from None
+    return Namespace(name=name, kind=kind, options=volume_options)
+
+
+def _option(namespace: str, path: str | None) -> str:
+    """The config path of an option of a namespace's section, from msgspec's ``$.a.b`` (or ``$``: the section)."""
+    rest = (path or "$").lstrip("$").lstrip(".")
+    return f"namespace.{namespace}" + (f".{rest}" if rest else "")
 
 
 def _path(message: str) -> str:
@@ -394,10 +500,14 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
         log.info("[DEFAULT] options Gantt does not use, ignored: %s", ", ".join(unused))
     if defaults:
         data["DEFAULT"] = defaults
-    ignored = [section for section in parser.sections() if section not in wanted]
+    ignored = [section for section in parser.sections() if section not in wanted
+               and not section.startswith("namespace:")]
     if ignored:
         log.info("nova.conf sections Gantt does not use, ignored: %s", ", ".join(ignored))
     for section in parser.sections():
+        if section.startswith("namespace:"):
+            data[section] = _ini_namespace(parser, text, section)
+            continue
         if section not in wanted:
             continue
         known = {
@@ -425,6 +535,30 @@ def _ini_to_dict(text: str) -> dict[str, Any]:
             raise InvalidRequest("[DEFAULT] pci_alias is the old name of [pci] alias: give one of them")
         pci["alias"] = _multi_values(text, "DEFAULT", "pci_alias")
     return data
+
+
+# A volume namespace's options that are lists (Cinder's ListOpt), written comma-separated in INI
+_VOLUME_LIST_OPTIONS = {"scheduler_default_filters", "scheduler_default_weighers"}
+
+
+def _ini_namespace(parser: configparser.ConfigParser, text: str, section: str) -> dict[str, Any]:
+    """``[namespace:<name>]`` (its kind, a volume namespace's options) or ``[namespace:<name>:<section>]`` (one of
+    a compute namespace's sections), read as the top-level sections are."""
+    own = section.split(":", 2)[2] if section.count(":") >= 2 else None
+    values: dict[str, Any] = {}
+    for key in parser[section]:
+        if key in parser.defaults():
+            continue  # [DEFAULT] is the file's, not this namespace's
+        raw = parser[section][key]
+        if own is not None and (own, key) in _MULTI_OPTIONS:
+            values[key] = _multi_values(text, section, key)
+        elif key in _LIST_OPTIONS or key in _VOLUME_LIST_OPTIONS:
+            values[key] = [item.strip() for item in raw.split(",") if item.strip()]
+        elif raw.strip().lower() in ("true", "false"):
+            values[key] = raw.strip().lower() == "true"
+        else:
+            values[key] = _number_or_string(raw.strip())
+    return values
 
 
 # oslo.config's MultiStrOpt: the option is given once per value (configparser would keep the last one only).

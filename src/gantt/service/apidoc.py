@@ -424,7 +424,9 @@ PROPERTIES: dict[str, dict[str, str]] = {
                "revision": "The replica's revision",
                "hosts": "Nodes known", "hosts_up": "Nodes up", "seconds_since_sync": "Age of the replica's "
                                                                                       "last change-feed read",
-               "last_write_error": "The store's last failed write, while none has succeeded since"},
+               "last_write_error": "The store's last failed write, while none has succeeded since",
+               "namespaces": "The named namespaces served beside the default one, by name: kind, status, "
+                             "revision (each namespace's own), hosts, hosts_up, seconds_since_sync"},
     "LastWriteError": {"at": "When (ISO 8601, UTC)", "message": "The error the store gave"},
     "Problem": {"type": "A URI naming the problem type", "title": "Short summary", "status": "The HTTP status",
                 "detail": "What went wrong, for a person", "field": "JSON path or name of the offending input",

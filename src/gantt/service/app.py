@@ -108,6 +108,9 @@ class Service:
         self.metrics = Metrics(worker)
         self.shared = Shared(metrics_dir, self.metrics) if metrics_dir is not None else None
         self.pool: ThreadPoolExecutor | None = None
+        # The named namespaces served beside this (the default) one, as /health shows them: set by
+        # gantt.service.namespaces, which builds them
+        self.named_health: Callable[[], dict[str, dict[str, Any]]] | None = None
 
     @property
     def replica(self) -> Replica:
@@ -295,6 +298,9 @@ async def health(request: Request) -> Response:
     lag = replica.lag
     write_error = replica.last_write_error  # cleared by the store's next successful write
     status = "ok" if lag < STALE_AFTER and write_error is None else "degraded"
+    named = svc.named_health() if svc.named_health is not None else None
+    if named and any(one["status"] != "ok" for one in named.values()):
+        status = "degraded"  # a namespace this service serves cannot be served now
     code = 200 if status == "ok" else 503
     if not authorized(request.scope, svc.token.encode() if svc.token else None):
         # A load balancer needs the status only; where the store is, which process answers and what the last
@@ -304,7 +310,8 @@ async def health(request: Request) -> Response:
     body = Health(status=status, version=__version__, pid=os.getpid(), store=replica.url,
                   revision=replica.revision, hosts=counters["hosts"], hosts_up=counters["hosts_up"],
                   seconds_since_sync=round(lag, 3),
-                  last_write_error=LastWriteError.of(write_error) if write_error is not None else None)
+                  last_write_error=LastWriteError.of(write_error) if write_error is not None else None,
+                  namespaces=named)
     return _json(body, code)
 
 
@@ -813,4 +820,7 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
 def app_from_env() -> ASGIApp:
     """uvicorn factory (``--factory gantt.service.app:app_from_env``): GANTT_STORE, GANTT_CONFIG, GANTT_TOKEN."""
     config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    if config.namespace:  # this app serves the default namespace only: refuse rather than drop the others
+        raise GanttError("the configuration declares namespaces: use --factory "
+                         "gantt.service.namespaces:app_from_env, which serves them all")
     return create_app(config=config, store=os.environ.get("GANTT_STORE") or config.gantt.store)

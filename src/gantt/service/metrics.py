@@ -21,6 +21,7 @@ import resource
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gantt import __version__
@@ -75,6 +76,7 @@ class Metrics:
         self.decision_latency = Histogram()
         self.unhandled = 0  # answers of the catch-all handler: a bug, never bad input
         self.start_time = _start_time()
+        self.extra: Callable[[Replica], list[str]] | None = None  # more series (per namespace: service.namespaces)
 
     def answered(self, route: str, status: int, seconds: float) -> None:
         with self._lock:
@@ -173,6 +175,7 @@ class Metrics:
                    "worker is restarted; the worker label does not)."),
             f'gantt_worker_info{{{worker},pid="{self.pid}"}} 1',
             *_process_lines(worker, self.start_time),
+            *(self.extra(replica) if self.extra is not None else ()),
         ]
         return "\n".join(lines) + "\n"
 

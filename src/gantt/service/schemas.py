@@ -259,6 +259,8 @@ class Health(Struct):
     hosts_up: int
     seconds_since_sync: float
     last_write_error: LastWriteError | None = None
+    # The named namespaces served beside the default one (gantt.namespaces), each with the figures above
+    namespaces: dict[str, dict[str, Any]] | None = None
 
 
 class LastWriteError(Struct):

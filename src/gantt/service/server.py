@@ -117,7 +117,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     import uvicorn
 
     from gantt.allocator import keep_freed_memory
-    from gantt.service.app import create_app
+    from gantt.service.namespaces import create_app
     from gantt.service.protocol import BoundedHttpToolsProtocol
 
     keep_freed_memory()
@@ -174,8 +174,9 @@ def _startup_line(options: ServeOptions) -> str:
     fs = config.filter_scheduler
     running = ", ".join(cls.name for cls in filters.pipeline(fs.enabled_filters))
     weighing = ", ".join(cls.name for cls in weighers.resolve(fs.weight_classes))
+    named = [f"{name} ({ns.kind})" for name, ns in config.namespaces().items() if name != "compute"]
     return (f"gantt: config {options.config_path or 'none (Nova defaults)'}; store {redact_url(options.store)}; "
-            f"filters {running}; weighers {weighing}")
+            f"filters {running}; weighers {weighing}" + (f"; namespaces {', '.join(named)}" if named else ""))
 
 
 def _address(sock: socket.socket) -> str:

@@ -208,6 +208,7 @@ class Store(abc.ABC):
     """A narrow, synchronous, thread-safe interface; see the module docstring for the contract."""
 
     url: str = ""
+    namespace: str = "compute"  # the partition this object reads and writes (gantt.namespaces)
     last_write_error: WriteFailure | None = None
     write_failures: int = 0  # commits the store could not write, since this handle opened (/metrics)
 
@@ -265,23 +266,26 @@ def redact_url(url: str) -> str:
     return _SECRET_PARAMETER.sub(r"\1***", _USERINFO.sub(r"\1***@", url))
 
 
-def open_store(url: str, *, create: bool = True) -> Store:
+def open_store(url: str, *, create: bool = True, namespace: str = "compute") -> Store:
     """``memory://``, ``sqlite:///path/to/file.sqlite`` (the default) or ``etcd://host:port[,host:port…]``.
 
     ``create=False``: a SQLite file that does not exist is an error (``gantt audit`` must not make one).
+    ``namespace``: the partition of the store the object reads and writes (``gantt.namespaces``); each is
+    separate in every respect (records, revisions, feed). A memory store is new at every call, so each namespace
+    opened from ``memory://`` is its own.
     """
     if url.startswith("memory:"):
         from gantt.store.memory import MemoryStore
 
-        return MemoryStore()
+        return MemoryStore(namespace=namespace)
     if url.startswith("sqlite:"):
         from gantt.store.sqlite import SQLiteStore  # type: ignore[import-not-found,unused-ignore]
 
-        return SQLiteStore(url, create=create)
+        return SQLiteStore(url, create=create, namespace=namespace)
     if url.startswith("etcd:"):
         from gantt.store.etcd import EtcdStore  # type: ignore[import-not-found,unused-ignore]
 
-        return EtcdStore(url)
+        return EtcdStore(url, namespace=namespace)
     raise ValueError(f"unknown store URL {url!r}: use sqlite:///path, etcd://host:port[,…] or memory://")
 
 

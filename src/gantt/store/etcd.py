@@ -88,6 +88,7 @@ from gantt.model import (
     Record,
     StoreUnavailable,
 )
+from gantt.namespaces import DEFAULT, check_name, etcd_prefix
 from gantt.store import planner
 from gantt.store.base import (
     Batch,
@@ -214,7 +215,7 @@ def _claim_size(batch: Batch) -> int:
 
 class EtcdStore(Store):
     def __init__(self, url: str, *, timeout: float | None = None, budget: float | None = None,
-                 history: int = 200_000, page: int = 2_000) -> None:
+                 history: int = 200_000, page: int = 2_000, namespace: str = DEFAULT) -> None:
         parts = urlsplit(url)
         if parts.scheme != "etcd" or not parts.netloc:
             raise ValueError(f"etcd store URL must look like etcd://host:port[,host:port…][/prefix]: {url!r}")
@@ -224,7 +225,8 @@ class EtcdStore(Store):
         # Per attempt and per call: short enough that losing quorum fails a request in about `budget` seconds.
         self.timeout = float(timeout if timeout is not None else query.get("timeout", 1.0))
         self.budget = float(budget if budget is not None else query.get("budget", 2.0))
-        prefix = (parts.path or "/gantt").rstrip("/") or "/gantt"
+        self.namespace = check_name(namespace)
+        prefix = etcd_prefix((parts.path or "/gantt").rstrip("/") or "/gantt", namespace)
         self.prefix = prefix
         self.keys = Keys(prefix)
         self.page = page

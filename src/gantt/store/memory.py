@@ -7,13 +7,15 @@ import threading
 import msgspec
 
 from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey, Record
+from gantt.namespaces import DEFAULT, check_name
 from gantt.store import planner
 from gantt.store.base import Batch, Change, CommitResult, Compacted, Expect, NodeRevision, Snapshot, Store, lifted
 
 
 class MemoryStore(Store):
-    def __init__(self, history: int = 100_000) -> None:
+    def __init__(self, history: int = 100_000, namespace: str = DEFAULT) -> None:
         self.url = "memory://"
+        self.namespace = check_name(namespace)  # nothing to partition: each namespace has its own store object
         self._cond = threading.Condition()
         self._revision = 0
         self._history: list[Change] = []

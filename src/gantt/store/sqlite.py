@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
+import re
 import sqlite3
 import threading
 import time
@@ -47,6 +49,7 @@ from gantt.model import (
     Record,
     StoreUnavailable,
 )
+from gantt.namespaces import DEFAULT, check_name, sqlite_table
 from gantt.store import planner
 from gantt.store.base import (
     Batch,
@@ -101,6 +104,39 @@ _DEC_INST = msgspec.msgpack.Decoder(InstanceInfo)
 _DEC_CHANGE = msgspec.msgpack.Decoder(Change)
 _DEC_RECORD = msgspec.msgpack.Decoder(Record)
 
+# Every table and index name of the schema: a named namespace's connections rename them (``_Namespaced``).
+_NAMES = re.compile(r"\b(schema_version|meta|hosts|liveness|node_revisions|aggregates|allocations_node|allocations|"
+                    r"allocation_parts|instances|records|changes)\b")
+
+
+class _Namespaced(sqlite3.Connection):
+    """A connection whose statements address one namespace's tables (``gantt.namespaces``): the store's SQL is
+    written once, for the default namespace's bare table names, and rewritten here (once per statement text)."""
+
+    namespace = DEFAULT
+
+    def _sql(self, sql: str) -> str:
+        cache: dict[str, str] = self.__dict__.setdefault("_mapped", {})
+        mapped = cache.get(sql)
+        if mapped is None:
+            # Only names outside quotes: 'revision', 'floor' and the like are values, never tables.
+            parts = re.sub(r"--[^\n]*", "", sql).split("'")
+            parts[::2] = [_NAMES.sub(lambda m: sqlite_table(self.namespace, m.group(1)), part) for part in parts[::2]]
+            mapped = cache[sql] = "'".join(parts)
+        return mapped
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+        return super().execute(self._sql(sql), parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:  # type: ignore[override]
+        return super().executemany(self._sql(sql), parameters)
+
+
+def _factory(namespace: str) -> type[sqlite3.Connection]:
+    if namespace == DEFAULT:
+        return sqlite3.Connection
+    return type(f"_Namespaced_{namespace}", (_Namespaced,), {"namespace": namespace})
+
 
 def path_of(url: str) -> str:
     """``sqlite:///rel/path`` is relative to the working directory, ``sqlite:////abs/path`` absolute (as in
@@ -141,8 +177,11 @@ class SQLiteStore(Store):
     """See the module docstring. ``retention``: how many revisions of change feed to keep."""
 
     def __init__(self, url: str, *, retention: int | None = None, busy_timeout: float = 30.0,
-                 poll_interval: float = 0.005, max_group: int = 512, create: bool = True) -> None:
+                 poll_interval: float = 0.005, max_group: int = 512, create: bool = True,
+                 namespace: str = DEFAULT) -> None:
         self.url = url
+        self.namespace = check_name(namespace)
+        self._connection_class = _factory(namespace)
         self.path = path_of(url)
         query = parse_qs(url.split("?", 1)[1]) if "?" in url else {}
         self.retention = retention if retention is not None else int(query.get("retention", ["100000"])[0])
@@ -190,7 +229,7 @@ class SQLiteStore(Store):
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                               timeout=self.busy_timeout, cached_statements=256)
+                               timeout=self.busy_timeout, cached_statements=256, factory=self._connection_class)
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=OFF")
         with self._conns_lock:
@@ -212,15 +251,15 @@ class SQLiteStore(Store):
         path = Path(self.path)
         if not path.exists() or path.stat().st_size == 0:
             return  # a new store
-        if writable:
-            try:
-                with open(path, "r+b"):
-                    pass
-            except OSError as exc:
-                raise StoreUnavailable(f"{path}: the store cannot be written ({exc.strerror}); a read-only copy "
-                                       "can be audited, not served") from None
+        # access(2), not open(): closing any descriptor of the file would drop every POSIX lock this process
+        # holds on it, among them those of another namespace's store already open on the same file (SQLite's
+        # locking then breaks: another process may checkpoint or reset the WAL under our readers).
+        if writable and not os.access(path, os.W_OK):
+            raise StoreUnavailable(f"{path}: the store cannot be written (permission denied or a read-only "
+                                   "file system); a read-only copy can be audited, not served")
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.busy_timeout)
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=self.busy_timeout,
+                                   factory=self._connection_class)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"{path}: cannot open: {exc}") from None
         try:
@@ -232,7 +271,9 @@ class SQLiteStore(Store):
             problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
             if problems != ["ok"]:
                 raise StoreUnavailable(f"{path}: the file is damaged: {problems[0]}")
-            if tables and conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone() is None:
+            # a named namespace's tables are made when it is first opened; until then it has none to check
+            mine = sqlite_table(self.namespace, "meta").strip('"') in tables
+            if tables and mine and conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone() is None:
                 raise StoreUnavailable(f"{path}: the meta row 'revision' is missing (a damaged store)")
         except sqlite3.DatabaseError as exc:
             raise StoreUnavailable(f"{path}: not a SQLite database or damaged: {exc}") from None

@@ -1,0 +1,313 @@
+"""VolumeReplica: a volume namespace's partition of the store as a ``gantt.volume.PoolTable``, decided on by
+``gantt.volume.VolumeScheduler`` and claimed with the same compare-and-set as compute (``gantt.replica``).
+
+The store holds Cinder's pools in its own envelope (the namespace contract): a pool is a node record
+(``PoolReport.to_record``: host = Cinder's service host, node = the pool) and a volume's claim is an
+``Allocation`` of ``VOLUME_GB`` on it, keyed by the volume id. This replica builds its table from a snapshot and
+keeps it current from the namespace's change feed, as the compute replica does:
+
+- a pool's report replaces the pool's figures; claims made before it are then counted by the report (Cinder's
+  rule: the backend's next capability report speaks for every volume placed before it);
+- an allocation consumes its size on its pool (allocated and provisioned GB up, free GB down), a release gives
+  it back while no report has come since.
+
+A claim is one batch: the allocation, with an ``Expect`` on the pool's usage revision as this replica saw it.
+Another scheduler's claim (or a report) on the same pool since then makes the store refuse it; the replica then
+reads the feed up to the store's head and decides again on the new figures. Two schedulers can therefore never
+both consume the same free space: that is what keeps a thin pool from being overfilled.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gantt.model import Allocation, InvalidRequest, NodeKey, NotFound, NoValidHost, WriteFailure
+from gantt.store.base import Batch, Change, Compacted, ConsumerHeld, Expect, Store, StoreConflict, redact_url
+from gantt.volume import BackendReport, Pick, PoolReport, PoolTable, VolumeOptions, VolumeRequest, VolumeScheduler
+from gantt.volume.table import pool_state
+
+log = logging.getLogger(__name__)
+
+RESOURCE = "VOLUME_GB"
+CLAIM_RETRIES = 8
+ALTERNATES = 3  # picks an answer carries: the claimed pool, then the next best unclaimed ones
+
+
+class VolumeReplica:
+    def __init__(self, store: Store, options: VolumeOptions | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.options = options or VolumeOptions()
+        self.scheduler = VolumeScheduler(self.options)
+        self.clock = clock
+        self.lock = threading.RLock()  # the table, the allocations and the revisions move together under it
+        self.table = PoolTable(self.options.max_over_subscription_ratio)
+        self.allocations: dict[str, Allocation] = {}
+        self.node_revisions: dict[NodeKey, int] = {}
+        self.revision = 0
+        self.last_sync = 0.0
+        self.feed_errors = 0
+        self.resyncs = 0
+        self.placements = 0
+        self.decisions = 0
+        self.claim_conflicts = 0
+        self.skipped: list[str] = []  # records of the partition that are not volume pools (logged, left alone)
+        self._stop = threading.Event()
+        self._follower: threading.Thread | None = None
+        self._owns_store = False
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def open(cls, store: Store, options: VolumeOptions | None = None, *, follow: bool = True) -> VolumeReplica:
+        """A started replica of ``store`` (a namespace's Store), which it owns from here on."""
+        try:
+            replica = cls(store, options)
+            replica._owns_store = True
+            return replica.start(follow=follow)
+        except BaseException:
+            store.close()
+            raise
+
+    def start(self, *, follow: bool = True) -> VolumeReplica:
+        self.load()
+        if follow:
+            self._follower = threading.Thread(target=self._follow, name="gantt-volume-feed", daemon=True)
+            self._follower.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._follower is not None:
+            self._follower.join(timeout=5)
+        if self._owns_store:
+            self.store.close()
+
+    def load(self) -> None:
+        snap = self.store.snapshot()
+        table = PoolTable(self.options.max_over_subscription_ratio)
+        reported: dict[NodeKey, float] = {}
+        skipped = []
+        for record in snap.hosts:
+            try:
+                report = PoolReport.from_record(record)
+            except InvalidRequest as exc:
+                skipped.append(f"{record.host}/{record.nodename}: {exc.message}")
+                continue
+            table.apply(report)
+            reported[(record.host, record.nodename)] = record.reported_at or 0.0
+        allocations = {}
+        for allocation in snap.allocations:
+            allocations[allocation.consumer_uuid] = allocation
+            row = table.row(allocation.host, allocation.nodename)
+            if row is None:
+                continue
+            size = allocation.resources.get(RESOURCE, 0)
+            # Claimed after the pool's last report: not in the reported figures yet, so it consumes on top.
+            if allocation.created_at > reported.get((allocation.host, allocation.nodename), 0.0):
+                table.claim(row, allocation.consumer_uuid, size)
+            else:
+                table.place(row, allocation.consumer_uuid, size)
+        for line in skipped:
+            log.warning("volume namespace %s: not a pool record, ignored: %s", self.store.namespace, line)
+        with self.lock:
+            self.table = table
+            self.allocations = allocations
+            self.node_revisions = {(nr.host, nr.node): nr.revision for nr in snap.node_revisions}
+            self.revision = snap.revision
+            self.skipped = skipped
+        self.last_sync = self.clock()
+
+    def _follow(self) -> None:
+        backoff = 0.05
+        while not self._stop.is_set():
+            try:
+                self.catch_up(timeout=0.5)
+                backoff = 0.05
+            except Exception as exc:  # the feed must survive store outages; it resumes from self.revision
+                self.feed_errors += 1
+                log.warning("volume change feed: %s; retrying in %.2fs", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    def catch_up(self, timeout: float = 0.0) -> int:
+        try:
+            changes = self.store.changes(self.revision, timeout=timeout)
+        except Compacted:
+            self.resyncs += 1
+            self.load()
+            return 0
+        self.apply(changes)
+        self.last_sync = self.clock()
+        return len(changes)
+
+    def sync(self) -> int:
+        """Apply the feed up to every change committed before this call; returns the revision."""
+        target = self.store.barrier()
+        while self.revision < target:
+            self.catch_up(timeout=0.5)
+        return self.revision
+
+    # --------------------------------------------------------------------------------------------- apply
+
+    def apply(self, changes: list[Change]) -> None:
+        with self.lock:
+            for change in changes:
+                if change.revision <= self.revision:
+                    continue  # applied already (a claim of ours, applied when it committed)
+                self._apply_one(change)
+                self.revision = change.revision
+
+    def _bump(self, key: NodeKey, revision: int) -> None:
+        if self.node_revisions.get(key, 0) < revision:
+            self.node_revisions[key] = revision
+
+    def _apply_one(self, change: Change) -> None:
+        table, rev = self.table, change.revision
+        if change.kind == "host" and change.host is not None:
+            record = change.host
+            self._bump((record.host, record.nodename), rev)
+            try:
+                table.apply(PoolReport.from_record(record))
+            except InvalidRequest as exc:
+                log.warning("volume namespace %s: not a pool record, ignored: %s", self.store.namespace, exc)
+        elif change.kind in ("host_deleted", "usage") and change.node is not None:
+            self._bump(change.node, rev)
+            if change.kind == "host_deleted":
+                table.remove(*change.node)
+        elif change.kind == "allocation" and change.allocation is not None:
+            allocation = change.allocation
+            self._bump((allocation.host, allocation.nodename), rev)
+            self._held(allocation)
+        elif change.kind == "allocation_deleted" and change.allocation is not None:
+            consumer = change.allocation.consumer_uuid
+            held = self.allocations.pop(consumer, None)
+            if held is not None:
+                self._bump((held.host, held.nodename), rev)
+            table.release(consumer)
+        # aggregates, instance lists and touches say nothing about a pool's capacity
+
+    def _held(self, allocation: Allocation) -> None:
+        """Take an allocation into the table (once: a claim of ours is applied when it commits)."""
+        consumer = allocation.consumer_uuid
+        previous = self.allocations.get(consumer)
+        self.allocations[consumer] = allocation
+        if previous is not None and (previous.host, previous.nodename) == (allocation.host, allocation.nodename):
+            return
+        self.table.release(consumer)
+        row = self.table.row(allocation.host, allocation.nodename)
+        if row is not None:
+            self.table.claim(row, consumer, allocation.resources.get(RESOURCE, 0))
+
+    # --------------------------------------------------------------------------------------------- writes
+
+    def report(self, backend: BackendReport) -> int:
+        """A backend's capability report (Cinder's update_service_capabilities): its pools replace what the
+        store holds for them, and the backend's pools it no longer lists are removed, in one batch."""
+        reports = backend.pool_reports(reported_at=self.clock())
+        listed = {r.pool_name for r in reports}
+        with self.lock:
+            gone = [(host, pool) for host, pool in self.table.rows if host == backend.host and pool not in listed]
+        result = self.store.commit(Batch(reports=[r.to_record() for r in reports],
+                                         delete_hosts=[(host, pool) for host, pool in gone]))
+        self.sync()
+        return result.revision
+
+    def delete_backend(self, host: str, pool: str | None = None) -> int:
+        result = self.store.commit(Batch(delete_hosts=[(host, pool)]))
+        self.sync()
+        return result.revision
+
+    def select_destinations(self, request: VolumeRequest, request_id: str | None = None) -> list[Pick]:
+        """The pools for one volume, best first; the first is claimed (an allocation of the volume's size)."""
+        volume = request.volume_id
+        if not volume:
+            raise InvalidRequest("volume_id is required: a claim is keyed by the volume it is for",
+                                 field="$.volume_id")
+        size = request.size
+        if request.operation not in (None, "create_volume"):
+            raise InvalidRequest(f"operation {request.operation!r} is not served yet: only create_volume places "
+                                 "and claims a volume", field="$.operation")
+        for _ in range(CLAIM_RETRIES):
+            with self.lock:
+                held = self.allocations.get(volume)
+                if held is not None:  # idempotent: the volume's pool, as booked
+                    return [Pick(host=held.host, pool=held.nodename, weight=0.0)]
+                self.decisions += 1
+                picks = self.scheduler.select(self.table, request, limit=ALTERNATES)
+                chosen = picks[0]
+                key = (chosen.host, chosen.pool)
+                expect = Expect(chosen.host, chosen.pool, self.node_revisions.get(key, 0))
+            allocation = Allocation(consumer_uuid=volume, host=chosen.host, nodename=chosen.pool,
+                                    resources={RESOURCE: size}, project_id=request.volume_properties.project_id,
+                                    user_id=request.volume_properties.user_id, request_id=request_id,
+                                    created_at=self.clock())
+            # Committed outside the lock, so that concurrent claims reach the store together (a backend may
+            # group them) and the feed keeps moving: the expect alone decides, and a claim of this process that
+            # committed first on the same pool moved its revision, so a decision made before it conflicts too.
+            try:
+                result = self.store.commit(Batch(expect=[expect], allocations=[allocation]))
+            except (StoreConflict, ConsumerHeld):
+                self.claim_conflicts += 1
+            else:
+                with self.lock:  # ours at once: the next decision sees the volume (the feed's copy is not re-taken)
+                    self._bump(key, result.revision)
+                    self._held(allocation)
+                    self.placements += 1
+                return picks
+            self.sync()  # read what beat us, then decide again
+        raise NoValidHost(f"every pool that fits was claimed by another scheduler {CLAIM_RETRIES} times over")
+
+    def release(self, volume: str) -> int:
+        with self.lock:
+            if volume not in self.allocations:
+                self.sync()
+        if volume not in self.allocations:
+            raise NotFound(f"no allocation for volume {volume!r}", field="volume")
+        self.store.commit(Batch(releases=[volume]))
+        return self.sync()
+
+    # ---------------------------------------------------------------------------------------------- reads
+
+    def pools(self) -> list[dict[str, Any]]:
+        with self.lock:
+            table = self.table
+            return [{"host": host, "pool": pool, "state": _plain(pool_state(table, row))}
+                    for (host, pool), row in sorted(table.rows.items())]
+
+    def allocation(self, volume: str) -> Allocation:
+        held = self.allocations.get(volume)
+        if held is None:
+            raise NotFound(f"no allocation for volume {volume!r}", field="volume")
+        return held
+
+    def counters(self) -> dict[str, Any]:
+        with self.lock:
+            rows = list(self.table.rows.values())
+            up = sum(1 for row in rows if self.table.live[row])
+            return {"hosts": len(rows), "hosts_up": up, "hosts_disabled": len(rows) - up,
+                    "placements": self.placements, "decisions": self.decisions,
+                    "claim_conflicts": self.claim_conflicts, "allocations": len(self.allocations)}
+
+    @property
+    def url(self) -> str:
+        return redact_url(self.store.url)
+
+    @property
+    def lag(self) -> float:
+        return max(0.0, self.clock() - self.last_sync)
+
+    @property
+    def last_write_error(self) -> WriteFailure | None:
+        return self.store.last_write_error
+
+
+def _plain(state: dict[str, Any]) -> dict[str, Any]:
+    """A pool's state as JSON takes it: capabilities are shown once, at the top of the pool's entry."""
+    return {key: value for key, value in state.items() if key not in ("capabilities", "pools")} | {
+        "capabilities": state.get("capabilities", {})}
+
