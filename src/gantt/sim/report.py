@@ -77,10 +77,43 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("wall clock: engine decisions/s (CPU time)", f"{wall['engine']['decisions_per_second']:,.0f}"),
         ("wall clock: engine p50 / p99", f"{wall['engine']['p50_ms']:.3f} / {wall['engine']['p99_ms']:.3f} ms"),
     ]
+    rows += volume_rows(r)
     for f in r["failures"]:
         rows.append((f"failure @{f['at']:g}s {f['kind']} {f['target']}",
                      f"{f['hosts']} hosts, {f['instances_on_hosts']} instances, "
                      f"{f['build_failures']} failed builds, {f['claims_on_dead_hosts']} claims before detection"))
+    return rows
+
+
+def volume_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The volume namespace's figures (sim/volumes.py), when the scenario has volumes."""
+    v = r.get("volumes")
+    if v is None:
+        return []
+    inv = r["invariants"]
+    n = v["volumes"]
+    rows = [
+        ("volumes: pools / backends", f"{v['pools']} / {v['backends']}"),
+        ("volumes placed / failed of requested",
+         f"{n['placed']:,} / {n['failed']:,} of {n['requested']:,} ({n['deleted_after_failed_build']:,} deleted "
+         f"with their failed build)"),
+        ("volumes failed by reason", _by_reason(v["failed_volumes"]["by_reason"])),
+        ("volumes: NoValidPool by filter", _by_reason(v["failed_volumes"]["no_valid_pool_by_filter"])),
+        ("volumes lost with their pool / VMs affected", f"{n['lost']:,} / {v['vms_affected_by_lost_pools']:,}"),
+        ("volumes created on a lost pool before it was known", f"{v['placed_on_lost_pools']:,}"),
+    ]
+    for name, p in v["by_pool"].items():
+        kind = "thin" if p["thin"] else "thick"
+        rows.append((f"pool {name} ({kind}{', LOST' if p['lost'] else ''})",
+                     f"allocated {_pct(p['allocated_fill'])} / provisioned {_pct(p['provisioned_fill'])} / "
+                     f"physical {_pct(p['physical_fill'])} of {p['total_gb']:,.0f} GB; over-subscription "
+                     f"{p['oversubscription'] or 0:.2f} (peak {p['peak_oversubscription']:.2f}, max "
+                     f"{p['max_over_subscription_ratio']:g})"))
+    rows += [
+        ("volume pools over capacity (must be 0)", str(inv.get("volume_pools_over_capacity", 0))),
+        ("volume claims on lost pools after detection (must be 0)",
+         str(inv.get("volume_claims_on_lost_pools_after_detection", 0))),
+    ]
     return rows
 
 
