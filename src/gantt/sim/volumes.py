@@ -151,7 +151,7 @@ class Volumes(Struct, forbid_unknown_fields=True, kw_only=True):
         try:
             msgspec.convert(self.scheduler, VolumeOptions, strict=False)
         except (msgspec.ValidationError, ValueError) as exc:
-            raise ValueError(f"scheduler is not a set of Cinder scheduler options: {exc}") from None
+            raise ValueError(f"scheduler must hold Cinder's scheduler options: {exc}") from None
         pools = {b.host: {p.name for p in b.pools} for b in self.backends}
         for i, event in enumerate(self.events):
             if event.backend not in pools:
