@@ -309,8 +309,7 @@ class VolumeSide:
             try:
                 pick = self.scheduler.select(self.table, request, limit=1)[0]
             except NoValidHost as exc:
-                reason = exc.explanation.reason if exc.explanation is not None and exc.explanation.reason else \
-                    "no pool"
+                reason = _emptied_by(exc)
                 self.decision_ms.append((time.thread_time() - began) * 1000.0)
                 self.c["failed"] += 1
                 self.failures["NoValidPool"] += 1
@@ -455,3 +454,15 @@ class VolumeSide:
     def invariants(self) -> dict[str, int]:
         return {"volume_pools_over_capacity": sum(1 for b in self.books.values() if b.violations),
                 "volume_claims_on_lost_pools_after_detection": self.c["claims_on_lost_pools_after_detection"]}
+
+
+def _emptied_by(exc: NoValidHost) -> str:
+    """The filter that removed the last pools (as the compute side counts NoValidHost), not the one that
+    removed the most: in a zoned cloud that is nearly always AvailabilityZoneFilter, whatever really failed."""
+    explanation = exc.explanation
+    if explanation is None:
+        return "unknown"
+    for step in explanation.steps:
+        if step.after == 0 and step.before > 0:
+            return step.name
+    return explanation.reason or ("no pool" if not explanation.hosts else "unknown")
