@@ -15,6 +15,7 @@ import pytest
 
 from gantt.sim import ScenarioError, Simulation, parse_scenario
 from gantt.sim.cli import main
+from gantt.sim.report import timeline_figures
 from gantt.sim.sweep import invariants_hold
 from gantt.sim.volumes import VolumeSide
 from gantt.volume.table import PoolTable
@@ -82,6 +83,18 @@ def test_vms_and_volumes_figures_and_invariants(example: tuple[Simulation, dict[
     assert pools["stor4@lvm#lvm"]["volumes"] == pools["stor3@netapp#aggr-ssd"]["volumes"] == 0
     # new volumes avoid the lost pools: the scheduler's cache no longer holds them
     assert side.table.row("stor4@lvm", "lvm") is None and side.table.row("stor3@netapp", "aggr-ssd") is None
+
+
+def test_pool_timeline_and_its_plot(example: tuple[Simulation, dict[str, Any]]) -> None:
+    _, r = example
+    tl = r["volumes"]["timeline"]
+    assert tl["t"] == r["timeline"]["t"]
+    lost_at = {e["target"]: e["at"] for e in r["volumes"]["events"] if e["kind"] == "pool_lost"}
+    series = tl["oversubscription"]["stor3@netapp#aggr-ssd"]
+    assert all((x is None) == (t >= lost_at["stor3@netapp#aggr-ssd"]) for t, x in zip(tl["t"], series, strict=True))
+    assert max(x for x in tl["oversubscription"]["stor2@ceph#rbd"] if x is not None) <= 4.0
+    fig = timeline_figures([r])["volumes"]
+    assert any("over-subscription" in ax.get_title() for ax in fig.axes)
 
 
 def test_claims_and_releases_follow_the_books(example: tuple[Simulation, dict[str, Any]]) -> None:

@@ -266,7 +266,41 @@ def timeline_figures(results: list[dict[str, Any]], point: str | None = None) ->
         _legend(ax)
     fig.suptitle(f"Capacity and fragmentation: {where}")
     figures["capacity"] = fig
+    with_volumes = [(r, name) for r, name in zip(results, names, strict=True) if "volumes" in r]
+    if with_volumes:
+        figures["volumes"] = volume_figure(with_volumes, where)
     return figures
+
+
+def volume_figure(runs: list[tuple[dict[str, Any], str]], where: str) -> Any:
+    """Per pool, over time: over-subscription (provisioned ÷ capacity less reserve) and physical fill, pool
+    events marked (a lost pool's line ends)."""
+    fig = _new_figure(7 * len(runs) + 4, 7)
+    axes = fig.subplots(2, len(runs), squeeze=False, sharex=True)
+    for col, (r, name) in enumerate(runs):
+        v = r["volumes"]
+        tl = v["timeline"]
+        for key, values in tl["oversubscription"].items():
+            limit = v["by_pool"][key]["max_over_subscription_ratio"]
+            axes[0, col].plot(tl["t"], [float("nan") if x is None else x for x in values],
+                              label=f"{key} (max {limit:g})")
+        for key, values in tl["physical_fill"].items():
+            axes[1, col].plot(tl["t"], [float("nan") if x is None else 100 * x for x in values], label=key)
+        axes[0, col].set_title(f"Pools' over-subscription — {name}", fontsize=9)
+        axes[0, col].set_ylabel("provisioned ÷ (capacity − reserve)")
+        axes[1, col].set_title(f"Pools' physical fill — {name}", fontsize=9)
+        axes[1, col].set_ylabel("% of physical capacity")
+        axes[1, col].set_xlabel("virtual time (s)")
+        for ax in axes[:, col]:
+            for e in v["events"]:
+                ax.axvline(e["at"], color="tab:red" if e["kind"] != "pool_filled" else "tab:orange",
+                           linestyle="--", linewidth=1)
+                if ax is axes[0, col]:
+                    ax.annotate(f"{e['kind']}\n{e['target']}", xy=(e["at"], 1.0), fontsize=7, rotation=90,
+                                xycoords=("data", "axes fraction"), va="top", ha="right")
+            _legend(ax)
+    fig.suptitle(f"Volume pools: {where}")
+    return fig
 
 
 def run_title(summary: dict[str, Any]) -> str:

@@ -793,6 +793,8 @@ class Simulation:
             "fragmentation": max(frag, 0.0),
             "overcommitted_nodes": over,
         })
+        if self.volumes is not None:
+            self.volumes.sample(t - EPOCH)
         live = [s.cursor for s in self.schedulers if s.alive]
         self.feed.trim(min(live) if live else self.feed.end)
         if self.progress is not None:

@@ -235,6 +235,8 @@ class VolumeSide:
         self.no_valid_pool_by_filter: Counter[str] = Counter()
         self.decision_ms: list[float] = []
         self.events: list[dict[str, Any]] = []
+        self.timeline: dict[str, Any] = {"t": [], "oversubscription": {f"{h}#{p}": [] for h, p in self.books},
+                                         "physical_fill": {f"{h}#{p}": [] for h, p in self.books}}
         self.now = 0.0
         for backend in spec.backends:
             self.report(backend.host, 0.0)
@@ -411,6 +413,18 @@ class VolumeSide:
             if h == host and self.table.remove(h, name) and book.known_gone_at == math.inf:
                 book.known_gone_at = now
 
+    def sample(self, now: float) -> None:
+        """Each pool's over-subscription and physical fill, from its books (a lost pool: none)."""
+        tl = self.timeline
+        tl["t"].append(now)
+        for (host, name), book in self.books.items():
+            key = f"{host}#{name}"
+            live = book.lost_at > now
+            tl["oversubscription"][key].append(round(book.provisioned() / book.available, 4)
+                                              if live and book.available else None)
+            tl["physical_fill"][key].append(round(book.physical(self.spec.thin_written) / book.spec.total_gb, 4)
+                                           if live else None)
+
     # -- results ----------------------------------------------------------------------------------------------
 
     def results(self) -> dict[str, Any]:
@@ -447,6 +461,7 @@ class VolumeSide:
             "vms_affected_by_lost_pools": c["vms_affected"],
             "events": self.events,
             "by_pool": pools,
+            "timeline": self.timeline,
             "engine_cpu_ms": {"p50": round(float(np.percentile(ms, 50)), 4),
                               "p99": round(float(np.percentile(ms, 99)), 4)},
         }
