@@ -77,10 +77,43 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
         ("wall clock: engine decisions/s (CPU time)", f"{wall['engine']['decisions_per_second']:,.0f}"),
         ("wall clock: engine p50 / p99", f"{wall['engine']['p50_ms']:.3f} / {wall['engine']['p99_ms']:.3f} ms"),
     ]
+    rows += volume_rows(r)
     for f in r["failures"]:
         rows.append((f"failure @{f['at']:g}s {f['kind']} {f['target']}",
                      f"{f['hosts']} hosts, {f['instances_on_hosts']} instances, "
                      f"{f['build_failures']} failed builds, {f['claims_on_dead_hosts']} claims before detection"))
+    return rows
+
+
+def volume_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    """The volume namespace's figures (sim/volumes.py), when the scenario has volumes."""
+    v = r.get("volumes")
+    if v is None:
+        return []
+    inv = r["invariants"]
+    n = v["volumes"]
+    rows = [
+        ("volumes: pools / backends", f"{v['pools']} / {v['backends']}"),
+        ("volumes placed / failed of requested",
+         f"{n['placed']:,} / {n['failed']:,} of {n['requested']:,} ({n['deleted_after_failed_build']:,} deleted "
+         f"with their failed build)"),
+        ("volumes failed by reason", _by_reason(v["failed_volumes"]["by_reason"])),
+        ("volumes: NoValidPool by filter", _by_reason(v["failed_volumes"]["no_valid_pool_by_filter"])),
+        ("volumes lost with their pool / VMs affected", f"{n['lost']:,} / {v['vms_affected_by_lost_pools']:,}"),
+        ("volumes created on a lost pool before it was known", f"{v['placed_on_lost_pools']:,}"),
+    ]
+    for name, p in v["by_pool"].items():
+        kind = "thin" if p["thin"] else "thick"
+        rows.append((f"pool {name} ({kind}{', LOST' if p['lost'] else ''})",
+                     f"allocated {_pct(p['allocated_fill'])} / provisioned {_pct(p['provisioned_fill'])} / "
+                     f"physical {_pct(p['physical_fill'])} of {p['total_gb']:,.0f} GB; over-subscription "
+                     f"{p['oversubscription'] or 0:.2f} (peak {p['peak_oversubscription']:.2f}, max "
+                     f"{p['max_over_subscription_ratio']:g})"))
+    rows += [
+        ("volume pools over capacity (must be 0)", str(inv.get("volume_pools_over_capacity", 0))),
+        ("volume claims on lost pools after detection (must be 0)",
+         str(inv.get("volume_claims_on_lost_pools_after_detection", 0))),
+    ]
     return rows
 
 
@@ -233,7 +266,41 @@ def timeline_figures(results: list[dict[str, Any]], point: str | None = None) ->
         _legend(ax)
     fig.suptitle(f"Capacity and fragmentation: {where}")
     figures["capacity"] = fig
+    with_volumes = [(r, name) for r, name in zip(results, names, strict=True) if "volumes" in r]
+    if with_volumes:
+        figures["volumes"] = volume_figure(with_volumes, where)
     return figures
+
+
+def volume_figure(runs: list[tuple[dict[str, Any], str]], where: str) -> Any:
+    """Per pool, over time: over-subscription (provisioned ÷ capacity less reserve) and physical fill, pool
+    events marked (a lost pool's line ends)."""
+    fig = _new_figure(7 * len(runs) + 4, 7)
+    axes = fig.subplots(2, len(runs), squeeze=False, sharex=True)
+    for col, (r, name) in enumerate(runs):
+        v = r["volumes"]
+        tl = v["timeline"]
+        for key, values in tl["oversubscription"].items():
+            limit = v["by_pool"][key]["max_over_subscription_ratio"]
+            axes[0, col].plot(tl["t"], [float("nan") if x is None else x for x in values],
+                              label=f"{key} (max {limit:g})")
+        for key, values in tl["physical_fill"].items():
+            axes[1, col].plot(tl["t"], [float("nan") if x is None else 100 * x for x in values], label=key)
+        axes[0, col].set_title(f"Pools' over-subscription — {name}", fontsize=9)
+        axes[0, col].set_ylabel("provisioned ÷ (capacity − reserve)")
+        axes[1, col].set_title(f"Pools' physical fill — {name}", fontsize=9)
+        axes[1, col].set_ylabel("% of physical capacity")
+        axes[1, col].set_xlabel("virtual time (s)")
+        for ax in axes[:, col]:
+            for e in v["events"]:
+                ax.axvline(e["at"], color="tab:red" if e["kind"] != "pool_filled" else "tab:orange",
+                           linestyle="--", linewidth=1)
+                if ax is axes[0, col]:
+                    ax.annotate(f"{e['kind']}\n{e['target']}", xy=(e["at"], 1.0), fontsize=7, rotation=90,
+                                xycoords=("data", "axes fraction"), va="top", ha="right")
+            _legend(ax)
+    fig.suptitle(f"Volume pools: {where}")
+    return fig
 
 
 def run_title(summary: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from msgspec import Struct, field
 
 from gantt.config import Config
 from gantt.model import InvalidRequest, prepare_types
+from gantt.sim.volumes import Volumes
 
 __all__ = ["Scenario", "ScenarioError", "load_scenario", "parse_scenario"]
 
@@ -294,6 +295,7 @@ class Scenario(Struct, forbid_unknown_fields=True, kw_only=True):
     control_plane: ControlPlane = field(default_factory=ControlPlane)
     failures: list[Failure] = field(default_factory=list)
     policy: Policy = field(default_factory=Policy)
+    volumes: Volumes | None = None  # storage backends and the VMs' volumes (the volume namespace)
 
     def config(self) -> Config:
         """The engine config: the policy's dict, with the clock options the control plane decides."""
@@ -394,6 +396,11 @@ def _check_references(s: Scenario) -> None:
                                                                                       s.workload.flavors}:
         raise ScenarioError(f"workload.prefill.flavor: unknown flavor {s.workload.prefill.flavor!r}",
                             field="workload.prefill.flavor")
+    if s.volumes is not None and s.volumes.same_az:
+        for i, backend in enumerate(s.volumes.backends):
+            if backend.az not in s.cloud.azs:
+                raise ScenarioError(f"volumes.backends[{i}].az: unknown zone {backend.az!r} (same_az puts a VM's "
+                                    "volumes in its own zone)", field=f"volumes.backends[{i}].az")
     for i, failure in enumerate(s.failures):
         where = f"failures[{i}]"
         if failure.kind == "rack_lost" and failure.rack is None:

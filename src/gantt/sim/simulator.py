@@ -49,6 +49,7 @@ from gantt.sim.cloud import CloudLayout, build_cloud
 from gantt.sim.fragmentation import numa_fragmentation
 from gantt.sim.replica import ClaimThroughTable, Feed, heartbeat, replay
 from gantt.sim.scenario import Failure, FlavorSpec, Lifetime, Scenario
+from gantt.sim.volumes import VolumeSide
 from gantt.state import ClaimRejected, HostTable
 
 EPOCH = 1_000_000.0  # virtual time 0; non-zero because HostTable treats created_at == 0 as "unset"
@@ -225,6 +226,9 @@ class Simulation:
         self.engine_wall = 0.0
         self.deciding = False
         self.numa_fragmentation: dict[str, Any] = {}
+        self.volumes = None if scenario.volumes is None else VolumeSide(scenario.volumes, scenario.seed,
+                                                                        self.layout.zones)
+        self.vm_volumes: dict[str, int] = {}  # consumer -> how many volumes it boots with
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -288,6 +292,8 @@ class Simulation:
         self._push(EPOCH, SAMPLE, None)
         for i, failure in enumerate(self.s.failures):
             self._push(EPOCH + failure.at, CALL, self._failure_starter(i, failure))
+        if self.volumes is not None:
+            self._schedule_volume_events(self.volumes)
         heap = self.heap
         pop = heapq.heappop
         while heap:
@@ -303,6 +309,8 @@ class Simulation:
                 if self.truth.allocation(payload) is not None:
                     self.truth.release(payload)
                     self.c["departed"] += 1
+                    if self.volumes is not None:
+                        self.volumes.release(payload)
             elif kind == TICK:
                 self._tick(t)
             elif kind == SAMPLE:
@@ -389,6 +397,9 @@ class Simulation:
         if wl.az_fraction and rng.random() < wl.az_fraction:
             zone = self.layout.zones[rng.randrange(len(self.layout.zones))]
         consumers = [f"r{index}-{k}" for k in range(count)]
+        if self.volumes is not None:
+            for consumer in consumers:
+                self.vm_volumes[consumer] = self.volumes.wants()
         project = self.projects[rng.randrange(len(self.projects))]
         spec = RequestSpec(flavor=flavor, project_id=project, user_id="sim", availability_zone=zone,
                            num_instances=count, instance_uuids=consumers, instance_group=group,
@@ -556,6 +567,19 @@ class Simulation:
             HostTable.release(table, consumer)
 
     def _active(self, request: Request, k: int, row: int, t: float) -> None:
+        if self.volumes is not None and self.vm_volumes.get(request.consumers[k]):
+            consumer = request.consumers[k]
+            failed = self.volumes.attach(consumer, self.vm_volumes.pop(consumer),
+                                         self.layout.zones[int(self.layout.az[row])], request.spec.project_id,
+                                         t - EPOCH)
+            if failed is not None:  # Nova aborts the build (no reschedule) and frees the host
+                self.truth.release(consumer)
+                self._forget_local_claim(request, consumer)
+                self.c["instances_failed"] += 1
+                self.fail_reasons[failed] += 1
+                request.failed += 1
+                self._resolve(request)
+                return
         self.c["instances_placed"] += 1
         self.c["active"] += 1
         if t >= self.lost_at[row]:
@@ -691,6 +715,21 @@ class Simulation:
 
         self._push(t + failure.down_for, CALL, restart)
 
+    def _schedule_volume_events(self, side: VolumeSide) -> None:
+        """The backends' periodic reports, and the scenario's pool events (see sim/volumes.py)."""
+        period = side.spec.report_period
+
+        def report(now: float) -> None:
+            side.report_all(now - EPOCH)
+            self._push(now + period, CALL, report)
+
+        self._push(EPOCH + period, CALL, report)
+        for event in side.spec.events:
+            self._push(EPOCH + event.at, CALL, lambda now, e=event: side.event(e, now - EPOCH))
+            if event.kind == "backend_lost":
+                down = event.at + side.spec.service_down_time
+                self._push(EPOCH + down, CALL, lambda now, h=event.backend: side.service_down(h, now - EPOCH))
+
     # ------------------------------------------------------------------------------------------ metrics
 
     def _sample(self, t: float) -> None:
@@ -754,6 +793,8 @@ class Simulation:
             "fragmentation": max(frag, 0.0),
             "overcommitted_nodes": over,
         })
+        if self.volumes is not None:
+            self.volumes.sample(t - EPOCH)
         live = [s.cursor for s in self.schedulers if s.alive]
         self.feed.trim(min(live) if live else self.feed.end)
         if self.progress is not None:
@@ -834,7 +875,9 @@ class Simulation:
                 # a CPU pinned twice or huge pages over-used by the claims on a node; a PCI pool held over count
                 "numa_overbooked_nodes": int(np.count_nonzero(self.truth.col("numa_overbooked"))),
                 "pci_overbooked_nodes": sum(1 for row in range(self.truth.n) if self.truth.pci_overbooked(row)),
+                **({} if self.volumes is None else self.volumes.invariants()),
             },
+            **({} if self.volumes is None else {"volumes": self.volumes.results()}),
             "timeline": timeline,
             # Real time on this machine: differs from run to run, so it is kept apart from the results above.
             "wall_clock": {

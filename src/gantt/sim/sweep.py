@@ -302,7 +302,8 @@ def _round(x: float) -> float:
 def invariants_hold(r: dict[str, Any]) -> bool:
     inv = r["invariants"]
     return not (inv["overcommitted_nodes"] or not inv["conservation"] or inv["claims_after_detection"]
-                or inv["builds_on_lost_hosts"] or inv.get("numa_overbooked_nodes") or inv.get("pci_overbooked_nodes"))
+                or inv["builds_on_lost_hosts"] or inv.get("numa_overbooked_nodes") or inv.get("pci_overbooked_nodes")
+                or inv.get("volume_pools_over_capacity") or inv.get("volume_claims_on_lost_pools_after_detection"))
 
 
 def _common(values: list[Any]) -> Any:
