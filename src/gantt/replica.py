@@ -426,6 +426,12 @@ class Replica(PlacementFacade):
         ``written`` before answering, as ``write`` does."""
         return self.store.commit_soon(batch) if self.store.queued_commits else None
 
+    @property
+    def reads_in_place(self) -> bool:
+        """The store has a writer thread of its own and a local feed (SQLite): a sync costs no round trip, so
+        the event loop may run it without a hop to a handler thread."""
+        return self.store.queued_commits
+
     def written(self, batch: Batch, result: CommitResult) -> CommitResult:
         """The second half of a write: apply the committed changes here (read your own writes)."""
         if batch.reports:  # the store keeps no report older than the one it holds (model.merge_reports)

@@ -53,7 +53,7 @@ from gantt.model import (
     valid_name,
 )
 from gantt.placement import create_placement_app
-from gantt.replica import Replica
+from gantt.replica import Batch, Replica  # a write the facade hands to its store, as it builds it
 from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
     MAX_LIMIT,
@@ -79,7 +79,6 @@ from gantt.service.schemas import (
     timestamp,
     versions,
 )
-from gantt.store.base import Batch
 
 log = logging.getLogger("gantt.service")
 # One line per answer at INFO (``gantt serve --log-level info``): method, path, status, milliseconds, request id.
@@ -140,7 +139,7 @@ class Service:
         """``replica.sync()``: in place where the store has its own writer (SQLite: one read of the head, then
         the feed from the file), else on a handler thread (etcd: a round trip)."""
         replica = self.replica
-        return replica.sync() if replica.store.queued_commits else await self.run(replica.sync)
+        return replica.sync() if replica.reads_in_place else await self.run(replica.sync)
 
     def close(self) -> None:
         if self.pool is not None:
