@@ -116,7 +116,6 @@ class Replica(PlacementFacade):
         # Placement's view of the same records: providers by uuid and name, and the custom classes and traits.
         self.providers = ProviderIndex()
         self.catalog = Catalog()
-        self.aggregate_writes = threading.Lock()  # see PlacementFacade.set_provider_aggregates
         self.scheduler = self._new_scheduler(self._new_table())
         # This process's last decisions and refusals (GET /v1/overview); kept across reloads, as stats are.
         self.activity = Activity(clock)
