@@ -27,13 +27,15 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from starlette.requests import Request
 
 from gantt.model import InvalidRequest
 from gantt.placement.errors import PlacementError
+
+if TYPE_CHECKING:
+    from gantt.placement.wire import PlacementRequest
 
 _ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 
@@ -362,7 +364,7 @@ class Credentials:
                 "system_scope": self.system_scope, "is_admin_project": True}
 
 
-def credentials(request: Request, *, service_token: bool) -> Credentials:
+def credentials(request: PlacementRequest, *, service_token: bool) -> Credentials:
     """The caller as Placement's middleware would see it (the token itself is checked by the app)."""
     headers = request.headers
     scope = headers.get("openstack-system-scope") or None
