@@ -82,6 +82,23 @@ class Client:
         return json.loads(data) if data else None
 
 
+def group_cpu(pgid: int) -> float:
+    """CPU seconds (user + system) of every live process in session/group ``pgid``: the server and its workers."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ...
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def register(url: str, start: int, count: int, concurrency: int) -> float:
     """Register providers ``start .. start+count`` as nova-compute would; providers/s."""
 
@@ -187,11 +204,14 @@ def claims(url: str, providers: list[str], count: int, concurrency: int) -> floa
 def measure(name: str, start: Callable[[], Any], args: argparse.Namespace, concurrency: int) -> dict[str, Any]:
     out: dict[str, Any] = {"server": name, "flat": {}}
     sizes = sorted(int(s) for s in args.providers.split(","))
-    with start() as url:
+    with start() as (url, pgid):
         have = 0
         rates = []
+        cpu = 0.0
         for size in sizes:
+            before = group_cpu(pgid)
             rate = register(url, have, size - have, concurrency)
+            cpu += group_cpu(pgid) - before
             rates.append((size - have, rate))
             have = size
             queries = args.queries if size <= 2000 else max(5, args.queries // 5)
@@ -202,11 +222,14 @@ def measure(name: str, start: Callable[[], Any], args: argparse.Namespace, concu
         total = sum(n for n, _ in rates)
         out["providers_per_s"] = round(total / sum(n / r for n, r in rates), 1)
         out["provider_writes_per_s"] = round(3 * out["providers_per_s"], 1)
+        # The server's own CPU per write (every process of its group): unlike writes/s, it hardly moves with the
+        # machine's load, so it compares runs on a busy machine.
+        out["server_cpu_us_per_write"] = round(cpu / (3 * total) * 1e6, 1)
         flat = [str(uuid.UUID(int=i + 1)) for i in range(sizes[0])]
         out["claims_per_s"] = round(claims(url, flat, args.claims, concurrency), 1)
         print(f"{name}: claims at {out['claims_per_s']}/s", file=sys.stderr)
     if args.nested:
-        with start() as url:
+        with start() as (url, _):
             rate = register_nested(url, args.nested, concurrency)
             out["nested"] = {"computes": args.nested, "computes_per_s": round(rate, 1),
                              "limit_1000": candidates(url, max(5, args.queries // 5), 1000),
@@ -240,16 +263,18 @@ def main() -> None:
                                "placement_clients": args.placement_concurrency, "servers": []}
 
     @contextlib.contextmanager
-    def placement() -> Iterator[str]:
+    def placement() -> Iterator[tuple[str, int]]:
         with RealPlacement(gunicorn=True, workers=1, threads=8) as real:
-            yield real.url
+            assert real.proc is not None
+            yield real.url, real.proc.pid
 
     @contextlib.contextmanager
-    def gantt() -> Iterator[str]:
+    def gantt() -> Iterator[tuple[str, int]]:
         with tempfile.TemporaryDirectory(prefix="gantt-bench-") as tmp, \
                 ServerProcess(f"sqlite:///{tmp}/gantt.sqlite", workdir=tmp, workers=args.gantt_workers,
                               config={"DEFAULT": {"service_down_time": 86400}}) as server:
-            yield server.url + "/placement"
+            assert server.proc is not None
+            yield server.url + "/placement", server.proc.pid
 
     if args.only != "gantt":
         results["servers"].append(measure("placement-16.0.0", placement, args, args.placement_concurrency))
@@ -280,7 +305,8 @@ def main() -> None:
         for server in results["servers"]:
             clients = args.concurrency if server["server"] == "gantt" else args.placement_concurrency
             print(f"{server['server']}: {server['providers_per_s']} providers/s ({server['provider_writes_per_s']} "
-                  f"writes/s), {server['claims_per_s']} claims/s, {clients} clients")
+                  f"writes/s, {server['server_cpu_us_per_write']} us of server CPU each), {server['claims_per_s']} "
+                  f"claims/s, {clients} clients")
             for size, r in server["flat"].items():
                 print(f"  {size} flat: limit=1000 p50 {r['limit_1000']['p50_ms']} ms p99 {r['limit_1000']['p99_ms']} "
                       f"ms; no limit p50 {r['no_limit']['p50_ms']} ms ({r['no_limit']['candidates']} candidates)")

@@ -370,9 +370,11 @@ class _Search:
         with_resource = self._with_resource(group)
         in_aggs = self._in_aggregates(group)
         bad_aggs = f.any_member(group.forbidden_aggregates) if group.forbidden_aggregates else None
-        chosen: dict[str, set[tuple[int, int]]] | None = None
+        found: dict[str, set[tuple[int, int]]] = {}
+        trees: set[int] | None = None  # the trees (by anchor) that can serve every class seen so far
         for rc, fit in with_resource.items():
-            pairs = {(p, int(f.root[p])) for p in np.flatnonzero(fit).tolist()}
+            rows = np.flatnonzero(fit)
+            pairs = set(zip(rows.tolist(), f.root[rows].tolist(), strict=True))  # one gather, not a scalar each
             shared = f.sharing & fit
             if group.in_tree is None and shared.any():
                 if in_aggs is not None:
@@ -387,21 +389,21 @@ class _Search:
                 pairs = {(p, a) for p, a in pairs if not (bad_aggs[p] or bad_aggs[a])}
             if not pairs:
                 raise _NoCandidates
-            if chosen is None:
-                chosen = {rc: pairs}
-            else:
-                trees = {a for _, a in pairs} & {a for ps in chosen.values() for _, a in ps}
-                chosen = {k: {(p, a) for p, a in ps if a in trees} for k, ps in chosen.items()}
-                chosen[rc] = {(p, a) for p, a in pairs if a in trees}
-                if not trees:
-                    raise _NoCandidates
-        if chosen is None:
+            anchors = {a for _, a in pairs}
+            trees = anchors if trees is None else trees & anchors
+            if not trees:
+                raise _NoCandidates
+            found[rc] = pairs
+        if trees is None:
             return
         amounts = dict(group.resources)
         by_tree: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-        for rc, pairs in chosen.items():
+        # Each class's pairs filtered once, by the trees that serve every class (filtering every earlier class
+        # again as each class came was most of a nested answer's time).
+        for rc, pairs in found.items():
             for p, anchor in sorted(pairs):
-                by_tree[anchor][rc].append(p)
+                if anchor in trees:
+                    by_tree[anchor][rc].append(p)
         for anchor in sorted(by_tree):  # lazily: a caller that has enough candidates stops asking
             per_rc = by_tree[anchor]
             classes = sorted(per_rc)

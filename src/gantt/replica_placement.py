@@ -10,7 +10,6 @@ merely behind catches up and builds the batch again, a client that sent a stale 
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 import uuid as uuidlib
 from collections.abc import Callable, Iterable
@@ -35,7 +34,6 @@ from gantt.model import (
     Record,
     RecordKind,
     StoreUnavailable,
-    aggregate_node,
 )
 from gantt.providers import (
     INCOMPLETE_CONSUMER,
@@ -48,7 +46,16 @@ from gantt.providers import (
     ProviderView,
     Usage,
 )
-from gantt.store.base import Batch, Capacity, ConsumerGeneration, ConsumerHeld, Expect, Generation, StoreConflict
+from gantt.store.base import (
+    Batch,
+    Capacity,
+    ConsumerGeneration,
+    ConsumerHeld,
+    Expect,
+    Generation,
+    Membership,
+    StoreConflict,
+)
 
 if TYPE_CHECKING:
     from gantt.state import HostTable
@@ -71,7 +78,6 @@ class PlacementFacade:
     providers: ProviderIndex
     catalog: Catalog
     clock: Callable[[], float]
-    aggregate_writes: threading.Lock
 
     def sync(self) -> int: ...  # pragma: no cover - Replica's
     def write(self, batch: Batch) -> int: ...  # pragma: no cover - Replica's
@@ -312,14 +318,13 @@ class PlacementFacade:
                                 "allocations.")
         host, node = found.key
         left = [n for n in (self.table.node_names[r] for r in self.table.rows_of_host(host)) if n != node]
-        aggregates = [] if left else [
-            Aggregate(id=a.id, name=a.name, uuid=a.uuid, metadata=a.metadata,
-                      hosts=[h for h in a.hosts if h != host])
-            for a in self.table.aggregates() if host in a.hosts]
+        # Left by the store from what it holds: a member another process adds meanwhile stays.
+        leaving = [] if left else [Membership(a.key, host, join=False) for a in self.table.aggregates()
+                                   if host in a.hosts]
         # Its usage as this replica saw it (none): an allocation written there meanwhile moves the node's
         # revision, and the deletion fails instead of taking the allocation with it.
         return Batch(expect=[Expect(host, node, self.node_revisions.get(found.key, 0))],
-                     delete_hosts=[found.key], aggregates=aggregates)
+                     delete_hosts=[found.key], memberships=leaving)
 
     # ------------------------------------------------------------------------------------ inventories
 
@@ -367,25 +372,20 @@ class PlacementFacade:
         uuids (one is created, id = uuid, when none has it). ``bump``: from 1.19 the generation moves."""
         target = set(wanted)
 
-        def build(current: ProviderView) -> tuple[list[HostReport], list[Aggregate]]:
+        def build(current: ProviderView) -> tuple[list[HostReport], list[Membership]]:
             host = current.key[0]
             by_uuid = {placement_uuid(a): a for a in self.table.aggregates()}
-            changed = []
-            for agg_uuid, a in by_uuid.items():
-                inside = host in a.hosts
-                if inside and agg_uuid not in target:
-                    changed.append(_with_hosts(a, [h for h in a.hosts if h != host]))
-                elif not inside and agg_uuid in target:
-                    changed.append(_with_hosts(a, [*a.hosts, host]))
-            changed += [Aggregate(id=u, uuid=u, hosts=[host]) for u in dict.fromkeys(wanted) if u not in by_uuid]
+            # Joins and leaves, not whole aggregates: the store applies each to the aggregate it holds, so joins
+            # of one aggregate (every compute node of a sharing pool at once, through any process) all land.
+            # Rewriting the aggregate from this replica's view instead refused each other, one winner per
+            # commit, until they ran out of attempts.
+            changed = [Membership(a.key, host, join=agg_uuid in target) for agg_uuid, a in by_uuid.items()
+                       if (host in a.hosts) != (agg_uuid in target)]
+            changed += [Membership(u, host, join=True) for u in dict.fromkeys(wanted) if u not in by_uuid]
             record = providers.bumped(current, self.clock()) if bump else current.record
             return ([record] if bump else []), changed
 
-        # One membership write at a time in this process: each rewrites the whole aggregate under its pseudo-node
-        # revision, so concurrent joins of one aggregate (every compute node of a sharing pool) would refuse each
-        # other, one winner per commit, until they ran out of attempts (seen with 16 writers).
-        with self.aggregate_writes:
-            self._edit(uuid, generation, build)
+        self._edit(uuid, generation, build)
         return self.provider_aggregates(uuid)
 
     # ----------------------------------------------------------------------------------- the CAS loop
@@ -428,14 +428,12 @@ class PlacementFacade:
             self.sync()
 
     def _batch(self, current: ProviderView, built: Any) -> Batch:
-        records, aggregates = built if isinstance(built, tuple) else (built, [])
+        records, memberships = built if isinstance(built, tuple) else (built, [])
         keys = list(dict.fromkeys([current.key, *((r.host, r.nodename) for r in records)]))
         views = {key: self.providers.by_key[key] for key in keys}
-        # The aggregates were computed from their members as this replica saw them: expect that state too.
-        read = keys + [aggregate_node(a.key) for a in aggregates]
-        return Batch(expect=[Expect(h, n, self.node_revisions.get((h, n), 0)) for h, n in read],
+        return Batch(expect=[Expect(h, n, self.node_revisions.get((h, n), 0)) for h, n in keys],
                      generations=[Generation(h, n, views[(h, n)].generation) for h, n in keys],
-                     providers=records, aggregates=aggregates)
+                     providers=records, memberships=memberships)
 
     # ------------------------------------------------------------------------------------ allocations
 
@@ -640,8 +638,3 @@ def _uses(found: ProviderView, kind: RecordKind, name: str, table: HostTable) ->
     if kind == "trait":
         return name in (found.record.stats.traits or ())
     return name in providers.inventories(found.record, table.default_ratios)
-
-
-def _with_hosts(aggregate: Aggregate, hosts: list[str]) -> Aggregate:
-    return Aggregate(id=aggregate.id, name=aggregate.name, uuid=aggregate.uuid, hosts=hosts,
-                     metadata=aggregate.metadata)

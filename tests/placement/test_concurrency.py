@@ -214,3 +214,38 @@ def test_concurrent_joins_of_one_aggregate_all_land(http: httpx.Client, server: 
     assert statuses == [200] * len(rps)
     members = http.get("/resource_providers", params={"member_of": aggregate}).json()["resource_providers"]
     assert sorted(p["uuid"] for p in members) == sorted(rps)
+
+
+def test_concurrent_joins_of_one_aggregate_through_two_processes_all_land(tmp_path: Path, store: str) -> None:
+    """The same joins, half through each of two processes on one store: no process-local lock spans both, so the
+    store itself must add each member to what it holds (a join that rewrote the aggregate from a stale replica
+    would drop a member another process had just added, or run out of attempts against it)."""
+    aggregate = str(uuid.uuid4())
+    rps = [str(uuid.uuid4()) for _ in range(48)]
+    with ServerProcess(store, config=CONFIG, workdir=tmp_path / "a") as a, \
+            ServerProcess(store, config=CONFIG, workdir=tmp_path / "b") as b, \
+            httpx.Client(base_url=a.url + "/placement", headers=LATEST, timeout=30) as http_a, \
+            httpx.Client(base_url=b.url + "/placement", headers=LATEST, timeout=30) as http_b:
+        for i, rp in enumerate(rps):
+            made = http_a.post("/resource_providers", json={"name": f"join2-{i}", "uuid": rp})
+            assert made.status_code == 200, made.text
+        statuses: list[int] = []
+        start = threading.Barrier(len(rps))
+
+        def join(i: int, rp: str) -> None:
+            url = (a if i % 2 else b).url + "/placement"
+            with httpx.Client(base_url=url, headers=LATEST, timeout=30) as own:
+                start.wait()
+                answer = own.put(f"/resource_providers/{rp}/aggregates",
+                                 json={"resource_provider_generation": 0, "aggregates": [aggregate]})
+                statuses.append(answer.status_code)
+
+        threads = [threading.Thread(target=join, args=(i, rp)) for i, rp in enumerate(rps)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(statuses) == [200] * len(rps), statuses
+        for http in (http_a, http_b):
+            members = http.get("/resource_providers", params={"member_of": aggregate}).json()["resource_providers"]
+            assert sorted(p["uuid"] for p in members) == sorted(rps)

@@ -35,6 +35,7 @@ from gantt.store.base import (
     ConsumerHeld,
     Expect,
     Generation,
+    Membership,
     Store,
     StoreConflict,
 )
@@ -290,6 +291,27 @@ def check_aggregate_writes_move_their_pseudo_node(store: Store) -> None:
     assert kept.hosts == ["h1", "h2"]
 
 
+def check_memberships_apply_to_what_the_store_holds(store: Store) -> None:
+    """Joins and leaves are applied to the aggregate as stored at commit, not as the writer saw it: two writers
+    who both read a one-member aggregate both land their member. A join creates a missing aggregate (id = uuid);
+    a join already made, or a leave of what is not a member, writes nothing; each change moves the pseudo-node."""
+    store.commit(Batch(memberships=[Membership("a", "h1", join=True)]))
+    store.commit(Batch(memberships=[Membership("a", "h2", join=True)]))
+    third = store.commit(Batch(memberships=[Membership("a", "h3", join=True), Membership("b", "h3", join=True)]))
+    [a, b] = sorted(store.snapshot().aggregates, key=lambda x: x.key)
+    assert (a.id, a.uuid, a.hosts) == ("a", "a", ["h1", "h2", "h3"]) and b.hosts == ["h3"]
+    assert store.commit(Batch(memberships=[Membership("a", "h3", join=True),
+                                           Membership("c", "h1", join=False)])).changes == []
+    key = aggregate_node("a")
+    store.commit(Batch(expect=[Expect(*key, third.revision)], memberships=[Membership("a", "h2", join=False)]))
+    with pytest.raises(StoreConflict):  # the leave moved the pseudo-node
+        store.commit(Batch(expect=[Expect(*key, third.revision)], memberships=[Membership("a", "h9", join=True)]))
+    a = next(x for x in store.snapshot().aggregates if x.key == "a")
+    assert a.hosts == ["h1", "h3"]
+    assert [c.aggregate.hosts for c in store.changes(0, timeout=0) if c.aggregate and c.aggregate.key == "a"] == [
+        ["h1"], ["h1", "h2"], ["h1", "h2", "h3"], ["h1", "h3"]]
+
+
 def check_records(store: Store) -> None:
     """Custom resource classes and traits: put, deleted (NotFound when absent), in snapshots and the feed."""
     first = store.commit(Batch(records=[Record(kind="trait", name="CUSTOM_A"),
@@ -375,6 +397,7 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_conditional_claims,
     check_a_booked_consumer_is_never_moved,
     check_server_group_members_serialize,
+    check_memberships_apply_to_what_the_store_holds,
     check_a_move_replaces_and_holds_the_source,
     check_batch_is_atomic,
     check_a_refusal_is_not_a_write_error,

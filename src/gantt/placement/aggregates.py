@@ -5,13 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from starlette.responses import Response
 
 from gantt.placement.errors import PlacementError
-from gantt.placement.wire import AggregatesIn, Call, accept_json, json_body, json_response, require_json, valid_uuid
+from gantt.placement.wire import (
+    AggregatesIn,
+    Answer,
+    Call,
+    accept_json,
+    json_body,
+    json_response,
+    require_json,
+    valid_uuid,
+)
 
 
-def _answer(call: Call, generation: int, aggregates: list[str]) -> Response:
+def _answer(call: Call, generation: int, aggregates: list[str]) -> Answer:
     data: dict[str, Any] = {"aggregates": aggregates}
     if call.version.at_least(19):
         data["resource_provider_generation"] = generation
@@ -23,14 +31,14 @@ def _check(call: Call) -> None:
         raise PlacementError(404, "The resource could not be found.")
 
 
-async def show(call: Call) -> Response:
+async def show(call: Call) -> Answer:
     _check(call)
     accept_json(call.request)
     found, aggregates = await call.call(call.replica.provider_aggregates, call.params["uuid"])
     return _answer(call, found.generation, aggregates)
 
 
-async def replace(call: Call) -> Response:
+async def replace(call: Call) -> Answer:
     _check(call)
     require_json(call.request)
     uuid = call.params["uuid"]

@@ -6,12 +6,11 @@ import re
 from typing import Any
 
 import msgspec
-from starlette.responses import Response
 
 from gantt.candidates import CandidateQuery, Candidates, RequestGroup
 from gantt.placement.errors import PlacementError
 from gantt.placement.queries import in_tree_param, member_of_param, required_param, resources_param
-from gantt.placement.wire import Call, accept_json, json_response
+from gantt.placement.wire import Answer, Call, accept_json, json_response
 
 _NUMBERED = r"[1-9][0-9]*"
 _VERBOSE = r"[a-zA-Z0-9_-]{1,64}"
@@ -164,7 +163,7 @@ def parse(call: Call, params: dict[str, list[str]]) -> CandidateQuery:
         same_subtrees=subtrees, nested_aware=call.version.at_least(29))
 
 
-async def listing(call: Call) -> Response:
+async def listing(call: Call) -> Answer:
     accept_json(call.request)
     params: dict[str, list[str]] = {}
     for name, value in call.request.query_params.multi_items():

@@ -15,11 +15,11 @@ from typing import Any
 
 import msgspec
 from msgspec import UNSET
-from starlette.responses import Response
 
 from gantt.model import Allocation, Conflict, ConsumerConflict, InsufficientCapacity, InvalidRequest, NotFound
 from gantt.placement.errors import PlacementError
 from gantt.placement.wire import (
+    Answer,
     Call,
     ConsumerIn,
     accept_json,
@@ -152,14 +152,14 @@ async def read_body(call: Call, type_: Any) -> Any:
     return await json_body(call.request, type_)
 
 
-async def put(call: Call) -> Response:
+async def put(call: Call) -> Answer:
     consumer = consumer_uuid(call)
     body = await read_body(call, ConsumerIn)
     await write(call, [to_write(call, consumer, body, post=False)], post=False)
     return empty()
 
 
-async def post(call: Call) -> Response:
+async def post(call: Call) -> Answer:
     if not call.version.at_least(13):
         raise PlacementError(404, "The resource could not be found.")
     body = await read_body(call, dict[str, ConsumerIn])
@@ -174,13 +174,13 @@ async def post(call: Call) -> Response:
     return empty()
 
 
-async def delete(call: Call) -> Response:
+async def delete(call: Call) -> Answer:
     consumer = call.params["consumer_uuid"]
     await call.call(call.replica.delete_allocations, consumer)
     return empty()
 
 
-async def show(call: Call) -> Response:
+async def show(call: Call) -> Answer:
     accept_json(call.request)
     held, views = await call.call(call.replica.consumer_allocations, call.params["consumer_uuid"])
     data: dict[str, Any] = {"allocations": _by_provider(held, views)}
@@ -205,7 +205,7 @@ def _by_provider(held: Allocation | None, views: dict[tuple[str, str], ProviderV
     return out
 
 
-async def for_provider(call: Call) -> Response:
+async def for_provider(call: Call) -> Answer:
     accept_json(call.request)
     uuid = call.params["uuid"]
     try:

@@ -10,8 +10,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gantt.model import GanttError
@@ -29,12 +27,12 @@ from gantt.placement.cors import Cors, CorsOptions
 from gantt.placement.errors import CODE_VERSION, PlacementError
 from gantt.placement.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
 from gantt.placement.policy import Policy, credentials
-from gantt.placement.wire import Call, gantt_error, json_response
+from gantt.placement.wire import Answer, Call, PlacementRequest, gantt_error, json_response
 
-Handler = Callable[[Call], Awaitable[Response]]
+Handler = Callable[[Call], Awaitable[Answer]]
 
 
-async def home(call: Call) -> Response:
+async def home(call: Call) -> Answer:
     document = {"versions": [{"id": f"v{MIN_VERSION}", "max_version": str(MAX_VERSION),
                               "min_version": str(MIN_VERSION), "status": "CURRENT",
                               "links": [{"rel": "self", "href": ""}]}]}
@@ -133,7 +131,7 @@ class PlacementApp:
         self.policy = policy or Policy()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
+        request = PlacementRequest(scope, receive)
         request_id = scope.get("state", {}).get("request_id") or f"req-{uuid.uuid4()}"
         version: Version | None = None
         try:
@@ -158,23 +156,23 @@ class PlacementApp:
         response.headers["vary"] = "openstack-api-version"
         await response(scope, receive, send)
 
-    def _authenticate(self, request: Request) -> None:
+    def _authenticate(self, request: PlacementRequest) -> None:
         token = request.headers.get("x-auth-token")
         if token is None or (self.token is not None and not hmac.compare_digest(token.encode(), self.token)):
             raise PlacementError(401, "The request you have made requires authentication.")
 
 
-def _error(exc: PlacementError, request: Request, version: Version | None, request_id: str) -> Response:
+def _error(exc: PlacementError, request: PlacementRequest, version: Version | None, request_id: str) -> Answer:
     headers = dict(exc.headers)
     accept = request.headers.get("accept", "")
     if "text/html" in accept and "json" not in accept:  # as webob: an HTML error for a browser's Accept
         html = f"<html><head><title>{exc.status} {exc.title}</title></head><body><h1>{exc.status} {exc.title}" \
                f"</h1>{exc.detail}</body></html>"
-        return Response(html, status_code=exc.status, media_type="text/html", headers=headers)
+        return Answer(html.encode(), status_code=exc.status, media_type="text/html", headers=headers)
     body = exc.body(request_id, with_code=version is not None and version.at_least(CODE_VERSION),
                     versions=(str(MIN_VERSION), str(MAX_VERSION)))
-    return Response(msgspec.json.encode(body), status_code=exc.status, media_type="application/json",
-                    headers=headers)
+    return Answer(msgspec.json.encode(body), status_code=exc.status, media_type="application/json",
+                  headers=headers)
 
 
 def create_placement_app(replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,

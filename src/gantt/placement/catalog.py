@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from starlette.responses import Response
-
 from gantt.placement.errors import PlacementError
 from gantt.placement.wire import (
+    Answer,
     Call,
     ProviderTraitsIn,
     ResourceClassIn,
@@ -22,13 +21,13 @@ def _class(call: Call, name: str) -> dict[str, object]:
     return {"name": name, "links": [{"rel": "self", "href": call.url(f"/resource_classes/{name}")}]}
 
 
-async def list_classes(call: Call) -> Response:
+async def list_classes(call: Call) -> Answer:
     accept_json(call.request)
     names = await call.call(call.replica.resource_classes)
     return json_response(call, {"resource_classes": [_class(call, n) for n in names]})
 
 
-async def show_class(call: Call) -> Response:
+async def show_class(call: Call) -> Answer:
     accept_json(call.request)
     name = call.params["name"]
     if not await call.call(call.replica.has_record, "resource_class", name):
@@ -36,7 +35,7 @@ async def show_class(call: Call) -> Response:
     return json_response(call, _class(call, name))
 
 
-async def create_class(call: Call) -> Response:
+async def create_class(call: Call) -> Answer:
     body = await json_body(call.request, ResourceClassIn)
     if not await call.call(call.replica.put_record, "resource_class", body.name):
         raise PlacementError(409, f"Conflicting resource class already exists: {body.name}",
@@ -45,7 +44,7 @@ async def create_class(call: Call) -> Response:
     return empty(201, headers={"location": location})
 
 
-async def put_class(call: Call) -> Response:
+async def put_class(call: Call) -> Answer:
     name = call.params["name"]
     if not call.version.at_least(7):  # 1.2-1.6: a rename of a custom class
         body = await json_body(call.request, ResourceClassIn)
@@ -56,12 +55,12 @@ async def put_class(call: Call) -> Response:
     return empty(201 if created else 204, headers={"location": location})
 
 
-async def delete_class(call: Call) -> Response:
+async def delete_class(call: Call) -> Answer:
     await call.call(call.replica.delete_record, "resource_class", call.params["name"])
     return empty()
 
 
-async def list_traits(call: Call) -> Response:
+async def list_traits(call: Call) -> Answer:
     accept_json(call.request)
     params = query(call.request, {"name", "associated"})
     names = await call.call(call.replica.traits)
@@ -87,33 +86,33 @@ def _by_name(names: list[str], value: str) -> list[str]:
     return [n for n in names if n.startswith(arg)]
 
 
-async def show_trait(call: Call) -> Response:
+async def show_trait(call: Call) -> Answer:
     name = call.params["name"]
     if not await call.call(call.replica.has_record, "trait", name):
         raise PlacementError(404, f"No such trait(s): {name}.")
     return empty(call=call)
 
 
-async def put_trait(call: Call) -> Response:
+async def put_trait(call: Call) -> Answer:
     name = call.params["name"]
     created = await call.call(call.replica.put_record, "trait", name)
     location = str(call.request.base_url).rstrip("/") + call.url(f"/traits/{name}")
     return empty(201 if created else 204, headers={"location": location}, call=call)
 
 
-async def delete_trait(call: Call) -> Response:
+async def delete_trait(call: Call) -> Answer:
     await call.call(call.replica.delete_record, "trait", call.params["name"])
     return empty()
 
 
-async def provider_traits(call: Call) -> Response:
+async def provider_traits(call: Call) -> Answer:
     accept_json(call.request)
     found = await call.call(call.replica.provider, call.params["uuid"])
     return json_response(call, {"traits": sorted(found.record.stats.traits or ()),
                                 "resource_provider_generation": found.generation}, modified=found.updated_at)
 
 
-async def set_provider_traits(call: Call) -> Response:
+async def set_provider_traits(call: Call) -> Answer:
     require_json(call.request)
     uuid = call.params["uuid"]
     await call.check_provider(uuid)
@@ -124,7 +123,7 @@ async def set_provider_traits(call: Call) -> Response:
                                 "resource_provider_generation": found.generation}, modified=found.updated_at)
 
 
-async def delete_provider_traits(call: Call) -> Response:
+async def delete_provider_traits(call: Call) -> Answer:
     uuid = call.params["uuid"]
     await call.call(call.replica.set_provider_traits, uuid, None, [])
     return empty()

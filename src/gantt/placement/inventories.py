@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from msgspec import UNSET
-from starlette.responses import Response
 
 from gantt.model import InvalidRequest, Inventory
 from gantt.placement.errors import PlacementError
 from gantt.placement.wire import (
+    Answer,
     Call,
     InventoriesIn,
     InventoryIn,
@@ -59,7 +59,7 @@ async def _set(call: Call, verb: str, uuid: str, generation: int | None, given: 
         raise PlacementError(400, f"Unable to {verb} inventory for resource provider {uuid}: {message}") from None
 
 
-async def listing(call: Call) -> Response:
+async def listing(call: Call) -> Answer:
     accept_json(call.request)
     found, inventories = await call.call(call.replica.provider_inventories, call.params["uuid"])
     return json_response(call, {"resource_provider_generation": found.generation,
@@ -67,7 +67,7 @@ async def listing(call: Call) -> Response:
                          modified=found.updated_at)
 
 
-async def replace(call: Call) -> Response:
+async def replace(call: Call) -> Answer:
     require_json(call.request)
     uuid = call.params["uuid"]
     await call.check_provider(uuid)
@@ -79,7 +79,7 @@ async def replace(call: Call) -> Response:
                          modified=found.updated_at)
 
 
-async def delete_all(call: Call) -> Response:
+async def delete_all(call: Call) -> Answer:
     if not call.version.at_least(5):
         raise PlacementError(405, "The method DELETE is not allowed for this resource.",
                              headers={"allow": "GET, POST, PUT"})
@@ -87,7 +87,7 @@ async def delete_all(call: Call) -> Response:
     return empty()
 
 
-async def create(call: Call) -> Response:
+async def create(call: Call) -> Answer:
     require_json(call.request)
     uuid = call.params["uuid"]
     found = await call.call(call.replica.provider, uuid)
@@ -104,7 +104,7 @@ async def create(call: Call) -> Response:
                          headers={"location": location})
 
 
-async def show(call: Call) -> Response:
+async def show(call: Call) -> Answer:
     accept_json(call.request)
     uuid, rc = call.params["uuid"], call.params["resource_class"]
     found, inventories = await call.call(call.replica.provider_inventories, uuid)
@@ -113,7 +113,7 @@ async def show(call: Call) -> Response:
     return json_response(call, _one(inventories[rc], found.generation), modified=found.updated_at)
 
 
-async def update(call: Call) -> Response:
+async def update(call: Call) -> Answer:
     require_json(call.request)
     uuid, rc = call.params["uuid"], call.params["resource_class"]
     await call.check_provider(uuid)
@@ -126,7 +126,7 @@ async def update(call: Call) -> Response:
     return json_response(call, _one(inventories[rc], found.generation), modified=found.updated_at)
 
 
-async def delete(call: Call) -> Response:
+async def delete(call: Call) -> Answer:
     uuid, rc = call.params["uuid"], call.params["resource_class"]
     _, current = await call.call(call.replica.provider_inventories, uuid)
     if rc not in current:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -32,7 +33,14 @@ MAX_VERSION = Version(*MAX)
 
 def negotiate(headers: list[tuple[bytes, bytes]]) -> Version:
     """The version a request asks for: 400 for a malformed one, 406 for one this server does not serve."""
-    wanted = _wanted(headers)
+    given = tuple(value for name, value in headers if name.lower() == b"openstack-api-version")
+    return _negotiated(given)
+
+
+@functools.lru_cache(maxsize=256)
+def _negotiated(given: tuple[bytes, ...]) -> Version:
+    """The header's values as a version: the same few arrive on every request (a refusal is not cached)."""
+    wanted = _wanted([(b"openstack-api-version", value) for value in given])
     if wanted is None:
         return MIN_VERSION
     if wanted == "latest":

@@ -27,13 +27,15 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from starlette.requests import Request
 
 from gantt.model import InvalidRequest
 from gantt.placement.errors import PlacementError
+
+if TYPE_CHECKING:
+    from gantt.placement.wire import PlacementRequest
 
 _ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 
@@ -270,6 +272,7 @@ class Policy:
         overrides = dict(overrides or {})
         strings = {**BASE_RULES, **RULES, **overrides}
         self.checks: dict[str, Check] = {}
+        self._decided: dict[tuple[str, Credentials], bool] = {}
         referred: set[str] = set()
         graph: dict[str, set[str]] = {}
         for name, text in strings.items():
@@ -303,8 +306,18 @@ class Policy:
     def allows(self, rule: str, who: Credentials, target: Mapping[str, Any] | None = None) -> bool:
         if self.enforce_scope and who.system_scope:  # every API rule is project-scoped
             return False
-        target = target if target is not None else {"project_id": who.project_id, "user_id": who.user_id}
-        return bool(self.checks[rule](target, who.values(), self.checks))
+        if target is not None:
+            return bool(self.checks[rule](target, who.values(), self.checks))
+        # Without a target the answer is a function of the rule and the caller alone, and the rules do not change
+        # while the service runs: decided once per caller, not walked per request (a few callers make them all).
+        decided = self._decided.get((rule, who))
+        if decided is None:
+            own = {"project_id": who.project_id, "user_id": who.user_id}
+            decided = bool(self.checks[rule](own, who.values(), self.checks))
+            if len(self._decided) >= 4096:
+                self._decided.clear()
+            self._decided[(rule, who)] = decided
+        return decided
 
     def authorize(self, rule: str, who: Credentials, target: Mapping[str, Any] | None = None) -> None:
         """PlacementError 403 unless ``who`` may do ``rule`` on ``target`` (by default the caller's own project
@@ -351,7 +364,7 @@ class Credentials:
                 "system_scope": self.system_scope, "is_admin_project": True}
 
 
-def credentials(request: Request, *, service_token: bool) -> Credentials:
+def credentials(request: PlacementRequest, *, service_token: bool) -> Credentials:
     """The caller as Placement's middleware would see it (the token itself is checked by the app)."""
     headers = request.headers
     scope = headers.get("openstack-system-scope") or None

@@ -10,20 +10,18 @@ from __future__ import annotations
 import re
 import uuid as uuidlib
 
-from starlette.responses import Response
-
 from gantt.model import ConsumerConflict, GenerationConflict, InsufficientCapacity, NotFound
 from gantt.placement.allocations import invalid, read_body, to_write
 from gantt.placement.errors import PlacementError
 from gantt.placement.inventories import to_inventory
-from gantt.placement.wire import Call, ReshapeIn, empty
+from gantt.placement.wire import Answer, Call, ReshapeIn, empty
 from gantt.providers import InventoryInUse
 
 _UUID = re.compile(r"^[0-9a-fA-F-]{36}$")
 _CONCURRENT = "placement.concurrent_update"
 
 
-async def reshape(call: Call) -> Response:
+async def reshape(call: Call) -> Answer:
     body = await read_body(call, ReshapeIn)
     if not body.inventories:
         raise invalid("{} does not have enough properties", "minProperties", "['properties']['inventories']")

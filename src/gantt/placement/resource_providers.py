@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from msgspec import UNSET
-from starlette.responses import Response
 
 from gantt.placement.errors import PlacementError
 from gantt.placement.queries import in_tree_param, member_of_param, required_param, resources_param
 from gantt.placement.wire import (
+    Answer,
     Call,
     ProviderIn,
     ProviderIn114,
@@ -41,7 +41,7 @@ def serialize(call: Call, found: ProviderView) -> dict[str, Any]:
     return data
 
 
-async def create(call: Call) -> Response:
+async def create(call: Call) -> Answer:
     body = await json_body(call.request, ProviderIn114 if call.version.at_least(14) else ProviderIn)
     uuid = valid_uuid(body.uuid, "uuid") if body.uuid is not UNSET else None
     parent = getattr(body, "parent_provider_uuid", None) or None
@@ -54,13 +54,13 @@ async def create(call: Call) -> Response:
     return empty(201, headers=location)
 
 
-async def show(call: Call) -> Response:
+async def show(call: Call) -> Answer:
     accept_json(call.request)
     found = await call.call(call.replica.provider, call.params["uuid"])
     return json_response(call, serialize(call, found), modified=found.updated_at)
 
 
-async def update(call: Call) -> Response:
+async def update(call: Call) -> Answer:
     require_json(call.request)
     found = await call.call(call.replica.provider, call.params["uuid"])
     body = await json_body(call.request, ProviderUpdate114 if call.version.at_least(14) else ProviderUpdate)
@@ -73,7 +73,7 @@ async def update(call: Call) -> Response:
     return json_response(call, serialize(call, updated), modified=updated.updated_at)
 
 
-async def delete(call: Call) -> Response:
+async def delete(call: Call) -> Answer:
     await call.call(call.replica.delete_provider, call.params["uuid"])
     return empty()
 
@@ -81,7 +81,7 @@ async def delete(call: Call) -> Response:
 _FILTERS = [(0, "name"), (0, "uuid"), (3, "member_of"), (4, "resources"), (14, "in_tree"), (18, "required")]
 
 
-async def listing(call: Call) -> Response:
+async def listing(call: Call) -> Answer:
     accept_json(call.request)
     params = query(call.request, {name for minor, name in _FILTERS if call.version.at_least(minor)})
     wanted = parse_query(call, params)

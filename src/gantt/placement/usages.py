@@ -5,16 +5,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from starlette.responses import Response
-
 from gantt.model import NotFound
 from gantt.placement.errors import PlacementError
-from gantt.placement.wire import Call, accept_json, json_response, query
+from gantt.placement.wire import Answer, Call, accept_json, json_response, query
 
 _TYPE_OR_ALL = re.compile(r"^[A-Z0-9_]+$|^all$|^unknown$")
 
 
-async def for_provider(call: Call) -> Response:
+async def for_provider(call: Call) -> Answer:
     accept_json(call.request)
     uuid = call.params["uuid"]
     try:
@@ -25,7 +23,7 @@ async def for_provider(call: Call) -> Response:
     return json_response(call, {"resource_provider_generation": found.generation, "usages": used})
 
 
-async def totals(call: Call) -> Response:
+async def totals(call: Call) -> Answer:
     accept_json(call.request)
     by_type = call.version.at_least(38)
     params = query(call.request, {"project_id", "user_id", "consumer_type"} if by_type

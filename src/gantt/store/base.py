@@ -110,6 +110,17 @@ class ConsumerGeneration(Struct, array_like=True):
     generation: int | None
 
 
+class Membership(Struct, array_like=True):
+    """A host joins (``join``) or leaves an aggregate, applied by the store to the aggregate it holds at commit:
+    two writers adding members to one aggregate cannot drop each other's (Placement's provider aggregates, from
+    any number of processes). Joining an aggregate the store does not hold creates it, its id and uuid
+    ``aggregate``; leaving one it does not hold, or joining one already joined, changes nothing."""
+
+    aggregate: str
+    host: str
+    join: bool
+
+
 class Capacity(Struct, array_like=True):
     """Check every node a batch's allocations touch for room, as Placement does on write (``store.planner``).
     ``default_ratios``: the allocation ratio of a class a host's classic fields imply without naming one."""
@@ -125,6 +136,7 @@ class Batch(Struct, omit_defaults=True):
     delete_hosts: list[tuple[str, str | None]] = field(default_factory=list)  # node None: every node of host
     aggregates: list[Aggregate] = field(default_factory=list)
     delete_aggregates: list[str] = field(default_factory=list)
+    memberships: list[Membership] = field(default_factory=list)  # after ``aggregates``, on what they leave
     allocations: list[Allocation] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)  # consumer UUIDs
     instances: list[InstanceInfo] = field(default_factory=list)  # replaces what the host runs

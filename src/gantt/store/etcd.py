@@ -439,7 +439,7 @@ class EtcdStore(Store):
             batch.reports or batch.delete_hosts or batch.aggregates or batch.delete_aggregates or batch.releases
             or batch.instances or batch.replaces or batch.providers or batch.generations or batch.records
             or batch.delete_records or batch.consumers or batch.bump_providers or batch.capacity is not None
-            or batch.vacated) and _claim_size(batch) <= self._GROUP_OPS // 2
+            or batch.vacated or batch.memberships) and _claim_size(batch) <= self._GROUP_OPS // 2
 
     def _group_commit(self, batch: Batch) -> CommitResult:
         item = _Pending(batch, _claim_keys(batch), _claim_size(batch))
@@ -768,7 +768,8 @@ class _Reads:
             else:
                 wanted += [("nodes", (host, node), k.node(host, node), None),
                            ("usage", (host, node), k.usage(host, node), None)]
-        wanted += [("agg", a, k.aggregate(a), None) for a in batch.delete_aggregates]
+        wanted += [("agg", a, k.aggregate(a), None) for a in [*batch.delete_aggregates,
+                                                              *(m.aggregate for m in batch.memberships)]]
         wanted += [("alloc", c, k.allocation(c), None)
                    for c in [*batch.releases, *batch.replaces, *(e.consumer for e in batch.consumers)]]
         # Placement's allocation writes read the records of the providers they bump or check for room.
@@ -817,6 +818,10 @@ class _Reads:
 
     def has_aggregate(self, aggregate_id: str) -> bool:
         return bool(self._found[("agg", aggregate_id)])
+
+    def aggregate(self, aggregate_id: str) -> Aggregate | None:
+        kvs = self._found[("agg", aggregate_id)]
+        return decode_aggregate(kvs[0].value) if kvs else None
 
     def allocation(self, consumer: str) -> Allocation | None:
         kvs = self._found[("alloc", consumer)]

@@ -116,6 +116,9 @@ class _Reads:
     def has_aggregate(self, aggregate_id: str) -> bool:
         return aggregate_id in self._s._aggregates
 
+    def aggregate(self, aggregate_id: str) -> Aggregate | None:
+        return self._s._aggregates.get(aggregate_id)
+
     def allocation(self, consumer: str) -> Allocation | None:
         return self._s._allocations.get(consumer)
 

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import msgspec
+
 from gantt import providers
 from gantt.model import (
     Aggregate,
@@ -52,6 +54,10 @@ class Reads(Protocol):
         """The stored nodes of ``host`` (every one when ``node`` is None, else that one if stored)."""
 
     def has_aggregate(self, aggregate_id: str) -> bool: ...
+
+    def aggregate(self, aggregate_id: str) -> Aggregate | None:
+        """The aggregate as stored (a backend without atomic reads guards it: a change meanwhile fails the
+        commit, which the backend plans again)."""
 
     def allocation(self, consumer: str) -> Allocation | None: ...
 
@@ -117,6 +123,7 @@ def plan(batch: Batch, reads: Reads) -> Plan:
         out.aggregates[aggregate_id] = None
         out.bumped[aggregate_node(aggregate_id)] = None
         out.changes.append(Change(revision=0, kind="aggregate_deleted", aggregate_id=aggregate_id))
+    _plan_memberships(batch, reads, out)
     _plan_allocations(batch, reads, out)
     _check_capacity(batch, reads, out)
     _check_vacated(batch, reads, out)
@@ -161,6 +168,24 @@ def _check(batch: Batch, reads: Reads) -> None:
         generation = None if held is None else held.consumer_generation or 0
         if generation != expected.generation:
             raise ConsumerConflict(expected.consumer, generation, expected.generation)
+
+
+def _plan_memberships(batch: Batch, reads: Reads, out: Plan) -> None:
+    for member in batch.memberships:
+        key = member.aggregate
+        current = out.aggregates[key] if key in out.aggregates else reads.aggregate(key)
+        if current is None:
+            if not member.join:
+                continue
+            current = Aggregate(id=key, uuid=key)
+        inside = member.host in current.hosts
+        if inside == member.join:
+            continue
+        hosts = [*current.hosts, member.host] if member.join else [h for h in current.hosts if h != member.host]
+        changed = msgspec.structs.replace(current, hosts=hosts)
+        out.aggregates[key] = changed
+        out.bumped[aggregate_node(key)] = None
+        out.changes.append(Change(revision=0, kind="aggregate", aggregate=changed))
 
 
 def _generation(record: HostReport | None) -> int | None:

@@ -637,7 +637,14 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> tuple[list[Chang
     p = planner.plan(batch, _Reads(conn, rev - 1))
     if not p.changes:
         return [], p.quiet
-    ex, many = conn.execute, conn.executemany
+    ex = conn.execute
+
+    def many(sql: str, rows: list[tuple[Any, ...]]) -> None:
+        # Each statement, even one with no rows, releases and takes back the GIL: with handler threads waiting
+        # for it, that is a thread switch. Most batches leave most of these lists empty.
+        if rows:
+            conn.executemany(sql, rows)
+
     many("INSERT INTO liveness (host, node, at) VALUES (?, ?, ?) ON CONFLICT (host, node) DO UPDATE SET at=excluded.at",
          [(*key, at) for key, at in p.touches.items()])
     for key, report in p.hosts.items():
@@ -709,6 +716,10 @@ class _Reads:
 
     def has_aggregate(self, aggregate_id: str) -> bool:
         return self._ex("SELECT 1 FROM aggregates WHERE id=?", (aggregate_id,)).fetchone() is not None
+
+    def aggregate(self, aggregate_id: str) -> Aggregate | None:
+        row = self._ex("SELECT data FROM aggregates WHERE id=?", (aggregate_id,)).fetchone()
+        return _DEC_AGG.decode(row[0]) if row else None
 
     def allocation(self, consumer: str) -> Allocation | None:
         row = self._ex("SELECT data FROM allocations WHERE consumer=?", (consumer,)).fetchone()
