@@ -323,7 +323,7 @@ def test_best_first_is_the_order_of_repeated_argmax(seed: int) -> None:
     from gantt.engine import BEST_BLOCK, _best_first
 
     rng = np.random.default_rng(seed)
-    n = 80 * BEST_BLOCK + int(rng.integers(0, BEST_BLOCK))  # long enough for blocks, and a partial last one
+    n = 300 * BEST_BLOCK + int(rng.integers(0, BEST_BLOCK))  # long enough for blocks, and a partial last one
     score = rng.integers(0, 5, n).astype(float)  # many ties: equals must come lowest position first
     score[rng.integers(0, n, n // 3)] = -np.inf
     score[rng.integers(0, n, 3)] = 7.0  # a few best, in any block
