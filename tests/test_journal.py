@@ -294,3 +294,49 @@ def test_kept_weighted_sums_equal_the_per_weigher_loop_bitwise() -> None:
         for k in range(20):  # claims move usage: the kept sums are patched, not rebuilt
             sched.select_destinations(request(2, 4096, 40, instance_uuids=[f"r{round_}-{k}"]))
     assert sched.table._weighted_sums._entries
+
+
+def test_column_bounds_answer_from_a_list_that_is_not_first() -> None:
+    # The list that answers is moved to the front, found by identity: comparing lists field by field compared
+    # their arrays and raised. A list built for a few high rows cannot answer for the low ones; one built for
+    # the low rows can (it also lists every higher row): put them in that order and ask for the low rows.
+    n = 5000
+    column = np.arange(n, dtype=float)
+    column[:100] += 10_000
+    journal = RowJournal()
+    bounds = ColumnBounds(size=64)
+    high = np.zeros(n, dtype=np.bool_)
+    high[:100] = True
+    lists = []
+    for mask in (high, ~high):
+        built, _ = bounds._build(column, mask, highest=True, n=n, static_revision=0, seq=journal.seq)
+        assert built is not None
+        lists.append(built)
+    bounds._entries[("c", True)] = list(lists)
+    got = bounds.get("c", column, ~high, highest=True, n=n, static_revision=0, journal=journal)
+    assert got == column[~high].max()
+    assert bounds._entries[("c", True)][0] is lists[1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_best_first_is_the_order_of_repeated_argmax(seed: int) -> None:
+    from gantt.engine import BEST_BLOCK, _best_first
+
+    rng = np.random.default_rng(seed)
+    n = 300 * BEST_BLOCK + int(rng.integers(0, BEST_BLOCK))  # long enough for blocks, and a partial last one
+    score = rng.integers(0, 5, n).astype(float)  # many ties: equals must come lowest position first
+    score[rng.integers(0, n, n // 3)] = -np.inf
+    score[rng.integers(0, n, 3)] = 7.0  # a few best, in any block
+    expected_score = score.copy()
+    expected = []
+    for _ in range(40):
+        i = int(expected_score.argmax())
+        expected.append(i)
+        expected_score[i] = -np.inf
+    got = []
+    best = _best_first(score, 6)  # several batches
+    for _ in range(40):
+        i = next(best)
+        got.append(i)
+        score[i] = -np.inf
+    assert got == expected

@@ -180,7 +180,7 @@ class Liveness:
         return mask
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # found in its list by identity: a field-wise == would compare arrays
 class _Shortlist:
     static_revision: int
     n: int
@@ -329,8 +329,9 @@ class WeightedSums:
         self._entries: OrderedDict[Hashable, _Sum] = OrderedDict()
 
     def get(self, key: Hashable, terms: list[SumTerm], *, n: int, static_revision: int,
-            journal: RowJournal, rows: np.ndarray | None) -> np.ndarray:
-        """A new array: the sum over every live row, or over ``rows`` only (in that order) when given."""
+            journal: RowJournal, rows: np.ndarray | None, copy: bool = True) -> np.ndarray:
+        """A new array: the sum over every live row, or over ``rows`` only (in that order) when given. Without
+        ``copy`` (and ``rows``), the kept sum itself, to read at once: a later call patches it in place."""
         with self._lock:
             seq = journal.seq
             entry = self._entries.get(key)
@@ -344,7 +345,9 @@ class WeightedSums:
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
             total = entry.total
-            return total.take(rows) if rows is not None else total.copy()
+            if rows is not None:
+                return total.take(rows)
+            return total.copy() if copy else total
 
     @staticmethod
     def _catch_up(entry: _Sum, terms: list[SumTerm], journal: RowJournal, seq: int) -> bool:

@@ -51,6 +51,20 @@ def assert_disk_matches_the_truth(sim: Simulation, r: dict[str, Any]) -> None:
     assert r["final"]["utilization_all"]["DISK_GB"] == pytest.approx(float(used[up].sum() / cap[up].sum()))
 
 
+def test_cloud_1m_scenario_is_a_million_hosts_and_its_shape_runs_small() -> None:
+    # The full run takes about an hour (README); CI runs its shape on 4,004 one-host racks (racks_per_az above
+    # 1,000 keeps the four-digit rack names its aggregates and failures name), through the failures it schedules.
+    full = parse_scenario(scenario_data("cloud-1m.toml"))
+    assert full.cloud.hosts == 1_000_000 and full.control_plane.schedulers == 1
+    # 20 requests/s without bursts reach the failures (at 100 and 130 s) with a cloud that small
+    sim, r = run(scenario_data("cloud-1m.toml", **{"cloud.racks_per_az": 1001, "cloud.hosts_per_rack": 1,
+                                                   "workload.rate": 20.0, "workload.bursts": []}), requests=4000)
+    assert_truth_sound(sim)
+    assert r["invariants"]["overcommitted_nodes"] == 0
+    assert r["requests"]["placed"] > 0.9 * r["requests"]["total"]
+    assert [f["kind"] for f in r["failures"]] == ["rack_lost", "host_flap"]
+
+
 @pytest.mark.parametrize("policy", ["gantt", "nova-classic"])
 def test_small_scenario_keeps_the_invariants(policy: str) -> None:
     sim, r = run(scenario_data(**{"policy.kind": policy}))

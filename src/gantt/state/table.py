@@ -405,16 +405,18 @@ class HostTable:
         return self._column_bounds.get(name, column, mask, highest=highest, n=n,
                                        static_revision=self._static_revision, journal=self._journal)
 
-    def weighted_sum(self, key: Hashable, terms: list[SumTerm], rows: np.ndarray | None = None) -> np.ndarray:
+    def weighted_sum(self, key: Hashable, terms: list[SumTerm], rows: np.ndarray | None = None, *,
+                     copy: bool = True) -> np.ndarray:
         """The weighers' per-row sum (``journal.weighted_sum``) for ``terms`` of usage columns (live rows), over
         every row or over ``rows``; memoized under ``key`` (naming the columns, factors and any per-row multiplier)
-        and patched on the rows changed since. A new array, the caller's to modify."""
+        and patched on the rows changed since. A new array, the caller's to modify; without ``copy`` (over every
+        row) possibly the kept one, to read at once and never modify."""
         n = self._columns.n
         if n < self.patch_min_rows:
             total = weighted_sum(terms, slice(0, n))
             return total.take(rows) if rows is not None else total
         return self._weighted_sums.get(key, terms, n=n, static_revision=self._static_revision,
-                                       journal=self._journal, rows=rows)
+                                       journal=self._journal, rows=rows, copy=copy)
 
     def static_cache(self, key: Hashable, build: Callable[[], Any]) -> Any:
         """``build()``, memoized under ``key`` until ``static_revision`` moves (callable without the lock)."""
