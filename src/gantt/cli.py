@@ -547,29 +547,50 @@ def cmd_migrations(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from gantt.config import load_config
+    """Audit the store's default namespace and every namespace the config declares (or only ``--namespace``):
+    a compute namespace by its resource classes, a volume one by Cinder's capacity rules (volume_replica.audit)."""
+    from gantt.config import DEFAULT_NAMESPACE, load_config
     from gantt.model import StoreUnavailable
     from gantt.replica import audit
     from gantt.store.base import open_store
+    from gantt.volume_replica import audit as audit_volume
 
     config = load_config(args.config or os.environ.get("GANTT_CONFIG") or None)
-    try:
-        with console.status(f"reading {args.store}"), open_store(args.store, create=False) as store:
-            snapshot = store.snapshot()
-            skipped = list(getattr(store, "skipped", ()))
-    except (StoreUnavailable, ValueError) as exc:
-        err_console.print(f"gantt audit: {exc}", markup=False, soft_wrap=True)
-        return STORE_UNUSABLE
-    problems = [f"unreadable row, skipped: {row}" for row in skipped] + audit(snapshot, config)
-    summary = (f"{len(snapshot.hosts)} nodes, {len(snapshot.allocations)} allocations, "
-               f"{len(snapshot.aggregates)} aggregates at revision {snapshot.revision}")
-    if not problems:
-        console.print(f"[green]audit ok[/]: {summary}: nothing over capacity")
-        return 0
-    for problem in problems:
-        console.print(f"[red]violation[/]: {problem}")
-    console.print(f"[bold red]{len(problems)} violation(s)[/] in {summary}")
-    return 1
+    namespaces = config.namespaces()
+    if args.namespace is not None:
+        if args.namespace not in namespaces:
+            err_console.print(f"gantt audit: namespace {args.namespace!r} is not in the config (it declares: "
+                              f"{', '.join(namespaces)}): its kind is unknown", markup=False, soft_wrap=True)
+            return 2
+        namespaces = {args.namespace: namespaces[args.namespace]}
+    total = 0
+    for name, namespace in namespaces.items():
+        label = "" if name == DEFAULT_NAMESPACE and len(namespaces) == 1 else f"namespace {name} ({namespace.kind}): "
+        try:
+            with console.status(f"reading {args.store}"), \
+                    open_store(args.store, create=False, namespace=name) as store:
+                snapshot = store.snapshot()
+                skipped = list(getattr(store, "skipped", ()))
+        except (StoreUnavailable, ValueError) as exc:
+            err_console.print(f"gantt audit: {label}{exc}", markup=False, soft_wrap=True)
+            return STORE_UNUSABLE
+        problems = [f"unreadable row, skipped: {row}" for row in skipped]
+        if namespace.kind == "volume":
+            problems += audit_volume(snapshot, namespace.options)
+            summary = f"{len(snapshot.hosts)} pools, {len(snapshot.allocations)} volumes"
+        else:
+            problems += audit(snapshot, namespace.config)
+            summary = (f"{len(snapshot.hosts)} nodes, {len(snapshot.allocations)} allocations, "
+                       f"{len(snapshot.aggregates)} aggregates")
+        summary = f"{label}{summary} at revision {snapshot.revision}"
+        if not problems:
+            console.print(f"[green]audit ok[/]: {escape(summary)}: nothing over capacity")
+            continue
+        for problem in problems:
+            console.print(f"[red]violation[/]: {escape(label + problem)}")
+        console.print(f"[bold red]{len(problems)} violation(s)[/] in {escape(summary)}")
+        total += len(problems)
+    return 1 if total else 0
 
 
 # ------------------------------------------------------------------------------------ bench, simulate
@@ -808,7 +829,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("audit", help="check a store: nothing over capacity, no allocation on a missing node")
     p.add_argument("--store", required=True, help="store URL")
-    p.add_argument("--config", help="config file (for allocation ratios defaults)")
+    p.add_argument("--config", help="config file (allocation ratio defaults; the namespaces it declares are "
+                                    "audited too, each by its kind's rules)")
+    p.add_argument("--namespace", type=_namespace, default=None,
+                   help="audit this namespace only (compute, or one the config declares)")
     p.set_defaults(func=cmd_audit)
 
     # bench and simulate are parsed by _passthrough; these entries document them in --help.

@@ -25,9 +25,30 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from gantt.model import Allocation, InvalidRequest, NodeKey, NotFound, NoValidHost, WriteFailure
-from gantt.store.base import Batch, Change, Compacted, ConsumerHeld, Expect, Store, StoreConflict, redact_url
-from gantt.volume import BackendReport, Pick, PoolReport, PoolTable, VolumeOptions, VolumeRequest, VolumeScheduler
+from gantt.store.base import (
+    Batch,
+    Change,
+    Compacted,
+    ConsumerHeld,
+    Expect,
+    Snapshot,
+    Store,
+    StoreConflict,
+    redact_url,
+)
+from gantt.volume import (
+    BackendReport,
+    Pick,
+    PoolReport,
+    PoolTable,
+    VolumeOptions,
+    VolumeRequest,
+    VolumeScheduler,
+    capacity,
+)
 from gantt.volume.table import pool_state
 
 log = logging.getLogger(__name__)
@@ -89,29 +110,7 @@ class VolumeReplica:
 
     def load(self) -> None:
         snap = self.store.snapshot()
-        table = PoolTable(self.options.max_over_subscription_ratio)
-        reported: dict[NodeKey, float] = {}
-        skipped = []
-        for record in snap.hosts:
-            try:
-                report = PoolReport.from_record(record)
-            except InvalidRequest as exc:
-                skipped.append(f"{record.host}/{record.nodename}: {exc.message}")
-                continue
-            table.apply(report)
-            reported[(record.host, record.nodename)] = record.reported_at or 0.0
-        allocations = {}
-        for allocation in snap.allocations:
-            allocations[allocation.consumer_uuid] = allocation
-            row = table.row(allocation.host, allocation.nodename)
-            if row is None:
-                continue
-            size = allocation.resources.get(RESOURCE, 0)
-            # Claimed after the pool's last report: not in the reported figures yet, so it consumes on top.
-            if allocation.created_at > reported.get((allocation.host, allocation.nodename), 0.0):
-                table.claim(row, allocation.consumer_uuid, size)
-            else:
-                table.place(row, allocation.consumer_uuid, size)
+        table, allocations, skipped = build_table(snap, self.options)
         for line in skipped:
             log.warning("volume namespace %s: not a pool record, ignored: %s", self.store.namespace, line)
         with self.lock:
@@ -304,6 +303,79 @@ class VolumeReplica:
     @property
     def last_write_error(self) -> WriteFailure | None:
         return self.store.last_write_error
+
+
+def build_table(snap: Snapshot, options: VolumeOptions) -> tuple[PoolTable, dict[str, Allocation], list[str]]:
+    """A namespace's pools and claims as a PoolTable: every pool's last report, every stored allocation counted
+    on its pool (consumed on top of the report when claimed after it). Also returns the allocations by volume and
+    the records that are not pools (described)."""
+    table = PoolTable(options.max_over_subscription_ratio)
+    reported: dict[NodeKey, float] = {}
+    skipped = []
+    for record in snap.hosts:
+        try:
+            report = PoolReport.from_record(record)
+        except InvalidRequest as exc:
+            skipped.append(f"{record.host}/{record.nodename}: {exc.message}")
+            continue
+        table.apply(report)
+        reported[(record.host, record.nodename)] = record.reported_at or 0.0
+    allocations = {}
+    for allocation in snap.allocations:
+        allocations[allocation.consumer_uuid] = allocation
+        row = table.row(allocation.host, allocation.nodename)
+        if row is None:
+            continue
+        size = allocation.resources.get(RESOURCE, 0)
+        # Claimed after the pool's last report: not in the reported figures yet, so it consumes on top.
+        if allocation.created_at > reported.get((allocation.host, allocation.nodename), 0.0):
+            table.claim(row, allocation.consumer_uuid, size)
+        else:
+            table.place(row, allocation.consumer_uuid, size)
+    return table, allocations, skipped
+
+
+def audit(snap: Snapshot, options: VolumeOptions | None = None) -> list[str]:
+    """What is wrong in a volume namespace's stored state, one line per problem (``gantt audit``):
+
+    - a pool whose figures, with the claims made since its last report consumed on top, are past what Cinder's
+      CapacityFilter admits: a thin pool provisioned beyond max_over_subscription_ratio x (total - reserve), a
+      thick one with less than nothing free once its reserve is kept (the same factors the filter uses, rounded as
+      Cinder rounds). Pools stating 'infinite' or 'unknown' capacity have no limit to pass;
+    - an allocation on a pool the namespace does not hold, or that claims no positive VOLUME_GB;
+    - a record that is not a pool report.
+    """
+    table, allocations, skipped = build_table(snap, options or VolumeOptions())
+    problems = [f"not a pool record: {line}" for line in skipped]
+    n = table.n
+    in_flight = np.zeros(n)
+    claims = np.zeros(n, dtype=np.int64)
+    for held in table.volumes.values():
+        claims[held.row] += 1
+        if held.in_flight:
+            in_flight[held.row] += held.size
+    numeric = capacity.numeric(table) & (table.total[:n] > 0)  # rows without a pool are skipped: not in rows
+    thin = table.thin[:n] & (table.ratio[:n] >= 1)
+    thin_free, thin_total = capacity.factors(table, True)
+    thick_free, thick_total = capacity.factors(table, False)
+    for (host, pool), row in sorted(table.rows.items()):
+        if not numeric[row]:
+            continue
+        figures = (f"{claims[row]} volume(s) claimed, {in_flight[row]:g} GB of them since the pool's last report")
+        if thin[row] and thin_free[row] < -1e-9:
+            problems.append(f"pool {host}#{pool}: provisioned {table.provisioned[row]:g} GB > {thin_total[row]:g} GB "
+                            f"(max_over_subscription_ratio {table.ratio[row]:g} x (total - reserve)); {figures}")
+        elif not thin[row] and thick_free[row] < -1e-9:
+            problems.append(f"pool {host}#{pool}: free {thick_free[row]:g} GB once the reserve is kept "
+                            f"(thick: free {table.free[row]:g} GB, provisioned {table.provisioned[row]:g} GB of "
+                            f"{thick_total[row]:g} GB); {figures}")
+    for volume, allocation in sorted(allocations.items()):
+        if table.row(allocation.host, allocation.nodename) is None:
+            problems.append(f"allocation {volume} on unknown pool {allocation.host}#{allocation.nodename}")
+        size = allocation.resources.get(RESOURCE, 0)
+        if size <= 0 or set(allocation.resources) != {RESOURCE}:
+            problems.append(f"allocation {volume} holds {allocation.resources}, not a positive {RESOURCE} alone")
+    return problems
 
 
 def _plain(state: dict[str, Any]) -> dict[str, Any]:
