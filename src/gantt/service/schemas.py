@@ -466,6 +466,7 @@ def openapi() -> dict[str, Any]:
         "security": [{"bearer": []}],
     }
     apidoc.annotate(document)
+    apidoc.namespaced(document)
     return document
 
 

@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gantt.model import GanttError, InvalidRequest, NoValidHost, valid_name
-from gantt.service.schemas import REVISION_HEADER, AllocationView, Written
+from gantt.service.schemas import REVISION_HEADER, AllocationList, AllocationView, Written
 from gantt.volume import BackendReport, Pick, VolumeRequest
 
 _ENCODER = msgspec.json.Encoder()
@@ -50,6 +50,16 @@ class VolumeSelections(Struct):
     """The claimed pool first, then the next best ones (unclaimed alternates)."""
 
     selections: list[VolumeSelection]
+
+
+class VolumePool(Struct):
+    host: str
+    pool: str
+    state: dict[str, Any]
+
+
+class VolumePoolList(Struct):
+    pools: list[VolumePool]
 
 
 def _json(value: Any, status: int = 200) -> Response:
@@ -84,7 +94,8 @@ async def report(request: Request) -> Response:
 
 async def list_pools(request: Request) -> Response:
     svc = _svc(request)
-    return _json({"pools": await svc.run(svc.replica.pools)})
+    pools = await svc.run(svc.replica.pools)
+    return _json(VolumePoolList(pools=[VolumePool(**pool) for pool in pools]))
 
 
 async def delete_backend(request: Request) -> Response:
@@ -115,7 +126,7 @@ async def select_destinations(request: Request) -> Response:
 async def list_allocations(request: Request) -> Response:
     svc = _svc(request)
     held = sorted(svc.replica.allocations.values(), key=lambda a: a.consumer_uuid)
-    return _json({"allocations": [AllocationView.of(a) for a in held]})
+    return _json(AllocationList(allocations=[AllocationView.of(a) for a in held]))
 
 
 async def show_allocation(request: Request) -> Response:

@@ -1,0 +1,73 @@
+"""/openapi.json describes the namespaced paths the service serves: a compute namespace's (the default's /v1 routes
+under /v1/namespaces/{namespace}) and a volume namespace's (gantt.service.volume.ROUTES), with the volume kind's
+bodies and answers, whose examples decode as the volume routes decode them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from gantt.model import decode
+from gantt.service.app import ROUTES
+from gantt.service.schemas import openapi
+from gantt.service.volume import ROUTES as VOLUME_ROUTES
+from gantt.service.volume import VolumePoolList, VolumeSelections
+from gantt.volume import BackendReport, VolumeRequest
+
+PREFIX = "/v1/namespaces/{namespace}"
+
+
+def _served(routes: list[Any]) -> set[tuple[str, str]]:
+    # The volume routes name the consumer of an allocation {volume}; the document keeps the default's {consumer}.
+    return {(PREFIX + route.path[3:].replace("{volume}", "{consumer}"), method.lower())
+            for route in routes for method in route.methods or () if method != "HEAD" and route.path.startswith("/v1/")}
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    return openapi()
+
+
+def test_every_namespaced_route_is_documented_and_nothing_else(doc: dict[str, Any]) -> None:
+    documented = {(path, method) for path, item in doc["paths"].items() if path.startswith(PREFIX)
+                  for method in item if method != "parameters"}
+    compute, volume = _served(ROUTES), _served(VOLUME_ROUTES)
+    assert documented == compute | volume
+    for path, method in documented:
+        op = doc["paths"][path][method]
+        assert doc["paths"][path]["parameters"][0]["name"] == "namespace"
+        assert "404" in op["responses"] and "namespace" in op["responses"]["404"]["description"]
+        assert op["summary"].startswith("Compute namespaces:") == ((path, method) not in volume), (path, method)
+
+
+def _schemas(media: dict[str, Any]) -> set[str]:
+    schema = media["schema"]
+    return {ref["$ref"].rsplit("/", 1)[1] for ref in schema.get("anyOf", [schema])}
+
+
+@pytest.mark.parametrize(("path", "body", "answer"), [
+    ("/resource-stats", BackendReport, None),
+    ("/select_destinations", VolumeRequest, VolumeSelections),
+    ("/hosts", None, VolumePoolList),
+])
+def test_volume_bodies_and_answers_are_documented_with_examples_that_decode(
+        doc: dict[str, Any], path: str, body: type | None, answer: type | None) -> None:
+    item = doc["paths"][PREFIX + path]
+    [op] = [op for method, op in item.items() if method != "parameters"]
+    if body is not None:
+        media = op["requestBody"]["content"]["application/json"]
+        assert body.__name__ in _schemas(media) and body.__name__ in doc["components"]["schemas"]
+        decode(msgspec.json.encode(media["examples"]["volume"]["value"]), body)
+    if answer is not None:
+        media = op["responses"]["200"]["content"]["application/json"]
+        assert answer.__name__ in _schemas(media)
+        msgspec.convert(media["examples"]["volume"]["value"], answer)
+    for name in ("VolumeRequest", "VolumeProperties", "SchedulerHints", "BackendReport", "VolumeSelection"):
+        assert all(spec.get("description") for spec in doc["components"]["schemas"][name]["properties"].values())
+
+
+def test_a_volume_namespace_takes_pool_on_backend_delete(doc: dict[str, Any]) -> None:
+    op = doc["paths"][PREFIX + "/hosts/{host}"]["delete"]
+    assert "pool" in {p["name"] for p in op["parameters"]}
