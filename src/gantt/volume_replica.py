@@ -6,8 +6,11 @@ The store holds Cinder's pools in its own envelope (the namespace contract): a p
 ``Allocation`` of ``VOLUME_GB`` on it, keyed by the volume id. This replica builds its table from a snapshot and
 keeps it current from the namespace's change feed, as the compute replica does:
 
-- a pool's report replaces the pool's figures; claims made before it are then counted by the report (Cinder's
-  rule: the backend's next capability report speaks for every volume placed before it);
+- a pool's report replaces the pool's figures; claims made before it was taken are then counted by the report
+  (Cinder's rule: a capability report newer than a claim speaks for it), claims made since still consume on top
+  (a report stamped before a claim may commit after it: reports carry no expect). A report that repeats the
+  pool's figures is a store *touch*, and a report all the same: it counts the claims made before it. The pool's
+  figures are thus a function of its report and the claims' times alone, the same live and after a restart;
 - an allocation consumes its size on its pool (allocated and provisioned GB up, free GB down), a release gives
   it back while no report has come since.
 
@@ -174,6 +177,9 @@ class VolumeReplica:
                 table.apply(PoolReport.from_record(record))
             except InvalidRequest as exc:
                 log.warning("volume namespace %s: not a pool record, ignored: %s", self.store.namespace, exc)
+        elif change.kind == "touch" and change.node is not None and change.at is not None:
+            # the pool reported its figures unchanged: claims made before are counted by them from now on
+            table.touch(change.node[0], change.node[1], change.at)
         elif change.kind in ("host_deleted", "usage") and change.node is not None:
             self._bump(change.node, rev)
             if change.kind == "host_deleted":
@@ -188,7 +194,7 @@ class VolumeReplica:
             if held is not None:
                 self._bump((held.host, held.nodename), rev)
             table.release(consumer)
-        # aggregates, instance lists and touches say nothing about a pool's capacity
+        # aggregates and instance lists say nothing about a pool's capacity
 
     def _held(self, allocation: Allocation) -> None:
         """Take an allocation into the table (once: a claim of ours is applied when it commits)."""
@@ -200,7 +206,7 @@ class VolumeReplica:
         self.table.release(consumer)
         row = self.table.row(allocation.host, allocation.nodename)
         if row is not None:
-            self.table.claim(row, consumer, allocation.resources.get(RESOURCE, 0))
+            self.table.claim(row, consumer, allocation.resources.get(RESOURCE, 0), at=allocation.created_at)
 
     # --------------------------------------------------------------------------------------------- writes
 
@@ -231,6 +237,11 @@ class VolumeReplica:
         if request.operation not in (None, "create_volume"):
             raise InvalidRequest(f"operation {request.operation!r} is not served yet: only create_volume places "
                                  "and claims a volume", field="$.operation")
+        if request.new_size is not None:
+            # CapacityFilter would check new_size - size (an extend's growth) while the claim takes size: a
+            # create with it could fill a pool past its limit
+            raise InvalidRequest("new_size is extend_volume's (not served): a created volume's size is "
+                                 "volume_properties.size", field="$.new_size")
         for _ in range(CLAIM_RETRIES):
             with self.lock:
                 held = self.allocations.get(volume)
@@ -310,7 +321,6 @@ def build_table(snap: Snapshot, options: VolumeOptions) -> tuple[PoolTable, dict
     on its pool (consumed on top of the report when claimed after it). Also returns the allocations by volume and
     the records that are not pools (described)."""
     table = PoolTable(options.max_over_subscription_ratio)
-    reported: dict[NodeKey, float] = {}
     skipped = []
     for record in snap.hosts:
         try:
@@ -319,19 +329,15 @@ def build_table(snap: Snapshot, options: VolumeOptions) -> tuple[PoolTable, dict
             skipped.append(f"{record.host}/{record.nodename}: {exc.message}")
             continue
         table.apply(report)
-        reported[(record.host, record.nodename)] = record.reported_at or 0.0
     allocations = {}
     for allocation in snap.allocations:
         allocations[allocation.consumer_uuid] = allocation
         row = table.row(allocation.host, allocation.nodename)
         if row is None:
             continue
-        size = allocation.resources.get(RESOURCE, 0)
-        # Claimed after the pool's last report: not in the reported figures yet, so it consumes on top.
-        if allocation.created_at > reported.get((allocation.host, allocation.nodename), 0.0):
-            table.claim(row, allocation.consumer_uuid, size)
-        else:
-            table.place(row, allocation.consumer_uuid, size)
+        # Claimed after the pool's last report (or touch): not in the reported figures yet, so it consumes on
+        # top; claimed before: counted by them (the table decides, as it does for the live feed).
+        table.claim(row, allocation.consumer_uuid, allocation.resources.get(RESOURCE, 0), at=allocation.created_at)
     return table, allocations, skipped
 
 

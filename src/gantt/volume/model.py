@@ -235,10 +235,14 @@ class VolumeRequest(Struct, forbid_unknown_fields=True, omit_defaults=True):
     availability_zones: Annotated[list[Text], Meta(max_length=256)] | None = None
     snapshot_id: Text | None = None
     source_volid: Text | None = None
+    # Accepted and not read, as in Cinder: its scheduler's filters and weighers never look at the image or the
+    # backup a volume is made from (the volume service copies the image, the backup service restores, both after
+    # the placement), so refusing them would break Cinder's request_spec for nothing and using them would not be
+    # Cinder's decision.
     image_id: Text | None = None
     group_id: Text | None = None
     consistencygroup_id: Text | None = None
-    backup_id: Text | None = None
+    backup_id: Text | None = None  # see image_id
     # Cinder's: the backend ("host@backend") or pool ("host@backend#pool") the volume must land on; its API sets
     # it from the group, consistency group, snapshot or source volume. Gantt derives it from source_volid when
     # it knows where that volume lives; for a snapshot or a group the caller must give it.

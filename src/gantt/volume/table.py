@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from gantt.volume.model import BackendReport, PoolReport
@@ -52,6 +53,7 @@ class Held:
     row: int
     size: int
     in_flight: bool
+    at: float | None = None  # when it was claimed: a pool report taken after that counts it (Cinder's rule)
 
 
 class PoolTable:
@@ -139,9 +141,32 @@ class PoolTable:
         self.static_revision += 1
         for held in self.volumes.values():
             if held.row == row:
-                held.in_flight = False  # the report speaks for every volume placed before it
+                # The report speaks for every volume claimed before it was taken (Cinder's rule); one claimed
+                # since is not in its figures yet, and still consumes on top of them.
+                held.in_flight = (held.at is not None and report.reported_at is not None
+                                  and held.at > report.reported_at)
+                if held.in_flight:
+                    self.consume(row, held.size)
         self.revision += 1
         return row
+
+    def touch(self, host: str, pool: str, at: float) -> bool:
+        """The pool reported again at ``at`` with the very figures it holds (the store's touch): a report like
+        any other (Cinder's scheduler takes every newer report whole), so the volumes claimed before ``at`` are
+        now counted by the pool's figures and stop consuming on top of them. False: no such pool."""
+        row = self.rows.get((host, pool))
+        if row is None:
+            return False
+        report = self.report(row)
+        if report.reported_at is not None and report.reported_at >= at:
+            return True
+        self.reports[row] = msgspec.structs.replace(report, reported_at=at)
+        for held in self.volumes.values():
+            if held.row == row and held.in_flight and (held.at is None or held.at <= at):
+                held.in_flight = False
+                self.consume(row, -held.size)
+        self.revision += 1
+        return True
 
     def apply_backend(self, report: BackendReport, reported_at: float | None = None) -> list[int]:
         """Take a backend's whole report: its pools applied, and its pools that the report no longer lists
@@ -175,12 +200,18 @@ class PoolTable:
 
     # -- claims -----------------------------------------------------------------------------------------------
 
-    def claim(self, row: int, volume_id: str, size: int) -> None:
-        """Consume ``size`` GB on ``row`` for a new volume, as Cinder's consume_from_volume does."""
+    def claim(self, row: int, volume_id: str, size: int, at: float | None = None) -> None:
+        """Consume ``size`` GB on ``row`` for a new volume, as Cinder's consume_from_volume does. ``at``: when it
+        was claimed; a claim older than the pool's report is already in the report's figures (``place``), so
+        the table's state depends on the reports and claims it holds, not on the order they arrived in."""
         if volume_id in self.volumes:
             raise ValueError(f"volume {volume_id} is already placed")
+        if not _after(at, self.report(row).reported_at):
+            self.place(row, volume_id, size)
+            self.volumes[volume_id].at = at
+            return
         self.consume(row, size)
-        self.volumes[volume_id] = Held(row, size, True)
+        self.volumes[volume_id] = Held(row, size, True, at)
         self.volume_count[row] += 1
 
     def place(self, row: int, volume_id: str, size: int) -> None:
@@ -259,6 +290,12 @@ class PoolTable:
     def where(self, volume_id: str) -> int | None:
         held = self.volumes.get(volume_id)
         return None if held is None else held.row
+
+def _after(claimed_at: float | None, reported_at: float | None) -> bool:
+    """A claim made at ``claimed_at`` is not yet in figures reported at ``reported_at`` (an unknown time: it is
+    not, the safe side; the pool's next report counts it)."""
+    return claimed_at is None or reported_at is None or claimed_at > reported_at
+
 
 def _capacity(value: Any) -> tuple[float, int]:
     kind = _KINDS.get(value, NUMBER) if value is None or isinstance(value, str) else NUMBER
