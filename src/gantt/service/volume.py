@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gantt.model import GanttError, InvalidRequest, NoValidHost, valid_name
+from gantt.model import GanttError, InvalidRequest, NoValidHost, prepare_types, valid_name
 from gantt.service.schemas import REVISION_HEADER, AllocationList, AllocationView, Written
 from gantt.volume import BackendReport, Pick, VolumeRequest
 
@@ -160,3 +160,6 @@ ROUTES = [
     _route("/v1/allocations/{volume}", show_allocation, methods=["GET"]),
     _route("/v1/allocations/{volume}", release, methods=["DELETE"]),
 ]
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

@@ -40,7 +40,7 @@ import numpy as np
 from msgspec import Struct
 from msgspec import field as sfield
 
-from gantt.model import NoValidHost
+from gantt.model import NoValidHost, prepare_types
 from gantt.volume import BackendReport, PoolService, VolumeOptions, VolumeRequest, VolumeScheduler
 from gantt.volume.model import VolumeProperties, VolumeType
 from gantt.volume.table import PoolTable, max_over_subscription_ratio
@@ -481,3 +481,6 @@ def _emptied_by(exc: NoValidHost) -> str:
         if step.after == 0 and step.before > 0:
             return step.name
     return explanation.reason or ("no pool" if not explanation.hosts else "unknown")
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

@@ -19,7 +19,18 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct, field
 
-from gantt.model import MAX_TEXT, FreeForm, HostReport, HostStats, InvalidRequest, Key, Name, Text, check_json
+from gantt.model import (
+    MAX_TEXT,
+    FreeForm,
+    HostReport,
+    HostStats,
+    InvalidRequest,
+    Key,
+    Name,
+    Text,
+    check_json,
+    prepare_types,
+)
 
 # Cinder's placeholders for a capacity a backend cannot state (sched_utils.INFINITE_UNKNOWN_VALUES).
 Special = Literal["infinite", "unknown"]
@@ -317,3 +328,6 @@ class Pick(Struct):
     @property
     def backend_id(self) -> str:
         return f"{self.host}#{self.pool}"
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)
