@@ -163,8 +163,7 @@ def _hold(engine: Engine, live: deque[str], answer: list[list[Selection]], limit
 
 def _load(reports: list[HostReport], aggs: list[Aggregate], now: float) -> HostTable:
     table = HostTable(clock=lambda: now, initial_rows=len(reports))
-    for report in reports:
-        table.update(report, now=now)
+    table.load(reports, now=now)
     for agg in aggs:
         table.update_aggregate(agg)
     return table

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from gantt.model import HostStats
 from gantt.numa import HostNUMA
 from gantt.pci import freeze_pools
-from gantt.state.columns import Columns
+from gantt.state.columns import Columns, HostCaps
 
 # Nova's initial_*_allocation_ratio defaults: used when a host reports none (configurable: [DEFAULT]).
 DEFAULT_RATIOS = {"VCPU": 4.0, "MEMORY_MB": 1.0, "DISK_GB": 1.0}
@@ -219,3 +220,131 @@ def _ipv4_int(ip: str) -> int:
         return value
     except ValueError:
         return -1
+
+
+def simple_for_new_row(stats: HostStats) -> bool:
+    """Whether ``apply_new_rows`` can write ``stats`` (no metrics, NUMA cells, PCI pools or instance list)."""
+    return stats.metrics is None and stats.numa_topology is None and stats.pci_stats is None \
+        and stats.instances is None
+
+
+def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats],
+                   default_ratios: dict[str, float]) -> None:
+    """``apply_stats`` of each of ``stats_list`` (``simple_for_new_row``) into its row of ``rows``, all of them
+    never-reported rows, with one numpy write per column instead of one per value: a cold start's work.
+
+    What it writes must be what ``apply_stats`` writes, value for value (tests/test_bulk_load.py builds a table
+    both ways and compares them). On a never-reported row every inventory is new, so nothing is compared and
+    no inventory is dropped (``whole``); classic usage with no total names no inventory and is ignored."""
+    if not rows:
+        return
+    cols = columns.cols
+    node_uuids, hv_names, host_ips = columns.node_uuids, columns.hypervisor_hostnames, columns.host_ips
+    counts: dict[str, list[Any]] = {name: [] for name in _COUNTS}
+    count_fill = {name: cols[name][rows[0]] for name in _COUNTS}  # a never-reported row's value
+    ip_rows: list[int] = []
+    ip_values: list[int] = []
+    least: list[float] = []
+    disabled: list[bool] = []
+    forced_down: list[bool] = []
+    service_rows: list[int] = []
+    hv_version_rows: list[int] = []
+    hv_versions: list[int] = []
+    caps_codes: list[int] = []
+    traits_codes: list[int] = []
+    caps_code, traits_code = columns.caps.code, columns.traitsets.code
+    # inventories: (row, class column) pairs and their values
+    inv_rows: list[int] = []
+    inv_js: list[int] = []
+    inv: dict[str, list[Any]] = {name: [] for name in ("total", "reserved", "min_unit", "max_unit", "step_size",
+                                                       "ratio", "reported")}
+    usage_rows: list[int] = []
+    classic = [(rc, total_f, used_f, ratio_f, columns.rc_index[rc], float(default_ratios[rc]))
+               for rc, total_f, used_f, ratio_f in CLASSIC]
+    nan = float("nan")
+    for row, stats in zip(rows, stats_list, strict=True):
+        if stats.uuid is not None:
+            node_uuids[row] = stats.uuid
+        if stats.hypervisor_hostname is not None:
+            hv_names[row] = stats.hypervisor_hostname
+        if stats.host_ip is not None:
+            host_ips[row] = stats.host_ip
+            ip_rows.append(row)
+            ip_values.append(_ipv4_int(stats.host_ip))
+        for name in _COUNTS:
+            value = getattr(stats, name)
+            counts[name].append(count_fill[name] if value is None else value)
+        least.append(nan if stats.disk_available_least is None else stats.disk_available_least)
+        if stats.service is not None:
+            service_rows.append(row)
+            disabled.append(stats.service.disabled)
+            forced_down.append(stats.service.forced_down)
+        caps_codes.append(_new_caps_code(stats, caps_code))
+        if stats.hypervisor_version is not None:
+            hv_version_rows.append(row)
+            hv_versions.append(stats.hypervisor_version)
+        traits_codes.append(0 if stats.traits is None else traits_code(frozenset(stats.traits)))
+        given = stats.inventories or {}
+        for rc, total_f, used_f, ratio_f, j, default_ratio in classic:
+            if rc in given:
+                continue
+            total = getattr(stats, total_f)
+            if total is None:
+                continue  # no inventory on a new row: its usage or ratio alone names nothing
+            ratio = getattr(stats, ratio_f)
+            used = getattr(stats, used_f)
+            inv_rows.append(row)
+            inv_js.append(j)
+            _inv_values(inv, total, 0, 1, total, 1, default_ratio if ratio is None else float(ratio), used)
+            if used is not None:
+                usage_rows.append(row)
+        for rc, item in given.items():
+            used = item.used
+            if used is None and rc in _CLASSIC_USED:
+                used = getattr(stats, _CLASSIC_USED[rc])
+            inv_rows.append(row)
+            inv_js.append(columns.rc_slot(rc))  # may widen the 2-D arrays: they are read after the loop
+            _inv_values(inv, item.total, item.reserved, item.min_unit,
+                        item.max_unit if item.max_unit is not None else item.total, item.step_size,
+                        item.allocation_ratio, used)
+            if used is not None:
+                usage_rows.append(row)
+    index = np.asarray(rows, dtype=np.intp)
+    for name, values in counts.items():
+        cols[name][index] = values
+    cols["disk_available_least"][index] = least
+    cols["host_ip4"][ip_rows] = ip_values
+    cols["disabled"][service_rows] = disabled
+    cols["forced_down"][service_rows] = forced_down
+    cols["caps_code"][index] = caps_codes
+    cols["hypervisor_version"][hv_version_rows] = hv_versions
+    cols["traits_code"][index] = traits_codes
+    if inv_rows:
+        pairs = (np.asarray(inv_rows, dtype=np.intp), np.asarray(inv_js, dtype=np.intp))
+        columns.has_inventory[pairs] = True
+        for name, values in inv.items():
+            columns.rc[name][pairs] = values
+    columns.reports_usage[usage_rows] = True
+
+
+def _inv_values(inv: dict[str, list[Any]], total: int, reserved: int, min_unit: int, max_unit: int,
+                step_size: int, ratio: float, used: int | None) -> None:
+    inv["total"].append(total)
+    inv["reserved"].append(reserved)
+    inv["min_unit"].append(min_unit)
+    inv["max_unit"].append(max_unit)
+    inv["step_size"].append(step_size)
+    inv["ratio"].append(ratio)
+    inv["reported"].append(used or 0)
+
+
+def _new_caps_code(stats: HostStats, code: Any) -> int:
+    """``_update_caps``'s code for a never-reported row (whose capabilities are the empty ones, code 0)."""
+    if stats.hypervisor_type is None and stats.hypervisor_version is None and stats.cpu_info is None \
+            and stats.supported_instances is None and stats.stats is None:
+        return 0
+    supported = stats.supported_instances
+    return code(HostCaps(  # type: ignore[no-any-return]
+        hypervisor_type=stats.hypervisor_type, cpu_info=stats.cpu_info,
+        supported_instances=() if supported is None else tuple(tuple(x) for x in supported), stats=stats.stats,
+        hypervisor_version=stats.hypervisor_version))
