@@ -6,6 +6,7 @@ the ledger's; the table calls them after ``apply_stats``.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import msgspec
@@ -239,29 +240,18 @@ def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats
     if not rows:
         return
     cols = columns.cols
+    index = np.asarray(rows, dtype=np.intp)
+    # every number at once: None becomes NaN, which marks "not named" below
+    numbers = np.array(list(map(_NUMBERS_OF, stats_list)), dtype=np.float64).reshape(len(rows), len(_NUMBERS))
+    named = ~np.isnan(numbers)
+    for k, name in enumerate(_COUNTS):
+        cols[name][index[named[:, k]]] = numbers[named[:, k], k]
+    cols["disk_available_least"][index] = numbers[:, _AT["disk_available_least"]]
+    k = _AT["hypervisor_version"]
+    cols["hypervisor_version"][index[named[:, k]]] = numbers[named[:, k], k]
     node_uuids, hv_names, host_ips = columns.node_uuids, columns.hypervisor_hostnames, columns.host_ips
-    counts: dict[str, list[Any]] = {name: [] for name in _COUNTS}
-    count_fill = {name: cols[name][rows[0]] for name in _COUNTS}  # a never-reported row's value
     ip_rows: list[int] = []
     ip_values: list[int] = []
-    least: list[float] = []
-    disabled: list[bool] = []
-    forced_down: list[bool] = []
-    service_rows: list[int] = []
-    hv_version_rows: list[int] = []
-    hv_versions: list[int] = []
-    caps_codes: list[int] = []
-    traits_codes: list[int] = []
-    caps_code, traits_code = columns.caps.code, columns.traitsets.code
-    # inventories: (row, class column) pairs and their values
-    inv_rows: list[int] = []
-    inv_js: list[int] = []
-    inv: dict[str, list[Any]] = {name: [] for name in ("total", "reserved", "min_unit", "max_unit", "step_size",
-                                                       "ratio", "reported")}
-    usage_rows: list[int] = []
-    classic = [(rc, total_f, used_f, ratio_f, columns.rc_index[rc], float(default_ratios[rc]))
-               for rc, total_f, used_f, ratio_f in CLASSIC]
-    nan = float("nan")
     for row, stats in zip(rows, stats_list, strict=True):
         if stats.uuid is not None:
             node_uuids[row] = stats.uuid
@@ -271,71 +261,78 @@ def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats
             host_ips[row] = stats.host_ip
             ip_rows.append(row)
             ip_values.append(_ipv4_int(stats.host_ip))
-        for name in _COUNTS:
-            value = getattr(stats, name)
-            counts[name].append(count_fill[name] if value is None else value)
-        least.append(nan if stats.disk_available_least is None else stats.disk_available_least)
-        if stats.service is not None:
-            service_rows.append(row)
-            disabled.append(stats.service.disabled)
-            forced_down.append(stats.service.forced_down)
-        caps_codes.append(_new_caps_code(stats, caps_code))
-        if stats.hypervisor_version is not None:
-            hv_version_rows.append(row)
-            hv_versions.append(stats.hypervisor_version)
-        traits_codes.append(0 if stats.traits is None else traits_code(frozenset(stats.traits)))
-        given = stats.inventories or {}
-        for rc, total_f, used_f, ratio_f, j, default_ratio in classic:
-            if rc in given:
-                continue
-            total = getattr(stats, total_f)
-            if total is None:
-                continue  # no inventory on a new row: its usage or ratio alone names nothing
-            ratio = getattr(stats, ratio_f)
-            used = getattr(stats, used_f)
-            inv_rows.append(row)
-            inv_js.append(j)
-            _inv_values(inv, total, 0, 1, total, 1, default_ratio if ratio is None else float(ratio), used)
-            if used is not None:
-                usage_rows.append(row)
+    cols["host_ip4"][ip_rows] = ip_values
+    services = [(row, stats.service) for row, stats in zip(rows, stats_list, strict=True)
+                if stats.service is not None]
+    if services:
+        service_rows = [row for row, _ in services]
+        cols["disabled"][service_rows] = [service.disabled for _, service in services]
+        cols["forced_down"][service_rows] = [service.forced_down for _, service in services]
+    caps_code, traits_code = columns.caps.code, columns.traitsets.code
+    cols["caps_code"][index] = [_new_caps_code(stats, caps_code) for stats in stats_list]
+    cols["traits_code"][index] = [0 if stats.traits is None else traits_code(frozenset(stats.traits))
+                                  for stats in stats_list]
+    # inventories a report names itself: (row, class column) pairs and their values
+    inv_rows: list[int] = []
+    inv_js: list[int] = []
+    inv: dict[str, list[Any]] = {name: [] for name in ("total", "reserved", "min_unit", "max_unit", "step_size",
+                                                       "ratio", "reported")}
+    usage_rows: list[int] = []
+    given_classic = {rc: np.zeros(len(rows), dtype=np.bool_) for rc, _, _, _ in CLASSIC}
+    for k, stats in enumerate(stats_list):
+        given = stats.inventories
+        if not given:
+            continue
+        row = rows[k]
         for rc, item in given.items():
             used = item.used
-            if used is None and rc in _CLASSIC_USED:
-                used = getattr(stats, _CLASSIC_USED[rc])
+            if rc in _CLASSIC_USED:
+                given_classic[rc][k] = True
+                if used is None:
+                    used = getattr(stats, _CLASSIC_USED[rc])
             inv_rows.append(row)
             inv_js.append(columns.rc_slot(rc))  # may widen the 2-D arrays: they are read after the loop
-            _inv_values(inv, item.total, item.reserved, item.min_unit,
-                        item.max_unit if item.max_unit is not None else item.total, item.step_size,
-                        item.allocation_ratio, used)
+            inv["total"].append(item.total)
+            inv["reserved"].append(item.reserved)
+            inv["min_unit"].append(item.min_unit)
+            inv["max_unit"].append(item.max_unit if item.max_unit is not None else item.total)
+            inv["step_size"].append(item.step_size)
+            inv["ratio"].append(item.allocation_ratio)
+            inv["reported"].append(used or 0)
             if used is not None:
                 usage_rows.append(row)
-    index = np.asarray(rows, dtype=np.intp)
-    for name, values in counts.items():
-        cols[name][index] = values
-    cols["disk_available_least"][index] = least
-    cols["host_ip4"][ip_rows] = ip_values
-    cols["disabled"][service_rows] = disabled
-    cols["forced_down"][service_rows] = forced_down
-    cols["caps_code"][index] = caps_codes
-    cols["hypervisor_version"][hv_version_rows] = hv_versions
-    cols["traits_code"][index] = traits_codes
+    rc_arrays = columns.rc
+    has_inventory = columns.has_inventory
     if inv_rows:
         pairs = (np.asarray(inv_rows, dtype=np.intp), np.asarray(inv_js, dtype=np.intp))
-        columns.has_inventory[pairs] = True
+        has_inventory[pairs] = True
         for name, values in inv.items():
-            columns.rc[name][pairs] = values
+            rc_arrays[name][pairs] = values
     columns.reports_usage[usage_rows] = True
+    # the classic classes from the compute node's own fields, where the report names a total and no inventory
+    for rc, total_f, used_f, ratio_f in CLASSIC:
+        j = columns.rc_index[rc]
+        has = named[:, _AT[total_f]] & ~given_classic[rc]
+        at = index[has]
+        total = numbers[has, _AT[total_f]]
+        ratio = numbers[has, _AT[ratio_f]]
+        used = numbers[has, _AT[used_f]]
+        used_named = named[has, _AT[used_f]]
+        has_inventory[at, j] = True
+        rc_arrays["total"][at, j] = total
+        rc_arrays["reserved"][at, j] = 0
+        rc_arrays["min_unit"][at, j] = 1
+        rc_arrays["max_unit"][at, j] = total
+        rc_arrays["step_size"][at, j] = 1
+        rc_arrays["ratio"][at, j] = np.where(np.isnan(ratio), float(default_ratios[rc]), ratio)
+        rc_arrays["reported"][at, j] = np.where(used_named, used, 0.0)
+        columns.reports_usage[at[used_named]] = True
 
 
-def _inv_values(inv: dict[str, list[Any]], total: int, reserved: int, min_unit: int, max_unit: int,
-                step_size: int, ratio: float, used: int | None) -> None:
-    inv["total"].append(total)
-    inv["reserved"].append(reserved)
-    inv["min_unit"].append(min_unit)
-    inv["max_unit"].append(max_unit)
-    inv["step_size"].append(step_size)
-    inv["ratio"].append(ratio)
-    inv["reported"].append(used or 0)
+_NUMBERS = (*_COUNTS, "disk_available_least", "hypervisor_version",
+            *(f for _, total_f, used_f, ratio_f in CLASSIC for f in (total_f, used_f, ratio_f)))
+_AT = {name: k for k, name in enumerate(_NUMBERS)}
+_NUMBERS_OF = operator.attrgetter(*_NUMBERS)
 
 
 def _new_caps_code(stats: HostStats, code: Any) -> int:
