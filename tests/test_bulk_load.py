@@ -12,6 +12,7 @@ import pytest
 from gantt.benchmarks import build_aggregates, build_reports, build_requests, make_config
 from gantt.engine import Engine
 from gantt.model import Aggregate, Allocation, HostReport, NoValidHost
+from gantt.state import reports as reports_module
 from gantt.state.table import HostTable
 from tests.conftest import host_stats
 from tests.filters.test_numa import cell, numa_host
@@ -126,8 +127,11 @@ def assert_same_table(a: HostTable, b: HostTable) -> None:
         _same(a.used(rc), b.used(rc), f"used {rc}")
 
 
-@pytest.mark.parametrize("whole", [False, True])
-def test_bulk_load_builds_the_table_per_report_updates_build(whole: bool) -> None:
+@pytest.mark.parametrize(("whole", "chunk"), [(False, None), (True, None), (False, 7)])
+def test_bulk_load_builds_the_table_per_report_updates_build(whole: bool, chunk: int | None,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    if chunk is not None:  # the numbers are gathered in chunks: several of them, the last one short
+        monkeypatch.setattr(reports_module, "_CHUNK", chunk)
     reports = varied_reports()
     aggs = build_aggregates(reports, 3)
     a = build(reports, bulk=False, whole=whole, aggs=aggs)
