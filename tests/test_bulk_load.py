@@ -3,6 +3,7 @@ row-aligned list, the indexes, the interned values, the revisions and journal, a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -10,11 +11,14 @@ import numpy as np
 import pytest
 
 from gantt.benchmarks import build_aggregates, build_reports, build_requests, make_config
+from gantt.config import Config
 from gantt.engine import Engine
 from gantt.model import Aggregate, Allocation, HostReport, NoValidHost
+from gantt.replica import Replica
 from gantt.state import reports as reports_module
 from gantt.state.table import HostTable
-from tests.conftest import host_stats
+from gantt.store.sqlite import SQLiteStore
+from tests.conftest import FakeClock, host_stats, request
 from tests.filters.test_numa import cell, numa_host
 
 NOW = 1_000_000.0
@@ -181,3 +185,34 @@ def test_journal_extend_keeps_what_appends_keep(batches: list[int]) -> None:
         assert bulk.seq == one.seq
         newest = one.seq - min(one.seq, one.keep)
         _same(bulk.since(newest, bulk.seq), one.since(newest, one.seq), "newest entries")
+
+
+def test_a_replica_loads_a_stored_snapshot_as_per_report_updates_would(tmp_path: Path) -> None:
+    """The cold start's real path: hosts stored in SQLite (report times, claims held, instance lists) and a
+    fresh replica's ``load``, against the per-report build of the same snapshot."""
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'gantt.db'}")
+    clock = FakeClock()
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}})
+    first = Replica(store, config, clock=clock).start(follow=False)
+    for agg in build_aggregates(varied_reports(), 3)[:4]:
+        first.update_aggregate(agg)
+    for report in varied_reports():
+        clock.advance(1)
+        first.report(report)
+    for k in range(5):
+        first.select_destinations(request(vcpus=1) | {"instance_uuids": [f"vm-{k}"]})
+    later = Replica(store, config, clock=clock).start(follow=False)
+    snap = store.snapshot()
+    expected = HostTable.from_config(config, clock=clock)
+    with expected.lock:
+        for aggregate in snap.aggregates:
+            expected.update_aggregate(aggregate)
+        for report in snap.hosts:
+            expected.update(report, whole=True)
+        for allocation in snap.allocations:
+            expected.put_allocation(allocation)
+        for info in snap.instances:
+            if expected.rows_of_host(info.host):
+                expected.set_instances(info.host, info.instances, replace=True)
+    assert len(snap.allocations) == 5
+    assert_same_table(expected, later.table)
