@@ -31,12 +31,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the NUMA/PCI mix with this share of NUMA/pinned/PCI requests (e.g. 0.3)")
     parser.add_argument("--namespace", choices=("compute", "volume"), default="compute",
                         help="compute (default): Nova's hosts; volume: Cinder's pools (--hosts is the pool count)")
+    parser.add_argument("--cold-only", action="store_true",
+                        help="the cold start figure alone (compute namespace, without --numa-mix)")
     parser.add_argument("--json", action="store_true", help="print JSON only (default: JSON, indented)")
     args = parser.parse_args(argv)
     if args.hosts < 1 or args.requests < 1 or args.rounds < 1:
         parser.error("--hosts, --requests and --rounds must be >= 1")
     if args.numa_mix is not None and not 0.0 <= args.numa_mix <= 1.0:
         parser.error("--numa-mix is a share between 0 and 1")
+    if args.cold_only and (args.namespace != "compute" or args.numa_mix is not None):
+        parser.error("--cold-only is for the compute namespace without --numa-mix")
     if args.namespace == "volume":
         if args.numa_mix is not None:
             parser.error("--numa-mix is for the compute namespace")
@@ -46,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.numa_mix is not None:
         result = mix_benchmark(args.hosts, args.requests, args.seed, share=args.numa_mix, rounds=args.rounds)
     else:
-        result = engine_benchmark(args.hosts, args.requests, args.seed, rounds=args.rounds, ingest=args.ingest)
+        result = engine_benchmark(args.hosts, args.requests, args.seed, rounds=args.rounds, ingest=args.ingest,
+                                  cold_only=args.cold_only)
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))
     return 0
 

@@ -69,6 +69,34 @@ class RowJournal:
         buffer[used] = row
         state[2] = used + 1  # after the row is written: a reader never sees a slot before it is filled
 
+    def extend(self, rows: np.ndarray) -> None:
+        """``append`` each of ``rows``, in order, at once."""
+        count = len(rows)
+        if not count:
+            return
+        base, buffer, used = self._state
+        if used + count <= len(buffer):
+            buffer[used:used + count] = rows
+            self._state[2] = used + count
+            return
+        total = used + count
+        limit = 4 * self.keep
+        if total <= limit:  # grow: nothing is dropped yet
+            fresh = np.empty(min(max(total, 2 * len(buffer)), limit), dtype=np.intp)
+            fresh[:used] = buffer[:used]
+            fresh[used:total] = rows
+            self._state = [base, fresh, total]
+            return
+        # keep the newest ``keep`` entries (a reader whose start is older rebuilds, as after appends)
+        keep = self.keep
+        fresh = np.empty(limit, dtype=np.intp)
+        if count >= keep:
+            fresh[:keep] = rows[count - keep:]
+        else:
+            fresh[: keep - count] = buffer[used - (keep - count):used]
+            fresh[keep - count:keep] = rows
+        self._state = [base + total - keep, fresh, keep]
+
     def since(self, seq: int, until: int) -> np.ndarray | None:
         """Rows changed in ``[seq, until)`` (a view; may repeat rows); None when that part is trimmed away."""
         base, buffer, used = self._state

@@ -738,8 +738,7 @@ def _load_snapshot(table: HostTable, snap: Snapshot) -> None:
     with table.lock:
         for aggregate in snap.aggregates:
             table.update_aggregate(aggregate)
-        for report in snap.hosts:
-            table.update(report, whole=True)
+        table.load(snap.hosts, whole=True)
         for allocation in snap.allocations:
             table.put_allocation(allocation)
         for info in snap.instances:

@@ -14,6 +14,7 @@ this object; code outside ``gantt.state`` reads it through ``HostTable`` only.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -362,6 +363,30 @@ class Columns:
         self.rows_of_host.setdefault(host, set()).add(row)
         return row
 
+    def add_rows(self, keys: list[NodeKey]) -> int:
+        """``add_row`` for each of ``keys`` (none of them present yet), at once; returns the first new row."""
+        first = self.n
+        while first + len(keys) > self._capacity:
+            self._grow()
+        count = len(keys)
+        self.host_names.extend(host for host, _ in keys)
+        self.node_names.extend(node for _, node in keys)
+        for lst in (self.node_uuids, self.hypervisor_hostnames, self.host_ips, self.numa_reported, self.numa):
+            lst.extend(itertools.repeat(None, count))
+        self.pci_reported.extend(itertools.repeat((), count))
+        self.pci_taken.extend({} for _ in range(count))
+        row_of = self.row_of
+        rows_of_host = self.rows_of_host
+        for row, key in enumerate(keys, first):
+            row_of[key] = row
+            held = rows_of_host.get(key[0])
+            if held is None:
+                rows_of_host[key[0]] = {row}
+            else:
+                held.add(row)
+        self.n = first + count
+        return first
+
     def remove_row(self, row: int) -> int:
         """Move the last row into ``row`` and free the last; returns the last row's number (the one that moved,
         unless it was ``row`` itself), so that row-aligned state kept elsewhere can follow."""
@@ -450,6 +475,25 @@ class Columns:
         rc["capacity"][row, :k] = cap
         rc["free"][row, :k] = cap - rc["reported"][row, :k] - rc["inflight"][row, :k]
         self._refresh_physical_free(row)
+
+    def refresh_rows(self, rows: slice) -> None:
+        """``refresh_load`` and ``refresh_free`` on a range of rows at once (the same arithmetic, elementwise)."""
+        cols = self.cols
+        cols["io_ops_load"][rows] = cols["num_io_ops"][rows] + cols["inflight_instances"][rows]
+        cols["instances_load"][rows] = cols["num_instances"][rows] + cols["inflight_instances"][rows]
+        rc = self.rc
+        k = len(self.rc_index)
+        cap = (rc["total"][rows, :k] - rc["reserved"][rows, :k]) * rc["ratio"][rows, :k]
+        rc["capacity"][rows, :k] = cap
+        rc["free"][rows, :k] = cap - rc["reported"][rows, :k] - rc["inflight"][rows, :k]
+        cpu, mem, disk = self.rc_index["VCPU"], self.rc_index["MEMORY_MB"], self.rc_index["DISK_GB"]
+        cols["free_vcpus"][rows] = (rc["total"][rows, cpu] * rc["ratio"][rows, cpu]
+                                    - rc["reported"][rows, cpu] - rc["inflight"][rows, cpu])
+        cols["free_ram_mb"][rows] = rc["total"][rows, mem] - rc["reported"][rows, mem] - rc["inflight"][rows, mem]
+        free_gb = rc["total"][rows, disk] - rc["reported"][rows, disk]
+        least = cols["disk_available_least"][rows]
+        free_gb = np.where(least < free_gb, least, free_gb)  # NaN (not reported) compares False: free_gb stays
+        cols["free_disk_mb"][rows] = (free_gb - rc["inflight"][rows, disk]) * 1024.0
 
     def _refresh_physical_free(self, row: int) -> None:
         """The weighers' free RAM and disk (physical: no allocation ratio, in MB) and free vCPUs."""

@@ -38,6 +38,10 @@ class InstanceIndex:
         self._instances.append(_NONE)
         self._reported_instances.append(_NONE)
 
+    def add_rows(self, count: int) -> None:
+        self._instances.extend([_NONE] * count)
+        self._reported_instances.extend([_NONE] * count)
+
     def remove_row(self, row: int, last: int, host: str) -> None:
         """The table removed ``row`` of ``host`` and moved ``last`` into its place."""
         for uuid in self._instances[row]:

@@ -72,6 +72,10 @@ class Ledger:
     def node_allocations(self, key: NodeKey) -> frozenset[str]:
         return frozenset(self._node_allocations.get(key, ()))
 
+    def holds(self, key: NodeKey) -> bool:
+        """Whether some allocation counts on the node."""
+        return bool(self._node_allocations.get(key))
+
     def group_allocations(self, group: str) -> set[str]:
         return set(self._group_allocations.get(group, ()))
 

@@ -6,14 +6,16 @@ the ledger's; the table calls them after ``apply_stats``.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from gantt.model import HostStats
 from gantt.numa import HostNUMA
 from gantt.pci import freeze_pools
-from gantt.state.columns import Columns
+from gantt.state.columns import Columns, HostCaps
 
 # Nova's initial_*_allocation_ratio defaults: used when a host reports none (configurable: [DEFAULT]).
 DEFAULT_RATIOS = {"VCPU": 4.0, "MEMORY_MB": 1.0, "DISK_GB": 1.0}
@@ -219,3 +221,131 @@ def _ipv4_int(ip: str) -> int:
         return value
     except ValueError:
         return -1
+
+
+def simple_for_new_row(stats: HostStats) -> bool:
+    """Whether ``apply_new_rows`` can write ``stats`` (no metrics, NUMA cells, PCI pools or instance list)."""
+    return stats.metrics is None and stats.numa_topology is None and stats.pci_stats is None \
+        and stats.instances is None
+
+
+def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats],
+                   default_ratios: dict[str, float]) -> None:
+    """``apply_stats`` of each of ``stats_list`` (``simple_for_new_row``) into its row of ``rows``, all of them
+    never-reported rows, with one numpy write per column instead of one per value: a cold start's work.
+
+    What it writes must be what ``apply_stats`` writes, value for value (tests/test_bulk_load.py builds a table
+    both ways and compares them). On a never-reported row every inventory is new, so nothing is compared and
+    no inventory is dropped (``whole``); classic usage with no total names no inventory and is ignored."""
+    if not rows:
+        return
+    cols = columns.cols
+    index = np.asarray(rows, dtype=np.intp)
+    # every number at once: None becomes NaN, which marks "not named" below
+    numbers = np.empty((len(rows), len(_NUMBERS)), dtype=np.float64)
+    for start in range(0, len(rows), _CHUNK):  # in chunks: a million tuples at once would hold ~200 MB more
+        part = stats_list[start:start + _CHUNK]
+        numbers[start:start + len(part)] = np.array(list(map(_NUMBERS_OF, part)), dtype=np.float64)
+    named = ~np.isnan(numbers)
+    for k, name in enumerate(_COUNTS):
+        cols[name][index[named[:, k]]] = numbers[named[:, k], k]
+    cols["disk_available_least"][index] = numbers[:, _AT["disk_available_least"]]
+    k = _AT["hypervisor_version"]
+    cols["hypervisor_version"][index[named[:, k]]] = numbers[named[:, k], k]
+    node_uuids, hv_names, host_ips = columns.node_uuids, columns.hypervisor_hostnames, columns.host_ips
+    ip_rows: list[int] = []
+    ip_values: list[int] = []
+    for row, stats in zip(rows, stats_list, strict=True):
+        if stats.uuid is not None:
+            node_uuids[row] = stats.uuid
+        if stats.hypervisor_hostname is not None:
+            hv_names[row] = stats.hypervisor_hostname
+        if stats.host_ip is not None:
+            host_ips[row] = stats.host_ip
+            ip_rows.append(row)
+            ip_values.append(_ipv4_int(stats.host_ip))
+    cols["host_ip4"][ip_rows] = ip_values
+    services = [(row, stats.service) for row, stats in zip(rows, stats_list, strict=True)
+                if stats.service is not None]
+    if services:
+        service_rows = [row for row, _ in services]
+        cols["disabled"][service_rows] = [service.disabled for _, service in services]
+        cols["forced_down"][service_rows] = [service.forced_down for _, service in services]
+    caps_code, traits_code = columns.caps.code, columns.traitsets.code
+    cols["caps_code"][index] = [_new_caps_code(stats, caps_code) for stats in stats_list]
+    cols["traits_code"][index] = [0 if stats.traits is None else traits_code(frozenset(stats.traits))
+                                  for stats in stats_list]
+    # inventories a report names itself: (row, class column) pairs and their values
+    inv_rows: list[int] = []
+    inv_js: list[int] = []
+    inv: dict[str, list[Any]] = {name: [] for name in ("total", "reserved", "min_unit", "max_unit", "step_size",
+                                                       "ratio", "reported")}
+    usage_rows: list[int] = []
+    given_classic = {rc: np.zeros(len(rows), dtype=np.bool_) for rc, _, _, _ in CLASSIC}
+    for k, stats in enumerate(stats_list):
+        given = stats.inventories
+        if not given:
+            continue
+        row = rows[k]
+        for rc, item in given.items():
+            used = item.used
+            if rc in _CLASSIC_USED:
+                given_classic[rc][k] = True
+                if used is None:
+                    used = getattr(stats, _CLASSIC_USED[rc])
+            inv_rows.append(row)
+            inv_js.append(columns.rc_slot(rc))  # may widen the 2-D arrays: they are read after the loop
+            inv["total"].append(item.total)
+            inv["reserved"].append(item.reserved)
+            inv["min_unit"].append(item.min_unit)
+            inv["max_unit"].append(item.max_unit if item.max_unit is not None else item.total)
+            inv["step_size"].append(item.step_size)
+            inv["ratio"].append(item.allocation_ratio)
+            inv["reported"].append(used or 0)
+            if used is not None:
+                usage_rows.append(row)
+    rc_arrays = columns.rc
+    has_inventory = columns.has_inventory
+    if inv_rows:
+        pairs = (np.asarray(inv_rows, dtype=np.intp), np.asarray(inv_js, dtype=np.intp))
+        has_inventory[pairs] = True
+        for name, values in inv.items():
+            rc_arrays[name][pairs] = values
+    columns.reports_usage[usage_rows] = True
+    # the classic classes from the compute node's own fields, where the report names a total and no inventory
+    for rc, total_f, used_f, ratio_f in CLASSIC:
+        j = columns.rc_index[rc]
+        has = named[:, _AT[total_f]] & ~given_classic[rc]
+        at = index[has]
+        total = numbers[has, _AT[total_f]]
+        ratio = numbers[has, _AT[ratio_f]]
+        used = numbers[has, _AT[used_f]]
+        used_named = named[has, _AT[used_f]]
+        has_inventory[at, j] = True
+        rc_arrays["total"][at, j] = total
+        rc_arrays["reserved"][at, j] = 0
+        rc_arrays["min_unit"][at, j] = 1
+        rc_arrays["max_unit"][at, j] = total
+        rc_arrays["step_size"][at, j] = 1
+        rc_arrays["ratio"][at, j] = np.where(np.isnan(ratio), float(default_ratios[rc]), ratio)
+        rc_arrays["reported"][at, j] = np.where(used_named, used, 0.0)
+        columns.reports_usage[at[used_named]] = True
+
+
+_NUMBERS = (*_COUNTS, "disk_available_least", "hypervisor_version",
+            *(f for _, total_f, used_f, ratio_f in CLASSIC for f in (total_f, used_f, ratio_f)))
+_CHUNK = 1 << 16
+_AT = {name: k for k, name in enumerate(_NUMBERS)}
+_NUMBERS_OF = operator.attrgetter(*_NUMBERS)
+
+
+def _new_caps_code(stats: HostStats, code: Any) -> int:
+    """``_update_caps``'s code for a never-reported row (whose capabilities are the empty ones, code 0)."""
+    if stats.hypervisor_type is None and stats.hypervisor_version is None and stats.cpu_info is None \
+            and stats.supported_instances is None and stats.stats is None:
+        return 0
+    supported = stats.supported_instances
+    return code(HostCaps(  # type: ignore[no-any-return]
+        hypervisor_type=stats.hypervisor_type, cpu_info=stats.cpu_info,
+        supported_instances=() if supported is None else tuple(tuple(x) for x in supported), stats=stats.stats,
+        hypervisor_version=stats.hypervisor_version))

@@ -41,6 +41,7 @@ Thread safety: every mutation holds ``lock``; callers hold it to make several ca
 
 from __future__ import annotations
 
+import gc
 import itertools
 import threading
 import time
@@ -60,7 +61,7 @@ from gantt.state.cells import CellArrays
 from gantt.state.columns import Columns, Factor, HostCaps
 from gantt.state.instances import InstanceIndex
 from gantt.state.ledger import Ledger
-from gantt.state.reports import DEFAULT_RATIOS, apply_stats
+from gantt.state.reports import DEFAULT_RATIOS, apply_new_rows, apply_stats, simple_for_new_row
 
 _STATIC_EPOCHS = itertools.count(1)  # see HostTable.__init__: one range of static revisions per table
 _IDENTITY = ("host", "nodename", "hypervisor_hostname", "uuid", "host_ip")
@@ -456,31 +457,121 @@ class HostTable:
             if row is None:
                 row = self._add_row(report.host, report.nodename)
                 static = True
+            return self._apply_report(report, row, key, now, static=static, whole=whole)
+
+    def load(self, reports: Iterable[HostReport], *, now: float | None = None, whole: bool = False) -> None:
+        """``update`` with each of ``reports`` in turn, leaving the table as those updates would; a cold start's
+        path. The reports of nodes the table does not hold yet are written column by column, in bulk (a
+        million per-report updates cost ~30 s of Python); the others (and every report while a listener watches
+        the table, which must see each change) go through ``update``.
+
+        The one difference: a report without ``reported_at`` (and no ``now``) is stamped with one clock reading
+        for the whole batch rather than one each."""
+        with self._lock:
+            pending = list(reports)
+            if self._listeners:
+                for report in pending:
+                    self.update(report, now=now, whole=whole)
+                return
+            columns = self._columns
+            row_of = columns.row_of
+            fresh: list[HostReport] = []
+            keys: list[NodeKey] = []
+            seen: set[NodeKey] = set()
+            for report in pending:
+                key = (report.host, report.nodename)
+                if key in row_of or key in seen:  # a node already held, or named twice: the rest one by one
+                    break
+                seen.add(key)
+                fresh.append(report)
+                keys.append(key)
+            if fresh:
+                # The batch allocates a few objects per node and frees none, with no cycles among them: the
+                # cyclic collector would walk the growing heap again and again for nothing (a third of the time).
+                collecting = gc.isenabled()
+                gc.disable()
+                try:
+                    self._load_new(fresh, keys, now, whole)
+                finally:
+                    if collecting:
+                        gc.enable()
+            for report in pending[len(fresh):]:
+                self.update(report, now=now, whole=whole)
+
+    def _load_new(self, reports: list[HostReport], keys: list[NodeKey], now: float | None, whole: bool) -> None:
+        """``load``'s bulk part: ``reports`` of nodes the table does not hold, ``keys`` theirs, all distinct."""
+        columns = self._columns
+        first = columns.add_rows(keys)
+        end = first + len(keys)
+        self._instances.add_rows(len(keys))
+        code_of = self._aggregates.code_of
+        codes: dict[str, int] = {}
+        aggset = [codes[host] if host in codes else codes.setdefault(host, code_of(host)) for host, _ in keys]
+        columns.cols["aggset_code"][first:end] = aggset
+        clock_now = self._clock() if now is None else now
+        stamps = [now if now is not None else report.reported_at if report.reported_at is not None else clock_now
+                  for report in reports]
+        held = self._ledger.holds
+        simple_rows: list[int] = []
+        simple_stats: list[Any] = []
+        complex_rows: list[int] = []
+        for row, report, key in zip(range(first, end), reports, keys, strict=True):
             stats = report.stats
-            static |= apply_stats(columns, row, stats, self._default_ratios, whole=whole)
-            if stats.service is not None:
-                if stats.service.disabled and stats.service.disabled_reason:
-                    self._disabled_reasons[key] = stats.service.disabled_reason
-                else:
-                    self._disabled_reasons.pop(key, None)
             child = report.provider is not None and report.provider.parent_provider_uuid is not None
-            if bool(columns.cols["child"][row]) != child:
-                columns.cols["child"][row] = child
-                static = True
-            if stats.instances is not None:
-                listed = self._instances.report(row, key[0], stats.instances, held=self._ledger)
-                columns.reports_instances[row] = True
-                self._ledger.confirm_listed(row, key, listed, now)
-            elif not columns.reports_instances[row]:
-                self._ledger.settle_unlisted(row, key, now)
-            if stats.numa_topology is not None or whole:  # new cells: the claims in flight count on them again
-                self._ledger.count_numa(row, key)
-            columns.refresh_load(row)
-            columns.refresh_free(row)
-            columns.cols["updated_at"][row] = now
-            self._touched(row)
-            self._changed("host", key, static=static)
-            return row
+            if simple_for_new_row(stats) and not child and not held(key):
+                simple_rows.append(row)
+                simple_stats.append(stats)
+                service = stats.service
+                if service is not None and service.disabled and service.disabled_reason:
+                    self._disabled_reasons[key] = service.disabled_reason
+            else:
+                complex_rows.append(row)
+        apply_new_rows(columns, simple_rows, simple_stats, self._default_ratios)
+        # what ``update`` writes besides the stats: the report time; the usage version and the journal, once for
+        # the new row (``Ledger.restore_row``), once for a whole record's cells (``Ledger.count_numa``) and once
+        # for the report; a revision and a static revision (a new row) per report
+        columns.cols["updated_at"][first:end] = stamps
+        touches = 3 if whole else 2
+        simple = np.asarray(simple_rows, dtype=np.intp)
+        columns.cols["usage_version"][simple] += touches
+        self._journal.extend(np.repeat(simple, touches))
+        self._revision += len(simple_rows)
+        self._static_revision += len(simple_rows)
+        for row in complex_rows:
+            i = row - first
+            self._ledger.restore_row(row, keys[i])
+            self._apply_report(reports[i], row, keys[i], stamps[i], static=True, whole=whole)
+        columns.refresh_rows(slice(first, end))
+
+    def _apply_report(self, report: HostReport, row: int, key: NodeKey, now: float, *, static: bool,
+                      whole: bool) -> int:
+        """``update`` once the row is known (``static``: it is new). Holds the lock (the caller's)."""
+        columns = self._columns
+        stats = report.stats
+        static |= apply_stats(columns, row, stats, self._default_ratios, whole=whole)
+        if stats.service is not None:
+            if stats.service.disabled and stats.service.disabled_reason:
+                self._disabled_reasons[key] = stats.service.disabled_reason
+            else:
+                self._disabled_reasons.pop(key, None)
+        child = report.provider is not None and report.provider.parent_provider_uuid is not None
+        if bool(columns.cols["child"][row]) != child:
+            columns.cols["child"][row] = child
+            static = True
+        if stats.instances is not None:
+            listed = self._instances.report(row, key[0], stats.instances, held=self._ledger)
+            columns.reports_instances[row] = True
+            self._ledger.confirm_listed(row, key, listed, now)
+        elif not columns.reports_instances[row]:
+            self._ledger.settle_unlisted(row, key, now)
+        if stats.numa_topology is not None or whole:  # new cells: the claims in flight count on them again
+            self._ledger.count_numa(row, key)
+        columns.refresh_load(row)
+        columns.refresh_free(row)
+        columns.cols["updated_at"][row] = now
+        self._touched(row)
+        self._changed("host", key, static=static)
+        return row
 
     def roots(self) -> np.ndarray | None:
         """The rows that are root providers (design §5: only they are candidates for a Nova-shaped request);
