@@ -64,9 +64,27 @@ T = TypeVar("T")
 # A provider write as steps, so that one code path serves a handler thread and the event loop: each ``None`` it
 # yields asks to catch up with the store (``sync``), each Batch to commit it (an error of either is thrown back in
 # where it was asked for, as the call would have raised there); its return value is the answer. It yields nothing
-# while it holds the table lock. ``Replica.run_steps`` carries it out in place; gantt.placement.wire.Call.steps
-# on the loop, with the commit handed to the store's own writer where it has one (no handler thread).
-Steps = Generator["Batch | None", None, T]
+# while it holds the table lock; THREAD, yielded when the lock is busy, asks to go on where waiting for it does
+# not stall anything else. ``Replica.run_steps`` carries it out in place; gantt.placement.wire.Call.steps on the
+# loop, with the commit handed to the store's own writer where it has one (no handler thread).
+Steps = Generator["Batch | str | None", None, T]
+THREAD = "thread"
+
+
+class _Release:
+    """A lock already taken, released at the end of a ``with``."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
 _ATTEMPTS = 8  # a replica behind the store catches up and tries again; past this, the writers contend too hard
 
 
@@ -100,7 +118,7 @@ class PlacementFacade:
             try:
                 if step is None:
                     self.sync()
-                else:
+                elif isinstance(step, Batch):
                     self.write(step)
             except Exception as exc:  # raised where the step was asked for
                 error = exc
@@ -112,7 +130,7 @@ class PlacementFacade:
 
     def provider_steps(self, uuid: str) -> Steps[ProviderView]:
         yield from self._known_steps(uuid)
-        with self.table.lock:
+        with (yield from self._lock_steps()):
             return self.providers.get(uuid)
 
     def provider_as_read(self, uuid: str, generation: int) -> ProviderView:
@@ -139,6 +157,15 @@ class PlacementFacade:
     def _known_steps(self, uuid: str) -> Steps[None]:
         if uuid not in self.providers.by_uuid:
             yield None
+
+    def _lock_steps(self) -> Steps[_Release]:
+        """The table lock, taken for a ``with``: when another thread holds it (a long candidates answer, the
+        feed), the steps first ask to go on on a handler thread, so that the event loop never waits for it."""
+        lock = self.table.lock
+        if not lock.acquire(blocking=False):
+            yield THREAD
+            lock.acquire()
+        return _Release(lock)
 
     def provider_list(self) -> list[ProviderView]:
         with self.table.lock:
@@ -182,7 +209,7 @@ class PlacementFacade:
 
     def _inventories_steps(self, uuid: str) -> Steps[tuple[ProviderView, dict[str, Inventory]]]:
         yield from self._known_steps(uuid)
-        with self.table.lock:
+        with (yield from self._lock_steps()):
             found = self.providers.get(uuid)
             return found, providers.inventories(found.record, self.table.default_ratios)
 
@@ -197,7 +224,7 @@ class PlacementFacade:
 
     def _aggregates_steps(self, uuid: str) -> Steps[tuple[ProviderView, list[str]]]:
         yield from self._known_steps(uuid)
-        with self.table.lock:
+        with (yield from self._lock_steps()):
             found = self.providers.get(uuid)
             return found, self._aggregates_of(found)
 
@@ -269,7 +296,7 @@ class PlacementFacade:
                               parent: str | None = None) -> Steps[ProviderView]:
         uuid = uuid or str(uuidlib.uuid4())
         yield None  # sync: a name or uuid written by another instance an instant ago is a duplicate too
-        with self.table.lock:
+        with (yield from self._lock_steps()):
             taken = [f"uuid: {uuid}"] if uuid in self.providers.by_uuid else []
             if name in self.providers.by_name:
                 taken.append(f"name: {name}")
@@ -386,7 +413,8 @@ class PlacementFacade:
         """Replace the provider's inventories with ``given`` (``merge``: add or change only those, and drop
         ``remove``; ``existing``: only change classes it has). Classes must exist; a class dropped while
         allocated is InventoryInUse."""
-        missing = self.missing_records("resource_class", given)
+        with (yield from self._lock_steps()):
+            missing = self.catalog.missing("resource_class", given)
         if missing:
             raise InvalidRequest(f"Unknown resource class in inventory for resource provider {uuid}: No such "
                                  f"resource class {', '.join(missing)}.", field="inventories")
@@ -415,7 +443,8 @@ class PlacementFacade:
         return self.run_steps(self.set_provider_traits_steps(uuid, generation, names))
 
     def set_provider_traits_steps(self, uuid: str, generation: int | None, names: list[str]) -> Steps[ProviderView]:
-        missing = self.missing_records("trait", names)
+        with (yield from self._lock_steps()):
+            missing = self.catalog.missing("trait", names)
         if missing:
             raise InvalidRequest(f"No such trait(s): {', '.join(missing)}.", field="traits")
         yield from self._edit_steps(uuid, generation,
@@ -455,7 +484,7 @@ class PlacementFacade:
         node revision. ``generation``: what the client read (None: whatever is current)."""
         yield from self._known_steps(uuid)
         for attempt in range(_ATTEMPTS):
-            with self.table.lock:
+            with (yield from self._lock_steps()):
                 current = self.providers.get(uuid)
                 if generation is not None and current.generation != generation and attempt == 0:
                     stale = True

@@ -9,6 +9,7 @@ the steps, which catch up and refuse it.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -36,9 +37,10 @@ def replica(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replica]
         store.close()
 
 
-def _call(replica: Replica, hops: list[Callable[..., Any]]) -> Call:
+def _call(replica: Replica, hops: list[Callable[..., Any]], before: Callable[[], Any] = lambda: None) -> Call:
     async def run(fn: Callable[..., Any], *args: Any) -> Any:
         hops.append(fn)  # every hop to a handler thread the write asks for
+        before()
         return await asyncio.get_running_loop().run_in_executor(None, partial(fn, *args))
 
     return Call(None, MAX_VERSION, replica, run, "")  # type: ignore[arg-type]  # steps read no request
@@ -93,3 +95,33 @@ def test_the_stores_refusal_is_thrown_into_the_steps(tmp_path: Path) -> None:
             replica.close()
         for store in stores:
             store.close()
+
+
+def test_a_busy_table_lock_sends_the_rest_to_a_handler_thread(tmp_path: Path) -> None:
+    """The loop never waits for the table's lock (a long candidates answer may hold it): the write goes on on a
+    handler thread, which waits there instead."""
+    store = open_store(f"sqlite:///{tmp_path}/gantt.sqlite")
+    replica = Replica(store, Config()).start(follow=False)
+    try:
+        made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+        taken, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with replica.table.lock:
+                taken.set()
+                release.wait(5.0)  # without THREAD, the loop would wait here this long and ask for no hop
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        taken.wait()
+        hops: list[Callable[..., Any]] = []
+        call = _call(replica, hops, before=release.set)
+        found = asyncio.run(call.steps(replica.set_provider_traits_steps, made.uuid, made.generation,
+                                       ["HW_CPU_X86_AVX"]))
+        holder.join()
+        assert len(hops) == 1
+        assert found.generation == made.generation + 1
+        assert found.record.stats.traits == ["HW_CPU_X86_AVX"]
+    finally:
+        replica.close()
+        store.close()

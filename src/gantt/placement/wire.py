@@ -126,7 +126,8 @@ class Call:
         committed by the store's own writer (SQLite) while the loop waits on the future, applied here. Profiled,
         the hop to a handler thread and back was two of a write's four thread crossings. A store that commits in
         its caller (etcd: a round trip) runs the whole of it on a handler thread instead. A catch-up (``sync``)
-        reads the store, so it goes to a handler thread; writes to a provider this replica holds need none."""
+        reads the store, so it goes to a handler thread (writes to a provider this replica holds need none), and so
+        does the rest of a write that finds the table's lock taken (the loop never waits for it)."""
         replica = self.replica
         if not replica.reads_in_place:
             return await self.call(lambda: replica.run_steps(make(*args, **kwargs)))
@@ -141,6 +142,8 @@ class Call:
             try:
                 if step is None:
                     await self.run(replica.sync)
+                elif isinstance(step, str):  # the table's lock is busy: the rest on a handler thread
+                    return await self.run(replica.run_steps, steps)  # type: ignore[no-any-return]
                 else:
                     future = replica.write_soon(step)
                     replica.written(step, await asyncio.wrap_future(future))
