@@ -99,6 +99,25 @@ def group_cpu(pgid: int) -> float:
     return total
 
 
+def group_switches(pgid: int) -> int:
+    """Context switches (voluntary + involuntary) of every live thread of every process in group ``pgid``: each
+    is a thread that went to sleep or was preempted (a GIL hand-over, a wake-up of the writer or the loop)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[2]) != pgid:
+                    continue
+            for task in os.listdir(f"/proc/{entry}/task"):
+                with open(f"/proc/{entry}/task/{task}/status") as f:
+                    total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except OSError:
+            continue  # gone meanwhile
+    return total
+
+
 def register(url: str, start: int, count: int, concurrency: int) -> float:
     """Register providers ``start .. start+count`` as nova-compute would; providers/s."""
 
@@ -208,10 +227,12 @@ def measure(name: str, start: Callable[[], Any], args: argparse.Namespace, concu
         have = 0
         rates = []
         cpu = 0.0
+        switches = 0
         for size in sizes:
-            before = group_cpu(pgid)
+            before, switched = group_cpu(pgid), group_switches(pgid)
             rate = register(url, have, size - have, concurrency)
             cpu += group_cpu(pgid) - before
+            switches += group_switches(pgid) - switched
             rates.append((size - have, rate))
             have = size
             queries = args.queries if size <= 2000 else max(5, args.queries // 5)
@@ -225,6 +246,8 @@ def measure(name: str, start: Callable[[], Any], args: argparse.Namespace, concu
         # The server's own CPU per write (every process of its group): unlike writes/s, it hardly moves with the
         # machine's load, so it compares runs on a busy machine.
         out["server_cpu_us_per_write"] = round(cpu / (3 * total) * 1e6, 1)
+        # Threads of the server that exit during the run take their count with them: a lower bound.
+        out["server_switches_per_write"] = round(switches / (3 * total), 1)
         flat = [str(uuid.UUID(int=i + 1)) for i in range(sizes[0])]
         out["claims_per_s"] = round(claims(url, flat, args.claims, concurrency), 1)
         print(f"{name}: claims at {out['claims_per_s']}/s", file=sys.stderr)

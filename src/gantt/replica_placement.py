@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -61,6 +61,30 @@ if TYPE_CHECKING:
     from gantt.state import HostTable
 
 T = TypeVar("T")
+# A provider write as steps, so that one code path serves a handler thread and the event loop: each ``None`` it
+# yields asks to catch up with the store (``sync``), each Batch to commit it (an error of either is thrown back in
+# where it was asked for, as the call would have raised there); its return value is the answer. It yields nothing
+# while it holds the table lock; THREAD, yielded when the lock is busy, asks to go on where waiting for it does
+# not stall anything else. ``Replica.run_steps`` carries it out in place; gantt.placement.wire.Call.steps on the
+# loop, with the commit handed to the store's own writer where it has one (no handler thread).
+Steps = Generator["Batch | str | None", None, T]
+THREAD = "thread"
+
+
+class _Release:
+    """A lock already taken, released at the end of a ``with``."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
 _ATTEMPTS = 8  # a replica behind the store catches up and tries again; past this, the writers contend too hard
 
 
@@ -82,11 +106,31 @@ class PlacementFacade:
     def sync(self) -> int: ...  # pragma: no cover - Replica's
     def write(self, batch: Batch) -> int: ...  # pragma: no cover - Replica's
 
+    def run_steps(self, steps: Steps[T]) -> T:
+        """Carry out a write's steps here (syncs and commits in this thread) and return its answer."""
+        error: Exception | None = None
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else next(steps)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            error = None
+            try:
+                if step is None:
+                    self.sync()
+                elif isinstance(step, Batch):
+                    self.write(step)
+            except Exception as exc:  # raised where the step was asked for
+                error = exc
+
     # ------------------------------------------------------------------------------------------ reads
 
     def provider(self, uuid: str) -> ProviderView:
-        self._known(uuid)
-        with self.table.lock:
+        return self.run_steps(self.provider_steps(uuid))
+
+    def provider_steps(self, uuid: str) -> Steps[ProviderView]:
+        yield from self._known_steps(uuid)
+        with (yield from self._lock_steps()):
             return self.providers.get(uuid)
 
     def provider_as_read(self, uuid: str, generation: int) -> ProviderView:
@@ -109,6 +153,19 @@ class PlacementFacade:
         and a client that was told it exists must not hear 404 from this one."""
         if uuid not in self.providers.by_uuid:
             self.sync()
+
+    def _known_steps(self, uuid: str) -> Steps[None]:
+        if uuid not in self.providers.by_uuid:
+            yield None
+
+    def _lock_steps(self) -> Steps[_Release]:
+        """The table lock, taken for a ``with``: when another thread holds it (a long candidates answer, the
+        feed), the steps first ask to go on on a handler thread, so that the event loop never waits for it."""
+        lock = self.table.lock
+        if not lock.acquire(blocking=False):
+            yield THREAD
+            lock.acquire()
+        return _Release(lock)
 
     def provider_list(self) -> list[ProviderView]:
         with self.table.lock:
@@ -148,8 +205,11 @@ class PlacementFacade:
             return self.providers.tree(uuid) if uuid in self.providers.by_uuid else []
 
     def provider_inventories(self, uuid: str) -> tuple[ProviderView, dict[str, Inventory]]:
-        self._known(uuid)
-        with self.table.lock:
+        return self.run_steps(self._inventories_steps(uuid))
+
+    def _inventories_steps(self, uuid: str) -> Steps[tuple[ProviderView, dict[str, Inventory]]]:
+        yield from self._known_steps(uuid)
+        with (yield from self._lock_steps()):
             found = self.providers.get(uuid)
             return found, providers.inventories(found.record, self.table.default_ratios)
 
@@ -160,8 +220,11 @@ class PlacementFacade:
             return self._used(self.providers.get(uuid))
 
     def provider_aggregates(self, uuid: str) -> tuple[ProviderView, list[str]]:
-        self._known(uuid)
-        with self.table.lock:
+        return self.run_steps(self._aggregates_steps(uuid))
+
+    def _aggregates_steps(self, uuid: str) -> Steps[tuple[ProviderView, list[str]]]:
+        yield from self._known_steps(uuid)
+        with (yield from self._lock_steps()):
             found = self.providers.get(uuid)
             return found, self._aggregates_of(found)
 
@@ -227,9 +290,13 @@ class PlacementFacade:
     # -------------------------------------------------------------------------------- provider writes
 
     def create_provider(self, name: str, uuid: str | None = None, parent: str | None = None) -> ProviderView:
+        return self.run_steps(self.create_provider_steps(name, uuid, parent))
+
+    def create_provider_steps(self, name: str, uuid: str | None = None,
+                              parent: str | None = None) -> Steps[ProviderView]:
         uuid = uuid or str(uuidlib.uuid4())
-        self.sync()  # a name or uuid written by another instance an instant ago is a duplicate too
-        with self.table.lock:
+        yield None  # sync: a name or uuid written by another instance an instant ago is a duplicate too
+        with (yield from self._lock_steps()):
             taken = [f"uuid: {uuid}"] if uuid in self.providers.by_uuid else []
             if name in self.providers.by_name:
                 taken.append(f"name: {name}")
@@ -242,10 +309,10 @@ class PlacementFacade:
             above = self._parent(parent, uuid)
             record = providers.new_record(uuid, name, above, self.clock())
         try:
-            self.write(Batch(generations=[Generation(uuid, uuid, None)], providers=[record]))
+            yield Batch(generations=[Generation(uuid, uuid, None)], providers=[record])
         except GenerationConflict:
             raise DuplicateName(f"Conflicting resource provider uuid: {uuid} already exists.") from None
-        return self.provider(uuid)
+        return (yield from self.provider_steps(uuid))
 
     def _parent(self, parent: str | None, uuid: str) -> ProviderView | None:
         if parent is None:
@@ -259,6 +326,11 @@ class PlacementFacade:
 
     def update_provider(self, uuid: str, name: str | None, parent: str | None, *, set_parent: bool,
                         reparent: bool) -> ProviderView:
+        return self.run_steps(self.update_provider_steps(uuid, name, parent, set_parent=set_parent,
+                                                         reparent=reparent))
+
+    def update_provider_steps(self, uuid: str, name: str | None, parent: str | None, *, set_parent: bool,
+                              reparent: bool) -> Steps[ProviderView]:
         """Rename and/or (re)parent. ``reparent`` (microversion 1.37): any parent may change, else only a root
         may get one."""
 
@@ -278,8 +350,8 @@ class PlacementFacade:
             record = providers.renamed(current, new_name, above, self.clock())
             return [record, *self._reroot(current, record)]
 
-        self._edit(uuid, None, build)
-        return self.provider(uuid)
+        yield from self._edit_steps(uuid, None, build)
+        return (yield from self.provider_steps(uuid))
 
     def _reroot(self, current: ProviderView, record: HostReport) -> list[HostReport]:
         """The descendants of a provider whose root changes, with the new root."""
@@ -331,10 +403,18 @@ class PlacementFacade:
     def set_inventories(self, uuid: str, generation: int | None, given: dict[str, Inventory], *,
                         reserved_may_equal_total: bool, merge: bool = False, remove: Iterable[str] = (),
                         existing: bool = False) -> tuple[ProviderView, dict[str, Inventory]]:
+        return self.run_steps(self.set_inventories_steps(uuid, generation, given,
+                                                         reserved_may_equal_total=reserved_may_equal_total,
+                                                         merge=merge, remove=remove, existing=existing))
+
+    def set_inventories_steps(self, uuid: str, generation: int | None, given: dict[str, Inventory], *,
+                              reserved_may_equal_total: bool, merge: bool = False, remove: Iterable[str] = (),
+                              existing: bool = False) -> Steps[tuple[ProviderView, dict[str, Inventory]]]:
         """Replace the provider's inventories with ``given`` (``merge``: add or change only those, and drop
         ``remove``; ``existing``: only change classes it has). Classes must exist; a class dropped while
         allocated is InventoryInUse."""
-        missing = self.missing_records("resource_class", given)
+        with (yield from self._lock_steps()):
+            missing = self.catalog.missing("resource_class", given)
         if missing:
             raise InvalidRequest(f"Unknown resource class in inventory for resource provider {uuid}: No such "
                                  f"resource class {', '.join(missing)}.", field="inventories")
@@ -354,20 +434,29 @@ class PlacementFacade:
             providers.check_not_in_use(uuid, set(old) - set(new), self._used(current))
             return [providers.with_inventories(current, new, self.clock())]
 
-        self._edit(uuid, generation, build)
-        return self.provider_inventories(uuid)
+        yield from self._edit_steps(uuid, generation, build)
+        return (yield from self._inventories_steps(uuid))
 
     # ----------------------------------------------------------------------------------- traits, aggs
 
     def set_provider_traits(self, uuid: str, generation: int | None, names: list[str]) -> ProviderView:
-        missing = self.missing_records("trait", names)
+        return self.run_steps(self.set_provider_traits_steps(uuid, generation, names))
+
+    def set_provider_traits_steps(self, uuid: str, generation: int | None, names: list[str]) -> Steps[ProviderView]:
+        with (yield from self._lock_steps()):
+            missing = self.catalog.missing("trait", names)
         if missing:
             raise InvalidRequest(f"No such trait(s): {', '.join(missing)}.", field="traits")
-        self._edit(uuid, generation, lambda current: [providers.with_traits(current, names, self.clock())])
-        return self.provider(uuid)
+        yield from self._edit_steps(uuid, generation,
+                                    lambda current: [providers.with_traits(current, names, self.clock())])
+        return (yield from self.provider_steps(uuid))
 
     def set_provider_aggregates(self, uuid: str, generation: int | None, wanted: list[str], *,
                                 bump: bool) -> tuple[ProviderView, list[str]]:
+        return self.run_steps(self.set_provider_aggregates_steps(uuid, generation, wanted, bump=bump))
+
+    def set_provider_aggregates_steps(self, uuid: str, generation: int | None, wanted: list[str], *,
+                                      bump: bool) -> Steps[tuple[ProviderView, list[str]]]:
         """The provider's aggregates become ``wanted``: its host joins or leaves the Gantt aggregates of those
         uuids (one is created, id = uuid, when none has it). ``bump``: from 1.19 the generation moves."""
         target = set(wanted)
@@ -385,17 +474,17 @@ class PlacementFacade:
             record = providers.bumped(current, self.clock()) if bump else current.record
             return ([record] if bump else []), changed
 
-        self._edit(uuid, generation, build)
-        return self.provider_aggregates(uuid)
+        yield from self._edit_steps(uuid, generation, build)
+        return (yield from self._aggregates_steps(uuid))
 
     # ----------------------------------------------------------------------------------- the CAS loop
 
-    def _edit(self, uuid: str, generation: int | None, build: Callable[[ProviderView], Any]) -> None:
+    def _edit_steps(self, uuid: str, generation: int | None, build: Callable[[ProviderView], Any]) -> Steps[None]:
         """Write what ``build`` makes of the provider as the replica holds it, guarded by its generation and
         node revision. ``generation``: what the client read (None: whatever is current)."""
-        self._known(uuid)
+        yield from self._known_steps(uuid)
         for attempt in range(_ATTEMPTS):
-            with self.table.lock:
+            with (yield from self._lock_steps()):
                 current = self.providers.get(uuid)
                 if generation is not None and current.generation != generation and attempt == 0:
                     stale = True
@@ -405,18 +494,20 @@ class PlacementFacade:
                         raise GenerationConflict([current.key])
                     batch = self._batch(current, build(current))
             if stale:
-                self.sync()  # this replica may be the one behind: read everything committed before deciding
+                yield None  # sync: this replica may be the one behind: read everything committed before deciding
                 continue
             try:
-                self.write(batch)
+                yield batch
                 return
             except StoreConflict:
-                self.sync()
+                yield None
             except GenerationConflict:
                 if generation is not None:
-                    self._caught_up_before_refusing()
+                    # caught up before the refusal goes out (_caught_up_before_refusing)
+                    with contextlib.suppress(StoreUnavailable):
+                        yield None
                     raise
-                self.sync()
+                yield None
         raise Conflict(f"resource provider {uuid} kept changing; try again")
 
     def _caught_up_before_refusing(self) -> None:

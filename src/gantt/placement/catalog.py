@@ -117,7 +117,7 @@ async def set_provider_traits(call: Call) -> Answer:
     uuid = call.params["uuid"]
     await call.check_provider(uuid)
     body = await json_body(call.request, ProviderTraitsIn)
-    found = await call.call(call.replica.set_provider_traits, uuid, body.resource_provider_generation,
+    found = await call.steps(call.replica.set_provider_traits_steps, uuid, body.resource_provider_generation,
                             list(dict.fromkeys(body.traits)))
     return json_response(call, {"traits": sorted(found.record.stats.traits or ()),
                                 "resource_provider_generation": found.generation}, modified=found.updated_at)
@@ -125,5 +125,5 @@ async def set_provider_traits(call: Call) -> Answer:
 
 async def delete_provider_traits(call: Call) -> Answer:
     uuid = call.params["uuid"]
-    await call.call(call.replica.set_provider_traits, uuid, None, [])
+    await call.steps(call.replica.set_provider_traits_steps, uuid, None, [])
     return empty()

@@ -50,7 +50,7 @@ async def _set(call: Call, verb: str, uuid: str, generation: int | None, given: 
                **how: Any) -> Any:
     """The replica's set_inventories; a refused inventory is Placement's "Unable to <verb> inventory"."""
     try:
-        return await call.call(call.replica.set_inventories, uuid, generation, given,
+        return await call.steps(call.replica.set_inventories_steps, uuid, generation, given,
                                reserved_may_equal_total=call.version.at_least(26), **how)
     except InvalidRequest as exc:
         message = gantt_error(exc).detail
@@ -83,14 +83,14 @@ async def delete_all(call: Call) -> Answer:
     if not call.version.at_least(5):
         raise PlacementError(405, "The method DELETE is not allowed for this resource.",
                              headers={"allow": "GET, POST, PUT"})
-    await call.call(call.replica.set_inventories, call.params["uuid"], None, {}, reserved_may_equal_total=True)
+    await call.steps(call.replica.set_inventories_steps, call.params["uuid"], None, {}, reserved_may_equal_total=True)
     return empty()
 
 
 async def create(call: Call) -> Answer:
     require_json(call.request)
     uuid = call.params["uuid"]
-    found = await call.call(call.replica.provider, uuid)
+    found = await call.steps(call.replica.provider_steps, uuid)
     body = await json_body(call.request, NewInventoryIn)
     rc = body.resource_class
     inv = to_inventory(rc, uuid, body)
@@ -131,6 +131,6 @@ async def delete(call: Call) -> Answer:
     _, current = await call.call(call.replica.provider_inventories, uuid)
     if rc not in current:
         raise PlacementError(404, f"No inventory of class {rc} found for delete")
-    await call.call(call.replica.set_inventories, uuid, None, {}, merge=True, remove=[rc],
+    await call.steps(call.replica.set_inventories_steps, uuid, None, {}, merge=True, remove=[rc],
                     reserved_may_equal_total=True)
     return empty()

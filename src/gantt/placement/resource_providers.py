@@ -47,7 +47,7 @@ async def create(call: Call) -> Answer:
     parent = getattr(body, "parent_provider_uuid", None) or None
     if parent is not None:
         parent = valid_uuid(parent, "parent_provider_uuid")
-    found = await call.call(call.replica.create_provider, body.name, uuid, parent)
+    found = await call.steps(call.replica.create_provider_steps, body.name, uuid, parent)
     location = {"location": str(call.request.base_url).rstrip("/") + call.url(f"/resource_providers/{found.uuid}")}
     if call.version.at_least(20):
         return json_response(call, serialize(call, found), modified=found.updated_at, headers=location)
@@ -62,12 +62,12 @@ async def show(call: Call) -> Answer:
 
 async def update(call: Call) -> Answer:
     require_json(call.request)
-    found = await call.call(call.replica.provider, call.params["uuid"])
+    found = await call.steps(call.replica.provider_steps, call.params["uuid"])
     body = await json_body(call.request, ProviderUpdate114 if call.version.at_least(14) else ProviderUpdate)
     parent = getattr(body, "parent_provider_uuid", UNSET)
     if isinstance(parent, str):
         parent = valid_uuid(parent, "parent_provider_uuid")
-    updated = await call.call(call.replica.update_provider, found.uuid, body.name,
+    updated = await call.steps(call.replica.update_provider_steps, found.uuid, body.name,
                               None if parent is UNSET else parent, set_parent=parent is not UNSET,
                               reparent=call.version.at_least(37))
     return json_response(call, serialize(call, updated), modified=updated.updated_at)

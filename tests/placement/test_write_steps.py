@@ -1,0 +1,127 @@
+"""Provider writes as steps (gantt.replica_placement.Steps), driven by the Placement face's ``Call.steps``.
+
+On SQLite the event loop carries them out itself: the store's writer commits, no handler thread is asked for
+unless the replica must catch up with the store. On a store that commits in its caller (memory, etcd) the whole
+write runs on one handler thread. Refusals come out the same way on both: a stale generation is thrown back into
+the steps, which catch up and refuse it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gantt.config import Config
+from gantt.model import GenerationConflict, Inventory
+from gantt.placement.microversion import MAX_VERSION
+from gantt.placement.wire import Call
+from gantt.replica import Replica
+from gantt.store.base import open_store
+
+
+@pytest.fixture(params=["sqlite", "memory"])
+def replica(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Replica]:
+    url = f"sqlite:///{tmp_path}/gantt.sqlite" if request.param == "sqlite" else "memory://"
+    store = open_store(url)
+    replica = Replica(store, Config()).start(follow=False)
+    try:
+        yield replica
+    finally:
+        replica.close()
+        store.close()
+
+
+def _call(replica: Replica, hops: list[Callable[..., Any]], before: Callable[[], Any] = lambda: None) -> Call:
+    async def run(fn: Callable[..., Any], *args: Any) -> Any:
+        hops.append(fn)  # every hop to a handler thread the write asks for
+        before()
+        return await asyncio.get_running_loop().run_in_executor(None, partial(fn, *args))
+
+    return Call(None, MAX_VERSION, replica, run, "")  # type: ignore[arg-type]  # steps read no request
+
+
+def test_writes_to_a_known_provider_take_no_handler_thread_on_sqlite(replica: Replica) -> None:
+    made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+    hops: list[Callable[..., Any]] = []
+    call = _call(replica, hops)
+    found, inventories = asyncio.run(call.steps(replica.set_inventories_steps, made.uuid, made.generation,
+                                                {"VCPU": Inventory(total=8)}, reserved_may_equal_total=False))
+    assert found.generation == made.generation + 1
+    assert inventories["VCPU"].total == 8
+    assert replica.provider(made.uuid).generation == found.generation  # applied here: read your own write
+    # SQLite: built on the loop, committed by the store's writer; memory: all of it on one handler thread
+    assert len(hops) == (0 if replica.reads_in_place else 1)
+
+
+def test_a_stale_generation_is_refused_after_catching_up(replica: Replica) -> None:
+    made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+    replica.set_provider_traits(made.uuid, made.generation, ["HW_CPU_X86_AVX"])
+    hops: list[Callable[..., Any]] = []
+    with pytest.raises(GenerationConflict):
+        asyncio.run(_call(replica, hops).steps(replica.set_provider_traits_steps, made.uuid, made.generation,
+                                               ["HW_CPU_X86_SSE"]))
+    assert replica.provider(made.uuid).record.stats.traits == ["HW_CPU_X86_AVX"]
+    # SQLite: one catch-up on a handler thread (the client's generation is behind this replica's), then refused
+    # on the loop; memory: the whole write on one handler thread
+    assert len(hops) == 1
+
+
+def test_the_stores_refusal_is_thrown_into_the_steps(tmp_path: Path) -> None:
+    """A replica behind another process's write builds a batch the store refuses: the refusal reaches the steps
+    where the commit was asked for, which catch up (so the client's next read here shows the winning write) and
+    give the client its 409."""
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    stores = [open_store(url), open_store(url)]
+    ahead, behind = (Replica(store, Config()).start(follow=False) for store in stores)
+    try:
+        made = ahead.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+        behind.sync()
+        ahead.set_provider_traits(made.uuid, made.generation, ["HW_CPU_X86_AVX"])
+        hops: list[Callable[..., Any]] = []
+        with pytest.raises(GenerationConflict):
+            asyncio.run(_call(behind, hops).steps(behind.set_provider_traits_steps, made.uuid, made.generation,
+                                                  ["HW_CPU_X86_SSE"]))
+        assert len(hops) == 1  # the catch-up before refusing
+        assert behind.providers.get(made.uuid).record.stats.traits == ["HW_CPU_X86_AVX"]
+        assert behind.providers.get(made.uuid).generation == made.generation + 1
+    finally:
+        for replica in (ahead, behind):
+            replica.close()
+        for store in stores:
+            store.close()
+
+
+def test_a_busy_table_lock_sends_the_rest_to_a_handler_thread(tmp_path: Path) -> None:
+    """The loop never waits for the table's lock (a long candidates answer may hold it): the write goes on on a
+    handler thread, which waits there instead."""
+    store = open_store(f"sqlite:///{tmp_path}/gantt.sqlite")
+    replica = Replica(store, Config()).start(follow=False)
+    try:
+        made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+        taken, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with replica.table.lock:
+                taken.set()
+                release.wait(5.0)  # without THREAD, the loop would wait here this long and ask for no hop
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        taken.wait()
+        hops: list[Callable[..., Any]] = []
+        call = _call(replica, hops, before=release.set)
+        found = asyncio.run(call.steps(replica.set_provider_traits_steps, made.uuid, made.generation,
+                                       ["HW_CPU_X86_AVX"]))
+        holder.join()
+        assert len(hops) == 1
+        assert found.generation == made.generation + 1
+        assert found.record.stats.traits == ["HW_CPU_X86_AVX"]
+    finally:
+        replica.close()
+        store.close()
