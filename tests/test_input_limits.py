@@ -32,6 +32,7 @@ from gantt.model import (
 )
 from gantt.service import schemas as wire
 from gantt.service.schemas import InstancesIn, ReportBatchIn, ReportIn, openapi
+from gantt.volume import model as volume
 from tests.conftest import host_stats, make_scheduler, request
 
 
@@ -155,6 +156,7 @@ class Leaf:
 REQUIRED: dict[type, dict[str, Any]] = {
     RequestSpec: {"flavor": {}}, Aggregate: {"id": 1}, Inventory: {"total": 1}, Metric: {"name": "m", "value": 1.0},
     ReportIn: {"name": "h", "stats": {}}, InstancesIn: {"instances": []},
+    volume.BackendReport: {"host": "node1@lvm"},
     NUMACell: {"id": 0}, NUMAPages: {"size_kb": 4, "total": 1},
 }
 # Free-form JSON whose shape is checked in code, by where it sits: a valid value.
@@ -248,10 +250,14 @@ def _map_base(path: str) -> dict[str, Any]:
 
 def _request_bodies() -> list[type]:
     """The Struct of every request body the document names (the schemas module defines or imports each)."""
-    names = {op["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
-             for ops in openapi()["paths"].values() for method, op in ops.items()
-             if method != "parameters" and "requestBody" in op}
-    return [getattr(wire, name) for name in sorted(names)]
+    names = set()
+    for ops in openapi()["paths"].values():
+        for method, op in ops.items():
+            if method != "parameters" and "requestBody" in op:
+                schema = op["requestBody"]["content"]["application/json"]["schema"]
+                # a namespaced path takes either kind's body: compute's or a volume namespace's
+                names |= {ref["$ref"].rsplit("/", 1)[1] for ref in schema.get("anyOf", [schema])}
+    return [getattr(wire, name, None) or getattr(volume, name) for name in sorted(names)]
 
 
 def _all_leaves() -> list[tuple[type, Leaf]]:

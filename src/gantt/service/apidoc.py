@@ -474,7 +474,7 @@ def annotate(document: dict[str, Any]) -> None:
 NAMESPACE_PREFIX = "/v1/namespaces/{namespace}"
 _NAMESPACE_PARAM = {
     "name": "namespace", "in": "path", "required": True,
-    "schema": {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,31}$"},
+    "schema": {"type": "string", "minLength": 1, "maxLength": 32, "pattern": "^[a-z][a-z0-9_-]{0,31}$"},
     "description": "A namespace the service's configuration declares (`[namespace.<name>]`); the default one, "
                    "`compute`, is served at the plain `/v1/...` paths and not here (404)"}
 # The routes a volume namespace serves (gantt.service.volume.ROUTES), as the default's path they share:

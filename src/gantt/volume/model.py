@@ -154,6 +154,12 @@ class BackendReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
     pools: Annotated[list[FreeForm], Meta(max_length=4096)] | None = None
     service: PoolService = field(default_factory=PoolService)
 
+    def __post_init__(self) -> None:
+        # free-form JSON is bounded in depth and bytes like a compute host's stats: it is kept and copied per pool
+        check_json("capabilities", self.capabilities)
+        for i, pool in enumerate(self.pools or ()):
+            check_json(f"pools[{i}]", pool)
+
     def pool_reports(self, reported_at: float | None = None) -> list[PoolReport]:
         """One PoolReport per pool, backend-level keys filled in as Cinder's host manager fills them."""
         backend = dict(self.capabilities)
@@ -204,6 +210,10 @@ class VolumeType(Struct, forbid_unknown_fields=True, omit_defaults=True):
     extra_specs: Annotated[dict[Key, Text], Meta(max_length=1024)] = field(default_factory=dict)
     qos_specs: FreeForm | None = None
 
+    def __post_init__(self) -> None:
+        if self.qos_specs is not None:
+            check_json("qos_specs", self.qos_specs)
+
 
 class VolumeProperties(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """Cinder's request_spec.volume_properties (also its resource_properties)."""
@@ -221,6 +231,10 @@ class VolumeProperties(Struct, forbid_unknown_fields=True, omit_defaults=True):
     # Cinder's filter properties take qos_specs from here (populate_filter_properties): the expression
     # language's ``qos`` dictionary
     qos_specs: FreeForm | None = None
+
+    def __post_init__(self) -> None:
+        if self.qos_specs is not None:
+            check_json("qos_specs", self.qos_specs)
 
 
 class SchedulerHints(Struct, forbid_unknown_fields=True, omit_defaults=True):
