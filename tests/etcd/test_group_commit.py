@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from gantt.model import StoreUnavailable
-from gantt.replica import audit
+from gantt.replica import Replica, audit
 from gantt.store.base import Batch, ConsumerHeld, Expect, StoreConflict
 from gantt.store.etcd import EtcdStore
 from tests.etcd.cluster import LocalCluster, require_etcd
@@ -245,3 +245,51 @@ def test_a_cluster_refusing_the_shared_txn_still_takes_each_claim(tmp_path: Path
         assert errors == []
         assert len(store.snapshot().allocations) == 12
         assert "committing them one by one" in caplog.text  # a shared txn was refused, its claims landed
+
+
+def test_a_shared_txn_whose_claims_all_lose_still_lets_replicas_reach_the_barrier(
+        store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every claim of one shared txn expects a revision its node has left: they all fail, yet the txn writes
+    ``last-write``, the revision barrier() returns. A replica following the feed must reach it at once (it used to
+    wait for the next real write: in CI, twelve threads that had filled the cloud waited 300 s in sync())."""
+    with EtcdStore(store_url + "?group_workers=1") as store, EtcdStore(store_url) as other:
+        stale = {f"n{i}": store.commit(Batch(reports=[report(f"n{i}")])).revision for i in range(3)}
+        for node in stale:
+            store.commit(Batch(reports=[report(node, vcpus=16)]))
+        replica = Replica(other).start(follow=False)  # it moves only when it syncs
+        real = store._commit_group
+        held, release = threading.Event(), threading.Event()
+
+        def first_waits(group: list) -> None:  # type: ignore[type-arg]
+            if not held.is_set():
+                held.set()
+                release.wait(10)
+            real(group)
+
+        monkeypatch.setattr(store, "_commit_group", first_waits)
+        refused: list[str] = []
+
+        def claim(node: str) -> None:
+            try:
+                store.commit(Batch(expect=[Expect(node, node, stale[node])], allocations=[alloc(f"c-{node}", node)]))
+            except StoreConflict:
+                refused.append(node)
+
+        threads = [threading.Thread(target=claim, args=(node,)) for node in stale]
+        threads[0].start()
+        assert held.wait(10)
+        for t in threads[1:]:
+            t.start()
+        deadline = time.monotonic() + 10
+        while len(store._group_queue) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        release.set()
+        for t in threads:
+            t.join(timeout=30)
+        assert sorted(refused) == ["n0", "n1", "n2"] and store.stats.group_commits == 1
+        barrier = other.barrier()
+        assert barrier > replica.revision  # the shared txn's revision, which holds nothing but last-write
+        started = time.monotonic()
+        assert replica.sync() >= barrier  # raised StoreUnavailable after 5 s before the fix
+        assert time.monotonic() - started < 3

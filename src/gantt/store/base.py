@@ -177,6 +177,7 @@ class Change(Struct, omit_defaults=True):
     host: HostReport | None = None  # kind "host": the merged record
     # kind "host_deleted"; kind "usage": this node's usage revision moved and no other change of the revision
     # says so (etcd sends it when its watch lost an overwritten or deleted allocation's old value)
+    # (kind "usage" without a node: this revision changed nothing a replica holds; only its cursor moves)
     node: tuple[str, str] | None = None
     aggregate: Aggregate | None = None  # kind "aggregate"
     aggregate_id: str | None = None  # kind "aggregate_deleted"

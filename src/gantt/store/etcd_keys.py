@@ -124,7 +124,13 @@ class Keys:
                 # Kept only for a revision in ``lost``: then the replica cannot tell from the allocation change
                 # which node it left, and would expect that node's old usage revision until a reload.
                 changes.append(Change(revision=last, kind="usage", node=self.split(ev.kv.key, self.usage_prefix)))
-        return [c for c in changes if c.kind != "usage" or c.revision in lost], last
+        kept = [c for c in changes if c.kind != "usage" or c.revision in lost]
+        if last and (not kept or kept[-1].revision < last):
+            # The newest revision changed nothing a replica holds (a shared claim txn whose every claim lost still
+            # writes ``last-write``, which barrier() returns): a node-less "usage" change moves the replica's
+            # cursor there, or a replica waiting on that barrier would wait until the next real write.
+            kept.append(Change(revision=last, kind="usage"))
+        return kept, last
 
     def change(self, revision: int, kv: Any, deleted: bool, prev: Any) -> Change | None:
         """One key's event; None for usage keys (their revision travels with the change of the same txn)."""
