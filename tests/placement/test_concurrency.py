@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -247,5 +248,12 @@ def test_concurrent_joins_of_one_aggregate_through_two_processes_all_land(tmp_pa
             t.join()
         assert sorted(statuses) == [200] * len(rps), statuses
         for http in (http_a, http_b):
-            members = http.get("/resource_providers", params={"member_of": aggregate}).json()["resource_providers"]
+            # A read is not a barrier: on etcd the other process's last join reaches this replica through the feed
+            # a moment later. A lost join never arrives, so waiting for it still fails.
+            deadline = time.monotonic() + 10
+            while True:
+                members = http.get("/resource_providers", params={"member_of": aggregate}).json()["resource_providers"]
+                if sorted(p["uuid"] for p in members) == sorted(rps) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
             assert sorted(p["uuid"] for p in members) == sorted(rps)
