@@ -529,12 +529,7 @@ class EtcdStore(Store):
                 item.result = CommitResult(revision=plan.read_revision or self.head(), changes=[])
                 item.done.set()
         if len(live) == 1:
-            item, plan = live[0]
-            try:
-                item.result = self._commit(item.batch, plan)
-            except BaseException as exc:
-                item.error = exc
-            item.done.set()
+            self._commit_alone(*live[0])
             return
         if not live:
             return
@@ -548,11 +543,7 @@ class EtcdStore(Store):
             # not refuse claims that would each pass alone: commit them one by one, as with ?group=0.
             log.warning("etcd refused a shared txn of %d claims (%s): committing them one by one", len(live), exc)
             for item, plan in live:
-                try:
-                    item.result = self._commit(item.batch, plan)
-                except BaseException as error:
-                    item.error = error
-                item.done.set()
+                self._commit_alone(item, plan)
             return
         revision = resp.header.revision
         self._saw(revision)
@@ -589,6 +580,14 @@ class EtcdStore(Store):
     def _write_ops(self, ops: dict[bytes, bytes | None]) -> list[Any]:
         return [pb.RequestOp(request_put=pb.PutRequest(key=k, value=v)) if v is not None
                 else pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k)) for k, v in ops.items()]
+
+    def _commit_alone(self, item: _Pending, plan: _Plan) -> None:
+        """One queued claim in its own txn (a group of one, or a shared txn the cluster refused); its waiter wakes."""
+        try:
+            item.result = self._commit(item.batch, plan)
+        except BaseException as exc:
+            item.error = exc
+        item.done.set()
 
     def _last_write_op(self) -> Any:
         return pb.RequestOp(request_put=pb.PutRequest(key=self.keys.last_write))  # barrier() reads its revision
