@@ -5,10 +5,12 @@ apart from Gantt's own venv so that their dependency pins never reach Gantt."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def cached_venv(stem: str, packages: list[str]) -> Path:
@@ -31,3 +33,16 @@ def cached_venv(stem: str, packages: list[str]) -> Path:
                     raise RuntimeError(f"{' '.join(argv)} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
             stamp.write_text("\n".join(packages) + "\n")
     return path
+
+
+def run_json(python: Path, script: Path, payload: Any, timeout: float) -> Any:
+    """Run ``script`` under a reference interpreter with ``payload`` as JSON on stdin; its stdout, parsed.
+
+    Gantt's own ``PYTHON*`` settings (its path above all) stay out of the reference's process; only the fault
+    handler passes, so that a reference that crashes prints its stack."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") or k == "PYTHONFAULTHANDLER"}
+    done = subprocess.run([str(python), str(script)], input=json.dumps(payload), capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    if done.returncode:
+        raise AssertionError(f"{script.name} under {python} exited {done.returncode}:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout)

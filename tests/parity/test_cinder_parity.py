@@ -19,10 +19,8 @@ GANTT_CINDER_SEEDS x GANTT_CINDER_REQUESTS cases (CI keeps them small; 20 x 50 a
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from gantt.volume.filters import Request, function_results
 from gantt.volume.model import FILTER_NAMES, WEIGHER_NAMES, VolumeRequest
 from gantt.volume.table import NUMBER
 from tests.parity import cinder_cases, cinder_reference
+from tests.venvs import run_json
 
 SEEDS = int(os.environ.get("GANTT_CINDER_SEEDS", "4"))
 REQUESTS = int(os.environ.get("GANTT_CINDER_REQUESTS", "25"))
@@ -46,12 +45,9 @@ def _close(a: float, b: float) -> bool:
 def outcome() -> dict[str, Any]:
     clouds = [cinder_cases.cloud(seed, REQUESTS) for seed in range(SEEDS)]
     ours = [answer for c in clouds for answer in cinder_cases.gantt_answers(c)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run([str(cinder_reference.python()), str(DRIVER)], input=json.dumps({"clouds": clouds}),
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
+    cinder = run_json(cinder_reference.python(), DRIVER, {"clouds": clouds}, timeout=900)
     cases = [(c, spec) for c in clouds for spec in c["requests"]]
-    return {"ours": ours, "cinder": json.loads(done.stdout)["results"], "cases": cases}
+    return {"ours": ours, "cinder": cinder["results"], "cases": cases}
 
 
 def _filter_agrees(name: str, ours: Any, cinder: dict[str, Any]) -> str:

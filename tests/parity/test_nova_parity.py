@@ -7,15 +7,14 @@ every candidate must agree. ``scripts/parity`` runs this module alone and prints
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.parity import cases, reference
+from tests.venvs import run_json
 
 SEEDS = int(os.environ.get("GANTT_PARITY_SEEDS", "20"))
 REQUESTS = int(os.environ.get("GANTT_PARITY_REQUESTS", "50"))
@@ -38,11 +37,7 @@ def outcome() -> dict[str, Any]:
     compared = [f for f in filters if f not in cases.NO_NOVA_REFERENCE]
     clouds = [cases.cloud(seed, REQUESTS) for seed in range(SEEDS)]
     ours = [answer for c in clouds for answer in cases.gantt_answers(c, compared, weighers)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") or k == "PYTHONFAULTHANDLER"}
-    done = subprocess.run([str(reference.python()), str(DRIVER)], input=json.dumps({"clouds": clouds}),
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    nova = json.loads(done.stdout)
+    nova = run_json(reference.python(), DRIVER, {"clouds": clouds}, timeout=900)
     return {"filters": filters, "weighers": weighers, "compared": compared, "ours": ours, "nova": nova,
             "clouds": clouds}
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from gantt.model import HostStats, decode
 from gantt.numa import HostNUMA
 from tests.parity import numa_cases, reference
+from tests.venvs import run_json
 
 SEEDS = int(os.environ.get("GANTT_NUMA_PARITY_SEEDS", "3"))
 REQUESTS = int(os.environ.get("GANTT_NUMA_PARITY_REQUESTS", "150"))
@@ -30,11 +30,7 @@ DRIVER = Path(__file__).with_name("nova_driver.py")
 def outcome() -> dict[str, Any]:
     docs = [numa_cases.cases(seed, HOSTS, REQUESTS) for seed in range(SEEDS)]
     ours = [numa_cases.gantt_answers(doc) for doc in docs]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") or k == "PYTHONFAULTHANDLER"}
-    done = subprocess.run([str(reference.python()), str(DRIVER)], input=json.dumps({"numa": docs}),
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return {"docs": docs, "ours": ours, "nova": json.loads(done.stdout)}
+    return {"docs": docs, "ours": ours, "nova": run_json(reference.python(), DRIVER, {"numa": docs}, timeout=600)}
 
 
 def test_gantt_agrees_with_nova_on_numa(outcome: dict[str, Any]) -> None:

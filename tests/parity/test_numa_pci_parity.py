@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.parity import numa_pci_cases, reference
+from tests.venvs import run_json
 
 SEEDS = int(os.environ.get("GANTT_NUMA_PCI_PARITY_SEEDS", "3"))
 REQUESTS = int(os.environ.get("GANTT_NUMA_PCI_PARITY_REQUESTS", "100"))
@@ -32,11 +32,8 @@ DRIVER = Path(__file__).with_name("nova_driver.py")
 def outcome() -> dict[str, Any]:
     docs = [numa_pci_cases.cases(seed, HOSTS, REQUESTS) for seed in range(SEEDS)]
     ours = [numa_pci_cases.gantt_answers(doc) for doc in docs]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON") or k == "PYTHONFAULTHANDLER"}
-    done = subprocess.run([str(reference.python()), str(DRIVER)], input=json.dumps({"numa_pci": docs}),
-                          capture_output=True, text=True, env=env, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return {"docs": docs, "ours": ours, "nova": json.loads(done.stdout)}
+    nova = run_json(reference.python(), DRIVER, {"numa_pci": docs}, timeout=900)
+    return {"docs": docs, "ours": ours, "nova": nova}
 
 
 def test_gantt_agrees_with_nova_on_pci_for_numa_guests(outcome: dict[str, Any]) -> None:
