@@ -35,6 +35,7 @@ from gantt.activity import Activity, Overview
 from gantt.catalog import Catalog
 from gantt.config import Config
 from gantt.engine import Attempts, ClaimConflict, TableReplaced
+from gantt.follower import Follower
 from gantt.model import (
     GROUP_HOST,
     Aggregate,
@@ -51,7 +52,6 @@ from gantt.model import (
     Selection,
     StoreUnavailable,
     Utilization,
-    WriteFailure,
     aggregate_node,
     decode,
     group_node,
@@ -64,7 +64,6 @@ from gantt.store.base import (
     Batch,
     Change,
     CommitResult,
-    Compacted,
     ConsumerHeld,
     Expect,
     Snapshot,
@@ -72,7 +71,6 @@ from gantt.store.base import (
     StoreConflict,
     lifted,
     open_store,
-    redact_url,
 )
 
 log = logging.getLogger(__name__)
@@ -88,21 +86,16 @@ GC_FREEZE_ROWS = 10_000
 TOUCH_FRACTION = 1 / 6
 
 
-class Replica(PlacementFacade):
+class Replica(Follower, PlacementFacade):
+    FEED_THREAD = "gantt-replica-feed"
+
     def __init__(self, store: Store, config: Config | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
-        self.store = store
+        Follower.__init__(self, store, clock)
         self.config = config or Config()
-        self.clock = clock
-        self.revision = 0
         self.node_revisions: dict[NodeKey, int] = {}
         self._applied: dict[tuple[Any, ...], int] = {}
         self._expired: queue.SimpleQueue[str] = queue.SimpleQueue()
-        self._stop = threading.Event()
-        self._follower: threading.Thread | None = None
-        self.last_sync = 0.0  # clock() of the last successful read of the feed
-        self.feed_errors = 0
-        self.resyncs = 0
         # Nodes whose last claim commit had an unknown outcome: not claimable until the next snapshot load.
         self._dirty: set[NodeKey] = set()
         self.stale_reports = 0  # reports this replica wrote that the store ignored as older than what it held
@@ -113,7 +106,6 @@ class Replica(PlacementFacade):
         self.instance_info: dict[str, list[str]] = {}
         self._claiming: dict[NodeKey, threading.Event] = {}  # node -> the claim commit in flight on it
         self._claiming_lock = threading.Lock()
-        self._owns_store = False
         # Placement's view of the same records: providers by uuid and name, and the custom classes and traits.
         self.providers = ProviderIndex()
         self.catalog = Catalog()
@@ -150,24 +142,6 @@ class Replica(PlacementFacade):
             opened.close()
             raise
 
-    def close(self) -> None:
-        """Stop following the feed; close the store too if ``open()`` opened it."""
-        self.stop()
-        if self._owns_store:
-            self.store.close()
-
-    def start(self, *, follow: bool = True) -> Replica:
-        self.load()
-        if follow:
-            self._follower = threading.Thread(target=self._follow, name="gantt-replica-feed", daemon=True)
-            self._follower.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._follower is not None:
-            self._follower.join(timeout=5)
-
     def load(self) -> None:
         """(Re)build the table from a snapshot and a fresh scheduler on it, and swap them in. A decision in flight
         on the old table commits nothing: its commit hook answers ``TableReplaced`` and it is decided again on
@@ -200,40 +174,13 @@ class Replica(PlacementFacade):
             gc.collect()
             gc.freeze()
 
-    def sync(self) -> int:
-        """Apply the feed up to every change committed before this call, by any instance; returns the revision.
-        (``catch_up`` applies what the feed has delivered so far, which on etcd may lag a commit by a moment.)"""
-        self._catch_up_to(self.store.barrier())
-        return self.revision
-
-    def catch_up(self, timeout: float = 0.0) -> int:
-        """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many."""
-        try:
-            changes = self.store.changes(self.revision, timeout=timeout)
-        except Compacted:
-            log.warning("change feed compacted past revision %d: re-snapshotting", self.revision)
+    def _before_read(self) -> None:
+        if self._dirty:
             self.resyncs += 1
             self.load()
-            return 0
-        self.apply(changes)
-        self.last_sync = self.clock()
-        return len(changes)
 
-    def _follow(self) -> None:
-        backoff = 0.05
-        while not self._stop.is_set():
-            try:
-                if self._dirty:
-                    self.resyncs += 1
-                    self.load()
-                self.catch_up(timeout=0.5)
-                self._flush_expired()
-                backoff = 0.05
-            except Exception as exc:  # the feed must survive store outages; it resumes from self.revision
-                self.feed_errors += 1
-                log.warning("change feed: %s; retrying in %.2fs", exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
+    def _after_read(self) -> None:
+        self._flush_expired()
 
     # --------------------------------------------------------------------------------------------- apply
 
@@ -378,15 +325,6 @@ class Replica(PlacementFacade):
                 raise
             self.apply(result.changes, own="claim")
             return
-
-    def _catch_up_to(self, revision: int, timeout: float = 5.0) -> None:
-        """Apply the feed until it has reached ``revision``; StoreUnavailable if it cannot within ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while self.revision < revision:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise StoreUnavailable(f"change feed did not reach revision {revision} within {timeout:.0f}s")
-            self.catch_up(timeout=min(remaining, 0.5))
 
     def _expects(self, table: HostTable, allocations: list[Allocation]) -> dict[NodeKey, Expect]:
         """Under the table lock: every node still has room (our local holds counted), and the usage revision that
@@ -654,21 +592,6 @@ class Replica(PlacementFacade):
 
     def aggregate(self, aggregate_id: int | str) -> Aggregate:
         return self.scheduler.aggregate(aggregate_id)
-
-    @property
-    def url(self) -> str:
-        """The store's URL, credentials hidden (it goes to logs and ``/health``)."""
-        return redact_url(self.store.url)
-
-    @property
-    def last_write_error(self) -> WriteFailure | None:
-        """The last write the store could not make, until a later one succeeds (``/health``)."""
-        return self.store.last_write_error
-
-    @property
-    def lag(self) -> float:
-        """Seconds since the change feed was last read."""
-        return max(0.0, self.clock() - self.last_sync)
 
     # -------------------------------------------------------------------------------------------- expiry
 

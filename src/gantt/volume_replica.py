@@ -30,17 +30,16 @@ from typing import Any
 
 import numpy as np
 
-from gantt.model import Allocation, InvalidRequest, NodeKey, NotFound, NoValidHost, WriteFailure
+from gantt.follower import Follower
+from gantt.model import Allocation, InvalidRequest, NodeKey, NotFound, NoValidHost
 from gantt.store.base import (
     Batch,
     Change,
-    Compacted,
     ConsumerHeld,
     Expect,
     Snapshot,
     Store,
     StoreConflict,
-    redact_url,
 )
 from gantt.volume import (
     BackendReport,
@@ -61,28 +60,22 @@ CLAIM_RETRIES = 8
 ALTERNATES = 3  # picks an answer carries: the claimed pool, then the next best unclaimed ones
 
 
-class VolumeReplica:
+class VolumeReplica(Follower):
+    FEED_THREAD = "gantt-volume-feed"
+
     def __init__(self, store: Store, options: VolumeOptions | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
-        self.store = store
+        Follower.__init__(self, store, clock)
         self.options = options or VolumeOptions()
         self.scheduler = VolumeScheduler(self.options)
-        self.clock = clock
         self.lock = threading.RLock()  # the table, the allocations and the revisions move together under it
         self.table = PoolTable(self.options.max_over_subscription_ratio)
         self.allocations: dict[str, Allocation] = {}
         self.node_revisions: dict[NodeKey, int] = {}
-        self.revision = 0
-        self.last_sync = 0.0
-        self.feed_errors = 0
-        self.resyncs = 0
         self.placements = 0
         self.decisions = 0
         self.claim_conflicts = 0
         self.skipped: list[str] = []  # records of the partition that are not volume pools (logged, left alone)
-        self._stop = threading.Event()
-        self._follower: threading.Thread | None = None
-        self._owns_store = False
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -97,20 +90,6 @@ class VolumeReplica:
             store.close()
             raise
 
-    def start(self, *, follow: bool = True) -> VolumeReplica:
-        self.load()
-        if follow:
-            self._follower = threading.Thread(target=self._follow, name="gantt-volume-feed", daemon=True)
-            self._follower.start()
-        return self
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._follower is not None:
-            self._follower.join(timeout=5)
-        if self._owns_store:
-            self.store.close()
-
     def load(self) -> None:
         snap = self.store.snapshot()
         table, allocations, skipped = build_table(snap, self.options)
@@ -123,36 +102,6 @@ class VolumeReplica:
             self.revision = snap.revision
             self.skipped = skipped
         self.last_sync = self.clock()
-
-    def _follow(self) -> None:
-        backoff = 0.05
-        while not self._stop.is_set():
-            try:
-                self.catch_up(timeout=0.5)
-                backoff = 0.05
-            except Exception as exc:  # the feed must survive store outages; it resumes from self.revision
-                self.feed_errors += 1
-                log.warning("volume change feed: %s; retrying in %.2fs", exc, backoff)
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 2.0)
-
-    def catch_up(self, timeout: float = 0.0) -> int:
-        try:
-            changes = self.store.changes(self.revision, timeout=timeout)
-        except Compacted:
-            self.resyncs += 1
-            self.load()
-            return 0
-        self.apply(changes)
-        self.last_sync = self.clock()
-        return len(changes)
-
-    def sync(self) -> int:
-        """Apply the feed up to every change committed before this call; returns the revision."""
-        target = self.store.barrier()
-        while self.revision < target:
-            self.catch_up(timeout=0.5)
-        return self.revision
 
     # --------------------------------------------------------------------------------------------- apply
 
@@ -302,18 +251,6 @@ class VolumeReplica:
             return {"hosts": len(rows), "hosts_up": up, "hosts_disabled": len(rows) - up,
                     "placements": self.placements, "decisions": self.decisions,
                     "claim_conflicts": self.claim_conflicts, "allocations": len(self.allocations)}
-
-    @property
-    def url(self) -> str:
-        return redact_url(self.store.url)
-
-    @property
-    def lag(self) -> float:
-        return max(0.0, self.clock() - self.last_sync)
-
-    @property
-    def last_write_error(self) -> WriteFailure | None:
-        return self.store.last_write_error
 
 
 def build_table(snap: Snapshot, options: VolumeOptions) -> tuple[PoolTable, dict[str, Allocation], list[str]]:

@@ -1,0 +1,132 @@
+"""Follower: what every in-memory replica of one store partition does to stay current with it.
+
+A replica (compute's ``Replica``, a volume namespace's ``VolumeReplica``) builds its state from a snapshot
+(``load``) and applies the partition's change feed from its ``revision`` on (``apply``); this base owns the rest,
+the same for both: the follower thread and its back-off when the store is out, re-snapshotting when the feed was
+compacted past our revision, ``sync`` up to the store's head, and the figures ``/health`` reads (lag, the store's
+URL and last write error). ``revision`` is the feed's cursor: only ``apply`` (or a load) moves it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Self
+
+from gantt.model import StoreUnavailable, WriteFailure
+from gantt.store.base import Change, Compacted, Store, redact_url
+
+log = logging.getLogger(__name__)
+
+
+class Follower:
+    FEED_THREAD = "gantt-feed"  # the follower thread's name, as py-spy and faulthandler show it
+
+    def __init__(self, store: Store, clock: Callable[[], float]) -> None:
+        self.store = store
+        self.clock = clock
+        self.revision = 0
+        self.last_sync = 0.0  # clock() of the last successful read of the feed
+        self.feed_errors = 0
+        self.resyncs = 0
+        self._stop = threading.Event()
+        self._follower: threading.Thread | None = None
+        self._owns_store = False  # set by the subclasses' open(): close() then closes the store too
+
+    # What each replica defines: its state from a snapshot, and the feed's changes applied to it.
+
+    def load(self) -> None:
+        raise NotImplementedError
+
+    def apply(self, changes: list[Change]) -> None:
+        raise NotImplementedError
+
+    def _before_read(self) -> None:
+        """Each round of the follower thread, before it reads the feed (a replica's own upkeep)."""
+
+    def _after_read(self) -> None:
+        """Each round of the follower thread, after it applied what the feed had."""
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    def start(self, *, follow: bool = True) -> Self:
+        self.load()
+        if follow:
+            self._follower = threading.Thread(target=self._follow, name=self.FEED_THREAD, daemon=True)
+            self._follower.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._follower is not None:
+            self._follower.join(timeout=5)
+
+    def close(self) -> None:
+        """Stop following the feed; close the store too if ``open()`` opened it."""
+        self.stop()
+        if self._owns_store:
+            self.store.close()
+
+    def _follow(self) -> None:
+        backoff = 0.05
+        while not self._stop.is_set():
+            try:
+                self._before_read()
+                self.catch_up(timeout=0.5)
+                self._after_read()
+                backoff = 0.05
+            except Exception as exc:  # the feed must survive store outages; it resumes from self.revision
+                self.feed_errors += 1
+                log.warning("%s change feed: %s; retrying in %.2fs", self.store.namespace, exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+
+    # ------------------------------------------------------------------------------------------ the feed
+
+    def catch_up(self, timeout: float = 0.0) -> int:
+        """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many."""
+        try:
+            changes = self.store.changes(self.revision, timeout=timeout)
+        except Compacted:
+            log.warning("%s change feed compacted past revision %d: re-snapshotting", self.store.namespace,
+                        self.revision)
+            self.resyncs += 1
+            self.load()
+            return 0
+        self.apply(changes)
+        self.last_sync = self.clock()
+        return len(changes)
+
+    def sync(self) -> int:
+        """Apply the feed up to every change committed before this call, by any instance; returns the revision.
+        (``catch_up`` applies what the feed has delivered so far, which on etcd may lag a commit by a moment.)"""
+        self._catch_up_to(self.store.barrier())
+        return self.revision
+
+    def _catch_up_to(self, revision: int, timeout: float = 5.0) -> None:
+        """Apply the feed until it has reached ``revision``; StoreUnavailable if it cannot within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while self.revision < revision:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise StoreUnavailable(f"change feed did not reach revision {revision} within {timeout:.0f}s")
+            self.catch_up(timeout=min(remaining, 0.5))
+
+    # ---------------------------------------------------------------------------------------- for /health
+
+    @property
+    def url(self) -> str:
+        """The store's URL, credentials hidden (it goes to logs and ``/health``)."""
+        return redact_url(self.store.url)
+
+    @property
+    def last_write_error(self) -> WriteFailure | None:
+        """The last write the store could not make, until a later one succeeds (``/health``)."""
+        return self.store.last_write_error
+
+    @property
+    def lag(self) -> float:
+        """Seconds since the change feed was last read."""
+        return max(0.0, self.clock() - self.last_sync)
