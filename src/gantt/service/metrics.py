@@ -21,10 +21,12 @@ import resource
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from gantt import __version__
+from gantt.model import GanttError, NoValidHost
 
 if TYPE_CHECKING:
     from gantt.replica import Replica
@@ -90,6 +92,25 @@ class Metrics:
         with self._lock:
             self.decisions[outcome] += 1
             self.decision_latency.observe(seconds)
+
+    @contextmanager
+    def deciding(self) -> Iterator[None]:
+        """Time the decision made in the ``with`` block and count it by how it ended: placed, no_valid_host,
+        refused (a 4xx) or error. The counter and the histogram move together, whatever the outcome: their totals
+        always agree."""
+        start = time.perf_counter()
+        outcome = "error"
+        try:
+            yield
+            outcome = "placed"
+        except NoValidHost:
+            outcome = "no_valid_host"
+            raise
+        except GanttError as exc:
+            outcome = "refused" if exc.status < 500 else "error"
+            raise
+        finally:
+            self.decided(outcome, time.perf_counter() - start)
 
     def render(self, replica: Replica) -> str:
         worker = f'worker="{self.worker}"'

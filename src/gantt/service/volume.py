@@ -16,7 +16,6 @@ request reaches these paths with the namespace prefix already stripped (``servic
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gantt.model import GanttError, InvalidRequest, NoValidHost, prepare_types, valid_name
+from gantt.model import InvalidRequest, prepare_types, valid_name
 from gantt.service.schemas import REVISION_HEADER, AllocationList, AllocationView, Written
 from gantt.volume import BackendReport, Pick, VolumeRequest
 
@@ -107,19 +106,8 @@ async def delete_backend(request: Request) -> Response:
 async def select_destinations(request: Request) -> Response:
     svc = _svc(request)
     body = await svc.body(request, VolumeRequest)
-    start = time.perf_counter()
-    outcome = "error"
-    try:
+    with svc.metrics.deciding():
         picks = await svc.run(svc.replica.select_destinations, body, request.state.request_id)
-        outcome = "placed"
-    except NoValidHost:
-        outcome = "no_valid_host"
-        raise
-    except GanttError as exc:
-        outcome = "refused" if exc.status < 500 else "error"
-        raise
-    finally:
-        svc.metrics.decided(outcome, time.perf_counter() - start)
     return _json(VolumeSelections(selections=[VolumeSelection.of(p) for p in picks]))
 
 
