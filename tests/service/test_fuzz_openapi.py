@@ -1,16 +1,18 @@
 """Fuzzing driven by the OpenAPI document: Schemathesis generates requests for every operation the service
 serves at /openapi.json, valid ones (to reach the engine and the store) and invalid ones, and sends them to a
-real ``gantt serve`` on a SQLite file. For every answer:
+real ``gantt serve`` on a SQLite file that serves two namespaces beside the default one (a compute and a volume
+one, each seeded, so that the namespaced operations reach their engines, not only a 404). For every answer:
 
 - never a 5xx;
 - a 4xx is ``application/problem+json`` whose body names the problem (its status, a title and a detail);
-- a refused request changed nothing: the store revision and every listing (hosts, aggregates, allocations) are
-  what they were before it;
+- a refused request changed nothing, in any namespace: each one's store revision and every listing (hosts,
+  aggregates, allocations; a volume namespace's pools and volumes) are what they were before it;
 - Schemathesis's own checks: the status code, content type and body are the ones the document states.
 
 ``GANTT_FUZZ_EXAMPLES`` bounds the generated examples per operation beyond Schemathesis's fixed boundary-value
-cases (default 20, sized for CI: about 1,900 requests, 25 s on this project's 2-core machine when quiet, up to
-60 s when it is shared); the README's "Input limits" paragraph records the last long run.
+cases (default 20, sized for CI: about 9,200 requests, half of them to the two namespaces; 8 min at ``-n 0`` on
+this project's 2-core machine shared with a load average of 12); the README's "Input limits" paragraph records the
+last long run.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.core.transport import Response
 from schemathesis.hooks import HookContext
 
+from gantt.namespaces import sqlite_table
 from gantt.service.schemas import openapi
 from gantt.store.sqlite import path_of
 from tests.conftest import host_stats
@@ -50,7 +53,17 @@ CONFIG: dict[str, Any] = {
     # Nothing may change by itself while the test compares state: no host goes down, no claim expires.
     "DEFAULT": {"service_down_time": 10**7},
     "gantt": {"claim_timeout": 10**7, "max_body_bytes": 256 * 1024, "seed": 7},
+    "namespace.blue": {"kind": "compute"},
+    "namespace.blue.filter_scheduler": {"enabled_filters": ["ComputeFilter", "AvailabilityZoneFilter",
+                                                            "JsonFilter"]},
+    "namespace.blue.DEFAULT": {"service_down_time": 10**7},
+    "namespace.vol": {"kind": "volume"},
 }
+# Where each namespace's operations live, and what it lists (a volume namespace has no aggregates).
+NAMESPACES = {"compute": ("", ("/v1/hosts", "/v1/aggregates", "/v1/allocations")),
+              "blue": ("/v1/namespaces/blue", ("/hosts", "/aggregates", "/allocations")),
+              "vol": ("/v1/namespaces/vol", ("/hosts", "/allocations"))}
+COMPUTE = ("compute", "blue")
 # Schemathesis's checks, as this service means them: schema-valid data may still be refused (nothing fits, an
 # unknown host, a name with '/'), and a body over [gantt] max_body_bytes is refused with 413 before it is read.
 FUZZ_CONFIG = SchemathesisConfig.from_dict({
@@ -76,21 +89,34 @@ def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc
 
 
 # What the seed creates, by path parameter: generated paths name these half of the time (see the hook below).
-KNOWN = {"host": ["c0", "c1", "c2", "bm"], "id": ["1"], "consumer": ["vm-0"], "instance": ["i-0"]}
+KNOWN = {"host": ["c0", "c1", "c2", "bm", "node1@lvm"], "id": ["1"], "consumer": ["vm-0", "vol-0"],
+         "instance": ["i-0"], "namespace": ["blue", "vol"]}
+BACKEND = {"host": "node1@lvm", "capabilities": {"volume_backend_name": "lvm", "storage_protocol": "iSCSI"},
+           "pools": [{"pool_name": pool, "total_capacity_gb": 1000, "free_capacity_gb": 800,
+                      "allocated_capacity_gb": 150, "provisioned_capacity_gb": 300, "reserved_percentage": 5,
+                      "max_over_subscription_ratio": 2.0, "thin_provisioning_support": True}
+                     for pool in ("fast", "slow")]}
 
 
 def _seed(url: str) -> None:
-    """A small cloud the generated requests can land on: hosts in a zone, one with two nodes, a claim, an
-    instance list. Sent again after a generated DELETE succeeded, so the names in KNOWN keep existing."""
+    """A small cloud the generated requests can land on, in each compute namespace: hosts in a zone, one with two
+    nodes, a claim, an instance list; in the volume one, a backend with two pools and a volume on them. Sent again
+    after a generated DELETE succeeded, so the names in KNOWN keep existing."""
     with httpx.Client(base_url=url, headers=AUTH, timeout=30) as http:
-        for name in ("c0", "c1", "c2", ["bm", "bm-n1"], ["bm", "bm-n2"]):
-            http.post("/v1/resource-stats", json={"name": name, "stats": host_stats()}).raise_for_status()
-        http.put("/v1/aggregates/1", json={"id": 1, "name": "az1", "hosts": ["c0", "c1"],
-                                           "metadata": {"availability_zone": "az1"}}).raise_for_status()
-        http.put("/v1/instances/c0", json={"instances": ["i-0"]}).raise_for_status()
-        claim = http.post("/v1/select_destinations", json={
-            "flavor": {"vcpus": 1, "memory_mb": 512, "root_gb": 1}, "instance_uuids": ["vm-0"]})
-        assert claim.status_code in (200, 409), claim.text  # 409: generated claims filled the cloud
+        for namespace in COMPUTE:
+            at = NAMESPACES[namespace][0] or "/v1"
+            for name in ("c0", "c1", "c2", ["bm", "bm-n1"], ["bm", "bm-n2"]):
+                http.post(f"{at}/resource-stats", json={"name": name, "stats": host_stats()}).raise_for_status()
+            http.put(f"{at}/aggregates/1", json={"id": 1, "name": "az1", "hosts": ["c0", "c1"],
+                                                 "metadata": {"availability_zone": "az1"}}).raise_for_status()
+            http.put(f"{at}/instances/c0", json={"instances": ["i-0"]}).raise_for_status()
+            claim = http.post(f"{at}/select_destinations", json={
+                "flavor": {"vcpus": 1, "memory_mb": 512, "root_gb": 1}, "instance_uuids": ["vm-0"]})
+            assert claim.status_code in (200, 409), claim.text  # 409: generated claims filled the cloud
+        at = NAMESPACES["vol"][0]
+        http.post(f"{at}/resource-stats", json=BACKEND).raise_for_status()
+        claim = http.post(f"{at}/select_destinations", json={"volume_id": "vol-0", "volume_properties": {"size": 10}})
+        assert claim.status_code in (200, 409), claim.text  # 409: vol-0 is held already, or the pools are full
 
 
 @pytest.fixture(scope="module")
@@ -109,45 +135,57 @@ class StateWatcher:
     def __init__(self, http: httpx.Client, store: sqlite3.Connection) -> None:
         self.http = http
         self.store = store
-        self.nodes = 0
         self.known = self.read()
 
-    def read(self) -> tuple[int, bytes, bytes, bytes]:
-        health = self.http.get("/health")
-        health.raise_for_status()
-        self.nodes = health.json()["hosts"]
-        lists = []
-        for path in ("/v1/hosts", "/v1/aggregates", "/v1/allocations"):
-            response = self.http.get(path)
-            response.raise_for_status()
-            lists.append(_without_clock(response.content))
-        revision = self.store.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0]
-        return (revision, *lists)  # type: ignore[return-value]
+    def read(self, listed: tuple[str, ...] = tuple(NAMESPACES)) -> dict[str, int | bytes]:
+        """Every namespace's store revision (any write to a namespace moves it) and the listings of those in
+        ``listed``, by name ("compute revision", "GET /v1/hosts", ...)."""
+        state: dict[str, int | bytes] = {}
+        for namespace, (at, lists) in NAMESPACES.items():
+            meta = sqlite_table(namespace, "meta")
+            state[f"{namespace} revision"] = self.store.execute(
+                f"SELECT value FROM {meta} WHERE key = 'revision'").fetchone()[0]
+            if namespace not in listed:
+                continue
+            for path in lists:
+                response = self.http.get(at + path)
+                response.raise_for_status()
+                state[f"GET {at + path}"] = _without_clock(response.content)
+        return state
 
-    def unchanged(self) -> str | None:
-        """None if the state is what it was; else which part moved."""
-        now = self.read()
-        names = ("store revision", "GET /v1/hosts", "GET /v1/aggregates", "GET /v1/allocations")
-        moved = [name for name, a, b in zip(names, self.known, now, strict=True) if a != b]
-        self.known = now
+    def unchanged(self, path: str) -> str | None:
+        """None if the state is what it was; else which part moved. Every namespace's revision is compared, and
+        the listings of the namespace ``path`` addressed (a refusal that still moved another namespace's in-memory
+        state but wrote nothing is beyond what a store write could cause)."""
+        parts = path.split("/")
+        namespace = parts[3] if path.startswith("/v1/namespaces/") and parts[3] in NAMESPACES else "compute"
+        now = self.read((namespace,))
+        moved = [name for name, value in now.items() if self.known.get(name) != value]
+        self.known.update(now)
         return ", ".join(moved) or None
 
     def refresh(self) -> None:
         self.known = self.read()
 
     def prune(self, keep: int = 200) -> None:
-        """Past ``keep`` hosts or aggregates, delete what generated requests made (the seed's stay), so that
-        reading the state around every request stays cheap in a long run."""
-        aggregates = {str(a["id"]) for a in json.loads(self.known[2])["aggregates"]}
-        if self.nodes + len(aggregates) <= keep:
-            return
-        hosts = {info["host"] for info in json.loads(self.known[1])["hosts"]}
-        for host in sorted(hosts - set(KNOWN["host"])):
-            self.http.delete(f"/v1/hosts/{quote(host, safe='')}").raise_for_status()
-        for aggregate in sorted(aggregates - set(KNOWN["id"])):
-            self.http.delete(f"/v1/aggregates/{quote(aggregate, safe='')}").raise_for_status()
-        _seed(str(self.http.base_url))
-        self.refresh()
+        """Past ``keep`` hosts, pools or aggregates in a namespace, delete what generated requests made there (the
+        seed's stay), so that reading the state around every request stays cheap in a long run."""
+        pruned = False
+        for namespace, (at, lists) in NAMESPACES.items():
+            body = json.loads(self.known[f"GET {at}{lists[0]}"])
+            hosts = {row["host"] for row in body.get("hosts", body.get("pools", ()))}
+            aggregates = ({str(a["id"]) for a in json.loads(self.known[f"GET {at}{lists[1]}"])["aggregates"]}
+                          if namespace in COMPUTE else set())
+            if len(hosts) + len(aggregates) <= keep:
+                continue
+            pruned = True
+            for host in sorted(hosts - set(KNOWN["host"])):
+                self.http.delete(f"{at or '/v1'}/hosts/{quote(host, safe='')}").raise_for_status()
+            for aggregate in sorted(aggregates - set(KNOWN["id"])):
+                self.http.delete(f"{at or '/v1'}/aggregates/{quote(aggregate, safe='')}").raise_for_status()
+        if pruned:
+            _seed(str(self.http.base_url))
+            self.refresh()
 
 
 def check_answer(response: Response, watcher: StateWatcher) -> list[str]:
@@ -168,7 +206,7 @@ def check_answer(response: Response, watcher: StateWatcher) -> list[str]:
             if not (isinstance(body, dict) and body.get("status") == status and body.get("title")
                     and body.get("detail")):
                 problems.append(f"{status} problem body does not name the problem: {response.content[:200]!r}")
-        moved = watcher.unchanged()
+        moved = watcher.unchanged(httpx.URL(response.request.url).path)
         if moved:
             problems.append(f"refused with {status} but changed: {moved}")
     elif response.request.method != "GET":
@@ -177,9 +215,22 @@ def check_answer(response: Response, watcher: StateWatcher) -> list[str]:
     return problems
 
 
+def _declared_namespaces_only(document: dict[str, Any]) -> dict[str, Any]:
+    """The document with ``{namespace}`` narrowed to the namespaces this server declares: left as the document
+    states it (any name of the right shape), nearly every namespaced request was a 404 for a name nobody declared
+    and never reached a namespace's engine (tests/namespaces.py checks unknown names). Negative cases still send
+    other names."""
+    document = json.loads(json.dumps(document))  # openapi() is cached: the service's own copy stays as served
+    for item in document["paths"].values():
+        for parameter in item.get("parameters", ()):
+            if parameter["name"] == "namespace":
+                parameter["schema"] = {"type": "string", "enum": KNOWN["namespace"]}
+    return document
+
+
 # The document the service serves (``fuzz_server`` checks that it serves this one), loaded at import so that
 # Schemathesis makes one test per operation.
-schema = schemathesis.openapi.from_dict(openapi(), config=FUZZ_CONFIG)
+schema = schemathesis.openapi.from_dict(_declared_namespaces_only(openapi()), config=FUZZ_CONFIG)
 
 
 @pytest.fixture(scope="module")

@@ -581,6 +581,7 @@ def namespaced(document: dict[str, Any]) -> None:
     """Add ``/v1/namespaces/{namespace}/...`` (after ``annotate``): every ``/v1`` operation a compute namespace
     serves, and for the ones a volume namespace serves too, the volume kind's body and answer beside the compute
     kind's (``anyOf``, with an example of each); the volume kind's schemas join the components."""
+    from gantt.service.volume import ROUTES as VOLUME_ROUTES
     from gantt.service.volume import VolumePoolList, VolumeSelections
     from gantt.volume.model import BackendReport, VolumeRequest
 
@@ -596,6 +597,8 @@ def namespaced(document: dict[str, Any]) -> None:
                 spec["description"] = text
         components[name] = schema
     examples = _volume_examples()
+    # The volume kind's paths as the document spells them (it names an allocation's consumer {consumer} throughout)
+    volume_paths = {route.path.replace("{volume}", "{consumer}") for route in VOLUME_ROUTES}
     paths = document["paths"]
     for path in [p for p in paths if p.startswith("/v1/")]:
         item = msgspec.json.decode(msgspec.json.encode(paths[path]))  # a deep copy
@@ -611,6 +614,10 @@ def namespaced(document: dict[str, Any]) -> None:
             volume = _VOLUME_OPERATIONS.get((path, method))
             if volume is None:
                 op["summary"] = f"Compute namespaces: {op['summary']}"
+                if path in volume_paths:  # a volume namespace serves the path, with other methods only
+                    op["responses"].setdefault("405", {
+                        "description": "Method not allowed: a volume namespace serves other methods on this path",
+                        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}})
                 continue
             body, answer, what = volume
             op["summary"] = f"{op['summary']} (a volume namespace: {what})"
