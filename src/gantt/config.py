@@ -230,6 +230,12 @@ class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     claim_retries: int = 8  # how many store conflicts one request may absorb before it gives up
     mask_cache_size: int = 256
     seed: int | None = None  # for reproducible random choices (tests, the simulator)
+    # Several instances sharing one store: instance ``subset_slot`` of ``subset_slots`` picks its random one of the
+    # best ``host_subset_size`` among those whose host name hashes to its slot (any of them when none does), so
+    # instances deciding at once prefer different hosts and their claims do not collide. The pick stays one Nova's
+    # random choice could make (weights and the subset are Nova's); 1 slot, the default, is Nova's uniform pick.
+    subset_slots: int = 1
+    subset_slot: int = 0
     store: str = "sqlite:///gantt.sqlite"
     bind: str = "127.0.0.1"
     port: int = 8780
@@ -240,6 +246,10 @@ class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     placement_mount: str = "/placement"
 
     def __post_init__(self) -> None:
+        if self.subset_slots < 1:
+            raise ValueError("[gantt] subset_slots must be >= 1")
+        if not 0 <= self.subset_slot < self.subset_slots:
+            raise ValueError(f"[gantt] subset_slot must be from 0 to subset_slots - 1 ({self.subset_slots - 1})")
         mount = self.placement_mount
         if not mount.startswith("/") or (mount != "/" and mount.endswith("/")) or "//" in mount \
                 or any(c.isspace() or c in "?#%" for c in mount):
@@ -331,6 +341,10 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
         except msgspec.ValidationError as exc:
             raise InvalidRequest(f"configuration: {exc}", field=_path(str(exc))) from None
         config.namespaces()  # refuse a bad namespace section at load, not when its first request arrives
+        if config.gantt.subset_slots > 1 and config.filter_scheduler.host_subset_size < 2:
+            # a subset of one leaves no choice to spread: the option would do nothing
+            raise InvalidRequest("[gantt] subset_slots > 1 needs [filter_scheduler] host_subset_size >= 2",
+                                 field="$.gantt.subset_slots")
         return config
 
     def namespaces(self) -> dict[str, Namespace]:

@@ -20,6 +20,7 @@ import logging
 import random
 import threading
 import uuid as uuidlib
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -470,6 +471,9 @@ class Engine:
 
         if head:
             subset = head[: fs.host_subset_size]
+            slots = self.config.gantt.subset_slots
+            if slots > 1:
+                subset = self._my_share(subset, slots, rows) or subset
             first = subset[self.rng.randrange(len(subset))]
             head.remove(first)
             yield emit(*first)
@@ -484,6 +488,15 @@ class Engine:
             remaining -= 1
             if passes(i):
                 yield emit(i, weight)
+
+    def _my_share(self, subset: list[tuple[int, float]], slots: int,
+                  rows: np.ndarray | None) -> list[tuple[int, float]]:
+        """The members of ``subset`` whose host hashes to this instance's slot (``[gantt] subset_slot``). A hash
+        of the name, not of the row: every instance must agree on it, whatever order it loaded the hosts in."""
+        names = self.table.host_names
+        slot = self.config.gantt.subset_slot
+        return [(i, w) for i, w in subset
+                if zlib.crc32(names[int(rows[i]) if rows is not None else i].encode()) % slots == slot]
 
     def _rollback(self, placed: list[Allocation], moved: dict[str, tuple[Allocation, Allocation]],
                   keep: set[str] | frozenset[str] = frozenset()) -> None:
