@@ -33,6 +33,14 @@ def test_each_instance_picks_among_its_own_share_of_the_subset() -> None:
             assert slot_of(first_pick(slot, 2, seed, 16, 16), 2) == slot
 
 
+def test_hosts_tied_with_the_subsets_last_weight_count_as_in_it() -> None:
+    """Sixteen equal hosts, host_subset_size 2: Nova orders equal weights arbitrarily, so any two of them may form
+    its subset. Each of four instances picks a host of its own slot, though the first two rows hold at most two."""
+    for seed in range(6):
+        for slot in range(4):
+            assert slot_of(first_pick(slot, 4, seed, 16, 2), 4) == slot
+
+
 def test_the_pick_stays_within_novas_subset_of_the_best() -> None:
     """Four big hosts and twelve small ones, host_subset_size 4: whatever the slot, the pick is a big one, even
     for a slot that owns none of the big ones (it then picks among all four, as Nova would)."""

@@ -230,10 +230,11 @@ class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     claim_retries: int = 8  # how many store conflicts one request may absorb before it gives up
     mask_cache_size: int = 256
     seed: int | None = None  # for reproducible random choices (tests, the simulator)
-    # Several instances sharing one store: instance ``subset_slot`` of ``subset_slots`` picks its random one of the
-    # best ``host_subset_size`` among those whose host name hashes to its slot (any of them when none does), so
-    # instances deciding at once prefer different hosts and their claims do not collide. The pick stays one Nova's
-    # random choice could make (weights and the subset are Nova's); 1 slot, the default, is Nova's uniform pick.
+    # Several instances sharing one store: instance ``subset_slot`` of ``subset_slots`` takes its random pick of the
+    # best ``host_subset_size`` among those whose host name hashes to its slot, counting hosts tied with the
+    # subset's last weight as in it (Nova orders equal weights arbitrarily), so instances deciding at once claim
+    # different hosts. The pick stays one Nova's random choice could make: the weights are Nova's, and a host of
+    # another slot is taken when none of this one is that good. 1 slot, the default: Nova's uniform pick.
     subset_slots: int = 1
     subset_slot: int = 0
     store: str = "sqlite:///gantt.sqlite"
