@@ -121,6 +121,7 @@ class Engine:
         self._stats_lock = self.stats.lock
         self.ranker = Ranker(table, self.config, self.stats)
         self._slots: tuple[int, np.ndarray] | None = None  # _slot_rows: (table layout, per row: of my slot)
+        self._slots_lock = threading.Lock()
 
     # ----------------------------------------------------------------------------------------- public face
 
@@ -534,12 +535,16 @@ class Engine:
         slots, slot = self.config.gantt.subset_slots, self.config.gantt.subset_slot
         layout, names = table.layout, table.host_names
         cached = self._slots
-        known = cached[1] if cached is not None and cached[0] == layout else np.zeros(0, dtype=bool)
-        if len(known) < len(names):
-            fresh = [zlib.crc32(name.encode()) % slots == slot for name in names[len(known):]]
-            known = np.concatenate([known, np.array(fresh, dtype=bool)])
-            self._slots = (layout, known)
-        return known
+        if cached is not None and cached[0] == layout and len(cached[1]) >= len(names):
+            return cached[1]
+        with self._slots_lock:  # one thread hashes the names; the first decisions of every thread would all do it
+            cached = self._slots
+            known = cached[1] if cached is not None and cached[0] == layout else np.zeros(0, dtype=bool)
+            if len(known) < len(names):
+                fresh = [zlib.crc32(name.encode()) % slots == slot for name in names[len(known):]]
+                known = np.concatenate([known, np.array(fresh, dtype=bool)])
+                self._slots = (layout, known)
+            return known
 
     def _rollback(self, placed: list[Allocation], moved: dict[str, tuple[Allocation, Allocation]],
                   keep: set[str] | frozenset[str] = frozenset()) -> None:
