@@ -149,7 +149,7 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     seeded = time.monotonic() - t0
     ctx = mp.get_context("spawn")
     ready, go, results = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    slots = instances if args.spread and instances > 1 and args.subset > 1 else 1
+    slots = instances if args.spread and instances > 1 else 1
     procs = [ctx.Process(target=instance, args=(i, url, args.subset, slots, args.threads if i < instances else 0,
                                                 args.duration, ready, go, results), daemon=True)
              for i in range(instances + args.observers)]

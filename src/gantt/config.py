@@ -342,10 +342,6 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
         except msgspec.ValidationError as exc:
             raise InvalidRequest(f"configuration: {exc}", field=_path(str(exc))) from None
         config.namespaces()  # refuse a bad namespace section at load, not when its first request arrives
-        if config.gantt.subset_slots > 1 and config.filter_scheduler.host_subset_size < 2:
-            # a subset of one leaves no choice to spread: the option would do nothing
-            raise InvalidRequest("[gantt] subset_slots > 1 needs [filter_scheduler] host_subset_size >= 2",
-                                 field="$.gantt.subset_slots")
         return config
 
     def namespaces(self) -> dict[str, Namespace]:
