@@ -12,7 +12,12 @@ What runs (design §4, "several schedulers on a 3-member etcd cluster"):
 - CPU split over the load window: the etcd members (``/proc/<pid>/stat`` of the local cluster's processes), the
   Gantt instances (each process's own CPU time; its client threads run the decisions, so the load generator's
   own share is their loop only) and this driver process, with CPU milliseconds per placement, the CPU model and
-  the load average before and after: on a shared machine, CPU per placement is the figure that travels.
+  the load average before and after: on a shared machine, CPU per placement is the figure that travels. Per
+  process too: each etcd member's and each instance's milliseconds per placement (``etcd_members_ms``,
+  ``instance_ms``), and the cores the cluster and the instances kept busy.
+- Several instances are deployed as several instances of one service would be: instance i of N has ``[gantt]
+  subset_slot = i`` and ``subset_slots = N`` (``--no-spread``: all alike), so they prefer different hosts among
+  Nova's best ``host_subset_size``.
 """
 
 from __future__ import annotations
@@ -41,10 +46,11 @@ from gantt.store.etcd import EtcdStore  # noqa: E402
 FLAVOR = {"name": "bench.small", "vcpus": 1, "memory_mb": 512, "root_gb": 5}
 
 
-def make_config(seed: int, subset: int) -> Config:
-    # Nova's default filters and every weigher; host_subset_size spreads concurrent schedulers over the best few.
+def make_config(seed: int, subset: int, slot: int = 0, slots: int = 1) -> Config:
+    # Nova's default filters and every weigher; host_subset_size spreads concurrent schedulers over the best few,
+    # and (unless --no-spread) each instance takes its pick among its own share of them ([gantt] subset_slot).
     return Config.from_dict({"filter_scheduler": {"host_subset_size": subset},
-                             "gantt": {"seed": seed}})
+                             "gantt": {"seed": seed, "subset_slot": slot, "subset_slots": slots}})
 
 
 def seed_hosts(url: str, hosts: int, free: int) -> None:
@@ -69,11 +75,11 @@ def seed_hosts(url: str, hosts: int, free: int) -> None:
             store.commit(Batch(reports=batch))
 
 
-def instance(index: int, url: str, subset: int, threads: int, duration: float, ready: Any, go: Any,
+def instance(index: int, url: str, subset: int, slots: int, threads: int, duration: float, ready: Any, go: Any,
              results: Any) -> None:
     """One Gantt instance: a Replica in this process, ``threads`` clients calling select_destinations."""
     store = EtcdStore(url)
-    replica = Replica(store, make_config(1000 + index, subset)).start()
+    replica = Replica(store, make_config(1000 + index, subset, index % slots, slots)).start()
     ready.release()
     go.wait()
     cpu0 = time.process_time()
@@ -143,7 +149,8 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     seeded = time.monotonic() - t0
     ctx = mp.get_context("spawn")
     ready, go, results = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=instance, args=(i, url, args.subset, args.threads if i < instances else 0,
+    slots = instances if args.spread and instances > 1 else 1
+    procs = [ctx.Process(target=instance, args=(i, url, args.subset, slots, args.threads if i < instances else 0,
                                                 args.duration, ready, go, results), daemon=True)
              for i in range(instances + args.observers)]
     for p in procs:
@@ -154,10 +161,12 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
             raise RuntimeError("an instance did not start")
     load_s = time.monotonic() - t0
     load_before = [round(x, 2) for x in os.getloadavg()]
-    etcd0, driver0, wall0 = proc_cpu(etcd_pids), time.process_time(), time.monotonic()
+    members0 = [proc_cpu([pid]) for pid in etcd_pids]
+    driver0, wall0 = time.process_time(), time.monotonic()
     go.set()
     parts = [results.get(timeout=args.duration + 60) for _ in procs]
-    etcd_cpu, driver_cpu = proc_cpu(etcd_pids) - etcd0, time.process_time() - driver0
+    members = [proc_cpu([pid]) - c0 for pid, c0 in zip(etcd_pids, members0, strict=True)]
+    etcd_cpu, driver_cpu = sum(members), time.process_time() - driver0
     wall = time.monotonic() - wall0
     load_after = [round(x, 2) for x in os.getloadavg()]
     for p in procs:
@@ -213,7 +222,12 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
                 "observer_ms_per_placement": per_placement(observer_cpu / args.observers) if args.observers else None,
                 "etcd_ms_per_placement": per_placement(etcd_cpu) if etcd_pids else None,
                 "instances_ms_per_placement": per_placement(instance_cpu),
-                "total_ms_per_placement": per_placement(etcd_cpu + instance_cpu) if etcd_pids else None},
+                "total_ms_per_placement": per_placement(etcd_cpu + instance_cpu) if etcd_pids else None,
+                # per process, ms per placement: each etcd member (the leader does most), each instance
+                "etcd_members_ms": [per_placement(c) for c in members],
+                "instance_ms": [per_placement(p["cpu_s"]) for p in sorted(parts, key=lambda p: p["index"])
+                                if p["index"] < instances],
+                "cores_busy": round((etcd_cpu + instance_cpu) / wall, 2) if wall else None},
         "load_before": load_before,
         "load_after": load_after,
         "seed_s": round(seeded, 2),
@@ -239,11 +253,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="extra instances that only follow the store (their CPU: the cost of one more replica)")
     parser.add_argument("--group-workers", type=int,
                         help="shared txns in flight per instance (?group_workers=N, default 1)")
+    parser.add_argument("--no-spread", dest="spread", action="store_false",
+                        help="every instance picks among the whole best host_subset_size; by default instance i "
+                             "of N takes its own share of them ([gantt] subset_slot=i, subset_slots=N)")
     parser.add_argument("--json", action="store_true", help="print compact JSON")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.instances.split(",") if x.strip()]
     out: dict[str, Any] = {"benchmark": "cluster", "cpu": cpu_model(), "cpus": os.cpu_count(),
-                           "group_commit": not args.no_group, "group_workers": args.group_workers, "runs": []}
+                           "group_commit": not args.no_group, "group_workers": args.group_workers,
+                           "spread": args.spread, "subset": args.subset, "runs": []}
     etcd_pids: list[int] = []
     cluster = None
     try:

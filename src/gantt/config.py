@@ -230,6 +230,13 @@ class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     claim_retries: int = 8  # how many store conflicts one request may absorb before it gives up
     mask_cache_size: int = 256
     seed: int | None = None  # for reproducible random choices (tests, the simulator)
+    # Several instances sharing one store: instance ``subset_slot`` of ``subset_slots`` takes its random pick of the
+    # best ``host_subset_size`` among those whose host name hashes to its slot, counting hosts tied with the
+    # subset's last weight as in it (Nova orders equal weights arbitrarily), so instances deciding at once claim
+    # different hosts. The pick stays one Nova's random choice could make: the weights are Nova's, and a host of
+    # another slot is taken when none of this one is that good. 1 slot, the default: Nova's uniform pick.
+    subset_slots: int = 1
+    subset_slot: int = 0
     store: str = "sqlite:///gantt.sqlite"
     bind: str = "127.0.0.1"
     port: int = 8780
@@ -240,6 +247,10 @@ class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     placement_mount: str = "/placement"
 
     def __post_init__(self) -> None:
+        if self.subset_slots < 1:
+            raise ValueError("[gantt] subset_slots must be >= 1")
+        if not 0 <= self.subset_slot < self.subset_slots:
+            raise ValueError(f"[gantt] subset_slot must be from 0 to subset_slots - 1 ({self.subset_slots - 1})")
         mount = self.placement_mount
         if not mount.startswith("/") or (mount != "/" and mount.endswith("/")) or "//" in mount \
                 or any(c.isspace() or c in "?#%" for c in mount):

@@ -20,6 +20,7 @@ import logging
 import random
 import threading
 import uuid as uuidlib
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -119,6 +120,8 @@ class Engine:
         self.stats = stats or EngineStats()
         self._stats_lock = self.stats.lock
         self.ranker = Ranker(table, self.config, self.stats)
+        self._slots: tuple[int, np.ndarray] | None = None  # _slot_rows: (table layout, per row: of my slot)
+        self._slots_lock = threading.Lock()
 
     # ----------------------------------------------------------------------------------------- public face
 
@@ -470,8 +473,14 @@ class Engine:
 
         if head:
             subset = head[: fs.host_subset_size]
+            if self.config.gantt.subset_slots > 1:
+                subset = self._my_share(subset, score, rows, passes) or subset
             first = subset[self.rng.randrange(len(subset))]
-            head.remove(first)
+            if first in head:
+                head.remove(first)
+            else:  # a tie of the subset's last weight from beyond it (_my_share)
+                score[first[0]] = -np.inf
+                remaining -= 1
             yield emit(*first)
         for i, weight in head:
             yield emit(i, weight)
@@ -484,6 +493,58 @@ class Engine:
             remaining -= 1
             if passes(i):
                 yield emit(i, weight)
+
+    def _my_share(self, subset: list[tuple[int, float]], score: np.ndarray, rows: np.ndarray | None,
+                  passes: Callable[[int], bool]) -> list[tuple[int, float]]:
+        """This instance's share of Nova's subset (``[gantt] subset_slot``): its members whose host hashes to this
+        slot, and in place of each member of another slot at the subset's last weight, a node of this slot tied
+        with it from beyond the subset. Nova orders equal weights as its host manager lists the hosts, which is
+        arbitrary: a subset holding those ties instead is one Nova could have formed. Empty: none of this slot."""
+        mine = self._slot_rows()
+
+        def is_mine(i: int) -> bool:
+            row = int(rows[i]) if rows is not None else i
+            return row < len(mine) and bool(mine[row])
+
+        share = [(i, w) for i, w in subset if is_mine(i)]
+        last = min(w for _, w in subset)
+        wanted = sum(1 for i, w in subset if w == last and not is_mine(i))
+        if not wanted:
+            return share
+        ties = np.flatnonzero(score == last)  # the subset's own members are -inf by now
+        at = rows[ties] if rows is not None else ties
+        ok = at < len(mine)
+        ok[ok] = mine[at[ok]]
+        for i in ties[ok].tolist():
+            if passes(i):
+                share.append((i, last))
+                wanted -= 1
+                if not wanted:
+                    return share
+        if share:
+            return share
+        # None of this slot left at these weights (this instance ran ahead of the others): the others' nodes, but
+        # drawn from all the ties rather than the first rows, where the others' own picks are.
+        drawn = [int(ties[j]) for j in self.rng.sample(range(len(ties)), min(len(ties), len(subset)))]
+        return [(i, last) for i in drawn if passes(i)]
+
+    def _slot_rows(self) -> np.ndarray:
+        """Per row: does its host hash to this instance's slot. A hash of the name, not the row number, so that
+        every instance agrees whatever order it loaded the hosts in; kept until rows are renumbered."""
+        table = self.table
+        slots, slot = self.config.gantt.subset_slots, self.config.gantt.subset_slot
+        layout, names = table.layout, table.host_names
+        cached = self._slots
+        if cached is not None and cached[0] == layout and len(cached[1]) >= len(names):
+            return cached[1]
+        with self._slots_lock:  # one thread hashes the names; the first decisions of every thread would all do it
+            cached = self._slots
+            known = cached[1] if cached is not None and cached[0] == layout else np.zeros(0, dtype=bool)
+            if len(known) < len(names):
+                fresh = [zlib.crc32(name.encode()) % slots == slot for name in names[len(known):]]
+                known = np.concatenate([known, np.array(fresh, dtype=bool)])
+                self._slots = (layout, known)
+            return known
 
     def _rollback(self, placed: list[Allocation], moved: dict[str, tuple[Allocation, Allocation]],
                   keep: set[str] | frozenset[str] = frozenset()) -> None:

@@ -620,9 +620,12 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
         return [aggregate_node(change.aggregate_id)]
     if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
         allocation = change.allocation
-        nodes = allocation.nodes()
+        nodes = allocation.nodes() if allocation.host else []
         group = allocation.group
-        if not allocation.host:  # a deletion from a feed that kept no old value: the group is in our table
+        if not allocation.host:
+            # A deletion from a feed that kept no old value: it names no node (the feed sends that revision's
+            # usage changes instead; a host-less allocation's nodes() would be a phantom node ("", "")), and
+            # its group is in our table.
             held = table.allocation(allocation.consumer_uuid)
             group = held.group if held is not None else None
         if group:

@@ -14,6 +14,8 @@ import random
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import msgspec
@@ -58,6 +60,45 @@ def claim_until_settled(store: EtcdStore, consumer: str, rng: random.Random, k: 
     raise AssertionError(f"{consumer}: still conflicting after 200 tries")
 
 
+def run_threads(target: Callable[[int], None], n: int, timeout: float) -> None:
+    """``target(0)`` .. ``target(n - 1)``, each in its own thread, all joined: none may be left hanging."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), "a claim never came back (group commit stalled)"
+
+
+def claim_behind_a_held_committer(store: EtcdStore, monkeypatch: pytest.MonkeyPatch,
+                                  claims: list[Callable[[], None]]) -> None:
+    """Run each of ``claims`` (a call that commits one claim) in its own thread so that the rest share one txn:
+    the committer takes the first claim alone and is held there until every other claim has queued behind it."""
+    real = store._commit_group
+    held, release = threading.Event(), threading.Event()
+
+    def first_waits(group: list) -> None:  # type: ignore[type-arg]
+        if not held.is_set():
+            held.set()
+            release.wait(10)
+        real(group)
+
+    monkeypatch.setattr(store, "_commit_group", first_waits)
+    threads = [threading.Thread(target=c) for c in claims]
+    threads[0].start()
+    assert held.wait(10)
+    for t in threads[1:]:
+        t.start()
+    deadline = time.monotonic() + 10
+    while len(store._group_queue) < len(claims) - 1:
+        assert time.monotonic() < deadline, "the claims did not all queue behind the held committer"
+        time.sleep(0.01)
+    release.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "a claim never came back"
+
+
 def test_batched_claims_from_many_threads_never_let_a_conflicting_claim_through(store_url: str) -> None:
     stores = [EtcdStore(store_url), EtcdStore(store_url)]
     try:
@@ -82,12 +123,7 @@ def test_batched_claims_from_many_threads_never_let_a_conflicting_claim_through(
                         if conflicts:
                             retried.append(consumer)
 
-        threads = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        assert not any(t.is_alive() for t in threads), "a claim never came back (group commit stalled)"
+        run_threads(worker, 16, timeout=120)
 
         snap = stores[0].snapshot()
         assert audit(snap) == []  # 0 overcommitted nodes
@@ -111,16 +147,6 @@ def test_a_refused_claim_fails_alone_and_the_others_of_its_txn_land(store_url: s
         revisions = {f"n{i}": store.commit(Batch(reports=[report(f"n{i}")])).revision for i in range(4)}
         stale = revisions["n2"]
         revisions["n2"] = store.commit(Batch(reports=[report("n2", vcpus=16)])).revision
-        real = store._commit_group
-        held, release = threading.Event(), threading.Event()
-
-        def first_waits(group: list) -> None:  # type: ignore[type-arg]
-            if not held.is_set():
-                held.set()
-                release.wait(10)
-            real(group)
-
-        monkeypatch.setattr(store, "_commit_group", first_waits)
         outcomes: dict[str, object] = {}
 
         def claim(node: str, revision: int) -> None:
@@ -130,20 +156,8 @@ def test_a_refused_claim_fails_alone_and_the_others_of_its_txn_land(store_url: s
             except StoreConflict as exc:
                 outcomes[node] = exc.keys
 
-        opener = threading.Thread(target=claim, args=("n0", revisions["n0"]))
-        opener.start()
-        assert held.wait(10)  # the committer holds n0's claim: the next three queue up behind it
-        rest = [threading.Thread(target=claim, args=(node, revision))
-                for node, revision in (("n1", revisions["n1"]), ("n2", stale), ("n3", revisions["n3"]))]
-        for t in rest:
-            t.start()
-        deadline = time.monotonic() + 10
-        while len(store._group_queue) < 3:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        release.set()
-        for t in [opener, *rest]:
-            t.join(timeout=30)
+        claims = [("n0", revisions["n0"]), ("n1", revisions["n1"]), ("n2", stale), ("n3", revisions["n3"])]
+        claim_behind_a_held_committer(store, monkeypatch, [partial(claim, *c) for c in claims])
         assert outcomes["n2"] == [("n2", "n2")]
         assert isinstance(outcomes["n1"], int) and outcomes["n1"] == outcomes["n3"]
         assert store.stats.group_commits == 1 and store.stats.group_refused == 1 and store.stats.group_split == 1
@@ -169,11 +183,7 @@ def test_claims_with_overlapping_keys_never_share_a_txn(store_url: str) -> None:
             with lock:
                 outcomes.append(outcome)
 
-        threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
+        run_threads(claim, 8, timeout=60)
         assert sorted(outcomes) == ["conflict"] * 7 + ["landed"]
         assert audit(store.snapshot()) == []
 
@@ -237,11 +247,7 @@ def test_a_cluster_refusing_the_shared_txn_still_takes_each_claim(tmp_path: Path
             except Exception as exc:  # collected, shown by the assert
                 errors.append(exc)
 
-        threads = [threading.Thread(target=claim, args=(i,)) for i in range(12)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=60)
+        run_threads(claim, 12, timeout=60)
         assert errors == []
         assert len(store.snapshot().allocations) == 12
         assert "committing them one by one" in caplog.text  # a shared txn was refused, its claims landed
@@ -257,16 +263,6 @@ def test_a_shared_txn_whose_claims_all_lose_still_lets_replicas_reach_the_barrie
         for node in stale:
             store.commit(Batch(reports=[report(node, vcpus=16)]))
         replica = Replica(other).start(follow=False)  # it moves only when it syncs
-        real = store._commit_group
-        held, release = threading.Event(), threading.Event()
-
-        def first_waits(group: list) -> None:  # type: ignore[type-arg]
-            if not held.is_set():
-                held.set()
-                release.wait(10)
-            real(group)
-
-        monkeypatch.setattr(store, "_commit_group", first_waits)
         refused: list[str] = []
 
         def claim(node: str) -> None:
@@ -275,18 +271,7 @@ def test_a_shared_txn_whose_claims_all_lose_still_lets_replicas_reach_the_barrie
             except StoreConflict:
                 refused.append(node)
 
-        threads = [threading.Thread(target=claim, args=(node,)) for node in stale]
-        threads[0].start()
-        assert held.wait(10)
-        for t in threads[1:]:
-            t.start()
-        deadline = time.monotonic() + 10
-        while len(store._group_queue) < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        release.set()
-        for t in threads:
-            t.join(timeout=30)
+        claim_behind_a_held_committer(store, monkeypatch, [partial(claim, n) for n in stale])
         assert sorted(refused) == ["n0", "n1", "n2"] and store.stats.group_commits == 1
         barrier = other.barrier()
         assert barrier > replica.revision  # the shared txn's revision, which holds nothing but last-write

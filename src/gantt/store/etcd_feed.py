@@ -144,8 +144,12 @@ class WatchFeed:
                 if gen != self._gen:
                     return
                 requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+                # No prev_kv: etcd would read every event's old value from its backend, for every watcher (with
+                # a second instance watching, the leader's CPU per claim doubled), and a claim's keys are new. A
+                # release or a move without its old value keeps its txn's usage changes instead (Keys.changes),
+                # which name the nodes it left; the replica finds the rest in its table.
                 requests.put(pb.WatchRequest(create_request=pb.WatchCreateRequest(
-                    key=self._keys.root, range_end=self._keys.end, start_revision=self._head + 1, prev_kv=True)))
+                    key=self._keys.root, range_end=self._keys.end, start_revision=self._head + 1)))
                 self._requests = requests
                 stream = rpc.WatchStub(self._channel(i)).Watch(_drain(requests), metadata=LEADER)
                 self._stream = stream
