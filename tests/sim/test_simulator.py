@@ -98,6 +98,42 @@ def test_small_scenario_keeps_the_invariants(policy: str) -> None:
     assert_disk_matches_the_truth(sim, r)
 
 
+def overfilling(data: dict[str, Any]) -> Simulation:
+    """A run whose truth accepts every claim (its room check is gone): nodes get filled past capacity."""
+    sim = Simulation(parse_scenario(data))
+    sim.truth._ledger.fits = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    return sim
+
+
+def over_by_a_full_pass(sim: Simulation) -> int:
+    truth = sim.truth
+    over = np.zeros(truth.n, dtype=np.bool_)
+    for rc in truth.rc_index:
+        cap = truth.rc_col("capacity", rc)
+        assert cap is not None
+        over |= truth.used(rc) > cap + 1e-6
+    return int(np.count_nonzero(over))
+
+
+def test_an_overcommit_is_seen_when_the_claim_makes_it_not_at_the_next_full_pass() -> None:
+    # Issue 16: the invariant is kept per claim (no pass over a million nodes per sample); a node pushed over
+    # capacity counts from that claim on, so the timeline shows it long before the run's final audit.
+    sim = overfilling(scenario_data())
+    r = sim.run()
+    assert r["invariants"]["overcommitted_nodes"] >= over_by_a_full_pass(sim) > 0
+    seen = [s["overcommitted_nodes"] for s in sim.samples[:-1]]  # the last sample comes after the final audit
+    assert seen[len(seen) // 2] > 0, "no overcommit counted before the run's end"
+
+
+def test_the_final_audit_finds_every_node_over_capacity_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The full pass at the end stands on its own: without the per-claim check it still counts every node that is
+    # over capacity when the run ends.
+    monkeypatch.setattr(Simulation, "_check_room", lambda self, row: None)
+    sim = overfilling(scenario_data())
+    r = sim.run()
+    assert r["invariants"]["overcommitted_nodes"] == over_by_a_full_pass(sim) > 0
+
+
 def test_retries_to_alternates_never_break_a_server_group() -> None:
     # Groups everywhere, builds failing on a lost rack: retries go to alternates, none may break the policy.
     data = scenario_data(**{"policy.kind": "gantt", "workload.server_groups.probability": 0.5})
