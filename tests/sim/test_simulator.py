@@ -272,3 +272,20 @@ def test_json_dash_writes_the_metrics_alone_to_stdout(capsys: pytest.CaptureFixt
     assert main([str(EXAMPLES / "small.toml"), "--requests", "100", "--quiet", "--json", "-"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["requests"]["total"] == 100  # nothing but the JSON on stdout
+
+
+def test_a_long_run_can_log_its_progress_in_plain_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 16: a million-request run takes an hour; its log says how far it got and at what cost, and the JSON
+    # says what building the cloud cost and the process's peak memory.
+    out = tmp_path / "r.json"
+    assert main([str(EXAMPLES / "small.toml"), "--requests", "2500", "--log-every", "1000", "--json", str(out)]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("small.toml (gantt): ")]
+    assert "built in" in lines[0]
+    logged = [line.split(": ", 1)[1].split(" requests")[0] for line in lines[1:]]
+    assert logged == ["1000", "2000"]
+    assert all("CPU" in line and "engine" in line and "MiB" in line for line in lines[1:])
+    clock = json.loads(out.read_text())["wall_clock"]
+    assert clock["build_cpu_seconds"] > 0 and clock["peak_rss_mb"] > 10
+    with pytest.raises(SystemExit) as refused:
+        main([str(EXAMPLES / "small.toml"), "--log-every", "0"])
+    assert refused.value.code == 2 and "--log-every must be >= 1" in capsys.readouterr().err

@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
+import resource
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -153,6 +154,7 @@ def lifetime_sampler(spec: Lifetime, rng: random.Random) -> Callable[[], float |
 class Simulation:
     def __init__(self, scenario: Scenario, *, progress: Callable[[float, float], None] | None = None,
                  max_requests: int | None = None) -> None:
+        built_wall, built_cpu = time.perf_counter(), time.process_time()
         self.s = scenario
         self.config: Config = scenario.config()
         self.progress = progress
@@ -230,6 +232,10 @@ class Simulation:
         self.volumes = None if scenario.volumes is None else VolumeSide(scenario.volumes, scenario.seed,
                                                                         self.layout.zones)
         self.vm_volumes: dict[str, int] = {}  # consumer -> how many volumes it boots with
+        self.engine_cpu = 0.0  # running sum of engine_ms, in seconds (a progress log reads it mid-run)
+        # building the cloud and loading its tables is most of a short run at 1,000,000 hosts: said apart
+        self.build_wall = time.perf_counter() - built_wall
+        self.build_cpu = time.process_time() - built_cpu
 
     # ------------------------------------------------------------------------------------------ plumbing
 
@@ -489,6 +495,7 @@ class Simulation:
         # CPU time of this thread: on a shared machine the wall clock also counts other processes' turns.
         took = time.thread_time() - began_cpu
         self.engine_ms.append(took * 1000.0)
+        self.engine_cpu += took
         self.engine_wall += wall
         if isinstance(sched.table, ClaimThroughTable):
             self.c["claim_conflicts"] += sched.table.conflicts - before
@@ -910,6 +917,9 @@ class Simulation:
                 "wall_seconds": round(self.wall, 3),
                 "cpu_seconds": round(self.cpu, 3),
                 "simulator_overhead_cpu_seconds": round(max(self.cpu - engine_seconds, 0.0), 3),
+                "build_wall_seconds": round(self.build_wall, 3),
+                "build_cpu_seconds": round(self.build_cpu, 3),
+                "peak_rss_mb": peak_rss_mb(),
                 "engine": {"engine_seconds": round(engine_seconds, 3),
                            "engine_wall_seconds": round(self.engine_wall, 3),
                            "note": "engine CPU time per decision (thread time): immune to other processes' load",
@@ -920,6 +930,11 @@ class Simulation:
                            "mean_ms": round(float(eng.mean()), 4)},
             },
         }
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set so far (everything it ran, not this simulation alone), in MiB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)  # kB on Linux
 
 
 def run_scenario(scenario: Scenario, *, progress: Callable[[float, float], None] | None = None,
