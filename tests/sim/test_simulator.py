@@ -283,7 +283,7 @@ def test_a_long_run_can_log_its_progress_in_plain_lines(tmp_path: Path, capsys: 
     assert "built in" in lines[0]
     logged = [line.split(": ", 1)[1].split(" requests")[0] for line in lines[1:]]
     assert logged == ["1000", "2000"]
-    assert all("CPU" in line and "engine" in line and "MiB" in line for line in lines[1:])
+    assert all("decided" in line and "CPU" in line and "engine" in line and "MiB" in line for line in lines[1:])
     clock = json.loads(out.read_text())["wall_clock"]
     assert clock["build_cpu_seconds"] > 0 and clock["peak_rss_mb"] > 10
     with pytest.raises(SystemExit) as refused:

@@ -70,8 +70,9 @@ def _parser() -> argparse.ArgumentParser:
                         "with one seed then differ")
     p.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
     p.add_argument("--log-every", type=int, metavar="N",
-                   help="instead of the bar, a plain line on stderr at most every N requests (requests, virtual "
-                        "time, wall and CPU seconds, the engine's CPU seconds, peak RSS; looked at each 1,000 "
+                   help="instead of the bar, a plain line on stderr at most every N requests (requests arrived "
+                        "and decided, virtual time, wall and CPU seconds, the engine's CPU seconds, peak RSS; "
+                        "looked at each 1,000 "
                         "requests and each timeline sample): for long runs into a log file")
     return p
 
@@ -130,7 +131,8 @@ def _log_lines(sim: Simulation, label: str, every: int, console: Console) -> Cal
         if arrived - last[0] < every:
             return
         last[0] = int(arrived) - int(arrived) % every
-        console.print(f"{label}: {int(arrived)} requests, virtual {virtual:.1f} s, wall "
+        # decisions beside arrivals: in a burst past the schedulers' rate, arrivals run ahead in a queue
+        console.print(f"{label}: {int(arrived)} requests, {len(sim.engine_ms)} decided, virtual {virtual:.1f} s, wall "
                       f"{time.perf_counter() - began_wall:.1f} s, CPU {time.process_time() - began_cpu:.1f} s "
                       f"(engine {sim.engine_cpu:.1f} s), peak RSS {peak_rss_mb():.0f} MiB", highlight=False)
 
