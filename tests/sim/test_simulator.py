@@ -289,3 +289,18 @@ def test_a_long_run_can_log_its_progress_in_plain_lines(tmp_path: Path, capsys: 
     with pytest.raises(SystemExit) as refused:
         main([str(EXAMPLES / "small.toml"), "--log-every", "0"])
     assert refused.value.code == 2 and "--log-every must be >= 1" in capsys.readouterr().err
+
+
+def test_the_timelines_floor_division_is_numpys_bit_for_bit() -> None:
+    # Issue 16: a timeline sample's "how many of the biggest flavor fit" divides three 1,000,000-row columns;
+    # numpy's float // costs ~20 ms per column, a division and a floor a few. The values must not move.
+    from gantt.sim.simulator import floor_divide
+
+    rng = np.random.default_rng(16)
+    whole = rng.integers(0, 5_000_000, 100_000).astype(np.float64)
+    cases = [whole, rng.random(100_000) * 1e6, whole * 0.1, np.array([0.0, 2.0**53 - 1, 5e15, 1e-300])]
+    for by in (1, 2, 3, 7, 8, 32, 100, 160, 2048, 16384, 65535, 65536):
+        # just below a multiple: where a rounded quotient would land on the integer if it could
+        cases.append(np.nextafter(np.arange(1, 5000, dtype=np.float64) * by, 0.0))
+        for values in cases:
+            assert np.array_equal(floor_divide(values, by), values // by), by
