@@ -98,6 +98,42 @@ def test_small_scenario_keeps_the_invariants(policy: str) -> None:
     assert_disk_matches_the_truth(sim, r)
 
 
+def overfilling(data: dict[str, Any]) -> Simulation:
+    """A run whose truth accepts every claim (its room check is gone): nodes get filled past capacity."""
+    sim = Simulation(parse_scenario(data))
+    sim.truth._ledger.fits = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    return sim
+
+
+def over_by_a_full_pass(sim: Simulation) -> int:
+    truth = sim.truth
+    over = np.zeros(truth.n, dtype=np.bool_)
+    for rc in truth.rc_index:
+        cap = truth.rc_col("capacity", rc)
+        assert cap is not None
+        over |= truth.used(rc) > cap + 1e-6
+    return int(np.count_nonzero(over))
+
+
+def test_an_overcommit_is_seen_when_the_claim_makes_it_not_at_the_next_full_pass() -> None:
+    # Issue 16: the invariant is kept per claim (no pass over a million nodes per sample); a node pushed over
+    # capacity counts from that claim on, so the timeline shows it long before the run's final audit.
+    sim = overfilling(scenario_data())
+    r = sim.run()
+    assert r["invariants"]["overcommitted_nodes"] >= over_by_a_full_pass(sim) > 0
+    seen = [s["overcommitted_nodes"] for s in sim.samples[:-1]]  # the last sample comes after the final audit
+    assert seen[len(seen) // 2] > 0, "no overcommit counted before the run's end"
+
+
+def test_the_final_audit_finds_every_node_over_capacity_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The full pass at the end stands on its own: without the per-claim check it still counts every node that is
+    # over capacity when the run ends.
+    monkeypatch.setattr(Simulation, "_check_room", lambda self, row: None)
+    sim = overfilling(scenario_data())
+    r = sim.run()
+    assert r["invariants"]["overcommitted_nodes"] == over_by_a_full_pass(sim) > 0
+
+
 def test_retries_to_alternates_never_break_a_server_group() -> None:
     # Groups everywhere, builds failing on a lost rack: retries go to alternates, none may break the policy.
     data = scenario_data(**{"policy.kind": "gantt", "workload.server_groups.probability": 0.5})
@@ -236,3 +272,35 @@ def test_json_dash_writes_the_metrics_alone_to_stdout(capsys: pytest.CaptureFixt
     assert main([str(EXAMPLES / "small.toml"), "--requests", "100", "--quiet", "--json", "-"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["requests"]["total"] == 100  # nothing but the JSON on stdout
+
+
+def test_a_long_run_can_log_its_progress_in_plain_lines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Issue 16: a million-request run takes an hour; its log says how far it got and at what cost, and the JSON
+    # says what building the cloud cost and the process's peak memory.
+    out = tmp_path / "r.json"
+    assert main([str(EXAMPLES / "small.toml"), "--requests", "2500", "--log-every", "1000", "--json", str(out)]) == 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("small.toml (gantt): ")]
+    assert "built in" in lines[0]
+    logged = [line.split(": ", 1)[1].split(" requests")[0] for line in lines[1:]]
+    assert logged == ["1000", "2000"]
+    assert all("decided" in line and "CPU" in line and "engine" in line and "MiB" in line for line in lines[1:])
+    clock = json.loads(out.read_text())["wall_clock"]
+    assert clock["build_cpu_seconds"] > 0 and clock["peak_rss_mb"] > 10
+    with pytest.raises(SystemExit) as refused:
+        main([str(EXAMPLES / "small.toml"), "--log-every", "0"])
+    assert refused.value.code == 2 and "--log-every must be >= 1" in capsys.readouterr().err
+
+
+def test_the_timelines_floor_division_is_numpys_bit_for_bit() -> None:
+    # Issue 16: a timeline sample's "how many of the biggest flavor fit" divides three 1,000,000-row columns;
+    # numpy's float // costs ~20 ms per column, a division and a floor a few. The values must not move.
+    from gantt.sim.simulator import floor_divide
+
+    rng = np.random.default_rng(16)
+    whole = rng.integers(0, 5_000_000, 100_000).astype(np.float64)
+    cases = [whole, rng.random(100_000) * 1e6, whole * 0.1, np.array([0.0, 2.0**53 - 1, 5e15, 1e-300])]
+    for by in (1, 2, 3, 7, 8, 32, 100, 160, 2048, 16384, 65535, 65536):
+        # just below a multiple: where a rounded quotient would land on the integer if it could
+        cases.append(np.nextafter(np.arange(1, 5000, dtype=np.float64) * by, 0.0))
+        for values in cases:
+            assert np.array_equal(floor_divide(values, by), values // by), by

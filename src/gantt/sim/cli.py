@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +27,7 @@ from rich.table import Table
 from gantt.allocator import keep_freed_memory
 from gantt.sim.report import print_summary, run_title, write_plots, write_sweep_plots
 from gantt.sim.scenario import Scenario, ScenarioError, load_scenario, read_scenario_data
-from gantt.sim.simulator import Simulation
+from gantt.sim.simulator import Simulation, peak_rss_mb
 from gantt.sim.sweep import (
     format_estimate,
     invariants_hold,
@@ -68,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
                         "'measured' charges the engine's real time instead: bursts queue as they would, but runs "
                         "with one seed then differ")
     p.add_argument("--quiet", action="store_true", help="no progress bar (there is none when stderr is not a terminal)")
+    p.add_argument("--log-every", type=int, metavar="N",
+                   help="instead of the bar, a plain line on stderr at most every N requests (requests arrived "
+                        "and decided, virtual time, wall and CPU seconds, the engine's CPU seconds, peak RSS; "
+                        "looked at each 1,000 "
+                        "requests and each timeline sample): for long runs into a log file")
     return p
 
 
@@ -114,8 +120,31 @@ def _progress(console: Console, quiet: bool, description: str, total: float | No
         yield update
 
 
-def _run(scenario: Scenario, label: str, *, requests: int | None, quiet: bool, console: Console) -> dict[str, Any]:
+def _log_lines(sim: Simulation, label: str, every: int, console: Console) -> Callable[[float, float], None]:
+    """A progress callback printing one line per ``every`` requests (the simulator calls it each 1,000)."""
+    began_wall, began_cpu = time.perf_counter(), time.process_time()
+    last = [0]
+    console.print(f"{label}: built in {sim.build_wall:.1f} s wall, {sim.build_cpu:.1f} s CPU; "
+                  f"peak RSS {peak_rss_mb():.0f} MiB", highlight=False)
+
+    def log(virtual: float, arrived: float) -> None:
+        if arrived - last[0] < every:
+            return
+        last[0] = int(arrived) - int(arrived) % every
+        # decisions beside arrivals: in a burst past the schedulers' rate, arrivals run ahead in a queue
+        console.print(f"{label}: {int(arrived)} requests, {len(sim.engine_ms)} decided, virtual {virtual:.1f} s, wall "
+                      f"{time.perf_counter() - began_wall:.1f} s, CPU {time.process_time() - began_cpu:.1f} s "
+                      f"(engine {sim.engine_cpu:.1f} s), peak RSS {peak_rss_mb():.0f} MiB", highlight=False)
+
+    return log
+
+
+def _run(scenario: Scenario, label: str, *, requests: int | None, quiet: bool, console: Console,
+         log_every: int | None = None) -> dict[str, Any]:
     sim = Simulation(scenario, max_requests=requests)
+    if log_every is not None:
+        sim.progress = _log_lines(sim, label, log_every, console)
+        return sim.run()
     by_requests = sim.max_requests is not None
     # A run ends after its requests, or after its duration: the bar counts whichever bounds it.
     total = float(sim.max_requests) if by_requests else sim.expected_duration
@@ -213,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--json - and --csv - cannot both write to stdout")
     if args.requests is not None and args.requests < 0:
         parser.error("--requests must be >= 0")
+    if args.log_every is not None and args.log_every < 1:
+        parser.error("--log-every must be >= 1")
+    if args.log_every is not None and args.sweep:
+        parser.error("--log-every logs one run's progress: a sweep shows its runs on the bar")
     err = Console(stderr=True, soft_wrap=True)  # a long path printed whole, not folded
     try:
         decision_time = None if args.decision_time is None else _decision_time(args.decision_time)
@@ -230,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for path, scenario in zip(paths, scenarios, strict=True):
         label = f"{Path(path).name} ({scenario.policy.kind})"
-        results.append(_run(scenario, label, requests=args.requests, quiet=args.quiet, console=err))
+        results.append(_run(scenario, label, requests=args.requests, quiet=args.quiet, console=err,
+                            log_every=args.log_every))
     print_summary(results, _table_console(args.json_out == "-", err))  # '-': stdout carries the JSON alone
     if args.json_out:
         body: Any = results[0] if len(results) == 1 else {"a": results[0], "b": results[1]}
