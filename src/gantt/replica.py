@@ -378,6 +378,8 @@ class Replica(PlacementFacade):
         sends the engine back to decide again, which keeps re-decisions rare under contention.
         """
         while True:
+            if not self._table_free():
+                yield THREAD
             expects = self._expects(table, allocations)
             try:
                 result = yield Batch(expect=list(expects.values()), allocations=allocations,
@@ -417,6 +419,16 @@ class Replica(PlacementFacade):
                 raise
             self.apply(result.changes, own="claim")
             return
+
+    def _table_free(self) -> bool:
+        """Whether no other thread holds the table lock now (the feed applying a batch, a long read): steps on
+        the event loop go on on a thread rather than stall every connection behind it. A glance, not a hold: the
+        lock may still be taken a moment later, and is then waited for briefly."""
+        lock = self.table.lock
+        if not lock.acquire(blocking=False):
+            return False
+        lock.release()
+        return True
 
     def _catch_up_to(self, revision: int, timeout: float = 5.0) -> None:
         """Apply the feed until it has reached ``revision``; StoreUnavailable if it cannot within ``timeout``."""
@@ -618,6 +630,8 @@ class Replica(PlacementFacade):
         driver."""
         spec = decode(spec, RequestSpec, path="$")
         named = spec.request_id or request_id
+        if not self._table_free():
+            yield THREAD  # the feed is applying a batch under the table lock: wait for it on a thread
         try:
             answer = yield from self._select(spec)
         except NoValidHost as error:
