@@ -277,6 +277,46 @@ def cpu_seconds(root: int) -> float:
     return total
 
 
+def thread_cpu(root: int) -> dict[int, dict[int, float]]:
+    """CPU seconds of each thread of each child process of ``root`` (the workers of ``gantt serve --workers N``):
+    a worker's thread whose id is the process's is its event loop; the rest are its feed follower, SQLite writer
+    and handler threads."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    out: dict[int, dict[int, float]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) != root:
+            continue
+        threads: dict[int, float] = {}
+        for task in (entry / "task").glob("[0-9]*"):
+            try:
+                tf = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            threads[int(task.name)] = (int(tf[11]) + int(tf[12])) / tick
+        out[int(entry.name)] = threads
+    return out
+
+
+def split_cpu(before: dict[int, dict[int, float]], after: dict[int, dict[int, float]]) -> list[dict[str, Any]]:
+    """Per worker: CPU seconds in a phase, of its event loop (main thread) and of its three busiest other threads."""
+    workers = []
+    for pid, threads in sorted(after.items()):
+        old = before.get(pid, {})
+        spent = {tid: t - old.get(tid, 0.0) for tid, t in threads.items()}
+        total = sum(spent.values())
+        if total < 0.05:
+            continue  # the resource tracker, a supervisor's helper
+        others = sorted((t for tid, t in spent.items() if tid != pid), reverse=True)
+        workers.append({"pid": pid, "cpu_s": round(total, 2), "loop_s": round(spent.get(pid, 0.0), 2),
+                        "busiest_threads_s": [round(t, 2) for t in others[:3]],
+                        "rest_s": round(sum(others[3:]), 2)})
+    return workers
+
+
 _METRIC = re.compile(r'^(gantt_[a-z_]+)\{([^}]*)\}\s+([0-9.eE+-]+)$')
 
 
@@ -345,8 +385,10 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             asyncio.run(placements(host, port, args.concurrency, 5.0, args.warmup, keep, 1))  # warm caches
             # the server is a child of this process: the client's share is the rest of this process tree
             server_cpu, all_cpu = cpu_seconds(server.proc.pid), cpu_seconds(os.getpid())
+            threads_before = thread_cpu(server.proc.pid)
             placed = drive(host, port, args.clients, args.concurrency, args.duration, args.placements, keep)
             server_cpu = cpu_seconds(server.proc.pid) - server_cpu
+            by_worker = split_cpu(threads_before, thread_cpu(server.proc.pid))
             client_cpu = cpu_seconds(os.getpid()) - all_cpu - server_cpu
             after = scrape_workers(server.url, args.workers)
             held = placed.pop("held")
@@ -371,6 +413,11 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
                           "retry_rate": round(delta("gantt_claim_conflicts_total.store")
                                               / max(1.0, delta("gantt_decisions_total")), 4),
                           "workers_seen": len(after)},
+            # how the placements and the CPU split between the workers (an uneven split of the connections shows
+            # here), and within a worker between its event loop and its other threads
+            "decisions_by_worker": {w: after[w].get("gantt_decisions_total", 0.0)
+                                    - before.get(w, {}).get("gantt_decisions_total", 0.0) for w in sorted(after)},
+            "cpu_by_worker": by_worker,
             # the releases run in the same window: their CPU is in the placements' figure
             "cpu_ms_per_placement": {"server": round(server_cpu * 1000 / max(1, placed["placed"]), 3),
                                      "client": round(client_cpu * 1000 / max(1, placed["placed"]), 3)},

@@ -22,7 +22,7 @@ import threading
 import uuid as uuidlib
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,8 @@ class Attempts:
 
 
 CommitHook = Callable[[list[Allocation], Attempts], None]
+# The same commit as steps (see ``Engine.select_steps``): a generator whose steps its own driver carries out.
+CommitSteps = Callable[[list[Allocation], Attempts], Generator[Any, Any, None]]
 
 
 class ClaimConflict(GanttError):
@@ -112,10 +114,12 @@ class EngineStats:
 
 class Engine:
     def __init__(self, table: HostTable, config: Config | None = None, *, commit: CommitHook | None = None,
-                 rng: random.Random | None = None, stats: EngineStats | None = None) -> None:
+                 commit_steps: CommitSteps | None = None, rng: random.Random | None = None,
+                 stats: EngineStats | None = None) -> None:
         self.table = table
         self.config = config or Config()
         self.commit = commit
+        self.commit_steps = commit_steps  # ``commit`` as steps, for select_steps (None: ``commit`` in place)
         self.rng = rng or random.Random(self.config.gantt.seed)
         self.stats = stats or EngineStats()
         self._stats_lock = self.stats.lock
@@ -127,7 +131,20 @@ class Engine:
 
     def select_destinations(self, spec: RequestSpec | dict[str, Any]) -> list[list[Selection]]:
         """One list per instance: the claimed node first, then up to ``max_attempts - 1`` unclaimed alternates."""
+        steps = self.select_steps(spec, in_place=True)
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        raise AssertionError("a commit made in place yielded a step")  # pragma: no cover
+
+    def select_steps(self, spec: RequestSpec | dict[str, Any], *, in_place: bool = False,
+                     ) -> Generator[Any, Any, list[list[Selection]]]:
+        """``select_destinations`` as steps: whatever the steps of ``commit_steps`` yield passes through to the
+        caller that drives them (the engine knows nothing of what they ask), and what it sends or throws back
+        goes to them. The decisions themselves never yield. ``in_place``: commit with ``commit`` instead."""
         spec = decode(spec, RequestSpec, path="$")
+        commit = self._commit_now if in_place or self.commit_steps is None else self.commit_steps
         attempts = Attempts(self.config.gantt.claim_retries)
         while True:
             ctx = RequestContext.build(spec, self.config, self.table.clock())
@@ -144,7 +161,7 @@ class Engine:
             if self.commit is None or not placed:
                 return answer
             try:
-                self.commit(placed, attempts)
+                yield from commit(placed, attempts)
                 return answer
             except TableReplaced:
                 self._rollback(placed, ctx.moved)
@@ -161,6 +178,12 @@ class Engine:
                 raise
         raise NoValidHost("claims kept conflicting with other schedulers; try again",
                           Explanation(hosts=self.table.n, steps=[], reason="contention"))
+
+    def _commit_now(self, placed: list[Allocation], attempts: Attempts) -> Generator[Any, Any, None]:
+        assert self.commit is not None
+        self.commit(placed, attempts)
+        return
+        yield  # a generator that yields nothing: the commit happens in place
 
     def candidates(self, spec: RequestSpec | dict[str, Any], limit: int | None = None) -> list[Candidate]:
         """The nodes that pass the filters, best first, with their weights; claims nothing (a dry run)."""

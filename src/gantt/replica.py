@@ -25,9 +25,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -74,6 +74,15 @@ from gantt.store.base import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# A claim (``Replica.commit_claims_steps``) or a placement (``Replica.select_steps``) as steps, so that the event
+# loop can drive it where the store has a writer of its own: each Batch it yields asks to commit it, and the
+# driver sends back the CommitResult (or throws the commit's error in where it was asked for); THREAD asks to go
+# on where blocking is fine (a wait for another claim on the same node, a catch-up that may wait for the feed):
+# a driver on the event loop hands the rest to a handler thread (``run_claims``), where THREAD asks nothing.
+ClaimSteps = Generator["Batch | str", Any, T]
+THREAD = "thread"
 
 # From this many rows a (re)load freezes the heap out of the cyclic collector's way (see ``Replica.load``).
 GC_FREEZE_ROWS = 10_000
@@ -125,6 +134,7 @@ class Replica(Follower, PlacementFacade):
         describe, and its commit hook knows the table its claims were made on (``TableReplaced`` after a
         reload)."""
         return Scheduler(self.config, table=table, commit=functools.partial(self.commit_claims, table),
+                         commit_steps=functools.partial(self.commit_claims_steps, table),
                          stats=replaces.engine.stats if replaces is not None else None)
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -258,6 +268,29 @@ class Replica(Follower, PlacementFacade):
         ``table`` is the one the engine claimed on (bound when the scheduler is built); ``attempts`` the
         request's conflict budget, which re-validations here spend too.
         """
+        self.run_claims(self.commit_claims_steps(table, allocations, attempts))
+
+    def run_claims(self, steps: ClaimSteps[T]) -> T:
+        """Carry out claim steps (``commit_claims_steps``, ``select_steps``) in this thread: each Batch is
+        committed here and its result (or error) goes back where it was asked for; ``THREAD`` needs nothing."""
+        value: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value = error = None
+            if isinstance(step, Batch):
+                try:
+                    value = self.store.commit(step)
+                except Exception as exc:  # raised where the commit was asked for, as a call would
+                    error = exc
+
+    def commit_claims_steps(self, table: HostTable, allocations: list[Allocation], attempts: Attempts,
+                            ) -> ClaimSteps[None]:
+        """``commit_claims`` as steps (see ``ClaimSteps``), so that the event loop may drive a placement whose
+        commit the store's own writer makes (SQLite): no handler thread, no hand-off of the GIL among deciders."""
         keys = list(dict.fromkeys((a.host, a.nodename) for a in allocations))
         mine = threading.Event()
         # One claim commit at a time per node within this replica: a second claim on a node whose first commit is
@@ -270,10 +303,11 @@ class Replica(Follower, PlacementFacade):
                     for key in keys:
                         self._claiming[key] = mine
                     break
+            yield THREAD  # the wait below blocks: never on the event loop
             for event in busy:
                 event.wait()
         try:
-            self._commit_claims(table, allocations, attempts)
+            yield from self._commit_claims_steps(table, allocations, attempts)
         finally:
             with self._claiming_lock:
                 for key in keys:
@@ -281,7 +315,8 @@ class Replica(Follower, PlacementFacade):
                         del self._claiming[key]
             mine.set()
 
-    def _commit_claims(self, table: HostTable, allocations: list[Allocation], attempts: Attempts) -> None:
+    def _commit_claims_steps(self, table: HostTable, allocations: list[Allocation], attempts: Attempts,
+                             ) -> ClaimSteps[None]:
         """Commit the request's allocations; on a conflict, re-validate the same nodes before giving up.
 
         A conflict only says a node's usage moved (another instance claimed or released there), not that our
@@ -290,17 +325,21 @@ class Replica(Follower, PlacementFacade):
         sends the engine back to decide again, which keeps re-decisions rare under contention.
         """
         while True:
+            if not self._table_free():
+                yield THREAD
             expects = self._expects(table, allocations)
             try:
-                result = self.store.commit(Batch(expect=list(expects.values()), allocations=allocations,
-                                                 replaces=[a.consumer_uuid for a in allocations if a.migration_uuid]))
+                result = yield Batch(expect=list(expects.values()), allocations=allocations,
+                                     replaces=[a.consumer_uuid for a in allocations if a.migration_uuid])
             except ConsumerHeld as exc:
                 # Another instance booked these consumers first: their booking is the answer, never ours. Catch
                 # up until this replica holds it, so the engine's next round finds and returns it.
                 self.revalidations += 1
+                yield THREAD  # catching up may wait for the feed
                 self._catch_up_to(exc.revision)
                 raise ClaimConflict(str(exc), held=exc.consumers) from None
             except StoreConflict as exc:
+                yield THREAD  # rare (another instance claimed on these nodes): the catch-up below may wait
                 if any(key[0] == GROUP_HOST for key in exc.keys):
                     # Another member of a server group was placed or released meanwhile: the policy must be
                     # decided again on the state that includes it (capacity alone cannot be re-validated).
@@ -319,12 +358,24 @@ class Replica(Follower, PlacementFacade):
                 continue  # _expects raises ClaimConflict if a node no longer has room
             except BaseException as exc:
                 if not isinstance(exc, GanttError) or isinstance(exc, StoreUnavailable):
-                    # Unknown outcome: the engine rolls our local claims back, yet the store may hold them.
+                    # Unknown outcome (the store did not answer, or whoever drove these steps dropped them while
+                    # the commit was under way): the engine rolls our local claims back, yet the store may hold
+                    # them.
                     with self.table.lock:
                         self._dirty.update(expects)
                 raise
             self.apply(result.changes, own="claim")
             return
+
+    def _table_free(self) -> bool:
+        """Whether no other thread holds the table lock now (the feed applying a batch, a long read): steps on
+        the event loop go on on a thread rather than stall every connection behind it. A glance, not a hold: the
+        lock may still be taken a moment later, and is then waited for briefly."""
+        lock = self.table.lock
+        if not lock.acquire(blocking=False):
+            return False
+        lock.release()
+        return True
 
     def _expects(self, table: HostTable, allocations: list[Allocation]) -> dict[NodeKey, Expect]:
         """Under the table lock: every node still has room (our local holds counted), and the usage revision that
@@ -510,44 +561,57 @@ class Replica(Follower, PlacementFacade):
     def select_destinations(self, spec: Any, request_id: str | None = None) -> list[list[Selection]]:
         """``request_id``: what the caller's transport calls this request (the HTTP x-openstack-request-id),
         shown in the overview's decisions and refusals when the spec names none of its own."""
+        return self.run_claims(self.select_steps(spec, request_id))
+
+    def select_steps(self, spec: Any, request_id: str | None = None) -> ClaimSteps[list[list[Selection]]]:
+        """``select_destinations`` as steps (``ClaimSteps``): decided where they are driven, committed by the
+        driver."""
         spec = decode(spec, RequestSpec, path="$")
         named = spec.request_id or request_id
+        if not self._table_free():
+            yield THREAD  # the feed is applying a batch under the table lock: wait for it on a thread
         try:
-            answer = self._select(spec)
+            answer = yield from self._select(spec)
         except NoValidHost as error:
             self.activity.refused(spec, error, named)
             raise
         self.activity.decided(answer, named)
         return answer
 
-    def _select(self, spec: RequestSpec) -> list[list[Selection]]:
+    def _select(self, spec: RequestSpec) -> ClaimSteps[list[list[Selection]]]:
         if spec.migration_uuid or (spec.instance_uuids
                                    and any(self.table.allocation(uuid) is not None for uuid in spec.instance_uuids)):
             # A repeat is answered from the table without a commit: read the feed up to now first (sync, not
             # catch_up: a store may serve its own recent revisions before another process's newer ones), so that
             # a booking another instance has released meanwhile is not handed out as if it still held. A move
             # reads it too: the booking it moves may have been made on another instance an instant ago.
+            if not self.reads_in_place:
+                yield THREAD
             self.sync()
         try:
-            return self._decide(spec)
+            return (yield from self._decide(spec))
         except (NoValidHost, Conflict):
             # Nothing fits here, or a move finds nothing to move; but if this replica is behind the feed, the
             # consumers may be booked already (by another instance): then the answer is that booking. Rare path:
             # read the feed up to everything committed before now, and decide again if that changed anything.
             before = self.revision
-            if not spec.instance_uuids or self.sync() == before:
+            if not spec.instance_uuids:
                 raise
-            return self._decide(spec)
+            if not self.reads_in_place:
+                yield THREAD
+            if self.sync() == before:
+                raise
+            return (yield from self._decide(spec))
 
-    def _decide(self, spec: RequestSpec) -> list[list[Selection]]:
+    def _decide(self, spec: RequestSpec) -> ClaimSteps[list[list[Selection]]]:
         # A reload while the request decides sends it to the new scheduler; reloads are rare (a compaction, an
         # unanswered commit), so a few re-entries are plenty, and the last one lets the error through.
         for _ in range(3):
             try:
-                return self.scheduler.select_destinations(spec)
+                return (yield from self.scheduler.engine.select_steps(spec))
             except TableReplaced:
                 log.info("replica reloaded during a decision: deciding again on the new table")
-        return self.scheduler.select_destinations(spec)
+        return (yield from self.scheduler.engine.select_steps(spec))
 
     def overview(self, max_hosts: int = 2000) -> Overview:
         """The cloud at a glance: the scheduler's view of hosts, utilization and allocations, and this process's

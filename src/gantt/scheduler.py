@@ -12,7 +12,7 @@ import numpy as np
 
 from gantt.activity import ClassUsage, HostUsage, Overview, RecentAllocation, ZoneHosts, instant
 from gantt.config import Config, load_config
-from gantt.engine import CommitHook, Engine, EngineStats
+from gantt.engine import CommitHook, CommitSteps, Engine, EngineStats
 from gantt.model import (
     Aggregate,
     Allocation,
@@ -38,7 +38,8 @@ class Scheduler:
     """
 
     def __init__(self, config: Config | dict[str, Any] | str | None = None, *, table: HostTable | None = None,
-                 commit: CommitHook | None = None, clock: Any = None, stats: EngineStats | None = None) -> None:
+                 commit: CommitHook | None = None, commit_steps: CommitSteps | None = None, clock: Any = None,
+                 stats: EngineStats | None = None) -> None:
         """``stats``: the counters of a scheduler this one replaces (a replica's reload), so /metrics never
         goes backwards."""
         if isinstance(config, str):
@@ -49,7 +50,7 @@ class Scheduler:
         if table is None:
             table = HostTable.from_config(self.config, **({"clock": clock} if clock is not None else {}))
         self.table = table
-        self.engine = Engine(table, self.config, commit=commit, stats=stats)
+        self.engine = Engine(table, self.config, commit=commit, commit_steps=commit_steps, stats=stats)
 
     # host state
     def update_resource_stats(self, name: str | list[str] | tuple[str, str],

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -36,4 +40,54 @@ def test_workers_share_one_store(tmp_path: Path) -> None:
                                         "instance_uuids": [f"vm-{i}"]})
             placed += response.status_code == 200
         assert placed == 2
+        assert server.stop() == 0
+
+
+def _get(sock: socket.socket, path: str) -> tuple[dict[str, Any], bool]:
+    """One GET on a keep-alive connection: the JSON answer, and whether the server ends the connection after it."""
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: gantt\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "the server closed the connection before answering"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    headers = dict(line.split(b":", 1) for line in head.split(b"\r\n")[1:])
+    headers = {k.strip().lower(): v.strip().lower() for k, v in headers.items()}
+    length = int(headers[b"content-length"])
+    while len(body) < length:
+        body += sock.recv(65536)
+    return json.loads(body), headers.get(b"connection") == b"close"
+
+
+def test_keep_alive_connections_spread_evenly_over_the_workers(tmp_path: Path) -> None:
+    """Connections opened at once pile onto whichever worker accepts first (one shared listening socket, as here
+    through ServerProcess's --fd): the workers move the excess with "Connection: close" until the split is even,
+    and then stop moving them."""
+    with ServerProcess(f"sqlite:///{tmp_path}/w.sqlite", workers=2, workdir=tmp_path) as server:
+        pids: set[int] = set()
+        deadline = time.monotonic() + 30
+        while len(pids) < 2 and time.monotonic() < deadline:
+            pids.add(httpx.get(f"{server.url}/health").json()["pid"])
+        assert len(pids) == 2, "both workers serve"
+        address = ("127.0.0.1", server.port)
+        conns = [socket.create_connection(address, timeout=10) for _ in range(16)]
+        reconnects = 0
+        try:
+            for _ in range(12):
+                for i in range(len(conns)):
+                    _, closing = _get(conns[i], "/health")
+                    if closing:
+                        reconnects += 1
+                        conns[i].close()
+                        conns[i] = socket.create_connection(address, timeout=10)
+            # where each connection is now (a reconnected one answers its first request where it landed)
+            where = [_get(conn, "/health") for conn in conns]
+        finally:
+            for conn in conns:
+                conn.close()
+        split = sorted(Counter(answer["pid"] for answer, _ in where).values())
+        assert len(split) == 2 and split[1] - split[0] <= 1, (split, reconnects)
+        assert not any(closing for _, closing in where), "an even split moves no more connections"
+        assert reconnects < 3 * len(conns), reconnects
         assert server.stop() == 0

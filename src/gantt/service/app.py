@@ -52,7 +52,7 @@ from gantt.model import (
     valid_name,
 )
 from gantt.placement import create_placement_app
-from gantt.replica import Batch, Replica  # a write the facade hands to its store, as it builds it
+from gantt.replica import Batch, ClaimSteps, Replica  # a write the facade hands to its store, as it builds it
 from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
     MAX_LIMIT,
@@ -90,6 +90,10 @@ STALE_AFTER = 10.0
 # How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
 # that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http_api.py; GANTT_THREADS overrides it.
 THREADS = int(os.environ.get("GANTT_THREADS", "16"))
+# Placements are decided on the event loop (``Service.claim``) up to this many rows, where a decision takes a
+# fraction of a millisecond; above, on a handler thread, where numpy's long passes release the GIL and the loop
+# goes on reading other requests meanwhile.
+LOOP_DECISION_ROWS = int(os.environ.get("GANTT_LOOP_DECISION_ROWS", "20000"))
 _LONG_DIGITS = re.compile(rb"\d{19}")
 _ENCODER = msgspec.json.Encoder()
 
@@ -133,6 +137,31 @@ class Service:
         if future is None:
             return await self.run(replica.write, batch)
         return replica.written(batch, await asyncio.wrap_future(future)).revision
+
+    async def claim(self, steps: ClaimSteps[T]) -> T:
+        """Claim steps (``Replica.select_steps``) driven on the loop: decided here, each commit handed to the
+        store's own writer while the loop waits on its future, applied here. A step asking for a thread (a claim
+        waiting for another on the same node, a conflict's catch-up) sends the rest to a handler thread.
+
+        Deciding on a handler thread cost a hop there and back per placement, and 16 deciders handing the GIL
+        to one another: profiled with 2 workers, the handler threads took half of the server's CPU."""
+        replica = self.replica
+        value: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                step = steps.throw(error) if error is not None else steps.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value = error = None
+            if not isinstance(step, Batch):  # THREAD
+                return await self.run(replica.run_claims, steps)
+            future = replica.write_soon(step)
+            assert future is not None, "claim steps are driven here only where the store has its own writer"
+            try:
+                value = await asyncio.wrap_future(future)
+            except Exception as exc:  # raised where the commit was asked for, as Replica.run_claims does
+                error = exc
 
     async def sync(self) -> int:
         """``replica.sync()``: in place where the store has its own writer (SQLite: one read of the head, then
@@ -414,7 +443,11 @@ async def select_destinations(request: Request) -> Response:
     svc = _svc(request)
     spec = await svc.body(request, RequestSpec)
     with svc.metrics.deciding():
-        answer = await svc.run(svc.replica.select_destinations, spec, request.state.request_id)
+        replica = svc.replica
+        if replica.reads_in_place and len(replica.table) <= LOOP_DECISION_ROWS:
+            answer = await svc.claim(replica.select_steps(spec, request.state.request_id))
+        else:
+            answer = await svc.run(replica.select_destinations, spec, request.state.request_id)
     return _json(Selections(selections=answer))
 
 

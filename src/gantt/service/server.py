@@ -117,6 +117,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     import uvicorn
 
     from gantt.allocator import keep_freed_memory
+    from gantt.service import protocol
     from gantt.service.namespaces import create_app
     from gantt.service.protocol import BoundedHttpToolsProtocol
 
@@ -127,15 +128,39 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     config = _load(options)
     app = create_app(config=config, store=options.store, token=options.token, worker=worker,
                      metrics_dir=options.metrics_dir)
+    if options.workers > 1 and options.metrics_dir is not None:
+        protocol.SPREAD = protocol.Spread(os.path.join(options.metrics_dir, "connections"), worker,
+                                          options.workers)
     uv = uvicorn.Config(app, loop="uvloop", http=BoundedHttpToolsProtocol, lifespan="on", access_log=False,
                         log_level=options.log_level, timeout_graceful_shutdown=5, timeout_keep_alive=5)
-    server = uvicorn.Server(uv)
+    server = _uvicorn_server(uv)
     # uvicorn shuts down gracefully on SIGTERM/SIGINT, then re-raises the signal against the handlers it found;
     # make those no-ops so a clean stop exits 0 rather than "killed by SIGTERM".
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _ignore)
     server.run(sockets=sockets)
     return 0 if server.started else STARTUP_FAILURE
+
+
+def _uvicorn_server(config: Any) -> Any:
+    """uvicorn's server, telling the other workers (``protocol.Spread``) when this one listens and when it stops.
+    (uvicorn is imported when a worker starts, not with this module.)"""
+    import uvicorn
+
+    from gantt.service import protocol
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and protocol.SPREAD is not None:
+                protocol.SPREAD.serving()
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if protocol.SPREAD is not None:
+                protocol.SPREAD.stopped()
+            await super().shutdown(sockets)
+
+    return Server(config)
 
 
 def _ignore(signum: int, frame: Any) -> None:

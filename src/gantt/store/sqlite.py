@@ -154,18 +154,23 @@ def path_of(url: str) -> str:
 
 
 class _Pending:
-    __slots__ = ("batch", "done", "error", "future", "result")
+    __slots__ = ("batch", "done", "error", "finished", "future", "result")
 
     def __init__(self, batch: Batch, future: Future[CommitResult] | None = None) -> None:
         self.batch = batch
-        self.done = threading.Event()
-        self.future = future  # commit_soon's: completed here as well
+        # ``commit`` waits on an Event, ``commit_soon``'s caller on its future: not both (an Event is one more
+        # Condition and lock per commit, built on the event loop for every placement and report it commits)
+        self.done = threading.Event() if future is None else None
+        self.future = future
+        self.finished = False
         self.result: CommitResult | None = None
         self.error: BaseException | None = None
 
     def finish(self, result: CommitResult | None, error: BaseException | None) -> None:
         self.result, self.error = result, error
-        self.done.set()
+        self.finished = True
+        if self.done is not None:
+            self.done.set()
         if self.future is not None:
             if error is not None:
                 self.future.set_exception(error)
@@ -473,6 +478,7 @@ class SQLiteStore(Store):
 
     def commit(self, batch: Batch) -> CommitResult:
         pending = self._enqueue(_Pending(batch))
+        assert pending.done is not None
         pending.done.wait()
         if pending.error is not None:
             raise pending.error
@@ -520,7 +526,7 @@ class SQLiteStore(Store):
                     log.error("sqlite store: group commit of %d batch(es) failed: %s", len(group), exc)
                 self._note_write(error)
                 for pending in group:
-                    if not pending.done.is_set():
+                    if not pending.finished:
                         pending.finish(None, error)
             self.writer_cpu_seconds += time.thread_time() - cpu
 

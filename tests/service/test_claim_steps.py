@@ -1,0 +1,138 @@
+"""Placements decided on the event loop (``Service.claim`` driving ``Replica.select_steps``; SQLite commits them
+on its writer thread): racing each other on a few nodes and racing another replica on the same file, they never
+book past capacity, every acknowledged placement is in the store, and the steps that must block (a claim waiting
+for another on the same node, a conflict's catch-up) go on on a handler thread.
+
+In process: the app over a Replica on a real SQLite file, a second Replica on the same file placing from threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from gantt.config import Config
+from gantt.model import GanttError, HostReport, NoValidHost
+from gantt.replica import Replica, audit
+from gantt.service.app import create_app
+from tests.conftest import host_stats
+
+HOSTS, VCPUS = 3, 12
+FLAVOR = {"name": "m1.tiny", "vcpus": 1, "memory_mb": 16, "root_gb": 1}
+
+
+def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path}/claims.sqlite"
+    config = Config.from_dict({"gantt": {"seed": 5}})
+    on_loop = Replica.open(url, config)
+    other = Replica.open(url, config)
+    try:
+        on_loop.report_many([HostReport.of(f"h{i}", host_stats(vcpus=VCPUS)) for i in range(HOSTS)])
+        other.sync()
+        assert len(other.table) == HOSTS
+
+        def not_here(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the placement went to a handler thread instead of the loop")
+
+        # the handler's thread path calls this: refused, so every placement below is decided on the loop
+        monkeypatch.setattr(on_loop, "select_destinations", not_here)
+        handed_over = 0
+        run_claims = on_loop.run_claims
+
+        def counted(steps: Any) -> Any:
+            nonlocal handed_over
+            handed_over += 1
+            return run_claims(steps)
+
+        monkeypatch.setattr(on_loop, "run_claims", counted)
+
+        acked: list[str] = []
+        statuses: list[int] = []
+        lock = threading.Lock()
+
+        def place_elsewhere() -> None:
+            for _ in range(8):
+                consumer = str(uuid.uuid4())
+                try:
+                    other.select_destinations({"flavor": FLAVOR, "instance_uuids": [consumer]})
+                except (NoValidHost, GanttError):
+                    continue
+                with lock:
+                    acked.append(consumer)
+
+        async def place_on_loop(http: httpx.AsyncClient) -> None:
+            for _ in range(5):
+                consumer = str(uuid.uuid4())
+                answer = await http.post("/v1/select_destinations",
+                                         json={"flavor": FLAVOR, "instance_uuids": [consumer]})
+                statuses.append(answer.status_code)
+                if answer.status_code == 200:
+                    with lock:
+                        acked.append(consumer)
+
+        async def run() -> None:
+            transport = httpx.ASGITransport(app=create_app(on_loop))
+            async with httpx.AsyncClient(transport=transport, base_url="http://gantt") as http, \
+                    anyio.create_task_group() as group:
+                for _ in range(3):
+                    group.start_soon(anyio.to_thread.run_sync, place_elsewhere)
+                for _ in range(8):
+                    group.start_soon(place_on_loop, http)
+
+        anyio.run(run)  # 24 + 40 asks for 36 vCPUs
+        snap = on_loop.store.snapshot()
+        assert audit(snap) == [], "a node is over capacity"
+        stored = {a.consumer_uuid for a in snap.allocations}
+        assert set(acked) == stored, "an acknowledged placement is missing, or one nobody was told about is stored"
+        assert set(statuses) <= {200, 409}, statuses  # placed, or no room left (never an error)
+        assert statuses.count(200) > 0
+        assert len(stored) >= HOSTS * VCPUS - 3  # the cloud fills up (a few may give up under contention)
+        assert handed_over > 0, "no claim waited for another on its node: the hand-off to a thread went untested"
+    finally:
+        on_loop.close()
+        other.close()
+
+
+def test_a_claim_on_the_loop_that_loses_its_node_revision_is_checked_again_and_lands(tmp_path: Path) -> None:
+    """Another replica books on the same node between this one's decision and its commit: the store refuses the
+    commit, the refusal goes back into the steps, which catch up (on a handler thread) and commit again."""
+    url = f"sqlite:///{tmp_path}/race.sqlite"
+    config = Config.from_dict({"gantt": {"seed": 5}})
+    on_loop = Replica.open(url, config)
+    other = Replica.open(url, config)
+    try:
+        on_loop.report_many([HostReport.of("h0", host_stats(vcpus=4))])
+        other.sync()
+        write_soon = on_loop.write_soon
+        raced: list[str] = []
+
+        def racing(batch: Any) -> Any:
+            if batch.allocations and not raced:  # the first claim: the other replica gets there first
+                raced.append(other.select_destinations({"flavor": FLAVOR})[0][0].consumer_uuid)
+            return write_soon(batch)
+
+        on_loop.write_soon = racing  # type: ignore[method-assign]
+        conflicts = on_loop.revalidations
+
+        async def run() -> httpx.Response:
+            transport = httpx.ASGITransport(app=create_app(on_loop))
+            async with httpx.AsyncClient(transport=transport, base_url="http://gantt") as http:
+                return await http.post("/v1/select_destinations", json={"flavor": FLAVOR})
+
+        answer = anyio.run(run)
+        assert answer.status_code == 200, answer.text
+        assert raced and on_loop.revalidations == conflicts + 1, "the store did not refuse the first commit"
+        mine = answer.json()["selections"][0][0]["consumer_uuid"]
+        stored = {a.consumer_uuid for a in on_loop.store.snapshot().allocations}
+        assert stored == {mine, raced[0]}
+        assert {a.consumer_uuid for a in on_loop.table.allocations()} == stored  # applied here too
+    finally:
+        on_loop.close()
+        other.close()
