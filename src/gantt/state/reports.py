@@ -9,7 +9,6 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from gantt.model import HostStats
@@ -77,26 +76,26 @@ def _update_pci(columns: Columns, row: int, pools: list[dict[str, Any]]) -> None
 
 
 def _update_caps(columns: Columns, row: int, stats: HostStats) -> bool:
+    hv_type, version, cpu_info = stats.hypervisor_type, stats.hypervisor_version, stats.cpu_info
+    supported, host_stats = stats.supported_instances, stats.stats
+    if hv_type is None and version is None and cpu_info is None and supported is None and host_stats is None:
+        return False
     old = columns.node_caps(row)
-    changes: dict[str, Any] = {}
-    if stats.hypervisor_type is not None:
-        changes["hypervisor_type"] = stats.hypervisor_type
-    if stats.hypervisor_version is not None:
-        changes["hypervisor_version"] = stats.hypervisor_version
-        columns.cols["hypervisor_version"][row] = stats.hypervisor_version
-    if stats.cpu_info is not None:
-        changes["cpu_info"] = stats.cpu_info
-    if stats.supported_instances is not None:
-        changes["supported_instances"] = tuple(tuple(x) for x in stats.supported_instances)
-    if stats.stats is not None:
-        changes["stats"] = stats.stats
-    if not changes:
-        return False
-    new = msgspec.structs.replace(old, **changes)
+    if version is not None:
+        columns.cols["hypervisor_version"][row] = version
+    # Every report names the same capabilities again: the fields it leaves out are the old ones, so the new value
+    # is built directly, and interned by its encoding (the key tells 1 from 1.0, as ComputeCapabilitiesFilter does).
+    new = HostCaps(hypervisor_type=old.hypervisor_type if hv_type is None else hv_type,
+                   cpu_info=old.cpu_info if cpu_info is None else cpu_info,
+                   supported_instances=old.supported_instances if supported is None
+                   else tuple(map(tuple, supported)),
+                   stats=old.stats if host_stats is None else host_stats,
+                   hypervisor_version=old.hypervisor_version if version is None else version)
     code = columns.caps.code(new)
-    if code == columns.cols["caps_code"][row]:
+    caps_code = columns.cols["caps_code"]
+    if code == caps_code[row]:
         return False
-    columns.cols["caps_code"][row] = code
+    caps_code[row] = code
     return True
 
 
@@ -159,11 +158,15 @@ def _write_inventory(columns: Columns, row: int, j: int, total: int, reserved: i
     """One class's inventory into ``row``; True when its shape changed (static)."""
     rc_arrays = columns.rc  # after rc_slot: a new class may have swapped in wider arrays
     # Shape of an inventory (not its usage) changes rarely; caches may depend on it (unit bounds, the
-    # aggregate-ratio capacities), so a change moves static_revision.
-    static = bool(not columns.has_inventory[row, j] or rc_arrays["min_unit"][row, j] != min_unit
-                  or rc_arrays["max_unit"][row, j] != max_unit or rc_arrays["step_size"][row, j] != step_size
-                  or rc_arrays["total"][row, j] != total or rc_arrays["reserved"][row, j] != reserved
-                  or rc_arrays["ratio"][row, j] != ratio)
+    # aggregate-ratio capacities), so a change moves static_revision. Read as Python numbers (``item``): every
+    # report compares all six, and numpy scalars cost twice as much to fetch and compare. (Counts are below 2**53,
+    # so an int compares with its stored float exactly as numpy would.)
+    static = not (columns.has_inventory[row, j] and rc_arrays["total"].item(row, j) == total
+                  and rc_arrays["reserved"].item(row, j) == reserved
+                  and rc_arrays["min_unit"].item(row, j) == min_unit
+                  and rc_arrays["max_unit"].item(row, j) == max_unit
+                  and rc_arrays["step_size"].item(row, j) == step_size
+                  and rc_arrays["ratio"].item(row, j) == ratio)
     if static:
         columns.has_inventory[row, j] = True
         rc_arrays["total"][row, j] = total
