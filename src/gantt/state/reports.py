@@ -22,6 +22,7 @@ CLASSIC = (("VCPU", "vcpus", "vcpus_used", "cpu_allocation_ratio"),
            ("MEMORY_MB", "memory_mb", "memory_mb_used", "ram_allocation_ratio"),
            ("DISK_GB", "local_gb", "local_gb_used", "disk_allocation_ratio"))
 _COUNTS = ("num_io_ops", "num_instances", "running_vms", "current_workload", "failed_builds")
+_COUNTS_OF = operator.attrgetter(*_COUNTS)
 
 
 def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float], *,
@@ -39,8 +40,7 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
     if stats.host_ip is not None and stats.host_ip != columns.host_ips[row]:
         columns.host_ips[row] = stats.host_ip
         cols["host_ip4"][row] = _ipv4_int(stats.host_ip)
-    for name in _COUNTS:
-        value = getattr(stats, name)
+    for name, value in zip(_COUNTS, _COUNTS_OF(stats), strict=True):
         if value is not None:
             cols[name][row] = value
     if stats.num_instances is None and stats.instances is not None:
@@ -48,12 +48,13 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
     if stats.disk_available_least is not None:
         cols["disk_available_least"][row] = stats.disk_available_least
     static = False
-    if stats.service is not None:
-        # Enabling or disabling a service is rare: filters may cache on it (ComputeFilter does).
-        if cols["disabled"][row] != stats.service.disabled or cols["forced_down"][row] != stats.service.forced_down:
-            static = True
-        cols["disabled"][row] = stats.service.disabled
-        cols["forced_down"][row] = stats.service.forced_down
+    service = stats.service
+    # Enabling or disabling a service is rare: filters may cache on it (ComputeFilter does).
+    if service is not None and (cols["disabled"][row] != service.disabled
+                                or cols["forced_down"][row] != service.forced_down):
+        static = True
+        cols["disabled"][row] = service.disabled
+        cols["forced_down"][row] = service.forced_down
     static |= _update_caps(columns, row, stats)
     if stats.traits is not None:
         code = columns.traitsets.code(frozenset(stats.traits))
@@ -119,12 +120,11 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
             continue
         total = getattr(stats, total_f)
         j = columns.rc_index[rc]
-        has = columns.has_inventory[row, j]
         used = getattr(stats, used_f)
         ratio = getattr(stats, ratio_f)
         if total is None:
             # Only the usage or ratio moved: keep the inventory, update what was named.
-            if has:
+            if columns.has_inventory[row, j]:
                 if used is not None:
                     columns.rc["reported"][row, j] = used
                     columns.reports_usage[row] = True
@@ -134,7 +134,7 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
                     columns.rc["ratio"][row, j] = ratio
             continue
         if ratio is None:
-            ratio = columns.rc["ratio"][row, j] if has else default_ratios[rc]
+            ratio = columns.rc["ratio"][row, j] if columns.has_inventory[row, j] else default_ratios[rc]
         # HostStats has validated these figures (an Inventory built of them would only check them again).
         static |= _write_inventory(columns, row, j, total, 0, 1, total, 1, float(ratio), used)
     for rc, inv in given.items():
