@@ -9,7 +9,6 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from gantt.model import HostStats
@@ -23,6 +22,7 @@ CLASSIC = (("VCPU", "vcpus", "vcpus_used", "cpu_allocation_ratio"),
            ("MEMORY_MB", "memory_mb", "memory_mb_used", "ram_allocation_ratio"),
            ("DISK_GB", "local_gb", "local_gb_used", "disk_allocation_ratio"))
 _COUNTS = ("num_io_ops", "num_instances", "running_vms", "current_workload", "failed_builds")
+_COUNTS_OF = operator.attrgetter(*_COUNTS)
 
 
 def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float], *,
@@ -40,8 +40,7 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
     if stats.host_ip is not None and stats.host_ip != columns.host_ips[row]:
         columns.host_ips[row] = stats.host_ip
         cols["host_ip4"][row] = _ipv4_int(stats.host_ip)
-    for name in _COUNTS:
-        value = getattr(stats, name)
+    for name, value in zip(_COUNTS, _COUNTS_OF(stats), strict=True):
         if value is not None:
             cols[name][row] = value
     if stats.num_instances is None and stats.instances is not None:
@@ -49,12 +48,13 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
     if stats.disk_available_least is not None:
         cols["disk_available_least"][row] = stats.disk_available_least
     static = False
-    if stats.service is not None:
-        # Enabling or disabling a service is rare: filters may cache on it (ComputeFilter does).
-        if cols["disabled"][row] != stats.service.disabled or cols["forced_down"][row] != stats.service.forced_down:
-            static = True
-        cols["disabled"][row] = stats.service.disabled
-        cols["forced_down"][row] = stats.service.forced_down
+    service = stats.service
+    # Enabling or disabling a service is rare: filters may cache on it (ComputeFilter does).
+    if service is not None and (cols["disabled"][row] != service.disabled
+                                or cols["forced_down"][row] != service.forced_down):
+        static = True
+        cols["disabled"][row] = service.disabled
+        cols["forced_down"][row] = service.forced_down
     static |= _update_caps(columns, row, stats)
     if stats.traits is not None:
         code = columns.traitsets.code(frozenset(stats.traits))
@@ -77,26 +77,26 @@ def _update_pci(columns: Columns, row: int, pools: list[dict[str, Any]]) -> None
 
 
 def _update_caps(columns: Columns, row: int, stats: HostStats) -> bool:
+    hv_type, version, cpu_info = stats.hypervisor_type, stats.hypervisor_version, stats.cpu_info
+    supported, host_stats = stats.supported_instances, stats.stats
+    if hv_type is None and version is None and cpu_info is None and supported is None and host_stats is None:
+        return False
     old = columns.node_caps(row)
-    changes: dict[str, Any] = {}
-    if stats.hypervisor_type is not None:
-        changes["hypervisor_type"] = stats.hypervisor_type
-    if stats.hypervisor_version is not None:
-        changes["hypervisor_version"] = stats.hypervisor_version
-        columns.cols["hypervisor_version"][row] = stats.hypervisor_version
-    if stats.cpu_info is not None:
-        changes["cpu_info"] = stats.cpu_info
-    if stats.supported_instances is not None:
-        changes["supported_instances"] = tuple(tuple(x) for x in stats.supported_instances)
-    if stats.stats is not None:
-        changes["stats"] = stats.stats
-    if not changes:
-        return False
-    new = msgspec.structs.replace(old, **changes)
+    if version is not None:
+        columns.cols["hypervisor_version"][row] = version
+    # Every report names the same capabilities again: the fields it leaves out are the old ones, so the new value
+    # is built directly, and interned by its encoding (the key tells 1 from 1.0, as ComputeCapabilitiesFilter does).
+    new = HostCaps(hypervisor_type=old.hypervisor_type if hv_type is None else hv_type,
+                   cpu_info=old.cpu_info if cpu_info is None else cpu_info,
+                   supported_instances=old.supported_instances if supported is None
+                   else tuple(map(tuple, supported)),
+                   stats=old.stats if host_stats is None else host_stats,
+                   hypervisor_version=old.hypervisor_version if version is None else version)
     code = columns.caps.code(new)
-    if code == columns.cols["caps_code"][row]:
+    caps_code = columns.cols["caps_code"]
+    if code == caps_code[row]:
         return False
-    columns.cols["caps_code"][row] = code
+    caps_code[row] = code
     return True
 
 
@@ -120,12 +120,11 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
             continue
         total = getattr(stats, total_f)
         j = columns.rc_index[rc]
-        has = columns.has_inventory[row, j]
         used = getattr(stats, used_f)
         ratio = getattr(stats, ratio_f)
         if total is None:
             # Only the usage or ratio moved: keep the inventory, update what was named.
-            if has:
+            if columns.has_inventory[row, j]:
                 if used is not None:
                     columns.rc["reported"][row, j] = used
                     columns.reports_usage[row] = True
@@ -135,7 +134,7 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
                     columns.rc["ratio"][row, j] = ratio
             continue
         if ratio is None:
-            ratio = columns.rc["ratio"][row, j] if has else default_ratios[rc]
+            ratio = columns.rc["ratio"][row, j] if columns.has_inventory[row, j] else default_ratios[rc]
         # HostStats has validated these figures (an Inventory built of them would only check them again).
         static |= _write_inventory(columns, row, j, total, 0, 1, total, 1, float(ratio), used)
     for rc, inv in given.items():
@@ -159,11 +158,15 @@ def _write_inventory(columns: Columns, row: int, j: int, total: int, reserved: i
     """One class's inventory into ``row``; True when its shape changed (static)."""
     rc_arrays = columns.rc  # after rc_slot: a new class may have swapped in wider arrays
     # Shape of an inventory (not its usage) changes rarely; caches may depend on it (unit bounds, the
-    # aggregate-ratio capacities), so a change moves static_revision.
-    static = bool(not columns.has_inventory[row, j] or rc_arrays["min_unit"][row, j] != min_unit
-                  or rc_arrays["max_unit"][row, j] != max_unit or rc_arrays["step_size"][row, j] != step_size
-                  or rc_arrays["total"][row, j] != total or rc_arrays["reserved"][row, j] != reserved
-                  or rc_arrays["ratio"][row, j] != ratio)
+    # aggregate-ratio capacities), so a change moves static_revision. Read as Python numbers (``item``): every
+    # report compares all six, and numpy scalars cost twice as much to fetch and compare. (Counts are below 2**53,
+    # so an int compares with its stored float exactly as numpy would.)
+    static = not (columns.has_inventory[row, j] and rc_arrays["total"].item(row, j) == total
+                  and rc_arrays["reserved"].item(row, j) == reserved
+                  and rc_arrays["min_unit"].item(row, j) == min_unit
+                  and rc_arrays["max_unit"].item(row, j) == max_unit
+                  and rc_arrays["step_size"].item(row, j) == step_size
+                  and rc_arrays["ratio"].item(row, j) == ratio)
     if static:
         columns.has_inventory[row, j] = True
         rc_arrays["total"][row, j] = total

@@ -567,7 +567,7 @@ class HostTable:
         if stats.numa_topology is not None or whole:  # new cells: the claims in flight count on them again
             self._ledger.count_numa(row, key)
         columns.refresh_load(row)
-        columns.refresh_free(row)
+        columns.refresh_free(row, shape=static)  # not static: no inventory changed shape, the capacity stands
         columns.cols["updated_at"][row] = now
         self._touched(row)
         self._changed("host", key, static=static)
