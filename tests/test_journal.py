@@ -312,10 +312,10 @@ def test_column_bounds_answer_from_a_list_that_is_not_first() -> None:
         built, _ = bounds._build(column, mask, highest=True, n=n, static_revision=0, seq=journal.seq)
         assert built is not None
         lists.append(built)
-    bounds._entries[("c", True)] = list(lists)
+    bounds._entries[("c", True, None)] = list(lists)
     got = bounds.get("c", column, ~high, highest=True, n=n, static_revision=0, journal=journal)
     assert got == column[~high].max()
-    assert bounds._entries[("c", True)][0] is lists[1]
+    assert bounds._entries[("c", True, None)][0] is lists[1]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

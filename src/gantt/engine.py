@@ -428,18 +428,28 @@ class Engine:
         ranking: each picked score is overwritten with -inf (a copy would cost a pass over every row).
         A ranking with ``exact`` verdicts (filters that refine) skips the rows that fail them, so the subset and
         the alternates are those of the exact candidates, in the same order; only the rows walked are checked.
+        A ranking of the best candidates only (``more``) is walked as far as it goes, then the full ranking from
+        where it ended.
         """
         fs = self.config.filter_scheduler
         score = ranking.score
         rows = ranking.rows
+        offset = ranking.offset
         remaining = ranking.count
         exact = ranking.exact
-        head: list[tuple[int, float]] = []  # (position in score, weight)
+        more = ranking.more
+        listed = len(score) if more is not None else -1  # positions of the partial ranking not yet picked
+        taken: list[int] = []  # rows picked from the partial ranking
+        batch = fs.host_subset_size + self.config.scheduler.max_attempts
+        head: list[tuple[int, float]] = []  # (row, weight without the offset)
 
-        def passes(i: int) -> bool:
-            return exact is None or exact(int(rows[i]) if rows is not None else i)
+        def row_of(i: int) -> int:
+            return int(rows[i]) if rows is not None else i
 
-        if fs.shuffle_best_same_weighed_hosts and remaining:
+        def passes(row: int) -> bool:
+            return exact is None or exact(row)
+
+        if fs.shuffle_best_same_weighed_hosts and remaining and more is None:
             ties = np.flatnonzero(score == score.max())
             take = min(len(ties), fs.host_subset_size + self.config.scheduler.max_attempts + 4)
             # Sampling positions in a range draws as sampling the list would (same picks, same generator state),
@@ -450,40 +460,68 @@ class Engine:
                 weight = float(score[i])
                 score[i] = -np.inf
                 remaining -= 1
-                if passes(i):
-                    head.append((i, weight))
+                if passes(row_of(i)):
+                    head.append((row_of(i), weight))
                 if len(head) >= take:
                     break
-        best = _best_first(score, fs.host_subset_size + self.config.scheduler.max_attempts)
-        while len(head) < fs.host_subset_size and remaining > 0:
+        best = _best_first(score, batch)
+
+        def advance() -> tuple[int, float] | None:
+            """The next (row, weight) in rank order, marked as picked; None when every candidate was."""
+            nonlocal score, rows, offset, remaining, more, listed, best
+            if remaining <= 0:
+                return None
+            if listed == 0:
+                assert more is not None
+                full = more()
+                more, listed = None, -1
+                score, rows = full.score, full.rows
+                if full.offset != offset:  # the table moved between the two rankings: name weights as now
+                    offset = full.offset
+                gone = np.asarray(taken, dtype=np.intp)
+                if rows is not None:
+                    at = np.searchsorted(rows, gone).clip(0, max(len(rows) - 1, 0))
+                    gone = at[rows[at] == gone] if len(rows) else gone[:0]
+                else:
+                    gone = gone[gone < len(score)]
+                before = int(np.count_nonzero(score[gone] > -np.inf))
+                score[gone] = -np.inf
+                remaining = full.count - before
+                best = _best_first(score, batch)
+                if remaining <= 0:
+                    return None
             i = next(best)
             weight = float(score[i])
+            if weight == -np.inf:
+                return None
             score[i] = -np.inf
             remaining -= 1
-            if passes(i):
-                head.append((i, weight))
+            row = row_of(i)
+            if listed > 0:
+                listed -= 1
+                taken.append(row)
+            return row, weight
 
-        offset = ranking.offset
-
-        def emit(i: int, score: float) -> tuple[int, float]:
-            return (int(rows[i]) if rows is not None else i), score + offset
+        while len(head) < fs.host_subset_size:
+            picked = advance()
+            if picked is None:
+                break
+            if passes(picked[0]):
+                head.append(picked)
 
         if head:
             subset = head[: fs.host_subset_size]
             first = subset[self.rng.randrange(len(subset))]
             head.remove(first)
-            yield emit(*first)
-        for i, weight in head:
-            yield emit(i, weight)
-        while remaining > 0:
-            i = next(best)
-            weight = float(score[i])
-            if weight == -np.inf:
+            yield first[0], first[1] + offset
+        for row, weight in head:
+            yield row, weight + offset
+        while True:
+            picked = advance()
+            if picked is None:
                 return
-            score[i] = -np.inf
-            remaining -= 1
-            if passes(i):
-                yield emit(i, weight)
+            if passes(picked[0]):
+                yield picked[0], picked[1] + offset
 
     def _rollback(self, placed: list[Allocation], moved: dict[str, tuple[Allocation, Allocation]],
                   keep: set[str] | frozenset[str] = frozenset()) -> None:

@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 
 # Request classes whose combined static mask is kept: one byte per row each (32 MB at 1,000,000 rows).
 COMBINED_CLASSES = 32
+# Candidates a decision's ranking of the best few (Ranker._score_top) holds beyond the subset and the
+# alternates: claims that lose a race and alternates skipped (same host, no longer fitting) use them up.
+TOP_SLACK = 16
+
+# Per weigher: (weigher, usage column or None, raw values, multiplier (scalar or per row), lo, hi).
+_Term = tuple[Weigher, "str | None", np.ndarray, "float | np.ndarray", float, float]
 
 
 @dataclass(slots=True)
@@ -56,6 +62,9 @@ class Ranking:
     # and this is the exact verdict per row, which the engine asks before it picks or offers a row. The weights
     # are exact all the same: every weigher's extremes over the mask are held by rows that pass (see _settle).
     exact: Callable[[int], bool] | None = None
+    # A ranking of the best candidates only (``rows``, fewer than ``count``): the full ranking, should the engine
+    # walk past them. Every candidate not in ``rows`` ranks below each of them.
+    more: Callable[[], Ranking] | None = None
 
     def candidate_rows(self) -> np.ndarray:
         return self.rows if self.rows is not None else np.flatnonzero(self.mask)
@@ -81,7 +90,7 @@ class Ranker:
         self._mask_cache_lock = threading.Lock()
         # The AND of every static filter's mask, per request class (the tuple of those masks' cache keys): at
         # 1,000,000 rows each AND is a pass of ~50 µs, and a dozen static filters are combined per decision.
-        self._combined: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
+        self._combined: OrderedDict[tuple[Any, ...], tuple[np.ndarray | None, bool]] = OrderedDict()
 
     def _preselect(self, ctx: RequestContext) -> tuple[list[tuple[str, np.ndarray | None]], bool]:
         """ignore_hosts, force_hosts/force_nodes and requested_destination, as Nova's host manager applies them."""
@@ -160,9 +169,11 @@ class Ranker:
             ctx.scratch[("once", flt.name)] = (mask, layout)
         return mask
 
-    def _combine(self, key: tuple[Any, ...], masks: list[np.ndarray | None], n: int) -> np.ndarray | None:
+    def _combine(self, key: tuple[Any, ...], masks: list[np.ndarray | None],
+                 n: int) -> tuple[np.ndarray | None, bool]:
         """The AND of the static ``masks`` (None: none of them removes anything), cached under their keys (each
-        names the static revision and row count it was computed at, so the AND is as fresh as its parts)."""
+        names the static revision and row count it was computed at, so the AND is as fresh as its parts), and
+        whether it keeps a minority of the rows (under a third: a zone, a tenant's aggregate)."""
         with self._mask_cache_lock:
             if key in self._combined:
                 self._combined.move_to_end(key)
@@ -175,11 +186,12 @@ class Ranker:
                 combined = m[:n].copy()
             else:
                 np.logical_and(combined, m[:n], out=combined)
+        minority = combined is not None and int(np.count_nonzero(combined)) * 3 < n
         with self._mask_cache_lock:
-            self._combined[key] = combined
+            self._combined[key] = (combined, minority)
             while len(self._combined) > min(COMBINED_CLASSES, self.config.gantt.mask_cache_size):
                 self._combined.popitem(last=False)
-        return combined
+        return combined, minority
 
     def rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None = None, *,
              lazy: bool = False) -> Ranking:
@@ -235,26 +247,64 @@ class Ranker:
             if flt_limits:
                 for rc, arr in flt_limits.items():
                     limits[rc] = arr if rc not in limits else np.fmin(limits[rc], arr)
-        combined = self._combine(tuple(static_keys), [steps[i][1] for i in sorted(static_steps)], n)
+        combined, minority = self._combine(tuple(static_keys), [steps[i][1] for i in sorted(static_steps)], n)
         mask = combined.copy() if combined is not None else np.ones(n, dtype=np.bool_)
         for i, (_, m) in enumerate(steps):
             if m is not None and i not in static_steps:
                 np.logical_and(mask, m[:n], out=mask)
+        # A minority class's candidates rarely hold the whole table's extremes: its derived lists are its own.
+        universe = (tuple(static_keys), combined) if minority and combined is not None else None
+        ranking = None
         if checks:
-            ranking = self._settle(ctx, mask, steps, limits, checks)
-        else:
-            ranking = self._score(ctx, mask, steps, limits, contributions)
+            ranking = self._settle(ctx, mask, steps, limits, checks, universe)
+        elif lazy and contributions is None and not self.config.filter_scheduler.shuffle_best_same_weighed_hosts:
+            ranking = self._score_top(ctx, mask, steps, limits, universe)
+        if ranking is None:
+            ranking = self._score(ctx, mask, steps, limits, contributions, universe=universe)
         ranking.applied = tuple(applied)
         return ranking
 
+    def _score_top(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
+                   limits: dict[str, np.ndarray], universe: tuple[tuple[Any, ...], np.ndarray] | None
+                   ) -> Ranking | None:
+        """A decision's ranking of the best candidates only, when the table keeps them (``HostTable.top_scores``):
+        no pass over every row's weight. ``rows`` are the best candidates, in row order; ``count`` is every
+        candidate's, and ``more`` gives the full ranking should the engine walk past them. None when the kept
+        lists cannot answer (a small table, weighers that are not plain usage columns): ``_score`` then does."""
+        table = self.table
+        n = table.n
+        if n < table.patch_min_rows:
+            return None
+        count = int(np.count_nonzero(mask))
+        if count <= 1:
+            return None
+        extremes = _Extremes(table, mask, None, universe)
+        terms = self._terms(ctx, extremes, None)
+        if not terms or not all(c for _, c, _, _, _, _ in terms):
+            return None
+        key, sum_terms, offset = _sum_key(terms)
+        fs = self.config.filter_scheduler
+        need = min(count, fs.host_subset_size + self.config.scheduler.max_attempts + TOP_SLACK)
+        top = table.top_scores(key, sum_terms, universe if universe is not None else (None, None), mask, need)
+        if top is None:
+            return None
+        rows, score = top
+
+        def more() -> Ranking:
+            return self._score(ctx, mask, steps, limits, None, universe=universe)
+
+        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset,
+                       more=more)
+
     def _score(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
                limits: dict[str, np.ndarray], contributions: dict[str, np.ndarray] | None,
-               bounds: list[tuple[np.ndarray, float | None, float | None]] | None = None) -> Ranking:
+               bounds: list[tuple[np.ndarray, float | None, float | None]] | None = None, *,
+               universe: tuple[tuple[Any, ...], np.ndarray] | None = None) -> Ranking:
         table = self.table
         n = table.n
         count = int(np.count_nonzero(mask))
         rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
-        extremes = _Extremes(table, mask, rows)
+        extremes = _Extremes(table, mask, rows, universe)
         shared = False
         if count > 1:  # Nova returns a lone candidate unweighed (weight 0): nothing to rank it against
             score, offset, shared = self._weigh(ctx, extremes, rows, contributions, bounds)
@@ -269,7 +319,8 @@ class Ranker:
         return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset)
 
     def _settle(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
-                limits: dict[str, np.ndarray], checks: list[Callable[[int], bool]]) -> Ranking:
+                limits: dict[str, np.ndarray], checks: list[Callable[[int], bool]],
+                universe: tuple[tuple[Any, ...], np.ndarray] | None = None) -> Ranking:
         """Weights over a superset of the candidates, made exact: Nova normalizes each weigher by its lowest and
         highest value over the candidates, and a superset may stretch those. Each extreme over the superset is
         checked to be held by some row that passes the exact checks; the rows holding an extreme that all fail
@@ -280,7 +331,7 @@ class Ranker:
 
         while True:
             bounds: list[tuple[np.ndarray, float | None, float | None]] = []
-            ranking = self._score(ctx, mask, steps, limits, None, bounds)
+            ranking = self._score(ctx, mask, steps, limits, None, bounds, universe=universe)
             failed: list[int] = []
             passing: set[int] = set()
             for raw, lo, hi in bounds:
@@ -308,7 +359,7 @@ class Ranker:
                 if not any(exact(row) for row in np.flatnonzero(mask).tolist() if row != only):
                     mask = np.zeros_like(mask)
                     mask[only] = True
-                    ranking = self._score(ctx, mask, steps, limits, None)
+                    ranking = self._score(ctx, mask, steps, limits, None, universe=universe)
             ranking.exact = exact
             return ranking
 
@@ -329,23 +380,7 @@ class Ranker:
         """
         table = self.table
         mask = extremes.mask
-        terms: list[tuple[Weigher, str | None, np.ndarray, float | np.ndarray, float, float]] = []
-        for weigher in self.weighers:
-            multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
-            if isinstance(multiplier, float) and multiplier == 0.0:
-                continue
-            raw = weigher.raw(table, ctx, mask)
-            if raw is None:
-                continue
-            column = weigher.usage_column
-            bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, column)
-            if bounds is None:
-                continue  # Nova: every candidate equal -> every normalized weight 0
-            if bounds_seen is not None:
-                bounds_seen.append((raw, bounds[0] if weigher.minval is None else None,
-                                    bounds[1] if weigher.maxval is None else None))
-            raw, column = _clamped(extremes, raw, column, weigher.minval, weigher.maxval, bounds)
-            terms.append((weigher, column, raw, multiplier, *bounds))
+        terms = self._terms(ctx, extremes, bounds_seen)
         size = len(rows) if rows is not None else table.n
         if not terms:
             return np.zeros(size), 0.0, False
@@ -353,19 +388,8 @@ class Ranker:
         if contributions is None and all(c for _, c, _, _, _, _ in terms):
             # The same arithmetic as the loop below, kept per row across decisions (``HostTable.weighted_sum``). A
             # per-row multiplier only moves with static state, which the kept sums are tied to.
-            key: list[tuple[Any, ...]] = []
-            sum_terms: list[SumTerm] = []
-            for weigher, column, raw, multiplier, lo, hi in terms:
-                if isinstance(multiplier, float):
-                    factor = multiplier / (hi - lo)
-                    key.append((column, factor))
-                    sum_terms.append((raw, factor, lo, None))
-                    offset -= lo * factor
-                else:
-                    factor = 1.0 / (hi - lo)
-                    key.append((column, weigher.name, lo, factor))
-                    sum_terms.append((raw, factor, lo, multiplier))
-            return table.weighted_sum(tuple(key), sum_terms, rows, copy=False), offset, rows is None
+            key, sum_terms, offset = _sum_key(terms)
+            return table.weighted_sum(key, sum_terms, rows, copy=False), offset, rows is None
         score = np.zeros(size)
         scratch = np.empty(size)
         for weigher, _, raw, multiplier, lo, hi in terms:
@@ -388,6 +412,31 @@ class Ranker:
                 if contributions is not None:
                     contributions[weigher.name] = _aligned(scratch.copy(), rows, mask)
         return score, offset, False
+
+    def _terms(self, ctx: RequestContext, extremes: _Extremes,
+               bounds_seen: list[tuple[np.ndarray, float | None, float | None]] | None) -> list[_Term]:
+        """Per weigher that separates the candidates: (weigher, usage column or None, raw values, multiplier,
+        lo, hi)."""
+        table = self.table
+        mask = extremes.mask
+        terms: list[_Term] = []
+        for weigher in self.weighers:
+            multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
+            if isinstance(multiplier, float) and multiplier == 0.0:
+                continue
+            raw = weigher.raw(table, ctx, mask)
+            if raw is None:
+                continue
+            column = weigher.usage_column
+            bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, column)
+            if bounds is None:
+                continue  # Nova: every candidate equal -> every normalized weight 0
+            if bounds_seen is not None:
+                bounds_seen.append((raw, bounds[0] if weigher.minval is None else None,
+                                    bounds[1] if weigher.maxval is None else None))
+            raw, column = _clamped(extremes, raw, column, weigher.minval, weigher.maxval, bounds)
+            terms.append((weigher, column, raw, multiplier, *bounds))
+        return terms
 
     def explain(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> Explanation:
         """Filter by filter, how many nodes each step removed; the nearest misses; the reason to report (the
@@ -439,10 +488,12 @@ class _Extremes:
     - otherwise the column is copied into a scratch buffer with the excluded rows set to a value that cannot win.
     """
 
-    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None) -> None:
+    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None,
+                 universe: tuple[tuple[Any, ...], np.ndarray] | None = None) -> None:
         self.table = table
         self.mask = mask
         self.rows = rows
+        self.universe = universe  # the request class's static mask (holds every candidate) and its key
         self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
@@ -471,9 +522,9 @@ class _Extremes:
         lo, hi = minval, maxval
         if column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
             if lo is None:
-                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False)
+                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False, universe=self.universe)
             if hi is None:
-                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True)
+                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True, universe=self.universe)
         if lo is None or hi is None:
             if self.rows is not None:
                 low, high = self._over_rows(raw)
@@ -523,6 +574,25 @@ class _Extremes:
         np.copyto(buffer, raw)
         buffer[excluded] = -np.inf if highest else np.inf
         return float(buffer.max() if highest else buffer.min())
+
+
+def _sum_key(terms: list[_Term]) -> tuple[tuple[Any, ...], list[SumTerm], float]:
+    """The kept weighted sum's key and terms for weighers that all read usage columns, and the offset (the sum of
+    the constants ``-lo * factor``, added to every weight)."""
+    key: list[tuple[Any, ...]] = []
+    sum_terms: list[SumTerm] = []
+    offset = 0.0
+    for weigher, column, raw, multiplier, lo, hi in terms:
+        if isinstance(multiplier, float):
+            factor = multiplier / (hi - lo)
+            key.append((column, factor))
+            sum_terms.append((raw, factor, lo, None))
+            offset -= lo * factor
+        else:
+            factor = 1.0 / (hi - lo)
+            key.append((column, weigher.name, lo, factor))
+            sum_terms.append((raw, factor, lo, multiplier))
+    return tuple(key), sum_terms, offset
 
 
 def _clamped(extremes: _Extremes, raw: np.ndarray, column: str | None, minval: float | None, maxval: float | None,
