@@ -208,6 +208,24 @@ class Liveness:
         return mask
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Universe:
+    """The rows a request class's derived lists are kept for, where the whole table's would not answer (a zone,
+    a flavor that fits a minority of the nodes).
+
+    ``mask`` is what a list is built from: the class's static mask and the request's resource fit. A row outside
+    it may enter it later only by a change the journal records (a fit changes with usage or inventories), so a
+    list catches up as the whole table's does: a changed row joins when it is more extreme than the list's bound
+    and ``members`` (the static mask, fixed for the static revision; None: any row) holds it. ``since`` is the
+    journal position before ``mask`` was read: a list built from it catches up from there, so a row that changed
+    while the mask was read is looked at again."""
+
+    key: Hashable
+    mask: np.ndarray
+    members: np.ndarray | None
+    since: int
+
+
 @dataclass(slots=True, eq=False)  # found in its list by identity: a field-wise == would compare arrays
 class _Shortlist:
     static_revision: int
@@ -240,28 +258,27 @@ class ColumnBounds:
         self._locks: dict[tuple[str, bool, Hashable], threading.Lock] = {}
         self._entries: OrderedDict[tuple[str, bool, Hashable], list[_Shortlist]] = OrderedDict()
         self._lock = threading.Lock()
+        # (static revision, rows, journal position) at which a universe's list could not be built (too many of
+        # its rows lie beyond its candidates): not tried again until a number of rows changed
+        self._failed: dict[tuple[str, bool, Hashable], tuple[int, int, int]] = {}
 
     def get(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool, n: int,
-            static_revision: int, journal: RowJournal,
-            universe: tuple[Hashable, np.ndarray] | None = None) -> float | None:
+            static_revision: int, journal: RowJournal, universe: Universe | None = None) -> float | None:
         """The candidates' extreme of ``column`` (``mask`` marks candidates), or None for a small table or no
-        candidates.
-
-        ``universe`` (key, static mask holding every candidate): lists are kept per universe and hold only its
-        rows, so a request class that is a minority of the table (a zone) has lists of its own extremes instead
-        of the whole table's, which rows outside it often hold."""
-        if n <= self.size * 8:
+        candidates. With a ``universe`` holding the candidates, the whole table's lists are asked first, then
+        lists of that universe alone."""
+        if n <= SMALL_TABLE:
             return None  # a small table: a full pass costs as little
         if universe is not None:  # the whole table's lists often answer for a class too (they are not built here)
             best = self._lookup((name, highest, None), column, mask, highest, n, static_revision, journal, None,
                                 build=False)
             if best is not None:
                 return best
-        return self._lookup((name, highest, universe[0] if universe is not None else None), column, mask,
-                            highest, n, static_revision, journal, universe[1] if universe is not None else None)
+        return self._lookup((name, highest, universe.key if universe is not None else None), column, mask,
+                            highest, n, static_revision, journal, universe)
 
     def _lookup(self, key: tuple[str, bool, Hashable], column: np.ndarray, mask: np.ndarray, highest: bool,
-                n: int, static_revision: int, journal: RowJournal, inside: np.ndarray | None, *,
+                n: int, static_revision: int, journal: RowJournal, universe: Universe | None, *,
                 build: bool = True) -> float | None:
         with self._lock:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -270,11 +287,13 @@ class ColumnBounds:
             while len(self._entries) > self.universes * 8:
                 old, _ = self._entries.popitem(last=False)
                 self._locks.pop(old, None)
+                self._failed.pop(old, None)
         with lock:
             seq = journal.seq
             for entry in list(lists):
                 if (entry.static_revision != static_revision or entry.n != n
-                        or not self._catch_up(entry, column, journal, seq, highest, inside)):
+                        or not self._catch_up(entry, column, journal, seq, highest,
+                                              universe.members if universe is not None else None)):
                     lists.remove(entry)
                     continue
                 values = entry.values[mask[entry.rows]]
@@ -287,33 +306,48 @@ class ColumnBounds:
                         return best
             if not build:
                 return None
-            built, best = self._build(column, mask, highest=highest, n=n, static_revision=static_revision, seq=seq,
-                                      inside=inside)
+            failed = self._failed.get(key) if universe is not None else None
+            if failed is not None and failed[:2] == (static_revision, n) and seq - failed[2] < 4 * self.size:
+                return None  # no list could be built for this universe lately: the caller gathers the candidates
+            built, best = self._build(column, mask, highest=highest, n=n, static_revision=static_revision,
+                                      seq=min(seq, universe.since) if universe is not None else seq,
+                                      inside=universe.mask if universe is not None else None)
             if built is not None:
                 lists.insert(0, built)
                 del lists[self.lists:]
+            elif universe is not None:
+                self._failed[key] = (static_revision, n, seq)
             return best
 
     def _catch_up(self, entry: _Shortlist, column: np.ndarray, journal: RowJournal, seq: int,
-                  highest: bool, inside: np.ndarray | None = None) -> bool:
+                  highest: bool, members: np.ndarray | None = None) -> bool:
         """Apply the rows changed since the entry's position; False when it is better rebuilt."""
         if entry.seq == seq:
             return True
         changed = journal.since(entry.seq, seq)
-        if changed is None or len(changed) > self.size:
+        if changed is None:
             return False
-        # A handful of rows per decision: a Python loop beats a dozen numpy calls on tiny arrays.
         position = entry.position
         values = entry.values
         bound = entry.bound
         joiners: list[tuple[int, float]] = []
+        if len(changed) > LOOP_ROWS:
+            at, found, rows, current = _split_changed(entry.rows, changed, column)
+            values[at] = current[found]
+            rows, current = rows[~found], current[~found]
+            beyond = current > bound if highest else current < bound
+            if members is not None:
+                beyond &= members[rows]
+            joiners = list(zip(rows[beyond].tolist(), current[beyond].tolist(), strict=True))
+            changed = changed[:0]
+        # A handful of rows per decision: a Python loop beats a dozen numpy calls on tiny arrays.
         for row in changed.tolist():
             value = float(column[row])
             at = position.get(row)
             if at is not None:
                 if at >= 0:
                     values[at] = value
-            elif (value > bound if highest else value < bound) and (inside is None or inside[row]):
+            elif (value > bound if highest else value < bound) and (members is None or members[row]):
                 position[row] = -1  # joins below; a row changed twice joins once, with its latest value
                 joiners.append((row, value))
         if joiners:
@@ -457,39 +491,51 @@ class TopScores:
         self.keep = keep
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, _Top] = OrderedDict()
+        # (static revision, rows, journal position) at which a fresh list held too few candidates (a class whose
+        # other filters remove most of its best rows): not built again until a number of rows changed
+        self._failed: dict[Hashable, tuple[int, int, int]] = {}
 
-    def get(self, key: tuple[Hashable, Hashable], total: np.ndarray, seq: int, universe: np.ndarray | None,
-            mask: np.ndarray, need: int, *, n: int, static_revision: int,
+    def get(self, key: Hashable, total: np.ndarray, seq: int, universe: Universe | None, mask: np.ndarray,
+            need: int, *, n: int, static_revision: int,
             journal: RowJournal) -> tuple[np.ndarray, np.ndarray] | None:
-        """(rows, sums) of the candidates (``mask``, within ``universe``) that rank above every candidate not
-        returned, rows ascending; at least ``need`` of them, else None. ``total`` is the kept sum, current to
-        journal position ``seq``."""
+        """(rows, sums) of the candidates (``mask``, within ``universe`` when given) that rank above every
+        candidate not returned, rows ascending; at least ``need`` of them, else None. ``total`` is the kept sum
+        ``key`` names, current to journal position ``seq``. The whole table's list is asked first."""
         with self._lock:
-            if universe is not None:  # the whole table's list often answers for a class too (not built here)
-                found = self._lookup((key[0], None), total, seq, None, mask, need, n, static_revision, journal,
-                                     build=False)
-                if found is not None:
-                    return found
-            return self._lookup(key, total, seq, universe, mask, need, n, static_revision, journal)
+            found = self._lookup((key, None), total, seq, None, mask, need, n, static_revision, journal,
+                                 build=universe is None)
+            if found is not None or universe is None:
+                return found
+            return self._lookup((key, universe.key), total, seq, universe, mask, need, n, static_revision, journal)
 
-    def _lookup(self, key: Hashable, total: np.ndarray, seq: int, universe: np.ndarray | None, mask: np.ndarray,
+    def _lookup(self, key: Hashable, total: np.ndarray, seq: int, universe: Universe | None, mask: np.ndarray,
                 need: int, n: int, static_revision: int, journal: RowJournal, *,
                 build: bool = True) -> tuple[np.ndarray, np.ndarray] | None:
+        members = universe.members if universe is not None else None
         entry = self._entries.get(key)
         if entry is not None:
             self._entries.move_to_end(key)
             if (entry.static_revision != static_revision or entry.n != n
-                    or not self._catch_up(entry, total, seq, universe, journal)):
+                    or not self._catch_up(entry, total, seq, members, journal)):
                 entry = None
                 del self._entries[key]
         found = self._query(entry, mask, need) if entry is not None else None
         if found is None and build:
-            entry = self._build(total, universe, n=n, static_revision=static_revision, seq=seq)
+            failed = self._failed.get(key)
+            if failed is not None and failed[:2] == (static_revision, n) and seq - failed[2] < self.size:
+                return None  # a list built lately held too few candidates: the caller ranks every row
+            entry = self._build(total, universe.mask if universe is not None else None, n=n,
+                                static_revision=static_revision,
+                                seq=min(seq, universe.since) if universe is not None else seq)
             self._entries[key] = entry
             self._entries.move_to_end(key)
             while len(self._entries) > self.keep:
                 self._entries.popitem(last=False)
             found = self._query(entry, mask, need)
+            if found is None:
+                if len(self._failed) >= 4 * self.keep:
+                    self._failed.clear()
+                self._failed[key] = (static_revision, n, seq)
         return found
 
     @staticmethod
@@ -504,24 +550,33 @@ class TopScores:
         order = np.argsort(chosen, kind="stable")
         return chosen[order], values[picked[order]]
 
-    def _catch_up(self, entry: _Top, total: np.ndarray, seq: int, universe: np.ndarray | None,
+    def _catch_up(self, entry: _Top, total: np.ndarray, seq: int, members: np.ndarray | None,
                   journal: RowJournal) -> bool:
         if entry.seq == seq:
             return True
         if seq < entry.seq:
             return False  # the kept sum was rebuilt behind this list's position: rebuild the list too
         changed = journal.since(entry.seq, seq)
-        if changed is None or len(changed) > self.size:
+        if changed is None:
             return False
         position = entry.position
         values = entry.values
         joiners: dict[int, float] = {}
+        if len(changed) > LOOP_ROWS:
+            at, found, rows, current = _split_changed(entry.rows, changed, total)
+            values[at] = current[found]
+            rows, current = rows[~found], current[~found]
+            beats = (current > entry.value) | ((current == entry.value) & (rows < entry.row))
+            if members is not None:
+                beats &= members[rows]
+            joiners = dict(zip(rows[beats].tolist(), current[beats].tolist(), strict=True))
+            changed = changed[:0]
         for row in changed.tolist():
             value = float(total[row])
             at = position.get(row)
             if at is not None:
                 values[at] = value
-            elif (universe is None or universe[row]) and (
+            elif (members is None or members[row]) and (
                     value > entry.value or (value == entry.value and row < entry.row)):
                 joiners[row] = value
         if joiners:
@@ -557,6 +612,25 @@ class TopScores:
         rows = np.concatenate((above, ties))
         return _Top(static_revision, n, seq, rows, values[rows].copy(), {r: i for i, r in enumerate(rows.tolist())},
                     kth, int(ties[-1]))
+
+
+SMALL_TABLE = 2048  # rows up to which ColumnBounds keeps no lists (a full pass costs as little)
+LOOP_ROWS = 64  # changed rows up to which a list catches up in a Python loop (beyond: vectorized)
+
+
+def _split_changed(listed: np.ndarray, changed: np.ndarray,
+                   column: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For a list's rows and the journal's changed rows: (positions in the list of the changed rows it holds,
+    which of the distinct changed rows it holds, the distinct changed rows, their current values)."""
+    rows = np.unique(changed)
+    current = column[rows]
+    if not len(listed):
+        return np.zeros(0, dtype=np.intp), np.zeros(len(rows), dtype=np.bool_), rows, current
+    order = np.argsort(listed, kind="stable")
+    ranked = listed[order]
+    where = np.minimum(np.searchsorted(ranked, rows), len(ranked) - 1)
+    found = ranked[where] == rows
+    return order[where[found]], found, rows, current
 
 
 KTH_BLOCK = 256  # rows per block when the k-th highest value is narrowed down with block maxima

@@ -19,7 +19,8 @@ import numpy as np
 from gantt import filters as filter_pkg
 from gantt import weighers as weigher_pkg
 from gantt.config import Config
-from gantt.journal import SumTerm
+from gantt.filters.placement import ResourceFilter
+from gantt.journal import SumTerm, Universe
 from gantt.model import Explanation, FilterStep, NearestMiss
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -90,7 +91,7 @@ class Ranker:
         self._mask_cache_lock = threading.Lock()
         # The AND of every static filter's mask, per request class (the tuple of those masks' cache keys): at
         # 1,000,000 rows each AND is a pass of ~50 µs, and a dozen static filters are combined per decision.
-        self._combined: OrderedDict[tuple[Any, ...], tuple[np.ndarray | None, bool]] = OrderedDict()
+        self._combined: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
 
     def _preselect(self, ctx: RequestContext) -> tuple[list[tuple[str, np.ndarray | None]], bool]:
         """ignore_hosts, force_hosts/force_nodes and requested_destination, as Nova's host manager applies them."""
@@ -169,11 +170,9 @@ class Ranker:
             ctx.scratch[("once", flt.name)] = (mask, layout)
         return mask
 
-    def _combine(self, key: tuple[Any, ...], masks: list[np.ndarray | None],
-                 n: int) -> tuple[np.ndarray | None, bool]:
+    def _combine(self, key: tuple[Any, ...], masks: list[np.ndarray | None], n: int) -> np.ndarray | None:
         """The AND of the static ``masks`` (None: none of them removes anything), cached under their keys (each
-        names the static revision and row count it was computed at, so the AND is as fresh as its parts), and
-        whether it keeps a minority of the rows (under a third: a zone, a tenant's aggregate)."""
+        names the static revision and row count it was computed at, so the AND is as fresh as its parts)."""
         with self._mask_cache_lock:
             if key in self._combined:
                 self._combined.move_to_end(key)
@@ -186,12 +185,11 @@ class Ranker:
                 combined = m[:n].copy()
             else:
                 np.logical_and(combined, m[:n], out=combined)
-        minority = combined is not None and int(np.count_nonzero(combined)) * 3 < n
         with self._mask_cache_lock:
-            self._combined[key] = (combined, minority)
+            self._combined[key] = combined
             while len(self._combined) > min(COMBINED_CLASSES, self.config.gantt.mask_cache_size):
                 self._combined.popitem(last=False)
-        return combined, minority
+        return combined
 
     def rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None = None, *,
              lazy: bool = False) -> Ranking:
@@ -222,6 +220,7 @@ class Ranker:
     def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None, lazy: bool) -> Ranking:
         table = self.table
         n = table.n
+        since = table.journal_seq  # before any usage mask is read (see journal.Universe)
         steps, forced = self._preselect(ctx)
         limits: dict[str, np.ndarray] = {}
         checks: list[Callable[[int], bool]] = []
@@ -247,26 +246,24 @@ class Ranker:
             if flt_limits:
                 for rc, arr in flt_limits.items():
                     limits[rc] = arr if rc not in limits else np.fmin(limits[rc], arr)
-        combined, minority = self._combine(tuple(static_keys), [steps[i][1] for i in sorted(static_steps)], n)
+        combined = self._combine(tuple(static_keys), [steps[i][1] for i in sorted(static_steps)], n)
         mask = combined.copy() if combined is not None else np.ones(n, dtype=np.bool_)
         for i, (_, m) in enumerate(steps):
             if m is not None and i not in static_steps:
                 np.logical_and(mask, m[:n], out=mask)
-        # A minority class's candidates rarely hold the whole table's extremes: its derived lists are its own.
-        universe = (tuple(static_keys), combined) if minority and combined is not None else None
         ranking = None
         if checks:
-            ranking = self._settle(ctx, mask, steps, limits, checks, universe)
+            ranking = self._settle(ctx, mask, steps, limits, checks)
         elif lazy and contributions is None and not self.config.filter_scheduler.shuffle_best_same_weighed_hosts:
-            ranking = self._score_top(ctx, mask, steps, limits, universe)
+            ranking = self._score_top(ctx, mask, steps, limits, (tuple(static_keys), combined), since)
         if ranking is None:
-            ranking = self._score(ctx, mask, steps, limits, contributions, universe=universe)
+            ranking = self._score(ctx, mask, steps, limits, contributions)
         ranking.applied = tuple(applied)
         return ranking
 
     def _score_top(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
-                   limits: dict[str, np.ndarray], universe: tuple[tuple[Any, ...], np.ndarray] | None
-                   ) -> Ranking | None:
+                   limits: dict[str, np.ndarray], static: tuple[tuple[Any, ...], np.ndarray | None],
+                   since: int) -> Ranking | None:
         """A decision's ranking of the best candidates only, when the table keeps them (``HostTable.top_scores``):
         no pass over every row's weight. ``rows`` are the best candidates, in row order; ``count`` is every
         candidate's, and ``more`` gives the full ranking should the engine walk past them. None when the kept
@@ -278,6 +275,16 @@ class Ranker:
         count = int(np.count_nonzero(mask))
         if count <= 1:
             return None
+        universe = None
+        if count * 3 < n:
+            # Few candidates (a zone, a large flavor): the whole table's lists rarely hold their extremes or their
+            # best; lists of their own are kept for the class's static rows that fit the request's resources.
+            fit = next((m for name, m in steps if name == ResourceFilter.name), None)
+            parts = [m[:n] for m in (static[1], fit) if m is not None]
+            if parts:
+                rows = parts[0] if len(parts) == 1 else np.logical_and(parts[0], parts[1])
+                fit_key = tuple(sorted(ctx.resources.items())) if fit is not None else None
+                universe = Universe((static[0], fit_key), rows, static[1], since)
         extremes = _Extremes(table, mask, None, universe)
         terms = self._terms(ctx, extremes, None)
         if not terms or not all(c for _, c, _, _, _, _ in terms):
@@ -285,26 +292,25 @@ class Ranker:
         key, sum_terms, offset = _sum_key(terms)
         fs = self.config.filter_scheduler
         need = min(count, fs.host_subset_size + self.config.scheduler.max_attempts + TOP_SLACK)
-        top = table.top_scores(key, sum_terms, universe if universe is not None else (None, None), mask, need)
+        top = table.top_scores(key, sum_terms, universe, mask, need)
         if top is None:
             return None
         rows, score = top
 
         def more() -> Ranking:
-            return self._score(ctx, mask, steps, limits, None, universe=universe)
+            return self._score(ctx, mask, steps, limits, None)
 
         return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset,
                        more=more)
 
     def _score(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
                limits: dict[str, np.ndarray], contributions: dict[str, np.ndarray] | None,
-               bounds: list[tuple[np.ndarray, float | None, float | None]] | None = None, *,
-               universe: tuple[tuple[Any, ...], np.ndarray] | None = None) -> Ranking:
+               bounds: list[tuple[np.ndarray, float | None, float | None]] | None = None) -> Ranking:
         table = self.table
         n = table.n
         count = int(np.count_nonzero(mask))
         rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
-        extremes = _Extremes(table, mask, rows, universe)
+        extremes = _Extremes(table, mask, rows)
         shared = False
         if count > 1:  # Nova returns a lone candidate unweighed (weight 0): nothing to rank it against
             score, offset, shared = self._weigh(ctx, extremes, rows, contributions, bounds)
@@ -319,8 +325,7 @@ class Ranker:
         return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset)
 
     def _settle(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
-                limits: dict[str, np.ndarray], checks: list[Callable[[int], bool]],
-                universe: tuple[tuple[Any, ...], np.ndarray] | None = None) -> Ranking:
+                limits: dict[str, np.ndarray], checks: list[Callable[[int], bool]]) -> Ranking:
         """Weights over a superset of the candidates, made exact: Nova normalizes each weigher by its lowest and
         highest value over the candidates, and a superset may stretch those. Each extreme over the superset is
         checked to be held by some row that passes the exact checks; the rows holding an extreme that all fail
@@ -331,7 +336,7 @@ class Ranker:
 
         while True:
             bounds: list[tuple[np.ndarray, float | None, float | None]] = []
-            ranking = self._score(ctx, mask, steps, limits, None, bounds, universe=universe)
+            ranking = self._score(ctx, mask, steps, limits, None, bounds)
             failed: list[int] = []
             passing: set[int] = set()
             for raw, lo, hi in bounds:
@@ -359,7 +364,7 @@ class Ranker:
                 if not any(exact(row) for row in np.flatnonzero(mask).tolist() if row != only):
                     mask = np.zeros_like(mask)
                     mask[only] = True
-                    ranking = self._score(ctx, mask, steps, limits, None, universe=universe)
+                    ranking = self._score(ctx, mask, steps, limits, None)
             ranking.exact = exact
             return ranking
 
@@ -489,11 +494,12 @@ class _Extremes:
     """
 
     def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None,
-                 universe: tuple[tuple[Any, ...], np.ndarray] | None = None) -> None:
+                 universe: Universe | None = None) -> None:
         self.table = table
         self.mask = mask
         self.rows = rows
-        self.universe = universe  # the request class's static mask (holds every candidate) and its key
+        self.universe = universe  # rows of the request's class holding every candidate, with lists of its own
+        self._gather: np.ndarray | None = None  # the candidates' row numbers, once gathered
         self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
@@ -526,7 +532,9 @@ class _Extremes:
             if hi is None:
                 hi = self.table.candidate_extreme(column, raw, self.mask, highest=True, universe=self.universe)
         if lo is None or hi is None:
-            if self.rows is not None:
+            if self.rows is not None or self.universe is not None:
+                # With a universe a minority of the rows are candidates: when no list answers, gathering them
+                # beats full passes.
                 low, high = self._over_rows(raw)
                 lo = low if lo is None else lo
                 hi = high if hi is None else hi
@@ -552,8 +560,9 @@ class _Extremes:
         identity cannot be reused by another array meanwhile)."""
         seen = self._gathered.get(id(raw))
         if seen is None or seen[0] is not raw:
-            assert self.rows is not None
-            values = raw.take(self.rows)
+            if self._gather is None:
+                self._gather = self.rows if self.rows is not None else np.flatnonzero(self.mask)
+            values = raw.take(self._gather)
             seen = (raw, float(values.min()), float(values.max()))
             self._gathered[id(raw)] = seen
         return seen[1], seen[2]
