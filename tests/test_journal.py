@@ -192,20 +192,21 @@ def test_decisions_with_patched_data_equal_decisions_from_scratch(seed: int, lis
     moves; one decides from patched derived data, the other from scratch every time: every answer matches.
 
     ``lists``: short kept lists (extremes, best scores), so that claims use them up and they are caught up,
-    joined and rebuilt often; ``loop_rows`` 0: lists catch up vectorized rather than row by row. ``lists`` 0: a
-    decision's best candidates are the one it picks, and its alternates come from the full ranking."""
+    joined and rebuilt often; ``loop_rows`` 0: lists catch up vectorized rather than row by row. ``lists`` 0: the
+    same short lists, and a decision's best candidates are only the two best: its second alternate comes from
+    the full ranking."""
     if lists == 0:
         from gantt import ranking
 
-        monkeypatch.setattr(ranking, "TOP_SLACK", -3)  # need = host_subset_size + max_attempts - 3 = 1
+        monkeypatch.setattr(ranking, "TOP_SLACK", -2)  # need = host_subset_size + max_attempts - 2 = 2
         monkeypatch.setattr(TopScores, "_query", staticmethod(_best_only(TopScores._query)))
     if loop_rows is not None:
         monkeypatch.setattr(journal, "LOOP_ROWS", loop_rows)
     clocks = (FakeClock(), FakeClock())
     patched, scratch = _cloud(clocks[0], seed), _cloud(clocks[1], seed)
-    if lists:
-        patched.table._column_bounds = ColumnBounds(size=lists)
-        patched.table._top_scores = TopScores(size=lists)
+    if lists is not None:
+        patched.table._column_bounds = ColumnBounds(size=lists or 48)
+        patched.table._top_scores = TopScores(size=lists or 48)
     rng = random.Random(seed)
     consumers: list[str] = []
     decided = 0
