@@ -204,6 +204,7 @@ def test_decisions_with_patched_data_equal_decisions_from_scratch(seed: int, lis
         monkeypatch.setattr(journal, "LOOP_ROWS", loop_rows)
     clocks = (FakeClock(), FakeClock())
     patched, scratch = _cloud(clocks[0], seed), _cloud(clocks[1], seed)
+    scratch.table.patch_min_rows = 1 << 40  # no derived data at all: every pass over every row, no kept lists
     if lists is not None:
         patched.table._column_bounds = ColumnBounds(size=lists or 48)
         patched.table._top_scores = TopScores(size=lists or 48)
