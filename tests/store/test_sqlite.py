@@ -126,6 +126,56 @@ def test_a_conflicting_batch_does_not_sink_its_group(store: SQLiteStore) -> None
     assert [c.allocation.consumer_uuid for c in feed if c.allocation] == ["taken", "a", "d"]
 
 
+def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group is written without savepoints; a batch whose writes fail after some rows went in (an I/O error)
+    must still leave no row behind and sink no other batch of its group."""
+    import sqlite3
+
+    from gantt.store import sqlite as sqlite_module
+
+    real = sqlite_module._write
+    torn = []
+
+    def write(conn: sqlite3.Connection, plan: object, rev: int) -> object:
+        out = real(conn, plan, rev)  # type: ignore[arg-type]
+        if "torn" in getattr(plan, "hosts", {}).get(("torn", "torn"), report("x")).host:
+            torn.append(rev)
+            raise sqlite3.OperationalError("disk I/O error")
+        return out
+
+    monkeypatch.setattr(sqlite_module, "_write", write)
+    rev = store.commit(Batch(reports=[report("h1")])).revision
+    blocker = store._connect()
+    blocker.execute("BEGIN IMMEDIATE")  # the next batches queue up as one group
+    outcomes: dict[str, object] = {}
+
+    def run(name: str, batch: Batch) -> None:
+        try:
+            outcomes[name] = store.commit(batch).revision
+        except StoreUnavailable as exc:
+            outcomes[name] = exc
+
+    batches = {"first": Batch(reports=[report("h2")]), "ok1": Batch(reports=[report("h3")]),
+               "torn": Batch(reports=[report("torn")]), "ok2": Batch(reports=[report("h4")])}
+    threads = []
+    for name, batch in batches.items():
+        threads.append(threading.Thread(target=run, args=(name, batch)))
+        threads[-1].start()
+        time.sleep(0.02)
+    groups = store.groups
+    blocker.execute("ROLLBACK")
+    for t in threads:
+        t.join()
+    assert store.groups == groups + 2  # "first" alone, then the other three in one transaction
+    assert torn  # the torn batch did write rows before it failed
+    assert isinstance(outcomes["torn"], StoreUnavailable) and "disk I/O error" in str(outcomes["torn"])
+    assert outcomes["first"] == rev + 1 and {outcomes["ok1"], outcomes["ok2"]} == {rev + 2, rev + 3}
+    assert {h.host for h in store.snapshot().hosts} == {"h1", "h2", "h3", "h4"}
+    assert [c.host.host for c in store.changes(rev, timeout=0) if c.host] == ["h2", "h3", "h4"]
+    assert store.head() == rev + 3
+
+
 def test_a_write_the_disk_refuses_is_remembered_until_one_succeeds(url: str) -> None:
     with FullDiskSQLiteStore(url) as store:
         store.commit(Batch(reports=[report("h1")]))

@@ -9,10 +9,11 @@ Durability
 
 Group commit
 - ``commit`` hands its batch to one writer thread per store object and waits. The writer takes every batch that
-  is waiting, applies them in one SQLite transaction (one fsync for all) with a SAVEPOINT around each: a batch
-  whose ``expect`` fails or that names something unknown is rolled back to its savepoint and only its caller gets
-  the error. Each batch that changes something gets its own revision (strictly increasing, across processes too:
-  the counter is read inside the write transaction).
+  is waiting, applies them in one SQLite transaction (one fsync for all): a batch whose ``expect`` fails or that
+  names something unknown is refused before it writes anything, and only its caller gets the error (a batch that
+  fails part way through its writes has the group written again with a SAVEPOINT around each).
+  Each batch that changes something gets its own revision (strictly increasing, across processes too: the
+  counter is read inside the write transaction).
 
 Change feed
 - ``changes`` rows ``(revision, seq, kind, payload)``, the payload a msgpack-encoded ``Change``. A waiting reader
@@ -524,7 +525,12 @@ class SQLiteStore(Store):
                         pending.finish(None, error)
             self.writer_cpu_seconds += time.thread_time() - cpu
 
-    def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
+    def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending], *, savepoints: bool = False) -> None:
+        """Write ``group`` in one transaction. A refused batch writes nothing (the planner decides before the
+        first write), so no savepoint is needed for it: each SAVEPOINT and RELEASE was a statement per batch,
+        and every statement hands the GIL over. Only a batch that fails part way through its writes (a full disk,
+        an I/O error) needs one: then the whole transaction is rolled back and the group written again with a
+        savepoint around each batch, so that only that batch fails."""
         self._begin_immediate(conn)
         outcomes: list[tuple[_Pending, CommitResult | None, BaseException | None]] = []
         try:
@@ -532,23 +538,34 @@ class SQLiteStore(Store):
             start = revision
             failed: StoreUnavailable | None = None  # a batch the store could not write, though others were
             for pending in group:
-                conn.execute("SAVEPOINT b")
+                if savepoints:
+                    conn.execute("SAVEPOINT b")
                 try:
-                    changes, quiet = _apply(conn, pending.batch, revision + 1)
+                    p = planner.plan(pending.batch, _Reads(conn, revision))
+                    try:
+                        changes, quiet = _write(conn, p, revision + 1)
+                    except Exception:
+                        if not savepoints:
+                            raise _Torn() from None
+                        raise
+                except _Torn:
+                    raise
                 except BaseException as exc:
                     if not isinstance(exc, Exception) or not conn.in_transaction:
                         # SQLite rolled the whole transaction back (a full disk, an I/O error): the group fails
                         # with this error, not with "no such savepoint" from the ROLLBACK TO below.
                         raise
-                    conn.execute("ROLLBACK TO b")
-                    conn.execute("RELEASE b")
+                    if savepoints:
+                        conn.execute("ROLLBACK TO b")
+                        conn.execute("RELEASE b")
                     if isinstance(exc, sqlite3.Error):  # a refusal is the batch's own; this is the store's
                         failed = StoreUnavailable(f"{self.path}: {exc}")
                         log.error("sqlite store: a batch could not be written: %s", exc)
                         exc = failed
                     outcomes.append((pending, None, exc))
                     continue
-                conn.execute("RELEASE b")
+                if savepoints:
+                    conn.execute("RELEASE b")
                 if changes:
                     revision += 1
                 outcomes.append((pending, CommitResult(revision=revision, changes=changes, quiet=quiet), None))
@@ -562,6 +579,11 @@ class SQLiteStore(Store):
             synced = time.perf_counter()
             conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
             self.commit_seconds += time.perf_counter() - synced
+        except _Torn:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._commit_group(conn, group, savepoints=True)
+            return
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -627,14 +649,14 @@ def _rows(conn: sqlite3.Connection, query: str, decoder: Any, kind: str, skipped
     return out
 
 
-def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> tuple[list[Change], int]:
-    """Plan ``batch`` against the open transaction and write it as revision ``rev``; returns its changes and how
-    many of its touches were too fresh to write (``CommitResult.quiet``).
+class _Torn(Exception):
+    """A batch failed part way through its writes in a group written without savepoints."""
 
-    The planner raises (StoreConflict, ConsumerHeld, NotFound) before anything is written; the caller's
-    savepoint covers the rest.
-    """
-    p = planner.plan(batch, _Reads(conn, rev - 1))
+
+def _write(conn: sqlite3.Connection, p: planner.Plan, rev: int) -> tuple[list[Change], int]:
+    """Write what the planner decided (``planner.plan``, which raises StoreConflict, ConsumerHeld or NotFound
+    before anything is written) as revision ``rev``; returns its changes and how many of its touches were too
+    fresh to write (``CommitResult.quiet``)."""
     if not p.changes:
         return [], p.quiet
     ex = conn.execute
