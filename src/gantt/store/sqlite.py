@@ -99,6 +99,19 @@ CREATE TABLE IF NOT EXISTS changes (revision INTEGER NOT NULL, seq INTEGER NOT N
 
 _ENC = msgspec.msgpack.Encoder()
 _DEC_HOST = msgspec.msgpack.Decoder(HostReport)
+
+
+class _ProviderGeneration(msgspec.Struct):
+    generation: int = 0
+
+
+class _GenerationOnly(msgspec.Struct):
+    """A stored HostReport read for its provider generation alone: the other fields are skipped, not decoded."""
+
+    provider: _ProviderGeneration | None = None
+
+
+_DEC_GENERATION = msgspec.msgpack.Decoder(_GenerationOnly)
 _DEC_AGG = msgspec.msgpack.Decoder(Aggregate)
 _DEC_ALLOC = msgspec.msgpack.Decoder(Allocation)
 _DEC_INST = msgspec.msgpack.Decoder(InstanceInfo)
@@ -729,6 +742,13 @@ class _Reads:
         row = self._ex("SELECT h.data, l.at FROM hosts h LEFT JOIN liveness l ON l.host = h.host AND l.node = h.node "
                        "WHERE h.host=? AND h.node=?", key).fetchone()
         return lifted(_DEC_HOST.decode(row[0]), row[1]) if row else None
+
+    def generation(self, key: NodeKey) -> int | None:
+        row = self._ex("SELECT data FROM hosts WHERE host=? AND node=?", key).fetchone()
+        if row is None:
+            return None
+        provider = _DEC_GENERATION.decode(row[0]).provider
+        return provider.generation if provider is not None else 0
 
     def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
         if node is None:
