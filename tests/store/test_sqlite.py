@@ -392,3 +392,35 @@ def test_a_store_without_a_writer_commits_soon_in_place() -> None:
     done = store.commit_soon(Batch(reports=[report("h1")]))
     assert done.done() and done.result().revision == 1
     assert isinstance(store.commit_soon(Batch(releases=["nobody"])).exception(timeout=0), NotFound)
+
+
+def test_commit_on_loop_completes_loop_futures_a_group_at_a_time(store: SQLiteStore) -> None:
+    """Batches committed from an event loop get futures of that loop: a group's outcomes, refusals included,
+    arrive together; a waiter that gave up leaves the batch committed and the writer unharmed."""
+    import asyncio
+
+    rev = store.commit(Batch(reports=[report("h1")])).revision
+
+    async def main() -> tuple[list[object], object]:
+        loop = asyncio.get_running_loop()
+        blocker = store._connect()
+        blocker.execute("BEGIN IMMEDIATE")  # the batches below queue up as one group
+        try:
+            futures = [store.commit_on_loop(Batch(reports=[report(f"n{i}")]), loop) for i in range(3)]
+            futures.append(store.commit_on_loop(Batch(expect=[Expect("h1", "h1", rev + 99)],
+                                                      allocations=[alloc("a", "h1")]), loop))
+            given_up = store.commit_on_loop(Batch(reports=[report("gone")]), loop)
+            given_up.cancel()
+            await asyncio.sleep(0.05)
+            assert not any(f.done() for f in futures)  # nothing before the group's commit
+        finally:
+            blocker.execute("ROLLBACK")
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        return outcomes, given_up
+
+    outcomes, given_up = asyncio.run(main())
+    assert [o.revision for o in outcomes[:3]] == [rev + 1, rev + 2, rev + 3]  # type: ignore[attr-defined]
+    assert isinstance(outcomes[3], StoreConflict)
+    assert given_up.cancelled()  # type: ignore[attr-defined]
+    assert {h.host for h in store.snapshot().hosts} == {"h1", "n0", "n1", "n2", "gone"}
+    assert store.commit(Batch(reports=[report("after")])).revision == rev + 5  # the writer carries on

@@ -3,7 +3,6 @@ cache headers, and the body shapes (msgspec Structs standing in for Placement's 
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import functools
 import re
@@ -147,8 +146,7 @@ class Call:
                 elif isinstance(step, str):  # the table's lock is busy: the rest on a handler thread
                     return await self.run(replica.run_steps, steps)  # type: ignore[no-any-return]
                 else:
-                    future = replica.write_soon(step)
-                    replica.written(step, await asyncio.wrap_future(future))
+                    replica.written(step, await replica.write_on_loop(step))
             except Exception as exc:  # raised where the step was asked for, as Replica.run_steps does
                 error = exc
 

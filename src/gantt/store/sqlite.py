@@ -26,6 +26,7 @@ Schema: see ``_SCHEMA``; ``schema_version`` holds its version so a later release
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -168,23 +169,51 @@ def path_of(url: str) -> str:
 
 
 class _Pending:
-    __slots__ = ("batch", "done", "error", "future", "result")
+    __slots__ = ("batch", "done", "error", "finished", "future", "loop", "result")
 
-    def __init__(self, batch: Batch, future: Future[CommitResult] | None = None) -> None:
+    def __init__(self, batch: Batch, future: Future[CommitResult] | asyncio.Future[CommitResult] | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.batch = batch
-        self.done = threading.Event()
-        self.future = future  # commit_soon's: completed here as well
+        self.done = threading.Event() if future is None else None  # commit's caller waits on it
+        self.future = future  # commit_soon's (completed here) or commit_on_loop's (completed on ``loop``)
+        self.loop = loop
         self.result: CommitResult | None = None
         self.error: BaseException | None = None
+        self.finished = False
 
     def finish(self, result: CommitResult | None, error: BaseException | None) -> None:
         self.result, self.error = result, error
-        self.done.set()
-        if self.future is not None:
+        self.finished = True
+        if self.done is not None:
+            self.done.set()
+        if self.future is not None and self.loop is None:
+            future: Future[CommitResult] = self.future  # type: ignore[assignment]
             if error is not None:
-                self.future.set_exception(error)
+                future.set_exception(error)
             else:
-                self.future.set_result(result)  # type: ignore[arg-type]
+                future.set_result(result)  # type: ignore[arg-type]
+
+
+def _wake_loops(group: list[_Pending]) -> None:
+    """Complete the loop futures of a group's finished batches: one wake-up of each loop for all of them."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
+    for pending in group:
+        if pending.loop is not None and pending.finished:
+            by_loop.setdefault(pending.loop, []).append(pending)
+    for loop, pendings in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(_settle, pendings)
+
+
+def _settle(pendings: list[_Pending]) -> None:
+    for pending in pendings:
+        future: asyncio.Future[CommitResult] = pending.future  # type: ignore[assignment]
+        if future.done():  # its waiter was cancelled (the batch is committed all the same)
+            continue
+        if pending.error is not None:
+            future.set_exception(pending.error)
+        else:
+            future.set_result(pending.result)  # type: ignore[arg-type]
 
 
 class SQLiteStore(Store):
@@ -487,6 +516,7 @@ class SQLiteStore(Store):
 
     def commit(self, batch: Batch) -> CommitResult:
         pending = self._enqueue(_Pending(batch))
+        assert pending.done is not None
         pending.done.wait()
         if pending.error is not None:
             raise pending.error
@@ -498,6 +528,14 @@ class SQLiteStore(Store):
         future: Future[CommitResult] = Future()
         future.set_running_or_notify_cancel()  # a running future cannot be cancelled: the writer always completes it
         self._enqueue(_Pending(batch, future))
+        return future
+
+    def commit_on_loop(self, batch: Batch, loop: asyncio.AbstractEventLoop) -> asyncio.Future[CommitResult]:
+        """``commit_soon`` with a future of ``loop``: the writer completes every such future of a group with one
+        wake-up of the loop. (``asyncio.wrap_future`` on commit_soon's future costs a thread-safe future with its
+        condition, a chained callback and a wake-up per batch.)"""
+        future: asyncio.Future[CommitResult] = loop.create_future()
+        self._enqueue(_Pending(batch, future, loop))
         return future
 
     def _enqueue(self, pending: _Pending) -> _Pending:
@@ -534,8 +572,9 @@ class SQLiteStore(Store):
                     log.error("sqlite store: group commit of %d batch(es) failed: %s", len(group), exc)
                 self._note_write(error)
                 for pending in group:
-                    if not pending.done.is_set():
+                    if not pending.finished:
                         pending.finish(None, error)
+                _wake_loops(group)
             self.writer_cpu_seconds += time.thread_time() - cpu
 
     def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending], *, savepoints: bool = False) -> None:
@@ -621,6 +660,7 @@ class SQLiteStore(Store):
             self._head_cond.notify_all()
         for pending, result, error in outcomes:
             pending.finish(result, error)
+        _wake_loops(group)
 
     @staticmethod
     def _compact(conn: sqlite3.Connection, floor: int) -> None:
