@@ -769,14 +769,24 @@ class _Reads:
     def __init__(self, conn: sqlite3.Connection, head: int) -> None:
         self._ex = conn.execute
         self._head = head
+        self._nodes: dict[NodeKey, tuple[int, bytes | None]] = {}
 
     def head(self) -> int:
         return self._head
 
     def expect_holds(self, expect: Expect) -> bool:
-        row = self._ex("SELECT revision FROM node_revisions WHERE host=? AND node=?",
-                       (expect.host, expect.node)).fetchone()
-        return (row[0] if row else 0) == expect.revision
+        return self._node((expect.host, expect.node))[0] == expect.revision
+
+    def _node(self, key: NodeKey) -> tuple[int, bytes | None]:
+        """A node's usage revision and stored record, in one statement (each is a GIL hand-over): a provider write
+        asks both of the same node, its ``expect`` and its generation. Kept for the batch being planned: nothing
+        is written until the planner is done."""
+        known = self._nodes.get(key)
+        if known is None:
+            row = self._ex("SELECT (SELECT revision FROM node_revisions WHERE host=?1 AND node=?2), "
+                           "(SELECT data FROM hosts WHERE host=?1 AND node=?2)", key).fetchone()
+            known = self._nodes[key] = (row[0] or 0, row[1])
+        return known
 
     def host(self, key: NodeKey) -> HostReport | None:
         row = self._ex("SELECT h.data, l.at FROM hosts h LEFT JOIN liveness l ON l.host = h.host AND l.node = h.node "
@@ -784,10 +794,10 @@ class _Reads:
         return lifted(_DEC_HOST.decode(row[0]), row[1]) if row else None
 
     def generation(self, key: NodeKey) -> int | None:
-        row = self._ex("SELECT data FROM hosts WHERE host=? AND node=?", key).fetchone()
-        if row is None:
+        data = self._node(key)[1]
+        if data is None:
             return None
-        provider = _DEC_GENERATION.decode(row[0]).provider
+        provider = _DEC_GENERATION.decode(data).provider
         return provider.generation if provider is not None else 0
 
     def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
