@@ -32,6 +32,9 @@ TraitName = Annotated[str, Meta(min_length=1, max_length=255)]
 _ENCODER = msgspec.json.Encoder()
 
 
+_BASE_URLS: dict[tuple[Any, ...], URL] = {}
+
+
 class PlacementRequest:
     """What the handlers read of a request, straight from the ASGI scope: its headers (the first value of each
     name, as Starlette's ``Headers.get``), its query, its body, and its base URL for a Location header.
@@ -65,7 +68,17 @@ class PlacementRequest:
 
     @property
     def base_url(self) -> URL:
-        return Request(self.scope).base_url  # for Location headers only: not on the hot paths
+        """Starlette's base URL of the request (for Location headers: every create has one), made once per
+        distinct scheme, server, Host header and root path: Starlette parses it from the scope each time."""
+        scope = self.scope
+        key = (scope.get("scheme", "http"), scope.get("server"), self.headers.get("host"),
+               scope.get("app_root_path", scope.get("root_path", "")))
+        found = _BASE_URLS.get(key)
+        if found is None:
+            if len(_BASE_URLS) >= 256:
+                _BASE_URLS.clear()
+            found = _BASE_URLS[key] = Request(scope).base_url
+        return found
 
     async def body(self) -> bytes:
         """The whole body, read once (a handler may ask again)."""
