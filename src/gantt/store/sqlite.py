@@ -260,6 +260,7 @@ class SQLiteStore(Store):
         # 350,000): 8,192 revisions of such aggregate changes would otherwise hold gigabytes.
         self._recent_weight_limit = 400_000
         self._recent_weight: dict[int, int] = {}
+        self._recent_total = 0  # the sum of _recent_weight
         self._floor_hint = 0
         self.groups = 0  # transactions committed by this object's writer (for benchmarks and tests)
         self.batches = 0
@@ -650,13 +651,16 @@ class SQLiteStore(Store):
             for _, result, _ in outcomes:
                 if result is not None and result.changes:
                     self._recent[result.revision] = result.changes
-                    self._recent_weight[result.revision] = sum(
-                        1 + (len(c.aggregate.hosts) if c.aggregate is not None else 0) for c in result.changes)
-            total = sum(self._recent_weight.values())
-            while self._recent and (len(self._recent) > self._recent_limit or total > self._recent_weight_limit):
+                    weight = sum(1 + (len(c.aggregate.hosts) if c.aggregate is not None else 0)
+                                 for c in result.changes)
+                    self._recent_weight[result.revision] = weight
+                    self._recent_total += weight
+            # The total is kept, not summed: summing 8,192 weights per group was a tenth of the writer's time.
+            while self._recent and (len(self._recent) > self._recent_limit
+                                    or self._recent_total > self._recent_weight_limit):
                 oldest = next(iter(self._recent))  # inserted in revision order: the first is the oldest
                 del self._recent[oldest]
-                total -= self._recent_weight.pop(oldest, 0)
+                self._recent_total -= self._recent_weight.pop(oldest, 0)
             self._head_cond.notify_all()
         for pending, result, error in outcomes:
             pending.finish(result, error)
@@ -683,7 +687,7 @@ class SQLiteStore(Store):
         with self._head_cond:
             for revision in [r for r in self._recent if r <= floor]:
                 del self._recent[revision]
-                self._recent_weight.pop(revision, None)
+                self._recent_total -= self._recent_weight.pop(revision, 0)
         return floor
 
 
