@@ -261,6 +261,7 @@ class SQLiteStore(Store):
         self._recent_weight_limit = 400_000
         self._recent_weight: dict[int, int] = {}
         self._recent_total = 0  # the sum of _recent_weight
+        self._committing = 0  # the head once the writer's COMMIT in progress is done (readers: see changes)
         self._floor_hint = 0
         self.groups = 0  # transactions committed by this object's writer (for benchmarks and tests)
         self.batches = 0
@@ -459,6 +460,12 @@ class SQLiteStore(Store):
             head = self._read_head(conn)
             if head > since:
                 cached = self._cached(since, head, limit)
+                if cached is None and head <= self._committing:
+                    # Our own writer's group, committed and about to be kept in memory: wait for that rather than
+                    # read and decode it back from the file (five statements; it happened to ~8 % of catch-ups).
+                    with self._head_cond:
+                        self._head_cond.wait_for(lambda h=head: self._head >= h or self._committing < h, 0.05)
+                    cached = self._cached(since, head, limit)
                 if cached is not None:
                     return cached
                 return self._read_changes(conn, since, limit)
@@ -630,14 +637,19 @@ class SQLiteStore(Store):
                     self._compact(conn, revision - self.retention)
                     self._floor_hint = revision - self.retention
             synced = time.perf_counter()
+            self._committing = revision  # from here readers may find it in the file before it is in _recent
             conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
             self.commit_seconds += time.perf_counter() - synced
         except _Torn:
+            self._committing = self._head
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self._commit_group(conn, group, savepoints=True)
             return
         except BaseException:
+            with self._head_cond:
+                self._committing = self._head
+                self._head_cond.notify_all()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
