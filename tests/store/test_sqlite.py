@@ -137,8 +137,8 @@ def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore
     real = sqlite_module._write
     torn = []
 
-    def write(conn: sqlite3.Connection, plan: object, rev: int) -> object:
-        out = real(conn, plan, rev)  # type: ignore[arg-type]
+    def write(conn: sqlite3.Connection, plan: object, rev: int, *rest: object) -> object:
+        out = real(conn, plan, rev, *rest)  # type: ignore[arg-type]
         if "torn" in getattr(plan, "hosts", {}).get(("torn", "torn"), report("x")).host:
             torn.append(rev)
             raise sqlite3.OperationalError("disk I/O error")
@@ -424,3 +424,37 @@ def test_commit_on_loop_completes_loop_futures_a_group_at_a_time(store: SQLiteSt
     assert given_up.cancelled()  # type: ignore[attr-defined]
     assert {h.host for h in store.snapshot().hosts} == {"h1", "n0", "n1", "n2", "gone"}
     assert store.commit(Batch(reports=[report("after")])).revision == rev + 5  # the writer carries on
+
+
+def test_a_usage_revision_moved_earlier_in_the_group_refuses_a_later_batch(store: SQLiteStore) -> None:
+    """A group writes its usage revisions once, at its end: a later batch of the same group that expects the
+    revision an earlier one moved must still be refused."""
+    rev = store.commit(Batch(reports=[report("h1")])).revision
+    blocker = store._connect()
+    blocker.execute("BEGIN IMMEDIATE")  # the next batches queue up as one group
+    outcomes: dict[str, object] = {}
+
+    def run(name: str, batch: Batch) -> None:
+        try:
+            outcomes[name] = store.commit(batch).revision
+        except StoreConflict as exc:
+            outcomes[name] = exc
+
+    batches = {"first": Batch(reports=[report("h2")]),
+               "a": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("a", "h1")]),
+               "b": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("b", "h1")])}
+    threads = []
+    for name, batch in batches.items():
+        threads.append(threading.Thread(target=run, args=(name, batch)))
+        threads[-1].start()
+        time.sleep(0.02)
+    groups = store.groups
+    blocker.execute("ROLLBACK")
+    for t in threads:
+        t.join()
+    assert store.groups == groups + 2  # "first" alone, then "a" and "b" in one transaction
+    assert outcomes["a"] == rev + 2
+    assert isinstance(outcomes["b"], StoreConflict)
+    assert {a.consumer_uuid for a in store.snapshot().allocations} == {"a"}
+    held = {(r.host, r.node): r.revision for r in store.snapshot().node_revisions}
+    assert held[("h1", "h1")] == rev + 2

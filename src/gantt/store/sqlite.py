@@ -597,13 +597,14 @@ class SQLiteStore(Store):
             revision = self._read_head(conn)
             start = revision
             failed: StoreUnavailable | None = None  # a batch the store could not write, though others were
+            later = None if savepoints else _Later()
             for pending in group:
                 if savepoints:
                     conn.execute("SAVEPOINT b")
                 try:
-                    p = planner.plan(pending.batch, _Reads(conn, revision))
+                    p = planner.plan(pending.batch, _Reads(conn, revision, later))
                     try:
-                        changes, quiet = _write(conn, p, revision + 1)
+                        changes, quiet = _write(conn, p, revision + 1, later)
                     except Exception:
                         if not savepoints:
                             raise _Torn() from None
@@ -629,6 +630,11 @@ class SQLiteStore(Store):
                 if changes:
                     revision += 1
                 outcomes.append((pending, CommitResult(revision=revision, changes=changes, quiet=quiet), None))
+            if later is not None:
+                try:
+                    later.write(conn)
+                except Exception:
+                    raise _Torn() from None
             if revision != start:
                 conn.execute("UPDATE meta SET value=? WHERE key='revision'", (revision,))
                 # amortized: delete a slice of old feed every retention/10 revisions (at most 1000). The floor is
@@ -722,10 +728,31 @@ class _Torn(Exception):
     """A batch failed part way through its writes in a group written without savepoints."""
 
 
-def _write(conn: sqlite3.Connection, p: planner.Plan, rev: int) -> tuple[list[Change], int]:
+class _Later:
+    """The rows of a group that no batch of it reads back (its feed rows) or that the planner reads through this
+    overlay (the nodes' usage revisions), written once for the whole group: one statement each per group instead
+    of one each per batch."""
+
+    __slots__ = ("changes", "revisions")
+
+    def __init__(self) -> None:
+        self.revisions: dict[NodeKey, int] = {}
+        self.changes: list[tuple[int, int, str, bytes]] = []
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        if self.revisions:
+            conn.executemany("INSERT INTO node_revisions (host, node, revision) VALUES (?, ?, ?) ON CONFLICT "
+                             "(host, node) DO UPDATE SET revision=excluded.revision",
+                             [(h, n, rev) for (h, n), rev in self.revisions.items()])
+        if self.changes:
+            conn.executemany("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)", self.changes)
+
+
+def _write(conn: sqlite3.Connection, p: planner.Plan, rev: int,
+           later: _Later | None = None) -> tuple[list[Change], int]:
     """Write what the planner decided (``planner.plan``, which raises StoreConflict, ConsumerHeld or NotFound
     before anything is written) as revision ``rev``; returns its changes and how many of its touches were too
-    fresh to write (``CommitResult.quiet``)."""
+    fresh to write (``CommitResult.quiet``). With ``later``, the usage revisions and feed rows are left to it."""
     if not p.changes:
         return [], p.quiet
     ex = conn.execute
@@ -771,21 +798,26 @@ def _write(conn: sqlite3.Connection, p: planner.Plan, rev: int) -> tuple[list[Ch
         else:
             ex("INSERT INTO records (kind, name, data) VALUES (?, ?, ?) "
                "ON CONFLICT (kind, name) DO UPDATE SET data=excluded.data", (kind, name, _ENC.encode(record)))
+    changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
+    rows = [(rev, seq, c.kind, _ENC.encode(c)) for seq, c in enumerate(changes)]
+    if later is not None:
+        later.revisions.update(dict.fromkeys(p.bumped, rev))
+        later.changes += rows
+        return changes, p.quiet
     many("INSERT INTO node_revisions (host, node, revision) VALUES (?, ?, ?) "
          "ON CONFLICT (host, node) DO UPDATE SET revision=excluded.revision", [(h, n, rev) for h, n in p.bumped])
-    changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
-    many("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)",
-         [(rev, seq, c.kind, _ENC.encode(c)) for seq, c in enumerate(changes)])
+    many("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)", rows)
     return changes, p.quiet
 
 
 class _Reads:
     """The planner's reads, inside the writer's open transaction (so they and the writes are one atomic step)."""
 
-    def __init__(self, conn: sqlite3.Connection, head: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, head: int, later: _Later | None = None) -> None:
         self._ex = conn.execute
         self._head = head
         self._nodes: dict[NodeKey, tuple[int, bytes | None]] = {}
+        self._later = later  # revisions written earlier in the group, not yet in the table
 
     def head(self) -> int:
         return self._head
@@ -801,7 +833,8 @@ class _Reads:
         if known is None:
             row = self._ex("SELECT (SELECT revision FROM node_revisions WHERE host=?1 AND node=?2), "
                            "(SELECT data FROM hosts WHERE host=?1 AND node=?2)", key).fetchone()
-            known = self._nodes[key] = (row[0] or 0, row[1])
+            revision = self._later.revisions.get(key) if self._later is not None else None
+            known = self._nodes[key] = (revision if revision is not None else row[0] or 0, row[1])
         return known
 
     def host(self, key: NodeKey) -> HostReport | None:
