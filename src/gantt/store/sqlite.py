@@ -598,13 +598,16 @@ class SQLiteStore(Store):
             start = revision
             failed: StoreUnavailable | None = None  # a batch the store could not write, though others were
             later = None if savepoints else _Later()
+            # One cursor for the group's statements (conn.execute makes one per statement); with savepoints, the
+            # connection's as before, so that no statement of it is pending at a ROLLBACK TO.
+            cur: Any = conn if savepoints else conn.cursor()
             for pending in group:
                 if savepoints:
                     conn.execute("SAVEPOINT b")
                 try:
-                    p = planner.plan(pending.batch, _Reads(conn, revision, later))
+                    p = planner.plan(pending.batch, _Reads(cur, revision, later))
                     try:
-                        changes, quiet = _write(conn, p, revision + 1, later)
+                        changes, quiet = _write(cur, p, revision + 1, later)
                     except Exception:
                         if not savepoints:
                             raise _Torn() from None
@@ -632,9 +635,11 @@ class SQLiteStore(Store):
                 outcomes.append((pending, CommitResult(revision=revision, changes=changes, quiet=quiet), None))
             if later is not None:
                 try:
-                    later.write(conn)
+                    later.write(cur)
                 except Exception:
                     raise _Torn() from None
+                finally:
+                    cur.close()  # no statement of it pending at COMMIT
             if revision != start:
                 conn.execute("UPDATE meta SET value=? WHERE key='revision'", (revision,))
                 # amortized: delete a slice of old feed every retention/10 revisions (at most 1000). The floor is
@@ -739,7 +744,7 @@ class _Later:
         self.revisions: dict[NodeKey, int] = {}
         self.changes: list[tuple[int, int, str, bytes]] = []
 
-    def write(self, conn: sqlite3.Connection) -> None:
+    def write(self, conn: sqlite3.Connection | sqlite3.Cursor) -> None:
         if self.revisions:
             conn.executemany("INSERT INTO node_revisions (host, node, revision) VALUES (?, ?, ?) ON CONFLICT "
                              "(host, node) DO UPDATE SET revision=excluded.revision",
@@ -748,7 +753,7 @@ class _Later:
             conn.executemany("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)", self.changes)
 
 
-def _write(conn: sqlite3.Connection, p: planner.Plan, rev: int,
+def _write(conn: sqlite3.Connection | sqlite3.Cursor, p: planner.Plan, rev: int,
            later: _Later | None = None) -> tuple[list[Change], int]:
     """Write what the planner decided (``planner.plan``, which raises StoreConflict, ConsumerHeld or NotFound
     before anything is written) as revision ``rev``; returns its changes and how many of its touches were too
@@ -813,7 +818,7 @@ def _write(conn: sqlite3.Connection, p: planner.Plan, rev: int,
 class _Reads:
     """The planner's reads, inside the writer's open transaction (so they and the writes are one atomic step)."""
 
-    def __init__(self, conn: sqlite3.Connection, head: int, later: _Later | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection | sqlite3.Cursor, head: int, later: _Later | None = None) -> None:
         self._ex = conn.execute
         self._head = head
         self._nodes: dict[NodeKey, tuple[int, bytes | None]] = {}
