@@ -458,3 +458,30 @@ def test_a_usage_revision_moved_earlier_in_the_group_refuses_a_later_batch(store
     assert {a.consumer_uuid for a in store.snapshot().allocations} == {"a"}
     held = {(r.host, r.node): r.revision for r in store.snapshot().node_revisions}
     assert held[("h1", "h1")] == rev + 2
+
+
+def test_a_feed_reader_finds_a_group_committed_from_a_loop_within_a_poll(store: SQLiteStore) -> None:
+    """A group committed from an event loop is applied there and does not wake the feed's follower; a reader
+    waiting on the feed still gets it at its next poll, long before its timeout."""
+    import asyncio
+
+    rev = store.commit(Batch(reports=[report("h1")])).revision
+    got: list[list[object]] = []
+    waited: list[float] = []
+
+    def follow() -> None:
+        began = time.monotonic()
+        got.append(store.changes(rev, timeout=5.0))  # type: ignore[arg-type]
+        waited.append(time.monotonic() - began)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    time.sleep(0.05)
+
+    async def main() -> int:
+        return (await store.commit_on_loop(Batch(reports=[report("h2")]), asyncio.get_running_loop())).revision
+
+    assert asyncio.run(main()) == rev + 1
+    reader.join()
+    assert [c.host.host for c in got[0] if c.host] == ["h2"]  # type: ignore[attr-defined]
+    assert waited[0] < 1.0

@@ -262,6 +262,7 @@ class SQLiteStore(Store):
         self._recent_weight: dict[int, int] = {}
         self._recent_total = 0  # the sum of _recent_weight
         self._committing = 0  # the head once the writer's COMMIT in progress is done (readers: see changes)
+        self._publish_waiters = 0  # readers waiting for the writer to keep a group it committed (under _head_cond)
         self._floor_hint = 0
         self.groups = 0  # transactions committed by this object's writer (for benchmarks and tests)
         self.batches = 0
@@ -464,7 +465,11 @@ class SQLiteStore(Store):
                     # Our own writer's group, committed and about to be kept in memory: wait for that rather than
                     # read and decode it back from the file (five statements; it happened to ~8 % of catch-ups).
                     with self._head_cond:
-                        self._head_cond.wait_for(lambda h=head: self._head >= h or self._committing < h, 0.05)
+                        self._publish_waiters += 1
+                        try:
+                            self._head_cond.wait_for(lambda h=head: self._head >= h or self._committing < h, 0.05)
+                        finally:
+                            self._publish_waiters -= 1
                     cached = self._cached(since, head, limit)
                 if cached is not None:
                     return cached
@@ -684,7 +689,12 @@ class SQLiteStore(Store):
                 oldest = next(iter(self._recent))  # inserted in revision order: the first is the oldest
                 del self._recent[oldest]
                 self._recent_total -= self._recent_weight.pop(oldest, 0)
-            self._head_cond.notify_all()
+            # A group whose every batch was committed from an event loop is applied there (Replica.written, on
+            # the loop, as it answers): the feed's follower need not wake for it; it finds the group at its next
+            # poll if the loop has not applied it by then. Woken per group, it raced the loop for the table's
+            # lock, and the loop's writes that found it taken went on handler threads.
+            if self._publish_waiters or any(pending.loop is None for pending in group):
+                self._head_cond.notify_all()
         for pending, result, error in outcomes:
             pending.finish(result, error)
         _wake_loops(group)
