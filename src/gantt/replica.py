@@ -207,22 +207,6 @@ class Replica(PlacementFacade):
         self._catch_up_to(self.store.barrier())
         return self.revision
 
-    def sync_without_waiting(self) -> bool:
-        """``sync()`` for an event loop: True when done here, False when it needs the table's lock another thread
-        holds (then call ``sync`` off the loop). Reads the store's head (a one-row read on SQLite); a replica
-        already at it (this process's own writes are applied by their writers) takes no lock at all."""
-        head = self.store.barrier()
-        if self.revision >= head:
-            return True
-        lock = self.table.lock
-        if not lock.acquire(blocking=False):
-            return False
-        try:
-            self.catch_up()
-        finally:
-            lock.release()
-        return self.revision >= head
-
     def catch_up(self, timeout: float = 0.0) -> int:
         """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many."""
         try:

@@ -21,7 +21,6 @@ from gantt.config import Config
 from gantt.model import GenerationConflict, Inventory
 from gantt.placement.microversion import MAX_VERSION
 from gantt.placement.wire import Call
-from gantt.providers import DuplicateName
 from gantt.replica import Replica
 from gantt.store.base import open_store
 
@@ -68,9 +67,9 @@ def test_a_stale_generation_is_refused_after_catching_up(replica: Replica) -> No
         asyncio.run(_call(replica, hops).steps(replica.set_provider_traits_steps, made.uuid, made.generation,
                                                ["HW_CPU_X86_SSE"]))
     assert replica.provider(made.uuid).record.stats.traits == ["HW_CPU_X86_AVX"]
-    # SQLite: the catch-up (the client's generation is behind this replica's) and the refusal both on the loop;
-    # memory: the whole write on one handler thread
-    assert len(hops) == (0 if replica.reads_in_place else 1)
+    # SQLite: one catch-up on a handler thread (the client's generation is behind this replica's), then refused
+    # on the loop; memory: the whole write on one handler thread
+    assert len(hops) == 1
 
 
 def test_the_stores_refusal_is_thrown_into_the_steps(tmp_path: Path) -> None:
@@ -88,7 +87,7 @@ def test_the_stores_refusal_is_thrown_into_the_steps(tmp_path: Path) -> None:
         with pytest.raises(GenerationConflict):
             asyncio.run(_call(behind, hops).steps(behind.set_provider_traits_steps, made.uuid, made.generation,
                                                   ["HW_CPU_X86_SSE"]))
-        assert hops == []  # the catch-up before refusing read the store's head on the loop: the lock was free
+        assert len(hops) == 1  # the catch-up before refusing
         assert behind.providers.get(made.uuid).record.stats.traits == ["HW_CPU_X86_AVX"]
         assert behind.providers.get(made.uuid).generation == made.generation + 1
     finally:
@@ -126,39 +125,3 @@ def test_a_busy_table_lock_sends_the_rest_to_a_handler_thread(tmp_path: Path) ->
     finally:
         replica.close()
         store.close()
-
-
-def test_a_catch_up_that_needs_a_busy_table_lock_goes_to_a_handler_thread(tmp_path: Path) -> None:
-    """A create catches up with the store first: on the loop when the replica is at the store's head or the lock
-    is free, else on a handler thread (the loop never waits for the lock). Either way the other process's
-    provider is seen, and its name refused."""
-    url = f"sqlite:///{tmp_path}/gantt.sqlite"
-    stores = [open_store(url), open_store(url)]
-    ahead, behind = (Replica(store, Config()).start(follow=False) for store in stores)
-    try:
-        ahead.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
-        taken, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with behind.table.lock:
-                taken.set()
-                release.wait(5.0)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        taken.wait()
-        hops: list[Callable[..., Any]] = []
-        with pytest.raises(DuplicateName):
-            asyncio.run(_call(behind, hops, before=release.set).steps(
-                behind.create_provider_steps, "cn1", "00000000-0000-0000-0000-000000000002"))
-        holder.join()
-        assert hops == [behind.sync]
-        hops.clear()  # now at the head: the next create's catch-up is one read of the head, on the loop
-        made = asyncio.run(_call(behind, hops).steps(behind.create_provider_steps, "cn2",
-                                                     "00000000-0000-0000-0000-000000000003"))
-        assert hops == [] and made.name == "cn2"
-    finally:
-        for replica in (ahead, behind):
-            replica.close()
-        for store in stores:
-            store.close()

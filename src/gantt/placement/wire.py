@@ -137,10 +137,9 @@ class Call:
         """A façade write given as steps (gantt.replica_placement.Steps): built and validated here on the loop,
         committed by the store's own writer (SQLite) while the loop waits on the future, applied here. Profiled,
         the hop to a handler thread and back was two of a write's four thread crossings. A store that commits in
-        its caller (etcd: a round trip) runs the whole of it on a handler thread instead. A catch-up (``sync``:
-        every create) reads the store's head here (one local read, as ``/v1``'s ``Service.sync`` does) and goes to
-        a handler thread only to wait for the table's lock, as does the rest of a write that finds the lock taken
-        (the loop never waits for it)."""
+        its caller (etcd: a round trip) runs the whole of it on a handler thread instead. A catch-up (``sync``)
+        reads the store, so it goes to a handler thread (writes to a provider this replica holds need none), and so
+        does the rest of a write that finds the table's lock taken (the loop never waits for it)."""
         replica = self.replica
         if not replica.reads_in_place:
             return await self.call(lambda: replica.run_steps(make(*args, **kwargs)))
@@ -154,8 +153,9 @@ class Call:
             error = None
             try:
                 if step is None:
-                    if not replica.sync_without_waiting():
-                        await self.run(replica.sync)
+                    # On a handler thread, not here: measured under load, the read of the head on the loop (its
+                    # GIL given up and waited for again) cost more writes/s than the hop, though less CPU.
+                    await self.run(replica.sync)
                 elif isinstance(step, str):  # the table's lock is busy: the rest on a handler thread
                     return await self.run(replica.run_steps, steps)  # type: ignore[no-any-return]
                 else:
