@@ -177,9 +177,12 @@ def provider_of(current: ProviderView) -> Provider:
 
 def bumped(current: ProviderView, now: float, **changes: object) -> HostReport:
     """``current``'s record one generation on, with ``changes`` to its provider."""
+    return msgspec.structs.replace(current.record, provider=_bumped_provider(current, now, **changes))
+
+
+def _bumped_provider(current: ProviderView, now: float, **changes: object) -> Provider:
     changes = {"generation": current.generation + 1, **changes}
-    provider = msgspec.structs.replace(provider_of(current), updated_at=now, **changes)
-    return msgspec.structs.replace(current.record, provider=provider)
+    return msgspec.structs.replace(provider_of(current), updated_at=now, **changes)
 
 
 def renamed(current: ProviderView, name: str, parent: ProviderView | None, now: float) -> HostReport:
@@ -198,14 +201,15 @@ def with_inventories(current: ProviderView, given: dict[str, Inventory], now: fl
     """The record with exactly ``given`` as its inventories, ``steps`` generations on. The classic totals go
     (they would imply VCPU, MEMORY_MB and DISK_GB beside what Placement set); a host's next report brings back
     what it names."""
-    record = bumped(current, now, generation=current.generation + steps)
-    stats = msgspec.structs.replace(record.stats, inventories=dict(given), **_CLASSIC_TOTALS)
-    return msgspec.structs.replace(record, stats=stats)
+    # One copy of the record (each copy validates it again in __post_init__), not one per part changed.
+    provider = _bumped_provider(current, now, generation=current.generation + steps)
+    stats = msgspec.structs.replace(current.record.stats, inventories=dict(given), **_CLASSIC_TOTALS)
+    return msgspec.structs.replace(current.record, provider=provider, stats=stats)
 
 
 def with_traits(current: ProviderView, names: list[str], now: float) -> HostReport:
-    record = bumped(current, now)
-    return msgspec.structs.replace(record, stats=msgspec.structs.replace(record.stats, traits=sorted(names)))
+    stats = msgspec.structs.replace(current.record.stats, traits=sorted(names))
+    return msgspec.structs.replace(current.record, provider=_bumped_provider(current, now), stats=stats)
 
 
 # ---------------------------------------------------------------------------------------------- consumers

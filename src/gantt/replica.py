@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import logging
@@ -413,6 +414,13 @@ class Replica(Follower, PlacementFacade):
         commits in the caller (then use ``write``). Whoever waits for the future passes the result to
         ``written`` before answering, as ``write`` does."""
         return self.store.commit_soon(batch) if self.store.queued_commits else None
+
+    def write_on_loop(self, batch: Batch) -> asyncio.Future[CommitResult] | None:
+        """``write_soon`` for a caller on the running event loop: a future of that loop (None: ``write`` instead).
+        Whoever awaits it passes the result to ``written``."""
+        if not self.store.queued_commits:
+            return None
+        return self.store.commit_on_loop(batch, asyncio.get_running_loop())
 
     @property
     def reads_in_place(self) -> bool:

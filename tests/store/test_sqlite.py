@@ -126,6 +126,56 @@ def test_a_conflicting_batch_does_not_sink_its_group(store: SQLiteStore) -> None
     assert [c.allocation.consumer_uuid for c in feed if c.allocation] == ["taken", "a", "d"]
 
 
+def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group is written without savepoints; a batch whose writes fail after some rows went in (an I/O error)
+    must still leave no row behind and sink no other batch of its group."""
+    import sqlite3
+
+    from gantt.store import sqlite as sqlite_module
+
+    real = sqlite_module._write
+    torn = []
+
+    def write(conn: sqlite3.Connection, plan: object, rev: int, *rest: object) -> object:
+        out = real(conn, plan, rev, *rest)  # type: ignore[arg-type]
+        if "torn" in getattr(plan, "hosts", {}).get(("torn", "torn"), report("x")).host:
+            torn.append(rev)
+            raise sqlite3.OperationalError("disk I/O error")
+        return out
+
+    monkeypatch.setattr(sqlite_module, "_write", write)
+    rev = store.commit(Batch(reports=[report("h1")])).revision
+    blocker = store._connect()
+    blocker.execute("BEGIN IMMEDIATE")  # the next batches queue up as one group
+    outcomes: dict[str, object] = {}
+
+    def run(name: str, batch: Batch) -> None:
+        try:
+            outcomes[name] = store.commit(batch).revision
+        except StoreUnavailable as exc:
+            outcomes[name] = exc
+
+    batches = {"first": Batch(reports=[report("h2")]), "ok1": Batch(reports=[report("h3")]),
+               "torn": Batch(reports=[report("torn")]), "ok2": Batch(reports=[report("h4")])}
+    threads = []
+    for name, batch in batches.items():
+        threads.append(threading.Thread(target=run, args=(name, batch)))
+        threads[-1].start()
+        time.sleep(0.02)
+    groups = store.groups
+    blocker.execute("ROLLBACK")
+    for t in threads:
+        t.join()
+    assert store.groups == groups + 2  # "first" alone, then the other three in one transaction
+    assert torn  # the torn batch did write rows before it failed
+    assert isinstance(outcomes["torn"], StoreUnavailable) and "disk I/O error" in str(outcomes["torn"])
+    assert outcomes["first"] == rev + 1 and {outcomes["ok1"], outcomes["ok2"]} == {rev + 2, rev + 3}
+    assert {h.host for h in store.snapshot().hosts} == {"h1", "h2", "h3", "h4"}
+    assert [c.host.host for c in store.changes(rev, timeout=0) if c.host] == ["h2", "h3", "h4"]
+    assert store.head() == rev + 3
+
+
 def test_a_write_the_disk_refuses_is_remembered_until_one_succeeds(url: str) -> None:
     with FullDiskSQLiteStore(url) as store:
         store.commit(Batch(reports=[report("h1")]))
@@ -342,3 +392,96 @@ def test_a_store_without_a_writer_commits_soon_in_place() -> None:
     done = store.commit_soon(Batch(reports=[report("h1")]))
     assert done.done() and done.result().revision == 1
     assert isinstance(store.commit_soon(Batch(releases=["nobody"])).exception(timeout=0), NotFound)
+
+
+def test_commit_on_loop_completes_loop_futures_a_group_at_a_time(store: SQLiteStore) -> None:
+    """Batches committed from an event loop get futures of that loop: a group's outcomes, refusals included,
+    arrive together; a waiter that gave up leaves the batch committed and the writer unharmed."""
+    import asyncio
+
+    rev = store.commit(Batch(reports=[report("h1")])).revision
+
+    async def main() -> tuple[list[object], object]:
+        loop = asyncio.get_running_loop()
+        blocker = store._connect()
+        blocker.execute("BEGIN IMMEDIATE")  # the batches below queue up as one group
+        try:
+            futures = [store.commit_on_loop(Batch(reports=[report(f"n{i}")]), loop) for i in range(3)]
+            futures.append(store.commit_on_loop(Batch(expect=[Expect("h1", "h1", rev + 99)],
+                                                      allocations=[alloc("a", "h1")]), loop))
+            given_up = store.commit_on_loop(Batch(reports=[report("gone")]), loop)
+            given_up.cancel()
+            await asyncio.sleep(0.05)
+            assert not any(f.done() for f in futures)  # nothing before the group's commit
+        finally:
+            blocker.execute("ROLLBACK")
+        outcomes = await asyncio.gather(*futures, return_exceptions=True)
+        return outcomes, given_up
+
+    outcomes, given_up = asyncio.run(main())
+    assert [o.revision for o in outcomes[:3]] == [rev + 1, rev + 2, rev + 3]  # type: ignore[attr-defined]
+    assert isinstance(outcomes[3], StoreConflict)
+    assert given_up.cancelled()  # type: ignore[attr-defined]
+    assert {h.host for h in store.snapshot().hosts} == {"h1", "n0", "n1", "n2", "gone"}
+    assert store.commit(Batch(reports=[report("after")])).revision == rev + 5  # the writer carries on
+
+
+def test_a_usage_revision_moved_earlier_in_the_group_refuses_a_later_batch(store: SQLiteStore) -> None:
+    """A group writes its usage revisions once, at its end: a later batch of the same group that expects the
+    revision an earlier one moved must still be refused."""
+    rev = store.commit(Batch(reports=[report("h1")])).revision
+    blocker = store._connect()
+    blocker.execute("BEGIN IMMEDIATE")  # the next batches queue up as one group
+    outcomes: dict[str, object] = {}
+
+    def run(name: str, batch: Batch) -> None:
+        try:
+            outcomes[name] = store.commit(batch).revision
+        except StoreConflict as exc:
+            outcomes[name] = exc
+
+    batches = {"first": Batch(reports=[report("h2")]),
+               "a": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("a", "h1")]),
+               "b": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("b", "h1")])}
+    threads = []
+    for name, batch in batches.items():
+        threads.append(threading.Thread(target=run, args=(name, batch)))
+        threads[-1].start()
+        time.sleep(0.02)
+    groups = store.groups
+    blocker.execute("ROLLBACK")
+    for t in threads:
+        t.join()
+    assert store.groups == groups + 2  # "first" alone, then "a" and "b" in one transaction
+    assert outcomes["a"] == rev + 2
+    assert isinstance(outcomes["b"], StoreConflict)
+    assert {a.consumer_uuid for a in store.snapshot().allocations} == {"a"}
+    held = {(r.host, r.node): r.revision for r in store.snapshot().node_revisions}
+    assert held[("h1", "h1")] == rev + 2
+
+
+def test_a_feed_reader_finds_a_group_committed_from_a_loop_within_a_poll(store: SQLiteStore) -> None:
+    """A group committed from an event loop is applied there and does not wake the feed's follower; a reader
+    waiting on the feed still gets it at its next poll, long before its timeout."""
+    import asyncio
+
+    rev = store.commit(Batch(reports=[report("h1")])).revision
+    got: list[list[object]] = []
+    waited: list[float] = []
+
+    def follow() -> None:
+        began = time.monotonic()
+        got.append(store.changes(rev, timeout=5.0))  # type: ignore[arg-type]
+        waited.append(time.monotonic() - began)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    time.sleep(0.05)
+
+    async def main() -> int:
+        return (await store.commit_on_loop(Batch(reports=[report("h2")]), asyncio.get_running_loop())).revision
+
+    assert asyncio.run(main()) == rev + 1
+    reader.join()
+    assert [c.host.host for c in got[0] if c.host] == ["h2"]  # type: ignore[attr-defined]
+    assert waited[0] < 1.0

@@ -3,7 +3,6 @@ cache headers, and the body shapes (msgspec Structs standing in for Placement's 
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import functools
 import re
@@ -31,6 +30,9 @@ ClassName = Annotated[str, Meta(pattern=r"^[A-Z0-9_]+$")]
 CustomName = Annotated[str, Meta(pattern=r"^CUSTOM_[A-Z0-9_]+$", max_length=255)]
 TraitName = Annotated[str, Meta(min_length=1, max_length=255)]
 _ENCODER = msgspec.json.Encoder()
+
+
+_BASE_URLS: dict[tuple[Any, ...], URL] = {}
 
 
 class PlacementRequest:
@@ -66,7 +68,17 @@ class PlacementRequest:
 
     @property
     def base_url(self) -> URL:
-        return Request(self.scope).base_url  # for Location headers only: not on the hot paths
+        """Starlette's base URL of the request (for Location headers: every create has one), made once per
+        distinct scheme, server, Host header and root path: Starlette parses it from the scope each time."""
+        scope = self.scope
+        key = (scope.get("scheme", "http"), scope.get("server"), self.headers.get("host"),
+               scope.get("app_root_path", scope.get("root_path", "")))
+        found = _BASE_URLS.get(key)
+        if found is None:
+            if len(_BASE_URLS) >= 256:
+                _BASE_URLS.clear()
+            found = _BASE_URLS[key] = Request(scope).base_url
+        return found
 
     async def body(self) -> bytes:
         """The whole body, read once (a handler may ask again)."""
@@ -141,12 +153,13 @@ class Call:
             error = None
             try:
                 if step is None:
+                    # On a handler thread, not here: measured under load, the read of the head on the loop (its
+                    # GIL given up and waited for again) cost more writes/s than the hop, though less CPU.
                     await self.run(replica.sync)
                 elif isinstance(step, str):  # the table's lock is busy: the rest on a handler thread
                     return await self.run(replica.run_steps, steps)  # type: ignore[no-any-return]
                 else:
-                    future = replica.write_soon(step)
-                    replica.written(step, await asyncio.wrap_future(future))
+                    replica.written(step, await replica.write_on_loop(step))
             except Exception as exc:  # raised where the step was asked for, as Replica.run_steps does
                 error = exc
 

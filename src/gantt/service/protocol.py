@@ -130,6 +130,50 @@ class Spread:
 SPREAD: Spread | None = None
 
 
+class _OneWrite:
+    """The transport as one response cycle sees it: the answer's head (status line and headers) is held until
+    the body's first write and goes out with it, one send instead of two. Each send on loopback runs the
+    client's receive path and may wake it; profiled per Placement write, the head's send alone was a fifth of
+    the event loop's time. A head whose body does not follow in the same step (a streamed answer) goes out at
+    the loop's next turn; a 100 Continue is never held (it is written before the response starts)."""
+
+    __slots__ = ("_cycle", "_head_sent", "_held", "_loop", "_transport")
+
+    def __init__(self, transport: asyncio.Transport, cycle: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._loop = loop
+        self._held: bytes | None = None
+        self._head_sent = False
+
+    def write(self, data: bytes) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if len(data) < 65536:
+                self._transport.write(held + data)
+            else:  # a large body is not copied to put the head in front of it
+                self._transport.writelines([held, data])
+        elif not self._head_sent and self._cycle.response_started:
+            self._head_sent = True
+            self._held = data
+            self._loop.call_soon(self.flush)
+        else:
+            self._transport.write(data)
+
+    def flush(self) -> None:
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
+
+    def close(self) -> None:
+        self.flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -222,6 +266,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._in_head = False
         self._disarm()
+        existing = self.cycle
         super().on_headers_complete()
         spread = self._spread
         if spread is not None and not self._leaving and not self.pipeline and self.cycle is not None \
@@ -230,6 +275,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # decision, as for a client that asked for close): the client reconnects, maybe to another worker.
             self._leaving = True
             self.cycle.keep_alive = False
+        cycle = self.cycle
+        if cycle is not None and cycle is not existing:  # its task has not run yet: nothing is written
+            cycle.transport = _OneWrite(self.transport, cycle, self.loop)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

@@ -432,12 +432,16 @@ class Columns:
     def count_numa_claims(self, row: int, claims: list[NUMACellClaim]) -> None:
         """The node's cells with ``claims`` (its unconfirmed allocations' NUMA parts) counted on top."""
         reported = self.numa_reported[row]
+        cols = self.cols
+        if reported is None and not claims and self.numa[row] is None and not cols["numa_overbooked"][row]:
+            # No cells before and none now (every provider without a NUMA topology, on every write the feed
+            # applies to it): the row's columns already say so. Rewriting them was a third of such an apply.
+            return
         if reported is None or not claims:
             numa, ok = reported, reported is not None or not claims
         else:
             numa, ok = with_claims(reported, claims)
         self.numa[row] = numa
-        cols = self.cols
         cols["numa_overbooked"][row] = not ok
         cells = numa.cells if numa is not None else ()
         cols["numa_cells"][row] = len(cells)

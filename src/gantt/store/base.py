@@ -32,6 +32,7 @@ Contract for backends
 from __future__ import annotations
 
 import abc
+import asyncio
 import re
 import time
 from concurrent.futures import Future
@@ -239,6 +240,10 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def commit(self, batch: Batch) -> CommitResult: ...
+
+    def commit_on_loop(self, batch: Batch, loop: asyncio.AbstractEventLoop) -> asyncio.Future[CommitResult]:
+        """``commit_soon``, its outcome a future of ``loop`` (the running loop of the caller, who awaits it)."""
+        return asyncio.wrap_future(self.commit_soon(batch), loop=loop)
 
     # True when ``commit_soon`` hands the batch to a writer of the store's own and returns at once (a caller on
     # an event loop may then wait for the future without a thread of its own); False when it commits in place.

@@ -9,10 +9,11 @@ Durability
 
 Group commit
 - ``commit`` hands its batch to one writer thread per store object and waits. The writer takes every batch that
-  is waiting, applies them in one SQLite transaction (one fsync for all) with a SAVEPOINT around each: a batch
-  whose ``expect`` fails or that names something unknown is rolled back to its savepoint and only its caller gets
-  the error. Each batch that changes something gets its own revision (strictly increasing, across processes too:
-  the counter is read inside the write transaction).
+  is waiting, applies them in one SQLite transaction (one fsync for all): a batch whose ``expect`` fails or that
+  names something unknown is refused before it writes anything, and only its caller gets the error (a batch that
+  fails part way through its writes has the group written again with a SAVEPOINT around each).
+  Each batch that changes something gets its own revision (strictly increasing, across processes too: the
+  counter is read inside the write transaction).
 
 Change feed
 - ``changes`` rows ``(revision, seq, kind, payload)``, the payload a msgpack-encoded ``Change``. A waiting reader
@@ -25,6 +26,7 @@ Schema: see ``_SCHEMA``; ``schema_version`` holds its version so a later release
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -98,6 +100,19 @@ CREATE TABLE IF NOT EXISTS changes (revision INTEGER NOT NULL, seq INTEGER NOT N
 
 _ENC = msgspec.msgpack.Encoder()
 _DEC_HOST = msgspec.msgpack.Decoder(HostReport)
+
+
+class _ProviderGeneration(msgspec.Struct):
+    generation: int = 0
+
+
+class _GenerationOnly(msgspec.Struct):
+    """A stored HostReport read for its provider generation alone: the other fields are skipped, not decoded."""
+
+    provider: _ProviderGeneration | None = None
+
+
+_DEC_GENERATION = msgspec.msgpack.Decoder(_GenerationOnly)
 _DEC_AGG = msgspec.msgpack.Decoder(Aggregate)
 _DEC_ALLOC = msgspec.msgpack.Decoder(Allocation)
 _DEC_INST = msgspec.msgpack.Decoder(InstanceInfo)
@@ -154,28 +169,51 @@ def path_of(url: str) -> str:
 
 
 class _Pending:
-    __slots__ = ("batch", "done", "error", "finished", "future", "result")
+    __slots__ = ("batch", "done", "error", "finished", "future", "loop", "result")
 
-    def __init__(self, batch: Batch, future: Future[CommitResult] | None = None) -> None:
+    def __init__(self, batch: Batch, future: Future[CommitResult] | asyncio.Future[CommitResult] | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.batch = batch
-        # ``commit`` waits on an Event, ``commit_soon``'s caller on its future: not both (an Event is one more
-        # Condition and lock per commit, built on the event loop for every placement and report it commits)
-        self.done = threading.Event() if future is None else None
-        self.future = future
-        self.finished = False
+        self.done = threading.Event() if future is None else None  # commit's caller waits on it
+        self.future = future  # commit_soon's (completed here) or commit_on_loop's (completed on ``loop``)
+        self.loop = loop
         self.result: CommitResult | None = None
         self.error: BaseException | None = None
+        self.finished = False
 
     def finish(self, result: CommitResult | None, error: BaseException | None) -> None:
         self.result, self.error = result, error
         self.finished = True
         if self.done is not None:
             self.done.set()
-        if self.future is not None:
+        if self.future is not None and self.loop is None:
+            future: Future[CommitResult] = self.future  # type: ignore[assignment]
             if error is not None:
-                self.future.set_exception(error)
+                future.set_exception(error)
             else:
-                self.future.set_result(result)  # type: ignore[arg-type]
+                future.set_result(result)  # type: ignore[arg-type]
+
+
+def _wake_loops(group: list[_Pending]) -> None:
+    """Complete the loop futures of a group's finished batches: one wake-up of each loop for all of them."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
+    for pending in group:
+        if pending.loop is not None and pending.finished:
+            by_loop.setdefault(pending.loop, []).append(pending)
+    for loop, pendings in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(_settle, pendings)
+
+
+def _settle(pendings: list[_Pending]) -> None:
+    for pending in pendings:
+        future: asyncio.Future[CommitResult] = pending.future  # type: ignore[assignment]
+        if future.done():  # its waiter was cancelled (the batch is committed all the same)
+            continue
+        if pending.error is not None:
+            future.set_exception(pending.error)
+        else:
+            future.set_result(pending.result)  # type: ignore[arg-type]
 
 
 class SQLiteStore(Store):
@@ -222,6 +260,9 @@ class SQLiteStore(Store):
         # 350,000): 8,192 revisions of such aggregate changes would otherwise hold gigabytes.
         self._recent_weight_limit = 400_000
         self._recent_weight: dict[int, int] = {}
+        self._recent_total = 0  # the sum of _recent_weight
+        self._committing = 0  # the head once the writer's COMMIT in progress is done (readers: see changes)
+        self._publish_waiters = 0  # readers waiting for the writer to keep a group it committed (under _head_cond)
         self._floor_hint = 0
         self.groups = 0  # transactions committed by this object's writer (for benchmarks and tests)
         self.batches = 0
@@ -420,6 +461,16 @@ class SQLiteStore(Store):
             head = self._read_head(conn)
             if head > since:
                 cached = self._cached(since, head, limit)
+                if cached is None and head <= self._committing:
+                    # Our own writer's group, committed and about to be kept in memory: wait for that rather than
+                    # read and decode it back from the file (five statements; it happened to ~8 % of catch-ups).
+                    with self._head_cond:
+                        self._publish_waiters += 1
+                        try:
+                            self._head_cond.wait_for(lambda h=head: self._head >= h or self._committing < h, 0.05)
+                        finally:
+                            self._publish_waiters -= 1
+                    cached = self._cached(since, head, limit)
                 if cached is not None:
                     return cached
                 return self._read_changes(conn, since, limit)
@@ -492,6 +543,14 @@ class SQLiteStore(Store):
         self._enqueue(_Pending(batch, future))
         return future
 
+    def commit_on_loop(self, batch: Batch, loop: asyncio.AbstractEventLoop) -> asyncio.Future[CommitResult]:
+        """``commit_soon`` with a future of ``loop``: the writer completes every such future of a group with one
+        wake-up of the loop. (``asyncio.wrap_future`` on commit_soon's future costs a thread-safe future with its
+        condition, a chained callback and a wake-up per batch.)"""
+        future: asyncio.Future[CommitResult] = loop.create_future()
+        self._enqueue(_Pending(batch, future, loop))
+        return future
+
     def _enqueue(self, pending: _Pending) -> _Pending:
         with self._queue_cond:
             if self._closed:
@@ -528,36 +587,64 @@ class SQLiteStore(Store):
                 for pending in group:
                     if not pending.finished:
                         pending.finish(None, error)
+                _wake_loops(group)
             self.writer_cpu_seconds += time.thread_time() - cpu
 
-    def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending]) -> None:
+    def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending], *, savepoints: bool = False) -> None:
+        """Write ``group`` in one transaction. A refused batch writes nothing (the planner decides before the
+        first write), so no savepoint is needed for it: each SAVEPOINT and RELEASE was a statement per batch,
+        and every statement hands the GIL over. Only a batch that fails part way through its writes (a full disk,
+        an I/O error) needs one: then the whole transaction is rolled back and the group written again with a
+        savepoint around each batch, so that only that batch fails."""
         self._begin_immediate(conn)
         outcomes: list[tuple[_Pending, CommitResult | None, BaseException | None]] = []
         try:
             revision = self._read_head(conn)
             start = revision
             failed: StoreUnavailable | None = None  # a batch the store could not write, though others were
+            later = None if savepoints else _Later()
+            # One cursor for the group's statements (conn.execute makes one per statement); with savepoints, the
+            # connection's as before, so that no statement of it is pending at a ROLLBACK TO.
+            cur: Any = conn if savepoints else conn.cursor()
             for pending in group:
-                conn.execute("SAVEPOINT b")
+                if savepoints:
+                    conn.execute("SAVEPOINT b")
                 try:
-                    changes, quiet = _apply(conn, pending.batch, revision + 1)
+                    p = planner.plan(pending.batch, _Reads(cur, revision, later))
+                    try:
+                        changes, quiet = _write(cur, p, revision + 1, later)
+                    except Exception:
+                        if not savepoints:
+                            raise _Torn() from None
+                        raise
+                except _Torn:
+                    raise
                 except BaseException as exc:
                     if not isinstance(exc, Exception) or not conn.in_transaction:
                         # SQLite rolled the whole transaction back (a full disk, an I/O error): the group fails
                         # with this error, not with "no such savepoint" from the ROLLBACK TO below.
                         raise
-                    conn.execute("ROLLBACK TO b")
-                    conn.execute("RELEASE b")
+                    if savepoints:
+                        conn.execute("ROLLBACK TO b")
+                        conn.execute("RELEASE b")
                     if isinstance(exc, sqlite3.Error):  # a refusal is the batch's own; this is the store's
                         failed = StoreUnavailable(f"{self.path}: {exc}")
                         log.error("sqlite store: a batch could not be written: %s", exc)
                         exc = failed
                     outcomes.append((pending, None, exc))
                     continue
-                conn.execute("RELEASE b")
+                if savepoints:
+                    conn.execute("RELEASE b")
                 if changes:
                     revision += 1
                 outcomes.append((pending, CommitResult(revision=revision, changes=changes, quiet=quiet), None))
+            if later is not None:
+                try:
+                    later.write(cur)
+                except Exception:
+                    raise _Torn() from None
+                finally:
+                    cur.close()  # no statement of it pending at COMMIT
             if revision != start:
                 conn.execute("UPDATE meta SET value=? WHERE key='revision'", (revision,))
                 # amortized: delete a slice of old feed every retention/10 revisions (at most 1000). The floor is
@@ -566,9 +653,19 @@ class SQLiteStore(Store):
                     self._compact(conn, revision - self.retention)
                     self._floor_hint = revision - self.retention
             synced = time.perf_counter()
+            self._committing = revision  # from here readers may find it in the file before it is in _recent
             conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
             self.commit_seconds += time.perf_counter() - synced
+        except _Torn:
+            self._committing = self._head
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._commit_group(conn, group, savepoints=True)
+            return
         except BaseException:
+            with self._head_cond:
+                self._committing = self._head
+                self._head_cond.notify_all()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
@@ -582,16 +679,25 @@ class SQLiteStore(Store):
             for _, result, _ in outcomes:
                 if result is not None and result.changes:
                     self._recent[result.revision] = result.changes
-                    self._recent_weight[result.revision] = sum(
-                        1 + (len(c.aggregate.hosts) if c.aggregate is not None else 0) for c in result.changes)
-            total = sum(self._recent_weight.values())
-            while self._recent and (len(self._recent) > self._recent_limit or total > self._recent_weight_limit):
+                    weight = sum(1 + (len(c.aggregate.hosts) if c.aggregate is not None else 0)
+                                 for c in result.changes)
+                    self._recent_weight[result.revision] = weight
+                    self._recent_total += weight
+            # The total is kept, not summed: summing 8,192 weights per group was a tenth of the writer's time.
+            while self._recent and (len(self._recent) > self._recent_limit
+                                    or self._recent_total > self._recent_weight_limit):
                 oldest = next(iter(self._recent))  # inserted in revision order: the first is the oldest
                 del self._recent[oldest]
-                total -= self._recent_weight.pop(oldest, 0)
-            self._head_cond.notify_all()
+                self._recent_total -= self._recent_weight.pop(oldest, 0)
+            # A group whose every batch was committed from an event loop is applied there (Replica.written, on
+            # the loop, as it answers): the feed's follower need not wake for it; it finds the group at its next
+            # poll if the loop has not applied it by then. Woken per group, it raced the loop for the table's
+            # lock, and the loop's writes that found it taken went on handler threads.
+            if self._publish_waiters or any(pending.loop is None for pending in group):
+                self._head_cond.notify_all()
         for pending, result, error in outcomes:
             pending.finish(result, error)
+        _wake_loops(group)
 
     @staticmethod
     def _compact(conn: sqlite3.Connection, floor: int) -> None:
@@ -614,7 +720,7 @@ class SQLiteStore(Store):
         with self._head_cond:
             for revision in [r for r in self._recent if r <= floor]:
                 del self._recent[revision]
-                self._recent_weight.pop(revision, None)
+                self._recent_total -= self._recent_weight.pop(revision, 0)
         return floor
 
 
@@ -633,14 +739,35 @@ def _rows(conn: sqlite3.Connection, query: str, decoder: Any, kind: str, skipped
     return out
 
 
-def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> tuple[list[Change], int]:
-    """Plan ``batch`` against the open transaction and write it as revision ``rev``; returns its changes and how
-    many of its touches were too fresh to write (``CommitResult.quiet``).
+class _Torn(Exception):
+    """A batch failed part way through its writes in a group written without savepoints."""
 
-    The planner raises (StoreConflict, ConsumerHeld, NotFound) before anything is written; the caller's
-    savepoint covers the rest.
-    """
-    p = planner.plan(batch, _Reads(conn, rev - 1))
+
+class _Later:
+    """The rows of a group that no batch of it reads back (its feed rows) or that the planner reads through this
+    overlay (the nodes' usage revisions), written once for the whole group: one statement each per group instead
+    of one each per batch."""
+
+    __slots__ = ("changes", "revisions")
+
+    def __init__(self) -> None:
+        self.revisions: dict[NodeKey, int] = {}
+        self.changes: list[tuple[int, int, str, bytes]] = []
+
+    def write(self, conn: sqlite3.Connection | sqlite3.Cursor) -> None:
+        if self.revisions:
+            conn.executemany("INSERT INTO node_revisions (host, node, revision) VALUES (?, ?, ?) ON CONFLICT "
+                             "(host, node) DO UPDATE SET revision=excluded.revision",
+                             [(h, n, rev) for (h, n), rev in self.revisions.items()])
+        if self.changes:
+            conn.executemany("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)", self.changes)
+
+
+def _write(conn: sqlite3.Connection | sqlite3.Cursor, p: planner.Plan, rev: int,
+           later: _Later | None = None) -> tuple[list[Change], int]:
+    """Write what the planner decided (``planner.plan``, which raises StoreConflict, ConsumerHeld or NotFound
+    before anything is written) as revision ``rev``; returns its changes and how many of its touches were too
+    fresh to write (``CommitResult.quiet``). With ``later``, the usage revisions and feed rows are left to it."""
     if not p.changes:
         return [], p.quiet
     ex = conn.execute
@@ -686,33 +813,56 @@ def _apply(conn: sqlite3.Connection, batch: Batch, rev: int) -> tuple[list[Chang
         else:
             ex("INSERT INTO records (kind, name, data) VALUES (?, ?, ?) "
                "ON CONFLICT (kind, name) DO UPDATE SET data=excluded.data", (kind, name, _ENC.encode(record)))
+    changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
+    rows = [(rev, seq, c.kind, _ENC.encode(c)) for seq, c in enumerate(changes)]
+    if later is not None:
+        later.revisions.update(dict.fromkeys(p.bumped, rev))
+        later.changes += rows
+        return changes, p.quiet
     many("INSERT INTO node_revisions (host, node, revision) VALUES (?, ?, ?) "
          "ON CONFLICT (host, node) DO UPDATE SET revision=excluded.revision", [(h, n, rev) for h, n in p.bumped])
-    changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
-    many("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)",
-         [(rev, seq, c.kind, _ENC.encode(c)) for seq, c in enumerate(changes)])
+    many("INSERT INTO changes (revision, seq, kind, payload) VALUES (?, ?, ?, ?)", rows)
     return changes, p.quiet
 
 
 class _Reads:
     """The planner's reads, inside the writer's open transaction (so they and the writes are one atomic step)."""
 
-    def __init__(self, conn: sqlite3.Connection, head: int) -> None:
+    def __init__(self, conn: sqlite3.Connection | sqlite3.Cursor, head: int, later: _Later | None = None) -> None:
         self._ex = conn.execute
         self._head = head
+        self._nodes: dict[NodeKey, tuple[int, bytes | None]] = {}
+        self._later = later  # revisions written earlier in the group, not yet in the table
 
     def head(self) -> int:
         return self._head
 
     def expect_holds(self, expect: Expect) -> bool:
-        row = self._ex("SELECT revision FROM node_revisions WHERE host=? AND node=?",
-                       (expect.host, expect.node)).fetchone()
-        return (row[0] if row else 0) == expect.revision
+        return self._node((expect.host, expect.node))[0] == expect.revision
+
+    def _node(self, key: NodeKey) -> tuple[int, bytes | None]:
+        """A node's usage revision and stored record, in one statement (each is a GIL hand-over): a provider write
+        asks both of the same node, its ``expect`` and its generation. Kept for the batch being planned: nothing
+        is written until the planner is done."""
+        known = self._nodes.get(key)
+        if known is None:
+            row = self._ex("SELECT (SELECT revision FROM node_revisions WHERE host=?1 AND node=?2), "
+                           "(SELECT data FROM hosts WHERE host=?1 AND node=?2)", key).fetchone()
+            revision = self._later.revisions.get(key) if self._later is not None else None
+            known = self._nodes[key] = (revision if revision is not None else row[0] or 0, row[1])
+        return known
 
     def host(self, key: NodeKey) -> HostReport | None:
         row = self._ex("SELECT h.data, l.at FROM hosts h LEFT JOIN liveness l ON l.host = h.host AND l.node = h.node "
                        "WHERE h.host=? AND h.node=?", key).fetchone()
         return lifted(_DEC_HOST.decode(row[0]), row[1]) if row else None
+
+    def generation(self, key: NodeKey) -> int | None:
+        data = self._node(key)[1]
+        if data is None:
+            return None
+        provider = _DEC_GENERATION.decode(data).provider
+        return provider.generation if provider is not None else 0
 
     def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
         if node is None:
