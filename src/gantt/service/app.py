@@ -87,13 +87,30 @@ T = TypeVar("T")
 
 # A replica that has not read the change feed for this long answers /health with 503 "degraded".
 STALE_AFTER = 10.0
+
+
+def env_count(name: str, default: int, minimum: int) -> int:
+    """A whole-number tuning setting from the environment (README, "Tuning by environment"): one that is not a
+    whole number of at least ``minimum`` stops the start with a message naming it, never runs on a guess."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ValueError(f"{name}={raw!r}: expected a whole number of at least {minimum}")
+    return value
+
+
 # How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
 # that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http_api.py; GANTT_THREADS overrides it.
-THREADS = int(os.environ.get("GANTT_THREADS", "16"))
+THREADS = env_count("GANTT_THREADS", 16, 1)
 # Placements are decided on the event loop (``Service.claim``) up to this many rows, where a decision takes a
 # fraction of a millisecond; above, on a handler thread, where numpy's long passes release the GIL and the loop
 # goes on reading other requests meanwhile.
-LOOP_DECISION_ROWS = int(os.environ.get("GANTT_LOOP_DECISION_ROWS", "20000"))
+LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 20_000, 0)
 _LONG_DIGITS = re.compile(rb"\d{19}")
 _ENCODER = msgspec.json.Encoder()
 
