@@ -153,7 +153,11 @@ class Service:
         future = replica.write_soon(batch)
         if future is None:
             return await self.run(replica.write, batch)
-        return replica.written(batch, await asyncio.wrap_future(future)).revision
+        result = await asyncio.wrap_future(future)
+        if not replica.table_free():
+            # the feed is applying a batch under the table lock: apply ours on a thread, not stall the loop
+            return (await self.run(replica.written, batch, result)).revision
+        return replica.written(batch, result).revision
 
     async def claim(self, steps: ClaimSteps[T]) -> T:
         """Claim steps (``Replica.select_steps``) driven on the loop: decided here, each commit handed to the
