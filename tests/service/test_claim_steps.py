@@ -20,7 +20,7 @@ import pytest
 from gantt.config import Config
 from gantt.model import GanttError, HostReport, NoValidHost
 from gantt.replica import Replica, audit
-from gantt.service.app import create_app
+from gantt.service.app import Service, create_app
 from tests.conftest import host_stats
 
 HOSTS, VCPUS = 3, 12
@@ -219,3 +219,49 @@ def test_a_report_written_while_the_feed_holds_the_table_is_applied_on_a_thread(
 def _release_later(done: threading.Event) -> None:
     done.wait(0.5)  # the request is answered (if at all) while the lock is held for this long
     done.set()
+
+
+
+def test_reading_the_feed_while_the_feed_holds_the_table_goes_on_on_a_thread(tmp_path: Path) -> None:
+    """``Service.sync`` (a release's answer reads the feed up to its own commit) reads and applies in place where
+    the store is local, but not while another thread holds the table lock: then on a handler thread."""
+    config = Config.from_dict({"gantt": {"seed": 5}})
+    replica = Replica.open(f"sqlite:///{tmp_path}/sync.sqlite", config)
+    try:
+        replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
+        synced_on: list[str] = []
+        sync = replica.sync
+
+        def noted() -> int:
+            synced_on.append(threading.current_thread().name)
+            return sync()
+
+        replica.sync = noted  # type: ignore[method-assign]
+        held, done = threading.Event(), threading.Event()
+
+        def feed_applying() -> None:
+            with replica.table.lock:
+                held.set()
+                done.wait(5)
+
+        async def run() -> int:
+            svc = Service(replica, config, None)
+            try:
+                free = await svc.sync()  # nobody holds the lock: in place
+                feed = threading.Thread(target=feed_applying)
+                feed.start()
+                assert held.wait(5)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(anyio.to_thread.run_sync, _release_later, done)
+                    busy = await svc.sync()
+                feed.join()
+                return busy - free
+            finally:
+                done.set()
+                svc.close()
+
+        assert anyio.run(run) == 0
+        assert synced_on[0] == threading.current_thread().name, synced_on
+        assert synced_on[1].startswith("gantt-handler"), synced_on
+    finally:
+        replica.close()

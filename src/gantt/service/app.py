@@ -188,7 +188,9 @@ class Service:
         """``replica.sync()``: in place where the store has its own writer (SQLite: one read of the head, then
         the feed from the file), else on a handler thread (etcd: a round trip)."""
         replica = self.replica
-        return replica.sync() if replica.reads_in_place else await self.run(replica.sync)
+        if replica.reads_in_place and replica.table_free():
+            return replica.sync()
+        return await self.run(replica.sync)  # nor while the feed applies under the table lock: not on the loop
 
     def close(self) -> None:
         if self.pool is not None:
