@@ -14,9 +14,11 @@ each, every one bounded in time and count:
 
 Printed as JSON: achieved report and placement rates, placement latency p50/p99 with and without the report
 stream, report latency, server CPU per report and per placement (from /proc, the server's process tree; the etcd
-members' apart), the CPU model and the load average before and after, and an audit of the store at the end (0
-nodes over capacity, 0 acknowledged claims missing). The HTTP client, the wait for the workers' replicas, the
-/proc readings and the base of a host's report are bench/http_api.py's.
+members' apart), each phase's ``server_cpu_wait_s`` (the server's threads runnable but waiting for a CPU: high
+beside a low rate, a busy machine; low beside little CPU used, a stall of the server's own), the CPU model and
+the load average before and after, and an audit of the store at the end (0 nodes over capacity, 0 acknowledged
+claims missing). The HTTP client, the wait for the workers' replicas, the /proc readings and the base of a host's
+report are bench/http_api.py's.
 """
 
 from __future__ import annotations
@@ -72,6 +74,31 @@ def report_stats(i: int, epoch: int) -> dict[str, Any]:
         "stats": {"failed_builds": "0", "num_proj_bench": "0", "num_vm_active": "0", "num_task_None": "0"},
     })
     return stats
+
+
+def cpu_wait_seconds(root: int) -> float:
+    """Seconds the threads of ``root`` and its descendants spent runnable but waiting for a CPU (Linux
+    schedstat; 0 elsewhere). Beside the CPU they used it tells a server starved by a busy machine (waits high)
+    from one that stalls on its own (a lock, a commit never answered: both low while requests wait)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    total = 0
+    for pid in parents:
+        p = pid
+        while p > 1 and p != root:
+            p = parents.get(p, 1)
+        if p != root:
+            continue
+        for task in Path(f"/proc/{pid}/task").glob("[0-9]*"):
+            try:
+                total += int((task / "schedstat").read_text().split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    return total / 1e9
 
 
 def load() -> list[float]:
@@ -277,6 +304,7 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
             stream.reset()
     report_rate = args.hosts / args.period
     before = {k: cpu_seconds(pid) for k, pid in pids.items()}
+    waited = cpu_wait_seconds(pids["server"])
     client = time.process_time()  # the load generator: one process drives both streams, and may be what limits
     started = time.perf_counter()
 
@@ -294,6 +322,7 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
     cpu = {k: round(cpu_seconds(pid) - before[k], 3) for k, pid in pids.items()}
     cpu["client"] = round(time.process_time() - client, 3)
     out: dict[str, Any] = {"phase": name, "seconds": round(time.perf_counter() - started, 3), "cpu_s": cpu,
+                           "server_cpu_wait_s": round(cpu_wait_seconds(pids["server"]) - waited, 3),
                            "load": load()}
     if placer is not None:
         out["placements"] = placer.figures(*results[0])

@@ -20,7 +20,7 @@ import pytest
 from gantt.config import Config
 from gantt.model import GanttError, HostReport, NoValidHost
 from gantt.replica import Replica, audit
-from gantt.service.app import create_app
+from gantt.service.app import Service, create_app
 from tests.conftest import host_stats
 
 HOSTS, VCPUS = 3, 12
@@ -136,3 +136,132 @@ def test_a_claim_on_the_loop_that_loses_its_node_revision_is_checked_again_and_l
     finally:
         on_loop.close()
         other.close()
+
+
+def test_a_committed_claim_applies_its_result_on_a_thread_while_the_feed_holds_the_table(tmp_path: Path) -> None:
+    """The commit lands while another thread (the feed applying a batch) holds the table lock: the steps ask for
+    a thread before applying the result instead of waiting for the lock where they are driven (the event loop,
+    whose every connection would wait too); driven on there, the result is applied."""
+    replica = Replica.open(f"sqlite:///{tmp_path}/held.sqlite", Config.from_dict({"gantt": {"seed": 5}}))
+    try:
+        replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
+        steps = replica.select_steps({"flavor": FLAVOR})
+        batch = steps.send(None)
+        assert batch.allocations, batch
+        result = replica.store.commit(batch)
+        held, done = threading.Event(), threading.Event()
+
+        def feed_applying() -> None:
+            with replica.table.lock:
+                held.set()
+                done.wait(5)
+
+        feed = threading.Thread(target=feed_applying)
+        feed.start()
+        try:
+            assert held.wait(5)
+            step = steps.send(result)  # without the glance: blocks on the lock until done, then finishes
+            assert step == "thread", step
+        finally:
+            done.set()
+            feed.join()
+        answer = replica.run_claims(steps)
+        consumer = answer[0][0].consumer_uuid
+        assert replica.table.allocation(consumer) is not None
+    finally:
+        replica.close()
+
+
+def test_a_report_written_while_the_feed_holds_the_table_is_applied_on_a_thread(tmp_path: Path) -> None:
+    """The same for a report (committed by SQLite's writer while the loop waits): its result is applied on a
+    handler thread while another thread holds the table lock, not on the loop, and the answer still comes."""
+    replica = Replica.open(f"sqlite:///{tmp_path}/report.sqlite", Config.from_dict({"gantt": {"seed": 5}}))
+    try:
+        replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
+        applied_on: list[str] = []
+        written = replica.written
+
+        def noted(batch: Any, result: Any) -> Any:
+            applied_on.append(threading.current_thread().name)
+            return written(batch, result)
+
+        replica.written = noted  # type: ignore[method-assign]
+        held, done = threading.Event(), threading.Event()
+
+        def feed_applying() -> None:
+            with replica.table.lock:
+                held.set()
+                done.wait(5)
+
+        async def run() -> httpx.Response:
+            transport = httpx.ASGITransport(app=create_app(replica))
+            async with httpx.AsyncClient(transport=transport, base_url="http://gantt") as http:
+                request = http.post("/v1/resource-stats", json={"name": "h0", "stats": host_stats(vcpus=8)})
+                async with anyio.create_task_group() as group:
+                    group.start_soon(anyio.to_thread.run_sync, _release_later, done)
+                    answer = await request
+                return answer
+
+        feed = threading.Thread(target=feed_applying)
+        feed.start()
+        try:
+            assert held.wait(5)
+            answer = anyio.run(run)
+        finally:
+            done.set()
+            feed.join()
+        assert answer.status_code == 200, answer.text
+        assert applied_on and applied_on[0].startswith("gantt-handler"), applied_on
+    finally:
+        replica.close()
+
+
+def _release_later(done: threading.Event) -> None:
+    done.wait(0.5)  # the request is answered (if at all) while the lock is held for this long
+    done.set()
+
+
+
+def test_reading_the_feed_while_the_feed_holds_the_table_goes_on_on_a_thread(tmp_path: Path) -> None:
+    """``Service.sync`` (a release's answer reads the feed up to its own commit) reads and applies in place where
+    the store is local, but not while another thread holds the table lock: then on a handler thread."""
+    config = Config.from_dict({"gantt": {"seed": 5}})
+    replica = Replica.open(f"sqlite:///{tmp_path}/sync.sqlite", config)
+    try:
+        replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
+        synced_on: list[str] = []
+        sync = replica.sync
+
+        def noted() -> int:
+            synced_on.append(threading.current_thread().name)
+            return sync()
+
+        replica.sync = noted  # type: ignore[method-assign]
+        held, done = threading.Event(), threading.Event()
+
+        def feed_applying() -> None:
+            with replica.table.lock:
+                held.set()
+                done.wait(5)
+
+        async def run() -> int:
+            svc = Service(replica, config, None)
+            try:
+                free = await svc.sync()  # nobody holds the lock: in place
+                feed = threading.Thread(target=feed_applying)
+                feed.start()
+                assert held.wait(5)
+                async with anyio.create_task_group() as group:
+                    group.start_soon(anyio.to_thread.run_sync, _release_later, done)
+                    busy = await svc.sync()
+                feed.join()
+                return busy - free
+            finally:
+                done.set()
+                svc.close()
+
+        assert anyio.run(run) == 0
+        assert synced_on[0] == threading.current_thread().name, synced_on
+        assert synced_on[1].startswith("gantt-handler"), synced_on
+    finally:
+        replica.close()

@@ -87,13 +87,30 @@ T = TypeVar("T")
 
 # A replica that has not read the change feed for this long answers /health with 503 "degraded".
 STALE_AFTER = 10.0
+
+
+def env_count(name: str, default: int, minimum: int) -> int:
+    """A whole-number tuning setting from the environment (README, "Tuning by environment"): one that is not a
+    whole number of at least ``minimum`` stops the start with a message naming it, never runs on a guess."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ValueError(f"{name}={raw!r}: expected a whole number of at least {minimum}")
+    return value
+
+
 # How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
 # that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http_api.py; GANTT_THREADS overrides it.
-THREADS = int(os.environ.get("GANTT_THREADS", "16"))
+THREADS = env_count("GANTT_THREADS", 16, 1)
 # Placements are decided on the event loop (``Service.claim``) up to this many rows, where a decision takes a
 # fraction of a millisecond; above, on a handler thread, where numpy's long passes release the GIL and the loop
 # goes on reading other requests meanwhile.
-LOOP_DECISION_ROWS = int(os.environ.get("GANTT_LOOP_DECISION_ROWS", "20000"))
+LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 20_000, 0)
 _LONG_DIGITS = re.compile(rb"\d{19}")
 _ENCODER = msgspec.json.Encoder()
 
@@ -136,7 +153,11 @@ class Service:
         future = replica.write_soon(batch)
         if future is None:
             return await self.run(replica.write, batch)
-        return replica.written(batch, await asyncio.wrap_future(future)).revision
+        result = await asyncio.wrap_future(future)
+        if not replica.table_free():
+            # the feed is applying a batch under the table lock: apply ours on a thread, not stall the loop
+            return (await self.run(replica.written, batch, result)).revision
+        return replica.written(batch, result).revision
 
     async def claim(self, steps: ClaimSteps[T]) -> T:
         """Claim steps (``Replica.select_steps``) driven on the loop: decided here, each commit handed to the
@@ -167,7 +188,9 @@ class Service:
         """``replica.sync()``: in place where the store has its own writer (SQLite: one read of the head, then
         the feed from the file), else on a handler thread (etcd: a round trip)."""
         replica = self.replica
-        return replica.sync() if replica.reads_in_place else await self.run(replica.sync)
+        if replica.reads_in_place and replica.table_free():
+            return replica.sync()
+        return await self.run(replica.sync)  # nor while the feed applies under the table lock: not on the loop
 
     def close(self) -> None:
         if self.pool is not None:
