@@ -454,28 +454,18 @@ class Engine:
         ranking: each picked score is overwritten with -inf (a copy would cost a pass over every row).
         A ranking with ``exact`` verdicts (filters that refine) skips the rows that fail them, so the subset and
         the alternates are those of the exact candidates, in the same order; only the rows walked are checked.
-        A ranking of the best candidates only (``more``) is walked as far as it goes, then the full ranking from
-        where it ended.
         """
         fs = self.config.filter_scheduler
         score = ranking.score
         rows = ranking.rows
-        offset = ranking.offset
         remaining = ranking.count
         exact = ranking.exact
-        more = ranking.more
-        listed = len(score) if more is not None else -1  # positions of the partial ranking not yet picked
-        taken: list[int] = []  # rows picked from the partial ranking
-        batch = fs.host_subset_size + self.config.scheduler.max_attempts
-        head: list[tuple[int, float]] = []  # (row, weight without the offset)
+        head: list[tuple[int, float]] = []  # (position in score, weight)
 
-        def row_of(i: int) -> int:
-            return int(rows[i]) if rows is not None else i
+        def passes(i: int) -> bool:
+            return exact is None or exact(int(rows[i]) if rows is not None else i)
 
-        def passes(row: int) -> bool:
-            return exact is None or exact(row)
-
-        if fs.shuffle_best_same_weighed_hosts and remaining and more is None:
+        if fs.shuffle_best_same_weighed_hosts and remaining:
             ties = np.flatnonzero(score == score.max())
             take = min(len(ties), fs.host_subset_size + self.config.scheduler.max_attempts + 4)
             # Sampling positions in a range draws as sampling the list would (same picks, same generator state),
@@ -486,54 +476,23 @@ class Engine:
                 weight = float(score[i])
                 score[i] = -np.inf
                 remaining -= 1
-                if passes(row_of(i)):
-                    head.append((row_of(i), weight))
+                if passes(i):
+                    head.append((i, weight))
                 if len(head) >= take:
                     break
-        best = _best_first(score, batch)
-
-        def advance() -> tuple[int, float] | None:
-            """The next (row, weight) in rank order, marked as picked; None when every candidate was."""
-            nonlocal score, rows, offset, remaining, more, listed, best
-            if remaining <= 0:
-                return None
-            if listed == 0:
-                assert more is not None
-                full = more()
-                more, listed = None, -1
-                score, rows = full.score, full.rows
-                if full.offset != offset:  # the table moved between the two rankings: name weights as now
-                    offset = full.offset
-                gone = np.asarray(taken, dtype=np.intp)
-                if rows is not None:
-                    at = np.searchsorted(rows, gone).clip(0, max(len(rows) - 1, 0))
-                    gone = at[rows[at] == gone] if len(rows) else gone[:0]
-                else:
-                    gone = gone[gone < len(score)]
-                before = int(np.count_nonzero(score[gone] > -np.inf))
-                score[gone] = -np.inf
-                remaining = full.count - before
-                best = _best_first(score, batch)
-                if remaining <= 0:
-                    return None
+        best = _best_first(score, fs.host_subset_size + self.config.scheduler.max_attempts)
+        while len(head) < fs.host_subset_size and remaining > 0:
             i = next(best)
             weight = float(score[i])
-            if weight == -np.inf:
-                return None
             score[i] = -np.inf
             remaining -= 1
-            row = row_of(i)
-            if listed > 0:
-                listed -= 1
-                taken.append(row)
-            return row, weight
+            if passes(i):
+                head.append((i, weight))
 
-        while len(head) < fs.host_subset_size:
-            picked = advance()
-            if picked is None:
-                break
-            if passes(picked[0]):
-                head.append(picked)
+        offset = ranking.offset
+
+        def emit(i: int, score: float) -> tuple[int, float]:
+            return (int(rows[i]) if rows is not None else i), score + offset
 
         if head:
             subset = head[: fs.host_subset_size]
@@ -542,44 +501,46 @@ class Engine:
             first = subset[self.rng.randrange(len(subset))]
             if first in head:
                 head.remove(first)
-            else:  # a tie of the subset's last weight from beyond it (_my_share): picked, as advance() marks
-                at = first[0] if rows is None else int(np.searchsorted(rows, first[0]))
-                score[at] = -np.inf
+            else:  # a tie of the subset's last weight from beyond it (_my_share)
+                score[first[0]] = -np.inf
                 remaining -= 1
-            yield first[0], first[1] + offset
-        for row, weight in head:
-            yield row, weight + offset
-        while True:
-            picked = advance()
-            if picked is None:
+            yield emit(*first)
+        for i, weight in head:
+            yield emit(i, weight)
+        while remaining > 0:
+            i = next(best)
+            weight = float(score[i])
+            if weight == -np.inf:
                 return
-            if passes(picked[0]):
-                yield picked[0], picked[1] + offset
+            score[i] = -np.inf
+            remaining -= 1
+            if passes(i):
+                yield emit(i, weight)
 
     def _my_share(self, subset: list[tuple[int, float]], score: np.ndarray, rows: np.ndarray | None,
                   passes: Callable[[int], bool]) -> list[tuple[int, float]]:
-        """This instance's share of Nova's subset of (row, weight) (``[gantt] subset_slot``): its members whose host
-        hashes to this slot, and in place of each member of another slot at the subset's last weight, a node of this
-        slot tied with it from beyond the subset. Nova orders equal weights as its host manager lists the hosts,
-        which is arbitrary: a subset holding those ties instead is one Nova could have formed. Empty: none of this
-        slot. ``score`` is the whole ranking (the ranker keeps no partial one when slots are on)."""
+        """This instance's share of Nova's subset (``[gantt] subset_slot``): its members whose host hashes to this
+        slot, and in place of each member of another slot at the subset's last weight, a node of this slot tied
+        with it from beyond the subset. Nova orders equal weights as its host manager lists the hosts, which is
+        arbitrary: a subset holding those ties instead is one Nova could have formed. Empty: none of this slot."""
         mine = self._slot_rows()
 
-        def is_mine(row: int) -> bool:
+        def is_mine(i: int) -> bool:
+            row = int(rows[i]) if rows is not None else i
             return row < len(mine) and bool(mine[row])
 
-        share = [(row, w) for row, w in subset if is_mine(row)]
+        share = [(i, w) for i, w in subset if is_mine(i)]
         last = min(w for _, w in subset)
-        wanted = sum(1 for row, w in subset if w == last and not is_mine(row))
+        wanted = sum(1 for i, w in subset if w == last and not is_mine(i))
         if not wanted:
             return share
         ties = np.flatnonzero(score == last)  # the subset's own members are -inf by now
         at = rows[ties] if rows is not None else ties
         ok = at < len(mine)
         ok[ok] = mine[at[ok]]
-        for row in at[ok].tolist():
-            if passes(row):
-                share.append((row, last))
+        for i in ties[ok].tolist():
+            if passes(i):
+                share.append((i, last))
                 wanted -= 1
                 if not wanted:
                     return share
@@ -587,8 +548,8 @@ class Engine:
             return share
         # None of this slot left at these weights (this instance ran ahead of the others): the others' nodes, but
         # drawn from all the ties rather than the first rows, where the others' own picks are.
-        drawn = [int(at[j]) for j in self.rng.sample(range(len(at)), min(len(at), len(subset)))]
-        return [(row, last) for row in drawn if passes(row)]
+        drawn = [int(ties[j]) for j in self.rng.sample(range(len(ties)), min(len(ties), len(subset)))]
+        return [(i, last) for i in drawn if passes(i)]
 
     def _slot_rows(self) -> np.ndarray:
         """Per row: does its host hash to this instance's slot. A hash of the name, not the row number, so that

@@ -208,24 +208,6 @@ class Liveness:
         return mask
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Universe:
-    """The rows a request class's derived lists are kept for, where the whole table's would not answer (a zone,
-    a flavor that fits a minority of the nodes).
-
-    ``mask`` is what a list is built from: the class's static mask and the request's resource fit. A row outside
-    it may enter it later only by a change the journal records (a fit changes with usage or inventories), so a
-    list catches up as the whole table's does: a changed row joins when it is more extreme than the list's bound
-    and ``members`` (the static mask, fixed for the static revision; None: any row) holds it. ``since`` is the
-    journal position before ``mask`` was read: a list built from it catches up from there, so a row that changed
-    while the mask was read is looked at again."""
-
-    key: Hashable
-    mask: np.ndarray
-    members: np.ndarray | None
-    since: int
-
-
 @dataclass(slots=True, eq=False)  # found in its list by identity: a field-wise == would compare arrays
 class _Shortlist:
     static_revision: int
@@ -250,50 +232,26 @@ class ColumnBounds:
     candidates, which also answers the query. A few lists per column serve requests whose candidates differ.
     """
 
-    def __init__(self, size: int = 256, lists: int = 3, universes: int = 64) -> None:
+    def __init__(self, size: int = 256, lists: int = 3) -> None:
         self.size = size
         self.lists = lists
-        self.universes = universes
-        # one lock per (column, direction, universe): concurrent decisions wait only for the same list
-        self._locks: dict[tuple[str, bool, Hashable], threading.Lock] = {}
-        self._entries: OrderedDict[tuple[str, bool, Hashable], list[_Shortlist]] = OrderedDict()
-        self._lock = threading.Lock()
-        # (static revision, rows, journal position) at which a universe's list could not be built (too many of
-        # its rows lie beyond its candidates): not tried again until a number of rows changed
-        self._failed: dict[tuple[str, bool, Hashable], tuple[int, int, int]] = {}
+        # one lock per (column, direction): concurrent decisions on one table wait only for the same list
+        self._locks: dict[tuple[str, bool], threading.Lock] = {}
+        self._entries: dict[tuple[str, bool], list[_Shortlist]] = {}
 
     def get(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool, n: int,
-            static_revision: int, journal: RowJournal, universe: Universe | None = None) -> float | None:
+            static_revision: int, journal: RowJournal) -> float | None:
         """The candidates' extreme of ``column`` (``mask`` marks candidates), or None for a small table or no
-        candidates. With a ``universe`` holding the candidates, the whole table's lists are asked first, then
-        lists of that universe alone."""
-        if n <= SMALL_TABLE:
+        candidates."""
+        if n <= self.size * 8:
             return None  # a small table: a full pass costs as little
-        if universe is not None:  # the whole table's lists often answer for a class too (they are not built here)
-            best = self._lookup((name, highest, None), column, mask, highest, n, static_revision, journal, None,
-                                build=False)
-            if best is not None:
-                return best
-        return self._lookup((name, highest, universe.key if universe is not None else None), column, mask,
-                            highest, n, static_revision, journal, universe)
-
-    def _lookup(self, key: tuple[str, bool, Hashable], column: np.ndarray, mask: np.ndarray, highest: bool,
-                n: int, static_revision: int, journal: RowJournal, universe: Universe | None, *,
-                build: bool = True) -> float | None:
-        with self._lock:
-            lock = self._locks.setdefault(key, threading.Lock())
-            lists = self._entries.setdefault(key, [])
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.universes * 8:
-                old, _ = self._entries.popitem(last=False)
-                self._locks.pop(old, None)
-                self._failed.pop(old, None)
-        with lock:
+        key = (name, highest)
+        with self._locks.setdefault(key, threading.Lock()):
             seq = journal.seq
+            lists = self._entries.setdefault(key, [])
             for entry in list(lists):
                 if (entry.static_revision != static_revision or entry.n != n
-                        or not self._catch_up(entry, column, journal, seq, highest,
-                                              universe.members if universe is not None else None)):
+                        or not self._catch_up(entry, column, journal, seq, highest)):
                     lists.remove(entry)
                     continue
                 values = entry.values[mask[entry.rows]]
@@ -304,50 +262,32 @@ class ColumnBounds:
                             lists.remove(entry)
                             lists.insert(0, entry)
                         return best
-            if not build:
-                return None
-            failed = self._failed.get(key) if universe is not None else None
-            if failed is not None and failed[:2] == (static_revision, n) and seq - failed[2] < 4 * self.size:
-                return None  # no list could be built for this universe lately: the caller gathers the candidates
-            built, best = self._build(column, mask, highest=highest, n=n, static_revision=static_revision,
-                                      seq=min(seq, universe.since) if universe is not None else seq,
-                                      inside=universe.mask if universe is not None else None)
+            built, best = self._build(column, mask, highest=highest, n=n, static_revision=static_revision, seq=seq)
             if built is not None:
                 lists.insert(0, built)
                 del lists[self.lists:]
-            elif universe is not None:
-                self._failed[key] = (static_revision, n, seq)
             return best
 
     def _catch_up(self, entry: _Shortlist, column: np.ndarray, journal: RowJournal, seq: int,
-                  highest: bool, members: np.ndarray | None = None) -> bool:
+                  highest: bool) -> bool:
         """Apply the rows changed since the entry's position; False when it is better rebuilt."""
         if entry.seq == seq:
             return True
         changed = journal.since(entry.seq, seq)
-        if changed is None:
+        if changed is None or len(changed) > self.size:
             return False
+        # A handful of rows per decision: a Python loop beats a dozen numpy calls on tiny arrays.
         position = entry.position
         values = entry.values
         bound = entry.bound
         joiners: list[tuple[int, float]] = []
-        if len(changed) > LOOP_ROWS:
-            at, found, rows, current = _split_changed(entry.rows, changed, column)
-            values[at] = current[found]
-            rows, current = rows[~found], current[~found]
-            beyond = current > bound if highest else current < bound
-            if members is not None:
-                beyond &= members[rows]
-            joiners = list(zip(rows[beyond].tolist(), current[beyond].tolist(), strict=True))
-            changed = changed[:0]
-        # A handful of rows per decision: a Python loop beats a dozen numpy calls on tiny arrays.
         for row in changed.tolist():
             value = float(column[row])
             at = position.get(row)
             if at is not None:
                 if at >= 0:
                     values[at] = value
-            elif (value > bound if highest else value < bound) and (members is None or members[row]):
+            elif value > bound if highest else value < bound:
                 position[row] = -1  # joins below; a row changed twice joins once, with its latest value
                 joiners.append((row, value))
         if joiners:
@@ -364,9 +304,8 @@ class ColumnBounds:
         return True
 
     def _build(self, column: np.ndarray, mask: np.ndarray, *, highest: bool, n: int, static_revision: int,
-               seq: int, inside: np.ndarray | None = None) -> tuple[_Shortlist | None, float | None]:
-        """A shortlist for these candidates (None when too many other rows lie beyond them), and their extreme;
-        with ``inside``, only rows it marks are listed or counted beyond."""
+               seq: int) -> tuple[_Shortlist | None, float | None]:
+        """A shortlist for these candidates (None when too many other rows lie beyond them), and their extreme."""
         values = column[:n]
         candidates = mask[:n]
         count = int(np.count_nonzero(candidates))
@@ -376,14 +315,11 @@ class ColumnBounds:
         best = float(shadow.max() if highest else shadow.min())
         k = min(self.size, count)
         if highest:
-            bound = kth_highest(shadow, k)
-            outside = values > bound
+            bound = float(np.partition(shadow, n - k)[n - k])
+            beyond = np.flatnonzero(values > bound)
         else:
-            bound = -kth_highest(-shadow, k)
-            outside = values < bound
-        if inside is not None:
-            outside &= inside[:n]
-        beyond = np.flatnonzero(outside)
+            bound = float(np.partition(shadow, k - 1)[k - 1])
+            beyond = np.flatnonzero(values < bound)
         if len(beyond) > 4 * self.size:
             return None, best
         wanted = k - int(np.count_nonzero(candidates[beyond]))
@@ -424,12 +360,6 @@ class WeightedSums:
             journal: RowJournal, rows: np.ndarray | None, copy: bool = True) -> np.ndarray:
         """A new array: the sum over every live row, or over ``rows`` only (in that order) when given. Without
         ``copy`` (and ``rows``), the kept sum itself, to read at once: a later call patches it in place."""
-        return self.kept(key, terms, n=n, static_revision=static_revision, journal=journal, rows=rows,
-                         copy=copy)[0]
-
-    def kept(self, key: Hashable, terms: list[SumTerm], *, n: int, static_revision: int,
-             journal: RowJournal, rows: np.ndarray | None = None, copy: bool = False) -> tuple[np.ndarray, int]:
-        """``get``, with the journal position the sum is current to."""
         with self._lock:
             seq = journal.seq
             entry = self._entries.get(key)
@@ -444,8 +374,8 @@ class WeightedSums:
                 self._entries.popitem(last=False)
             total = entry.total
             if rows is not None:
-                return total.take(rows), entry.seq
-            return (total.copy() if copy else total), entry.seq
+                return total.take(rows)
+            return total.copy() if copy else total
 
     @staticmethod
     def _catch_up(entry: _Sum, terms: list[SumTerm], journal: RowJournal, seq: int) -> bool:
@@ -458,200 +388,6 @@ class WeightedSums:
             entry.total[changed] = weighted_sum(terms, changed)
         entry.seq = seq
         return True
-
-
-@dataclass(slots=True, eq=False)
-class _Top:
-    static_revision: int
-    n: int
-    seq: int  # journal position up to which ``values`` is current
-    rows: np.ndarray  # listed rows
-    values: np.ndarray  # their current sums
-    position: dict[int, int]  # row -> index in ``rows``
-    # No unlisted row of the universe ranks above (value, row): each has a lower value, or the same value and a
-    # higher row number (the rank order: highest sum first, the lower row among equals, as repeated argmax).
-    value: float
-    row: int
-
-
-class TopScores:
-    """The best rows of a kept weighted sum within a universe (a request class's static mask), patched from the
-    journal, so that a decision reads the few rows it may pick instead of passing over every row.
-
-    A list holds the ``size`` best rows of the universe when built, with the boundary (value, row) of the last
-    one. A changed listed row gets its new value; a changed unlisted row of the universe that now ranks above the
-    boundary joins. The listed rows that still rank above the boundary are then in rank order ahead of every
-    unlisted row: the best candidates among them are the best candidates of the universe. A claim moves its
-    row's sum down (a spreading weigher), so rows fall below the boundary one by one; when fewer than a decision
-    needs remain above it, the list is built again.
-    """
-
-    def __init__(self, size: int = 1024, keep: int = 32) -> None:
-        self.size = size
-        self.keep = keep
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[Hashable, _Top] = OrderedDict()
-        # (static revision, rows, journal position) at which a fresh list held too few candidates (a class whose
-        # other filters remove most of its best rows): not built again until a number of rows changed
-        self._failed: dict[Hashable, tuple[int, int, int]] = {}
-
-    def get(self, key: Hashable, total: np.ndarray, seq: int, universe: Universe | None, mask: np.ndarray,
-            need: int, *, n: int, static_revision: int,
-            journal: RowJournal) -> tuple[np.ndarray, np.ndarray] | None:
-        """(rows, sums) of the candidates (``mask``, within ``universe`` when given) that rank above every
-        candidate not returned, rows ascending; at least ``need`` of them, else None. ``total`` is the kept sum
-        ``key`` names, current to journal position ``seq``. The whole table's list is asked first."""
-        with self._lock:
-            found = self._lookup((key, None), total, seq, None, mask, need, n, static_revision, journal,
-                                 build=universe is None)
-            if found is not None or universe is None:
-                return found
-            return self._lookup((key, universe.key), total, seq, universe, mask, need, n, static_revision, journal)
-
-    def _lookup(self, key: Hashable, total: np.ndarray, seq: int, universe: Universe | None, mask: np.ndarray,
-                need: int, n: int, static_revision: int, journal: RowJournal, *,
-                build: bool = True) -> tuple[np.ndarray, np.ndarray] | None:
-        members = universe.members if universe is not None else None
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._entries.move_to_end(key)
-            if (entry.static_revision != static_revision or entry.n != n
-                    or not self._catch_up(entry, total, seq, members, journal)):
-                entry = None
-                del self._entries[key]
-        found = self._query(entry, mask, need) if entry is not None else None
-        if found is None and build:
-            failed = self._failed.get(key)
-            if failed is not None and failed[:2] == (static_revision, n) and seq - failed[2] < self.size:
-                return None  # a list built lately held too few candidates: the caller ranks every row
-            entry = self._build(total, universe.mask if universe is not None else None, n=n,
-                                static_revision=static_revision,
-                                seq=min(seq, universe.since) if universe is not None else seq)
-            self._entries[key] = entry
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.keep:
-                self._entries.popitem(last=False)
-            found = self._query(entry, mask, need)
-            if found is None:
-                if len(self._failed) >= 4 * self.keep:
-                    self._failed.clear()
-                self._failed[key] = (static_revision, n, seq)
-        return found
-
-    @staticmethod
-    def _query(entry: _Top, mask: np.ndarray, need: int) -> tuple[np.ndarray, np.ndarray] | None:
-        rows = entry.rows
-        values = entry.values
-        ok = mask[rows] & ((values > entry.value) | ((values == entry.value) & (rows <= entry.row)))
-        picked = np.flatnonzero(ok)
-        if len(picked) < need:
-            return None
-        chosen = rows[picked]
-        order = np.argsort(chosen, kind="stable")
-        return chosen[order], values[picked[order]]
-
-    def _catch_up(self, entry: _Top, total: np.ndarray, seq: int, members: np.ndarray | None,
-                  journal: RowJournal) -> bool:
-        if entry.seq == seq:
-            return True
-        if seq < entry.seq:
-            return False  # the kept sum was rebuilt behind this list's position: rebuild the list too
-        changed = journal.since(entry.seq, seq)
-        if changed is None:
-            return False
-        position = entry.position
-        values = entry.values
-        joiners: dict[int, float] = {}
-        if len(changed) > LOOP_ROWS:
-            at, found, rows, current = _split_changed(entry.rows, changed, total)
-            values[at] = current[found]
-            rows, current = rows[~found], current[~found]
-            beats = (current > entry.value) | ((current == entry.value) & (rows < entry.row))
-            if members is not None:
-                beats &= members[rows]
-            joiners = dict(zip(rows[beats].tolist(), current[beats].tolist(), strict=True))
-            changed = changed[:0]
-        for row in changed.tolist():
-            value = float(total[row])
-            at = position.get(row)
-            if at is not None:
-                values[at] = value
-            elif (members is None or members[row]) and (
-                    value > entry.value or (value == entry.value and row < entry.row)):
-                joiners[row] = value
-        if joiners:
-            if len(entry.rows) + len(joiners) > 2 * self.size:
-                return False
-            start = len(entry.rows)
-            latest = {row: float(total[row]) for row in joiners}
-            entry.rows = np.concatenate((entry.rows, np.fromiter(latest, dtype=np.intp, count=len(latest))))
-            entry.values = np.concatenate((values, np.fromiter(latest.values(), dtype=np.float64,
-                                                               count=len(latest))))
-            for k, row in enumerate(latest):
-                position[row] = start + k
-        entry.seq = seq
-        return True
-
-    def _build(self, total: np.ndarray, universe: np.ndarray | None, *, n: int, static_revision: int,
-               seq: int) -> _Top:
-        values = total[:n]
-        inside = universe[:n] if universe is not None else None
-        count = n if inside is None else int(np.count_nonzero(inside))
-        k = self.size
-        if count <= k:  # the whole universe is listed: nothing ranks outside it
-            rows = np.flatnonzero(inside) if inside is not None else np.arange(n, dtype=np.intp)
-            listed = values[rows]
-            return _Top(static_revision, n, seq, rows, listed.copy(), {r: i for i, r in enumerate(rows.tolist())},
-                        -np.inf, -1)
-        shadow = np.where(inside, values, -np.inf) if inside is not None else values
-        kth = kth_highest(shadow, k)
-        near = np.flatnonzero(shadow >= kth)
-        near_values = shadow[near]
-        above = near[near_values > kth]
-        ties = near[near_values == kth][: k - len(above)]  # ascending: the lowest rows among equals
-        rows = np.concatenate((above, ties))
-        return _Top(static_revision, n, seq, rows, values[rows].copy(), {r: i for i, r in enumerate(rows.tolist())},
-                    kth, int(ties[-1]))
-
-
-SMALL_TABLE = 2048  # rows up to which ColumnBounds keeps no lists (a full pass costs as little)
-LOOP_ROWS = 64  # changed rows up to which a list catches up in a Python loop (beyond: vectorized)
-
-
-def _split_changed(listed: np.ndarray, changed: np.ndarray,
-                   column: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """For a list's rows and the journal's changed rows: (positions in the list of the changed rows it holds,
-    which of the distinct changed rows it holds, the distinct changed rows, their current values)."""
-    rows = np.unique(changed)
-    current = column[rows]
-    if not len(listed):
-        return np.zeros(0, dtype=np.intp), np.zeros(len(rows), dtype=np.bool_), rows, current
-    order = np.argsort(listed, kind="stable")
-    ranked = listed[order]
-    where = np.minimum(np.searchsorted(ranked, rows), len(ranked) - 1)
-    found = ranked[where] == rows
-    return order[where[found]], found, rows, current
-
-
-KTH_BLOCK = 256  # rows per block when the k-th highest value is narrowed down with block maxima
-
-
-def kth_highest(values: np.ndarray, k: int) -> float:
-    """The k-th highest of the values above -inf (at least k of them; -inf marks rows left out).
-
-    ``np.partition`` of a whole column costs 30 ms at 1,000,000 rows, and 200 ms when most of it is -inf. The
-    k-th highest of the blocks' maxima is a floor: k rows reach it, so the k-th highest value does too; only the
-    rows at or above it are partitioned."""
-    n = len(values)
-    full = n - n % KTH_BLOCK
-    if full >= k * KTH_BLOCK:
-        maxima = values[:full].reshape(-1, KTH_BLOCK).max(axis=1)
-        floor = float(np.partition(maxima, len(maxima) - k)[len(maxima) - k])
-        if floor > -np.inf:
-            near = values[values >= floor]
-            return float(np.partition(near, len(near) - k)[len(near) - k])
-    finite = values[values > -np.inf]
-    return float(np.partition(finite, len(finite) - k)[len(finite) - k])
 
 
 def weighted_sum(terms: list[SumTerm], rows: Rows) -> np.ndarray:

@@ -19,8 +19,7 @@ import numpy as np
 from gantt import filters as filter_pkg
 from gantt import weighers as weigher_pkg
 from gantt.config import Config
-from gantt.filters.placement import ResourceFilter
-from gantt.journal import SumTerm, Universe
+from gantt.journal import SumTerm
 from gantt.model import Explanation, FilterStep, NearestMiss
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -32,12 +31,6 @@ if TYPE_CHECKING:
 
 # Request classes whose combined static mask is kept: one byte per row each (32 MB at 1,000,000 rows).
 COMBINED_CLASSES = 32
-# Candidates a decision's ranking of the best few (Ranker._score_top) holds beyond the subset and the
-# alternates: claims that lose a race and alternates skipped (same host, no longer fitting) use them up.
-TOP_SLACK = 16
-
-# Per weigher: (weigher, usage column or None, raw values, multiplier (scalar or per row), lo, hi).
-_Term = tuple[Weigher, "str | None", np.ndarray, "float | np.ndarray", float, float]
 
 
 @dataclass(slots=True)
@@ -63,9 +56,6 @@ class Ranking:
     # and this is the exact verdict per row, which the engine asks before it picks or offers a row. The weights
     # are exact all the same: every weigher's extremes over the mask are held by rows that pass (see _settle).
     exact: Callable[[int], bool] | None = None
-    # A ranking of the best candidates only (``rows``, fewer than ``count``): the full ranking, should the engine
-    # walk past them. Every candidate not in ``rows`` ranks below each of them.
-    more: Callable[[], Ranking] | None = None
 
     def candidate_rows(self) -> np.ndarray:
         return self.rows if self.rows is not None else np.flatnonzero(self.mask)
@@ -220,7 +210,6 @@ class Ranker:
     def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None, lazy: bool) -> Ranking:
         table = self.table
         n = table.n
-        since = table.journal_seq  # before any usage mask is read (see journal.Universe)
         steps, forced = self._preselect(ctx)
         limits: dict[str, np.ndarray] = {}
         checks: list[Callable[[int], bool]] = []
@@ -251,58 +240,12 @@ class Ranker:
         for i, (_, m) in enumerate(steps):
             if m is not None and i not in static_steps:
                 np.logical_and(mask, m[:n], out=mask)
-        ranking = None
         if checks:
             ranking = self._settle(ctx, mask, steps, limits, checks)
-        elif lazy and contributions is None and not self.config.filter_scheduler.shuffle_best_same_weighed_hosts \
-                and self.config.gantt.subset_slots == 1:  # slots look for ties among every candidate (Engine._my_share)
-            ranking = self._score_top(ctx, mask, steps, limits, (tuple(static_keys), combined), since)
-        if ranking is None:
+        else:
             ranking = self._score(ctx, mask, steps, limits, contributions)
         ranking.applied = tuple(applied)
         return ranking
-
-    def _score_top(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
-                   limits: dict[str, np.ndarray], static: tuple[tuple[Any, ...], np.ndarray | None],
-                   since: int) -> Ranking | None:
-        """A decision's ranking of the best candidates only, when the table keeps them (``HostTable.top_scores``):
-        no pass over every row's weight. ``rows`` are the best candidates, in row order; ``count`` is every
-        candidate's, and ``more`` gives the full ranking should the engine walk past them. None when the kept
-        lists cannot answer (a small table, weighers that are not plain usage columns): ``_score`` then does."""
-        table = self.table
-        n = table.n
-        if n < table.patch_min_rows:
-            return None
-        count = int(np.count_nonzero(mask))
-        if count <= 1:
-            return None
-        universe = None
-        if count * 3 < n:
-            # Few candidates (a zone, a large flavor): the whole table's lists rarely hold their extremes or their
-            # best; lists of their own are kept for the class's static rows that fit the request's resources.
-            fit = next((m for name, m in steps if name == ResourceFilter.name), None)
-            parts = [m[:n] for m in (static[1], fit) if m is not None]
-            if parts:
-                rows = parts[0] if len(parts) == 1 else np.logical_and(parts[0], parts[1])
-                fit_key = tuple(sorted(ctx.resources.items())) if fit is not None else None
-                universe = Universe((static[0], fit_key), rows, static[1], since)
-        extremes = _Extremes(table, mask, None, universe)
-        terms = self._terms(ctx, extremes, None)
-        if not terms or not all(c for _, c, _, _, _, _ in terms):
-            return None
-        key, sum_terms, offset = _sum_key(terms)
-        fs = self.config.filter_scheduler
-        need = min(count, fs.host_subset_size + self.config.scheduler.max_attempts + TOP_SLACK)
-        top = table.top_scores(key, sum_terms, universe, mask, need)
-        if top is None:
-            return None
-        rows, score = top
-
-        def more() -> Ranking:
-            return self._score(ctx, mask, steps, limits, None)
-
-        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset,
-                       more=more)
 
     def _score(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
                limits: dict[str, np.ndarray], contributions: dict[str, np.ndarray] | None,
@@ -386,7 +329,23 @@ class Ranker:
         """
         table = self.table
         mask = extremes.mask
-        terms = self._terms(ctx, extremes, bounds_seen)
+        terms: list[tuple[Weigher, str | None, np.ndarray, float | np.ndarray, float, float]] = []
+        for weigher in self.weighers:
+            multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
+            if isinstance(multiplier, float) and multiplier == 0.0:
+                continue
+            raw = weigher.raw(table, ctx, mask)
+            if raw is None:
+                continue
+            column = weigher.usage_column
+            bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, column)
+            if bounds is None:
+                continue  # Nova: every candidate equal -> every normalized weight 0
+            if bounds_seen is not None:
+                bounds_seen.append((raw, bounds[0] if weigher.minval is None else None,
+                                    bounds[1] if weigher.maxval is None else None))
+            raw, column = _clamped(extremes, raw, column, weigher.minval, weigher.maxval, bounds)
+            terms.append((weigher, column, raw, multiplier, *bounds))
         size = len(rows) if rows is not None else table.n
         if not terms:
             return np.zeros(size), 0.0, False
@@ -394,8 +353,19 @@ class Ranker:
         if contributions is None and all(c for _, c, _, _, _, _ in terms):
             # The same arithmetic as the loop below, kept per row across decisions (``HostTable.weighted_sum``). A
             # per-row multiplier only moves with static state, which the kept sums are tied to.
-            key, sum_terms, offset = _sum_key(terms)
-            return table.weighted_sum(key, sum_terms, rows, copy=False), offset, rows is None
+            key: list[tuple[Any, ...]] = []
+            sum_terms: list[SumTerm] = []
+            for weigher, column, raw, multiplier, lo, hi in terms:
+                if isinstance(multiplier, float):
+                    factor = multiplier / (hi - lo)
+                    key.append((column, factor))
+                    sum_terms.append((raw, factor, lo, None))
+                    offset -= lo * factor
+                else:
+                    factor = 1.0 / (hi - lo)
+                    key.append((column, weigher.name, lo, factor))
+                    sum_terms.append((raw, factor, lo, multiplier))
+            return table.weighted_sum(tuple(key), sum_terms, rows, copy=False), offset, rows is None
         score = np.zeros(size)
         scratch = np.empty(size)
         for weigher, _, raw, multiplier, lo, hi in terms:
@@ -418,31 +388,6 @@ class Ranker:
                 if contributions is not None:
                     contributions[weigher.name] = _aligned(scratch.copy(), rows, mask)
         return score, offset, False
-
-    def _terms(self, ctx: RequestContext, extremes: _Extremes,
-               bounds_seen: list[tuple[np.ndarray, float | None, float | None]] | None) -> list[_Term]:
-        """Per weigher that separates the candidates: (weigher, usage column or None, raw values, multiplier,
-        lo, hi)."""
-        table = self.table
-        mask = extremes.mask
-        terms: list[_Term] = []
-        for weigher in self.weighers:
-            multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
-            if isinstance(multiplier, float) and multiplier == 0.0:
-                continue
-            raw = weigher.raw(table, ctx, mask)
-            if raw is None:
-                continue
-            column = weigher.usage_column
-            bounds = extremes.bounds(raw, weigher.minval, weigher.maxval, column)
-            if bounds is None:
-                continue  # Nova: every candidate equal -> every normalized weight 0
-            if bounds_seen is not None:
-                bounds_seen.append((raw, bounds[0] if weigher.minval is None else None,
-                                    bounds[1] if weigher.maxval is None else None))
-            raw, column = _clamped(extremes, raw, column, weigher.minval, weigher.maxval, bounds)
-            terms.append((weigher, column, raw, multiplier, *bounds))
-        return terms
 
     def explain(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> Explanation:
         """Filter by filter, how many nodes each step removed; the nearest misses; the reason to report (the
@@ -494,13 +439,10 @@ class _Extremes:
     - otherwise the column is copied into a scratch buffer with the excluded rows set to a value that cannot win.
     """
 
-    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None,
-                 universe: Universe | None = None) -> None:
+    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None) -> None:
         self.table = table
         self.mask = mask
         self.rows = rows
-        self.universe = universe  # rows of the request's class holding every candidate, with lists of its own
-        self._gather: np.ndarray | None = None  # the candidates' row numbers, once gathered
         self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
@@ -529,13 +471,11 @@ class _Extremes:
         lo, hi = minval, maxval
         if column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
             if lo is None:
-                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False, universe=self.universe)
+                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False)
             if hi is None:
-                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True, universe=self.universe)
+                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True)
         if lo is None or hi is None:
-            if self.rows is not None or self.universe is not None:
-                # With a universe a minority of the rows are candidates: when no list answers, gathering them
-                # beats full passes.
+            if self.rows is not None:
                 low, high = self._over_rows(raw)
                 lo = low if lo is None else lo
                 hi = high if hi is None else hi
@@ -561,9 +501,8 @@ class _Extremes:
         identity cannot be reused by another array meanwhile)."""
         seen = self._gathered.get(id(raw))
         if seen is None or seen[0] is not raw:
-            if self._gather is None:
-                self._gather = self.rows if self.rows is not None else np.flatnonzero(self.mask)
-            values = raw.take(self._gather)
+            assert self.rows is not None
+            values = raw.take(self.rows)
             seen = (raw, float(values.min()), float(values.max()))
             self._gathered[id(raw)] = seen
         return seen[1], seen[2]
@@ -584,25 +523,6 @@ class _Extremes:
         np.copyto(buffer, raw)
         buffer[excluded] = -np.inf if highest else np.inf
         return float(buffer.max() if highest else buffer.min())
-
-
-def _sum_key(terms: list[_Term]) -> tuple[tuple[Any, ...], list[SumTerm], float]:
-    """The kept weighted sum's key and terms for weighers that all read usage columns, and the offset (the sum of
-    the constants ``-lo * factor``, added to every weight)."""
-    key: list[tuple[Any, ...]] = []
-    sum_terms: list[SumTerm] = []
-    offset = 0.0
-    for weigher, column, raw, multiplier, lo, hi in terms:
-        if isinstance(multiplier, float):
-            factor = multiplier / (hi - lo)
-            key.append((column, factor))
-            sum_terms.append((raw, factor, lo, None))
-            offset -= lo * factor
-        else:
-            factor = 1.0 / (hi - lo)
-            key.append((column, weigher.name, lo, factor))
-            sum_terms.append((raw, factor, lo, multiplier))
-    return tuple(key), sum_terms, offset
 
 
 def _clamped(extremes: _Extremes, raw: np.ndarray, column: str | None, minval: float | None, maxval: float | None,

@@ -52,18 +52,7 @@ from typing import Any
 import numpy as np
 
 from gantt.config import Config
-from gantt.journal import (
-    ColumnBounds,
-    Liveness,
-    PatchedMasks,
-    RowJournal,
-    Rows,
-    SumTerm,
-    TopScores,
-    Universe,
-    WeightedSums,
-    weighted_sum,
-)
+from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, SumTerm, WeightedSums, weighted_sum
 from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound, NUMATopologyLimits
 from gantt.numa import HostNUMA
 from gantt.pci import PciRequest, Pool
@@ -115,9 +104,8 @@ class HostTable:
         self._liveness = Liveness()
         self._usage_masks = PatchedMasks()
         self._usage_verdicts = PatchedMasks()
-        self._column_bounds = ColumnBounds(size=1024)
+        self._column_bounds = ColumnBounds()
         self._weighted_sums = WeightedSums()
-        self._top_scores = TopScores()
         # Below this many rows a full pass over a column costs less than the bookkeeping of a patched value.
         self.patch_min_rows = 20_000
 
@@ -409,36 +397,14 @@ class HostTable:
         return self._usage_verdicts.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
                                         compute=unknown)
 
-    def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool,
-                          universe: Universe | None = None) -> float | None:
+    def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
         """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks,
-        when a shortlist of the column's extreme rows can tell; None means: take a full pass. ``universe``: the
-        rows of a request class (``journal.Universe``) holding every row ``mask`` marks: lists kept for it too."""
+        when a shortlist of the column's extreme rows can tell; None means: take a full pass."""
         n = self._columns.n
         if n < self.patch_min_rows:
             return None
         return self._column_bounds.get(name, column, mask, highest=highest, n=n,
-                                       static_revision=self._static_revision, journal=self._journal,
-                                       universe=universe)
-
-    def top_scores(self, key: Hashable, terms: list[SumTerm], universe: Universe | None, mask: np.ndarray,
-                   need: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """The best candidates (``mask``, within ``universe`` when given) by the kept weighted sum of ``terms``
-        (``weighted_sum``'s key): (rows ascending, their sums), every candidate not returned ranking below each
-        of them (highest sum, then lowest row); at least ``need`` rows, else None. Only from ``patch_min_rows``
-        rows on (None below)."""
-        n = self._columns.n
-        if n < self.patch_min_rows:
-            return None
-        total, seq = self._weighted_sums.kept(key, terms, n=n, static_revision=self._static_revision,
-                                              journal=self._journal)
-        return self._top_scores.get(key, total, seq, universe, mask, need, n=n,
-                                    static_revision=self._static_revision, journal=self._journal)
-
-    @property
-    def journal_seq(self) -> int:
-        """The row journal's position: derived data read after it reflects every change before it."""
-        return self._journal.seq
+                                       static_revision=self._static_revision, journal=self._journal)
 
     def weighted_sum(self, key: Hashable, terms: list[SumTerm], rows: np.ndarray | None = None, *,
                      copy: bool = True) -> np.ndarray:
