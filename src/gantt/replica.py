@@ -326,7 +326,7 @@ class Replica(Follower, PlacementFacade):
         sends the engine back to decide again, which keeps re-decisions rare under contention.
         """
         while True:
-            if not self.table_free():
+            if not self.uncontended():
                 yield THREAD
             expects = self._expects(table, allocations)
             try:
@@ -365,14 +365,19 @@ class Replica(Follower, PlacementFacade):
                     with self.table.lock:
                         self._dirty.update(expects)
                 raise
-            if not self.table_free():
+            if not self.uncontended():
                 # Committed; the feed holds the table lock (a batch of other instances' changes): our result is
                 # applied on a thread, as the decision would have been, rather than stall the loop behind it.
                 yield THREAD
             self.apply(result.changes, own="claim")
             return
 
-    def table_free(self) -> bool:
+    @property
+    def node_count(self) -> int:
+        """How many nodes the replica holds (the service decides small clouds on its event loop)."""
+        return len(self.table)
+
+    def uncontended(self) -> bool:
         """Whether no other thread holds the table lock now (the feed applying a batch, a long read): steps on
         the event loop go on on a thread rather than stall every connection behind it. A glance, not a hold: the
         lock may still be taken a moment later, and is then waited for briefly."""
@@ -580,7 +585,7 @@ class Replica(Follower, PlacementFacade):
         driver."""
         spec = decode(spec, RequestSpec, path="$")
         named = spec.request_id or request_id
-        if not self.table_free():
+        if not self.uncontended():
             yield THREAD  # the feed is applying a batch under the table lock: wait for it on a thread
         try:
             answer = yield from self._select(spec)

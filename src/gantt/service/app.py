@@ -154,7 +154,7 @@ class Service:
         if future is None:
             return await self.run(replica.write, batch)
         result = await asyncio.wrap_future(future)
-        if not replica.table_free():
+        if not replica.uncontended():
             # the feed is applying a batch under the table lock: apply ours on a thread, not stall the loop
             return (await self.run(replica.written, batch, result)).revision
         return replica.written(batch, result).revision
@@ -188,7 +188,7 @@ class Service:
         """``replica.sync()``: in place where the store has its own writer (SQLite: one read of the head, then
         the feed from the file), else on a handler thread (etcd: a round trip)."""
         replica = self.replica
-        if replica.reads_in_place and replica.table_free():
+        if replica.reads_in_place and replica.uncontended():
             return replica.sync()
         return await self.run(replica.sync)  # nor while the feed applies under the table lock: not on the loop
 
@@ -467,7 +467,7 @@ async def select_destinations(request: Request) -> Response:
     spec = await svc.body(request, RequestSpec)
     with svc.metrics.deciding():
         replica = svc.replica
-        if replica.reads_in_place and len(replica.table) <= LOOP_DECISION_ROWS:
+        if replica.reads_in_place and replica.node_count <= LOOP_DECISION_ROWS:
             answer = await svc.claim(replica.select_steps(spec, request.state.request_id))
         else:
             answer = await svc.run(replica.select_destinations, spec, request.state.request_id)

@@ -50,6 +50,7 @@ from gantt.model import (
     NodeKey,
     Record,
     StoreUnavailable,
+    prepare_types,
 )
 from gantt.namespaces import DEFAULT, check_name, sqlite_table
 from gantt.store import planner
@@ -112,6 +113,7 @@ class _GenerationOnly(msgspec.Struct):
     provider: _ProviderGeneration | None = None
 
 
+prepare_types(globals())  # before any thread decodes (see model.prepare_types)
 _DEC_GENERATION = msgspec.msgpack.Decoder(_GenerationOnly)
 _DEC_AGG = msgspec.msgpack.Decoder(Aggregate)
 _DEC_ALLOC = msgspec.msgpack.Decoder(Allocation)
@@ -145,6 +147,20 @@ class _Namespaced(sqlite3.Connection):
 
     def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:  # type: ignore[override]
         return super().executemany(self._sql(sql), parameters)
+
+    def cursor(self, factory: Any = None) -> sqlite3.Cursor:  # type: ignore[override]
+        # A cursor's statements are the namespace's too (the writer runs a group's statements on one cursor).
+        return super().cursor(factory or _NamespacedCursor)
+
+
+class _NamespacedCursor(sqlite3.Cursor):
+    connection: _Namespaced
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+        return super().execute(self.connection._sql(sql), parameters)
+
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:  # type: ignore[override]
+        return super().executemany(self.connection._sql(sql), parameters)
 
 
 def _factory(namespace: str) -> type[sqlite3.Connection]:
