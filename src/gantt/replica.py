@@ -61,6 +61,7 @@ from gantt.providers import ProviderIndex
 from gantt.replica_placement import PlacementFacade
 from gantt.scheduler import Scheduler
 from gantt.state import HostTable
+from gantt.steps import THREAD, advance
 from gantt.store.base import (
     Batch,
     Change,
@@ -83,7 +84,6 @@ T = TypeVar("T")
 # on where blocking is fine (a wait for another claim on the same node, a catch-up that may wait for the feed):
 # a driver on the event loop hands the rest to a handler thread (``run_claims``), where THREAD asks nothing.
 ClaimSteps = Generator["Batch | str", Any, T]
-THREAD = "thread"
 
 # From this many rows a (re)load freezes the heap out of the cyclic collector's way (see ``Replica.load``).
 GC_FREEZE_ROWS = 10_000
@@ -277,10 +277,9 @@ class Replica(Follower, PlacementFacade):
         value: Any = None
         error: Exception | None = None
         while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+            done, step = advance(steps, value, error)
+            if done:
+                return step  # type: ignore[no-any-return]
             value = error = None
             if isinstance(step, Batch):
                 try:

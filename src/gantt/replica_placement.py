@@ -46,6 +46,7 @@ from gantt.providers import (
     ProviderView,
     Usage,
 )
+from gantt.steps import THREAD, advance
 from gantt.store.base import (
     Batch,
     Capacity,
@@ -68,7 +69,6 @@ T = TypeVar("T")
 # not stall anything else. ``Replica.run_steps`` carries it out in place; gantt.placement.wire.Call.steps on the
 # loop, with the commit handed to the store's own writer where it has one (no handler thread).
 Steps = Generator["Batch | str | None", None, T]
-THREAD = "thread"
 
 
 class _Release:
@@ -110,10 +110,9 @@ class PlacementFacade:
         """Carry out a write's steps here (syncs and commits in this thread) and return its answer."""
         error: Exception | None = None
         while True:
-            try:
-                step = steps.throw(error) if error is not None else next(steps)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+            done, step = advance(steps, None, error)
+            if done:
+                return step  # type: ignore[no-any-return]
             error = None
             try:
                 if step is None:

@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 from gantt.model import GanttError, InvalidRequest, prepare_types
 from gantt.placement.errors import PlacementError
 from gantt.placement.microversion import Version
+from gantt.steps import advance
 
 T = TypeVar("T")
 MAX_INT = 2**31 - 1
@@ -146,10 +147,9 @@ class Call:
         steps = make(*args, **kwargs)
         error: Exception | None = None
         while True:
-            try:
-                step = steps.throw(error) if error is not None else next(steps)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+            done, step = advance(steps, None, error)
+            if done:
+                return step  # type: ignore[no-any-return]
             error = None
             try:
                 if step is None:

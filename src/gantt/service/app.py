@@ -52,7 +52,7 @@ from gantt.model import (
     valid_name,
 )
 from gantt.placement import create_placement_app
-from gantt.replica import Batch, ClaimSteps, Replica  # a write the facade hands to its store, as it builds it
+from gantt.replica import Batch, ClaimSteps, Replica, advance  # a write the facade hands to its store, as it builds it
 from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
     MAX_LIMIT,
@@ -170,10 +170,9 @@ class Service:
         value: Any = None
         error: Exception | None = None
         while True:
-            try:
-                step = steps.throw(error) if error is not None else steps.send(value)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+            done, step = advance(steps, value, error)
+            if done:
+                return step  # type: ignore[no-any-return]
             value = error = None
             if not isinstance(step, Batch):  # THREAD
                 return await self.run(replica.run_claims, steps)
