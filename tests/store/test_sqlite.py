@@ -146,18 +146,33 @@ def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore
 
     monkeypatch.setattr(sqlite_module, "_write", write)
     rev = store.commit(Batch(reports=[report("h1")])).revision
+    batches = {"first": Batch(reports=[report("h2")]), "ok1": Batch(reports=[report("h3")]),
+               "torn": Batch(reports=[report("torn")]), "ok2": Batch(reports=[report("h4")])}
+    outcomes, groups = _commit_queued(store, batches, StoreUnavailable)
+    assert store.groups == groups + 2  # "first" alone, then the other three in one transaction
+    assert torn  # the torn batch did write rows before it failed
+    assert isinstance(outcomes["torn"], StoreUnavailable) and "disk I/O error" in str(outcomes["torn"])
+    assert outcomes["first"] == rev + 1 and {outcomes["ok1"], outcomes["ok2"]} == {rev + 2, rev + 3}
+    assert {h.host for h in store.snapshot().hosts} == {"h1", "h2", "h3", "h4"}
+    assert [c.host.host for c in store.changes(rev, timeout=0) if c.host] == ["h2", "h3", "h4"]
+    assert store.head() == rev + 3
+
+
+def _commit_queued(store: SQLiteStore, batches: dict[str, Batch], refused: type[Exception],
+                   ) -> tuple[dict[str, object], int]:
+    """Commit ``batches`` from one thread each, in order, while another connection holds the write lock: the
+    first goes alone, the rest queue up behind it as one group. Returns each one's revision (or the ``refused``
+    error it got) and the writer's group count before the lock was let go."""
     blocker = store._connect()
-    blocker.execute("BEGIN IMMEDIATE")  # the next batches queue up as one group
+    blocker.execute("BEGIN IMMEDIATE")
     outcomes: dict[str, object] = {}
 
     def run(name: str, batch: Batch) -> None:
         try:
             outcomes[name] = store.commit(batch).revision
-        except StoreUnavailable as exc:
+        except refused as exc:
             outcomes[name] = exc
 
-    batches = {"first": Batch(reports=[report("h2")]), "ok1": Batch(reports=[report("h3")]),
-               "torn": Batch(reports=[report("torn")]), "ok2": Batch(reports=[report("h4")])}
     threads = []
     for name, batch in batches.items():
         threads.append(threading.Thread(target=run, args=(name, batch)))
@@ -167,13 +182,7 @@ def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore
     blocker.execute("ROLLBACK")
     for t in threads:
         t.join()
-    assert store.groups == groups + 2  # "first" alone, then the other three in one transaction
-    assert torn  # the torn batch did write rows before it failed
-    assert isinstance(outcomes["torn"], StoreUnavailable) and "disk I/O error" in str(outcomes["torn"])
-    assert outcomes["first"] == rev + 1 and {outcomes["ok1"], outcomes["ok2"]} == {rev + 2, rev + 3}
-    assert {h.host for h in store.snapshot().hosts} == {"h1", "h2", "h3", "h4"}
-    assert [c.host.host for c in store.changes(rev, timeout=0) if c.host] == ["h2", "h3", "h4"]
-    assert store.head() == rev + 3
+    return outcomes, groups
 
 
 def test_a_write_the_disk_refuses_is_remembered_until_one_succeeds(url: str) -> None:
@@ -430,28 +439,10 @@ def test_a_usage_revision_moved_earlier_in_the_group_refuses_a_later_batch(store
     """A group writes its usage revisions once, at its end: a later batch of the same group that expects the
     revision an earlier one moved must still be refused."""
     rev = store.commit(Batch(reports=[report("h1")])).revision
-    blocker = store._connect()
-    blocker.execute("BEGIN IMMEDIATE")  # the next batches queue up as one group
-    outcomes: dict[str, object] = {}
-
-    def run(name: str, batch: Batch) -> None:
-        try:
-            outcomes[name] = store.commit(batch).revision
-        except StoreConflict as exc:
-            outcomes[name] = exc
-
     batches = {"first": Batch(reports=[report("h2")]),
                "a": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("a", "h1")]),
                "b": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("b", "h1")])}
-    threads = []
-    for name, batch in batches.items():
-        threads.append(threading.Thread(target=run, args=(name, batch)))
-        threads[-1].start()
-        time.sleep(0.02)
-    groups = store.groups
-    blocker.execute("ROLLBACK")
-    for t in threads:
-        t.join()
+    outcomes, groups = _commit_queued(store, batches, StoreConflict)
     assert store.groups == groups + 2  # "first" alone, then "a" and "b" in one transaction
     assert outcomes["a"] == rev + 2
     assert isinstance(outcomes["b"], StoreConflict)
