@@ -163,6 +163,15 @@ class _Sources:
     def both(self, key: str) -> tuple[Any, Any]:
         return self.specs.get(f"hw:{key}"), self.props.get(f"hw_{key}")
 
+    def choice(self, key: str, allowed: tuple[str, ...]) -> tuple[Any, Any]:
+        """``both(key)``, refusing a value outside ``allowed`` from either side, named where it was written."""
+        flavor, image = self.both(key)
+        if flavor and flavor not in allowed:
+            raise _bad(f"hw:{key} must be one of {', '.join(allowed)}, not {flavor!r}", self.spec_where(f"hw:{key}"))
+        if image and image not in allowed:
+            raise _bad(f"hw_{key} must be one of {', '.join(allowed)}, not {image!r}", self.prop_where(f"hw_{key}"))
+        return flavor, image
+
     @staticmethod
     def spec_where(key: str) -> str:
         return f"$.flavor.extra_specs.{key}"
@@ -173,13 +182,7 @@ class _Sources:
 
 
 def _cpu_policy(src: _Sources) -> str | None:
-    flavor, image = src.both("cpu_policy")
-    if flavor and flavor not in CPU_POLICIES:
-        raise _bad(f"hw:cpu_policy must be one of {', '.join(CPU_POLICIES)}, not {flavor!r}",
-                   src.spec_where("hw:cpu_policy"))
-    if image and image not in CPU_POLICIES:
-        raise _bad(f"hw_cpu_policy must be one of {', '.join(CPU_POLICIES)}, not {image!r}",
-                   src.prop_where("hw_cpu_policy"))
+    flavor, image = src.choice("cpu_policy", CPU_POLICIES)
     conflict = _bad("the image's hw_cpu_policy asks for more pinning than the flavor's hw:cpu_policy allows",
                     src.prop_where("hw_cpu_policy"))
     if flavor == DEDICATED:
@@ -196,13 +199,7 @@ def _cpu_policy(src: _Sources) -> str | None:
 
 
 def _thread_policy(src: _Sources) -> str | None:
-    flavor, image = src.both("cpu_thread_policy")
-    if flavor and flavor not in THREAD_POLICIES:
-        raise _bad(f"hw:cpu_thread_policy must be one of {', '.join(THREAD_POLICIES)}, not {flavor!r}",
-                   src.spec_where("hw:cpu_thread_policy"))
-    if image and image not in THREAD_POLICIES:
-        raise _bad(f"hw_cpu_thread_policy must be one of {', '.join(THREAD_POLICIES)}, not {image!r}",
-                   src.prop_where("hw_cpu_thread_policy"))
+    flavor, image = src.choice("cpu_thread_policy", THREAD_POLICIES)
     if flavor in (None, PREFER):
         return flavor or image
     if image and image != flavor:
