@@ -33,7 +33,7 @@ class Follower:
         self.resyncs = 0
         self._stop = threading.Event()
         self._follower: threading.Thread | None = None
-        self._owns_store = False  # set by the subclasses' open(): close() then closes the store too
+        self._owns_store = False  # set by start_owning(): close() then closes the store too
 
     # What each replica defines: its state from a snapshot, and the feed's changes applied to it.
 
@@ -57,6 +57,16 @@ class Follower:
             self._follower = threading.Thread(target=self._follow, name=self.FEED_THREAD, daemon=True)
             self._follower.start()
         return self
+
+    def start_owning(self, *, follow: bool = True) -> Self:
+        """``start()`` a replica that owns its store from here on (``close()`` closes it too); a replica that
+        fails to start closes the store at once, so an ``open()`` that raises leaks no connection."""
+        try:
+            self._owns_store = True
+            return self.start(follow=follow)
+        except BaseException:
+            self.store.close()
+            raise
 
     def stop(self) -> None:
         self._stop.set()

@@ -147,11 +147,10 @@ class Replica(Follower, PlacementFacade):
         opened = open_store(store) if isinstance(store, str) else store
         try:
             replica = cls(opened, config)
-            replica._owns_store = True
-            return replica.start(follow=follow)
         except BaseException:
             opened.close()
             raise
+        return replica.start_owning(follow=follow)
 
     def load(self) -> None:
         """(Re)build the table from a snapshot and a fresh scheduler on it, and swap them in. A decision in flight

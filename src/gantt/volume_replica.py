@@ -84,11 +84,10 @@ class VolumeReplica(Follower):
         """A started replica of ``store`` (a namespace's Store), which it owns from here on."""
         try:
             replica = cls(store, options)
-            replica._owns_store = True
-            return replica.start(follow=follow)
         except BaseException:
             store.close()
             raise
+        return replica.start_owning(follow=follow)
 
     def load(self) -> None:
         snap = self.store.snapshot()
