@@ -41,6 +41,7 @@ from tests.placement.real_placement import RealPlacement, open_policy_file, pyth
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "gabbi_fixtures.py"
+CLIENT = HERE / "gabbi_client.py"  # gabbi-run; sends as raw bytes what its HTTP client refuses to send
 # Fixtures that configure the server in-process (policy, CORS): nothing to create over HTTP.
 IN_PROCESS = {"OpenPolicyFixture", "SecureRBACPolicyFixture", "LegacyRBACPolicyFixture", "CORSFixture"}
 _RESULT = re.compile(r"^\s*\.\.\. (\S+) gabbi-runner\.input_(.+?)\s*$")
@@ -143,7 +144,7 @@ def run_file(path: Path, against: str, store: str) -> FileResult:
                     result.error = f"fixtures {data_fixtures} failed:\n{made.stderr[-3000:]}"
                     return result
                 env = _clean_env(json.loads(made.stdout.strip().splitlines()[-1]))
-            ran = subprocess.run([str(python().with_name("gabbi-run")), url], input=body, capture_output=True,
+            ran = subprocess.run([str(python()), str(CLIENT), url], input=body, capture_output=True,
                                  text=True, env=env, timeout=600)
     except Exception as exc:  # a server that does not start is this file's error, not the run's
         result.error = f"{type(exc).__name__}: {exc}"
