@@ -12,6 +12,11 @@ LegacyRBAC) and CORS configure Placement in-process: gantt serve is started with
 (``gantt_config``: the policy defaults, OpenPolicy's rules as a ``[oslo_policy] policy_file``, ``[cors]``), with
 the Placement face at the server's root (``[gantt] placement_mount = "/"``), where the suite runs.
 
+gabbi runs as ``gabbi-run`` with one client-side change (tests/placement/gabbi_client.py): a request its HTTP
+client (httpx over h11) refuses to send, such as basic-http.yaml's ``content-length: hi mom``, is written on a socket
+as raw bytes, as the file spells it, and the answer parsed by the standard library; every other request goes
+through httpx unchanged. The server is thus tested on the bytes the test means, and nothing looks at a test's name.
+
 ``--against placement`` runs the same files against Placement 16.0.0 itself (tests/placement/real_placement.py),
 with the policy each file's fixture sets in-process (legacy admin rules, new defaults, or open): the harness's
 own check.
