@@ -110,11 +110,11 @@ def gantt_server(store: str, fixtures: list[str]) -> Iterator[str]:
 
 @contextlib.contextmanager
 def placement_server(fixtures: list[str]) -> Iterator[str]:
-    """Placement with the policy its test fixtures set in-process: the deprecated admin-for-all rules unless the
-    file asks for the new defaults (SecureRBAC) or an open policy."""
+    """Placement with what its test fixtures set in-process: the deprecated admin-for-all rules unless the file
+    asks for the new defaults (SecureRBAC) or an open policy; CORSFixture's [cors]."""
     policy = "open" if "OpenPolicyFixture" in fixtures else "default" if "SecureRBACPolicyFixture" in fixtures \
         else "legacy"
-    with RealPlacement(policy=policy) as real:
+    with RealPlacement(policy=policy, cors=CORS_FIXTURE if "CORSFixture" in fixtures else None) as real:
         yield real.url
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import mmap
 import os
 import re
@@ -30,6 +31,8 @@ from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
@@ -49,7 +52,10 @@ def refusal(status: int, detail: str, target: bytes = b"", headers: Headers | No
     if REFUSAL is not None:
         path = _path(target)
         if path is not None:
-            made = REFUSAL(path, status, detail, headers or [])
+            try:
+                made = REFUSAL(path, status, detail, headers or [])
+            except Exception:  # raised on from the parser's callback, it would cut the connection unanswered
+                log.exception("the refusal of a request for %s failed; answered in problem+json", path)
     if made is None:
         problem = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status, "detail": detail}
         if field is not None:
@@ -275,7 +281,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         read, all of that head's. The parser hands over none past the one it stopped at, and a version header
         after a bad Content-Length still says in which version the Placement face answers."""
         parsed = self.headers or []
-        start = self._head_read.find(b" " + url + b" HTTP/") if self._in_head and url else -1
+        # The last request line in the read: the parser stops at the request it refuses.
+        start = self._head_read.rfind(b" " + url + b" HTTP/") if self._in_head and url else -1
         if start < 0:
             return parsed
         end = self._head_read.find(b"\r\n\r\n", start)
