@@ -169,10 +169,31 @@ def _error(exc: PlacementError, request: PlacementRequest, version: Version | No
         html = f"<html><head><title>{exc.status} {exc.title}</title></head><body><h1>{exc.status} {exc.title}" \
                f"</h1>{exc.detail}</body></html>"
         return Answer(html.encode(), status_code=exc.status, media_type="text/html", headers=headers)
-    body = exc.body(request_id, with_code=version is not None and version.at_least(CODE_VERSION),
-                    versions=(str(MIN_VERSION), str(MAX_VERSION)))
-    return Answer(msgspec.json.encode(body), status_code=exc.status, media_type="application/json",
+    return Answer(_error_body(exc, version, request_id), status_code=exc.status, media_type="application/json",
                   headers=headers)
+
+
+def _error_body(exc: PlacementError, version: Version | None, request_id: str) -> bytes:
+    return msgspec.json.encode(exc.body(request_id, with_code=version is not None and version.at_least(CODE_VERSION),
+                                        versions=(str(MIN_VERSION), str(MAX_VERSION))))
+
+
+def refusal(status: int, detail: str, headers: list[tuple[bytes, bytes]]) \
+        -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The answer's headers and body for a request to the face that the HTTP layer refused before it reached the
+    app (a Content-Length that is no integer: gantt.service.protocol), as the face would answer it: Placement's
+    error body at the version ``headers`` ask for (an unacceptable version is refused first, as in the app) and a
+    request id."""
+    error = PlacementError(status, detail)
+    version: Version | None = None
+    try:
+        version = negotiate(headers)
+    except PlacementError as exc:
+        error = exc
+    request_id = f"req-{uuid.uuid4()}"
+    return (error.status, [(b"content-type", b"application/json"), (b"x-openstack-request-id", request_id.encode()),
+             (b"openstack-api-version", f"placement {version or MIN_VERSION}".encode()),
+             (b"vary", b"openstack-api-version")], _error_body(error, version, request_id))
 
 
 def create_placement_app(replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,

@@ -5,7 +5,10 @@ that sent half a request line and waited kept its connection forever, and parser
 ``text/plain``. Here: the request head (request line and headers) is at most ``MAX_HEAD_BYTES`` and
 ``MAX_HEADERS`` headers, and must arrive within ``HEAD_TIMEOUT`` seconds of the connection (or of the end of the
 previous response); past a limit the answer is a problem+json 431 (or 408) and the connection is closed, before any
-more is read. Idle keep-alive connections are closed by uvicorn's ``timeout_keep_alive``.
+more is read. Idle keep-alive connections are closed by uvicorn's ``timeout_keep_alive``. A request the parser
+refuses (a Content-Length that is no count of bytes, Content-Length beside Transfer-Encoding ...) is answered with
+a 400 naming the header, and the connection closed: its body's end is unknown. Such refusals of a request for the
+Placement face are in Placement's error body (``REFUSAL``), which its clients read.
 
 With ``--workers N`` the workers also keep their shares of the keep-alive connections even (``Spread``).
 """
@@ -14,26 +17,77 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import mmap
 import os
+import re
 import struct
+import sys
 import time
+import urllib.parse
+from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
 HEAD_TIMEOUT = 10.0
 
-_REASONS = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+Headers = list[tuple[bytes, bytes]]
+# Set by gantt.service.server: the answer (status, headers, body) to a refused request for a path of a face with an
+# error format of its own (the Placement face's, under its mount), or None where Gantt's problem+json is it.
+REFUSAL: Callable[[str, int, str, Headers], tuple[int, Headers, bytes] | None] | None = None
 
 
-def _problem(status: int, detail: str) -> bytes:
-    body = json.dumps({"type": "about:blank", "title": _REASONS[status].decode(), "status": status,
-                       "detail": detail}).encode()
-    return b"".join([b"HTTP/1.1 %d " % status, _REASONS[status], b"\r\ncontent-type: application/problem+json\r\n",
+def refusal(status: int, detail: str, target: bytes = b"", headers: Headers | None = None,
+            field: str | None = None) -> bytes:
+    """The whole answer to a request refused before any app saw it, for its ``target`` (the request line's, as
+    far as it was read) and its ``headers`` (as far as they were read)."""
+    made = None
+    if REFUSAL is not None:
+        path = _path(target)
+        if path is not None:
+            try:
+                made = REFUSAL(path, status, detail, headers or [])
+            except Exception:  # raised on from the parser's callback, it would cut the connection unanswered
+                log.exception("the refusal of a request for %s failed; answered in problem+json", path)
+    if made is None:
+        problem = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status, "detail": detail}
+        if field is not None:
+            problem["field"] = field
+        made = status, [(b"content-type", b"application/problem+json")], json.dumps(problem).encode()
+    status, head, body = made
+    return b"".join([b"HTTP/1.1 %d %s\r\n" % (status, HTTPStatus(status).phrase.encode()),
+                     *(b"%s: %s\r\n" % header for header in head),
                      b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body), body])
+
+
+def _path(target: bytes) -> str | None:
+    if not target:
+        return None
+    try:
+        return urllib.parse.unquote(httptools.parse_url(target).path.decode("ascii"))
+    except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+        return None
+
+
+# llhttp's reasons for refusing a request's framing, as the header at fault and what it must be. Placement's own
+# words for a Content-Length that is no integer (its clients, and its functional tests, look for them).
+_FRAMING = {"Invalid character in Content-Length": ("content-length", "content-length header must be an integer"),
+            "Content-Length overflow": ("content-length", "content-length header must be an integer"),
+            "Duplicate Content-Length": ("content-length", "content-length header must be given once"),
+            "Transfer-Encoding can't be present with Content-Length":
+                ("transfer-encoding", "content-length and transfer-encoding headers must not both be given"),
+            "Content-Length can't be present with Transfer-Encoding":
+                ("transfer-encoding", "content-length and transfer-encoding headers must not both be given"),
+            "Request has invalid `Transfer-Encoding`":
+                ("transfer-encoding", "transfer-encoding header must end with chunked")}
+_HEADER_LINE = re.compile(rb"\r\n([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n]*)")
 
 
 _SLOT = struct.Struct("=qq")  # a worker's pid (0: not serving) and its open connections, minus those leaving
@@ -183,6 +237,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._rejected = False
         self._tail = b""  # the last bytes of the previous read: the blank line may straddle two reads
+        self._head_read = b""
         self._spread = SPREAD
         self._leaving = False
 
@@ -212,13 +267,27 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._in_head and not self.transport.is_closing():
             self._reject(408, f"the request head did not arrive within {HEAD_TIMEOUT:g} s")
 
-    def _reject(self, status: int, detail: str) -> None:
+    def _reject(self, status: int, detail: str, field: str | None = None) -> None:
         self._disarm()
         if self._rejected or self.transport.is_closing():
             return
         self._rejected = True
-        self.transport.write(_problem(status, detail))
+        url = getattr(self, "url", b"")
+        self.transport.write(refusal(status, detail, url, self._refused_headers(url), field))
         self.transport.close()
+
+    def _refused_headers(self, url: bytes) -> Headers:
+        """The refused request's headers: those parsed, or, when the parser stopped inside a head that came in one
+        read, all of that head's. The parser hands over none past the one it stopped at, and a version header
+        after a bad Content-Length still says in which version the Placement face answers."""
+        parsed = self.headers or []
+        # The last request line in the read: the parser stops at the request it refuses.
+        start = self._head_read.rfind(b" " + url + b" HTTP/") if self._in_head and url else -1
+        if start < 0:
+            return parsed
+        end = self._head_read.find(b"\r\n\r\n", start)
+        head = self._head_read[start:end if end >= 0 else None]
+        return [(name.lower(), value.rstrip()) for name, value in _HEADER_LINE.findall(head)]
 
     def data_received(self, data: bytes) -> None:
         if self._rejected:
@@ -230,6 +299,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             end = window.find(b"\r\n\r\n")
             self._head_bytes += len(data) if end < 0 else max(0, end + 4 - len(self._tail))
             self._tail = data[-3:]
+            self._head_read = data  # what a refusal reads the head's headers from (see _refused_headers)
             if self._head_bytes > MAX_HEAD_BYTES + 65536:  # far past the limit in one read: stop reading now
                 self._reject(431, f"the request head is larger than {MAX_HEAD_BYTES} bytes")
                 return
@@ -293,4 +363,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._arm()
 
     def send_400_response(self, msg: str) -> None:
-        self._reject(400, msg)
+        # Called in uvicorn's handler of the parser's error, which it does not pass on: its reason is still the
+        # exception being handled.
+        error = sys.exc_info()[1]
+        reason = str(error) if isinstance(error, httptools.HttpParserError) else ""
+        field, detail = _FRAMING.get(reason, (None, f"malformed HTTP request: {reason or msg}"))
+        self._reject(400, detail, field)

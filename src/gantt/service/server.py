@@ -20,6 +20,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,6 +129,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     config = _load(options)
     app = create_app(config=config, store=options.store, token=options.token, worker=worker,
                      metrics_dir=options.metrics_dir)
+    protocol.REFUSAL = _refusals(config.gantt.placement_mount)
     if options.workers > 1 and options.metrics_dir is not None:
         protocol.SPREAD = protocol.Spread(os.path.join(options.metrics_dir, "connections"), worker,
                                           options.workers)
@@ -140,6 +142,15 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
         signal.signal(sig, _ignore)
     server.run(sockets=sockets)
     return 0 if server.started else STARTUP_FAILURE
+
+
+def _refusals(mount: str) -> Callable[[str, int, str, list[tuple[bytes, bytes]]], Any]:
+    """Who answers a request the HTTP layer refuses, by its path: the Placement face under its mount."""
+    from gantt.placement.app import refusal
+    from gantt.service.app import placement_paths
+
+    is_placement = placement_paths(mount)
+    return lambda path, status, detail, headers: refusal(status, detail, headers) if is_placement(path) else None
 
 
 def _uvicorn_server(config: Any) -> Any:
