@@ -89,6 +89,7 @@ from gantt.model import (
     StoreUnavailable,
 )
 from gantt.namespaces import DEFAULT, check_name, etcd_prefix
+from gantt.store import etcd_wire as wire
 from gantt.store import planner
 from gantt.store.base import (
     Batch,
@@ -162,7 +163,7 @@ class EtcdStats:
 class _Plan:
     """One Batch turned into a txn."""
 
-    compares: list[Any] = field(default_factory=list)
+    compares: list[bytes] = field(default_factory=list)  # Compare messages, encoded (store.etcd_wire)
     ops: dict[bytes, bytes | None] = field(default_factory=dict)  # key -> value to put, None: delete
     changes: list[Change] = field(default_factory=list)
     expects: list[tuple[NodeKey, bytes, int]] = field(default_factory=list)  # node, usage key, revision
@@ -286,7 +287,11 @@ class EtcdStore(Store):
                 if self._kv[i] is None:
                     channel = grpc.insecure_channel(self.endpoints[i], options=_CHANNEL_OPTIONS)
                     self._channels[i] = channel
-                    self._kv[i] = rpc.KVStub(channel)
+                    stub = rpc.KVStub(channel)
+                    # Commits send a TxnRequest already encoded (store.etcd_wire): no serializer.
+                    stub.TxnBytes = channel.unary_unary("/etcdserverpb.KV/Txn", request_serializer=None,
+                                                        response_deserializer=pb.TxnResponse.FromString)
+                    self._kv[i] = stub
                 kv = self._kv[i]
         return kv
 
@@ -586,9 +591,9 @@ class EtcdStore(Store):
         if not live:
             return
         try:
-            resp = self._call("Txn", pb.TxnRequest(success=[
-                *(pb.RequestOp(request_txn=pb.TxnRequest(compare=plan.compares, success=self._write_ops(plan.ops),
-                                                         failure=self._failure_ops(plan))) for _, plan in live),
+            resp = self._call("TxnBytes", wire.txn([], [
+                *(wire.nested(wire.txn(plan.compares, self._write_ops(plan.ops), self._failure_ops(plan)))
+                  for _, plan in live),
                 self._last_write_op()]))
         except InvalidRequest as exc:
             # A cluster that refuses the shared txn (a --max-txn-ops below etcd's default, or a size limit) must
@@ -620,18 +625,16 @@ class EtcdStore(Store):
                 item.error = exc
             item.done.set()
 
-    def _failure_ops(self, plan: _Plan) -> list[Any]:
-        ops = [pb.RequestOp(request_range=pb.RangeRequest(key=usage, keys_only=True))
-               for _, usage, _ in plan.expects]
-        ops += [pb.RequestOp(request_range=pb.RangeRequest(key=key)) for key in plan.claimed]
+    def _failure_ops(self, plan: _Plan) -> list[bytes]:
+        ops = [wire.read(usage, keys_only=True) for _, usage, _ in plan.expects]
+        ops += [wire.read(key) for key in plan.claimed]
         return ops
 
-    def _success_ops(self, ops: dict[bytes, bytes | None]) -> list[Any]:
+    def _success_ops(self, ops: dict[bytes, bytes | None]) -> list[bytes]:
         return [*self._write_ops(ops), self._last_write_op()]
 
-    def _write_ops(self, ops: dict[bytes, bytes | None]) -> list[Any]:
-        return [pb.RequestOp(request_put=pb.PutRequest(key=k, value=v)) if v is not None
-                else pb.RequestOp(request_delete_range=pb.DeleteRangeRequest(key=k)) for k, v in ops.items()]
+    def _write_ops(self, ops: dict[bytes, bytes | None]) -> list[bytes]:
+        return [wire.put(k, v) if v is not None else wire.delete(k) for k, v in ops.items()]
 
     def _commit_alone(self, item: _Pending, plan: _Plan) -> None:
         """One queued claim in its own txn (a group of one, or a shared txn the cluster refused); its waiter wakes."""
@@ -641,8 +644,8 @@ class EtcdStore(Store):
             item.error = exc
         item.done.set()
 
-    def _last_write_op(self) -> Any:
-        return pb.RequestOp(request_put=pb.PutRequest(key=self.keys.last_write))  # barrier() reads its revision
+    def _last_write_op(self) -> bytes:
+        return wire.put(self.keys.last_write)  # barrier() reads its revision
 
     def _conflicts(self, plan: _Plan, responses: Any) -> list[NodeKey]:
         conflicts: list[NodeKey] = []
@@ -672,8 +675,8 @@ class EtcdStore(Store):
             plan = plan or self._plan(batch)
             if not plan.ops:
                 return CommitResult(revision=plan.read_revision or self.head(), changes=[], quiet=plan.quiet)
-            resp = self._call("Txn", pb.TxnRequest(compare=plan.compares, success=self._success_ops(plan.ops),
-                                                   failure=self._failure_ops(plan)))
+            resp = self._call("TxnBytes", wire.txn(plan.compares, self._success_ops(plan.ops),
+                                                   self._failure_ops(plan)))
             if resp.succeeded:
                 revision = resp.header.revision
                 self._saw(revision)
@@ -842,11 +845,9 @@ class _Reads:
                 continue  # read twice (a consumer released and moved): one guard is enough
             self._found[(what, ident)] = kvs
             if end is None:  # guard a single key: unchanged since read (0: still absent)
-                txn.compares.append(pb.Compare(key=key, target=_MOD, result=_EQUAL,
-                                               mod_revision=kvs[0].mod_revision if kvs else 0))
+                txn.compares.append(wire.compare_mod(key, kvs[0].mod_revision if kvs else 0))
             else:  # guard a prefix: nothing in it changed or appeared since the read
-                txn.compares.append(pb.Compare(key=key, range_end=end, target=_MOD, result=pb.Compare.LESS,
-                                               mod_revision=txn.read_revision + 1))
+                txn.compares.append(wire.compare_mod(key, txn.read_revision + 1, wire.LESS, end))
 
     def head(self) -> int:
         return self._txn.read_revision or self._s.head()
@@ -854,7 +855,7 @@ class _Reads:
     def expect_holds(self, expect: Expect) -> bool:
         usage = self._s.keys.usage(expect.host, expect.node)
         self._txn.expects.append(((expect.host, expect.node), usage, expect.revision))
-        self._txn.compares.append(pb.Compare(key=usage, target=_MOD, result=_EQUAL, mod_revision=expect.revision))
+        self._txn.compares.append(wire.compare_mod(usage, expect.revision))
         return True
 
     def host(self, key: NodeKey) -> HostReport | None:
@@ -885,7 +886,7 @@ class _Reads:
     def unbooked(self, consumer: str) -> bool:
         key = self._s.keys.allocation(consumer)
         self._txn.claimed.append(key)
-        self._txn.compares.append(pb.Compare(key=key, target=_MOD, result=_EQUAL, mod_revision=0))
+        self._txn.compares.append(wire.compare_mod(key, 0))
         return True
 
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
@@ -900,8 +901,7 @@ class _Reads:
         # moves the node's usage key (a capacity check reads this too, not only a host's deletion), and writes
         # the index entries too, in the same txn.
         for host, node in sorted(nodes):
-            self._txn.compares.append(pb.Compare(key=keys.usage(host, node), target=_MOD,
-                                                 result=pb.Compare.LESS, mod_revision=revision + 1))
+            self._txn.compares.append(wire.compare_mod(keys.usage(host, node), revision + 1, wire.LESS))
         on = [a for a in found if any(key in nodes for key in a.nodes())]
         self._before.update((a.consumer_uuid, a) for a in on)
         return on
