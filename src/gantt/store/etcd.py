@@ -260,6 +260,8 @@ class EtcdStore(Store):
         self._group_gap = _millis(query, "group_gap_ms", 2.0)
         self._group_inside = 0  # callers of _group_commit now (queued, or in a txn in flight)
         self._group_peak = 0  # the most of them at once since the last txn was taken
+        self._group_idle = 0  # committers waiting for a first claim (woken by any)
+        self._group_target = 0  # the queue length a lingering committer waits for (woken only then)
         self.stats = EtcdStats()
         self._stats_lock = threading.Lock()
         self._lock = threading.Lock()
@@ -489,7 +491,9 @@ class EtcdStore(Store):
                     self._group_queue.remove(item)
                     raise
                 self._group_workers += 1
-            else:
+            elif self._group_idle or len(self._group_queue) >= self._group_target:
+                # Not on every claim: each wake-up of a lingering committer costs a context switch and a turn of
+                # the GIL, 16 of them per txn otherwise.
                 self._group_lock.notify()
         if not item.done.wait(self._group_patience()):
             # The committer never answered (a bug or a wedged thread): fail like a lost answer rather than hang a
@@ -517,7 +521,9 @@ class EtcdStore(Store):
         while True:
             with self._group_lock:
                 if not self._group_queue:
+                    self._group_idle += 1
                     self._group_lock.wait(5.0)
+                    self._group_idle -= 1
                     if not self._group_queue:
                         self._group_workers -= 1
                         return
@@ -537,20 +543,23 @@ class EtcdStore(Store):
         against 0.2 ms per claim in it, bench/RESULTS-cluster.md), so a txn of 16 claims costs about half as much
         per claim as two of 8. Sent at once when no more callers are about (as many claims queued as callers
         were inside at once during the last cycle: a lone caller never waits); else it waits while claims keep
-        arriving (each within ``group_gap_ms`` of the last), up to ``group_wait_ms``. Caller holds
-        ``_group_lock``; a new claim's notify wakes it."""
+        arriving (some within each ``group_gap_ms``), up to ``group_wait_ms``. Caller holds ``_group_lock``; the
+        claim that fills the queue to what it waits for wakes it."""
         expected, self._group_peak = self._group_peak, self._group_inside
         if len(self._group_queue) >= expected or not self._group_wait:
             return
         deadline = time.monotonic() + self._group_wait
-        while len(self._group_queue) < expected:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            before = len(self._group_queue)
-            self._group_lock.wait(min(self._group_gap, left))
-            if len(self._group_queue) == before:
-                return  # nobody came within the gap: the rest are not on their way
+        self._group_target = expected
+        try:
+            while len(self._group_queue) < expected:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                before = len(self._group_queue)
+                if not self._group_lock.wait(min(self._group_gap, left)) and len(self._group_queue) == before:
+                    return  # nobody came within the gap: the rest are not on their way
+        finally:
+            self._group_target = 0
 
     def _take_group(self) -> list[_Pending]:
         """The queued claims of the next txn, oldest first: any whose keys overlap one already taken, or that
