@@ -173,6 +173,30 @@ class _Plan:
     quiet: int = 0  # touches too fresh to write (CommitResult.quiet)
 
 
+class _Done:
+    """A one-shot signal, set once by the committer and waited on by one caller: a lock held from birth, released
+    when set. Cheaper than a threading.Event (a Condition and a lock built per claim, a notify_all to set it):
+    those were ~8 % of an instance's GIL time at 1,000 claims/s."""
+
+    __slots__ = ("_flag", "_lock")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+        self._flag = False
+
+    def set(self) -> None:
+        if not self._flag:
+            self._flag = True
+            self._lock.release()
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def wait(self, timeout: float) -> bool:
+        return self._flag or self._lock.acquire(timeout=timeout)
+
+
 @dataclass(eq=False)  # found in the queue by identity
 class _Pending:
     """A claim waiting for the group committer."""
@@ -180,7 +204,7 @@ class _Pending:
     batch: Batch
     keys: frozenset[tuple[str, ...]]  # what it compares or writes (_claim_keys)
     size: int  # its nested txn's longest list (_claim_size)
-    done: threading.Event = field(default_factory=threading.Event)
+    done: _Done = field(default_factory=_Done)
     result: CommitResult | None = None
     error: BaseException | None = None
 
