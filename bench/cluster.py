@@ -255,9 +255,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="shared txns in flight per instance (?group_workers=N, default 1)")
     parser.add_argument("--group-wait-ms", type=float,
                         help="how long a shared txn may wait for claims still on their way (?group_wait_ms=, "
-                             "default 8; 0 sends at once)")
+                             "default 3; 0 sends at once)")
     parser.add_argument("--group-gap-ms", type=float,
-                        help="stop waiting when no claim came for this long (?group_gap_ms=, default 2)")
+                        help="stop waiting when no claim came for this long (?group_gap_ms=, default 1)")
     parser.add_argument("--no-spread", dest="spread", action="store_false",
                         help="every instance picks among the whole best host_subset_size; by default instance i "
                              "of N takes its own share of them ([gantt] subset_slot=i, subset_slots=N)")

@@ -1,7 +1,7 @@
 """EtcdStore: the store contract on an etcd v3 cluster, so that many Gantt instances share one state.
 
-URL: ``etcd://host:port[,host:port…][/prefix][?timeout=1.0&budget=2.0&group=1&group_workers=1&group_wait_ms=8&
-group_gap_ms=2]`` (prefix defaults to ``/gantt``; group commit, on by default, is described under Writes).
+URL: ``etcd://host:port[,host:port…][/prefix][?timeout=1.0&budget=2.0&group=1&group_workers=1&group_wait_ms=3&
+group_gap_ms=1]`` (prefix defaults to ``/gantt``; group commit, on by default, is described under Writes).
 
 Client choice
     grpcio's *synchronous* channels with the etcd v3 protobuf stubs that aetcd ships (``aetcd.rpc``); aetcd's
@@ -279,9 +279,10 @@ class EtcdStore(Store):
             raise ValueError(f"etcd store URL: group_workers must be a whole number >= 1, not {workers!r}")
         self._group_max_workers = int(workers)  # txns of grouped claims in flight at once
         # How long a committer may hold a txn back for claims still on their way (_linger): at most ``wait`` in
-        # all, and no longer than ``gap`` without a new claim arriving. ``group_wait_ms=0`` sends at once.
-        self._group_wait = _millis(query, "group_wait_ms", 8.0)
-        self._group_gap = _millis(query, "group_gap_ms", 2.0)
+        # all, and no longer than ``gap`` without a new claim arriving. ``group_wait_ms=0`` sends at once. (8 ms
+        # made larger txns still, but left one instance idle while its txn was in flight: bench/RESULTS-cluster.md.)
+        self._group_wait = _millis(query, "group_wait_ms", 3.0)
+        self._group_gap = _millis(query, "group_gap_ms", 1.0)
         self._group_inside = 0  # callers of _group_commit now (queued, or in a txn in flight)
         self._group_peak = 0  # the most of them at once since the last txn was taken
         self._group_idle = 0  # committers waiting for a first claim (woken by any)
