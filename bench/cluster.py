@@ -253,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="extra instances that only follow the store (their CPU: the cost of one more replica)")
     parser.add_argument("--group-workers", type=int,
                         help="shared txns in flight per instance (?group_workers=N, default 1)")
+    parser.add_argument("--group-wait-ms", type=float,
+                        help="how long a shared txn may wait for claims still on their way (?group_wait_ms=, "
+                             "default 3; 0 sends at once)")
+    parser.add_argument("--group-gap-ms", type=float,
+                        help="stop waiting when no claim came for this long (?group_gap_ms=, default 1)")
     parser.add_argument("--no-spread", dest="spread", action="store_false",
                         help="every instance picks among the whole best host_subset_size; by default instance i "
                              "of N takes its own share of them ([gantt] subset_slot=i, subset_slots=N)")
@@ -261,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = [int(x) for x in args.instances.split(",") if x.strip()]
     out: dict[str, Any] = {"benchmark": "cluster", "cpu": cpu_model(), "cpus": os.cpu_count(),
                            "group_commit": not args.no_group, "group_workers": args.group_workers,
+                           "group_wait_ms": args.group_wait_ms, "group_gap_ms": args.group_gap_ms,
                            "spread": args.spread, "subset": args.subset, "runs": []}
     etcd_pids: list[int] = []
     cluster = None
@@ -278,8 +284,9 @@ def main(argv: list[str] | None = None) -> int:
             out["etcd"] = {"members": 3, "data_dir": str(data)}
         for n in counts:
             query = "?group=0" if args.no_group else ""
-            if args.group_workers is not None:
-                query += ("&" if query else "?") + f"group_workers={args.group_workers}"
+            for name in ("group_workers", "group_wait_ms", "group_gap_ms"):
+                if getattr(args, name) is not None:
+                    query += ("&" if query else "?") + f"{name}={getattr(args, name)}"
             out["runs"].append(run(f"{base}/bench-{n}-{uuid.uuid4().hex[:8]}{query}", n, args, etcd_pids))
             print(json.dumps(out["runs"][-1]), file=sys.stderr)
     finally:

@@ -278,3 +278,55 @@ def test_a_shared_txn_whose_claims_all_lose_still_lets_replicas_reach_the_barrie
         started = time.monotonic()
         assert replica.sync() >= barrier  # raised StoreUnavailable after 5 s before the fix
         assert time.monotonic() - started < 3
+
+
+def _record_groups(store: EtcdStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    real = store._commit_group
+
+    def recorded(group: list) -> None:  # type: ignore[type-arg]
+        sizes.append(len(group))
+        real(group)
+
+    monkeypatch.setattr(store, "_commit_group", recorded)
+    return sizes
+
+
+def test_a_txn_waits_for_claims_still_on_their_way(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three callers were inside at once in the last cycle; now they come back 50 ms apart (each within the gap):
+    the committer holds the txn until all three are queued, and they share it."""
+    with EtcdStore(store_url + "?group_wait_ms=1000&group_gap_ms=500") as store:
+        revisions = {f"n{i}": store.commit(Batch(reports=[report(f"n{i}")])).revision for i in range(3)}
+        sizes = _record_groups(store, monkeypatch)
+        store._group_peak = 3  # as if three callers had been waiting together on the last txn
+
+        def claim(i: int) -> None:
+            time.sleep(0.05 * i)
+            node = f"n{i}"
+            store.commit(Batch(expect=[Expect(node, node, revisions[node])], allocations=[alloc(f"c{i}", node)]))
+
+        run_threads(claim, 3, timeout=30)
+        assert sizes == [3]
+        assert len(store.snapshot().allocations) == 3
+
+
+def test_a_lone_caller_never_waits_for_company(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One caller claiming one after another: nobody else is inside, so each txn goes at once, whatever
+    group_wait_ms allows (here 1 s per txn: five claims would take over 5 s if it waited)."""
+    with EtcdStore(store_url + "?group_wait_ms=1000&group_gap_ms=1000") as store:
+        revisions = {f"n{i}": store.commit(Batch(reports=[report(f"n{i}")])).revision for i in range(5)}
+        sizes = _record_groups(store, monkeypatch)
+        started = time.monotonic()
+        for i in range(5):
+            node = f"n{i}"
+            store.commit(Batch(expect=[Expect(node, node, revisions[node])], allocations=[alloc(f"c{i}", node)]))
+        assert time.monotonic() - started < 2.5
+        assert sizes == [1] * 5
+
+
+def test_group_wait_options_are_checked(store_url: str) -> None:
+    with EtcdStore(store_url + "?group_wait_ms=0") as store:
+        assert store._group_wait == 0
+    for bad in ("group_wait_ms=-1", "group_gap_ms=soon", "group_wait_ms=5000"):
+        with pytest.raises(ValueError, match="milliseconds"):
+            EtcdStore(f"{store_url}?{bad}")

@@ -25,6 +25,10 @@ decode_record = msgspec.json.Decoder(Record).decode
 _DELETE = 1  # mvccpb.Event.DELETE
 
 
+def _revision(change: Change) -> int:
+    return change.revision
+
+
 def prefix_end(prefix: bytes) -> bytes:
     """etcd's range_end for "every key starting with prefix"."""
     end = bytearray(prefix)
@@ -117,26 +121,40 @@ class Keys:
         changes: list[Change] = []
         last = 0
         lost: set[int] = set()  # revisions with an allocation event whose old value the watch no longer has
+        usage: list[tuple[int, bytes]] = []  # (revision, key) of usage-key puts, made changes only if needed
+        placed, usage_prefix, allocations = self.placed, self.usage_prefix, self.allocations
         for ev in events:
-            last = ev.kv.mod_revision
-            prev = ev.prev_kv if ev.HasField("prev_kv") else None
+            kv = ev.kv
+            last = kv.mod_revision
+            key: bytes = kv.key
+            # Most events of a claim are index entries and usage keys: the replica needs no change for either
+            # (a usage key only in the case below), so they skip the decoding.
+            if key.startswith(placed):
+                continue
             deleted = ev.type == _DELETE
-            change = self.change(last, ev.kv, deleted, prev)
+            if key.startswith(usage_prefix):
+                if not deleted:
+                    usage.append((last, key))
+                continue
+            prev = ev.prev_kv if ev.HasField("prev_kv") else None
+            change = self.change(last, kv, deleted, prev)
             if change is not None:
                 changes.append(change)
-                if change.kind.startswith("allocation") and prev is None and (deleted or ev.kv.version > 1):
+                if prev is None and (deleted or kv.version > 1) and key.startswith(allocations):
                     lost.add(last)
-            elif not deleted and ev.kv.key.startswith(self.usage_prefix):
-                # Kept only for a revision in ``lost``: then the replica cannot tell from the allocation change
-                # which node it left, and would expect that node's old usage revision until a reload.
-                changes.append(Change(revision=last, kind="usage", node=self.split(ev.kv.key, self.usage_prefix)))
-        kept = [c for c in changes if c.kind != "usage" or c.revision in lost]
-        if last and (not kept or kept[-1].revision < last):
+        if lost and usage:
+            # Kept only for a revision in ``lost``: then the replica cannot tell from the allocation change which
+            # node it left, and would expect that node's old usage revision until a reload. In event order
+            # within the revision, after its other changes (as the replica applies them, it does not matter).
+            changes += [Change(revision=rev, kind="usage", node=self.split(key, usage_prefix))
+                        for rev, key in usage if rev in lost]
+            changes.sort(key=_revision)
+        if last and (not changes or changes[-1].revision < last):
             # The newest revision changed nothing a replica holds (a shared claim txn whose every claim lost still
             # writes ``last-write``, which barrier() returns): a node-less "usage" change moves the replica's
             # cursor there, or a replica waiting on that barrier would wait until the next real write.
-            kept.append(Change(revision=last, kind="usage"))
-        return kept, last
+            changes.append(Change(revision=last, kind="usage"))
+        return changes, last
 
     def change(self, revision: int, kv: Any, deleted: bool, prev: Any) -> Change | None:
         """One key's event; None for usage keys (their revision travels with the change of the same txn)."""
