@@ -108,6 +108,7 @@ class Replica(Follower, PlacementFacade):
         self._expired: queue.SimpleQueue[str] = queue.SimpleQueue()
         # Nodes whose last claim commit had an unknown outcome: not claimable until the next snapshot load.
         self._dirty: set[NodeKey] = set()
+        self._frozen_rows = 0  # the table's size when the heap was last frozen (``_freeze_if_grown``)
         self.stale_reports = 0  # reports this replica wrote that the store ignored as older than what it held
         self.touches = 0  # reports that changed nothing but their time: written as touches, or not at all (quiet)
         self.revalidations = 0  # store conflicts resolved by re-checking the same nodes (no new decision)
@@ -176,14 +177,26 @@ class Replica(Follower, PlacementFacade):
             self.revision = snap.revision
             self._dirty = set()
         self.last_sync = self.clock()
-        if len(table) >= GC_FREEZE_ROWS:
-            # The replica lives as long as the process: move it out of the cyclic collector's generations so a
-            # full collection does not walk 100,000 rows in the middle of a decision (a p99 spike otherwise).
-            # The full collection this takes walks the whole heap: worth it for a large table only, since a
-            # process that builds many small replicas (tests, tools, the simulator) would pay it each time.
+        self._frozen_rows = 0
+        self._freeze_if_grown(reload=True)
+
+    def _freeze_if_grown(self, reload: bool = False) -> None:
+        """The replica lives as long as the process: once its table reaches ``GC_FREEZE_ROWS`` rows, and again
+        each time it has doubled since (hosts registered after the start arrive through the feed), move the
+        heap out of the cyclic collector's generations, so a full collection does not walk 100,000 rows in
+        the middle of a decision (a p99 spike otherwise, and CPU: at 10,000 hosts registered after the start,
+        full collections took 0.035 ms per placement more than with the table frozen). The full collection
+        this takes walks the whole heap: worth it for a large table only, since a process that builds many
+        small replicas (tests, tools, the simulator) would pay it each time. A (re)load walks the frozen part
+        too (the table it replaces is garbage now); growth only what came since the last freeze."""
+        rows = len(self.table)
+        if rows < GC_FREEZE_ROWS or rows < 2 * self._frozen_rows:
+            return
+        self._frozen_rows = rows
+        if reload:
             gc.unfreeze()
-            gc.collect()
-            gc.freeze()
+        gc.collect()
+        gc.freeze()
 
     def _before_read(self) -> None:
         if self._dirty:
@@ -204,6 +217,8 @@ class Replica(Follower, PlacementFacade):
                 self._apply_one(table, change, bump=own != "write")
                 if own is None and change.revision > self.revision:
                     self.revision = change.revision
+        if len(table) >= 2 * self._frozen_rows:
+            self._freeze_if_grown()
 
     def _apply_one(self, table: HostTable, change: Change, *, bump: bool = True) -> None:
         rev = change.revision
