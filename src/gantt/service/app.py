@@ -283,6 +283,8 @@ OVERVIEW_HOSTS = 2000
 
 def _query(request: Request) -> dict[str, str]:
     """The request's query parameters, each known to its route and given at most once."""
+    if not request.scope.get("query_string"):
+        return {}  # every hot request: no QueryParams to parse out of nothing
     route = request.scope.get("route")
     allowed = _QUERY.get(route.path if route is not None else "", frozenset())
     seen: dict[str, str] = {}
