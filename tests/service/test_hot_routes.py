@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from gantt.config import Config
+from gantt.model import HostReport
 from gantt.replica import Replica
 from gantt.service.app import create_app
 from tests.conftest import host_stats
@@ -106,3 +107,31 @@ def test_hot_routes_do_not_reach_starlette(replicas: tuple[Replica, Replica]) ->
     _answers(app)
     assert reached == ["GET /v1/resource-stats", "GET /v1/select_destinations", "GET /v1/allocations/i-1",
                        "PUT /v1/allocations/i-1"]
+
+
+def test_a_release_answers_the_revision_its_write_brought_without_reading_the_head(
+        replicas: tuple[Replica, Replica]) -> None:
+    """DELETE /v1/allocations/{c} on SQLite: the write's own catch-up has applied the release, so the answer's
+    revision is the replica's, with no read of the store's head (``barrier``) per release."""
+    replica = replicas[0]
+    replica.report_many([HostReport.of("h1", host_stats())])
+    [[placed]] = replica.select_destinations({"flavor": FLAVOR})
+    barriers: list[int] = []
+    barrier = replica.store.barrier
+
+    def counted() -> int:
+        barriers.append(1)
+        return barrier()
+
+    replica.store.barrier = counted  # type: ignore[method-assign]
+
+    async def run() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(replica)),
+                                     base_url="http://gantt") as http:
+            return await http.delete(f"/v1/allocations/{placed.consumer_uuid}")
+
+    answer = anyio.run(run)
+    assert answer.status_code == 204
+    assert barriers == []
+    assert int(answer.headers["gantt-revision"]) == replica.revision == replica.store.barrier()
+    assert replica.table.allocation(placed.consumer_uuid) is None
