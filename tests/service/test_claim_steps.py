@@ -110,15 +110,15 @@ def test_a_claim_on_the_loop_that_loses_its_node_revision_is_checked_again_and_l
     try:
         on_loop.report_many([HostReport.of("h0", host_stats(vcpus=4))])
         other.sync()
-        write_soon = on_loop.write_soon
+        write_on_loop = on_loop.write_on_loop
         raced: list[str] = []
 
         def racing(batch: Any) -> Any:
             if batch.allocations and not raced:  # the first claim: the other replica gets there first
                 raced.append(other.select_destinations({"flavor": FLAVOR})[0][0].consumer_uuid)
-            return write_soon(batch)
+            return write_on_loop(batch)
 
-        on_loop.write_soon = racing  # type: ignore[method-assign]
+        on_loop.write_on_loop = racing  # type: ignore[method-assign]
         conflicts = on_loop.revalidations
 
         async def run() -> httpx.Response:

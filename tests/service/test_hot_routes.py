@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from gantt.config import Config
+from gantt.model import HostReport
 from gantt.replica import Replica
 from gantt.service.app import create_app
 from tests.conftest import host_stats
@@ -36,6 +37,9 @@ REQUESTS: list[tuple[str, str, Any, dict[str, str]]] = [
     ("POST", "/v1/resource-stats", {"name": "h1", "stats": {"x": "y" * 70_000}}, JSON),
     ("POST", "/v1/resource-stats", {"name": "h1", "stats": {"vcpus": 10 ** 20}}, JSON),
     ("POST", "/v1/resource-stats?node=h1", {"name": "h1", "stats": {}}, JSON),
+    ("POST", "/v1/resource-stats", {"name": "h1", "stats": {}}, {**JSON, "Content-Encoding": " GZip"}),
+    ("POST", "/v1/resource-stats", {"name": "h3", "stats": {}}, {"Content-Type": "Application/Vnd.X+JSON; q=1"}),
+    ("POST", "/v1/resource-stats", {"name": "h1", "stats": {}}, {**JSON, "Content-Length": "99999999"}),
     ("GET", "/v1/resource-stats", None, {}),
     ("POST", "/v1/select_destinations", {"flavor": FLAVOR, "instance_uuids": ["i-1"]}, JSON),
     ("POST", "/v1/select_destinations", {"flavor": {**FLAVOR, "vcpus": -1}}, JSON),
@@ -85,8 +89,8 @@ def test_hot_routes_answer_as_the_starlette_path_does(replicas: tuple[Replica, R
     hot, plain = replicas
     lane = _answers(create_app(hot))
     router = _answers(create_app(plain, hot_routes=False))
-    assert [a[0] for a in lane] == [200, 200, 400, 400, 400, 400, 415, 413, 400, 400, 405, 200, 400, 409, 400,
-                                    405, 200, 204, 404, 400, 400, 405]
+    assert [a[0] for a in lane] == [200, 200, 400, 400, 400, 400, 415, 413, 400, 400, 415, 200, 413, 405, 200,
+                                    400, 409, 400, 405, 200, 204, 404, 400, 400, 405]
     for request, mine, theirs in zip(REQUESTS, lane, router, strict=True):
         assert mine == theirs, request[:2]
 
@@ -106,3 +110,31 @@ def test_hot_routes_do_not_reach_starlette(replicas: tuple[Replica, Replica]) ->
     _answers(app)
     assert reached == ["GET /v1/resource-stats", "GET /v1/select_destinations", "GET /v1/allocations/i-1",
                        "PUT /v1/allocations/i-1"]
+
+
+def test_a_release_answers_the_revision_its_write_brought_without_reading_the_head(
+        replicas: tuple[Replica, Replica]) -> None:
+    """DELETE /v1/allocations/{c} on SQLite: the write's own catch-up has applied the release, so the answer's
+    revision is the replica's, with no read of the store's head (``barrier``) per release."""
+    replica = replicas[0]
+    replica.report_many([HostReport.of("h1", host_stats())])
+    [[placed]] = replica.select_destinations({"flavor": FLAVOR})
+    barriers: list[int] = []
+    barrier = replica.store.barrier
+
+    def counted() -> int:
+        barriers.append(1)
+        return barrier()
+
+    replica.store.barrier = counted  # type: ignore[method-assign]
+
+    async def run() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(replica)),
+                                     base_url="http://gantt") as http:
+            return await http.delete(f"/v1/allocations/{placed.consumer_uuid}")
+
+    answer = anyio.run(run)
+    assert answer.status_code == 204
+    assert barriers == []
+    assert int(answer.headers["gantt-revision"]) == replica.revision == replica.store.barrier()
+    assert replica.table.allocation(placed.consumer_uuid) is None

@@ -451,3 +451,28 @@ def test_an_operator_change_lands_on_the_newest_report_and_keeps_its_time(backen
             assert shown["inventories"]["VCPU"]["total"] == 12
         with pytest.raises(NotFound):
             a.update_host("nobody", None, HostStats(service=ServiceInfo(disabled=True)))
+
+
+def test_a_table_grown_through_the_feed_is_frozen_out_of_the_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hosts registered after the start (through another instance's writes) reach the frozen part of the heap as
+    a table loaded at the start does: once at GC_FREEZE_ROWS rows, again when the table has doubled, not on
+    every write in between."""
+    import gc
+
+    import gantt.replica
+
+    monkeypatch.setattr(gantt.replica, "GC_FREEZE_ROWS", 40)
+    store = MemoryStore()
+    writer = Replica(store, CONFIG).start(follow=False)
+    reader = Replica(store, CONFIG).start(follow=False)
+    freezes: list[tuple[int, int]] = []  # (the writer's rows, the reader's rows) at each freeze
+    monkeypatch.setattr(gc, "freeze", lambda: freezes.append((len(writer.table), len(reader.table))))
+    try:
+        for i in range(100):
+            writer.update_resource_stats(f"h{i}", host_stats())
+            reader.catch_up()
+        # the writer (its own writes are applied as made), then the reader (from the feed), at 40 and 80 rows
+        assert freezes == [(40, 39), (40, 40), (80, 79), (80, 80)]
+    finally:
+        writer.stop()
+        reader.stop()
