@@ -125,3 +125,39 @@ def test_a_busy_table_lock_sends_the_rest_to_a_handler_thread(tmp_path: Path) ->
     finally:
         replica.close()
         store.close()
+
+
+def test_a_commit_is_applied_on_a_handler_thread_while_the_table_lock_is_busy(tmp_path: Path) -> None:
+    """The commit's apply (``Replica.written``) takes the table's lock too: when another thread holds it at that
+    moment (the feed applying a batch), the apply goes to a handler thread rather than stalling the loop."""
+    store = open_store(f"sqlite:///{tmp_path}/gantt.sqlite")
+    replica = Replica(store, Config()).start(follow=False)
+    try:
+        made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+        taken, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with replica.table.lock:
+                taken.set()
+                release.wait(5.0)  # without the glance, the loop would wait here this long and ask for no hop
+
+        commit = replica.write_on_loop
+
+        def commit_then_lock(batch: Any) -> Any:
+            future = commit(batch)  # the batch is built: the lock is taken while its commit is in flight
+            threading.Thread(target=hold).start()
+            taken.wait()
+            return future
+
+        replica.write_on_loop = commit_then_lock  # type: ignore[method-assign]
+        hops: list[Callable[..., Any]] = []
+        call = _call(replica, hops, before=release.set)
+        found = asyncio.run(call.steps(replica.set_provider_traits_steps, made.uuid, made.generation,
+                                       ["HW_CPU_X86_AVX"]))
+        assert hops == [replica.written]
+        assert found.generation == made.generation + 1
+        assert replica.provider(made.uuid).record.stats.traits == ["HW_CPU_X86_AVX"]
+    finally:
+        release.set()
+        replica.close()
+        store.close()

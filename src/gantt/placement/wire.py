@@ -140,7 +140,8 @@ class Call:
         the hop to a handler thread and back was two of a write's four thread crossings. A store that commits in
         its caller (etcd: a round trip) runs the whole of it on a handler thread instead. A catch-up (``sync``)
         reads the store, so it goes to a handler thread (writes to a provider this replica holds need none), and so
-        does the rest of a write that finds the table's lock taken (the loop never waits for it)."""
+        does the rest of a write that finds the table's lock taken (the loop never waits for it), the apply of a
+        commit included."""
         replica = self.replica
         if not replica.reads_in_place:
             return await self.call(lambda: replica.run_steps(make(*args, **kwargs)))
@@ -159,7 +160,11 @@ class Call:
                 elif isinstance(step, str):  # the table's lock is busy: the rest on a handler thread
                     return await self.run(replica.run_steps, steps)  # type: ignore[no-any-return]
                 else:
-                    replica.written(step, await replica.write_on_loop(step))
+                    result = await replica.write_on_loop(step)
+                    if replica.uncontended():
+                        replica.written(step, result)
+                    else:  # the feed applies a batch under the table lock: apply ours on a thread, not stall here
+                        await self.run(replica.written, step, result)
             except Exception as exc:  # raised where the step was asked for, as Replica.run_steps does
                 error = exc
 
