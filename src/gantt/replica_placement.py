@@ -33,6 +33,7 @@ from gantt.model import (
     NotFound,
     Record,
     RecordKind,
+    ReplicaBehind,
     StoreUnavailable,
 )
 from gantt.providers import (
@@ -60,6 +61,7 @@ from gantt.store.base import (
 
 if TYPE_CHECKING:
     from gantt.state import HostTable
+    from gantt.store.base import Store
 
 T = TypeVar("T")
 # A provider write as steps, so that one code path serves a handler thread and the event loop: each ``None`` it
@@ -85,6 +87,7 @@ class _Release:
     def __exit__(self, *exc: object) -> None:
         self.lock.release()
 
+_IN_FLIGHT_WAITS = 200  # catch-ups a create waits for another of its name in flight here (each a read of the head)
 _ATTEMPTS = 8  # a replica behind the store catches up and tries again; past this, the writers contend too hard
 
 
@@ -102,6 +105,10 @@ class PlacementFacade:
     providers: ProviderIndex
     catalog: Catalog
     clock: Callable[[], float]
+    store: Store
+    revision: int
+    # names and uuids of provider creates built here and not yet applied (create_provider_steps), with counts
+    _creating: dict[str, int]
 
     def sync(self) -> int: ...  # pragma: no cover - Replica's
     def write(self, batch: Batch) -> int: ...  # pragma: no cover - Replica's
@@ -294,24 +301,55 @@ class PlacementFacade:
     def create_provider_steps(self, name: str, uuid: str | None = None,
                               parent: str | None = None) -> Steps[ProviderView]:
         uuid = uuid or str(uuidlib.uuid4())
-        yield None  # sync: a name or uuid written by another instance an instant ago is a duplicate too
-        with (yield from self._lock_steps()):
-            taken = [f"uuid: {uuid}"] if uuid in self.providers.by_uuid else []
-            if name in self.providers.by_name:
-                taken.append(f"name: {name}")
-            if taken:
-                raise DuplicateName(f"Conflicting resource provider {', '.join(taken)} already exists.")
-            if parent == uuid:
-                raise InvalidRequest(f'Unable to create resource provider "{name}", {uuid}: parent provider UUID '
-                                     "cannot be same as UUID. Please specify a different parent.",
-                                     field="parent_provider_uuid")
-            above = self._parent(parent, uuid)
-            record = providers.new_record(uuid, name, above, self.clock())
-        try:
-            yield Batch(generations=[Generation(uuid, uuid, None)], providers=[record])
-        except GenerationConflict:
-            raise DuplicateName(f"Conflicting resource provider uuid: {uuid} already exists.") from None
-        return (yield from self.provider_steps(uuid))
+        # A name or uuid written by another instance an instant ago is a duplicate too. A store that checks a
+        # batch's freshness refuses this one if another process wrote after what this replica holds, and only
+        # then is a catch-up needed (each was a read of the store's head on a handler thread, per create); else
+        # the replica catches up first. A create of the same name or uuid in flight here (built, not yet applied)
+        # is waited for, by catching up, before this one is checked.
+        fresh = self.store.checks_freshness
+        if not fresh:
+            yield None
+        creating = self._creating
+        waits = 0
+        while True:
+            with (yield from self._lock_steps()):
+                in_flight = fresh and (name in creating or uuid in creating)
+                if not in_flight:
+                    taken = [f"uuid: {uuid}"] if uuid in self.providers.by_uuid else []
+                    if name in self.providers.by_name:
+                        taken.append(f"name: {name}")
+                    if taken:
+                        raise DuplicateName(f"Conflicting resource provider {', '.join(taken)} already exists.")
+                    if parent == uuid:
+                        raise InvalidRequest(f'Unable to create resource provider "{name}", {uuid}: parent provider '
+                                             "UUID cannot be same as UUID. Please specify a different parent.",
+                                             field="parent_provider_uuid")
+                    above = self._parent(parent, uuid)
+                    record = providers.new_record(uuid, name, above, self.clock())
+                    as_of = self.revision if fresh else None
+                    for key in (name, uuid):
+                        creating[key] = creating.get(key, 0) + 1
+            if in_flight:  # catch up until the other is applied (or refused), then check against it
+                waits += 1
+                if waits >= _IN_FLIGHT_WAITS:
+                    fresh = False
+                yield None
+                continue
+            try:
+                yield Batch(generations=[Generation(uuid, uuid, None)], providers=[record], fresh_as_of=as_of)
+            except GenerationConflict:
+                raise DuplicateName(f"Conflicting resource provider uuid: {uuid} already exists.") from None
+            except ReplicaBehind:  # another process wrote meanwhile: catch up (once), check and build again
+                fresh = False
+                yield None
+                continue
+            finally:
+                for key in (name, uuid):
+                    if creating.get(key, 0) <= 1:
+                        creating.pop(key, None)
+                    else:
+                        creating[key] -= 1
+            return (yield from self.provider_steps(uuid))
 
     def _parent(self, parent: str | None, uuid: str) -> ProviderView | None:
         if parent is None:

@@ -21,6 +21,7 @@ from gantt.config import Config
 from gantt.model import GenerationConflict, Inventory
 from gantt.placement.microversion import MAX_VERSION
 from gantt.placement.wire import Call
+from gantt.providers import DuplicateName
 from gantt.replica import Replica
 from gantt.store.base import open_store
 
@@ -161,3 +162,53 @@ def test_a_commit_is_applied_on_a_handler_thread_while_the_table_lock_is_busy(tm
         release.set()
         replica.close()
         store.close()
+
+
+def test_a_create_takes_no_catch_up_unless_another_process_wrote(tmp_path: Path) -> None:
+    """SQLite checks a create's freshness in its writer (``Batch.fresh_as_of``): a replica that holds every
+    revision creates without reading the store first (no handler thread); one behind another process's write is
+    refused there, catches up once, and finds the name taken, as Placement's unique name has it."""
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    stores = [open_store(url), open_store(url)]
+    here, there = (Replica(store, Config()).start(follow=False) for store in stores)
+    try:
+        hops: list[Callable[..., Any]] = []
+        made = asyncio.run(_call(here, hops).steps(here.create_provider_steps, "cn1",
+                                                   "00000000-0000-0000-0000-000000000001"))
+        assert made.name == "cn1"
+        assert hops == []  # built, committed and applied on the loop
+        there.sync()
+        there.create_provider("cn2", "00000000-0000-0000-0000-000000000002")  # another process's write
+        with pytest.raises(DuplicateName):
+            asyncio.run(_call(here, hops).steps(here.create_provider_steps, "cn2",
+                                                "00000000-0000-0000-0000-000000000003"))
+        assert hops == [here.sync]  # refused by the writer, caught up once
+        assert here.providers.by_name["cn2"] == "00000000-0000-0000-0000-000000000002"
+        again = asyncio.run(_call(here, hops).steps(here.create_provider_steps, "cn3",
+                                                    "00000000-0000-0000-0000-000000000004"))
+        assert again.name == "cn3" and hops == [here.sync]  # caught up: fresh again
+    finally:
+        for replica in (here, there):
+            replica.close()
+        for store in stores:
+            store.close()
+
+
+def test_a_create_of_a_name_in_flight_here_catches_up_first(replica: Replica) -> None:
+    """Two creates of one name through this replica at once, the second built while the first is in flight: the
+    second does not trust its memory (which lacks the first), catches up until the first is applied, and is
+    refused."""
+    hops: list[Callable[..., Any]] = []
+
+    async def both() -> list[Any]:
+        call = _call(replica, hops)
+        return await asyncio.gather(call.steps(replica.create_provider_steps, "cn1",
+                                               "00000000-0000-0000-0000-000000000001"),
+                                    call.steps(replica.create_provider_steps, "cn1",
+                                               "00000000-0000-0000-0000-000000000002"),
+                                    return_exceptions=True)
+
+    first, second = asyncio.run(both())
+    assert first.name == "cn1"
+    assert isinstance(second, DuplicateName)
+    assert [p.uuid for p in replica.provider_list()] == ["00000000-0000-0000-0000-000000000001"]
