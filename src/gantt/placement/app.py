@@ -5,7 +5,6 @@ from __future__ import annotations
 import hmac
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ from gantt.placement.errors import CODE_VERSION, PlacementError
 from gantt.placement.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
 from gantt.placement.policy import Policy, credentials
 from gantt.placement.wire import Answer, Call, PlacementRequest, gantt_error, json_response
+from gantt.requestid import request_id as new_request_id
 
 Handler = Callable[[Call], Awaitable[Answer]]
 
@@ -132,7 +132,7 @@ class PlacementApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = PlacementRequest(scope, receive)
-        request_id = scope.get("state", {}).get("request_id") or f"req-{uuid.uuid4()}"
+        request_id = scope.get("state", {}).get("request_id") or new_request_id()
         version: Version | None = None
         try:
             version = negotiate(scope["headers"])

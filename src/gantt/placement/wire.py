@@ -219,6 +219,10 @@ async def json_body(request: PlacementRequest, type_: type[T]) -> T:
     """The body as ``type_``: 415 without a JSON content type, 400 for malformed JSON or a schema mismatch."""
     require_json(request)
     raw = await request.body()
+    try:  # one pass, JSON to the body's Struct: a refusal is decoded again below, for its message's words
+        return _decoder(type_).decode(raw)  # type: ignore[no-any-return]
+    except msgspec.DecodeError:
+        pass
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
@@ -227,6 +231,11 @@ async def json_body(request: PlacementRequest, type_: type[T]) -> T:
         return msgspec.convert(data, type_, strict=True)
     except msgspec.ValidationError as exc:
         raise PlacementError(400, f"JSON does not validate: {schema_words(str(exc), data)}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _decoder(type_: Any) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(type_, strict=True)
 
 
 _PATH = re.compile(r" - at `\$((?:\.[^.`\[]+|\[\d+\])*)`$")
@@ -291,8 +300,13 @@ def query(request: PlacementRequest, allowed: set[str]) -> dict[str, list[str]]:
     return out
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def valid_uuid(value: str, what: str) -> str:
     """A uuid in its canonical dashed form (Placement takes the undashed hex form too)."""
+    if _CANONICAL_UUID.fullmatch(value):  # what clients send: already canonical, no UUID object made
+        return value
     try:
         return str(uuidlib.UUID(value))
     except ValueError:
@@ -301,6 +315,8 @@ def valid_uuid(value: str, what: str) -> str:
 
 
 def uuid_like(value: str) -> bool:
+    if _CANONICAL_UUID.fullmatch(value):
+        return True
     try:
         uuidlib.UUID(value)
     except ValueError:
