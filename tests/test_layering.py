@@ -24,7 +24,7 @@ def test_the_http_app_imports_the_facade_the_model_the_wire_types_and_its_option
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
                 and node.module.startswith("gantt")}
     assert imported <= {"gantt", "gantt.replica", "gantt.model", "gantt.config", "gantt.service.schemas",
-                        "gantt.service.metrics", "gantt.placement"}, imported
+                        "gantt.service.metrics", "gantt.placement", "gantt.requestid"}, imported
     source = (SRC / "service" / "app.py").read_text()
     assert "replica.table" not in source and "replica.scheduler" not in source and "replica.store" not in source
 
