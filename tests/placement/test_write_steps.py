@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from gantt.config import Config
-from gantt.model import GenerationConflict, Inventory
+from gantt.model import GenerationConflict, Inventory, NotFound
 from gantt.placement.microversion import MAX_VERSION
 from gantt.placement.wire import Call
-from gantt.providers import DuplicateName
+from gantt.providers import ConsumerWrite, DuplicateName
 from gantt.replica import Replica
 from gantt.store.base import open_store
 
@@ -212,3 +212,22 @@ def test_a_create_of_a_name_in_flight_here_catches_up_first(replica: Replica) ->
     assert first.name == "cn1"
     assert isinstance(second, DuplicateName)
     assert [p.uuid for p in replica.provider_list()] == ["00000000-0000-0000-0000-000000000001"]
+
+
+def test_allocations_are_written_and_deleted_on_the_loop_on_sqlite(replica: Replica) -> None:
+    """PUT /allocations and DELETE /allocations/{consumer} as steps: naming providers and classes this replica
+    holds, on SQLite neither asks for a handler thread (the names need no catch-up); memory runs each on one."""
+    made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+    replica.set_inventories(made.uuid, made.generation, {"VCPU": Inventory(total=8)}, reserved_may_equal_total=False)
+    consumer = "00000000-0000-0000-0000-0000000000c1"
+    hops: list[Callable[..., Any]] = []
+    call = _call(replica, hops)
+    write = ConsumerWrite(consumer, {made.uuid: {"VCPU": 2}}, "p", "u", None, check_generation=True)
+    asyncio.run(call.steps(replica.write_allocations_steps, [write]))
+    assert replica.table.allocation(consumer) is not None
+    assert replica.provider(made.uuid).generation == made.generation + 2  # applied here: read your own write
+    asyncio.run(call.steps(replica.delete_allocations_steps, consumer))
+    assert replica.table.allocation(consumer) is None
+    assert len(hops) == (0 if replica.reads_in_place else 2)
+    with pytest.raises(NotFound):  # nothing left to delete: looked for again after a catch-up, then refused
+        asyncio.run(call.steps(replica.delete_allocations_steps, consumer))
