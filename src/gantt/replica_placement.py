@@ -87,7 +87,9 @@ class _Release:
     def __exit__(self, *exc: object) -> None:
         self.lock.release()
 
-_IN_FLIGHT_WAITS = 200  # catch-ups a create waits for another of its name in flight here (each a read of the head)
+# How long a create waits (catching up) for another of its name or uuid in flight here: a commit's fsync on a
+# busy machine takes tens of milliseconds; past this the create goes on unguarded, as on a store without the check.
+_IN_FLIGHT_WAIT = 2.0
 _ATTEMPTS = 8  # a replica behind the store catches up and tries again; past this, the writers contend too hard
 
 
@@ -107,8 +109,8 @@ class PlacementFacade:
     clock: Callable[[], float]
     store: Store
     revision: int
-    # names and uuids of provider creates built here and not yet applied (create_provider_steps), with counts
-    _creating: dict[str, int]
+    # names and uuids of provider creates built here and not yet applied (create_provider_steps): their marks
+    _creating: dict[str, set[object]]
 
     def sync(self) -> int: ...  # pragma: no cover - Replica's
     def write(self, batch: Batch) -> int: ...  # pragma: no cover - Replica's
@@ -310,7 +312,8 @@ class PlacementFacade:
         if not fresh:
             yield None
         creating = self._creating
-        waits = 0
+        token = object()
+        deadline: float | None = None
         while True:
             with (yield from self._lock_steps()):
                 in_flight = fresh and (name in creating or uuid in creating)
@@ -328,10 +331,11 @@ class PlacementFacade:
                     record = providers.new_record(uuid, name, above, self.clock())
                     as_of = self.revision if fresh else None
                     for key in (name, uuid):
-                        creating[key] = creating.get(key, 0) + 1
+                        creating.setdefault(key, set()).add(token)
             if in_flight:  # catch up until the other is applied (or refused), then check against it
-                waits += 1
-                if waits >= _IN_FLIGHT_WAITS:
+                now = time.monotonic()
+                deadline = deadline or now + _IN_FLIGHT_WAIT
+                if now >= deadline:
                     fresh = False
                 yield None
                 continue
@@ -344,11 +348,15 @@ class PlacementFacade:
                 yield None
                 continue
             finally:
+                # Not under the table's lock (the loop may not wait for it): set operations are atomic, so no
+                # create's mark outlives it; at worst a create added at this instant loses its mark (two creates
+                # of one name at once, then unguarded, as any two are on a store that does not check).
                 for key in (name, uuid):
-                    if creating.get(key, 0) <= 1:
-                        creating.pop(key, None)
-                    else:
-                        creating[key] -= 1
+                    holders = creating.get(key)
+                    if holders is not None:
+                        holders.discard(token)
+                        if not holders:
+                            creating.pop(key, None)
             return (yield from self.provider_steps(uuid))
 
     def _parent(self, parent: str | None, uuid: str) -> ProviderView | None:
