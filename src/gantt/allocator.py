@@ -1,4 +1,6 @@
-"""Keep glibc from handing large numpy temporaries back to the kernel after every decision.
+"""Memory settings of a serving process: glibc's thresholds, and the cyclic collector's (``collect_less_often``).
+
+Keep glibc from handing large numpy temporaries back to the kernel after every decision.
 
 A decision at 100,000 nodes allocates a few 0.8 MB arrays (scores, scratch) and frees them. glibc serves blocks
 that large with mmap or at the top of the heap and, past its trim threshold, returns the memory at once; the
@@ -9,6 +11,7 @@ with glibc's defaults and 44 µs with fixed thresholds. Fixed thresholds keep th
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 
 _M_TRIM_THRESHOLD = -1
@@ -28,3 +31,18 @@ def keep_freed_memory() -> bool:
     except (OSError, AttributeError):
         return False  # not glibc (musl has no mallopt)
     return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
+
+
+# The cyclic collector's thresholds for a serving process (CPython's defaults: 700, 10, 10).
+COLLECT_THRESHOLDS = (5000, 20, 10)
+
+
+def collect_less_often() -> None:
+    """Run the cyclic collector's young collections a seventh as often, and its older ones rarer still.
+
+    A server allocates a few hundred tracked objects per request and keeps few (a provider's new record, its
+    old one freed). Measured over ~10,000 Placement provider writes (3,000 providers), the default thresholds
+    ran 818 young, 74 middle and 6 full collections, 0.57 s of CPU (~55 us per write, the full ones walking
+    every provider's record); these ran 64 young and 3 middle ones, 0.22 s. Garbage in cycles waits a little
+    longer (a few thousand objects at most); everything else is freed by reference counting as before."""
+    gc.set_threshold(*COLLECT_THRESHOLDS)

@@ -140,6 +140,11 @@ class GenerationConflict(Conflict):
         self.keys = keys
 
 
+class ReplicaBehind(Conflict):
+    """A batch built as of a revision that another process has written past (``Batch.fresh_as_of``): the replica
+    catches up and builds it again. Never an answer of its own: the steps that ask for the check handle it."""
+
+
 class ConsumerConflict(Conflict):
     """A write named a consumer generation the store no longer holds (Placement 1.28's consumer generation)."""
 

@@ -119,6 +119,7 @@ class Replica(Follower, PlacementFacade):
         self._claiming_lock = threading.Lock()
         # Placement's view of the same records: providers by uuid and name, and the custom classes and traits.
         self.providers = ProviderIndex()
+        self._creating: dict[str, set[object]] = {}  # names and uuids of creates in flight (their marks)
         self.catalog = Catalog()
         self.scheduler = self._new_scheduler(self._new_table())
         # This process's last decisions and refusals (GET /v1/overview); kept across reloads, as stats are.

@@ -33,6 +33,7 @@ from gantt.model import (
     NotFound,
     Record,
     RecordKind,
+    ReplicaBehind,
     StoreUnavailable,
 )
 from gantt.providers import (
@@ -60,6 +61,7 @@ from gantt.store.base import (
 
 if TYPE_CHECKING:
     from gantt.state import HostTable
+    from gantt.store.base import Store
 
 T = TypeVar("T")
 # A provider write as steps, so that one code path serves a handler thread and the event loop: each ``None`` it
@@ -85,6 +87,9 @@ class _Release:
     def __exit__(self, *exc: object) -> None:
         self.lock.release()
 
+# How long a create waits (catching up) for another of its name or uuid in flight here: a commit's fsync on a
+# busy machine takes tens of milliseconds; past this the create goes on unguarded, as on a store without the check.
+_IN_FLIGHT_WAIT = 2.0
 _ATTEMPTS = 8  # a replica behind the store catches up and tries again; past this, the writers contend too hard
 
 
@@ -102,6 +107,10 @@ class PlacementFacade:
     providers: ProviderIndex
     catalog: Catalog
     clock: Callable[[], float]
+    store: Store
+    revision: int
+    # names and uuids of provider creates built here and not yet applied (create_provider_steps): their marks
+    _creating: dict[str, set[object]]
 
     def sync(self) -> int: ...  # pragma: no cover - Replica's
     def write(self, batch: Batch) -> int: ...  # pragma: no cover - Replica's
@@ -294,24 +303,61 @@ class PlacementFacade:
     def create_provider_steps(self, name: str, uuid: str | None = None,
                               parent: str | None = None) -> Steps[ProviderView]:
         uuid = uuid or str(uuidlib.uuid4())
-        yield None  # sync: a name or uuid written by another instance an instant ago is a duplicate too
-        with (yield from self._lock_steps()):
-            taken = [f"uuid: {uuid}"] if uuid in self.providers.by_uuid else []
-            if name in self.providers.by_name:
-                taken.append(f"name: {name}")
-            if taken:
-                raise DuplicateName(f"Conflicting resource provider {', '.join(taken)} already exists.")
-            if parent == uuid:
-                raise InvalidRequest(f'Unable to create resource provider "{name}", {uuid}: parent provider UUID '
-                                     "cannot be same as UUID. Please specify a different parent.",
-                                     field="parent_provider_uuid")
-            above = self._parent(parent, uuid)
-            record = providers.new_record(uuid, name, above, self.clock())
-        try:
-            yield Batch(generations=[Generation(uuid, uuid, None)], providers=[record])
-        except GenerationConflict:
-            raise DuplicateName(f"Conflicting resource provider uuid: {uuid} already exists.") from None
-        return (yield from self.provider_steps(uuid))
+        # A name or uuid written by another instance an instant ago is a duplicate too. A store that checks a
+        # batch's freshness refuses this one if another process wrote after what this replica holds, and only
+        # then is a catch-up needed (each was a read of the store's head on a handler thread, per create); else
+        # the replica catches up first. A create of the same name or uuid in flight here (built, not yet applied)
+        # is waited for, by catching up, before this one is checked.
+        fresh = self.store.checks_freshness
+        if not fresh:
+            yield None
+        creating = self._creating
+        token = object()
+        deadline: float | None = None
+        while True:
+            with (yield from self._lock_steps()):
+                in_flight = fresh and (name in creating or uuid in creating)
+                if not in_flight:
+                    taken = [f"uuid: {uuid}"] if uuid in self.providers.by_uuid else []
+                    if name in self.providers.by_name:
+                        taken.append(f"name: {name}")
+                    if taken:
+                        raise DuplicateName(f"Conflicting resource provider {', '.join(taken)} already exists.")
+                    if parent == uuid:
+                        raise InvalidRequest(f'Unable to create resource provider "{name}", {uuid}: parent provider '
+                                             "UUID cannot be same as UUID. Please specify a different parent.",
+                                             field="parent_provider_uuid")
+                    above = self._parent(parent, uuid)
+                    record = providers.new_record(uuid, name, above, self.clock())
+                    as_of = self.revision if fresh else None
+                    for key in (name, uuid):
+                        creating.setdefault(key, set()).add(token)
+            if in_flight:  # catch up until the other is applied (or refused), then check against it
+                now = time.monotonic()
+                deadline = deadline or now + _IN_FLIGHT_WAIT
+                if now >= deadline:
+                    fresh = False
+                yield None
+                continue
+            try:
+                yield Batch(generations=[Generation(uuid, uuid, None)], providers=[record], fresh_as_of=as_of)
+            except GenerationConflict:
+                raise DuplicateName(f"Conflicting resource provider uuid: {uuid} already exists.") from None
+            except ReplicaBehind:  # another process wrote meanwhile: catch up (once), check and build again
+                fresh = False
+                yield None
+                continue
+            finally:
+                # Not under the table's lock (the loop may not wait for it): set operations are atomic, so no
+                # create's mark outlives it; at worst a create added at this instant loses its mark (two creates
+                # of one name at once, then unguarded, as any two are on a store that does not check).
+                for key in (name, uuid):
+                    holders = creating.get(key)
+                    if holders is not None:
+                        holders.discard(token)
+                        if not holders:
+                            creating.pop(key, None)
+            return (yield from self.provider_steps(uuid))
 
     def _parent(self, parent: str | None, uuid: str) -> ProviderView | None:
         if parent is None:
@@ -502,20 +548,15 @@ class PlacementFacade:
                 yield None
             except GenerationConflict:
                 if generation is not None:
-                    # caught up before the refusal goes out (_caught_up_before_refusing)
+                    # The store refused a generation the client named: this replica is behind the write that beat
+                    # it. Caught up before the 409 goes out, the client's next read here (Nova reads the provider
+                    # or consumer again after a conflict) shows that write; a store too slow to answer leaves the
+                    # refusal as it is (it is the true answer).
                     with contextlib.suppress(StoreUnavailable):
                         yield None
                     raise
                 yield None
         raise Conflict(f"resource provider {uuid} kept changing; try again")
-
-    def _caught_up_before_refusing(self) -> None:
-        """The store refused a generation the client named: this replica is behind the write that beat it. Catch
-        up before the 409 goes out, so that the client's next read here (Nova reads the provider or consumer
-        again after a conflict) shows that write, not the generation it just lost with. A store too slow to
-        answer leaves the refusal as it is: it is the true answer."""
-        with contextlib.suppress(StoreUnavailable):
-            self.sync()
 
     def _batch(self, current: ProviderView, built: Any) -> Batch:
         records, memberships = built if isinstance(built, tuple) else (built, [])
@@ -562,11 +603,14 @@ class PlacementFacade:
                                     consumer_type=consumer_type)
 
     def write_allocations(self, writes: list[ConsumerWrite]) -> None:
+        self.run_steps(self.write_allocations_steps(writes))
+
+    def write_allocations_steps(self, writes: list[ConsumerWrite]) -> Steps[None]:
         """Replace each consumer's allocations with what ``writes`` gives, all in one commit (Placement's PUT
         /allocations/{consumer} and POST /allocations). The store checks every touched provider for room,
         compares the consumer generations and moves the touched providers' generations on (store.planner)."""
-        self._check_names(writes)
-        self._commit_allocations(writes, "allocate")
+        yield from self._check_names_steps(writes)
+        yield from self._commit_allocations_steps(writes, "allocate")
 
     def reshape(self, inventories: dict[str, tuple[int, dict[str, Inventory]]], writes: list[ConsumerWrite], *,
                 reserved_may_equal_total: bool) -> None:
@@ -581,7 +625,7 @@ class PlacementFacade:
         for _, given in inventories.values():
             for rc, inv in given.items():
                 providers.check_inventory(rc, inv, reserved_may_equal_total=reserved_may_equal_total)
-        self._check_names(writes)
+        self.run_steps(self._check_names_steps(writes))
 
         def add_inventories(batch: Batch) -> None:
             for uuid, (generation, given) in inventories.items():
@@ -597,18 +641,18 @@ class PlacementFacade:
                 batch.generations.append(Generation(*current.key, current.generation))
                 batch.expect.append(Expect(*current.key, self.node_revisions.get(current.key, 0)))
 
-        self._commit_allocations(writes, "reshape", add_inventories)
+        self.run_steps(self._commit_allocations_steps(writes, "reshape", add_inventories))
 
-    def _commit_allocations(self, writes: list[ConsumerWrite], verb: str,
-                            extend: Callable[[Batch], None] | None = None) -> None:
+    def _commit_allocations_steps(self, writes: list[ConsumerWrite], verb: str,
+                                  extend: Callable[[Batch], None] | None = None) -> Steps[None]:
         """The allocation batch (``extend``-ed, under the table lock) written; a replica that was behind the store
         catches up and builds it again. A generation the client named and the store no longer holds is the
         client's conflict: a consumer's always, a provider's only when ``extend`` named one."""
         for attempt in range(_ATTEMPTS):
             if attempt:
-                self.sync()
+                yield None
             try:
-                with self.table.lock:
+                with (yield from self._lock_steps()):
                     batch = self._allocation_batch(writes)
                     if extend is not None:
                         extend(batch)
@@ -617,15 +661,17 @@ class PlacementFacade:
                     raise
                 continue  # the client may have read a generation this replica has not seen yet: catch up first
             try:
-                self.write(batch)
+                yield batch
                 return
             except ConsumerConflict as exc:
                 if any(w.check_generation for w in writes if w.consumer == exc.consumer):
-                    self._caught_up_before_refusing()
+                    with contextlib.suppress(StoreUnavailable):  # caught up before refusing (_edit_steps)
+                        yield None
                     raise
             except GenerationConflict:
                 if extend is not None:
-                    self._caught_up_before_refusing()
+                    with contextlib.suppress(StoreUnavailable):
+                        yield None
                     raise
             except (StoreConflict, ConsumerHeld, NotFound):
                 pass  # this replica was behind the store: catch up and build the batch again
@@ -635,28 +681,43 @@ class PlacementFacade:
         raise Conflict("Inventory and/or allocations changed while attempting to reshape; try again")
 
     def delete_allocations(self, consumer: str) -> None:
+        self.run_steps(self.delete_allocations_steps(consumer))
+
+    def delete_allocations_steps(self, consumer: str) -> Steps[None]:
         """Drop every allocation of the consumer (NotFound when it holds none)."""
         if self.table.allocation(consumer) is None:
-            self.sync()
+            yield None  # another instance may have written it an instant ago
         if self.table.allocation(consumer) is None:
             raise NotFound(f"No allocations for consumer '{consumer}'", field="consumer_uuid")
         try:
-            self.write(Batch(releases=[consumer]))
+            yield Batch(releases=[consumer])
         except NotFound:
             raise NotFound(f"No allocations for consumer '{consumer}'", field="consumer_uuid") from None
 
-    def _check_names(self, writes: list[ConsumerWrite]) -> None:
-        self.sync()  # a provider or class created by another instance an instant ago exists
-        with self.table.lock:
-            for write in writes:
-                for uuid in write.allocations:
-                    if uuid not in self.providers.by_uuid:
-                        raise InvalidRequest(f"Allocation for resource provider '{uuid}' that does not exist.",
-                                             field="allocations")
-            missing = self.catalog.missing("resource_class", {rc for w in writes for r in w.allocations.values()
-                                                              for rc in r})
-            if missing:
-                raise InvalidRequest(f"No such resource class {', '.join(sorted(missing))}.", field="allocations")
+    def _check_names_steps(self, writes: list[ConsumerWrite]) -> Steps[None]:
+        """Every provider and class the writes name exists. One created by another instance an instant ago
+        exists too: a name not found here is looked for again after a catch-up (a name found here needs none:
+        one deleted elsewhere meanwhile is the store's NotFound, and the batch is built again after a catch-up)."""
+        for attempt in range(2):
+            if attempt:
+                yield None
+            with (yield from self._lock_steps()):
+                error = self._missing_names(writes)
+            if error is None:
+                return
+        raise error
+
+    def _missing_names(self, writes: list[ConsumerWrite]) -> InvalidRequest | None:
+        for write in writes:
+            for uuid in write.allocations:
+                if uuid not in self.providers.by_uuid:
+                    return InvalidRequest(f"Allocation for resource provider '{uuid}' that does not exist.",
+                                          field="allocations")
+        missing = self.catalog.missing("resource_class", {rc for w in writes for r in w.allocations.values()
+                                                          for rc in r})
+        if missing:
+            return InvalidRequest(f"No such resource class {', '.join(sorted(missing))}.", field="allocations")
+        return None
 
     def _allocation_batch(self, writes: list[ConsumerWrite]) -> Batch:
         batch = Batch(capacity=Capacity(default_ratios=dict(self.table.default_ratios)))
@@ -674,7 +735,7 @@ class PlacementFacade:
             parts = []
             for uuid, resources in write.allocations.items():
                 found = self.providers.by_uuid.get(uuid)
-                if found is None:  # deleted since _check_names
+                if found is None:  # deleted since _check_names_steps
                     raise InvalidRequest(f"Allocation for resource provider '{uuid}' that does not exist.",
                                          field="allocations")
                 parts.append((found, dict(resources)))

@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from gantt.config import Config
-from gantt.model import GenerationConflict, Inventory
+from gantt.model import GenerationConflict, Inventory, NotFound
 from gantt.placement.microversion import MAX_VERSION
 from gantt.placement.wire import Call
+from gantt.providers import ConsumerWrite, DuplicateName
 from gantt.replica import Replica
 from gantt.store.base import open_store
 
@@ -125,3 +126,114 @@ def test_a_busy_table_lock_sends_the_rest_to_a_handler_thread(tmp_path: Path) ->
     finally:
         replica.close()
         store.close()
+
+
+def test_a_commit_is_applied_on_a_handler_thread_while_the_table_lock_is_busy(tmp_path: Path) -> None:
+    """The commit's apply (``Replica.written``) takes the table's lock too: when another thread holds it at that
+    moment (the feed applying a batch), the apply goes to a handler thread rather than stalling the loop."""
+    store = open_store(f"sqlite:///{tmp_path}/gantt.sqlite")
+    replica = Replica(store, Config()).start(follow=False)
+    try:
+        made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+        taken, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with replica.table.lock:
+                taken.set()
+                release.wait(5.0)  # without the glance, the loop would wait here this long and ask for no hop
+
+        commit = replica.write_on_loop
+
+        def commit_then_lock(batch: Any) -> Any:
+            future = commit(batch)  # the batch is built: the lock is taken while its commit is in flight
+            threading.Thread(target=hold).start()
+            taken.wait()
+            return future
+
+        replica.write_on_loop = commit_then_lock  # type: ignore[method-assign]
+        hops: list[Callable[..., Any]] = []
+        call = _call(replica, hops, before=release.set)
+        found = asyncio.run(call.steps(replica.set_provider_traits_steps, made.uuid, made.generation,
+                                       ["HW_CPU_X86_AVX"]))
+        assert hops == [replica.written]
+        assert found.generation == made.generation + 1
+        assert replica.provider(made.uuid).record.stats.traits == ["HW_CPU_X86_AVX"]
+    finally:
+        release.set()
+        replica.close()
+        store.close()
+
+
+def test_a_create_takes_no_catch_up_unless_another_process_wrote(tmp_path: Path) -> None:
+    """SQLite checks a create's freshness in its writer (``Batch.fresh_as_of``): a replica that holds every
+    revision creates without reading the store first (no handler thread); one behind another process's write is
+    refused there, catches up once, and finds the name taken, as Placement's unique name has it."""
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    stores = [open_store(url), open_store(url)]
+    here, there = (Replica(store, Config()).start(follow=False) for store in stores)
+    try:
+        hops: list[Callable[..., Any]] = []
+        made = asyncio.run(_call(here, hops).steps(here.create_provider_steps, "cn1",
+                                                   "00000000-0000-0000-0000-000000000001"))
+        assert made.name == "cn1"
+        assert hops == []  # built, committed and applied on the loop
+        there.sync()
+        there.create_provider("cn2", "00000000-0000-0000-0000-000000000002")  # another process's write
+        with pytest.raises(DuplicateName):
+            asyncio.run(_call(here, hops).steps(here.create_provider_steps, "cn2",
+                                                "00000000-0000-0000-0000-000000000003"))
+        assert hops == [here.sync]  # refused by the writer, caught up once
+        assert here.providers.by_name["cn2"] == "00000000-0000-0000-0000-000000000002"
+        again = asyncio.run(_call(here, hops).steps(here.create_provider_steps, "cn3",
+                                                    "00000000-0000-0000-0000-000000000004"))
+        assert again.name == "cn3" and hops == [here.sync]  # caught up: fresh again
+    finally:
+        for replica in (here, there):
+            replica.close()
+        for store in stores:
+            store.close()
+
+
+def test_a_create_of_a_name_in_flight_here_catches_up_first(tmp_path: Path) -> None:
+    """Two creates of one name through this replica at once, the second built while the first is in flight: the
+    second does not trust its memory (which lacks the first), catches up until the first is applied, and is
+    refused. (SQLite: a store that checks a create's freshness; others catch up before every create.)"""
+    store = open_store(f"sqlite:///{tmp_path}/gantt.sqlite")
+    replica = Replica(store, Config()).start(follow=False)
+    hops: list[Callable[..., Any]] = []
+
+    async def both() -> list[Any]:
+        call = _call(replica, hops)
+        return await asyncio.gather(call.steps(replica.create_provider_steps, "cn1",
+                                               "00000000-0000-0000-0000-000000000001"),
+                                    call.steps(replica.create_provider_steps, "cn1",
+                                               "00000000-0000-0000-0000-000000000002"),
+                                    return_exceptions=True)
+
+    try:
+        first, second = asyncio.run(both())
+        assert first.name == "cn1"
+        assert isinstance(second, DuplicateName)
+        assert [p.uuid for p in replica.provider_list()] == ["00000000-0000-0000-0000-000000000001"]
+    finally:
+        replica.close()
+        store.close()
+
+
+def test_allocations_are_written_and_deleted_on_the_loop_on_sqlite(replica: Replica) -> None:
+    """PUT /allocations and DELETE /allocations/{consumer} as steps: naming providers and classes this replica
+    holds, on SQLite neither asks for a handler thread (the names need no catch-up); memory runs each on one."""
+    made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+    replica.set_inventories(made.uuid, made.generation, {"VCPU": Inventory(total=8)}, reserved_may_equal_total=False)
+    consumer = "00000000-0000-0000-0000-0000000000c1"
+    hops: list[Callable[..., Any]] = []
+    call = _call(replica, hops)
+    write = ConsumerWrite(consumer, {made.uuid: {"VCPU": 2}}, "p", "u", None, check_generation=True)
+    asyncio.run(call.steps(replica.write_allocations_steps, [write]))
+    assert replica.table.allocation(consumer) is not None
+    assert replica.provider(made.uuid).generation == made.generation + 2  # applied here: read your own write
+    asyncio.run(call.steps(replica.delete_allocations_steps, consumer))
+    assert replica.table.allocation(consumer) is None
+    assert len(hops) == (0 if replica.reads_in_place else 2)
+    with pytest.raises(NotFound):  # nothing left to delete: looked for again after a catch-up, then refused
+        asyncio.run(call.steps(replica.delete_allocations_steps, consumer))

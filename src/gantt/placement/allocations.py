@@ -124,7 +124,7 @@ def _brief(value: Any) -> str:
 async def write(call: Call, writes: list[ConsumerWrite], *, post: bool) -> None:
     """The replica's write, its refusals in Placement's words."""
     try:
-        await call.call(call.replica.write_allocations, writes)
+        await call.steps(call.replica.write_allocations_steps, writes)
     except InvalidRequest as exc:
         message = gantt_error(exc).detail
         if message.startswith("No such resource class"):
@@ -176,7 +176,7 @@ async def post(call: Call) -> Answer:
 
 async def delete(call: Call) -> Answer:
     consumer = call.params["consumer_uuid"]
-    await call.call(call.replica.delete_allocations, consumer)
+    await call.steps(call.replica.delete_allocations_steps, consumer)
     return empty()
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hmac
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ from gantt.placement.errors import CODE_VERSION, PlacementError
 from gantt.placement.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
 from gantt.placement.policy import Policy, credentials
 from gantt.placement.wire import Answer, Call, PlacementRequest, gantt_error, json_response
+from gantt.requestid import request_id as new_request_id
 
 Handler = Callable[[Call], Awaitable[Answer]]
 
@@ -100,11 +100,16 @@ _SINCE = {"/allocation_candidates": 10, "/reshaper": 30, "/resource_classes": 2,
           "/traits": 6, "/traits/{name}": 6, _RP + "/traits": 6, "/usages": 9}
 _COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", path) + "$"), path, methods)
              for path, methods in ROUTES]
+# The routes a path may match, by its first segment and its number of slashes (a template's parameters match no
+# slash), in ROUTES' order: one or two patterns tried per request, not every route's until one matches.
+_CANDIDATES: dict[tuple[str, int], list[tuple[re.Pattern[str], str, dict[str, Handler]]]] = {}
+for _entry in _COMPILED:
+    _CANDIDATES.setdefault((_entry[1].split("/", 2)[1], _entry[1].count("/")), []).append(_entry)
 
 
 def resolve(method: str, path: str, version: Version) -> tuple[Handler, dict[str, str], str]:
     """The handler, the path's parameters, and the route's template."""
-    for pattern, template, methods in _COMPILED:
+    for pattern, template, methods in _CANDIDATES.get((path.split("/", 2)[1], path.count("/")), ()):
         match = pattern.match(path)
         if match is None or not version.at_least(_SINCE.get(template, 0)):
             continue
@@ -132,7 +137,7 @@ class PlacementApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = PlacementRequest(scope, receive)
-        request_id = scope.get("state", {}).get("request_id") or f"req-{uuid.uuid4()}"
+        request_id = scope.get("state", {}).get("request_id") or new_request_id()
         version: Version | None = None
         try:
             version = negotiate(scope["headers"])

@@ -140,7 +140,8 @@ class Call:
         the hop to a handler thread and back was two of a write's four thread crossings. A store that commits in
         its caller (etcd: a round trip) runs the whole of it on a handler thread instead. A catch-up (``sync``)
         reads the store, so it goes to a handler thread (writes to a provider this replica holds need none), and so
-        does the rest of a write that finds the table's lock taken (the loop never waits for it)."""
+        does the rest of a write that finds the table's lock taken (the loop never waits for it), the apply of a
+        commit included."""
         replica = self.replica
         if not replica.reads_in_place:
             return await self.call(lambda: replica.run_steps(make(*args, **kwargs)))
@@ -159,7 +160,11 @@ class Call:
                 elif isinstance(step, str):  # the table's lock is busy: the rest on a handler thread
                     return await self.run(replica.run_steps, steps)  # type: ignore[no-any-return]
                 else:
-                    replica.written(step, await replica.write_on_loop(step))
+                    result = await replica.write_on_loop(step)
+                    if replica.uncontended():
+                        replica.written(step, result)
+                    else:  # the feed applies a batch under the table lock: apply ours on a thread, not stall here
+                        await self.run(replica.written, step, result)
             except Exception as exc:  # raised where the step was asked for, as Replica.run_steps does
                 error = exc
 
@@ -214,6 +219,10 @@ async def json_body(request: PlacementRequest, type_: type[T]) -> T:
     """The body as ``type_``: 415 without a JSON content type, 400 for malformed JSON or a schema mismatch."""
     require_json(request)
     raw = await request.body()
+    try:  # one pass, JSON to the body's Struct: a refusal is decoded again below, for its message's words
+        return _decoder(type_).decode(raw)  # type: ignore[no-any-return]
+    except msgspec.DecodeError:
+        pass
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
@@ -222,6 +231,11 @@ async def json_body(request: PlacementRequest, type_: type[T]) -> T:
         return msgspec.convert(data, type_, strict=True)
     except msgspec.ValidationError as exc:
         raise PlacementError(400, f"JSON does not validate: {schema_words(str(exc), data)}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _decoder(type_: Any) -> msgspec.json.Decoder[Any]:
+    return msgspec.json.Decoder(type_, strict=True)
 
 
 _PATH = re.compile(r" - at `\$((?:\.[^.`\[]+|\[\d+\])*)`$")
@@ -286,8 +300,13 @@ def query(request: PlacementRequest, allowed: set[str]) -> dict[str, list[str]]:
     return out
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def valid_uuid(value: str, what: str) -> str:
     """A uuid in its canonical dashed form (Placement takes the undashed hex form too)."""
+    if _CANONICAL_UUID.fullmatch(value):  # what clients send: already canonical, no UUID object made
+        return value
     try:
         return str(uuidlib.UUID(value))
     except ValueError:
@@ -296,6 +315,8 @@ def valid_uuid(value: str, what: str) -> str:
 
 
 def uuid_like(value: str) -> bool:
+    if _CANONICAL_UUID.fullmatch(value):
+        return True
     try:
         uuidlib.UUID(value)
     except ValueError:

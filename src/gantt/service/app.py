@@ -20,7 +20,6 @@ import logging
 import os
 import re
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -53,6 +52,7 @@ from gantt.model import (
 )
 from gantt.placement import create_placement_app
 from gantt.replica import Batch, ClaimSteps, Replica, advance  # a write the facade hands to its store, as it builds it
+from gantt.requestid import request_id as new_request_id
 from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
     MAX_LIMIT,
@@ -781,7 +781,7 @@ class Guard:
         status = 0
         start = time.perf_counter()
         # OpenStack's convention: every answer names its request, so a caller's log line and ours can be matched.
-        request_id = f"req-{uuid.uuid4()}"
+        request_id = new_request_id()  # not uuid4: a kernel read per request
         scope.setdefault("state", {})["request_id"] = request_id  # Placement's error bodies name it too
 
         async def watch(message: Message) -> None:

@@ -118,12 +118,13 @@ def _load(options: ServeOptions) -> Config:
 def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: int = 0) -> int:
     import uvicorn
 
-    from gantt.allocator import keep_freed_memory
+    from gantt.allocator import collect_less_often, keep_freed_memory
     from gantt.service import protocol
     from gantt.service.namespaces import create_app
     from gantt.service.protocol import BoundedHttpToolsProtocol
 
     keep_freed_memory()
+    collect_less_often()
 
     logging.basicConfig(level=getattr(logging, options.log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")

@@ -157,6 +157,10 @@ class Batch(Struct, omit_defaults=True):
     # Placement's allocation writes: each consumer's stored generation must be as named (ConsumerConflict
     # otherwise), and the written allocations move it on; the providers named move their generation on
     # (NotFound when gone); ``capacity``: every node the allocations touch must have room for them.
+    # Refuse the whole batch (ReplicaBehind) if another process has committed after this revision: what the
+    # replica checked in its memory (a new provider's name is free) may be stale. Set only for a store that
+    # says ``checks_freshness``; a replica behind another process's writes then catches up once, not per write.
+    fresh_as_of: int | None = None
     consumers: list[ConsumerGeneration] = field(default_factory=list)
     bump_providers: list[tuple[str, str]] = field(default_factory=list)
     capacity: Capacity | None = None
@@ -248,6 +252,8 @@ class Store(abc.ABC):
     # True when ``commit_soon`` hands the batch to a writer of the store's own and returns at once (a caller on
     # an event loop may then wait for the future without a thread of its own); False when it commits in place.
     queued_commits = False
+    # True when the store refuses a batch whose ``fresh_as_of`` another process has written past.
+    checks_freshness = False
 
     def commit_soon(self, batch: Batch) -> Future[CommitResult]:
         """``commit``, with its outcome as a future. Here it is committed before this returns."""

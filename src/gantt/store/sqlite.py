@@ -49,6 +49,7 @@ from gantt.model import (
     InstanceInfo,
     NodeKey,
     Record,
+    ReplicaBehind,
     StoreUnavailable,
     prepare_types,
 )
@@ -268,6 +269,10 @@ class SQLiteStore(Store):
         # in-process wake-up of feed readers; other processes' commits are found by polling
         self._head = 0
         self._head_cond = threading.Condition()
+        # The head as this object's writer left the file (None: not known), and the newest revision it found
+        # written by anyone else (``Batch.fresh_as_of``): a head other than the one it left is another process's.
+        self._writer_head: int | None = None
+        self._foreign = 0
         # The changes of revisions this object committed, kept a while: a follower in this process gets them
         # without reading and decoding them back from the file (with one process, that is every revision).
         self._recent: dict[int, list[Change]] = {}
@@ -542,6 +547,7 @@ class SQLiteStore(Store):
     # -------------------------------------------------------------------------------------------- writing
 
     queued_commits = True
+    checks_freshness = True
 
     def commit(self, batch: Batch) -> CommitResult:
         pending = self._enqueue(_Pending(batch))
@@ -616,6 +622,8 @@ class SQLiteStore(Store):
         outcomes: list[tuple[_Pending, CommitResult | None, BaseException | None]] = []
         try:
             revision = self._read_head(conn)
+            if revision != self._writer_head:  # under the write lock: every other commit is before this read
+                self._foreign = revision
             start = revision
             failed: StoreUnavailable | None = None  # a batch the store could not write, though others were
             later = None if savepoints else _Later()
@@ -626,6 +634,9 @@ class SQLiteStore(Store):
                 if savepoints:
                     conn.execute("SAVEPOINT b")
                 try:
+                    as_of = pending.batch.fresh_as_of
+                    if as_of is not None and self._foreign > as_of:
+                        raise ReplicaBehind(f"another process wrote revision {self._foreign}, after {as_of}")
                     p = planner.plan(pending.batch, _Reads(cur, revision, later))
                     try:
                         changes, quiet = _write(cur, p, revision + 1, later)
@@ -672,6 +683,7 @@ class SQLiteStore(Store):
             self._committing = revision  # from here readers may find it in the file before it is in _recent
             conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
             self.commit_seconds += time.perf_counter() - synced
+            self._writer_head = revision
         except _Torn:
             self._committing = self._head
             if conn.in_transaction:
