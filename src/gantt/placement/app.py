@@ -195,7 +195,7 @@ def refusal(status: int, detail: str, headers: list[tuple[bytes, bytes]]) \
         version = negotiate(headers)
     except PlacementError as exc:
         error = exc
-    request_id = f"req-{uuid.uuid4()}"
+    request_id = new_request_id()
     return (error.status, [(b"content-type", b"application/json"), (b"x-openstack-request-id", request_id.encode()),
              (b"openstack-api-version", f"placement {version or MIN_VERSION}".encode()),
              (b"vary", b"openstack-api-version")], _error_body(error, version, request_id))
