@@ -1,4 +1,5 @@
-"""Memory settings of a serving process: glibc's thresholds, and the cyclic collector's (``collect_less_often``).
+"""Memory settings of a serving process: glibc's thresholds, and the cyclic collector's (``collect_less_often``,
+``freeze_long_lived``).
 
 Keep glibc from handing large numpy temporaries back to the kernel after every decision.
 
@@ -44,5 +45,16 @@ def collect_less_often() -> None:
     old one freed). Measured over ~10,000 Placement provider writes (3,000 providers), the default thresholds
     ran 818 young, 74 middle and 6 full collections, 0.57 s of CPU (~55 us per write, the full ones walking
     every provider's record); these ran 64 young and 3 middle ones, 0.22 s. Garbage in cycles waits a little
-    longer (a few thousand objects at most); everything else is freed by reference counting as before."""
+    longer (a few thousand objects at most); everything else is freed by reference counting as before. Measured
+    in process on placements at 10,000 hosts (32 requests in flight keep thousands of objects alive, which every
+    young collection re-walked), the collector's CPU per placement fell from 0.039 to 0.012 ms."""
     gc.set_threshold(*COLLECT_THRESHOLDS)
+
+
+def freeze_long_lived() -> None:
+    """Move what lives as long as the process (imported modules, the app, a loaded table) out of the collector's
+    generations: a served worker starts with some 40,000 such objects, and every full collection under load
+    walked them all for nothing (measured in process at 10,000 hosts: the collector's CPU per placement 0.085
+    -> 0.049 ms). ``Replica`` calls it again as its table grows."""
+    gc.collect()
+    gc.freeze()

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gantt.activity import Activity, Overview
+from gantt.allocator import freeze_long_lived
 from gantt.catalog import Catalog
 from gantt.config import Config
 from gantt.engine import Attempts, ClaimConflict, TableReplaced
@@ -195,8 +196,7 @@ class Replica(Follower, PlacementFacade):
         self._frozen_rows = rows
         if reload:
             gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        freeze_long_lived()
 
     def _before_read(self) -> None:
         if self._dirty:

@@ -10,7 +10,6 @@ on SIGTERM/SIGINT.
 
 from __future__ import annotations
 
-import gc
 import ipaddress
 import logging
 import multiprocessing
@@ -160,13 +159,14 @@ def _uvicorn_server(config: Any) -> Any:
     (uvicorn is imported when a worker starts, not with this module.)"""
     import uvicorn
 
+    from gantt.allocator import freeze_long_lived
     from gantt.service import protocol
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
             if self.started:
-                freeze_heap()
+                freeze_long_lived()
             if self.started and protocol.SPREAD is not None:
                 protocol.SPREAD.serving()
 
@@ -176,24 +176,6 @@ def _uvicorn_server(config: Any) -> Any:
             await super().shutdown(sockets)
 
     return Server(config)
-
-
-# Allocations between two young collections in a served worker (Python's default: 700). A placement allocates
-# a few hundred tracked objects and 32 requests in flight keep thousands alive: at 700 every few placements
-# re-walked the live ones of every request in flight. Measured in process at 10,000 hosts, the collector's CPU
-# per placement fell from 0.039 to 0.012 ms at 5,000 (cyclic garbage waits a little longer: a few hundred KB).
-GC_YOUNG = 5000
-
-
-def freeze_heap() -> None:
-    """Once the app is built and its replica loaded: move what lives as long as the worker (the imported modules,
-    the app, the table loaded) out of the cyclic collector's generations; a worker starts with some 40,000 such
-    objects, and every full collection under load walked them all for nothing. (``Replica`` freezes again as
-    its table grows.) Measured in process at 10,000 hosts, the collector's CPU per placement fell from 0.085 to
-    0.049 ms with the heap frozen. Then young collections are made rarer (``GC_YOUNG``)."""
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
 
 def _ignore(signum: int, frame: Any) -> None:
