@@ -134,6 +134,7 @@ class Ranker:
         # A decision's pick by blocks (BlockPick) gives what repeated argmax gives; Nova's tie shuffle and the
         # subset slots read every candidate's score, so they keep the full-length scores.
         self._by_blocks = not fs.shuffle_best_same_weighed_hosts and config.gantt.subset_slots == 1
+        self.block_min_rows = BLOCK_MIN_ROWS  # (tests lower it to run the block paths on small tables)
 
     def _preselect(self, ctx: RequestContext) -> tuple[list[tuple[str, np.ndarray | None]], bool]:
         """ignore_hosts, force_hosts/force_nodes and requested_destination, as Nova's host manager applies them."""
@@ -308,7 +309,7 @@ class Ranker:
         table = self.table
         n = table.n
         count = int(np.count_nonzero(mask))
-        by_blocks = lazy and self._by_blocks and contributions is None and n >= BLOCK_MIN_ROWS
+        by_blocks = lazy and self._by_blocks and contributions is None and n >= self.block_min_rows
         if by_blocks:
             rows = None
             extremes = _Extremes(table, mask, None, blocks=count * 3 < n)
