@@ -162,8 +162,8 @@ def test_decisions_by_blocks_equal_the_full_scan_under_churn(seed: int, monkeypa
 
 def test_block_extremes_follow_the_journal(monkeypatch: pytest.MonkeyPatch) -> None:
     """The kept block bounds of a column are patched from the row journal (rows rising above and falling below
-    their block's bounds), rebuilt when the static revision or row count moves: every answer equals a reduction
-    over the candidates."""
+    their block's bounds), rebuilt when the static revision or row count moves: every extreme equals a reduction
+    over the candidates, and every "does a candidate pass this limit" a full comparison."""
     monkeypatch.setattr(journal_mod, "BLOCK", 16)
     rng = np.random.default_rng(7)
     n = 2000
@@ -184,3 +184,8 @@ def test_block_extremes_follow_the_journal(monkeypatch: pytest.MonkeyPatch) -> N
             got = extremes.get("c", column, mask, has, highest=highest, n=n, static_revision=revision,
                                journal=journal)
             assert got == float(column[mask].max() if highest else column[mask].min())
+            # whether a candidate passes a weigher's fixed bound (then Nova clamps it)
+            limit = float(rng.integers(-60, 160))
+            beyond = extremes.beyond("c", column, mask, has, limit, below=not highest, n=n,
+                                     static_revision=revision, journal=journal)
+            assert beyond == bool(np.any(mask & ((column < limit) if not highest else (column > limit))))

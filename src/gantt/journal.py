@@ -555,7 +555,11 @@ def masked_best(values: np.ndarray, mask: np.ndarray, blockmax: np.ndarray, has:
             rows = rows[~np.isin(rows, excluded)]
         if not len(rows):
             continue
-        rows, found = _top(rows, values.take(rows), k)
+        found = values.take(rows)
+        if len(best_rows) >= k:  # only rows that can still enter the best k
+            keep = found >= best_values[k - 1]
+            rows, found = rows[keep], found[keep]
+        rows, found = _top(rows, found, k)
         rows = np.concatenate((best_rows, rows))
         found = np.concatenate((best_values, found))
         keep = np.lexsort((rows, -found))[:k]
@@ -597,6 +601,27 @@ class BlockExtremes:
 
     def get(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, *, highest: bool, n: int,
             static_revision: int, journal: RowJournal) -> float | None:
+        """The candidates' highest (lowest) value of ``column``; None when ``mask`` marks no row."""
+        entry = self._entry(name, column, n=n, static_revision=static_revision, journal=journal)
+        bounds = entry.highest if highest else entry.lowest
+        return masked_extreme(column[:n], mask[:n], bounds, has, highest=highest)
+
+    def beyond(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, limit: float, *,
+               below: bool, n: int, static_revision: int, journal: RowJournal) -> bool:
+        """Whether a candidate's value of ``column`` lies below (above) ``limit``: only the blocks whose bound
+        lies beyond it are read (usually none: a weigher's fixed bound is rarely passed)."""
+        entry = self._entry(name, column, n=n, static_revision=static_revision, journal=journal)
+        values = column[:n]
+        bounds = entry.lowest if below else entry.highest
+        blocks = np.flatnonzero(has & ((bounds < limit) if below else (bounds > limit)))
+        if len(blocks) > EXTREME_BUDGET:
+            return bool(np.any(mask[:n] & ((values < limit) if below else (values > limit))))
+        rows = _rows_of(blocks, n)
+        picked = values.take(rows[mask.take(rows)])
+        return bool(np.any((picked < limit) if below else (picked > limit)))
+
+    def _entry(self, name: str, column: np.ndarray, *, n: int, static_revision: int,
+               journal: RowJournal) -> _Blocks:
         column = column[:n]
         with self._lock:
             seq = journal.seq
@@ -617,5 +642,4 @@ class BlockExtremes:
                 entry = _Blocks(static_revision, n, seq, block_reduce(column, highest=True),
                                 block_reduce(column, highest=False))
                 self._entries[name] = entry
-            bounds = entry.highest if highest else entry.lowest
-            return masked_extreme(column, mask[:n], bounds, has, highest=highest)
+            return entry

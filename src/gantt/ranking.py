@@ -312,7 +312,7 @@ class Ranker:
         by_blocks = lazy and self._by_blocks and contributions is None and n >= self.block_min_rows
         if by_blocks:
             rows = None
-            extremes = _Extremes(table, mask, None, blocks=count * 3 < n)
+            extremes = _Extremes(table, mask, None, blocks=count * 3 < n, by_blocks=True)
         else:
             rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
             extremes = _Extremes(table, mask, rows)
@@ -508,11 +508,16 @@ class _Extremes:
     - otherwise the column is copied into a scratch buffer with the excluded rows set to a value that cannot win.
     """
 
-    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None, *, blocks: bool = False) -> None:
+    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None, *, blocks: bool = False,
+                 by_blocks: bool = False) -> None:
         self.table = table
         self.mask = mask
         self.rows = rows
         self.blocks = blocks  # a minority of the rows: usage columns' extremes by blocks (table.block_extreme)
+        # a decision over many rows: whether a candidate passes a weigher's fixed bound is asked of the block
+        # bounds (table.block_beyond), not of a candidates' extreme (the least free rows are rarely candidates,
+        # so a shortlist of them never tells and is rebuilt, a partition of every row)
+        self.by_blocks = by_blocks
         self._has: np.ndarray | None = None
         self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
@@ -579,6 +584,17 @@ class _Extremes:
         assert lo is not None and hi is not None
         return (lo, hi) if hi > lo else None
 
+    def beyond(self, raw: np.ndarray, column: str | None, limit: float, bounds: tuple[float, float], *,
+               below: bool) -> bool:
+        """Whether a candidate's value of ``raw`` lies below (above) ``limit``; ``bounds`` the (lo, hi) found
+        for the weigher, whose other end the full question reuses."""
+        if self.by_blocks and column is not None and self.rows is None:
+            found = self.table.block_beyond(column, raw, self.mask, self.has, limit, below=below)
+            if found is not None:
+                return found
+        actual = self.bounds(raw, None, bounds[1], column) if below else self.bounds(raw, bounds[0], None, column)
+        return actual is not None and (actual[0] < limit if below else actual[1] > limit)
+
     def _over_rows(self, raw: np.ndarray) -> tuple[float, float]:
         """min and max of ``raw`` over ``rows``, gathered once per column (the entry keeps ``raw`` alive, so its
         identity cannot be reused by another array meanwhile)."""
@@ -616,14 +632,10 @@ def _clamped(extremes: _Extremes, raw: np.ndarray, column: str | None, minval: f
     column, so the patched weighted sums do not apply to it); e.g. RAMWeigher's ``minval = 0`` clamps the
     negative free RAM of an overcommitted node.
     """
-    if minval is not None:
-        actual = extremes.bounds(raw, None, bounds[1], column)
-        if actual is not None and actual[0] < minval:
-            raw, column = np.maximum(raw, minval), None
-    if maxval is not None:
-        actual = extremes.bounds(raw, bounds[0], None, column)
-        if actual is not None and actual[1] > maxval:
-            raw, column = np.minimum(raw, maxval), None
+    if minval is not None and extremes.beyond(raw, column, minval, bounds, below=True):
+        raw, column = np.maximum(raw, minval), None
+    if maxval is not None and extremes.beyond(raw, column, maxval, bounds, below=False):
+        raw, column = np.minimum(raw, maxval), None
     return raw, column
 
 

@@ -428,6 +428,16 @@ class HostTable:
         return self._block_extremes.get(name, column, mask, has, highest=highest, n=n,
                                         static_revision=self._static_revision, journal=self._journal)
 
+    def block_beyond(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, limit: float, *,
+                     below: bool) -> bool | None:
+        """Whether a row ``mask`` marks holds a value of the usage column ``name`` below (above) ``limit``, from the
+        block bounds of ``block_extreme``; None below ``patch_min_rows`` (take a full pass)."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return None
+        return self._block_extremes.beyond(name, column, mask, has, limit, below=below, n=n,
+                                           static_revision=self._static_revision, journal=self._journal)
+
     def weighted_sum_blocks(self, key: Hashable, terms: list[SumTerm]) -> tuple[np.ndarray, np.ndarray]:
         """``weighted_sum`` over every row, kept (never modify it; a later call patches it in place), with its
         maxima per block of ``journal.BLOCK`` rows."""
