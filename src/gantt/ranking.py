@@ -130,7 +130,11 @@ class Ranker:
         self._mask_cache_lock = threading.Lock()
         # The AND of every static filter's mask, per request class (the tuple of those masks' cache keys): at
         # 1,000,000 rows each AND is a pass of ~50 µs, and a dozen static filters are combined per decision.
-        self._combined: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
+        # Keyed by the masks themselves (their identities, each entry holding its masks so that no identity is
+        # reused while it lives), not by their cache keys: a filter keyed by the request's project gives every
+        # project no aggregate names one shared mask, and keying by project made 500 projects 500 classes.
+        self._combined: OrderedDict[tuple[Any, ...], tuple[list[np.ndarray | None], np.ndarray | None]] = \
+            OrderedDict()
         # A decision's pick by blocks (BlockPick) gives what repeated argmax gives; Nova's tie shuffle and the
         # subset slots read every candidate's score, so they keep the full-length scores.
         self._by_blocks = not fs.shuffle_best_same_weighed_hosts and config.gantt.subset_slots == 1
@@ -213,13 +217,16 @@ class Ranker:
             ctx.scratch[("once", flt.name)] = (mask, layout)
         return mask
 
-    def _combine(self, key: tuple[Any, ...], masks: list[np.ndarray | None], n: int) -> np.ndarray | None:
-        """The AND of the static ``masks`` (None: none of them removes anything), cached under their keys (each
-        names the static revision and row count it was computed at, so the AND is as fresh as its parts)."""
+    def _combine(self, masks: list[np.ndarray | None], n: int) -> np.ndarray | None:
+        """The AND of the static ``masks`` (None: none of them removes anything), cached under the masks'
+        identities: a static mask is a new array whenever the static revision or row count moves, so the AND is
+        as fresh as its parts."""
+        key = (n, *(id(m) for m in masks if m is not None))
         with self._mask_cache_lock:
-            if key in self._combined:
+            entry = self._combined.get(key)
+            if entry is not None:
                 self._combined.move_to_end(key)
-                return self._combined[key]
+                return entry[1]
         combined: np.ndarray | None = None
         for m in masks:
             if m is None:
@@ -229,7 +236,7 @@ class Ranker:
             else:
                 np.logical_and(combined, m[:n], out=combined)
         with self._mask_cache_lock:
-            self._combined[key] = combined
+            self._combined[key] = ([m for m in masks if m is not None], combined)
             while len(self._combined) > min(COMBINED_CLASSES, self.config.gantt.mask_cache_size):
                 self._combined.popitem(last=False)
         return combined
@@ -288,7 +295,7 @@ class Ranker:
             if flt_limits:
                 for rc, arr in flt_limits.items():
                     limits[rc] = arr if rc not in limits else np.fmin(limits[rc], arr)
-        combined = self._combine(tuple(static_keys), [steps[i][1] for i in sorted(static_steps)], n)
+        combined = self._combine([steps[i][1] for i in sorted(static_steps)], n)
         mask = combined.copy() if combined is not None else np.ones(n, dtype=np.bool_)
         for i, (_, m) in enumerate(steps):
             if m is not None and i not in static_steps:
