@@ -189,3 +189,26 @@ def test_block_extremes_follow_the_journal(monkeypatch: pytest.MonkeyPatch) -> N
             beyond = extremes.beyond("c", column, mask, has, limit, below=not highest, n=n,
                                      static_revision=revision, journal=journal)
             assert beyond == bool(np.any(mask & ((column < limit) if not highest else (column > limit))))
+
+
+def test_projects_no_aggregate_names_share_one_combined_static_mask() -> None:
+    """The AND of a request class's static masks is kept per set of masks, not per cache key: requests of many
+    projects that no aggregate isolates share one (the tenant filter keys its masks by project); an isolated
+    project gets its own, and an aggregate change (a new static revision) is seen at once."""
+    config = {"filter_scheduler": {"enabled_filters": ["AvailabilityZoneFilter", "ComputeFilter",
+                                                       "AggregateMultiTenancyIsolation"]}}
+    sched = Scheduler(config, clock=FakeClock())
+    for i in range(20):
+        sched.update_resource_stats(f"h{i}", host_stats())
+    sched.update_aggregate(Aggregate(id=1, name="iso", hosts=["h0", "h1"], metadata={"filter_tenant_id": "p-iso"}))
+    sched.update_aggregate(Aggregate(id=2, name="az", hosts=["h2", "h3"], availability_zone="az-x"))
+    ranker = sched.engine.ranker
+    for k in range(40):
+        sched.candidates(request(project_id=f"p{k}"))
+    assert len(ranker._combined) == 1
+    hosts = {c.host for c in sched.candidates(request(project_id="p-iso"))}
+    assert {"h0", "h1"} <= hosts and len(ranker._combined) == 2
+    assert {c.host for c in sched.candidates(request(project_id="p7", availability_zone="az-x"))} == {"h2", "h3"}
+    sched.update_aggregate(Aggregate(id=1, name="iso", hosts=["h4"], metadata={"filter_tenant_id": "p-iso"}))
+    hosts = {c.host for c in sched.candidates(request(project_id="p8"))}
+    assert "h4" not in hosts and {"h0", "h1"} <= hosts
