@@ -549,7 +549,7 @@ def masked_best(values: np.ndarray, mask: np.ndarray, blockmax: np.ndarray, has:
         if budget is not None and visited >= budget:
             return None
         visited += len(chunk)
-        rows = _rows_of(chunk, n)
+        rows = _rows_of(np.sort(chunk), n)  # ascending: the first of equal values is the lowest row
         rows = rows[mask.take(rows)]
         if excluded is not None:
             rows = rows[~np.isin(rows, excluded)]
@@ -568,17 +568,19 @@ def masked_best(values: np.ndarray, mask: np.ndarray, blockmax: np.ndarray, has:
 
 
 def _top(rows: np.ndarray, values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The (at most) ``k`` of ``rows`` with the highest ``values``, the lowest rows among equals; any order."""
+    """The (at most) ``k`` of ``rows`` (ascending) with the highest ``values`` (a copy of the caller's, consumed),
+    the lowest rows among equals: ``k`` argmax passes, far cheaper than a partition for the few rows a pick
+    wants."""
     if len(values) <= k:
         return rows, values
-    kth = np.partition(values, len(values) - k)[len(values) - k]
-    above = values > kth
-    ties = rows[values == kth]
-    wanted = k - int(np.count_nonzero(above))
-    if len(ties) > wanted:
-        ties = np.partition(ties, wanted - 1)[:wanted]
-    return (np.concatenate((rows[above], ties)),
-            np.concatenate((values[above], np.full(len(ties), kth, dtype=values.dtype))))
+    picked = np.empty(k, dtype=np.intp)
+    best = np.empty(k, dtype=values.dtype)
+    for j in range(k):
+        i = int(values.argmax())
+        picked[j] = i
+        best[j] = values[i]
+        values[i] = -np.inf
+    return rows[picked], best
 
 
 @dataclass(slots=True)
@@ -614,11 +616,14 @@ class BlockExtremes:
         values = column[:n]
         bounds = entry.lowest if below else entry.highest
         blocks = np.flatnonzero(has & ((bounds < limit) if below else (bounds > limit)))
+        for start in range(0, min(len(blocks), EXTREME_BUDGET), 16):  # the first hit answers
+            rows = _rows_of(blocks[start:start + 16], n)
+            picked = values.take(rows[mask.take(rows)])
+            if np.any((picked < limit) if below else (picked > limit)):
+                return True
         if len(blocks) > EXTREME_BUDGET:
             return bool(np.any(mask[:n] & ((values < limit) if below else (values > limit))))
-        rows = _rows_of(blocks, n)
-        picked = values.take(rows[mask.take(rows)])
-        return bool(np.any((picked < limit) if below else (picked > limit)))
+        return False
 
     def _entry(self, name: str, column: np.ndarray, *, n: int, static_revision: int,
                journal: RowJournal) -> _Blocks:

@@ -319,7 +319,7 @@ class Ranker:
         by_blocks = lazy and self._by_blocks and contributions is None and n >= self.block_min_rows
         if by_blocks:
             rows = None
-            extremes = _Extremes(table, mask, None, blocks=count * 3 < n, by_blocks=True)
+            extremes = _Extremes(table, mask, None, by_blocks=True)
         else:
             rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
             extremes = _Extremes(table, mask, rows)
@@ -515,15 +515,16 @@ class _Extremes:
     - otherwise the column is copied into a scratch buffer with the excluded rows set to a value that cannot win.
     """
 
-    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None, *, blocks: bool = False,
+    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None, *,
                  by_blocks: bool = False) -> None:
         self.table = table
         self.mask = mask
         self.rows = rows
-        self.blocks = blocks  # a minority of the rows: usage columns' extremes by blocks (table.block_extreme)
-        # a decision over many rows: whether a candidate passes a weigher's fixed bound is asked of the block
-        # bounds (table.block_beyond), not of a candidates' extreme (the least free rows are rarely candidates,
-        # so a shortlist of them never tells and is rebuilt, a partition of every row)
+        # A decision over many rows: a usage column's extremes over the candidates come from its block bounds
+        # (table.block_extreme), not from gathers (a zone's candidates) nor from shortlists of the column's
+        # extreme rows, which the simulation's stream of reports and request classes kept rebuilding (a partition
+        # of every row); and whether a candidate passes a weigher's fixed bound is asked of them directly
+        # (table.block_beyond: the least free rows are rarely candidates).
         self.by_blocks = by_blocks
         self._has: np.ndarray | None = None
         self._everyone: bool | None = None
@@ -559,7 +560,7 @@ class _Extremes:
         """(lo, hi) of ``raw`` (every row) over the candidates, for normalization, or None when every candidate
         weighs the same (``hi <= lo``)."""
         lo, hi = minval, maxval
-        if column is not None and self.rows is None and self.blocks:
+        if column is not None and self.rows is None and self.by_blocks:
             if lo is None:
                 lo = self.table.block_extreme(column, raw, self.mask, self.has, highest=False)
             if hi is None:
