@@ -456,7 +456,9 @@ class Engine:
         the alternates are those of the exact candidates, in the same order; only the rows walked are checked.
         """
         fs = self.config.filter_scheduler
-        score = ranking.score
+        pick = ranking.pick
+        # By blocks (a decision over many rows): the kept scores are read, never written; a pick is remembered.
+        score: Any = ranking.score if pick is None else pick
         rows = ranking.rows
         remaining = ranking.count
         exact = ranking.exact
@@ -480,7 +482,8 @@ class Engine:
                     head.append((i, weight))
                 if len(head) >= take:
                     break
-        best = _best_first(score, fs.host_subset_size + self.config.scheduler.max_attempts)
+        batch = fs.host_subset_size + self.config.scheduler.max_attempts
+        best = _best_first(score, batch) if pick is None else pick.best_first(batch)
         while len(head) < fs.host_subset_size and remaining > 0:
             i = next(best)
             weight = float(score[i])

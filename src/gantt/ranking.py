@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,7 @@ import numpy as np
 from gantt import filters as filter_pkg
 from gantt import weighers as weigher_pkg
 from gantt.config import Config
-from gantt.journal import SumTerm
+from gantt.journal import SumTerm, block_reduce, blocks_with, masked_best
 from gantt.model import Explanation, FilterStep, NearestMiss
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -31,6 +31,53 @@ if TYPE_CHECKING:
 
 # Request classes whose combined static mask is kept: one byte per row each (32 MB at 1,000,000 rows).
 COMBINED_CLASSES = 32
+# From this many rows a decision reads the kept weighted sum by blocks (``BlockPick``) instead of masking and
+# scanning every row, and a minority of candidates (a zone) takes its weighers' extremes by blocks instead of
+# gathering every candidate's values. Below it a full pass costs about as little (and 100,000 rows stay as tuned).
+BLOCK_MIN_ROWS = 256 * 1024
+PICK_BUDGET = 84  # blocks a pick reads by the kept maxima (chunks of 4, 16, 64) before it tightens them
+
+
+class BlockPick:
+    """A decision's scores read lazily: the weight of candidate row ``i`` is ``total[i]`` (the table's kept
+    weighted sum, shared and never modified), -inf off the mask or once taken. Stands in for ``Ranking.score``
+    in the engine's pick (``__getitem__``; writing -inf takes a row), and finds the best rows by blocks
+    (``journal.masked_best``) in the order repeated ``argmax`` over the masked scores gives."""
+
+    __slots__ = ("blockmax", "has", "mask", "taken", "tight", "total")
+
+    def __init__(self, total: np.ndarray, mask: np.ndarray, blockmax: np.ndarray, has: np.ndarray) -> None:
+        self.total = total
+        self.mask = mask
+        self.blockmax = blockmax
+        self.has = has
+        self.taken: set[int] = set()
+        self.tight = False  # ``blockmax`` bounds the candidates' own scores (not every row's)
+
+    def __getitem__(self, i: int) -> float:
+        if i < 0 or i in self.taken or not self.mask[i]:
+            return -np.inf
+        return float(self.total[i])
+
+    def __setitem__(self, i: int, value: float) -> None:
+        assert value == -np.inf, "a pick only ever takes a row"
+        self.taken.add(i)
+
+    def best_first(self, batch: int) -> Iterator[int]:
+        """Positions best first (as ``engine._best_first``); -1 (weight -inf) once none is left."""
+        while True:
+            found = masked_best(self.total, self.mask, self.blockmax, self.has, batch, self.taken,
+                                budget=None if self.tight else PICK_BUDGET)
+            if found is None:
+                # The best rows by the kept maxima are not candidates (a small aggregate spread over every
+                # block, the busy or down nodes): maxima of the candidates' own scores, one pass as before.
+                self.blockmax = block_reduce(np.where(self.mask, self.total, -np.inf), highest=True)
+                self.tight = True
+                continue
+            if not found:
+                while True:
+                    yield -1
+            yield from found
 
 
 @dataclass(slots=True)
@@ -56,6 +103,8 @@ class Ranking:
     # and this is the exact verdict per row, which the engine asks before it picks or offers a row. The weights
     # are exact all the same: every weigher's extremes over the mask are held by rows that pass (see _settle).
     exact: Callable[[int], bool] | None = None
+    # A decision over many rows: the pick reads ``score`` (then the kept weighted sum) through this, by blocks.
+    pick: BlockPick | None = None
 
     def candidate_rows(self) -> np.ndarray:
         return self.rows if self.rows is not None else np.flatnonzero(self.mask)
@@ -81,7 +130,15 @@ class Ranker:
         self._mask_cache_lock = threading.Lock()
         # The AND of every static filter's mask, per request class (the tuple of those masks' cache keys): at
         # 1,000,000 rows each AND is a pass of ~50 µs, and a dozen static filters are combined per decision.
-        self._combined: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
+        # Keyed by the masks themselves (their identities, each entry holding its masks so that no identity is
+        # reused while it lives), not by their cache keys: a filter keyed by the request's project gives every
+        # project no aggregate names one shared mask, and keying by project made 500 projects 500 classes.
+        self._combined: OrderedDict[tuple[Any, ...], tuple[list[np.ndarray | None], np.ndarray | None]] = \
+            OrderedDict()
+        # A decision's pick by blocks (BlockPick) gives what repeated argmax gives; Nova's tie shuffle and the
+        # subset slots read every candidate's score, so they keep the full-length scores.
+        self._by_blocks = not fs.shuffle_best_same_weighed_hosts and config.gantt.subset_slots == 1
+        self.block_min_rows = BLOCK_MIN_ROWS  # (tests lower it to run the block paths on small tables)
 
     def _preselect(self, ctx: RequestContext) -> tuple[list[tuple[str, np.ndarray | None]], bool]:
         """ignore_hosts, force_hosts/force_nodes and requested_destination, as Nova's host manager applies them."""
@@ -160,13 +217,16 @@ class Ranker:
             ctx.scratch[("once", flt.name)] = (mask, layout)
         return mask
 
-    def _combine(self, key: tuple[Any, ...], masks: list[np.ndarray | None], n: int) -> np.ndarray | None:
-        """The AND of the static ``masks`` (None: none of them removes anything), cached under their keys (each
-        names the static revision and row count it was computed at, so the AND is as fresh as its parts)."""
+    def _combine(self, masks: list[np.ndarray | None], n: int) -> np.ndarray | None:
+        """The AND of the static ``masks`` (None: none of them removes anything), cached under the masks'
+        identities: a static mask is a new array whenever the static revision or row count moves, so the AND is
+        as fresh as its parts."""
+        key = (n, *(id(m) for m in masks if m is not None))
         with self._mask_cache_lock:
-            if key in self._combined:
+            entry = self._combined.get(key)
+            if entry is not None:
                 self._combined.move_to_end(key)
-                return self._combined[key]
+                return entry[1]
         combined: np.ndarray | None = None
         for m in masks:
             if m is None:
@@ -176,7 +236,7 @@ class Ranker:
             else:
                 np.logical_and(combined, m[:n], out=combined)
         with self._mask_cache_lock:
-            self._combined[key] = combined
+            self._combined[key] = ([m for m in masks if m is not None], combined)
             while len(self._combined) > min(COMBINED_CLASSES, self.config.gantt.mask_cache_size):
                 self._combined.popitem(last=False)
         return combined
@@ -235,7 +295,7 @@ class Ranker:
             if flt_limits:
                 for rc, arr in flt_limits.items():
                     limits[rc] = arr if rc not in limits else np.fmin(limits[rc], arr)
-        combined = self._combine(tuple(static_keys), [steps[i][1] for i in sorted(static_steps)], n)
+        combined = self._combine([steps[i][1] for i in sorted(static_steps)], n)
         mask = combined.copy() if combined is not None else np.ones(n, dtype=np.bool_)
         for i, (_, m) in enumerate(steps):
             if m is not None and i not in static_steps:
@@ -243,23 +303,35 @@ class Ranker:
         if checks:
             ranking = self._settle(ctx, mask, steps, limits, checks)
         else:
-            ranking = self._score(ctx, mask, steps, limits, contributions)
+            ranking = self._score(ctx, mask, steps, limits, contributions, lazy=lazy)
         ranking.applied = tuple(applied)
         return ranking
 
     def _score(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
                limits: dict[str, np.ndarray], contributions: dict[str, np.ndarray] | None,
-               bounds: list[tuple[np.ndarray, float | None, float | None]] | None = None) -> Ranking:
+               bounds: list[tuple[np.ndarray, float | None, float | None]] | None = None, *,
+               lazy: bool = False) -> Ranking:
+        """``lazy`` (a decision): over ``BLOCK_MIN_ROWS`` rows, the ranking may read the kept weighted sum
+        through a ``BlockPick`` instead of masking every row's score."""
         table = self.table
         n = table.n
         count = int(np.count_nonzero(mask))
-        rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
-        extremes = _Extremes(table, mask, rows)
+        by_blocks = lazy and self._by_blocks and contributions is None and n >= self.block_min_rows
+        if by_blocks:
+            rows = None
+            extremes = _Extremes(table, mask, None, by_blocks=True)
+        else:
+            rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
+            extremes = _Extremes(table, mask, rows)
         shared = False
+        blockmax: np.ndarray | None = None
         if count > 1:  # Nova returns a lone candidate unweighed (weight 0): nothing to rank it against
-            score, offset, shared = self._weigh(ctx, extremes, rows, contributions, bounds)
+            score, offset, shared, blockmax = self._weigh(ctx, extremes, rows, contributions, bounds, by_blocks)
         else:
             score, offset = np.zeros(count if rows is not None else n), 0.0
+        if blockmax is not None:
+            pick = BlockPick(score, mask, blockmax, extremes.has)
+            return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, offset=offset, pick=pick)
         if rows is None and count < n:
             # One pass that also copies the table's kept sums (``shared``); a scatter of -inf over the excluded
             # rows would need their row numbers first (a pass of its own) and a copy.
@@ -280,7 +352,7 @@ class Ranker:
 
         while True:
             bounds: list[tuple[np.ndarray, float | None, float | None]] = []
-            ranking = self._score(ctx, mask, steps, limits, None, bounds)
+            ranking = self._score(ctx, mask, steps, limits, None, bounds, lazy=True)
             failed: list[int] = []
             passing: set[int] = set()
             for raw, lo, hi in bounds:
@@ -308,14 +380,14 @@ class Ranker:
                 if not any(exact(row) for row in np.flatnonzero(mask).tolist() if row != only):
                     mask = np.zeros_like(mask)
                     mask[only] = True
-                    ranking = self._score(ctx, mask, steps, limits, None)
+                    ranking = self._score(ctx, mask, steps, limits, None, lazy=True)
             ranking.exact = exact
             return ranking
 
     def _weigh(self, ctx: RequestContext, extremes: _Extremes, rows: np.ndarray | None,
                contributions: dict[str, np.ndarray] | None,
-               bounds_seen: list[tuple[np.ndarray, float | None, float | None]] | None = None
-               ) -> tuple[np.ndarray, float, bool]:
+               bounds_seen: list[tuple[np.ndarray, float | None, float | None]] | None = None,
+               by_blocks: bool = False) -> tuple[np.ndarray, float, bool, np.ndarray | None]:
         """Nova's weighing: per weigher ``multiplier * (x - min) / (max - min)`` over the candidates, summed.
 
         Returns ``(score, offset)``: the weight of a candidate is ``score + offset``. With a scalar multiplier a
@@ -324,6 +396,7 @@ class Ranker:
         reads a usage column with a scalar multiplier the per-row sum comes from the table's patched sums; else
         it is computed here. ``score`` covers every row, or ``rows`` (in that order) when given; it is the table's
         kept sum, not to be modified, when the third item (``shared``) is true.
+        With ``by_blocks`` and the kept sums, the fourth item is the kept sum's maxima per block (else None).
         ``bounds_seen`` receives, per weigher, its raw column and the lowest and highest value over the candidates
         that normalize it (None where a fixed ``minval``/``maxval`` does).
         """
@@ -348,7 +421,7 @@ class Ranker:
             terms.append((weigher, column, raw, multiplier, *bounds))
         size = len(rows) if rows is not None else table.n
         if not terms:
-            return np.zeros(size), 0.0, False
+            return np.zeros(size), 0.0, False, None
         offset = 0.0
         if contributions is None and all(c for _, c, _, _, _, _ in terms):
             # The same arithmetic as the loop below, kept per row across decisions (``HostTable.weighted_sum``). A
@@ -365,7 +438,10 @@ class Ranker:
                     factor = 1.0 / (hi - lo)
                     key.append((column, weigher.name, lo, factor))
                     sum_terms.append((raw, factor, lo, multiplier))
-            return table.weighted_sum(tuple(key), sum_terms, rows, copy=False), offset, rows is None
+            if by_blocks:
+                total, blockmax = table.weighted_sum_blocks(tuple(key), sum_terms)
+                return total, offset, True, blockmax
+            return table.weighted_sum(tuple(key), sum_terms, rows, copy=False), offset, rows is None, None
         score = np.zeros(size)
         scratch = np.empty(size)
         for weigher, _, raw, multiplier, lo, hi in terms:
@@ -387,7 +463,7 @@ class Ranker:
                 score += scratch
                 if contributions is not None:
                     contributions[weigher.name] = _aligned(scratch.copy(), rows, mask)
-        return score, offset, False
+        return score, offset, False, None
 
     def explain(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> Explanation:
         """Filter by filter, how many nodes each step removed; the nearest misses; the reason to report (the
@@ -439,10 +515,18 @@ class _Extremes:
     - otherwise the column is copied into a scratch buffer with the excluded rows set to a value that cannot win.
     """
 
-    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None) -> None:
+    def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None, *,
+                 by_blocks: bool = False) -> None:
         self.table = table
         self.mask = mask
         self.rows = rows
+        # A decision over many rows: a usage column's extremes over the candidates come from its block bounds
+        # (table.block_extreme), not from gathers (a zone's candidates) nor from shortlists of the column's
+        # extreme rows, which the simulation's stream of reports and request classes kept rebuilding (a partition
+        # of every row); and whether a candidate passes a weigher's fixed bound is asked of them directly
+        # (table.block_beyond: the least free rows are rarely candidates).
+        self.by_blocks = by_blocks
+        self._has: np.ndarray | None = None
         self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
@@ -458,6 +542,13 @@ class _Extremes:
         return self._everyone
 
     @property
+    def has(self) -> np.ndarray:
+        """Per block of rows, whether it holds a candidate (computed once per ranking, on first need)."""
+        if self._has is None:
+            self._has = blocks_with(self.mask)
+        return self._has
+
+    @property
     def excluded(self) -> np.ndarray:
         """Row numbers of the non-candidates (computed once per ranking, on first need)."""
         if self._excluded is None:
@@ -469,7 +560,12 @@ class _Extremes:
         """(lo, hi) of ``raw`` (every row) over the candidates, for normalization, or None when every candidate
         weighs the same (``hi <= lo``)."""
         lo, hi = minval, maxval
-        if column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
+        if column is not None and self.rows is None and self.by_blocks:
+            if lo is None:
+                lo = self.table.block_extreme(column, raw, self.mask, self.has, highest=False)
+            if hi is None:
+                hi = self.table.block_extreme(column, raw, self.mask, self.has, highest=True)
+        elif column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
             if lo is None:
                 lo = self.table.candidate_extreme(column, raw, self.mask, highest=False)
             if hi is None:
@@ -495,6 +591,17 @@ class _Extremes:
                 hi = self._extreme(raw, int(raw.argmax()), highest=True)
         assert lo is not None and hi is not None
         return (lo, hi) if hi > lo else None
+
+    def beyond(self, raw: np.ndarray, column: str | None, limit: float, bounds: tuple[float, float], *,
+               below: bool) -> bool:
+        """Whether a candidate's value of ``raw`` lies below (above) ``limit``; ``bounds`` the (lo, hi) found
+        for the weigher, whose other end the full question reuses."""
+        if self.by_blocks and column is not None and self.rows is None:
+            found = self.table.block_beyond(column, raw, self.mask, self.has, limit, below=below)
+            if found is not None:
+                return found
+        actual = self.bounds(raw, None, bounds[1], column) if below else self.bounds(raw, bounds[0], None, column)
+        return actual is not None and (actual[0] < limit if below else actual[1] > limit)
 
     def _over_rows(self, raw: np.ndarray) -> tuple[float, float]:
         """min and max of ``raw`` over ``rows``, gathered once per column (the entry keeps ``raw`` alive, so its
@@ -533,14 +640,10 @@ def _clamped(extremes: _Extremes, raw: np.ndarray, column: str | None, minval: f
     column, so the patched weighted sums do not apply to it); e.g. RAMWeigher's ``minval = 0`` clamps the
     negative free RAM of an overcommitted node.
     """
-    if minval is not None:
-        actual = extremes.bounds(raw, None, bounds[1], column)
-        if actual is not None and actual[0] < minval:
-            raw, column = np.maximum(raw, minval), None
-    if maxval is not None:
-        actual = extremes.bounds(raw, bounds[0], None, column)
-        if actual is not None and actual[1] > maxval:
-            raw, column = np.minimum(raw, maxval), None
+    if minval is not None and extremes.beyond(raw, column, minval, bounds, below=True):
+        raw, column = np.maximum(raw, minval), None
+    if maxval is not None and extremes.beyond(raw, column, maxval, bounds, below=False):
+        raw, column = np.minimum(raw, maxval), None
     return raw, column
 
 

@@ -52,7 +52,17 @@ from typing import Any
 import numpy as np
 
 from gantt.config import Config
-from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, Rows, SumTerm, WeightedSums, weighted_sum
+from gantt.journal import (
+    BlockExtremes,
+    ColumnBounds,
+    Liveness,
+    PatchedMasks,
+    RowJournal,
+    Rows,
+    SumTerm,
+    WeightedSums,
+    weighted_sum,
+)
 from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound, NUMATopologyLimits
 from gantt.numa import HostNUMA
 from gantt.pci import PciRequest, Pool
@@ -106,6 +116,7 @@ class HostTable:
         self._usage_verdicts = PatchedMasks()
         self._column_bounds = ColumnBounds()
         self._weighted_sums = WeightedSums()
+        self._block_extremes = BlockExtremes()
         # Below this many rows a full pass over a column costs less than the bookkeeping of a patched value.
         self.patch_min_rows = 20_000
 
@@ -405,6 +416,33 @@ class HostTable:
             return None
         return self._column_bounds.get(name, column, mask, highest=highest, n=n,
                                        static_revision=self._static_revision, journal=self._journal)
+
+    def block_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, *,
+                      highest: bool) -> float | None:
+        """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks
+        (``has``: ``journal.blocks_with(mask)``), reading only the blocks of rows that can hold it; None for no
+        candidate, or below ``patch_min_rows`` (take a full pass)."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return None
+        return self._block_extremes.get(name, column, mask, has, highest=highest, n=n,
+                                        static_revision=self._static_revision, journal=self._journal)
+
+    def block_beyond(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, limit: float, *,
+                     below: bool) -> bool | None:
+        """Whether a row ``mask`` marks holds a value of the usage column ``name`` below (above) ``limit``, from the
+        block bounds of ``block_extreme``; None below ``patch_min_rows`` (take a full pass)."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return None
+        return self._block_extremes.beyond(name, column, mask, has, limit, below=below, n=n,
+                                           static_revision=self._static_revision, journal=self._journal)
+
+    def weighted_sum_blocks(self, key: Hashable, terms: list[SumTerm]) -> tuple[np.ndarray, np.ndarray]:
+        """``weighted_sum`` over every row, kept (never modify it; a later call patches it in place), with its
+        maxima per block of ``journal.BLOCK`` rows."""
+        return self._weighted_sums.get_blocks(key, terms, n=self._columns.n, static_revision=self._static_revision,
+                                              journal=self._journal)
 
     def weighted_sum(self, key: Hashable, terms: list[SumTerm], rows: np.ndarray | None = None, *,
                      copy: bool = True) -> np.ndarray:

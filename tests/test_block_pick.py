@@ -1,0 +1,268 @@
+"""A decision over many rows reads the kept weighted sum and the weighers' columns by blocks of rows (block
+maxima patched from the row journal) instead of scanning every row: it must pick exactly what the full scan picks.
+
+The block paths start at 262,144 rows; these tests lower that threshold and the block size so a few thousand
+nodes span many blocks.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from gantt import NoValidHost, Scheduler
+from gantt import journal as journal_mod
+from gantt.journal import block_reduce, blocks_with, masked_best, masked_extreme, patch_blocks
+from gantt.model import Aggregate
+from tests.conftest import FakeClock, host_stats, request
+
+HOSTS = 3000
+
+
+def _argmax_order(values: np.ndarray, mask: np.ndarray, k: int, taken: set[int]) -> list[int]:
+    score = np.where(mask, values, -np.inf)
+    score[list(taken)] = -np.inf
+    out: list[int] = []
+    for _ in range(k):
+        i = int(score.argmax())
+        if score[i] == -np.inf:
+            break
+        out.append(i)
+        score[i] = -np.inf
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_masked_best_and_extreme_equal_the_full_scan(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Random columns full of ties, random masks, rows already taken, bounds patched after changes, budgets
+    that run out (then tightened bounds): the same rows in the same order as repeated argmax, and the same
+    extremes as a reduction over the candidates."""
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        monkeypatch.setattr(journal_mod, "BLOCK", int(rng.choice([8, 16, 64])))
+        monkeypatch.setattr(journal_mod, "EXTREME_BUDGET", int(rng.choice([1, 4, 84])))
+        n = int(rng.integers(1, 4000))
+        values = rng.integers(0, int(rng.integers(1, 20)), n).astype(float)
+        mask = rng.random(n) < rng.random()
+        blockmax = block_reduce(values, highest=True)
+        lowest = block_reduce(values, highest=False)
+        changed = rng.integers(0, n, 6)
+        values[changed] = rng.integers(0, 30, 6)
+        patch_blocks(blockmax, values, changed, highest=True)
+        patch_blocks(lowest, values, changed, highest=False)
+        has = blocks_with(mask)
+        k = int(rng.integers(1, 8))
+        taken = set(rng.choice(n, size=min(n, 3), replace=False).tolist()) if rng.random() < 0.5 else set()
+        got = masked_best(values, mask, blockmax, has, k, taken, budget=int(rng.choice([1, 4, 1000])))
+        if got is None:
+            tight = block_reduce(np.where(mask, values, -np.inf), highest=True)
+            got = masked_best(values, mask, tight, has, k, taken)
+        assert got == _argmax_order(values, mask, k, taken)
+        for highest, bounds in ((True, blockmax), (False, lowest)):
+            expected = (float(values[mask].max() if highest else values[mask].min())) if mask.any() else None
+            assert masked_extreme(values, mask, bounds, has, highest=highest) == expected
+
+
+def _cloud(clock: FakeClock, seed: int, *, blocks: bool) -> Scheduler:
+    rng = random.Random(seed)
+    config = {
+        "filter_scheduler": {
+            "enabled_filters": ["AvailabilityZoneFilter", "ComputeFilter", "AggregateCoreFilter",
+                                "AggregateRamFilter", "AggregateMultiTenancyIsolation"],
+            "weight_classes": ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher", "NumInstancesWeigher"],
+            "io_ops_weight_multiplier": -1.0, "num_instances_weight_multiplier": -0.5,
+        },
+        "scheduler": {"max_attempts": 3},
+        "gantt": {"seed": seed},
+    }
+    sched = Scheduler(config, clock=clock)
+    sched.table.patch_min_rows = 0
+    sched.engine.ranker.block_min_rows = 0 if blocks else 1 << 62
+    for i in range(HOSTS):
+        kind = rng.choice([(8, 16384, 200), (16, 65536, 1000), (64, 262144, 2000)])
+        sched.update_resource_stats(f"h{i}", host_stats(vcpus=kind[0], memory_mb=kind[1], local_gb=kind[2],
+                                                        cpu_allocation_ratio=rng.choice([1.0, 4.0]),
+                                                        ram_allocation_ratio=rng.choice([1.0, 1.5])))
+    # zones: one a contiguous run of rows, one spread over every block
+    sched.update_aggregate(Aggregate(id=1, name="az-run", hosts=[f"h{i}" for i in range(600, 1500)],
+                                     availability_zone="az-run"))
+    sched.update_aggregate(Aggregate(id=2, name="az-spread", hosts=[f"h{i}" for i in range(1, HOSTS, 3)],
+                                     availability_zone="az-spread"))
+    sched.update_aggregate(Aggregate(id=3, name="tight", hosts=[f"h{i}" for i in range(0, HOSTS, 7)],
+                                     metadata={"cpu_allocation_ratio": "0.5", "ram_allocation_ratio": "0.9"}))
+    sched.update_aggregate(Aggregate(id=4, name="iso", hosts=[f"h{i}" for i in range(5, HOSTS, 61)],
+                                     metadata={"filter_tenant_id": "p-iso"}))
+    sched.update_aggregate(Aggregate(id=5, name="spread", hosts=[f"h{i}" for i in range(3, HOSTS, 5)],
+                                     metadata={"ram_weight_multiplier": "1.37"}))
+    return sched
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_decisions_by_blocks_equal_the_full_scan_under_churn(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two identical clouds take the same stream of requests (zones, an isolated tenant's few nodes, every
+    flavor), claims, releases, reports (some overcommitted), heartbeats and clock moves; one decides by blocks,
+    the other by full scans: every answer (hosts, alternates, weights) is the same."""
+    monkeypatch.setattr(journal_mod, "BLOCK", 8)  # 375 blocks of rows
+    clocks = (FakeClock(), FakeClock())
+    fast, plain = _cloud(clocks[0], seed, blocks=True), _cloud(clocks[1], seed, blocks=False)
+    rng = random.Random(seed)
+    consumers: list[str] = []
+    decided = 0
+    for step in range(300):
+        op = rng.random()
+        if op < 0.55:
+            flavor = rng.choice([(1, 2048, 20), (4, 8192, 80), (16, 65536, 160), (48, 131072, 500)])
+            count = rng.choice([1, 1, 1, 3])
+            uuids = [f"c{step}-{k}" for k in range(count)]
+            spec = request(*flavor, project_id=rng.choice(["p1", "p2", "p-iso"]), num_instances=count,
+                           instance_uuids=uuids)
+            spec["availability_zone"] = rng.choice([None, None, "az-run", "az-spread"])
+            answers = []
+            for sched in (fast, plain):
+                try:
+                    answer = sched.select_destinations(spec)
+                    answers.append([[(s.host, s.weight) for s in alts] for alts in answer])
+                except NoValidHost as exc:
+                    answers.append(str(exc))
+            assert answers[0] == answers[1], f"step {step}"
+            if not isinstance(answers[0], str):
+                consumers.extend(uuids)
+                decided += 1
+        elif op < 0.72 and consumers:
+            consumer = consumers.pop(rng.randrange(len(consumers)))
+            for sched in (fast, plain):
+                sched.release(consumer)
+        elif op < 0.88:
+            for _ in range(rng.randrange(1, 30)):  # a stream of reports between two decisions
+                host = f"h{rng.randrange(HOSTS)}"
+                used = rng.randrange(0, 6)
+                stats = {"vcpus_used": used, "memory_mb_used": used * 3072, "local_gb_used": used * 50,
+                         "current_workload": rng.randrange(0, 3)}
+                if rng.random() < 0.15:  # beyond a small node's RAM: negative free RAM, which RAMWeigher clamps at 0
+                    stats.update(memory_mb_used=19660)
+                for sched in (fast, plain):
+                    sched.update_resource_stats(host, stats)
+        elif op < 0.94:
+            rows = np.array(sorted(rng.sample(range(HOSTS), 2600)))
+            for sched, clock in zip((fast, plain), clocks, strict=True):
+                sched.table.heartbeat(rows, clock.now)
+        else:
+            seconds = rng.choice([1.0, 15.0, 45.0])
+            for clock in clocks:
+                clock.advance(seconds)
+    assert decided > 100
+    # the fast side really decided by blocks (kept block maxima, block extremes for the zones' minorities)
+    assert any(e.blockmax is not None for e in fast.table._weighted_sums._entries.values())
+    assert fast.table._block_extremes._entries
+    assert all(e.blockmax is None for e in plain.table._weighted_sums._entries.values())
+    assert not plain.table._block_extremes._entries
+
+
+def test_block_extremes_follow_the_journal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept block bounds of a column are patched from the row journal (rows rising above and falling below
+    their block's bounds), rebuilt when the static revision or row count moves: every extreme equals a reduction
+    over the candidates, and every "does a candidate pass this limit" a full comparison."""
+    monkeypatch.setattr(journal_mod, "BLOCK", 16)
+    rng = np.random.default_rng(7)
+    n = 2000
+    column = rng.integers(0, 100, n).astype(float)
+    journal = journal_mod.RowJournal()
+    extremes = journal_mod.BlockExtremes()
+    revision = 0
+    for step in range(400):
+        changed = rng.integers(0, n, int(rng.integers(0, 12)))
+        column[changed] = rng.integers(-50, 150, len(changed))
+        for row in changed.tolist():
+            journal.append(row)
+        if step % 97 == 0:
+            revision += 1
+        mask = rng.random(n) < rng.choice([0.02, 0.3, 0.9])
+        has = blocks_with(mask)
+        for highest in (True, False):
+            got = extremes.get("c", column, mask, has, highest=highest, n=n, static_revision=revision,
+                               journal=journal)
+            assert got == float(column[mask].max() if highest else column[mask].min())
+            # whether a candidate passes a weigher's fixed bound (then Nova clamps it)
+            limit = float(rng.integers(-60, 160))
+            beyond = extremes.beyond("c", column, mask, has, limit, below=not highest, n=n,
+                                     static_revision=revision, journal=journal)
+            assert beyond == bool(np.any(mask & ((column < limit) if not highest else (column > limit))))
+
+
+def test_projects_no_aggregate_names_share_one_combined_static_mask() -> None:
+    """The AND of a request class's static masks is kept per set of masks, not per cache key: requests of many
+    projects that no aggregate isolates share one (the tenant filter keys its masks by project); an isolated
+    project gets its own, and an aggregate change (a new static revision) is seen at once."""
+    config = {"filter_scheduler": {"enabled_filters": ["AvailabilityZoneFilter", "ComputeFilter",
+                                                       "AggregateMultiTenancyIsolation"]}}
+    sched = Scheduler(config, clock=FakeClock())
+    for i in range(20):
+        sched.update_resource_stats(f"h{i}", host_stats())
+    sched.update_aggregate(Aggregate(id=1, name="iso", hosts=["h0", "h1"], metadata={"filter_tenant_id": "p-iso"}))
+    sched.update_aggregate(Aggregate(id=2, name="az", hosts=["h2", "h3"], availability_zone="az-x"))
+    ranker = sched.engine.ranker
+    for k in range(40):
+        sched.candidates(request(project_id=f"p{k}"))
+    assert len(ranker._combined) == 1
+    hosts = {c.host for c in sched.candidates(request(project_id="p-iso"))}
+    assert {"h0", "h1"} <= hosts and len(ranker._combined) == 2
+    assert {c.host for c in sched.candidates(request(project_id="p7", availability_zone="az-x"))} == {"h2", "h3"}
+    sched.update_aggregate(Aggregate(id=1, name="iso", hosts=["h4"], metadata={"filter_tenant_id": "p-iso"}))
+    hosts = {c.host for c in sched.candidates(request(project_id="p8"))}
+    assert "h4" not in hosts and {"h0", "h1"} <= hosts
+
+
+def test_block_bounds_stay_exact_under_concurrent_decisions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads deciding by blocks, releasing and reporting on one table at once: no node overcommitted, and
+    afterwards a decision by the kept block bounds equals one by full scans (a lost patch of a block bound would
+    show as a different pick)."""
+    import threading
+
+    monkeypatch.setattr(journal_mod, "BLOCK", 8)
+    sched = _cloud(FakeClock(), 4, blocks=True)
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        rng = random.Random(index)
+        mine: list[str] = []
+        try:
+            for step in range(60):
+                uuid = f"t{index}-{step}"
+                flavor = rng.choice([(1, 2048, 20), (4, 8192, 80), (16, 65536, 160)])
+                try:
+                    sched.select_destinations(request(*flavor, project_id="p1", instance_uuids=[uuid],
+                                                      availability_zone=rng.choice([None, "az-run"])))
+                    mine.append(uuid)
+                except NoValidHost:
+                    pass
+                if mine and rng.random() < 0.3:
+                    sched.release(mine.pop(rng.randrange(len(mine))))
+                if rng.random() < 0.3:
+                    used = rng.randrange(0, 6)
+                    sched.update_resource_stats(f"h{rng.randrange(HOSTS)}",
+                                                {"vcpus_used": used, "memory_mb_used": used * 3072})
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    table = sched.table
+    for rc in table.rc_index:
+        capacity = table.rc_col("capacity", rc)
+        assert capacity is not None
+        assert np.all(table.used(rc) <= capacity + 1e-6), rc
+    for zone in (None, "az-run"):
+        spec = request(4, 8192, 80, project_id="p2", instance_uuids=[f"after-{zone}"], availability_zone=zone)
+        by_blocks = [(s.host, s.weight) for s in sched.select_destinations(spec)[0]]
+        sched.release(f"after-{zone}")
+        sched.engine.ranker.block_min_rows = 1 << 62
+        full = [(s.host, s.weight) for s in sched.select_destinations(spec)[0]]
+        sched.release(f"after-{zone}")
+        sched.engine.ranker.block_min_rows = 0
+        assert by_blocks == full
