@@ -98,70 +98,78 @@ def test_the_stores_refusal_is_thrown_into_the_steps(tmp_path: Path) -> None:
             store.close()
 
 
-def test_a_busy_table_lock_sends_the_rest_to_a_handler_thread(tmp_path: Path) -> None:
+@pytest.fixture
+def sqlite_replica(tmp_path: Path) -> Iterator[Replica]:
+    store = open_store(f"sqlite:///{tmp_path}/gantt.sqlite")
+    replica = Replica(store, Config()).start(follow=False)
+    try:
+        yield replica
+    finally:
+        replica.close()
+        store.close()
+
+
+class _LockHolder:
+    """Another thread holding the table's lock (as the feed applying a batch does) until ``release`` is set; the
+    5 s bound is how long the loop would wait there if it took the lock itself."""
+
+    def __init__(self, replica: Replica) -> None:
+        self.replica = replica
+        self.taken, self.release = threading.Event(), threading.Event()
+
+    def start(self) -> threading.Thread:
+        holder = threading.Thread(target=self._hold)
+        holder.start()
+        self.taken.wait()
+        return holder
+
+    def _hold(self) -> None:
+        with self.replica.table.lock:
+            self.taken.set()
+            self.release.wait(5.0)
+
+
+def test_a_busy_table_lock_sends_the_rest_to_a_handler_thread(sqlite_replica: Replica) -> None:
     """The loop never waits for the table's lock (a long candidates answer may hold it): the write goes on on a
     handler thread, which waits there instead."""
-    store = open_store(f"sqlite:///{tmp_path}/gantt.sqlite")
-    replica = Replica(store, Config()).start(follow=False)
-    try:
-        made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
-        taken, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with replica.table.lock:
-                taken.set()
-                release.wait(5.0)  # without THREAD, the loop would wait here this long and ask for no hop
-
-        holder = threading.Thread(target=hold)
-        holder.start()
-        taken.wait()
-        hops: list[Callable[..., Any]] = []
-        call = _call(replica, hops, before=release.set)
-        found = asyncio.run(call.steps(replica.set_provider_traits_steps, made.uuid, made.generation,
-                                       ["HW_CPU_X86_AVX"]))
-        holder.join()
-        assert len(hops) == 1
-        assert found.generation == made.generation + 1
-        assert found.record.stats.traits == ["HW_CPU_X86_AVX"]
-    finally:
-        replica.close()
-        store.close()
+    replica = sqlite_replica
+    made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+    lock = _LockHolder(replica)
+    holder = lock.start()
+    hops: list[Callable[..., Any]] = []
+    call = _call(replica, hops, before=lock.release.set)
+    found = asyncio.run(call.steps(replica.set_provider_traits_steps, made.uuid, made.generation,
+                                   ["HW_CPU_X86_AVX"]))
+    holder.join()
+    assert len(hops) == 1
+    assert found.generation == made.generation + 1
+    assert found.record.stats.traits == ["HW_CPU_X86_AVX"]
 
 
-def test_a_commit_is_applied_on_a_handler_thread_while_the_table_lock_is_busy(tmp_path: Path) -> None:
+def test_a_commit_is_applied_on_a_handler_thread_while_the_table_lock_is_busy(sqlite_replica: Replica) -> None:
     """The commit's apply (``Replica.written``) takes the table's lock too: when another thread holds it at that
     moment (the feed applying a batch), the apply goes to a handler thread rather than stalling the loop."""
-    store = open_store(f"sqlite:///{tmp_path}/gantt.sqlite")
-    replica = Replica(store, Config()).start(follow=False)
+    replica = sqlite_replica
+    made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
+    lock = _LockHolder(replica)
+    commit = replica.write_on_loop
+
+    def commit_then_lock(batch: Any) -> Any:
+        future = commit(batch)  # the batch is built: the lock is taken while its commit is in flight
+        lock.start()
+        return future
+
+    replica.write_on_loop = commit_then_lock  # type: ignore[method-assign]
+    hops: list[Callable[..., Any]] = []
+    call = _call(replica, hops, before=lock.release.set)
     try:
-        made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
-        taken, release = threading.Event(), threading.Event()
-
-        def hold() -> None:
-            with replica.table.lock:
-                taken.set()
-                release.wait(5.0)  # without the glance, the loop would wait here this long and ask for no hop
-
-        commit = replica.write_on_loop
-
-        def commit_then_lock(batch: Any) -> Any:
-            future = commit(batch)  # the batch is built: the lock is taken while its commit is in flight
-            threading.Thread(target=hold).start()
-            taken.wait()
-            return future
-
-        replica.write_on_loop = commit_then_lock  # type: ignore[method-assign]
-        hops: list[Callable[..., Any]] = []
-        call = _call(replica, hops, before=release.set)
         found = asyncio.run(call.steps(replica.set_provider_traits_steps, made.uuid, made.generation,
                                        ["HW_CPU_X86_AVX"]))
-        assert hops == [replica.written]
-        assert found.generation == made.generation + 1
-        assert replica.provider(made.uuid).record.stats.traits == ["HW_CPU_X86_AVX"]
     finally:
-        release.set()
-        replica.close()
-        store.close()
+        lock.release.set()
+    assert hops == [replica.written]
+    assert found.generation == made.generation + 1
+    assert replica.provider(made.uuid).record.stats.traits == ["HW_CPU_X86_AVX"]
 
 
 def test_a_create_takes_no_catch_up_unless_another_process_wrote(tmp_path: Path) -> None:
