@@ -105,12 +105,16 @@ class VolumeReplica(Follower):
     # --------------------------------------------------------------------------------------------- apply
 
     def apply(self, changes: list[Change]) -> None:
+        """A revision holds several changes (a backend's pools): the cursor moves once all of them are applied,
+        so a revision is never taken for applied when only its first change was, nor seen half-applied."""
         with self.lock:
+            applied = self.revision
             for change in changes:
-                if change.revision <= self.revision:
+                if change.revision <= applied:
                     continue  # applied already (a claim of ours, applied when it committed)
                 self._apply_one(change)
-                self.revision = change.revision
+            if changes and changes[-1].revision > self.revision:
+                self.revision = changes[-1].revision
 
     def _bump(self, key: NodeKey, revision: int) -> None:
         if self.node_revisions.get(key, 0) < revision:

@@ -112,3 +112,15 @@ def test_new_size_is_refused_on_create_rather_than_checked_while_size_is_claimed
     with pytest.raises(InvalidRequest) as refused:
         replica.select_destinations(request)
     assert refused.value.field == "$.new_size" and not replica.allocations
+
+
+def test_every_pool_of_a_backend_is_applied_from_the_feed(store: Store) -> None:
+    """A backend reports its pools in one revision: the replica that wrote it and one that follows the feed each
+    hold them all (the cursor once moved on the first change and skipped the rest of its revision)."""
+    pools = [{**POOL, "pool_name": name} for name in ("p1", "p2", "p3")]
+    writer = VolumeReplica(store).start(follow=False)
+    follower = VolumeReplica(store).start(follow=False)
+    writer.report(BackendReport(host="b@lvm", pools=pools))
+    follower.sync()
+    for replica in (writer, follower, VolumeReplica(store).start(follow=False)):
+        assert len(replica.pools()) == 3
