@@ -215,8 +215,10 @@ class Replica(Follower, PlacementFacade):
         with table.lock:
             for change in changes:
                 self._apply_one(table, change, bump=own != "write")
-                if own is None and change.revision > self.revision:
-                    self.revision = change.revision
+            # Only once every change of the list is in: a revision is one commit of many changes (a batch of
+            # reports), and a writer that sees the cursor at its revision takes its own write for applied.
+            if own is None and changes and changes[-1].revision > self.revision:
+                self.revision = changes[-1].revision
         if len(table) >= 2 * self._frozen_rows:
             self._freeze_if_grown()
 
