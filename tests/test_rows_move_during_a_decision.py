@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from gantt.filters.base import Filter
+from gantt.model import HostReport
+from gantt.ranking import RANK_ATTEMPTS
 from gantt.request import RequestContext
 from gantt.scheduler import Scheduler
 from gantt.state import HostTable
@@ -56,3 +58,39 @@ def test_a_removal_mid_ranking_does_not_crash_the_decision() -> None:
     spec = request(vcpus=1) | {"availability_zone": "az2"}
     [[chosen, *_]] = sched.select_destinations(spec)
     assert chosen.host in {"b", "c"} and chosen.availability_zone == "az2"
+
+
+class _AddsOnce(Filter):
+    """Stands for the feed thread adding hosts: ``count`` new nodes join the first time the ranking reaches it."""
+
+    name = "AddsOnce"
+
+    def __init__(self, config: object, count: int, times: int = 1) -> None:
+        super().__init__(config)  # type: ignore[arg-type]
+        self.count, self.times, self.added = count, times, 0
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if self.times:
+            self.times -= 1
+            for _ in range(self.count):
+                self.added += 1
+                table.update(HostReport.of(f"new-{self.added}", host_stats(vcpus=8)))
+        return None
+
+
+def test_hosts_joining_mid_ranking_do_not_crash_the_decision() -> None:
+    """Rows added after the ranking took its first masks leave arrays of two lengths: the ranking is made again."""
+    sched = _cloud()
+    sched.engine.ranker.filters.insert(0, _AddsOnce(sched.config, 5))  # before every other mask is taken
+    [[chosen, *_]] = sched.select_destinations(request(vcpus=1) | {"availability_zone": "az2"})
+    assert chosen.host in {"b", "c"} and chosen.availability_zone == "az2"
+
+
+def test_hosts_joining_under_every_ranking_end_in_one_made_under_the_lock() -> None:
+    """A feed that adds rows under each attempt cannot keep a decision from ending: the last attempt holds the
+    table's lock (the filter, run on the deciding thread, may still add under it: the lock is reentrant)."""
+    sched = _cloud()
+    adds = _AddsOnce(sched.config, 1, times=RANK_ATTEMPTS - 1)
+    sched.engine.ranker.filters.insert(0, adds)
+    [[chosen, *_]] = sched.select_destinations(request(vcpus=1) | {"availability_zone": "az2"})
+    assert chosen.host in {"b", "c"} and adds.added == RANK_ATTEMPTS - 1

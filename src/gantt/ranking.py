@@ -35,6 +35,7 @@ COMBINED_CLASSES = 32
 # scanning every row, and a minority of candidates (a zone) takes its weighers' extremes by blocks instead of
 # gathering every candidate's values. Below it a full pass costs about as little (and 100,000 rows stay as tuned).
 BLOCK_MIN_ROWS = 256 * 1024
+RANK_ATTEMPTS = 4  # rankings without the table's lock before one with it (rows moved under each of the others)
 PICK_BUDGET = 84  # blocks a pick reads by the kept maxima (chunks of 4, 16, 64) before it tightens them
 
 
@@ -249,23 +250,31 @@ class Ranker:
         ``lazy`` (a decision): filters that refine give their prefilter, and the ranking's ``exact`` the verdict
         the engine asks of the rows it picks from; the pick is the one the exact masks would give.
 
-        Columns are read without the table's lock: when a removal renumbers rows meanwhile, masks from before and
-        after it do not line up (nor, at worst, have the same length), so the ranking is made again.
+        Columns are read without the table's lock: when a removal renumbers rows or rows join meanwhile, masks from
+        before and after it do not line up (nor, at worst, have the same length), so the ranking is made again.
         """
         table = self.table
-        while True:
-            layout = table.layout
+        for attempt in range(RANK_ATTEMPTS):
+            if attempt == RANK_ATTEMPTS - 1:
+                with table.lock:  # rows keep moving or joining: rank once with the table held still
+                    ranking = self._rank(ctx, contributions, lazy)
+                    ranking.layout = table.layout
+                    return ranking
+            layout, n = table.layout, table.n
             try:
                 ranking = self._rank(ctx, contributions, lazy)
             except (ValueError, IndexError):
-                if table.layout == layout:
+                if table.layout == layout and table.n == n:
                     raise
                 ranking = None
-            if ranking is not None and table.layout == layout:
+            # Rows joining meanwhile (the feed adding hosts) renumber nothing, but masks and columns taken before
+            # and after do not line up either: rank again rather than trust arrays of two lengths.
+            if ranking is not None and table.layout == layout and table.n == n:
                 ranking.layout = layout
                 return ranking
             if contributions is not None:
                 contributions.clear()
+        raise AssertionError("unreachable")
 
     def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None, lazy: bool) -> Ranking:
         table = self.table
