@@ -476,3 +476,23 @@ def test_a_feed_reader_finds_a_group_committed_from_a_loop_within_a_poll(store: 
     reader.join()
     assert [c.host.host for c in got[0] if c.host] == ["h2"]  # type: ignore[attr-defined]
     assert waited[0] < 1.0
+
+
+def test_a_release_reads_its_allocation_once(store: SQLiteStore) -> None:
+    """The planner asks for a released allocation twice (the check, then the plan): the store reads and decodes
+    it once per batch, and still releases exactly it."""
+    store.commit(Batch(reports=[report("h1")]))
+    store.commit(Batch(allocations=[alloc("a", "h1"), alloc("b", "h1")]))
+    reads: list[str] = []
+    conn = store._writer_conn
+    assert conn is not None
+    wanted = "SELECT data FROM allocations WHERE consumer"
+    conn.set_trace_callback(lambda sql: reads.append(sql) if sql.startswith(wanted) else None)
+    try:
+        result = store.commit(Batch(releases=["a"]))
+    finally:
+        conn.set_trace_callback(None)
+    assert len(reads) == 1
+    assert [(c.kind, c.allocation.consumer_uuid if c.allocation else None) for c in result.changes] == [
+        ("allocation_deleted", "a")]
+    assert {a.consumer_uuid for a in store.snapshot().allocations} == {"b"}

@@ -860,6 +860,8 @@ class _Reads:
         self._ex = conn.execute
         self._head = head
         self._nodes: dict[NodeKey, tuple[int, bytes | None]] = {}
+        # A release asks for its allocation twice (the check, then the plan): one statement and one decode.
+        self._allocations: dict[str, Allocation | None] = {}
         self._later = later  # revisions written earlier in the group, not yet in the table
 
     def head(self) -> int:
@@ -906,8 +908,11 @@ class _Reads:
         return _DEC_AGG.decode(row[0]) if row else None
 
     def allocation(self, consumer: str) -> Allocation | None:
+        if consumer in self._allocations:
+            return self._allocations[consumer]
         row = self._ex("SELECT data FROM allocations WHERE consumer=?", (consumer,)).fetchone()
-        return _DEC_ALLOC.decode(row[0]) if row else None
+        found = self._allocations[consumer] = _DEC_ALLOC.decode(row[0]) if row else None
+        return found
 
     def unbooked(self, consumer: str) -> bool:
         return self._ex("SELECT 1 FROM allocations WHERE consumer=?", (consumer,)).fetchone() is None
