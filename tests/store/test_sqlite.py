@@ -291,6 +291,21 @@ def test_feed_never_splits_a_revision(store: SQLiteStore) -> None:
     assert len(store.changes(1, timeout=0, limit=3)) == 10
 
 
+def test_feed_read_from_the_file_never_splits_a_revision(store: SQLiteStore, url: str) -> None:
+    """The same through another handle, which reads the rows from the file (not from its own commits)."""
+    store.commit(Batch(reports=[report(f"h{i}") for i in range(10)]))
+    store.commit(Batch(reports=[report(f"g{i}") for i in range(10)]))
+    store.commit(Batch(reports=[report("f0")]))
+    with SQLiteStore(url) as other:
+        for since, limit, revisions in [(0, 5, [1] * 10), (0, 15, [1] * 10), (0, 20, [1] * 10 + [2] * 10),
+                                        (0, 21, [1] * 10 + [2] * 10 + [3]), (1, 3, [2] * 10), (2, 1, [3]),
+                                        (0, 1000, [1] * 10 + [2] * 10 + [3]), (3, 5, [])]:
+            part = other.changes(since, timeout=0, limit=limit)
+            assert [c.revision for c in part] == revisions, (since, limit)
+        assert [c.host.host for c in other.changes(1, timeout=0, limit=100) if c.host] == [
+            *(f"g{i}" for i in range(10)), "f0"]
+
+
 # ------------------------------------------------------------------------------- several processes
 
 

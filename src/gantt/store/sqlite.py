@@ -525,16 +525,18 @@ class SQLiteStore(Store):
             floor = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
             if since < floor:
                 raise Compacted(f"revision {since} is compacted; the feed keeps revisions after {floor}")
-            cut = conn.execute("SELECT revision FROM changes WHERE revision > ? ORDER BY revision, seq "
-                               "LIMIT 1 OFFSET ?", (since, limit)).fetchone()
-            if cut is None:
-                rows = conn.execute("SELECT revision, seq, payload FROM changes WHERE revision > ? "
-                                    "ORDER BY revision, seq", (since,)).fetchall()
-            else:
+            # One statement in the common case (fewer rows than the limit): each is a GIL hand-over, and finding
+            # the cut first walked every row twice.
+            rows = conn.execute("SELECT revision, seq, payload FROM changes WHERE revision > ? "
+                                "ORDER BY revision, seq LIMIT ?", (since, limit + 1)).fetchall()
+            if len(rows) > limit:
                 # never split a revision: the reader takes the last revision it sees as fully applied
-                upto = cut[0] - 1 if cut[0] - 1 > since else cut[0]
-                rows = conn.execute("SELECT revision, seq, payload FROM changes WHERE revision > ? AND revision <= ? "
-                                    "ORDER BY revision, seq", (since, upto)).fetchall()
+                cut = rows[limit][0]
+                if cut - 1 > since:
+                    rows = [row for row in rows[:limit] if row[0] < cut]
+                else:  # the first revision alone is past the limit: all of it
+                    rows = conn.execute("SELECT revision, seq, payload FROM changes WHERE revision = ? "
+                                        "ORDER BY seq", (cut,)).fetchall()
         finally:
             conn.execute("COMMIT")
         recent = self._recent
