@@ -297,18 +297,18 @@ def check_json(name: str, value: Any) -> None:
 
 
 def check_depth(name: str, value: Any) -> None:
+    # Every host report is checked (its cpu_info and stats), most of them flat or nearly: only containers are
+    # stacked, so a scalar costs a type test and no tuple.
+    if not isinstance(value, dict | list):
+        return
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
         if depth > MAX_DEPTH:
             raise ValueError(f"{name} must nest at most {MAX_DEPTH} levels deep")
-        stack.extend((child, depth + 1) for child in children)
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
 
 
 def _finite(name: str, value: float | None, low: float, high: float) -> None:
