@@ -85,3 +85,22 @@ def test_a_changed_report_after_identical_ones_is_applied_on_both_replicas(tmp_p
         finally:
             a.stop()
             b.stop()
+
+
+def test_the_long_digit_scan_finds_what_the_regex_finds() -> None:
+    """``_long_digits`` (a translate and a substring search) says exactly what ``\\d{19}`` said of a body: runs
+    of 18, 19 and 20 digits, at either end, beside the digit-like bytes around them and non-ASCII digits."""
+    import random
+    import re
+
+    from gantt.service.app import _long_digits
+
+    regex = re.compile(rb"\d{19}")
+    rng = random.Random(7)
+    alphabet = b'0123456789999:/ ,"{}[]-+.eE' + "٣²".encode()
+    cases = [b"", b"1" * 18, b"9" * 19, b"x" + b"0" * 19, b"1" * 20 + b"x", b'{"a": 1234567890123456789}',
+             b'{"a": 123456789012345678}', "٣".encode() * 19, b"1" * 18 + "٣".encode() + b"1"]
+    cases += [bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 80))) for _ in range(3000)]
+    cases += [b"x" * rng.randrange(0, 5) + b"7" * rng.randrange(15, 22) + b"x" for _ in range(200)]
+    for body in cases:
+        assert _long_digits(body) == (regex.search(body) is not None), body
