@@ -2,7 +2,8 @@
 
 - ``merge_reports`` keeps the record's own stats when a report repeats them (no rebuilt copy to validate again),
   and merges field by field otherwise;
-- ``check_depth`` stacks only containers, and still refuses JSON one level deeper than MAX_DEPTH, however mixed.
+- ``check_depth`` stacks only containers, and still refuses JSON one level deeper than MAX_DEPTH, however mixed;
+- a replica's cursor (what ``sync`` waits for) passes a revision only once every change of it is applied.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import pytest
 from gantt.config import Config
 from gantt.model import MAX_DEPTH, HostReport, HostStats, check_depth, merge_reports
 from gantt.replica import Replica
+from gantt.store.base import Change
+from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats
 
@@ -104,3 +107,23 @@ def test_the_long_digit_scan_finds_what_the_regex_finds() -> None:
     cases += [b"x" * rng.randrange(0, 5) + b"7" * rng.randrange(15, 22) + b"x" for _ in range(200)]
     for body in cases:
         assert _long_digits(body) == (regex.search(body) is not None), body
+
+
+def test_the_cursor_passes_a_revision_once_all_its_changes_are_applied() -> None:
+    """``sync`` reads ``revision`` without the table lock: had it moved at a revision's first change, a caller
+    would go on (decide) while the feed thread was still adding that revision's other rows."""
+    replica = Replica(MemoryStore(), CONFIG)
+    seen: list[tuple[str, int]] = []
+    put = replica.providers.put
+
+    def watching(record: HostReport) -> None:
+        seen.append((record.host, replica.revision))
+        put(record)
+
+    replica.providers.put = watching  # type: ignore[method-assign]
+    hosts = [HostReport(host=f"h{k}", stats=msgspec.convert(host_stats(), HostStats), reported_at=1.0)
+             for k in range(4)]
+    replica.apply([Change(revision=7, kind="host", host=hosts[0]), Change(revision=7, kind="host", host=hosts[1]),
+                   Change(revision=8, kind="host", host=hosts[2]), Change(revision=8, kind="host", host=hosts[3])])
+    assert seen == [("h0", 0), ("h1", 0), ("h2", 7), ("h3", 7)]
+    assert replica.revision == 8 and len(replica.table) == 4
