@@ -297,18 +297,18 @@ def check_json(name: str, value: Any) -> None:
 
 
 def check_depth(name: str, value: Any) -> None:
+    # Every host report is checked (its cpu_info and stats), most of them flat or nearly: only containers are
+    # stacked, so a scalar costs a type test and no tuple.
+    if not isinstance(value, dict | list):
+        return
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
         if depth > MAX_DEPTH:
             raise ValueError(f"{name} must nest at most {MAX_DEPTH} levels deep")
-        stack.extend((child, depth + 1) for child in children)
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
 
 
 def _finite(name: str, value: float | None, low: float, high: float) -> None:
@@ -630,14 +630,23 @@ def merge_reports(old: HostReport | None, new: HostReport) -> HostReport | None:
         return new
     if old.reported_at is not None and new.reported_at is not None and new.reported_at < old.reported_at:
         return None
-    changes = {name: getattr(new.stats, name) for name in HostStats.__struct_fields__
-               if getattr(new.stats, name) is not None}
-    if new.stats.inventories is not None and old.stats.inventories:
-        changes["inventories"] = {**old.stats.inventories, **new.stats.inventories}
-    stats = msgspec.structs.replace(old.stats, **changes)
+    if new.stats == old.stats:
+        # Most reports of a real cloud repeat the host's last one: the merge is the old stats (every field it
+        # names equal, every field it leaves out kept), and rebuilding them would validate their free-form JSON
+        # again (HostStats.__post_init__ encodes it), the larger part of what the store's writer spent per report.
+        stats = old.stats
+    else:
+        stats = _merged_stats(old.stats, new.stats)
     return HostReport(host=new.host, node=new.node, stats=stats,
                       reported_at=new.reported_at if new.reported_at is not None else old.reported_at,
                       provider=new.provider if new.provider is not None else old.provider)
+
+
+def _merged_stats(old: HostStats, new: HostStats) -> HostStats:
+    changes = {name: getattr(new, name) for name in HostStats.__struct_fields__ if getattr(new, name) is not None}
+    if new.inventories is not None and old.inventories:
+        changes["inventories"] = {**old.inventories, **new.inventories}
+    return msgspec.structs.replace(old, **changes)
 
 
 # ---------------------------------------------------------------------------------------------- aggregates

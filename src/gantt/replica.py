@@ -213,12 +213,18 @@ class Replica(Follower, PlacementFacade):
         node usage revisions) or ``"write"`` (unconditional, leaves them and the cursor to the feed)."""
         table = self.table
         with table.lock:
+            # The cursor moves past a revision once all of its changes are applied: ``sync`` reads it without the
+            # lock, and moved at a revision's first change it returned while the feed thread was still adding
+            # that revision's rows (a batch of 1,000 reports: a caller's decision then saw the table grow).
+            applying = 0
             for change in changes:
+                if own is None and applying < change.revision:
+                    if applying > self.revision:
+                        self.revision = applying
+                    applying = change.revision
                 self._apply_one(table, change, bump=own != "write")
-            # Only once every change of the list is in: a revision is one commit of many changes (a batch of
-            # reports), and a writer that sees the cursor at its revision takes its own write for applied.
-            if own is None and changes and changes[-1].revision > self.revision:
-                self.revision = changes[-1].revision
+            if own is None and applying > self.revision:
+                self.revision = applying
         if len(table) >= 2 * self._frozen_rows:
             self._freeze_if_grown()
 

@@ -111,7 +111,16 @@ THREADS = env_count("GANTT_THREADS", 16, 1)
 # fraction of a millisecond; above, on a handler thread, where numpy's long passes release the GIL and the loop
 # goes on reading other requests meanwhile.
 LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 20_000, 0)
-_LONG_DIGITS = re.compile(rb"\d{19}")
+# A body with a run of 19 digits may carry an integer past int64. Found by mapping every digit to "9" and looking
+# for 19 of them: a regex search for \d{19} cost ~11 us per host report (900 bytes), this ~1 us.
+_ALL_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
+_NINETEEN = b"9" * 19
+
+
+def _long_digits(raw: bytes) -> bool:
+    return _NINETEEN in raw.translate(_ALL_NINES)
+
+
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -244,7 +253,7 @@ class Service:
                 raise ClientDisconnect()
         raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         value = decode(raw, type_)
-        if _LONG_DIGITS.search(raw):
+        if _long_digits(raw):
             # Python ints are unbounded but no column or store is; only bodies with 19+ digit runs pay for this.
             _check_ints(msgspec.json.decode(raw), "$")
         return value

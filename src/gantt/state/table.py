@@ -641,7 +641,9 @@ class HostTable:
                 self._ledger.settle_unlisted(row, key, now)
             self._ledger.count_numa(row, key)
             columns.refresh_load(row)
-            columns.refresh_free(row)
+            # a touch repeats the record: no inventory's shape moved, so the capacity stands (claims settled or
+            # expired above move only the free figures)
+            columns.refresh_free(row, shape=False)
             columns.cols["updated_at"][row] = now
             self._touched(row)
             self._changed("host", key)

@@ -1,0 +1,129 @@
+"""The host-report path's shortcuts: each one gives what the long way gave.
+
+- ``merge_reports`` keeps the record's own stats when a report repeats them (no rebuilt copy to validate again),
+  and merges field by field otherwise;
+- ``check_depth`` stacks only containers, and still refuses JSON one level deeper than MAX_DEPTH, however mixed;
+- a replica's cursor (what ``sync`` waits for) passes a revision only once every change of it is applied.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from gantt.config import Config
+from gantt.model import MAX_DEPTH, HostReport, HostStats, check_depth, merge_reports
+from gantt.replica import Replica
+from gantt.store.base import Change
+from gantt.store.memory import MemoryStore
+from gantt.store.sqlite import SQLiteStore
+from tests.conftest import host_stats
+
+CONFIG = Config.from_dict({"DEFAULT": {"service_down_time": 60.0}})
+
+
+def _report(stats: dict[str, Any], at: float) -> HostReport:
+    return HostReport(host="h", stats=msgspec.convert(stats, HostStats), reported_at=at)
+
+
+def _nested(depth: int, kinds: str) -> Any:
+    """JSON ``depth`` containers deep, the kinds cycling through ``kinds`` ("d": an object, "l": an array)."""
+    value: Any = 1
+    for level in range(depth):
+        value = {"k": value, "flat": 2} if kinds[level % len(kinds)] == "d" else ["x", value, 3]
+    return value
+
+
+@pytest.mark.parametrize("kinds", ["d", "l", "dl", "ldd"])
+def test_depth_is_refused_one_level_past_the_bound_and_taken_at_it(kinds: str) -> None:
+    check_depth("cpu_info", _nested(MAX_DEPTH, kinds))
+    with pytest.raises(ValueError, match=f"at most {MAX_DEPTH} levels"):
+        check_depth("cpu_info", _nested(MAX_DEPTH + 1, kinds))
+    # a deep branch behind a shallow one is found too
+    with pytest.raises(ValueError):
+        check_depth("stats", {"a": 1, "b": [1, 2], "c": _nested(MAX_DEPTH, kinds)})
+    check_depth("stats", 5)
+    check_depth("stats", None)
+
+
+def test_a_repeated_report_keeps_the_records_stats_and_a_partial_one_merges() -> None:
+    old = _report(host_stats(vcpus_used=2, num_io_ops=1, cpu_info={"arch": "x86_64"}), 10.0)
+    same = _report(host_stats(vcpus_used=2, num_io_ops=1, cpu_info={"arch": "x86_64"}), 20.0)
+    merged = merge_reports(old, same)
+    assert merged is not None and merged.stats is old.stats and merged.reported_at == 20.0
+    # a report naming less: what it leaves out is kept, what it names replaces
+    partial = HostReport(host="h", stats=HostStats(vcpus_used=5), reported_at=30.0)
+    merged = merge_reports(old, partial)
+    assert merged is not None and merged.stats.vcpus_used == 5 and merged.stats.num_io_ops == 1
+    assert merged.stats.cpu_info == {"arch": "x86_64"}
+    # equal except for one field a report always names: not the old stats
+    moved = _report(host_stats(vcpus_used=2, num_io_ops=2, cpu_info={"arch": "x86_64"}), 40.0)
+    merged = merge_reports(old, moved)
+    assert merged is not None and merged.stats.num_io_ops == 2
+
+
+def test_a_changed_report_after_identical_ones_is_applied_on_both_replicas(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    now = [1000.0]
+    with SQLiteStore(url) as first, SQLiteStore(url) as second:
+        a = Replica(first, CONFIG, clock=lambda: now[0]).start(follow=False)
+        b = Replica(second, CONFIG, clock=lambda: now[0]).start(follow=False)
+        try:
+            stats = host_stats(vcpus_used=2, num_io_ops=1)
+            for _ in range(3):
+                now[0] += 20.0
+                a.update_resource_stats("h1", stats)
+            assert a.touches == 2
+            now[0] += 20.0
+            a.update_resource_stats("h1", {**stats, "num_io_ops": 3, "vcpus_used": 4})
+            b.sync()
+            for replica in (a, b):
+                row = replica.table.row("h1", "h1")
+                assert replica.table.col("num_io_ops")[row] == 3
+            assert {h.host: h.stats.vcpus_used for h in first.snapshot().hosts} == {"h1": 4}
+            assert a.touches == 2
+        finally:
+            a.stop()
+            b.stop()
+
+
+def test_the_long_digit_scan_finds_what_the_regex_finds() -> None:
+    """``_long_digits`` (a translate and a substring search) says exactly what ``\\d{19}`` said of a body: runs
+    of 18, 19 and 20 digits, at either end, beside the digit-like bytes around them and non-ASCII digits."""
+    import random
+    import re
+
+    from gantt.service.app import _long_digits
+
+    regex = re.compile(rb"\d{19}")
+    rng = random.Random(7)
+    alphabet = b'0123456789999:/ ,"{}[]-+.eE' + "٣²".encode()
+    cases = [b"", b"1" * 18, b"9" * 19, b"x" + b"0" * 19, b"1" * 20 + b"x", b'{"a": 1234567890123456789}',
+             b'{"a": 123456789012345678}', "٣".encode() * 19, b"1" * 18 + "٣".encode() + b"1"]
+    cases += [bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 80))) for _ in range(3000)]
+    cases += [b"x" * rng.randrange(0, 5) + b"7" * rng.randrange(15, 22) + b"x" for _ in range(200)]
+    for body in cases:
+        assert _long_digits(body) == (regex.search(body) is not None), body
+
+
+def test_the_cursor_passes_a_revision_once_all_its_changes_are_applied() -> None:
+    """``sync`` reads ``revision`` without the table lock: had it moved at a revision's first change, a caller
+    would go on (decide) while the feed thread was still adding that revision's other rows."""
+    replica = Replica(MemoryStore(), CONFIG)
+    seen: list[tuple[str, int]] = []
+    put = replica.providers.put
+
+    def watching(record: HostReport) -> None:
+        seen.append((record.host, replica.revision))
+        put(record)
+
+    replica.providers.put = watching  # type: ignore[method-assign]
+    hosts = [HostReport(host=f"h{k}", stats=msgspec.convert(host_stats(), HostStats), reported_at=1.0)
+             for k in range(4)]
+    replica.apply([Change(revision=7, kind="host", host=hosts[0]), Change(revision=7, kind="host", host=hosts[1]),
+                   Change(revision=8, kind="host", host=hosts[2]), Change(revision=8, kind="host", host=hosts[3])])
+    assert seen == [("h0", 0), ("h1", 0), ("h2", 7), ("h3", 7)]
+    assert replica.revision == 8 and len(replica.table) == 4
