@@ -126,6 +126,12 @@ class Ranker:
         fs = config.filter_scheduler
         self.filters: list[filter_pkg.Filter] = [cls(config) for cls in filter_pkg.pipeline(fs.enabled_filters)]
         self.weighers: list[weigher_pkg.Weigher] = [cls(config) for cls in weigher_pkg.resolve(fs.weight_classes)]
+        # The filters that cap usage (``limits``) or leave something in a Selection's limits (``selection_limits``):
+        # the base methods answer nothing, and a decision would otherwise call each of ~20 filters for nothing.
+        self.capping: frozenset[filter_pkg.Filter] = frozenset(
+            f for f in self.filters if type(f).limits is not filter_pkg.Filter.limits)
+        self.leaving: tuple[filter_pkg.Filter, ...] = tuple(
+            f for f in self.filters if type(f).selection_limits is not filter_pkg.Filter.selection_limits)
         self._mask_cache: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
         self._mask_cache_lock = threading.Lock()
         # The AND of every static filter's mask, per request class (the tuple of those masks' cache keys): at
@@ -276,6 +282,7 @@ class Ranker:
         applied: list[filter_pkg.Filter] = []
         static_keys: list[tuple[Any, ...]] = []
         static_steps: set[int] = set()  # positions in ``steps`` of the masks ``static_keys`` names
+        capping = self.capping
         for flt in self.filters:
             if forced and not flt.always_on:
                 continue  # Nova skips the filters for forced hosts; the resource claim still applies
@@ -291,6 +298,8 @@ class Ranker:
                 if len(static_keys) > before:
                     static_steps.add(len(steps))
             steps.append((flt.name, step))
+            if flt not in capping:
+                continue
             flt_limits = flt.limits(table, ctx)
             if flt_limits:
                 for rc, arr in flt_limits.items():
