@@ -35,6 +35,7 @@ COMBINED_CLASSES = 32
 # scanning every row, and a minority of candidates (a zone) takes its weighers' extremes by blocks instead of
 # gathering every candidate's values. Below it a full pass costs about as little (and 100,000 rows stay as tuned).
 BLOCK_MIN_ROWS = 256 * 1024
+_MISSING: Any = object()  # a cache's answer for a key it does not hold (None is a mask: every row passes)
 PICK_BUDGET = 84  # blocks a pick reads by the kept maxima (chunks of 4, 16, 64) before it tightens them
 
 
@@ -203,14 +204,15 @@ class Ranker:
             key = (flt.name, flt.cache_key(ctx), table.static_revision, table.n)
             if keys is not None:
                 keys.append(key)
+            cache = self._mask_cache
             with self._mask_cache_lock:
-                if key in self._mask_cache:
-                    self._mask_cache.move_to_end(key)
+                mask = cache.get(key, _MISSING)
+                if mask is not _MISSING:
+                    cache.move_to_end(key)
                     self.stats.mask_cache_hits += 1
-                    mask = self._mask_cache[key]
                     if flt.once_per_request:
                         ctx.scratch[("once", flt.name)] = (mask, layout)
-                    return mask
+                    return mask  # type: ignore[return-value]
             mask = flt.mask(table, ctx)
             with self._mask_cache_lock:
                 self.stats.mask_cache_misses += 1
