@@ -1,6 +1,6 @@
 """The static filters' masks are kept per request class (``Ranker._static_class``): decisions that read them must
 be those that look every static mask up one filter at a time, while aggregates move (zones, tenant isolation,
-flavor affinity, extra specs) and requests alternate between classes and instances."""
+flavor affinity, extra specs, a weigher's multiplier) and requests alternate between classes and instances."""
 
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ def test_decisions_by_request_class_equal_those_by_filter() -> None:
                      Aggregate(id="tenant-a", hosts=rng.sample(names, rng.choice([5, 30])),
                                metadata={"filter_tenant_id": rng.choice(["proj-a", "proj-b"])}),
                      Aggregate(id="large-only", hosts=rng.sample(names, 20),
-                               metadata={"instance_type": rng.choice(["m1.large", "m1.small,m1.tiny"])})]
+                               metadata={"instance_type": rng.choice(["m1.large", "m1.small,m1.tiny"])}),
+                     Aggregate(id="spread", hosts=rng.sample(names, 40),  # a weigher's multiplier per row
+                               metadata={"ram_weight_multiplier": rng.choice(["2.0", "-1.0", "0.5"])})]
             for agg in moved:
                 fast.table.update_aggregate(agg)
                 slow.table.update_aggregate(agg)

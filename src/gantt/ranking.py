@@ -150,6 +150,7 @@ class Ranker:
         self._classes: OrderedDict[tuple[Any, ...], tuple[tuple[np.ndarray | None, ...], np.ndarray | None]] = \
             OrderedDict()
         self._classes_revision = -1
+        self._multiplier_memo: tuple[int, int, list[float | np.ndarray]] | None = None
         # A decision's pick by blocks (BlockPick) gives what repeated argmax gives; Nova's tie shuffle and the
         # subset slots read every candidate's score, so they keep the full-length scores.
         self._by_blocks = not fs.shuffle_best_same_weighed_hosts and config.gantt.subset_slots == 1
@@ -467,8 +468,8 @@ class Ranker:
         table = self.table
         mask = extremes.mask
         terms: list[tuple[Weigher, str | None, np.ndarray, float | np.ndarray, float, float]] = []
-        for weigher in self.weighers:
-            multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
+        for weigher, multiplier in zip(self.weighers, self._multipliers(), strict=True):
+            # ``multiplier``: a float, or per row when an aggregate overrides it
             if isinstance(multiplier, float) and multiplier == 0.0:
                 continue
             raw = weigher.raw(table, ctx, mask)
@@ -528,6 +529,17 @@ class Ranker:
                 if contributions is not None:
                     contributions[weigher.name] = _aligned(scratch.copy(), rows, mask)
         return score, offset, False, None
+
+    def _multipliers(self) -> list[float | np.ndarray]:
+        """Each weigher's ``multipliers``, kept until the static revision or the row count moves (they depend on
+        the configuration and the aggregates only): one call per decision instead of one per weigher."""
+        table = self.table
+        revision, n = table.static_revision, table.n
+        memo = self._multiplier_memo
+        if memo is None or memo[0] != revision or memo[1] != n:
+            memo = (revision, n, [weigher.multipliers(table) for weigher in self.weighers])
+            self._multiplier_memo = memo
+        return memo[2]
 
     def explain(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> Explanation:
         """Filter by filter, how many nodes each step removed; the nearest misses; the reason to report (the
