@@ -150,7 +150,7 @@ class Ranker:
         self._classes: OrderedDict[tuple[Any, ...], tuple[tuple[np.ndarray | None, ...], np.ndarray | None]] = \
             OrderedDict()
         self._classes_revision = -1
-        self._multiplier_memo: tuple[int, int, list[float | np.ndarray]] | None = None
+        self._multiplier_memo: tuple[tuple[Any, ...], list[float | np.ndarray]] | None = None
         # A decision's pick by blocks (BlockPick) gives what repeated argmax gives; Nova's tie shuffle and the
         # subset slots read every candidate's score, so they keep the full-length scores.
         self._by_blocks = not fs.shuffle_best_same_weighed_hosts and config.gantt.subset_slots == 1
@@ -534,12 +534,13 @@ class Ranker:
         """Each weigher's ``multipliers``, kept until the static revision or the row count moves (they depend on
         the configuration and the aggregates only): one call per decision instead of one per weigher."""
         table = self.table
-        revision, n = table.static_revision, table.n
+        weighers = tuple(self.weighers)  # (a copy of a ranker may be given other weighers)
+        key = (table.static_revision, table.n, weighers)
         memo = self._multiplier_memo
-        if memo is None or memo[0] != revision or memo[1] != n:
-            memo = (revision, n, [weigher.multipliers(table) for weigher in self.weighers])
+        if memo is None or memo[0] != key:
+            memo = (key, [weigher.multipliers(table) for weigher in weighers])
             self._multiplier_memo = memo
-        return memo[2]
+        return memo[1]
 
     def explain(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> Explanation:
         """Filter by filter, how many nodes each step removed; the nearest misses; the reason to report (the
