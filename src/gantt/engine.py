@@ -351,8 +351,9 @@ class Engine:
                       limits: dict[str, float]) -> dict[str, float | NUMATopologyLimits]:
         """The Selection's limits: the claim's caps and what the filters that ran leave for the node (Nova's)."""
         shown: dict[str, float | NUMATopologyLimits] = dict(limits)
-        for flt in ranking.applied:
-            shown.update(flt.selection_limits(self.table, ctx, row))
+        for flt in self.ranker.leaving:  # the others leave nothing
+            if flt in ranking.applied:
+                shown.update(flt.selection_limits(self.table, ctx, row))
         return shown
 
     def _claim_down(self, ctx: RequestContext, consumer: str, placed: list[Allocation],

@@ -190,8 +190,13 @@ class Liveness:
             if rows is not None and len(rows) * 16 <= n:
                 values = updated_at[rows]
                 up = values >= entry.threshold
-                mask = entry.mask.copy()
-                mask[rows] = up
+                if np.array_equal(entry.mask[rows], up):
+                    # No row changed sides (a claim, a report of a live node): the same mask, not a copy, which
+                    # also lets a reader keep what it derived from it (ComputeFilter's AND, by identity).
+                    mask = entry.mask
+                else:
+                    mask = entry.mask.copy()  # copied: a concurrent decision may still read the old one
+                    mask[rows] = up
                 alive_min = min(entry.alive_min, float(values[up].min())) if up.any() else entry.alive_min
                 dead_max = max(entry.dead_max, float(values[~up].max())) if not up.all() else entry.dead_max
                 patched = _Alive(static_revision, n, seq, epoch, entry.threshold, dead_max, alive_min, mask)

@@ -36,6 +36,7 @@ COMBINED_CLASSES = 32
 # gathering every candidate's values. Below it a full pass costs about as little (and 100,000 rows stay as tuned).
 BLOCK_MIN_ROWS = 256 * 1024
 RANK_ATTEMPTS = 4  # rankings without the table's lock before one with it (rows moved under each of the others)
+_MISSING: Any = object()  # a cache's answer for a key it does not hold (None is a mask: every row passes)
 PICK_BUDGET = 84  # blocks a pick reads by the kept maxima (chunks of 4, 16, 64) before it tightens them
 
 
@@ -127,6 +128,12 @@ class Ranker:
         fs = config.filter_scheduler
         self.filters: list[filter_pkg.Filter] = [cls(config) for cls in filter_pkg.pipeline(fs.enabled_filters)]
         self.weighers: list[weigher_pkg.Weigher] = [cls(config) for cls in weigher_pkg.resolve(fs.weight_classes)]
+        # The filters that cap usage (``limits``) or leave something in a Selection's limits (``selection_limits``):
+        # the base methods answer nothing, and a decision would otherwise call each of ~20 filters for nothing.
+        self.capping: frozenset[filter_pkg.Filter] = frozenset(
+            f for f in self.filters if type(f).limits is not filter_pkg.Filter.limits)
+        self.leaving: tuple[filter_pkg.Filter, ...] = tuple(
+            f for f in self.filters if type(f).selection_limits is not filter_pkg.Filter.selection_limits)
         self._mask_cache: OrderedDict[tuple[Any, ...], np.ndarray | None] = OrderedDict()
         self._mask_cache_lock = threading.Lock()
         # The AND of every static filter's mask, per request class (the tuple of those masks' cache keys): at
@@ -136,6 +143,15 @@ class Ranker:
         # project no aggregate names one shared mask, and keying by project made 500 projects 500 classes.
         self._combined: OrderedDict[tuple[Any, ...], tuple[list[np.ndarray | None], np.ndarray | None]] = \
             OrderedDict()
+        # The static filters' masks and their AND per request class (the tuple of their cache keys), for the
+        # first instance of a request that forces no host: one lookup instead of one per static filter (each a
+        # key, a lock and an LRU move). Cleared when the static revision moves, so that no entry pins the masks
+        # of an earlier revision; as small as the kept ANDs, whose arrays its entries share.
+        self._static_filters = tuple(f for f in self.filters if f.static and not f.refines)
+        self._classes: OrderedDict[tuple[Any, ...], tuple[tuple[np.ndarray | None, ...], np.ndarray | None]] = \
+            OrderedDict()
+        self._classes_revision = -1
+        self._multiplier_memo: tuple[tuple[Any, ...], list[float | np.ndarray]] | None = None
         # A decision's pick by blocks (BlockPick) gives what repeated argmax gives; Nova's tie shuffle and the
         # subset slots read every candidate's score, so they keep the full-length scores.
         self._by_blocks = not fs.shuffle_best_same_weighed_hosts and config.gantt.subset_slots == 1
@@ -186,8 +202,9 @@ class Ranker:
         return np.fromiter((keep(name) for name in names[:n]), dtype=np.bool_, count=n)
 
     def _filter_mask(self, flt: filter_pkg.Filter, ctx: RequestContext,
-                     keys: list[tuple[Any, ...]] | None = None) -> np.ndarray | None:
-        """The filter's mask; a static one comes from the cache, and its cache key is appended to ``keys``."""
+                     keys: list[tuple[Any, ...]] | None = None, cache_key: Any = _MISSING) -> np.ndarray | None:
+        """The filter's mask; a static one comes from the cache, and its cache key is appended to ``keys``
+        (``cache_key``: ``flt.cache_key(ctx)`` when the caller has it already)."""
         table = self.table
         layout = table.layout
         if flt.once_per_request and ctx.instance_index > 0:
@@ -195,17 +212,20 @@ class Ranker:
             if memo is not None and memo[1] == table.layout and (memo[0] is None or len(memo[0]) == table.n):
                 return memo[0]
         if flt.static:
-            key = (flt.name, flt.cache_key(ctx), table.static_revision, table.n)
+            if cache_key is _MISSING:
+                cache_key = flt.cache_key(ctx)
+            key = (flt.name, cache_key, table.static_revision, table.n)
             if keys is not None:
                 keys.append(key)
+            cache = self._mask_cache
             with self._mask_cache_lock:
-                if key in self._mask_cache:
-                    self._mask_cache.move_to_end(key)
+                mask = cache.get(key, _MISSING)
+                if mask is not _MISSING:
+                    cache.move_to_end(key)
                     self.stats.mask_cache_hits += 1
-                    mask = self._mask_cache[key]
                     if flt.once_per_request:
                         ctx.scratch[("once", flt.name)] = (mask, layout)
-                    return mask
+                    return mask  # type: ignore[return-value]
             mask = flt.mask(table, ctx)
             with self._mask_cache_lock:
                 self.stats.mask_cache_misses += 1
@@ -217,6 +237,38 @@ class Ranker:
         if flt.once_per_request:
             ctx.scratch[("once", flt.name)] = (mask, layout)
         return mask
+
+    def _static_class(self, ctx: RequestContext, n: int) -> tuple[tuple[np.ndarray | None, ...],
+                                                                   np.ndarray | None] | None:
+        """The masks of ``_static_filters`` (in their order) and their AND for this request's class; None when a
+        filter refused the request (the caller then meets the refusal where the filters' order puts it)."""
+        batch = self._static_filters
+        revision = self.table.static_revision
+        try:
+            parts = tuple(flt.cache_key(ctx) for flt in batch)
+        except Exception:  # e.g. a malformed extra spec: refused by whichever filter comes first, as before
+            return None
+        key = (n, *parts)
+        with self._mask_cache_lock:
+            if self._classes_revision != revision:
+                self._classes.clear()
+                self._classes_revision = revision
+            entry = self._classes.get(key)
+            if entry is not None:
+                self._classes.move_to_end(key)
+                self.stats.mask_cache_hits += len(batch)
+                return entry
+        try:
+            masks = tuple(self._filter_mask(flt, ctx, None, part) for flt, part in zip(batch, parts, strict=True))
+        except Exception:
+            return None
+        entry = (masks, self._combine(list(masks), n))
+        with self._mask_cache_lock:
+            if self._classes_revision == revision:
+                self._classes[key] = entry
+                while len(self._classes) > min(COMBINED_CLASSES, self.config.gantt.mask_cache_size):
+                    self._classes.popitem(last=False)
+        return entry
 
     def _combine(self, masks: list[np.ndarray | None], n: int) -> np.ndarray | None:
         """The AND of the static ``masks`` (None: none of them removes anything), cached under the masks'
@@ -285,11 +337,22 @@ class Ranker:
         applied: list[filter_pkg.Filter] = []
         static_keys: list[tuple[Any, ...]] = []
         static_steps: set[int] = set()  # positions in ``steps`` of the masks ``static_keys`` names
+        capping = self.capping
+        known = self._static_class(ctx, n) if not forced and ctx.instance_index == 0 else None
+        known_masks = known[0] if known is not None else ()
+        at = 0  # the next of ``known_masks``
+        layout = table.layout
         for flt in self.filters:
             if forced and not flt.always_on:
                 continue  # Nova skips the filters for forced hosts; the resource claim still applies
             applied.append(flt)
-            if lazy and flt.refines:
+            if known is not None and flt.static and not flt.refines:
+                step = known_masks[at]
+                at += 1
+                static_steps.add(len(steps))
+                if flt.once_per_request:  # what _filter_mask leaves for the request's later instances
+                    ctx.scratch[("once", flt.name)] = (step, layout)
+            elif lazy and flt.refines:
                 step = flt.prefilter(table, ctx)
                 check = flt.exact(table, ctx) if step is not None else None
                 if check is not None:
@@ -297,14 +360,16 @@ class Ranker:
             else:
                 before = len(static_keys)
                 step = self._filter_mask(flt, ctx, static_keys)
-                if len(static_keys) > before:
+                if len(static_keys) > before and known is None:  # else ANDed on its own (not in ``known``)
                     static_steps.add(len(steps))
             steps.append((flt.name, step))
+            if flt not in capping:
+                continue
             flt_limits = flt.limits(table, ctx)
             if flt_limits:
                 for rc, arr in flt_limits.items():
                     limits[rc] = arr if rc not in limits else np.fmin(limits[rc], arr)
-        combined = self._combine([steps[i][1] for i in sorted(static_steps)], n)
+        combined = known[1] if known is not None else self._combine([steps[i][1] for i in sorted(static_steps)], n)
         mask = combined.copy() if combined is not None else np.ones(n, dtype=np.bool_)
         for i, (_, m) in enumerate(steps):
             if m is not None and i not in static_steps:
@@ -412,8 +477,8 @@ class Ranker:
         table = self.table
         mask = extremes.mask
         terms: list[tuple[Weigher, str | None, np.ndarray, float | np.ndarray, float, float]] = []
-        for weigher in self.weighers:
-            multiplier = weigher.multipliers(table)  # a float, or per row when an aggregate overrides it
+        for weigher, multiplier in zip(self.weighers, self._multipliers(), strict=True):
+            # ``multiplier``: a float, or per row when an aggregate overrides it
             if isinstance(multiplier, float) and multiplier == 0.0:
                 continue
             raw = weigher.raw(table, ctx, mask)
@@ -473,6 +538,18 @@ class Ranker:
                 if contributions is not None:
                     contributions[weigher.name] = _aligned(scratch.copy(), rows, mask)
         return score, offset, False, None
+
+    def _multipliers(self) -> list[float | np.ndarray]:
+        """Each weigher's ``multipliers``, kept until the static revision or the row count moves (they depend on
+        the configuration and the aggregates only): one call per decision instead of one per weigher."""
+        table = self.table
+        weighers = tuple(self.weighers)  # (a copy of a ranker may be given other weighers)
+        key = (table.static_revision, table.n, weighers)
+        memo = self._multiplier_memo
+        if memo is None or memo[0] != key:
+            memo = (key, [weigher.multipliers(table) for weigher in weighers])
+            self._multiplier_memo = memo
+        return memo[1]
 
     def explain(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> Explanation:
         """Filter by filter, how many nodes each step removed; the nearest misses; the reason to report (the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gantt.config import Config
 from gantt.filters.base import Filter, register
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -13,9 +14,22 @@ from gantt.state import HostTable
 class ComputeFilter(Filter):
     name = "ComputeFilter"
 
+    def __init__(self, config: Config) -> None:
+        super().__init__(config)
+        # (alive, enabled, their AND): the table hands out the same liveness mask until a node changes sides
+        # (journal.Liveness), so most decisions reuse the AND instead of a new array each. Held by identity,
+        # which the entry's own references keep from being reused by other arrays.
+        self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         # Liveness moves with the clock and is one comparison; the service flags change rarely (the table moves
         # static_revision when they do), so their part is built once per static revision.
         enabled = table.static_cache(
             ("service_enabled",), lambda: ~(table.col("disabled") | table.col("forced_down")))
-        return table.alive(ctx.now) & enabled
+        alive = table.alive(ctx.now)
+        last = self._last
+        if last is not None and last[0] is alive and last[1] is enabled:
+            return last[2]
+        both = alive & enabled
+        self._last = (alive, enabled, both)
+        return both

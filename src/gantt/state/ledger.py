@@ -83,20 +83,23 @@ class Ledger:
         """None if the node can take ``resources`` now; else the first resource class that does not fit."""
         columns = self._columns
         rc = columns.rc
+        # Python floats (``item``), not numpy scalars: the same IEEE values and comparisons at a fraction of the
+        # cost (a decision asks this of the claimed node and of each alternate).
         for name, amount in resources.items():
             if amount <= 0:
                 continue
             j = columns.rc_index.get(name)
-            if j is None or not columns.has_inventory[row, j]:
+            if j is None or not columns.has_inventory.item(row, j):
                 return name
-            if rc["free"][row, j] < amount - 1e-9:
+            if rc["free"].item(row, j) < amount - 1e-9:
                 return name
-            if amount < rc["min_unit"][row, j] or amount > rc["max_unit"][row, j]:
+            if amount < rc["min_unit"].item(row, j) or amount > rc["max_unit"].item(row, j):
                 return name
-            if amount % rc["step_size"][row, j]:
+            step = rc["step_size"].item(row, j)
+            if step == 0 or amount % step:  # numpy's remainder by 0 is NaN (a refusal), Python's an error
                 return name
             if limits and name in limits:
-                used = rc["reported"][row, j] + rc["inflight"][row, j]
+                used = rc["reported"].item(row, j) + rc["inflight"].item(row, j)
                 if used + amount > limits[name] + 1e-9:
                     return name
         return None
