@@ -119,3 +119,53 @@ def clock() -> FakeClock:
 @pytest.fixture
 def scheduler_factory() -> Callable[..., Scheduler]:
     return make_scheduler
+
+
+def churn_concurrently(sched: Any, *, threads: int = 4, steps: int = 60, zones: tuple[str | None, ...] = (None,),
+                       report_hosts: int = 0) -> None:
+    """Threads placing and releasing on ``sched`` at once (and, with ``report_hosts``, reporting new usage for
+    hosts ``h0``...), each from its own seed; then no resource class of any node is used past its capacity. A
+    thread's error is raised here."""
+    import random
+    import threading
+
+    import numpy as np
+
+    from gantt import NoValidHost
+
+    errors: list[BaseException] = []
+
+    def worker(index: int) -> None:
+        rng = random.Random(index)
+        mine: list[str] = []
+        try:
+            for step in range(steps):
+                uuid = f"t{index}-{step}"
+                flavor = rng.choice([(1, 2048, 20), (4, 8192, 80), (16, 65536, 160)])
+                try:
+                    sched.select_destinations(request(*flavor, project_id="p1", instance_uuids=[uuid],
+                                                      availability_zone=rng.choice(zones)))
+                    mine.append(uuid)
+                except NoValidHost:
+                    pass
+                if mine and rng.random() < 0.3:
+                    sched.release(mine.pop(rng.randrange(len(mine))))
+                if report_hosts and rng.random() < 0.3:
+                    used = rng.randrange(0, 6)
+                    sched.update_resource_stats(f"h{rng.randrange(report_hosts)}",
+                                                {"vcpus_used": used, "memory_mb_used": used * 3072})
+        except BaseException as exc:  # raised by the calling thread
+            errors.append(exc)
+
+    running = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+    if errors:
+        raise errors[0]
+    table = sched.table
+    for rc in table.rc_index:
+        capacity = table.rc_col("capacity", rc)
+        assert capacity is not None
+        assert np.all(table.used(rc) <= capacity + 1e-6), rc

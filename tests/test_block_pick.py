@@ -16,7 +16,7 @@ from gantt import NoValidHost, Scheduler
 from gantt import journal as journal_mod
 from gantt.journal import block_reduce, blocks_with, masked_best, masked_extreme, patch_blocks
 from gantt.model import Aggregate
-from tests.conftest import FakeClock, host_stats, request
+from tests.conftest import FakeClock, churn_concurrently, host_stats, request
 
 HOSTS = 3000
 
@@ -218,45 +218,9 @@ def test_block_bounds_stay_exact_under_concurrent_decisions(monkeypatch: pytest.
     """Threads deciding by blocks, releasing and reporting on one table at once: no node overcommitted, and
     afterwards a decision by the kept block bounds equals one by full scans (a lost patch of a block bound would
     show as a different pick)."""
-    import threading
-
     monkeypatch.setattr(journal_mod, "BLOCK", 8)
     sched = _cloud(FakeClock(), 4, blocks=True)
-    errors: list[BaseException] = []
-
-    def worker(index: int) -> None:
-        rng = random.Random(index)
-        mine: list[str] = []
-        try:
-            for step in range(60):
-                uuid = f"t{index}-{step}"
-                flavor = rng.choice([(1, 2048, 20), (4, 8192, 80), (16, 65536, 160)])
-                try:
-                    sched.select_destinations(request(*flavor, project_id="p1", instance_uuids=[uuid],
-                                                      availability_zone=rng.choice([None, "az-run"])))
-                    mine.append(uuid)
-                except NoValidHost:
-                    pass
-                if mine and rng.random() < 0.3:
-                    sched.release(mine.pop(rng.randrange(len(mine))))
-                if rng.random() < 0.3:
-                    used = rng.randrange(0, 6)
-                    sched.update_resource_stats(f"h{rng.randrange(HOSTS)}",
-                                                {"vcpus_used": used, "memory_mb_used": used * 3072})
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
-    table = sched.table
-    for rc in table.rc_index:
-        capacity = table.rc_col("capacity", rc)
-        assert capacity is not None
-        assert np.all(table.used(rc) <= capacity + 1e-6), rc
+    churn_concurrently(sched, zones=(None, "az-run"), report_hosts=HOSTS)
     for zone in (None, "az-run"):
         spec = request(4, 8192, 80, project_id="p2", instance_uuids=[f"after-{zone}"], availability_zone=zone)
         by_blocks = [(s.host, s.weight) for s in sched.select_destinations(spec)[0]]

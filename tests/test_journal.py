@@ -15,7 +15,7 @@ import pytest
 from gantt import NoValidHost, Scheduler
 from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, WeightedSums
 from gantt.model import Aggregate, RequestSpec, decode
-from tests.conftest import FakeClock, host_stats, request
+from tests.conftest import FakeClock, churn_concurrently, host_stats, request
 
 HOSTS = 3000
 
@@ -228,40 +228,9 @@ def test_decisions_with_patched_data_equal_decisions_from_scratch(seed: int) -> 
 def test_patched_data_stays_exact_under_concurrent_decisions() -> None:
     """Threads deciding and releasing on one table at once: no node overcommitted, and afterwards the patched
     data gives the same answer as data computed from scratch (a lost patch would show as a different pick)."""
-    import threading
-
     clock = FakeClock()
     sched = _cloud(clock, 5)
-    errors: list[BaseException] = []
-
-    def worker(index: int) -> None:
-        rng = random.Random(index)
-        mine: list[str] = []
-        try:
-            for step in range(60):
-                uuid = f"t{index}-{step}"
-                flavor = rng.choice([(1, 2048, 20), (4, 8192, 80), (16, 65536, 160)])
-                try:
-                    sched.select_destinations(request(*flavor, project_id="p1", instance_uuids=[uuid]))
-                    mine.append(uuid)
-                except NoValidHost:
-                    pass
-                if mine and rng.random() < 0.3:
-                    sched.release(mine.pop(rng.randrange(len(mine))))
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not errors
-    table = sched.table
-    for rc in table.rc_index:
-        capacity = table.rc_col("capacity", rc)
-        assert capacity is not None
-        assert np.all(table.used(rc) <= capacity + 1e-6), rc
+    churn_concurrently(sched)
     spec = request(4, 8192, 80, project_id="p2", instance_uuids=["after"])
     patched = [(s.host, round(s.weight, 9)) for s in sched.candidates(spec)[:5]]
     decided = sched.select_destinations(spec)[0][0].host
