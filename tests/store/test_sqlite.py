@@ -88,17 +88,6 @@ def test_group_commit_combines_concurrent_batches(store: SQLiteStore) -> None:
 def test_a_conflicting_batch_does_not_sink_its_group(store: SQLiteStore) -> None:
     rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
     store.commit(Batch(allocations=[alloc("taken", "h2")]))  # h2's usage revision moves on
-    # Hold the writer inside a transaction from another connection so the next batches queue up as one group.
-    blocker = store._connect()
-    blocker.execute("BEGIN IMMEDIATE")
-    outcomes: dict[str, object] = {}
-
-    def run(name: str, batch: Batch) -> None:
-        try:
-            outcomes[name] = store.commit(batch).revision
-        except (StoreConflict, NotFound) as exc:
-            outcomes[name] = exc
-
     batches = {
         "first": Batch(reports=[report("h3")]),  # the writer takes this alone and waits for the lock with it
         "ok1": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("a", "h1")]),
@@ -106,15 +95,7 @@ def test_a_conflicting_batch_does_not_sink_its_group(store: SQLiteStore) -> None
         "unknown": Batch(releases=["nobody"], allocations=[alloc("c", "h1")]),
         "ok2": Batch(allocations=[alloc("d", "h2")]),
     }
-    threads = []
-    for name, batch in batches.items():
-        threads.append(threading.Thread(target=run, args=(name, batch)))
-        threads[-1].start()
-        time.sleep(0.02)
-    groups = store.groups
-    blocker.execute("ROLLBACK")
-    for t in threads:
-        t.join()
+    outcomes, groups = _commit_queued(store, batches, (StoreConflict, NotFound))
     assert store.groups == groups + 2  # "first" alone, then the other four in one transaction
     assert isinstance(outcomes["stale"], StoreConflict) and outcomes["stale"].keys == [("h2", "h2")]
     assert isinstance(outcomes["unknown"], NotFound)
@@ -158,8 +139,8 @@ def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore
     assert store.head() == rev + 3
 
 
-def _commit_queued(store: SQLiteStore, batches: dict[str, Batch], refused: type[Exception],
-                   ) -> tuple[dict[str, object], int]:
+def _commit_queued(store: SQLiteStore, batches: dict[str, Batch],
+                   refused: type[Exception] | tuple[type[Exception], ...]) -> tuple[dict[str, object], int]:
     """Commit ``batches`` from one thread each, in order, while another connection holds the write lock: the
     first goes alone, the rest queue up behind it as one group. Returns each one's revision (or the ``refused``
     error it got) and the writer's group count before the lock was let go."""
