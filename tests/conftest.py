@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faulthandler
 import os
+import threading
 from collections.abc import Callable, Generator
 from typing import IO, Any
 
@@ -169,3 +170,33 @@ def churn_concurrently(sched: Any, *, threads: int = 4, steps: int = 60, zones: 
         capacity = table.rc_col("capacity", rc)
         assert capacity is not None
         assert np.all(table.used(rc) <= capacity + 1e-6), rc
+
+
+class TableLockHolder:
+    """Another thread holding a table's lock (as the feed thread applying a batch does) from ``start()`` until
+    ``release`` is set, 5 s at most: how long a caller that took the lock itself would wait there."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self.taken, self.release = threading.Event(), threading.Event()
+        self.thread = threading.Thread(target=self._hold)
+
+    def start(self) -> TableLockHolder:
+        self.thread.start()
+        assert self.taken.wait(5)
+        return self
+
+    def stop(self) -> None:
+        self.release.set()
+        self.thread.join()
+
+    def __enter__(self) -> TableLockHolder:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _hold(self) -> None:
+        with self.table.lock:
+            self.taken.set()
+            self.release.wait(5.0)

@@ -9,7 +9,6 @@ the steps, which catch up and refuse it.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -24,6 +23,7 @@ from gantt.placement.wire import Call
 from gantt.providers import ConsumerWrite, DuplicateName
 from gantt.replica import Replica
 from gantt.store.base import open_store
+from tests.conftest import TableLockHolder
 
 
 @pytest.fixture(params=["sqlite", "memory"])
@@ -109,38 +109,17 @@ def sqlite_replica(tmp_path: Path) -> Iterator[Replica]:
         store.close()
 
 
-class _LockHolder:
-    """Another thread holding the table's lock (as the feed applying a batch does) until ``release`` is set; the
-    5 s bound is how long the loop would wait there if it took the lock itself."""
-
-    def __init__(self, replica: Replica) -> None:
-        self.replica = replica
-        self.taken, self.release = threading.Event(), threading.Event()
-
-    def start(self) -> threading.Thread:
-        holder = threading.Thread(target=self._hold)
-        holder.start()
-        self.taken.wait()
-        return holder
-
-    def _hold(self) -> None:
-        with self.replica.table.lock:
-            self.taken.set()
-            self.release.wait(5.0)
-
-
 def test_a_busy_table_lock_sends_the_rest_to_a_handler_thread(sqlite_replica: Replica) -> None:
     """The loop never waits for the table's lock (a long candidates answer may hold it): the write goes on on a
     handler thread, which waits there instead."""
     replica = sqlite_replica
     made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
-    lock = _LockHolder(replica)
-    holder = lock.start()
+    lock = TableLockHolder(replica.table).start()
     hops: list[Callable[..., Any]] = []
     call = _call(replica, hops, before=lock.release.set)
     found = asyncio.run(call.steps(replica.set_provider_traits_steps, made.uuid, made.generation,
                                    ["HW_CPU_X86_AVX"]))
-    holder.join()
+    lock.thread.join()
     assert len(hops) == 1
     assert found.generation == made.generation + 1
     assert found.record.stats.traits == ["HW_CPU_X86_AVX"]
@@ -151,7 +130,7 @@ def test_a_commit_is_applied_on_a_handler_thread_while_the_table_lock_is_busy(sq
     moment (the feed applying a batch), the apply goes to a handler thread rather than stalling the loop."""
     replica = sqlite_replica
     made = replica.create_provider("cn1", "00000000-0000-0000-0000-000000000001")
-    lock = _LockHolder(replica)
+    lock = TableLockHolder(replica.table)
     commit = replica.write_on_loop
 
     def commit_then_lock(batch: Any) -> Any:
@@ -166,7 +145,7 @@ def test_a_commit_is_applied_on_a_handler_thread_while_the_table_lock_is_busy(sq
         found = asyncio.run(call.steps(replica.set_provider_traits_steps, made.uuid, made.generation,
                                        ["HW_CPU_X86_AVX"]))
     finally:
-        lock.release.set()
+        lock.stop()
     assert hops == [replica.written]
     assert found.generation == made.generation + 1
     assert replica.provider(made.uuid).record.stats.traits == ["HW_CPU_X86_AVX"]

@@ -21,7 +21,7 @@ from gantt.config import Config
 from gantt.model import GanttError, HostReport, NoValidHost
 from gantt.replica import Replica, audit
 from gantt.service.app import Service, create_app
-from tests.conftest import host_stats
+from tests.conftest import TableLockHolder, host_stats
 
 HOSTS, VCPUS = 3, 12
 FLAVOR = {"name": "m1.tiny", "vcpus": 1, "memory_mb": 16, "root_gb": 1}
@@ -149,22 +149,9 @@ def test_a_committed_claim_applies_its_result_on_a_thread_while_the_feed_holds_t
         batch = steps.send(None)
         assert batch.allocations, batch
         result = replica.store.commit(batch)
-        held, done = threading.Event(), threading.Event()
-
-        def feed_applying() -> None:
-            with replica.table.lock:
-                held.set()
-                done.wait(5)
-
-        feed = threading.Thread(target=feed_applying)
-        feed.start()
-        try:
-            assert held.wait(5)
-            step = steps.send(result)  # without the glance: blocks on the lock until done, then finishes
+        with TableLockHolder(replica.table):
+            step = steps.send(result)  # without the glance: blocks on the lock until released, then finishes
             assert step == "thread", step
-        finally:
-            done.set()
-            feed.join()
         answer = replica.run_claims(steps)
         consumer = answer[0][0].consumer_uuid
         assert replica.table.allocation(consumer) is not None
@@ -186,30 +173,19 @@ def test_a_report_written_while_the_feed_holds_the_table_is_applied_on_a_thread(
             return written(batch, result)
 
         replica.written = noted  # type: ignore[method-assign]
-        held, done = threading.Event(), threading.Event()
-
-        def feed_applying() -> None:
-            with replica.table.lock:
-                held.set()
-                done.wait(5)
+        feed = TableLockHolder(replica.table)
 
         async def run() -> httpx.Response:
             transport = httpx.ASGITransport(app=create_app(replica))
             async with httpx.AsyncClient(transport=transport, base_url="http://gantt") as http:
                 request = http.post("/v1/resource-stats", json={"name": "h0", "stats": host_stats(vcpus=8)})
                 async with anyio.create_task_group() as group:
-                    group.start_soon(anyio.to_thread.run_sync, _release_later, done)
+                    group.start_soon(anyio.to_thread.run_sync, _release_later, feed.release)
                     answer = await request
                 return answer
 
-        feed = threading.Thread(target=feed_applying)
-        feed.start()
-        try:
-            assert held.wait(5)
+        with feed:
             answer = anyio.run(run)
-        finally:
-            done.set()
-            feed.join()
         assert answer.status_code == 200, answer.text
         assert applied_on and applied_on[0].startswith("gantt-handler"), applied_on
     finally:
@@ -237,27 +213,18 @@ def test_reading_the_feed_while_the_feed_holds_the_table_goes_on_on_a_thread(tmp
             return sync()
 
         replica.sync = noted  # type: ignore[method-assign]
-        held, done = threading.Event(), threading.Event()
-
-        def feed_applying() -> None:
-            with replica.table.lock:
-                held.set()
-                done.wait(5)
+        feed = TableLockHolder(replica.table)
 
         async def run() -> int:
             svc = Service(replica, config, None)
             try:
                 free = await svc.sync()  # nobody holds the lock: in place
-                feed = threading.Thread(target=feed_applying)
-                feed.start()
-                assert held.wait(5)
-                async with anyio.create_task_group() as group:
-                    group.start_soon(anyio.to_thread.run_sync, _release_later, done)
-                    busy = await svc.sync()
-                feed.join()
+                with feed:
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(anyio.to_thread.run_sync, _release_later, feed.release)
+                        busy = await svc.sync()
                 return busy - free
             finally:
-                done.set()
                 svc.close()
 
         assert anyio.run(run) == 0
