@@ -142,7 +142,9 @@ def test_a_committed_claim_applies_its_result_on_a_thread_while_the_feed_holds_t
     """The commit lands while another thread (the feed applying a batch) holds the table lock: the steps ask for
     a thread before applying the result instead of waiting for the lock where they are driven (the event loop,
     whose every connection would wait too); driven on there, the result is applied."""
-    replica = Replica.open(f"sqlite:///{tmp_path}/held.sqlite", Config.from_dict({"gantt": {"seed": 5}}))
+    # No follower thread: the test is the one holding the lock (a follower applying the report would hold it at
+    # the first step, which then rightly asks for a thread before deciding).
+    replica = Replica.open(f"sqlite:///{tmp_path}/held.sqlite", Config.from_dict({"gantt": {"seed": 5}}), follow=False)
     try:
         replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
         steps = replica.select_steps({"flavor": FLAVOR})
@@ -202,7 +204,7 @@ def test_reading_the_feed_while_the_feed_holds_the_table_goes_on_on_a_thread(tmp
     """``Service.sync`` (a release's answer reads the feed up to its own commit) reads and applies in place where
     the store is local, but not while another thread holds the table lock: then on a handler thread."""
     config = Config.from_dict({"gantt": {"seed": 5}})
-    replica = Replica.open(f"sqlite:///{tmp_path}/sync.sqlite", config)
+    replica = Replica.open(f"sqlite:///{tmp_path}/sync.sqlite", config, follow=False)  # the lock is ours alone
     try:
         replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
         synced_on: list[str] = []
