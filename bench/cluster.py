@@ -5,7 +5,10 @@ What runs (design §4, "several schedulers on a 3-member etcd cluster"):
 - ``--hosts`` nodes, of which only ``--free-hosts`` big ones have room: every instance competes for the same few.
 - Each Gantt instance is a separate *process* (multiprocessing, spawn) holding a full Replica (snapshot + watch
   feed) and calling ``Replica.select_destinations`` from ``--threads`` client threads: the engine, claims and
-  store path of a real instance, without the HTTP layer (bench/http_api.py measures that).
+  store path of a real instance, without the HTTP layer (bench/http_api.py measures that). With ``--workers N``
+  an instance is N such processes, as ``gantt serve --workers N`` runs it (``Config.for_worker``: each worker
+  its own replica and its share of the instance's subset slot); figures are then given per instance (its
+  workers summed) and per process.
 - Figures per instance count: placements/s, conflict retries (the engine's commit conflicts per request: the
   requests decided again), store-level claim conflicts, p50/p99 latency of select_destinations, and an audit of
   the store at the end (overcommit must be 0, every acknowledged claim in the store).
@@ -36,6 +39,7 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "src")]
 
+from gantt.allocator import collect_less_often, keep_freed_memory  # noqa: E402
 from gantt.benchmarks import cpu_model  # noqa: E402
 from gantt.config import Config  # noqa: E402
 from gantt.model import HostReport, HostStats, NoValidHost, StoreUnavailable  # noqa: E402
@@ -76,10 +80,16 @@ def seed_hosts(url: str, hosts: int, free: int) -> None:
 
 
 def instance(index: int, url: str, subset: int, slots: int, threads: int, duration: float, ready: Any, go: Any,
-             results: Any) -> None:
-    """One Gantt instance: a Replica in this process, ``threads`` clients calling select_destinations."""
+             results: Any, worker: int = 0, workers: int = 1) -> None:
+    """One Gantt instance, or worker ``worker`` of an instance's ``workers`` processes (as ``gantt serve
+    --workers N`` runs them: its own replica, its share of the instance's subset slot): a Replica in this process,
+    ``threads`` clients calling select_destinations."""
+    # The memory settings of a served instance (``gantt serve`` makes them in each worker before it loads).
+    keep_freed_memory()
+    collect_less_often()
     store = EtcdStore(url)
-    replica = Replica(store, make_config(1000 + index, subset, index % slots, slots)).start()
+    config = make_config(1000 + index * workers, subset, index % slots, slots).for_worker(worker, workers)
+    replica = Replica(store, config).start()
     ready.release()
     go.wait()
     cpu0 = time.process_time()
@@ -124,8 +134,8 @@ def instance(index: int, url: str, subset: int, slots: int, threads: int, durati
     elapsed = time.monotonic() - started
     cpu = time.process_time() - cpu0
     engine = replica.scheduler.engine.stats
-    results.put({"index": index, "elapsed": elapsed, "cpu_s": cpu, "acknowledged": acknowledged, **outcomes,
-                 "latencies": latencies,
+    results.put({"index": index, "worker": worker, "elapsed": elapsed, "cpu_s": cpu, "acknowledged": acknowledged,
+                 **outcomes, "latencies": latencies,
                  "commit_conflicts": engine.commit_conflicts, "local_claim_conflicts": engine.claim_conflicts,
                  "store": vars(store.stats), "resyncs": replica.resyncs})
     replica.stop()
@@ -150,9 +160,11 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     ctx = mp.get_context("spawn")
     ready, go, results = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     slots = instances if args.spread and instances > 1 else 1
+    # instance i's worker w (observers: one process each); each process runs ``--threads`` clients
     procs = [ctx.Process(target=instance, args=(i, url, args.subset, slots, args.threads if i < instances else 0,
-                                                args.duration, ready, go, results), daemon=True)
-             for i in range(instances + args.observers)]
+                                                args.duration, ready, go, results, w, n), daemon=True)
+             for i in range(instances + args.observers)
+             for n in [args.workers if i < instances else 1] for w in range(n)]
     for p in procs:
         p.start()
     t0 = time.monotonic()
@@ -194,7 +206,8 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
 
     return {
         "instances": instances,
-        "threads_per_instance": args.threads,
+        "workers_per_instance": args.workers,
+        "threads_per_process": args.threads,
         "observers": args.observers,
         "hosts": args.hosts,
         "free_hosts": args.free_hosts,
@@ -202,6 +215,8 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
         "requests": requests,
         "placements": placed,
         "placements_per_s": round(placed / elapsed, 1) if elapsed else 0.0,
+        "placements_per_s_by_instance": [round(sum(p["placed"] for p in parts if p["index"] == i) / elapsed, 1)
+                                         if elapsed else 0.0 for i in range(instances)],
         "conflict_retries": retries,
         "conflict_retry_rate": round(retries / max(requests, 1), 4),
         "store_claim_conflicts": store_conflicts,
@@ -225,8 +240,12 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
                 "total_ms_per_placement": per_placement(etcd_cpu + instance_cpu) if etcd_pids else None,
                 # per process, ms per placement: each etcd member (the leader does most), each instance
                 "etcd_members_ms": [per_placement(c) for c in members],
-                "instance_ms": [per_placement(p["cpu_s"]) for p in sorted(parts, key=lambda p: p["index"])
-                                if p["index"] < instances],
+                "instance_ms": [per_placement(sum(p["cpu_s"] for p in parts if p["index"] == i))
+                                for i in range(instances)],
+                # with --workers: each process of each instance (instance-major)
+                "process_ms": [per_placement(p["cpu_s"]) for p in sorted(parts, key=lambda p: (p["index"],
+                                                                                             p["worker"]))
+                               if p["index"] < instances],
                 "cores_busy": round((etcd_cpu + instance_cpu) / wall, 2) if wall else None},
         "load_before": load_before,
         "load_after": load_after,
@@ -242,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", default="1,2,4", help="comma-separated instance counts (default 1,2,4)")
     parser.add_argument("--hosts", type=int, default=10000)
     parser.add_argument("--free-hosts", type=int, default=200, help="hosts with room (the contended few)")
-    parser.add_argument("--threads", type=int, default=16, help="client threads per instance")
+    parser.add_argument("--threads", type=int, default=16, help="client threads per process")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes per instance, each a replica with its share of the instance's subset slot "
+                             "(as `gantt serve --workers N`); --threads clients each")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of load per instance count")
     parser.add_argument("--subset", type=int, default=10, help="[filter_scheduler] host_subset_size")
     parser.add_argument("--etcd", help="use this cluster (etcd://h:p,…) instead of starting a local one")

@@ -75,3 +75,26 @@ def test_bad_slots_are_refused_naming_the_option(gantt: dict[str, int], subset: 
     with pytest.raises(InvalidRequest, match=message) as err:
         Config.from_dict({"gantt": gantt, "filter_scheduler": {"host_subset_size": subset}})
     assert err.value.field is not None and err.value.field.startswith("$.gantt")
+
+
+def test_each_worker_of_an_instance_takes_its_own_share_of_the_instances_slot() -> None:
+    """``gantt serve --workers N``: each worker is a replica deciding on its own, so slot s of S becomes slot
+    s + S * w of S * N for worker w (its share of the instance's hosts), with its own random draws; one worker
+    is the instance's own config."""
+    base = Config.from_dict({"gantt": {"subset_slots": 2, "subset_slot": 1, "seed": 7}})
+    assert base.for_worker(0, 1) is base
+    workers = [base.for_worker(w, 3) for w in range(3)]
+    assert [(c.gantt.subset_slot, c.gantt.subset_slots, c.gantt.seed) for c in workers] == [
+        (1, 6, 7), (3, 6, 8), (5, 6, 9)]
+    assert (base.gantt.subset_slot, base.gantt.subset_slots) == (1, 2)  # the instance's own config is unchanged
+    with pytest.raises(ValueError, match="worker 3 of 3"):
+        base.for_worker(3, 3)
+    # two workers of each of two instances: each worker picks among its own quarter of the hosts, which lies in
+    # its instance's half
+    for seed in range(6):
+        for instance in range(2):
+            one = Config.from_dict({"gantt": {"seed": seed, "subset_slots": 2, "subset_slot": instance}})
+            for w in range(2):
+                worker = one.for_worker(w, 2).gantt
+                pick = first_pick(worker.subset_slot, worker.subset_slots, worker.seed or 0, 32, 32)
+                assert slot_of(pick, 4) == instance + 2 * w and slot_of(pick, 2) == instance

@@ -353,6 +353,23 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
             out[name] = _namespace(name, raw, self)
         return out
 
+    def for_worker(self, index: int, workers: int) -> Config:
+        """The configuration of worker ``index`` of the ``workers`` processes of one instance (``gantt serve
+        --workers N``). Each worker is a replica of its own, deciding and claiming as an instance does, so each
+        takes its own share of the instance's subset slot (slot s of S becomes slot s + S * index of S * N: the
+        hosts whose hash is s modulo S, split N ways), and, with a seed, its own random draws (seed + index):
+        workers alike would pick the same hosts at the same moment and lose claims to one another, as instances
+        without slots do (bench/RESULTS-cluster.md)."""
+        if workers == 1:
+            return self
+        if not 0 <= index < workers:
+            raise ValueError(f"worker {index} of {workers}")
+        gantt = self.gantt
+        return msgspec.structs.replace(self, gantt=msgspec.structs.replace(
+            gantt, subset_slots=gantt.subset_slots * workers,
+            subset_slot=gantt.subset_slot + gantt.subset_slots * index,
+            seed=None if gantt.seed is None else gantt.seed + index))
+
     def with_overrides(self, **sections: dict[str, Any]) -> Config:
         """A copy with some options changed: ``cfg.with_overrides(filter_scheduler={"host_subset_size": 3})``."""
         data = msgspec.to_builtins(self)

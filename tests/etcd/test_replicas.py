@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -244,3 +245,52 @@ def test_a_move_whose_old_value_the_watch_lost_still_moves_the_left_node(store: 
     replica = Replica(store, config(0))
     replica.apply(changes)
     assert replica.node_revisions[("h1", "h1")] == 9  # the node the instance left
+
+
+def test_workers_of_one_instance_split_its_hosts_and_never_overcommit(store_url: str) -> None:
+    """``gantt serve --workers 2`` on etcd: each worker a replica of its own following the feed, with its share of
+    the instance's subset slot (``Config.for_worker``); their claims are compare-and-sets like any instance's."""
+    seed_hosts(store_url, 8, vcpus=6)  # 48 vCPUs
+    stores = [EtcdStore(store_url) for _ in range(2)]
+    replicas = [Replica(s, config(5).for_worker(w, 2)).start() for w, s in enumerate(stores)]
+    placed: list[tuple[str, int]] = []
+    lock = threading.Lock()
+    try:
+        for w, replica in enumerate(replicas):  # alone, a worker picks among its own half of the equal hosts
+            [[first, *_]] = replica.select_destinations({"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1},
+                                                         "request_id": f"first-{w}",
+                                                         "instance_uuids": [f"first-{w}"]})
+            assert zlib.crc32(first.host.encode()) % 2 == w
+            placed.append((f"first-{w}", 1))
+
+        def burst(replica: Replica, k: int) -> None:
+            for j in range(40):
+                rid = f"w{k}-{j}"
+                spec = {"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1}, "request_id": rid,
+                        "instance_uuids": [rid]}
+                for _ in range(50):
+                    try:
+                        replica.select_destinations(spec)
+                        with lock:
+                            placed.append((rid, 1))
+                        break
+                    except NoValidHost:
+                        return
+                    except StoreUnavailable:  # an overloaded test machine: retry like a client (same UUID)
+                        time.sleep(0.1)
+
+        threads = [threading.Thread(target=burst, args=(replicas[k % 2], k)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        sizes = dict(placed)
+        ids = check_store(store_url, capacity=48, sizes=sizes)
+        assert sorted(ids) == sorted(sizes)  # every acknowledged claim is in the store, nothing else is
+        assert len(sizes) == 48  # the cloud filled up
+        for r in replicas:
+            wait_for(lambda r=r: len(r.table.allocations()) == 48)
+    finally:
+        for r, s in zip(replicas, stores, strict=True):
+            r.stop()
+            s.close()

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gantt.service.server import ServeOptions, worker_config
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess
 
@@ -41,6 +42,19 @@ def test_workers_share_one_store(tmp_path: Path) -> None:
             placed += response.status_code == 200
         assert placed == 2
         assert server.stop() == 0
+
+
+def test_each_worker_decides_with_its_share_of_the_instances_subset_slot(tmp_path: Path) -> None:
+    """Every worker is a replica claiming on its own: alike, they would pick the same hosts at once and lose claims
+    to one another. The file's slot is the instance's; each worker takes its share of it."""
+    path = tmp_path / "gantt.toml"
+    path.write_text("[gantt]\nsubset_slots = 3\nsubset_slot = 2\nseed = 10\n")
+    options = ServeOptions(store="etcd://127.0.0.1:2379", host="127.0.0.1", port=0, config_path=str(path),
+                           workers=2)
+    assert [(c.gantt.subset_slot, c.gantt.subset_slots, c.gantt.seed)
+            for c in (worker_config(options, w) for w in range(2))] == [(2, 6, 10), (5, 6, 11)]
+    options.workers = 1
+    assert (worker_config(options, 0).gantt.subset_slot, worker_config(options, 0).gantt.subset_slots) == (2, 3)
 
 
 def _get(sock: socket.socket, path: str) -> tuple[dict[str, Any], bool]:

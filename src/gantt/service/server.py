@@ -114,6 +114,12 @@ def _load(options: ServeOptions) -> Config:
     return load_config(options.config_path) if options.config_path else load_config(None)
 
 
+def worker_config(options: ServeOptions, worker: int) -> Config:
+    """What worker ``worker`` decides with: the file's options, and its own share of the instance's subset slot
+    (``Config.for_worker``), since each worker is a replica claiming on its own."""
+    return _load(options).for_worker(worker, options.workers)
+
+
 def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: int = 0) -> int:
     import uvicorn
 
@@ -127,7 +133,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
 
     logging.basicConfig(level=getattr(logging, options.log_level.upper(), logging.WARNING),
                         format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
-    config = _load(options)
+    config = worker_config(options, worker)
     app = create_app(config=config, store=options.store, token=options.token, worker=worker,
                      metrics_dir=options.metrics_dir)
     protocol.REFUSAL = _refusals(config.gantt.placement_mount)
