@@ -29,6 +29,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -93,6 +94,8 @@ def instance(index: int, url: str, subset: int, slots: int, threads: int, durati
     ready.release()
     go.wait()
     cpu0 = time.process_time()
+    threads0 = thread_cpu()
+    clients_cpu: list[float] = []
     latencies: list[float] = []
     outcomes = {"placed": 0, "no_valid_host": 0, "contention": 0, "unavailable": 0}
     lock = threading.Lock()
@@ -101,6 +104,7 @@ def instance(index: int, url: str, subset: int, slots: int, threads: int, durati
     acknowledged: list[tuple[str, str]] = []
 
     def client() -> None:
+        own0 = time.thread_time()
         mine: list[float] = []
         mine_acked: list[tuple[str, str]] = []
         local = dict.fromkeys(outcomes, 0)
@@ -118,6 +122,7 @@ def instance(index: int, url: str, subset: int, slots: int, threads: int, durati
                 local["unavailable"] += 1
             mine.append(time.perf_counter() - t0)
         with lock:
+            clients_cpu.append(time.thread_time() - own0)
             latencies.extend(mine)
             acknowledged.extend(mine_acked)
             for k, v in local.items():
@@ -133,13 +138,40 @@ def instance(index: int, url: str, subset: int, slots: int, threads: int, durati
         time.sleep(max(stop_at - time.monotonic(), 0))
     elapsed = time.monotonic() - started
     cpu = time.process_time() - cpu0
+    threads1 = thread_cpu()
+    # The process's CPU by thread: the clients' own (they decide, and apply their own claims), then every other
+    # thread by name over the same window (the committer, the watch, the feed, gRPC's threads in C).
+    split: dict[str, float] = {"clients": sum(clients_cpu)}
+    for tid, (name, used) in threads1.items():  # a thread started in the window (the committer) counts from 0
+        split[name] = split.get(name, 0.0) + used - (threads0[tid][1] if tid in threads0 else 0.0)
     engine = replica.scheduler.engine.stats
     results.put({"index": index, "worker": worker, "elapsed": elapsed, "cpu_s": cpu, "acknowledged": acknowledged,
                  **outcomes, "latencies": latencies,
                  "commit_conflicts": engine.commit_conflicts, "local_claim_conflicts": engine.claim_conflicts,
-                 "store": vars(store.stats), "resyncs": replica.resyncs})
+                 "store": vars(store.stats), "resyncs": replica.resyncs, "threads_cpu_s": split})
     replica.stop()
     store.close()
+
+
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """This process's threads that are not the bench's clients: id -> (name, CPU seconds so far). Python's threads
+    by their names (digits dropped), the others (gRPC's, in C) by the kernel's."""
+    tick = os.sysconf("SC_CLK_TCK")
+    named = {t.native_id: re.sub(r"^Thread-\d+ \((.*)\)$", r"\1", t.name) for t in threading.enumerate()}
+    out: dict[int, tuple[str, float]] = {}
+    for entry in os.listdir("/proc/self/task"):
+        tid = int(entry)
+        if named.get(tid) == "client":
+            continue
+        try:
+            with open(f"/proc/self/task/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        name = named.get(tid) or stat[stat.index("(") + 1:stat.rindex(")")]
+        out[tid] = (re.sub(r"\d+$", "", name), (int(fields[11]) + int(fields[12])) / tick)
+    return out
 
 
 def proc_cpu(pids: list[int]) -> float:
@@ -246,7 +278,11 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
                 "process_ms": [per_placement(p["cpu_s"]) for p in sorted(parts, key=lambda p: (p["index"],
                                                                                              p["worker"]))
                                if p["index"] < instances],
-                "cores_busy": round((etcd_cpu + instance_cpu) / wall, 2) if wall else None},
+                "cores_busy": round((etcd_cpu + instance_cpu) / wall, 2) if wall else None,
+                # the instances' CPU by thread, ms per placement (summed over processes)
+                "instance_threads_ms": {name: per_placement(sum(p["threads_cpu_s"].get(name, 0.0) for p in parts
+                                                                if p["index"] < instances))
+                                        for name in sorted({n for p in parts for n in p["threads_cpu_s"]})}},
         "load_before": load_before,
         "load_after": load_after,
         "seed_s": round(seeded, 2),
