@@ -114,14 +114,14 @@ class Driver:
         await asyncio.gather(*(one() for _ in range(concurrency)))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=10_000)
     parser.add_argument("--placements", type=int, default=3000, help="per round")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--release", action="store_true", help="release each placement after it")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     http_api = _http_api()
     config = Config.from_dict({"filter_scheduler": {"shuffle_best_same_weighed_hosts": True},
                                "scheduler": {"max_attempts": 1}})
@@ -163,7 +163,8 @@ def main() -> None:
         "median": {key: statistics.median(r[key] for r in rounds) for key in rounds[0]},
         "load_average_1m_before": round(load_before, 2), "load_average_1m": round(os.getloadavg()[0], 2),
         "cpu": cpu_model()}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
