@@ -1,0 +1,170 @@
+"""CPU per placement through the service's ASGI app in one process, without sockets or uvicorn:
+
+    .venv/bin/python bench/app_cpu.py --hosts 10000 --placements 3000 --rounds 3
+
+One replica on a temporary SQLite file (every host registered with bench/http_api.py's report), the app of
+``gantt serve`` over it (Guard, the hot routes, the handlers, decisions on the event loop up to
+GANTT_LOOP_DECISION_ROWS, the claim handed to the store's writer thread, the feed follower), driven by
+``--concurrency`` requests at once on one uvloop loop as a worker's connections would drive it. ``--release``
+releases each placement after it (``DELETE /v1/allocations/{consumer}``).
+
+Per round it prints the process's CPU per placement, the event loop thread's share, the writer thread's, the
+claims per group commit and the context switches per placement (all threads). Lower run-to-run noise than
+bench/http_api.py on a shared machine (no client process competing, no sockets), so an A/B of the code below
+HTTP shows in fewer runs; the HTTP layer itself (uvicorn's parser and cycle, socket I/O) is not in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import uvloop
+
+from gantt.allocator import collect_less_often, freeze_long_lived
+from gantt.benchmarks import cpu_model
+from gantt.config import Config
+from gantt.model import HostReport
+from gantt.replica import Replica
+from gantt.service.app import create_app
+from gantt.store.sqlite import SQLiteStore
+
+
+def _http_api() -> Any:
+    spec = importlib.util.spec_from_file_location("gantt_bench_http", Path(__file__).resolve().parent / "http_api.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def switches() -> int:
+    """Context switches (voluntary and not) of every thread of this process so far."""
+    total = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/status") as f:
+                total += sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return total
+
+
+class Driver:
+    """Requests to the app as ASGI calls: a scope, one body message, the answer collected."""
+
+    def __init__(self, app: Any, body: bytes) -> None:
+        self.app = app
+        self.body = body
+        self.headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+                        (b"content-length", str(len(body)).encode())]
+        self.decoder = msgspec.json.Decoder()
+
+    async def call(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+                 "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 50000), "scheme": "http", "method": method,
+                 "root_path": "", "path": path, "raw_path": path.encode(), "query_string": b"",
+                 "headers": self.headers if body else self.headers[:1]}
+        sent = False
+        status = 0
+        chunks: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if sent:  # the answer never waits for a disconnect here
+                await asyncio.Event().wait()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        await self.app(scope, receive, send)
+        return status, b"".join(chunks)
+
+    async def place(self, count: int, concurrency: int, release: bool) -> None:
+        left = count
+
+        async def one() -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                status, data = await self.call("POST", "/v1/select_destinations", self.body)
+                if status != 200:
+                    raise RuntimeError(f"select_destinations answered {status}: {data[:300]!r}")
+                if release:
+                    consumer = self.decoder.decode(data)["selections"][0][0]["consumer_uuid"]
+                    status, data = await self.call("DELETE", f"/v1/allocations/{consumer}")
+                    if status != 204:
+                        raise RuntimeError(f"the release answered {status}: {data[:300]!r}")
+
+        await asyncio.gather(*(one() for _ in range(concurrency)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=10_000)
+    parser.add_argument("--placements", type=int, default=3000, help="per round")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--release", action="store_true", help="release each placement after it")
+    args = parser.parse_args(argv)
+    http_api = _http_api()
+    config = Config.from_dict({"filter_scheduler": {"shuffle_best_same_weighed_hosts": True},
+                               "scheduler": {"max_attempts": 1}})
+    load_before = os.getloadavg()[0]
+    rounds: list[dict[str, float]] = []
+    with tempfile.TemporaryDirectory(prefix="gantt-bench-app-") as tmp:
+        store = SQLiteStore(f"sqlite:///{tmp}/gantt.sqlite")
+        replica = Replica(store, config).start()
+        try:
+            for start in range(0, args.hosts, 1000):
+                replica.report_many([HostReport.of(f"host-{i:06d}", http_api.host_stats(i))
+                                     for i in range(start, min(args.hosts, start + 1000))])
+            replica.sync()
+            body = msgspec.json.encode({"flavor": http_api.FLAVOR, "project_id": "bench", "user_id": "bench"})
+            driver = Driver(create_app(replica, config=config), body)
+
+            async def run() -> None:
+                await driver.place(300, args.concurrency, args.release)  # warm caches
+                collect_less_often()  # as a served worker: its collector settings, its frozen heap
+                freeze_long_lived()
+                for _ in range(args.rounds):
+                    cpu, loop_cpu, writer_cpu = time.process_time(), time.thread_time(), store.writer_cpu_seconds
+                    groups, batches, switched = store.groups, store.batches, switches()
+                    await driver.place(args.placements, args.concurrency, args.release)
+                    per = 1000 / args.placements
+                    rounds.append({
+                        "cpu_ms": round((time.process_time() - cpu) * per, 4),
+                        "loop_ms": round((time.thread_time() - loop_cpu) * per, 4),
+                        "writer_ms": round((store.writer_cpu_seconds - writer_cpu) * per, 4),
+                        "batches_per_group": round((store.batches - batches) / max(1, store.groups - groups), 2),
+                        "switches": round((switches() - switched) / args.placements, 2)})
+
+            uvloop.run(run())
+        finally:
+            replica.close()
+    print(json.dumps({
+        "hosts": args.hosts, "placements_per_round": args.placements, "concurrency": args.concurrency,
+        "release": args.release, "rounds": rounds,
+        "median": {key: statistics.median(r[key] for r in rounds) for key in rounds[0]},
+        "load_average_1m_before": round(load_before, 2), "load_average_1m": round(os.getloadavg()[0], 2),
+        "cpu": cpu_model()}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
