@@ -40,7 +40,10 @@ class Follower:
     def load(self) -> None:
         raise NotImplementedError
 
-    def apply(self, changes: list[Change]) -> None:
+    def apply(self, changes: list[Change], *, since: int | None = None) -> None:
+        """``since``: the cursor the feed was read from. A reload that moved the cursor back meanwhile (its snapshot
+        is older than what had been applied to the table it replaced) leaves a gap before these changes: they are
+        dropped, and the next read starts at the cursor."""
         raise NotImplementedError
 
     def _before_read(self) -> None:
@@ -97,15 +100,16 @@ class Follower:
 
     def catch_up(self, timeout: float = 0.0) -> int:
         """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many."""
+        since = self.revision
         try:
-            changes = self.store.changes(self.revision, timeout=timeout)
+            changes = self.store.changes(since, timeout=timeout)
         except Compacted:
             log.warning("%s change feed compacted past revision %d: re-snapshotting", self.store.namespace,
                         self.revision)
             self.resyncs += 1
             self.load()
             return 0
-        self.apply(changes)
+        self.apply(changes, since=since)
         self.last_sync = self.clock()
         return len(changes)
 

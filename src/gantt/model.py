@@ -630,7 +630,7 @@ def merge_reports(old: HostReport | None, new: HostReport) -> HostReport | None:
         return new
     if old.reported_at is not None and new.reported_at is not None and new.reported_at < old.reported_at:
         return None
-    if new.stats == old.stats:
+    if same_stats(new.stats, old.stats):
         # Most reports of a real cloud repeat the host's last one: the merge is the old stats (every field it
         # names equal, every field it leaves out kept), and rebuilding them would validate their free-form JSON
         # again (HostStats.__post_init__ encodes it), the larger part of what the store's writer spent per report.
@@ -640,6 +640,24 @@ def merge_reports(old: HostReport | None, new: HostReport) -> HostReport | None:
     return HostReport(host=new.host, node=new.node, stats=stats,
                       reported_at=new.reported_at if new.reported_at is not None else old.reported_at,
                       provider=new.provider if new.provider is not None else old.provider)
+
+
+def same_stats(a: HostStats, b: HostStats) -> bool:
+    """The same report: equal, and of the same JSON types throughout the free-form values, where Python's
+    ``46 == 46.0`` and ``1 == True`` are different reports that ComputeCapabilitiesFilter tells apart as Nova does
+    (by ``str()``: "46" and "46.0"). Decoding gives each typed field one type: ``==`` is enough there."""
+    return a == b and _same_json(a.cpu_info, b.cpu_info) and _same_json(a.stats, b.stats)
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """Of equal values (given), whether they have the same types throughout."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return all(_same_json(value, b[key]) for key, value in a.items())
+    if isinstance(a, list):
+        return all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return True
 
 
 def _merged_stats(old: HostStats, new: HostStats) -> HostStats:

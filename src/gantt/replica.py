@@ -208,25 +208,41 @@ class Replica(Follower, PlacementFacade):
 
     # --------------------------------------------------------------------------------------------- apply
 
-    def apply(self, changes: list[Change], *, own: str | None = None) -> None:
-        """Apply changes: from the feed (``own=None``), or a commit of ours: ``"claim"`` (conditional, may move
-        node usage revisions) or ``"write"`` (unconditional, leaves them and the cursor to the feed)."""
-        table = self.table
-        with table.lock:
-            # The cursor moves past a revision once all of its changes are applied: ``sync`` reads it without the
-            # lock, and moved at a revision's first change it returned while the feed thread was still adding
-            # that revision's rows (a batch of 1,000 reports: a caller's decision then saw the table grow).
-            applying = 0
-            for change in changes:
-                if own is None and applying < change.revision:
-                    if applying > self.revision:
-                        self.revision = applying
-                    applying = change.revision
-                self._apply_one(table, change, bump=own != "write")
-            if own is None and applying > self.revision:
-                self.revision = applying
+    def apply(self, changes: list[Change], *, own: str | None = None, since: int | None = None) -> None:
+        """Apply changes: from the feed (``own=None``; ``since``: see ``Follower.apply``), or a commit of ours:
+        ``"claim"`` (conditional, may move node usage revisions) or ``"write"`` (unconditional, leaves them and the
+        cursor to the feed)."""
+        while True:
+            table = self.table
+            with table.lock:
+                # A reload swaps the table under the old one's lock: applied to the table it replaced, these
+                # changes would be lost with it while the cursor moved past them.
+                if table is self.table:
+                    if since is None or since <= self.revision:
+                        self._apply_locked(table, changes, own)
+                    break
         if len(table) >= 2 * self._frozen_rows:
             self._freeze_if_grown()
+
+    def _apply_locked(self, table: HostTable, changes: list[Change], own: str | None) -> None:
+        # Changes at or below the cursor are in the table already: a reload between the feed's read and this apply
+        # took a snapshot that holds them, and applied again they would undo what came after it (an allocation
+        # released since held again, or one booked since gone: room that is not there).
+        loaded = self.revision
+        # The cursor moves past a revision once all of its changes are applied: ``sync`` reads it without the
+        # lock, and moved at a revision's first change it returned while the feed thread was still adding that
+        # revision's rows (a batch of 1,000 reports: a caller's decision then saw the table grow).
+        applying = 0
+        for change in changes:
+            if change.revision <= loaded:
+                continue
+            if own is None and applying < change.revision:
+                if applying > self.revision:
+                    self.revision = applying
+                applying = change.revision
+            self._apply_one(table, change, bump=own != "write")
+        if own is None and applying > self.revision:
+            self.revision = applying
 
     def _apply_one(self, table: HostTable, change: Change, *, bump: bool = True) -> None:
         rev = change.revision
@@ -364,6 +380,10 @@ class Replica(Follower, PlacementFacade):
                 self.revalidations += 1
                 yield THREAD  # catching up may wait for the feed
                 self._catch_up_to(exc.revision)
+                if table is not self.table:
+                    # A reload meanwhile: the booking is in the new table, not in ours, which still holds our own
+                    # local claims of these consumers (the engine would answer with them): decide on the new one.
+                    raise TableReplaced("the replica re-read its store while this request was committed") from None
                 raise ClaimConflict(str(exc), held=exc.consumers) from None
             except StoreConflict as exc:
                 yield THREAD  # rare (another instance claimed on these nodes): the catch-up below may wait

@@ -104,10 +104,13 @@ class VolumeReplica(Follower):
 
     # --------------------------------------------------------------------------------------------- apply
 
-    def apply(self, changes: list[Change]) -> None:
+    def apply(self, changes: list[Change], *, since: int | None = None) -> None:
         """A revision holds several changes (a backend's pools): the cursor moves once all of them are applied,
-        so a revision is never taken for applied when only its first change was, nor seen half-applied."""
+        so a revision is never taken for applied when only its first change was, nor seen half-applied.
+        ``since``: see ``Follower.apply``."""
         with self.lock:
+            if since is not None and since > self.revision:
+                return
             applied = self.revision
             for change in changes:
                 if change.revision <= applied:

@@ -6,9 +6,11 @@ or the root), in Gantt's problem+json naming the header for Gantt's own."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -18,6 +20,7 @@ from gantt.service.protocol import HEAD_TIMEOUT
 from tests.service.server import ServerProcess
 
 BODY = b'{"uuid": "ce13d7f1-9988-4dfd-8e16-ce071802eb36"}'
+REQUEST_ID = re.compile(r"req-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
 @pytest.fixture(scope="module", params=["/placement", "/"])
@@ -115,6 +118,25 @@ def test_gantts_own_paths_keep_their_problem_json(served: tuple[str, str]) -> No
     assert code == 400 and headers["content-type"] == "application/problem+json"
     assert json.loads(body) == {"type": "about:blank", "title": "Bad Request", "status": 400,
                                 "detail": "content-length header must be an integer", "field": "content-length"}
+    # named, as every answer of Gantt's app is, so that a refusal in the client's log can be found in ours
+    assert REQUEST_ID.fullmatch(headers["x-openstack-request-id"])
+
+
+def test_a_request_refused_for_its_framing_is_refused_before_authentication(tmp_path: Path) -> None:
+    """A request whose end is unknown is answered 400 and its connection closed before any token is looked at, on
+    both faces: as Placement deployed under gunicorn answers (its HTTP server refuses such a head before the app,
+    and so before noauth2 or keystone, sees it); only under wsgiref, no deployment's server, would noauth2's 401
+    come first. A token checked first would change nothing the client can do: the connection must close anyway."""
+    with ServerProcess(f"sqlite:///{tmp_path}/gantt.sqlite", workdir=tmp_path, token="sekrit") as server:
+        for path in ("/placement/resource_providers", "/v1/resource-stats"):
+            head = [f"POST {path} HTTP/1.1", "host: x", "content-type: application/json", "content-length: hi mom"]
+            raw, _ = send(server.url, ("\r\n".join(head) + "\r\n\r\n").encode() + BODY)
+            code, headers, _ = answer(raw)
+            assert code == 400 and headers["connection"] == "close", raw
+            assert REQUEST_ID.fullmatch(headers["x-openstack-request-id"]), raw
+            # the same request, framed, is the 401 it would be
+            with httpx.Client(base_url=server.url) as http:
+                assert http.post(path, content=BODY, headers={"content-type": "application/json"}).status_code == 401
 
 
 MALFORMED = {

@@ -17,8 +17,8 @@ class FullDiskSQLiteStore(SQLiteStore):
 
     cap: int | None = None
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = super()._connect()
+    def _connect(self, *, in_use: bool = False) -> sqlite3.Connection:
+        conn = super()._connect(in_use=in_use)
         if self.cap is not None:
             conn.execute(f"PRAGMA max_page_count={self.cap}")
         return conn

@@ -10,12 +10,13 @@ import msgspec
 import numpy as np
 import pytest
 
+from gantt import NoValidHost
 from gantt.config import Config
 from gantt.model import Allocation
 from gantt.replica import TOUCH_FRACTION, Replica, audit
 from gantt.store.base import Batch, Change, Store, lifted
 from gantt.store.sqlite import SQLiteStore
-from tests.conftest import host_stats
+from tests.conftest import host_stats, request
 from tests.store.test_replica import _two_stores
 
 CONFIG = Config.from_dict({"DEFAULT": {"service_down_time": 60.0}, "gantt": {"claim_timeout": 600.0}})
@@ -130,3 +131,42 @@ def test_a_touch_changes_what_a_rewrite_would_and_nothing_else(tmp_path: Path) -
         a.stop()
         b.stop()
         old.stop()
+
+
+@pytest.mark.parametrize(("field", "first", "then", "spec"), [
+    # Nova compares capabilities as str() of the host's value: 46 and 46.0 are "46" and "46.0"
+    ("cpu_info", {"topology": {"cores": 46}}, {"topology": {"cores": 46.0}}, "capabilities:cpu_info:topology:cores"),
+    # ... and 1 and True are "1" and "True"
+    ("stats", {"gpu": 1}, {"gpu": True}, "capabilities:gpu"),
+])
+def test_a_report_equal_only_by_python_equality_is_not_a_touch(tmp_path: Path, field: str, first: Any, then: Any,
+                                                              spec: str) -> None:
+    """``46 == 46.0`` and ``1 == True`` in Python, yet ComputeCapabilitiesFilter (as Nova) tells them apart: a
+    report whose free-form values changed type is written, not kept as a touch of the old record; else a request
+    for the new value is refused and one for the old value placed, on every replica."""
+    config = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeCapabilitiesFilter"]}})
+    clock = Clock(1000.0)
+    with SQLiteStore(f"sqlite:///{tmp_path}/gantt.sqlite") as store:
+        a = Replica(store, config, clock=clock).start(follow=False)
+        a.update_resource_stats("h1", host_stats(**{field: first}))
+        clock.now += 600.0  # past the touch interval: an identical report would be written as a touch
+        a.update_resource_stats("h1", host_stats(**{field: then}))
+        b = Replica(store, config, clock=clock).start(follow=False)  # from the file alone
+        [stored] = store.snapshot().hosts
+        assert msgspec.json.encode(getattr(stored.stats, field)) == msgspec.json.encode(then)
+        # the one value each report holds, as the filter's text
+        old, new = (str(_leaf(value)) for value in (first, then))
+        for replica in (a, b):
+            [[chosen]] = replica.select_destinations(request(extra_specs={spec: new}))
+            assert chosen.host == "h1"
+            replica.release(chosen.consumer_uuid)
+            with pytest.raises(NoValidHost):
+                replica.select_destinations(request(extra_specs={spec: old}))
+        a.stop()
+        b.stop()
+
+
+def _leaf(value: Any) -> Any:
+    while isinstance(value, dict):
+        [value] = value.values()
+    return value

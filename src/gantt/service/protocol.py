@@ -32,6 +32,8 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gantt.requestid import request_id as new_request_id
+
 log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -60,7 +62,10 @@ def refusal(status: int, detail: str, target: bytes = b"", headers: Headers | No
         problem = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status, "detail": detail}
         if field is not None:
             problem["field"] = field
-        made = status, [(b"content-type", b"application/problem+json")], json.dumps(problem).encode()
+        # Named like every answer of the app (service.app: OpenStack's x-openstack-request-id), so that the
+        # client's log line and ours can be matched for a refusal too.
+        made = status, [(b"content-type", b"application/problem+json"),
+                        (b"x-openstack-request-id", new_request_id().encode())], json.dumps(problem).encode()
     status, head, body = made
     return b"".join([b"HTTP/1.1 %d %s\r\n" % (status, HTTPStatus(status).phrase.encode()),
                      *(b"%s: %s\r\n" % header for header in head),

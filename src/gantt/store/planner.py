@@ -34,6 +34,7 @@ from gantt.model import (
     aggregate_node,
     group_node,
     merge_reports,
+    same_stats,
 )
 from gantt.store.base import Batch, Change, ConsumerHeld, Expect, StoreConflict
 
@@ -251,7 +252,8 @@ def _only_later(old: HostReport, merged: HostReport) -> bool:
     """``merged`` is ``old`` at a later time. (At the same time it is an operator's change, written as a record:
     ``Replica.update_host`` keeps the report time, and may write what the node already holds.)"""
     return (old.reported_at is not None and merged.reported_at is not None and merged.reported_at > old.reported_at
-            and merged.stats == old.stats and merged.provider == old.provider)
+            and same_stats(merged.stats, old.stats) and merged.provider == old.provider)
+
 
 
 def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:

@@ -233,6 +233,26 @@ def _settle(pendings: list[_Pending]) -> None:
             future.set_result(pending.result)  # type: ignore[arg-type]
 
 
+class _Use:
+    """One use of a store's connection (``SQLiteStore._reader``): counted from ``with`` to its end."""
+
+    __slots__ = ("conn", "store")
+
+    def __init__(self, store: SQLiteStore, conn: sqlite3.Connection) -> None:
+        self.store, self.conn = store, conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        store, conn = self.store, self.conn
+        with store._conns_lock:
+            if store._closed:
+                raise StoreUnavailable("the store is closed")
+            store._users[conn] = store._users.get(conn, 0) + 1
+        return conn
+
+    def __exit__(self, *exc: object) -> None:
+        self.store._give_back(self.conn)
+
+
 class SQLiteStore(Store):
     """See the module docstring. ``retention``: how many revisions of change feed to keep."""
 
@@ -258,8 +278,13 @@ class SQLiteStore(Store):
         self._check_file(writable=create)
         self.skipped: list[str] = []  # rows of the last snapshot that did not decode (README: repair)
         self._local = threading.local()
+        # Every open connection, and how many calls are using each right now (under _conns_lock). A connection
+        # is closed only by a thread that knows nobody is in it: closing one another thread is executing on is
+        # a use-after-free in the sqlite3 module (it segfaulted; see _Use).
         self._conns: list[sqlite3.Connection] = []
+        self._users: dict[sqlite3.Connection, int] = {}
         self._conns_lock = threading.Lock()
+        self._conns_idle = threading.Condition(self._conns_lock)  # close() waits on it for the users to leave
         self._closed = False
         # group commit: callers append, the writer drains
         self._queue: list[_Pending] = []
@@ -294,23 +319,44 @@ class SQLiteStore(Store):
 
     # ----------------------------------------------------------------------------------------- connections
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, in_use: bool = False) -> sqlite3.Connection:
+        """A new connection of this store; ``in_use``: counted as used from the start (give it back when done)."""
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                timeout=self.busy_timeout, cached_statements=256, factory=self._connection_class)
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=OFF")
         with self._conns_lock:
             self._conns.append(conn)
+            if in_use:
+                self._users[conn] = self._users.get(conn, 0) + 1
         return conn
 
-    def _reader(self) -> sqlite3.Connection:
+    def _reader(self) -> _Use:
+        """The calling thread's connection, in use until the ``with`` block ends (``close`` leaves it alone till
+        then): ``with self._reader() as conn: ...``. StoreUnavailable once the store is closed."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             if self._closed:
                 raise StoreUnavailable("the store is closed")
-            conn = self._connect()
-            self._local.conn = conn
-        return conn
+            conn = self._local.conn = self._connect()
+        return _Use(self, conn)
+
+    def _give_back(self, conn: sqlite3.Connection) -> None:
+        """The end of a use; the last user of a connection of a closed store closes it (``close`` did not)."""
+        with self._conns_lock:
+            left = self._users[conn] - 1
+            if left:
+                self._users[conn] = left
+                return
+            del self._users[conn]
+            if not self._closed:
+                return
+            self._conns_idle.notify_all()
+            if conn not in self._conns:  # close() already closed it (it was idle then) or another user did
+                return
+            self._conns.remove(conn)
+        with contextlib.suppress(sqlite3.Error):  # closing is best effort
+            conn.close()
 
     def _check_file(self, *, writable: bool) -> None:
         """Refuse, before writing anything, a file that is not a Gantt store, is damaged, or (for a writer: the
@@ -422,40 +468,44 @@ class SQLiteStore(Store):
                 return
             self._closed = True
             self._queue_cond.notify_all()
+        with self._head_cond:  # feed readers waiting for a revision return now (changes: empty once closed)
+            self._head_cond.notify_all()
         if self._writer is not None:
             self._writer.join(timeout=30)
+        # Readers in a statement finish it (a moment: every read is short) and the writer its group; a connection
+        # still in use after that is closed by its last user, never under it.
         with self._conns_lock:
-            conns, self._conns = self._conns, []
-        for conn in conns:
+            self._conns_idle.wait_for(lambda: not self._users, timeout=5)
+            idle = [conn for conn in self._conns if conn not in self._users]
+            self._conns = [conn for conn in self._conns if conn in self._users]
+        for conn in idle:
             with contextlib.suppress(sqlite3.Error):  # closing is best effort
                 conn.close()
-        with self._head_cond:
-            self._head_cond.notify_all()
 
     # -------------------------------------------------------------------------------------------- reading
 
     def snapshot(self) -> Snapshot:
-        conn = self._reader()
-        conn.execute("BEGIN")  # one read transaction: everything at one revision
-        try:
-            revision = self._read_head(conn)
-            skipped: list[str] = []
-            hosts = _rows(conn, "SELECT host || '/' || node, data FROM hosts ORDER BY rowid", _DEC_HOST,
-                          "host", skipped)
-            aggregates = _rows(conn, "SELECT id, data FROM aggregates ORDER BY rowid", _DEC_AGG, "aggregate",
-                               skipped)
-            allocations = _rows(conn, "SELECT consumer, data FROM allocations ORDER BY rowid", _DEC_ALLOC,
-                                "allocation", skipped)
-            instances = _rows(conn, "SELECT host, data FROM instances ORDER BY rowid", _DEC_INST, "instances",
-                              skipped)
-            records = _rows(conn, "SELECT kind || '/' || name, data FROM records ORDER BY rowid", _DEC_RECORD,
-                            "record", skipped)
-            self.skipped = skipped
-            node_revisions = [NodeRevision(h, n, r)
-                              for h, n, r in conn.execute("SELECT host, node, revision FROM node_revisions")]
-            touched = {(h, n): at for h, n, at in conn.execute("SELECT host, node, at FROM liveness")}
-        finally:
-            conn.execute("COMMIT")
+        with self._reader() as conn:
+            conn.execute("BEGIN")  # one read transaction: everything at one revision
+            try:
+                revision = self._read_head(conn)
+                skipped: list[str] = []
+                hosts = _rows(conn, "SELECT host || '/' || node, data FROM hosts ORDER BY rowid", _DEC_HOST,
+                              "host", skipped)
+                aggregates = _rows(conn, "SELECT id, data FROM aggregates ORDER BY rowid", _DEC_AGG, "aggregate",
+                                   skipped)
+                allocations = _rows(conn, "SELECT consumer, data FROM allocations ORDER BY rowid", _DEC_ALLOC,
+                                    "allocation", skipped)
+                instances = _rows(conn, "SELECT host, data FROM instances ORDER BY rowid", _DEC_INST, "instances",
+                                  skipped)
+                records = _rows(conn, "SELECT kind || '/' || name, data FROM records ORDER BY rowid", _DEC_RECORD,
+                                "record", skipped)
+                self.skipped = skipped
+                node_revisions = [NodeRevision(h, n, r)
+                                  for h, n, r in conn.execute("SELECT host, node, revision FROM node_revisions")]
+                touched = {(h, n): at for h, n, at in conn.execute("SELECT host, node, at FROM liveness")}
+            finally:
+                conn.execute("COMMIT")
         if touched:
             hosts = [lifted(h, touched.get((h.host, h.nodename))) for h in hosts]
         return Snapshot(revision=revision, hosts=hosts, aggregates=aggregates, allocations=allocations,
@@ -463,14 +513,14 @@ class SQLiteStore(Store):
 
     def head(self) -> int:
         """The newest committed revision (of any process)."""
-        return self._read_head(self._reader())
+        with self._reader() as conn:
+            return self._read_head(conn)
 
     def barrier(self) -> int:
         return self.head()
 
     def changes(self, since: int, timeout: float = 1.0, *, limit: int = 20_000) -> list[Change]:
         """Every change after ``since`` (up to about ``limit``, always whole revisions), waiting up to ``timeout``."""
-        conn = self._reader()
         deadline = time.monotonic() + max(timeout, 0.0)
         while True:
             # Our own commits first: when this object wrote everything after `since`, not even the head is read.
@@ -479,7 +529,8 @@ class SQLiteStore(Store):
                 cached = self._cached(since, local, limit)
                 if cached is not None:
                     return cached
-            head = self._read_head(conn)
+            with self._reader() as conn:
+                head = self._read_head(conn)
             if head > since:
                 cached = self._cached(since, head, limit)
                 if cached is None and head <= self._committing:
@@ -494,7 +545,8 @@ class SQLiteStore(Store):
                     cached = self._cached(since, head, limit)
                 if cached is not None:
                     return cached
-                return self._read_changes(conn, since, limit)
+                with self._reader() as conn:
+                    return self._read_changes(conn, since, limit)
             # since >= head >= floor here, so nothing asked for can have been compacted away
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._closed:
@@ -587,7 +639,14 @@ class SQLiteStore(Store):
         return pending
 
     def _write_loop(self) -> None:
-        conn = self._writer_conn = self._connect()
+        # In use for the writer's whole life: a close() that gave up waiting for it leaves it to the writer.
+        conn = self._writer_conn = self._connect(in_use=True)
+        try:
+            self._write_groups(conn)
+        finally:
+            self._give_back(conn)
+
+    def _write_groups(self, conn: sqlite3.Connection) -> None:
         # The writer waits for the lock in its own fine-grained loop (_begin_immediate). Nothing else it runs can
         # be busy in WAL mode once it holds the write lock (auto-checkpoints are passive).
         conn.execute("PRAGMA busy_timeout=0")
@@ -737,16 +796,16 @@ class SQLiteStore(Store):
     def compact(self, keep: int | None = None) -> int:
         """Delete the feed older than the last ``keep`` (default ``retention``) revisions now; returns the floor."""
         keep = self.retention if keep is None else keep
-        conn = self._reader()
-        self._begin_immediate(conn)
-        try:
-            head = self._read_head(conn)
-            floor = max(head - keep, 0)
-            self._compact(conn, floor)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        with self._reader() as conn:
+            self._begin_immediate(conn)
+            try:
+                head = self._read_head(conn)
+                floor = max(head - keep, 0)
+                self._compact(conn, floor)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         with self._head_cond:
             for revision in [r for r in self._recent if r <= floor]:
                 del self._recent[revision]
