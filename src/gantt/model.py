@@ -630,7 +630,7 @@ def merge_reports(old: HostReport | None, new: HostReport) -> HostReport | None:
         return new
     if old.reported_at is not None and new.reported_at is not None and new.reported_at < old.reported_at:
         return None
-    if new.stats == old.stats:
+    if same_stats(new.stats, old.stats):
         # Most reports of a real cloud repeat the host's last one: the merge is the old stats (every field it
         # names equal, every field it leaves out kept), and rebuilding them would validate their free-form JSON
         # again (HostStats.__post_init__ encodes it), the larger part of what the store's writer spent per report.
@@ -640,6 +640,32 @@ def merge_reports(old: HostReport | None, new: HostReport) -> HostReport | None:
     return HostReport(host=new.host, node=new.node, stats=stats,
                       reported_at=new.reported_at if new.reported_at is not None else old.reported_at,
                       provider=new.provider if new.provider is not None else old.provider)
+
+
+_FREE_FORM_FIELDS = ("cpu_info", "stats")
+_JSON = msgspec.json.Encoder()
+
+
+def same_stats(a: HostStats, b: HostStats) -> bool:
+    """``a == b`` where Python's equality is too kind: in the free-form fields ``46`` equals ``46.0``, yet
+    ComputeCapabilitiesFilter matches their text, so a host that moves from one to the other has changed. Their
+    JSON tells them apart (and a reordered object is taken as a change: written again, never lost)."""
+    if a != b:
+        return False
+    for name in _FREE_FORM_FIELDS:
+        x = getattr(a, name)
+        if x is not None and not isinstance(x, str) and _JSON.encode(x) != _JSON.encode(getattr(b, name)):
+            return False
+    return True
+
+
+def repeats(old: HostReport, merged: HostReport) -> bool:
+    """``merged`` is ``old`` at a later time: the report changed nothing but the node's liveness. (At the same
+    time it is an operator's change, written as a record: ``Replica.update_host`` keeps the report time, and may
+    write what the node already holds.)"""
+    return (old.reported_at is not None and merged.reported_at is not None and merged.reported_at > old.reported_at
+            and merged.provider == old.provider
+            and (merged.stats is old.stats or same_stats(merged.stats, old.stats)))
 
 
 def _merged_stats(old: HostStats, new: HostStats) -> HostStats:
