@@ -254,6 +254,9 @@ class Store(abc.ABC):
     queued_commits = False
     # True when the store refuses a batch whose ``fresh_as_of`` another process has written past.
     checks_freshness = False
+    # A batch written for many callers at once (``Replica.flush_liveness``) carries at most this many reports: a
+    # store whose batches have a size limit (etcd's --max-txn-ops) says so; None, no limit.
+    reports_per_batch: int | None = None
 
     def commit_soon(self, batch: Batch) -> Future[CommitResult]:
         """``commit``, with its outcome as a future. Here it is committed before this returns."""
