@@ -190,3 +190,22 @@ def test_a_flush_respects_the_etcd_txn_size_limit(tmp_path: Path) -> None:
             assert {h.reported_at for h in replica.store.snapshot().hosts} == {T0 + 30.0}
         finally:
             replica.close()
+
+
+def test_a_host_deleted_after_its_repeat_was_taken_stays_deleted(
+        pair: tuple[Replica, Replica, list[float], str]) -> None:
+    """The repeat arrived before the deletion: written after it, it must not bring the node back (written at once
+    it would have landed first, and the deletion after it)."""
+    a, b, now, _ = pair
+    a.update_resource_stats("h1", _stats("h1"))
+    a.update_resource_stats("h2", _stats("h2"))
+    b.sync()
+    now[0] += 30.0
+    assert _taken(a, "h1", _stats("h1")) and _taken(a, "h2", _stats("h2"))
+    b.delete_host("h1")
+    a.flush_liveness()
+    a.sync()
+    b.sync()
+    assert [h.host for h in a.store.snapshot().hosts] == ["h2"]
+    for replica in (a, b):
+        assert ("h1", "h1") not in replica.table and _time(replica, "h2") == T0 + 30.0

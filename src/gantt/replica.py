@@ -543,7 +543,8 @@ class Replica(Follower, PlacementFacade):
             size = self.store.reports_per_batch or max(1, len(reports))
             for start in range(0, len(reports), size):
                 try:
-                    self.write(Batch(reports=reports[start:start + size], touch_interval=self._touch_interval))
+                    self.write(Batch(reports=reports[start:start + size], touch_interval=self._touch_interval,
+                                     existing_only=True))
                 except Exception:
                     with self._liveness_lock:  # kept for the next attempt, unless the node reported since
                         for report in reports[start:]:

@@ -170,6 +170,9 @@ class Batch(Struct, omit_defaults=True):
     # A report that changes nothing but its time, arriving less than this many seconds after the time the store
     # holds for its node, is not written at all (the replica sets a fraction of service_down_time).
     touch_interval: float = 0.0
+    # The reports repeat records a replica held when they arrived (``Replica.flush_liveness``, written later): one
+    # whose node the store no longer holds was deleted since, and is not written (it would bring the node back).
+    existing_only: bool = False
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",

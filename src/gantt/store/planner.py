@@ -226,6 +226,8 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
         key = (report.host, report.nodename)
         written = key in out.hosts
         old = out.hosts[key] if written else reads.host(key)
+        if old is None and batch.existing_only:
+            continue  # deleted after the report arrived, as if the report had been written at once, before
         merged = merge_reports(old, report)
         if merged is None:
             continue  # older than what the store holds: every replica must ignore it alike
