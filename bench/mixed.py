@@ -243,22 +243,35 @@ class Reporter:
 
 def in_process(args: argparse.Namespace) -> dict[str, Any]:
     """What a report costs below HTTP: two replicas on one SQLite file (two workers), every host reporting once
-    from ``--concurrency`` threads, its figures unchanged (a touch) and then changed (a record write). Process CPU
-    per report (both replicas, the writer, the feed), and how many concurrent reports share one transaction."""
+    from ``--concurrency`` threads: its figures unchanged, each written as a touch (``Replica.report``); unchanged
+    again, taken in memory and written together as the service does (``Replica.heartbeat``, a flush every
+    LIVENESS_DELAY); then changed (a record write each). Process CPU per report (both replicas, the writer, the
+    feed), and how many reports share one transaction."""
     import threading
 
     from gantt.config import Config
     from gantt.model import HostReport
-    from gantt.replica import TOUCH_FRACTION, Replica
+    from gantt.replica import LIVENESS_DELAY, TOUCH_FRACTION, Replica
     from gantt.store.sqlite import SQLiteStore
 
-    def send(replica: Replica, reports: list[tuple[str, dict[str, Any]]], lock: threading.Lock) -> None:
+    def send(replica: Replica, reports: list[tuple[str, dict[str, Any]]], lock: threading.Lock,
+             taking: bool) -> None:
         while True:
             with lock:
                 if not reports:
                     return
                 name, stats = reports.pop()
-            replica.update_resource_stats(name, stats)
+            if not taking:
+                replica.update_resource_stats(name, stats)
+                continue
+            report = HostReport.of(name, stats)  # as the service does: a repeat is taken, anything else written
+            batch = replica.report_batch(report)
+            if not replica.heartbeat(report):
+                replica.write(batch)
+
+    def flush_every(replica: Replica, stop: threading.Event) -> None:
+        while not stop.wait(LIVENESS_DELAY):  # the service's timer
+            replica.flush_liveness()
 
     config = Config.from_dict({"DEFAULT": {"service_down_time": 6.0}})
     out: dict[str, Any] = {}
@@ -271,22 +284,32 @@ def in_process(args: argparse.Namespace) -> dict[str, Any]:
                 a.report_many([HostReport.of(f"host-{i:06d}", report_stats(i, 0))
                                for i in range(start, min(args.hosts, start + args.batch))])
             b.sync()
-            time.sleep(6.0 * TOUCH_FRACTION + 0.1)  # past the interval within which a touch writes nothing
-            for name, epoch in (("identical", 0), ("changed", 1)):
+            # identical: each written as a touch (Replica.report, the library's call); taken: the service's path
+            # (Replica.heartbeat, written together every LIVENESS_DELAY); changed: each written as a record
+            for name, epoch, taking in (("identical", 0, False), ("identical_taken", 0, True), ("changed", 1, True)):
+                time.sleep(6.0 * TOUCH_FRACTION + 0.1)  # past the interval within which a touch writes nothing
                 reports = [(f"host-{i:06d}", report_stats(i, epoch)) for i in range(args.hosts)]
                 groups, batches, touches = writes.groups, writes.batches, a.touches
                 lock = threading.Lock()
+                stop = threading.Event()
+                flusher = threading.Thread(target=flush_every, args=(a, stop))
                 cpu, wall = time.process_time(), time.perf_counter()
-                threads = [threading.Thread(target=send, args=(a, reports, lock)) for _ in range(args.concurrency)]
+                flusher.start()
+                threads = [threading.Thread(target=send, args=(a, reports, lock, taking))
+                           for _ in range(args.concurrency)]
                 for t in threads:
                     t.start()
                 for t in threads:
                     t.join()
+                stop.set()
+                flusher.join()
+                a.flush_liveness()
                 b.sync()  # the other worker has applied every one
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                 out[name] = {"reports_per_s": round(args.hosts / wall), "cpu_us_per_report":
                              round(cpu / args.hosts * 1e6, 1), "touches": a.touches - touches,
-                             "reports_per_transaction": round((writes.batches - batches)
+                             "reports_per_transaction": round(args.hosts / max(1, writes.groups - groups), 2),
+                             "batches_per_transaction": round((writes.batches - batches)
                                                               / max(1, writes.groups - groups), 2)}
         finally:
             a.close()

@@ -127,3 +127,34 @@ def test_the_cursor_passes_a_revision_once_all_its_changes_are_applied() -> None
                    Change(revision=8, kind="host", host=hosts[2]), Change(revision=8, kind="host", host=hosts[3])])
     assert seen == [("h0", 0), ("h1", 0), ("h2", 7), ("h3", 7)]
     assert replica.revision == 8 and len(replica.table) == 4
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_number_changing_type_in_free_form_json_is_written_not_taken_for_a_repeat(tmp_path: Path,
+                                                                                    backend: str) -> None:
+    """``46`` and ``46.0`` are equal to Python but not to ComputeCapabilitiesFilter, which matches their text: a
+    host whose cpu_info moves from one to the other has changed, and the store must keep the new figure (it kept
+    the old one and wrote a touch)."""
+    store = MemoryStore() if backend == "memory" else SQLiteStore(f"sqlite:///{tmp_path}/gantt.sqlite")
+    now = [1000.0]
+    replica = Replica(store, CONFIG, clock=lambda: now[0]).start(follow=False)
+    try:
+        first = host_stats(uuid="u-h", cpu_info={"arch": "x86_64", "maxphysaddr": {"bits": 46}}, stats={"load": 1})
+        replica.update_resource_stats("h", first)
+        stats = dict(first)
+        for field, value in (("cpu_info", {"arch": "x86_64", "maxphysaddr": {"bits": 46.0}}),
+                             ("stats", {"load": 1.0})):
+            now[0] += 20.0
+            stats[field] = value
+            replica.update_resource_stats("h", stats)
+            [held] = store.snapshot().hosts
+            assert msgspec.json.encode(getattr(held.stats, field)) == msgspec.json.encode(value)
+            assert msgspec.json.encode(getattr(replica.providers.by_key[("h", "h")].record.stats, field)) \
+                == msgspec.json.encode(value)
+        assert replica.touches == 0
+        now[0] += 20.0
+        replica.update_resource_stats("h", stats)
+        assert replica.touches == 1  # the same figures of the same types again: a repeat
+    finally:
+        replica.stop()
+        store.close()

@@ -660,6 +660,15 @@ def _same_json(a: Any, b: Any) -> bool:
     return True
 
 
+def repeats(old: HostReport, merged: HostReport) -> bool:
+    """``merged`` is ``old`` at a later time: the report changed nothing but the node's liveness. (At the same
+    time it is an operator's change, written as a record: ``Replica.update_host`` keeps the report time, and may
+    write what the node already holds.)"""
+    return (old.reported_at is not None and merged.reported_at is not None and merged.reported_at > old.reported_at
+            and merged.provider == old.provider
+            and (merged.stats is old.stats or same_stats(merged.stats, old.stats)))
+
+
 def _merged_stats(old: HostStats, new: HostStats) -> HostStats:
     changes = {name: getattr(new, name) for name in HostStats.__struct_fields__ if getattr(new, name) is not None}
     if new.inventories is not None and old.inventories:

@@ -57,6 +57,8 @@ from gantt.model import (
     aggregate_node,
     decode,
     group_node,
+    merge_reports,
+    repeats,
 )
 from gantt.providers import ProviderIndex
 from gantt.replica_placement import PlacementFacade
@@ -95,6 +97,10 @@ GC_FREEZE_ROWS = 10_000
 # this fraction early; a host reporting every few seconds costs one small write per period instead of one per
 # report. Claims left unlisted past claim_timeout expire on the written reports, so up to as much later.
 TOUCH_FRACTION = 1 / 6
+# A report that repeats its node's record (``Replica.heartbeat``) is acknowledged at once and written with the
+# others of up to this many seconds in one batch (``Replica.flush_liveness``): every replica learns the node's
+# new report time this much later at most (plus the feed's delay), a small fraction of service_down_time.
+LIVENESS_DELAY = 0.25
 
 
 class Replica(Follower, PlacementFacade):
@@ -112,6 +118,10 @@ class Replica(Follower, PlacementFacade):
         self._frozen_rows = 0  # the table's size when the heap was last frozen (``_freeze_if_grown``)
         self.stale_reports = 0  # reports this replica wrote that the store ignored as older than what it held
         self.touches = 0  # reports that changed nothing but their time: written as touches, or not at all (quiet)
+        # Reports that repeat their node's record, acknowledged and not yet written (``heartbeat``): node -> report.
+        self._liveness: dict[NodeKey, HostReport] = {}
+        self._liveness_lock = threading.Lock()  # taking the pending reports to write
+        self._liveness_writing = threading.Lock()  # one batch of them written at a time, in order
         self.revalidations = 0  # store conflicts resolved by re-checking the same nodes (no new decision)
         # What each host runs per the last instance-info write (the store keeps only the latest list per host),
         # so that Nova's additive update_instance_info / delete_instance_info can be written as a full list.
@@ -515,6 +525,59 @@ class Replica(Follower, PlacementFacade):
         if report.reported_at is None:
             report.reported_at = self.clock()
         return Batch(reports=[report], touch_interval=self._touch_interval)
+
+    def heartbeat(self, report: HostReport) -> bool:
+        """Take ``report`` (as ``report_batch`` stamped it) to be written later with others if it repeats the record
+        this replica holds for its node (``model.repeats``: nothing but the time moved, as for most reports of a
+        real cloud); False, taking nothing, for any other report, which the caller writes now.
+
+        A taken report is in no store yet: ``flush_liveness`` writes the pending ones as one batch through the
+        store's planner, which compares each with the record the store holds, so a report that this replica took
+        for a repeat while the store already held a newer record (written through another worker, not in this
+        feed yet) is written in full then, never lost. Until then every replica, this one too, shows the node as
+        of its previous report: later by at most LIVENESS_DELAY plus the feed's delay. ``stop`` writes what is
+        pending; a process killed outright loses up to LIVENESS_DELAY of them (their nodes look as old as their
+        previous report until their next one)."""
+        key = (report.host, report.nodename)
+        view = self.providers.by_key.get(key)  # the node's record as applied (a read of one dict entry: no lock)
+        if view is None:
+            return False  # no record, or one without a uuid: this replica keeps none to compare with
+        old = view.record
+        merged = merge_reports(old, report)
+        with self._liveness_lock:
+            if merged is None or not repeats(old, merged):
+                # Written now: a taken report of the node, older, would be refused by the store as stale.
+                self._liveness.pop(key, None)
+                return False
+            self._liveness[key] = report
+        return True
+
+    def liveness_pending(self) -> int:
+        return len(self._liveness)
+
+    def flush_liveness(self) -> int:
+        """Write the reports ``heartbeat`` took, as one batch (see there). Returns how many."""
+        with self._liveness_writing:
+            with self._liveness_lock:
+                reports, self._liveness = list(self._liveness.values()), {}
+            size = self.store.reports_per_batch or max(1, len(reports))
+            for start in range(0, len(reports), size):
+                try:
+                    self.write(Batch(reports=reports[start:start + size], touch_interval=self._touch_interval,
+                                     existing_only=True))
+                except Exception:
+                    with self._liveness_lock:  # kept for the next attempt, unless the node reported since
+                        for report in reports[start:]:
+                            self._liveness.setdefault((report.host, report.nodename), report)
+                    raise
+            return len(reports)
+
+    def stop(self) -> None:
+        try:
+            self.flush_liveness()
+        except GanttError as exc:
+            log.error("stopping: %d repeated report(s) not written: %s", len(self._liveness), exc)
+        super().stop()
 
     def update_resource_stats(self, name: str | list[str], stats: dict[str, Any]) -> int:
         return self.report(HostReport.of(name, stats))

@@ -51,7 +51,13 @@ from gantt.model import (
     valid_name,
 )
 from gantt.placement import create_placement_app
-from gantt.replica import Batch, ClaimSteps, Replica, advance  # a write the facade hands to its store, as it builds it
+from gantt.replica import (  # a write the facade hands to its store, as it builds it
+    LIVENESS_DELAY,
+    Batch,
+    ClaimSteps,
+    Replica,
+    advance,
+)
 from gantt.requestid import request_id as new_request_id
 from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
@@ -139,6 +145,8 @@ class Service:
         # The named namespaces served beside this (the default) one, as /health shows them: set by
         # gantt.service.namespaces, which builds them
         self.named_health: Callable[[], dict[str, dict[str, Any]]] | None = None
+        self._liveness_timer: asyncio.TimerHandle | None = None  # the next write of repeated reports, if due
+        self._liveness_tasks: set[asyncio.Task[None]] = set()
 
     @property
     def replica(self) -> Replica:
@@ -167,6 +175,31 @@ class Service:
             # the feed is applying a batch under the table lock: apply ours on a thread, not stall the loop
             return (await self.run(replica.written, batch, result)).revision
         return replica.written(batch, result).revision
+
+    def heartbeat(self, report: HostReport) -> bool:
+        """``replica.heartbeat`` (a report that repeats its node's record, taken to be written later), with the
+        write of what it took due LIVENESS_DELAY after the first: one batch, on a handler thread, for all the
+        reports repeated meanwhile, where each cost a commit hand-off, a catch-up and an apply on the loop."""
+        if not self.replica.heartbeat(report):
+            return False
+        if self._liveness_timer is None:
+            self._liveness_timer = asyncio.get_running_loop().call_later(LIVENESS_DELAY, self._liveness_due)
+        return True
+
+    def _liveness_due(self) -> None:
+        task = asyncio.ensure_future(self._write_liveness())
+        self._liveness_tasks.add(task)
+        task.add_done_callback(self._liveness_tasks.discard)
+
+    async def _write_liveness(self) -> None:
+        try:
+            await self.run(self.replica.flush_liveness)
+        except GanttError as exc:  # kept by the replica: tried again after the same delay
+            log.warning("repeated host reports not written (%s); retrying in %.2f s", exc, LIVENESS_DELAY)
+        finally:
+            self._liveness_timer = None
+            if isinstance(self._replica, Replica) and self._replica.liveness_pending():
+                self._liveness_timer = asyncio.get_running_loop().call_later(LIVENESS_DELAY, self._liveness_due)
 
     async def claim(self, steps: ClaimSteps[T]) -> T:
         """Claim steps (``Replica.select_steps``) driven on the loop: decided here, each commit handed to the
@@ -204,6 +237,14 @@ class Service:
         return await self.run(replica.sync)  # nor while the feed applies under the table lock: not on the loop
 
     def close(self) -> None:
+        if self._liveness_timer is not None:
+            self._liveness_timer.cancel()
+            self._liveness_timer = None
+        if isinstance(self._replica, Replica):  # what was acknowledged is written before the service goes
+            try:
+                self._replica.flush_liveness()
+            except GanttError as exc:
+                log.error("closing: repeated host reports not written: %s", exc)
         if self.pool is not None:
             self.pool.shutdown(wait=False)
             self.pool = None
@@ -420,7 +461,11 @@ async def report(request: Request) -> Response:
     svc = _svc(request)
     body = await svc.body(request, ReportIn)
     host_report = HostReport.of(list(body.name) if isinstance(body.name, tuple) else body.name, body.stats)
-    return _json(Written(revision=await svc.write(svc.replica.report_batch(host_report))))
+    batch = svc.replica.report_batch(host_report)
+    if svc.heartbeat(host_report):
+        # The replica holds these figures already, at the revision it answers with; only the time is written later.
+        return _json(Written(revision=svc.replica.revision))
+    return _json(Written(revision=await svc.write(batch)))
 
 
 async def report_batch(request: Request) -> Response:

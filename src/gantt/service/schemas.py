@@ -99,7 +99,9 @@ class InstancesIn(Struct, forbid_unknown_fields=True):
 
 
 class Written(Struct):
-    """Every write answers with the store revision that holds it (a client can wait for a replica to reach it)."""
+    """Every write answers with the store revision that holds it (a client can wait for a replica to reach it).
+    A host report that repeats the node's record answers with the revision that holds those figures; its time is
+    written within ``replica.LIVENESS_DELAY``."""
 
     revision: int
     count: int = 1

@@ -170,6 +170,9 @@ class Batch(Struct, omit_defaults=True):
     # A report that changes nothing but its time, arriving less than this many seconds after the time the store
     # holds for its node, is not written at all (the replica sets a fraction of service_down_time).
     touch_interval: float = 0.0
+    # The reports repeat records a replica held when they arrived (``Replica.flush_liveness``, written later): one
+    # whose node the store no longer holds was deleted since, and is not written (it would bring the node back).
+    existing_only: bool = False
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",
@@ -254,6 +257,9 @@ class Store(abc.ABC):
     queued_commits = False
     # True when the store refuses a batch whose ``fresh_as_of`` another process has written past.
     checks_freshness = False
+    # A batch written for many callers at once (``Replica.flush_liveness``) carries at most this many reports: a
+    # store whose batches have a size limit (etcd's --max-txn-ops) says so; None, no limit.
+    reports_per_batch: int | None = None
 
     def commit_soon(self, batch: Batch) -> Future[CommitResult]:
         """``commit``, with its outcome as a future. Here it is committed before this returns."""

@@ -485,6 +485,7 @@ class EtcdStore(Store):
     # overlap (a node's usage key, a consumer) never share one: both would pass compares that one after the
     # other would not. The later one waits for the next txn, where it sees the earlier one's writes.
     _GROUP_OPS = 128  # etcd's default --max-txn-ops; a nested txn may use what its parent's list leaves over
+    reports_per_batch = 32  # a report is up to 3 operations (its record's and liveness key's compares, a put)
 
     def _groupable(self, batch: Batch) -> bool:
         return bool(batch.expect and batch.allocations) and not (

@@ -34,7 +34,7 @@ from gantt.model import (
     aggregate_node,
     group_node,
     merge_reports,
-    same_stats,
+    repeats,
 )
 from gantt.store.base import Batch, Change, ConsumerHeld, Expect, StoreConflict
 
@@ -226,10 +226,12 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
         key = (report.host, report.nodename)
         written = key in out.hosts
         old = out.hosts[key] if written else reads.host(key)
+        if old is None and batch.existing_only:
+            continue  # deleted after the report arrived, as if the report had been written at once, before
         merged = merge_reports(old, report)
         if merged is None:
             continue  # older than what the store holds: every replica must ignore it alike
-        if not written and old is not None and _only_later(old, merged):
+        if not written and old is not None and repeats(old, merged):
             # A host whose numbers did not move (most reports of a real cloud): its liveness is all that changed.
             # Rewriting the record and sending it through the feed would cost a full write and a full apply on
             # every replica per report; a touch keeps the time apart, and moves no usage revision because usage
@@ -246,14 +248,6 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
         out.hosts[key] = merged
         out.bumped[key] = None
         out.changes.append(Change(revision=0, kind="host", host=merged))
-
-
-def _only_later(old: HostReport, merged: HostReport) -> bool:
-    """``merged`` is ``old`` at a later time. (At the same time it is an operator's change, written as a record:
-    ``Replica.update_host`` keeps the report time, and may write what the node already holds.)"""
-    return (old.reported_at is not None and merged.reported_at is not None and merged.reported_at > old.reported_at
-            and same_stats(merged.stats, old.stats) and merged.provider == old.provider)
-
 
 
 def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
