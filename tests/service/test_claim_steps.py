@@ -4,6 +4,7 @@ book past capacity, every acknowledged placement is in the store, and the steps 
 for another on the same node, a conflict's catch-up) go on on a handler thread.
 
 In process: the app over a Replica on a real SQLite file, a second Replica on the same file placing from threads.
+The same above ``LOOP_DECISION_ROWS``, where the worker's decider thread drives the steps on a loop of its own.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from gantt.config import Config
 from gantt.model import GanttError, HostReport, NoValidHost
 from gantt.replica import Replica, audit
+from gantt.service import app
 from gantt.service.app import Service, create_app
 from tests.conftest import TableLockHolder, host_stats
 
@@ -27,8 +29,13 @@ HOSTS, VCPUS = 3, 12
 FLAVOR = {"name": "m1.tiny", "vcpus": 1, "memory_mb": 16, "root_gb": 1}
 
 
-def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("driver", ["loop", "decider"])
+def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     driver: str) -> None:
+    """``driver``: the service's loop (a table of at most ``LOOP_DECISION_ROWS`` rows) or, above, the worker's
+    decider thread (``Decider``), which drives the same steps on its own loop."""
+    if driver == "decider":
+        monkeypatch.setattr(app, "LOOP_DECISION_ROWS", 0)
     url = f"sqlite:///{tmp_path}/claims.sqlite"
     config = Config.from_dict({"gantt": {"seed": 5}})
     on_loop = Replica.open(url, config)
@@ -52,6 +59,14 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
             return run_claims(steps)
 
         monkeypatch.setattr(on_loop, "run_claims", counted)
+        committed_from: set[str] = set()  # the threads that handed claims to the store's writer
+        write_on_loop = on_loop.write_on_loop
+
+        def noted(batch: Any) -> Any:
+            committed_from.add(threading.current_thread().name)
+            return write_on_loop(batch)
+
+        monkeypatch.setattr(on_loop, "write_on_loop", noted)
 
         acked: list[str] = []
         statuses: list[int] = []
@@ -95,6 +110,8 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
         assert statuses.count(200) > 0
         assert len(stored) >= HOSTS * VCPUS - 3  # the cloud fills up (a few may give up under contention)
         assert handed_over > 0, "no claim waited for another on its node: the hand-off to a thread went untested"
+        expected = threading.current_thread().name if driver == "loop" else "gantt-decider"
+        assert committed_from == {expected}, committed_from
     finally:
         on_loop.close()
         other.close()
