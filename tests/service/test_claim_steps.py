@@ -29,13 +29,19 @@ HOSTS, VCPUS = 3, 12
 FLAVOR = {"name": "m1.tiny", "vcpus": 1, "memory_mb": 16, "root_gb": 1}
 
 
-@pytest.mark.parametrize("driver", ["loop", "decider"])
+# Who hands the claims to the store's writer, by driver: the service's loop (a table of at most
+# ``LOOP_DECISION_ROWS`` rows); above it the worker's decider thread (``Decider``, ``DECIDERS`` of them), which
+# drives the same steps on a loop of its own; with ``DECIDERS`` 0 the handler threads, which commit in place.
+_DRIVERS = {"loop": (20_000, 1, {threading.current_thread().name}), "decider": (0, 1, {"gantt-decider"}),
+            "two deciders": (0, 2, {"gantt-decider-0", "gantt-decider-1"}), "threads": (0, 0, set())}
+
+
+@pytest.mark.parametrize("driver", list(_DRIVERS))
 def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                      driver: str) -> None:
-    """``driver``: the service's loop (a table of at most ``LOOP_DECISION_ROWS`` rows) or, above, the worker's
-    decider thread (``Decider``), which drives the same steps on its own loop."""
-    if driver == "decider":
-        monkeypatch.setattr(app, "LOOP_DECISION_ROWS", 0)
+    rows, deciders, committers = _DRIVERS[driver]
+    monkeypatch.setattr(app, "LOOP_DECISION_ROWS", rows)
+    monkeypatch.setattr(app, "DECIDERS", deciders)
     url = f"sqlite:///{tmp_path}/claims.sqlite"
     config = Config.from_dict({"gantt": {"seed": 5}})
     on_loop = Replica.open(url, config)
@@ -48,8 +54,9 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
         def not_here(*args: Any, **kwargs: Any) -> Any:
             raise AssertionError("the placement went to a handler thread instead of the loop")
 
-        # the handler's thread path calls this: refused, so every placement below is decided on the loop
-        monkeypatch.setattr(on_loop, "select_destinations", not_here)
+        if driver != "threads":
+            # the handler's thread path calls this: refused, so every placement below is decided where asked
+            monkeypatch.setattr(on_loop, "select_destinations", not_here)
         handed_over = 0
         run_claims = on_loop.run_claims
 
@@ -110,8 +117,7 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
         assert statuses.count(200) > 0
         assert len(stored) >= HOSTS * VCPUS - 3  # the cloud fills up (a few may give up under contention)
         assert handed_over > 0, "no claim waited for another on its node: the hand-off to a thread went untested"
-        expected = threading.current_thread().name if driver == "loop" else "gantt-decider"
-        assert committed_from == {expected}, committed_from
+        assert committed_from == committers, committed_from
     finally:
         on_loop.close()
         other.close()

@@ -112,6 +112,9 @@ THREADS = env_count("GANTT_THREADS", 16, 1)
 # fraction of a millisecond; above, on the worker's one decider thread (``Decider``), where a decision's ~1 ms
 # would hold every connection's reads and answers behind it.
 LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 20_000, 0)
+# How many decider threads a worker runs for those larger tables; placements take them in turn. 0: decided on
+# the handler threads instead, each blocked in its own commit (what a decider saves: bench/RESULTS-mixed.md).
+DECIDERS = env_count("GANTT_DECIDERS", 1, 0)
 # A body with a run of 19 digits may carry an integer past int64. Found by mapping every digit to "9" and looking
 # for 19 of them: a regex search for \d{19} cost ~11 us per host report (900 bytes), this ~1 us.
 _ALL_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
@@ -136,14 +139,14 @@ class Decider:
     the handler threads alone (bench/RESULTS-mixed.md). One decider interleaves its placements at their commits
     as the loop does, and leaves the service's loop free to read and answer meanwhile."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "gantt-decider") -> None:
         try:
             import uvloop  # the service's own kind of loop (gantt serve runs uvicorn on uvloop)
 
             self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         except ImportError:
             self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="gantt-decider", daemon=True)
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
 
     async def drive(self, work: Awaitable[T]) -> T:
@@ -192,7 +195,8 @@ class Service:
         self.shared = Shared(metrics_dir, self.metrics) if metrics_dir is not None else None
         self.pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()  # the loop and the decider may both ask for the pool first
-        self._decider: Decider | None = None
+        self._deciders: list[Decider] = []
+        self._turn = 0  # the decider the next placement goes to, of ``_deciders``
         # The named namespaces served beside this (the default) one, as /health shows them: set by
         # gantt.service.namespaces, which builds them
         self.named_health: Callable[[], dict[str, dict[str, Any]]] | None = None
@@ -216,14 +220,17 @@ class Service:
         return await asyncio.get_running_loop().run_in_executor(pool, partial(fn, *args))
 
     async def decide(self, steps: ClaimSteps[T]) -> T:
-        """``claim`` driven on the decider's loop (``Decider``), for tables too big to decide on this one."""
-        decider = self._decider
-        if decider is None:
+        """``claim`` driven on a decider's loop (``Decider``; ``DECIDERS`` of them, in turn), for tables too big to
+        decide on this one."""
+        deciders = self._deciders
+        if not deciders:
             with self._pool_lock:
-                if self._decider is None:
-                    self._decider = Decider()
-                decider = self._decider
-        return await decider.drive(self.claim(steps))
+                if not self._deciders:
+                    self._deciders = [Decider("gantt-decider" if DECIDERS == 1 else f"gantt-decider-{i}")
+                                      for i in range(DECIDERS)]
+                deciders = self._deciders
+        self._turn = (self._turn + 1) % len(deciders)
+        return await deciders[self._turn].drive(self.claim(steps))
 
     async def write(self, batch: Batch) -> int:
         """A write without a thread of ours: where the store has a writer of its own (SQLite), the loop hands it
@@ -276,9 +283,9 @@ class Service:
         return await self.run(replica.sync)  # nor while the feed applies under the table lock: not on the loop
 
     def close(self) -> None:
-        if self._decider is not None:
-            self._decider.close()
-            self._decider = None
+        for decider in self._deciders:
+            decider.close()
+        self._deciders = []
         if self.pool is not None:
             self.pool.shutdown(wait=False)
             self.pool = None
@@ -582,8 +589,10 @@ async def select_destinations(request: Request) -> Response:
             answer = await svc.run(replica.select_destinations, spec, request.state.request_id)
         elif replica.node_count <= LOOP_DECISION_ROWS:
             answer = await svc.claim(replica.select_steps(spec, request.state.request_id))
-        else:
+        elif DECIDERS:
             answer = await svc.decide(replica.select_steps(spec, request.state.request_id))
+        else:
+            answer = await svc.run(replica.select_destinations, spec, request.state.request_id)
     return _json(Selections(selections=answer))
 
 
