@@ -4,6 +4,7 @@ book past capacity, every acknowledged placement is in the store, and the steps 
 for another on the same node, a conflict's catch-up) go on on a handler thread.
 
 In process: the app over a Replica on a real SQLite file, a second Replica on the same file placing from threads.
+The same above ``LOOP_DECISION_ROWS``, where the worker's decider thread drives the steps on a loop of its own.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from gantt.config import Config
 from gantt.model import GanttError, HostReport, NoValidHost
 from gantt.replica import Replica, audit
+from gantt.service import app
 from gantt.service.app import Service, create_app
 from tests.conftest import TableLockHolder, host_stats
 
@@ -27,8 +29,19 @@ HOSTS, VCPUS = 3, 12
 FLAVOR = {"name": "m1.tiny", "vcpus": 1, "memory_mb": 16, "root_gb": 1}
 
 
-def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+# Who hands the claims to the store's writer, by driver: the service's loop (a table of at most
+# ``LOOP_DECISION_ROWS`` rows); above it the worker's decider thread (``Decider``, ``DECIDERS`` of them), which
+# drives the same steps on a loop of its own; with ``DECIDERS`` 0 the handler threads, which commit in place.
+_DRIVERS = {"loop": (20_000, 1, {threading.current_thread().name}), "decider": (0, 1, {"gantt-decider"}),
+            "two deciders": (0, 2, {"gantt-decider-0", "gantt-decider-1"}), "threads": (0, 0, set())}
+
+
+@pytest.mark.parametrize("driver", list(_DRIVERS))
+def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     driver: str) -> None:
+    rows, deciders, committers = _DRIVERS[driver]
+    monkeypatch.setattr(app, "LOOP_DECISION_ROWS", rows)
+    monkeypatch.setattr(app, "DECIDERS", deciders)
     url = f"sqlite:///{tmp_path}/claims.sqlite"
     config = Config.from_dict({"gantt": {"seed": 5}})
     on_loop = Replica.open(url, config)
@@ -41,8 +54,9 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
         def not_here(*args: Any, **kwargs: Any) -> Any:
             raise AssertionError("the placement went to a handler thread instead of the loop")
 
-        # the handler's thread path calls this: refused, so every placement below is decided on the loop
-        monkeypatch.setattr(on_loop, "select_destinations", not_here)
+        if driver != "threads":
+            # the handler's thread path calls this: refused, so every placement below is decided where asked
+            monkeypatch.setattr(on_loop, "select_destinations", not_here)
         handed_over = 0
         run_claims = on_loop.run_claims
 
@@ -52,6 +66,14 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
             return run_claims(steps)
 
         monkeypatch.setattr(on_loop, "run_claims", counted)
+        committed_from: set[str] = set()  # the threads that handed claims to the store's writer
+        write_on_loop = on_loop.write_on_loop
+
+        def noted(batch: Any) -> Any:
+            committed_from.add(threading.current_thread().name)
+            return write_on_loop(batch)
+
+        monkeypatch.setattr(on_loop, "write_on_loop", noted)
 
         acked: list[str] = []
         statuses: list[int] = []
@@ -95,6 +117,7 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
         assert statuses.count(200) > 0
         assert len(stored) >= HOSTS * VCPUS - 3  # the cloud fills up (a few may give up under contention)
         assert handed_over > 0, "no claim waited for another on its node: the hand-off to a thread went untested"
+        assert committed_from == committers, committed_from
     finally:
         on_loop.close()
         other.close()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from gantt.service.app import env_count
@@ -31,3 +35,13 @@ def test_below_the_minimum_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GANTT_TEST_COUNT", "0")
     with pytest.raises(ValueError, match="at least 1"):
         env_count("GANTT_TEST_COUNT", 16, 1)
+
+
+@pytest.mark.parametrize("name", ["GANTT_THREADS", "GANTT_LOOP_DECISION_ROWS", "GANTT_DECIDERS"])
+def test_each_setting_of_the_service_is_checked_when_it_starts(name: str) -> None:
+    """A worker imports the service's settings as it starts: a bad value stops it there, naming the setting."""
+    env = {**os.environ, name: "-1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", "import gantt.service.app"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0
+    assert f"{name}='-1'" in done.stderr, done.stderr[-2000:]

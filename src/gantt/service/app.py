@@ -19,6 +19,7 @@ import importlib.resources
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -114,9 +115,12 @@ def env_count(name: str, default: int, minimum: int) -> int:
 # that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http_api.py; GANTT_THREADS overrides it.
 THREADS = env_count("GANTT_THREADS", 16, 1)
 # Placements are decided on the event loop (``Service.claim``) up to this many rows, where a decision takes a
-# fraction of a millisecond; above, on a handler thread, where numpy's long passes release the GIL and the loop
-# goes on reading other requests meanwhile.
+# fraction of a millisecond; above, on the worker's one decider thread (``Decider``), where a decision's ~1 ms
+# would hold every connection's reads and answers behind it.
 LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 20_000, 0)
+# How many decider threads a worker runs for those larger tables; placements take them in turn. 0: decided on
+# the handler threads instead, each blocked in its own commit (what a decider saves: bench/RESULTS-mixed.md).
+DECIDERS = env_count("GANTT_DECIDERS", 1, 0)
 # A body with a run of 19 digits may carry an integer past int64. Found by mapping every digit to "9" and looking
 # for 19 of them: a regex search for \d{19} cost ~11 us per host report (900 bytes), this ~1 us.
 _ALL_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
@@ -128,6 +132,60 @@ def _long_digits(raw: bytes) -> bool:
 
 
 _ENCODER = msgspec.json.Encoder()
+
+
+class Decider:
+    """One thread with an event loop of its own, where placements too big to decide on the service's loop are
+    decided (``Service.decide``): the claim steps run there as they would on the service's loop (the same
+    ``Service.claim``, commits handed to the store's writer, a step asking for ``THREAD`` sent to the handler
+    pool), and the answer goes back with one wake-up of the service's loop.
+
+    Decided on the 16 handler threads instead, each decision's numpy passes handed the GIL among up to 16
+    deciders, each blocked in its own commit: profiled at 100,000 hosts, ~24 context switches per placement in
+    the handler threads alone (bench/RESULTS-mixed.md). One decider interleaves its placements at their commits
+    as the loop does, and leaves the service's loop free to read and answer meanwhile."""
+
+    def __init__(self, name: str = "gantt-decider") -> None:
+        try:
+            import uvloop  # the service's own kind of loop (gantt serve runs uvicorn on uvloop)
+
+            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+        except ImportError:
+            self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    async def drive(self, work: Awaitable[T]) -> T:
+        """Run ``work`` (a coroutine) on the decider's loop; its answer or error is this call's. Cancelling the
+        caller does not stop it, as a handler thread's call is not stopped: a placement under way commits."""
+        caller = asyncio.get_running_loop()
+        answer: asyncio.Future[T] = caller.create_future()
+
+        def settle(task: asyncio.Task[T]) -> None:
+            if task.cancelled():  # the decider stopped (the service is closing)
+                answer.cancel()
+                return
+            error = task.exception()  # taken even when nobody waits: asyncio logs an error never taken
+            if answer.cancelled():
+                return
+            if error is not None:
+                answer.set_exception(error)
+            else:
+                answer.set_result(task.result())
+
+        def start() -> None:
+            task = self.loop.create_task(work)  # type: ignore[arg-type]
+            task.add_done_callback(lambda task: caller.call_soon_threadsafe(settle, task))
+
+        self.loop.call_soon_threadsafe(start)
+        return await answer
+
+    def close(self) -> None:
+        with contextlib.suppress(RuntimeError):  # already closed
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.loop.close()
 
 
 class Service:
@@ -142,6 +200,9 @@ class Service:
         self.metrics = Metrics(worker)
         self.shared = Shared(metrics_dir, self.metrics) if metrics_dir is not None else None
         self.pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()  # the loop and the decider may both ask for the pool first
+        self._deciders: list[Decider] = []
+        self._turn = 0  # the decider the next placement goes to, of ``_deciders``
         # The named namespaces served beside this (the default) one, as /health shows them: set by
         # gantt.service.namespaces, which builds them
         self.named_health: Callable[[], dict[str, dict[str, Any]]] | None = None
@@ -158,9 +219,26 @@ class Service:
         # The loop's own executor hand-off, not anyio.to_thread: measured on 2 busy cores, anyio's costs 50 us of
         # CPU and ~200 us of wall time per call under 16 concurrent requests (its limiter, cancel scope and worker
         # queue), the executor's 15-30 us, and every write and decision takes one such hop.
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(THREADS, thread_name_prefix="gantt-handler")
-        return await asyncio.get_running_loop().run_in_executor(self.pool, partial(fn, *args))
+        pool = self.pool
+        if pool is None:
+            with self._pool_lock:
+                if self.pool is None:
+                    self.pool = ThreadPoolExecutor(THREADS, thread_name_prefix="gantt-handler")
+                pool = self.pool
+        return await asyncio.get_running_loop().run_in_executor(pool, partial(fn, *args))
+
+    async def decide(self, steps: ClaimSteps[T]) -> T:
+        """``claim`` driven on a decider's loop (``Decider``; ``DECIDERS`` of them, in turn), for tables too big to
+        decide on this one."""
+        deciders = self._deciders
+        if not deciders:
+            with self._pool_lock:
+                if not self._deciders:
+                    self._deciders = [Decider("gantt-decider" if DECIDERS == 1 else f"gantt-decider-{i}")
+                                      for i in range(DECIDERS)]
+                deciders = self._deciders
+        self._turn = (self._turn + 1) % len(deciders)
+        return await deciders[self._turn].drive(self.claim(steps))
 
     async def write(self, batch: Batch) -> int:
         """A write without a thread of ours: where the store has a writer of its own (SQLite), the loop hands it
@@ -202,9 +280,10 @@ class Service:
                 self._liveness_timer = asyncio.get_running_loop().call_later(LIVENESS_DELAY, self._liveness_due)
 
     async def claim(self, steps: ClaimSteps[T]) -> T:
-        """Claim steps (``Replica.select_steps``) driven on the loop: decided here, each commit handed to the
-        store's own writer while the loop waits on its future, applied here. A step asking for a thread (a claim
-        waiting for another on the same node, a conflict's catch-up) sends the rest to a handler thread.
+        """Claim steps (``Replica.select_steps``) driven on the running loop (the service's, or the decider's:
+        ``decide``): decided here, each commit handed to the store's own writer while the loop waits on its
+        future, applied here. A step asking for a thread (a claim waiting for another on the same node, a
+        conflict's catch-up) sends the rest to a handler thread.
 
         Deciding on a handler thread cost a hop there and back per placement, and 16 deciders handing the GIL
         to one another: profiled with 2 workers, the handler threads took half of the server's CPU."""
@@ -237,6 +316,9 @@ class Service:
         return await self.run(replica.sync)  # nor while the feed applies under the table lock: not on the loop
 
     def close(self) -> None:
+        for decider in self._deciders:
+            decider.close()
+        self._deciders = []
         if self._liveness_timer is not None:
             self._liveness_timer.cancel()
             self._liveness_timer = None
@@ -548,8 +630,12 @@ async def select_destinations(request: Request) -> Response:
     spec = await svc.body(request, RequestSpec)
     with svc.metrics.deciding():
         replica = svc.replica
-        if replica.reads_in_place and replica.node_count <= LOOP_DECISION_ROWS:
+        if not replica.reads_in_place:  # the store commits in its caller (etcd): a handler thread waits for it
+            answer = await svc.run(replica.select_destinations, spec, request.state.request_id)
+        elif replica.node_count <= LOOP_DECISION_ROWS:
             answer = await svc.claim(replica.select_steps(spec, request.state.request_id))
+        elif DECIDERS:
+            answer = await svc.decide(replica.select_steps(spec, request.state.request_id))
         else:
             answer = await svc.run(replica.select_destinations, spec, request.state.request_id)
     return _json(Selections(selections=answer))
