@@ -57,6 +57,17 @@ def test_each_worker_decides_with_its_share_of_the_instances_subset_slot(tmp_pat
     assert (worker_config(options, 0).gantt.subset_slot, worker_config(options, 0).gantt.subset_slots) == (2, 3)
 
 
+def test_sqlite_workers_keep_the_files_subset_slot(tmp_path: Path) -> None:
+    """On one SQLite file the workers' claims check room through one writer, not node revisions: they lose nothing
+    to one another, and a split slot would take the block pick from every decision at large tables."""
+    path = tmp_path / "gantt.toml"
+    path.write_text("[gantt]\nsubset_slots = 3\nsubset_slot = 2\nseed = 10\n")
+    options = ServeOptions(store=f"sqlite:///{tmp_path / 'g.sqlite'}", host="127.0.0.1", port=0,
+                           config_path=str(path), workers=2)
+    assert [(c.gantt.subset_slot, c.gantt.subset_slots, c.gantt.seed)
+            for c in (worker_config(options, w) for w in range(2))] == [(2, 3, 10), (2, 3, 10)]
+
+
 def _get(sock: socket.socket, path: str) -> tuple[dict[str, Any], bool]:
     """One GET on a keep-alive connection: the JSON answer, and whether the server ends the connection after it."""
     sock.sendall(f"GET {path} HTTP/1.1\r\nHost: gantt\r\n\r\n".encode())
