@@ -1,0 +1,131 @@
+"""Server CPU per placement by thread: ``python bench/served_threads.py --hosts 100000 --duration 10 --json``.
+
+A real ``gantt serve --workers 2`` on a temporary SQLite file, ``--hosts`` hosts registered with bench/mixed.py's
+report, then bench/mixed.py's placement stream alone (paced at ``--rate``, each placement followed by the release
+of the oldest once ``--hold`` are held) for ``--duration`` seconds. Prints the placement figures and the server's
+CPU per placement, in all and per thread name summed over the workers (from /proc/<pid>/task/*/stat; the names
+from ``py-spy dump`` when it is installed beside the interpreter, else thread ids): where a placement's CPU goes
+(the decider or the event loop, the SQLite writer, the feed applying the other worker's claims and releases),
+at one size against another under the same stream.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from gantt.benchmarks import cpu_model
+from gantt.service.process import ServerProcess
+
+
+def _mixed() -> Any:
+    spec = importlib.util.spec_from_file_location("gantt_bench_mixed", Path(__file__).resolve().parent / "mixed.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of ``pid``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _thread_names(pid: int) -> dict[int, str]:
+    """Python's thread names (numbered pool threads merged: ``gantt-handler_3`` -> ``gantt-handler``)."""
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        return {}
+    try:
+        dump = subprocess.run([str(spy), "dump", "--pid", str(pid), "--nonblocking"], capture_output=True,
+                              text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return {int(m.group(1)): re.sub(r"_\d+$", "", m.group(2))
+            for m in re.finditer(r'Thread (\d+) \([^)]*\): "([^"]+)"', dump)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=100_000)
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--rate", type=float, default=1000.0, help="target placements per second")
+    parser.add_argument("--hold", type=int, default=5000, help="allocations held before each placement is "
+                                                                "followed by a release")
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", action="store_true", help="compact JSON")
+    args = parser.parse_args(argv)
+    mixed = _mixed()
+    load_before = os.getloadavg()[0]
+    config = {"filter_scheduler": {"shuffle_best_same_weighed_hosts": True}, "scheduler": {"max_attempts": 1}}
+    with tempfile.TemporaryDirectory(prefix="gantt-bench-threads-") as tmp:
+        server = ServerProcess(f"sqlite:///{tmp}/gantt.sqlite", workers=args.workers, config=config, workdir=tmp)
+        try:
+            server.start(timeout=180)
+            assert server.proc is not None
+            mixed.bench_http._use_uvloop()
+            asyncio.run(mixed.register(server.port, args.hosts, 1000))
+            mixed.bench_http.wait_replicas(server.url, args.workers, args.hosts, timeout=300)
+            placer = mixed.Placer(args.hold)
+            # warm-up, and (up to 5,000) the held allocations filled so that the phase measured releases as it places
+            warm = min(args.hold, 5000) + 1000
+            asyncio.run(mixed.paced(args.rate, warm, warm / args.rate + 3.0, args.concurrency, "127.0.0.1",
+                                    server.port, placer.send))
+            workers = _children(server.proc.pid)
+            time.sleep(2.0)
+            before = {w: _thread_cpu(w) for w in workers}
+            cpu = mixed.cpu_seconds(server.proc.pid)
+            placer.reset()
+            sent = asyncio.run(mixed.paced(args.rate, 1_000_000, args.duration, args.concurrency, "127.0.0.1",
+                                           server.port, placer.send))
+            cpu = mixed.cpu_seconds(server.proc.pid) - cpu
+            after = {w: _thread_cpu(w) for w in workers}
+            threads: dict[str, float] = {}
+            for w in workers:
+                names = _thread_names(w)
+                for tid, seconds in after[w].items():
+                    name = names.get(tid, "MainThread" if tid == w else f"thread-{tid}")
+                    threads[name] = threads.get(name, 0.0) + seconds - before[w].get(tid, 0.0)
+        finally:
+            server.stop()
+    figures = placer.figures(*sent)
+    placed = max(1, figures["placed"])
+    summary = {
+        "hosts": args.hosts, "placements": figures,
+        "server_cpu_ms_per_placement": round(cpu * 1000 / placed, 3),
+        "by_thread_ms_per_placement": {name: round(s * 1000 / placed, 3)
+                                       for name, s in sorted(threads.items(), key=lambda kv: -kv[1]) if s > 0},
+        "load_average_1m_before": load_before, "load_average_1m": os.getloadavg()[0], "cpu": cpu_model(),
+    }
+    print(json.dumps(summary, indent=None if args.json else 2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
