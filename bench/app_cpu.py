@@ -18,33 +18,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import statistics
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
 import uvloop
 
 from gantt.allocator import collect_less_often, freeze_long_lived
-from gantt.benchmarks import cpu_model
+from gantt.benchmarks import bench_script, cpu_model
 from gantt.config import Config
 from gantt.model import HostReport
 from gantt.replica import Replica
 from gantt.service.app import create_app
 from gantt.store.sqlite import SQLiteStore
-
-
-def _http_api() -> Any:
-    spec = importlib.util.spec_from_file_location("gantt_bench_http", Path(__file__).resolve().parent / "http_api.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def switches() -> int:
@@ -122,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--release", action="store_true", help="release each placement after it")
     args = parser.parse_args(argv)
-    http_api = _http_api()
+    http_api = bench_script(__file__, "http_api")
     config = Config.from_dict({"filter_scheduler": {"shuffle_best_same_weighed_hosts": True},
                                "scheduler": {"max_attempts": 1}})
     load_before = os.getloadavg()[0]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import random
@@ -40,23 +39,14 @@ from typing import Any
 
 import msgspec
 
-from gantt.benchmarks import cpu_model
+from gantt.benchmarks import bench_script, cpu_model
 from gantt.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.base import open_store
 
 _HERE = Path(__file__).resolve().parent
 
-
-def _load_http() -> Any:
-    spec = importlib.util.spec_from_file_location("gantt_bench_http", _HERE / "http_api.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-bench_http = _load_http()
+bench_http = bench_script(__file__, "http_api")
 Conn, percentile, cpu_seconds = bench_http.Conn, bench_http._percentile, bench_http.cpu_seconds
 FLAVOR, HOST_VCPUS = bench_http.FLAVOR, bench_http.HOST_VCPUS
 

@@ -11,31 +11,20 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import json
 import os
 import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any
 
 import msgspec
 
-from gantt.benchmarks import cpu_model
+from gantt.benchmarks import bench_script, cpu_model
 from gantt.config import Config
 from gantt.model import HostReport, RequestSpec
 from gantt.replica import Replica
 from gantt.store.sqlite import SQLiteStore
-
-
-def _mixed() -> Any:
-    spec = importlib.util.spec_from_file_location("gantt_bench_mixed", Path(__file__).resolve().parent / "mixed.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> None:
@@ -43,7 +32,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=100_000)
     parser.add_argument("--placements", type=int, default=300)
     args = parser.parse_args()
-    mixed = _mixed()
+    mixed = bench_script(__file__, "mixed")
     config = Config.from_dict({"filter_scheduler": {"shuffle_best_same_weighed_hosts": True},
                                "scheduler": {"max_attempts": 1}})
     load_before = os.getloadavg()[0]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import re
@@ -22,18 +21,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from gantt.benchmarks import cpu_model
+from gantt.benchmarks import bench_script, cpu_model
 from gantt.service.process import ServerProcess
-
-
-def _mixed() -> Any:
-    spec = importlib.util.spec_from_file_location("gantt_bench_mixed", Path(__file__).resolve().parent / "mixed.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _children(pid: int) -> list[int]:
@@ -81,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", action="store_true", help="compact JSON")
     args = parser.parse_args(argv)
-    mixed = _mixed()
+    mixed = bench_script(__file__, "mixed")
     load_before = os.getloadavg()[0]
     config = {"filter_scheduler": {"shuffle_best_same_weighed_hosts": True}, "scheduler": {"max_attempts": 1}}
     with tempfile.TemporaryDirectory(prefix="gantt-bench-threads-") as tmp:

@@ -11,6 +11,7 @@ noisy, and a median is robust to a neighbour's burst where a mean or a single ru
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
 import platform
 import random
@@ -19,6 +20,7 @@ import sys
 import time
 import tracemalloc
 from collections import deque
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -478,6 +480,19 @@ def build_mix_requests(count: int, seed: int, share: float) -> list[tuple[str, R
         else:
             out.append(("plain", spec))
     return out
+
+
+def bench_script(beside: str, name: str) -> Any:
+    """The bench script ``name`` (``http_api``, ``mixed``) in the folder of ``beside`` (a script's ``__file__``),
+    loaded as a module: bench/ is a folder of scripts, not a package, and some reuse another's client, report
+    shapes or /proc readings."""
+    path = Path(beside).resolve().parent / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"gantt_bench_{name}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"no bench script at {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def cpu_model() -> str:
