@@ -630,11 +630,10 @@ async def select_destinations(request: Request) -> Response:
     spec = await svc.body(request, RequestSpec)
     with svc.metrics.deciding():
         replica = svc.replica
-        if not replica.reads_in_place:  # the store commits in its caller (etcd): a handler thread waits for it
-            answer = await svc.run(replica.select_destinations, spec, request.state.request_id)
-        elif replica.node_count <= LOOP_DECISION_ROWS:
+        # A store that commits in its caller (etcd), or no deciders: a handler thread decides and waits for it.
+        if replica.reads_in_place and replica.node_count <= LOOP_DECISION_ROWS:
             answer = await svc.claim(replica.select_steps(spec, request.state.request_id))
-        elif DECIDERS:
+        elif replica.reads_in_place and DECIDERS:
             answer = await svc.decide(replica.select_steps(spec, request.state.request_id))
         else:
             answer = await svc.run(replica.select_destinations, spec, request.state.request_id)
