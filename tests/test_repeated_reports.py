@@ -44,6 +44,15 @@ def _time(replica: Replica, host: str) -> float:
     return float(replica.table.col("updated_at")[replica.table.row(host, host)])
 
 
+def _all_hold_h1(replicas: tuple[Replica, ...], num_io_ops: int, at: float) -> None:
+    """The store and every replica hold h1 with ``num_io_ops`` and report time ``at``."""
+    [held] = replicas[0].store.snapshot().hosts
+    assert held.stats.num_io_ops == num_io_ops and held.reported_at == at
+    for replica in replicas:
+        assert replica.table.col("num_io_ops")[replica.table.row("h1", "h1")] == num_io_ops
+        assert _time(replica, "h1") == at
+
+
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[Replica, Replica, list[float], str]]:
     """Two replicas of one SQLite file (two workers of one ``serve``) on one clock; neither follows on its own."""
@@ -95,11 +104,7 @@ def test_a_report_taken_on_a_stale_view_is_written_in_full(pair: tuple[Replica, 
     b.flush_liveness()
     a.sync()
     b.sync()
-    [held] = a.store.snapshot().hosts
-    assert held.stats.num_io_ops == 1 and held.reported_at == T0 + 20.0
-    for replica in (a, b):
-        assert replica.table.col("num_io_ops")[replica.table.row("h1", "h1")] == 1
-        assert _time(replica, "h1") == T0 + 20.0
+    _all_hold_h1((a, b), 1, T0 + 20.0)
     assert b.touches == 0
 
 
@@ -117,11 +122,7 @@ def test_a_changed_report_after_taken_repeats_wins_and_drops_them(
     assert _taken(a, "h1", _stats("h1", num_io_ops=5))  # repeating the change now
     a.flush_liveness()
     b.sync()
-    [held] = a.store.snapshot().hosts
-    assert held.stats.num_io_ops == 5 and held.reported_at == T0 + 30.0
-    for replica in (a, b):
-        assert replica.table.col("num_io_ops")[replica.table.row("h1", "h1")] == 5
-        assert _time(replica, "h1") == T0 + 30.0
+    _all_hold_h1((a, b), 5, T0 + 30.0)
     assert a.stale_reports == 0
 
 

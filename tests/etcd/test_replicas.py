@@ -53,6 +53,20 @@ def wait_for(predicate: object, timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+def place_as_a_client(replica: Replica, spec: dict[str, object]) -> bool:
+    """Placed (True) or NoValidHost (False), retrying like a client (the same UUIDs) while an overloaded test
+    machine makes the store unavailable."""
+    for _ in range(50):
+        try:
+            replica.select_destinations(spec)
+            return True
+        except NoValidHost:
+            return False
+        except StoreUnavailable:
+            time.sleep(0.1)
+    return False
+
+
 @pytest.mark.parametrize("group", ["?group=0", ""], ids=["one-txn-per-claim", "group-commit"])
 def test_replicas_in_threads_fill_the_cloud_without_overcommit(store_url: str, group: str) -> None:
     seed_hosts(store_url, 6, vcpus=8)  # 48 vCPUs for 3 instances x 4 threads asking for 1-3 vCPUs
@@ -67,16 +81,9 @@ def test_replicas_in_threads_fill_the_cloud_without_overcommit(store_url: str, g
             rid = f"r{k}-{j}"
             spec = {"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1}, "num_instances": n,
                     "request_id": rid, "instance_uuids": [f"{rid}-{i}" for i in range(n)]}
-            for _ in range(50):
-                try:
-                    replica.select_destinations(spec)
-                    with lock:
-                        placed.append((rid, n))
-                    break
-                except NoValidHost:
-                    break
-                except StoreUnavailable:  # an overloaded test machine: retry like a client (same UUIDs)
-                    time.sleep(0.1)
+            if place_as_a_client(replica, spec):
+                with lock:
+                    placed.append((rid, n))
 
     threads = [threading.Thread(target=burst, args=(replicas[k % 3], k)) for k in range(12)]
     try:
@@ -268,16 +275,10 @@ def test_workers_of_one_instance_split_its_hosts_and_never_overcommit(store_url:
                 rid = f"w{k}-{j}"
                 spec = {"flavor": {"vcpus": 1, "memory_mb": 64, "root_gb": 1}, "request_id": rid,
                         "instance_uuids": [rid]}
-                for _ in range(50):
-                    try:
-                        replica.select_destinations(spec)
-                        with lock:
-                            placed.append((rid, 1))
-                        break
-                    except NoValidHost:
-                        return
-                    except StoreUnavailable:  # an overloaded test machine: retry like a client (same UUID)
-                        time.sleep(0.1)
+                if not place_as_a_client(replica, spec):
+                    return
+                with lock:
+                    placed.append((rid, 1))
 
         threads = [threading.Thread(target=burst, args=(replicas[k % 2], k)) for k in range(6)]
         for t in threads:
