@@ -77,6 +77,7 @@ class Metrics:
         self.decisions: Counter[str] = Counter()  # outcome
         self.decision_latency = Histogram()
         self.unhandled = 0  # answers of the catch-all handler: a bug, never bad input
+        self.hot_lane = 0  # requests answered from the HTTP protocol's hot lane (service.app.Lane)
         self.start_time = _start_time()
         self.extra: Callable[[Replica], list[str]] | None = None  # more series (per namespace: service.namespaces)
 
@@ -189,6 +190,9 @@ class Metrics:
         lines += [
             *_head("gantt_http_unhandled_total", "counter", "Requests answered by the catch-all handler (a bug)."),
             f"gantt_http_unhandled_total{{{worker}}} {self.unhandled}",
+            *_head("gantt_http_hot_lane_total", "counter", "Requests of the hot routes answered from the HTTP "
+                   "protocol's own lane (the others went through the ASGI app: chunked, 100-continue, a query...)."),
+            f"gantt_http_hot_lane_total{{{worker}}} {self.hot_lane}",
             *_head("gantt_build_info", "gauge", "The running Gantt's version and Python's (always 1)."),
             f'gantt_build_info{{{worker},version="{_escape(__version__)}",'
             f'python="{_escape(platform.python_version())}"}} 1',

@@ -30,7 +30,7 @@ from http import HTTPStatus
 from typing import Any
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from gantt.requestid import request_id as new_request_id
 
@@ -187,6 +187,63 @@ class Spread:
 
 # Set by gantt.service.server in a worker of several; None in a single process (nothing to spread).
 SPREAD: Spread | None = None
+# Set by gantt.service.server: the served app's hot lane (``gantt.service.app.Lane``), or None where there is none.
+LANE: Any = None
+
+
+class _NoEvent:
+    """What uvicorn's protocol sets on a cycle when body or disconnection arrives: a hot cycle waits on nothing."""
+
+    __slots__ = ()
+
+    def set(self) -> None:
+        pass
+
+
+_NO_EVENT = _NoEvent()
+
+
+class HotCycle:
+    """One request for a hot route (``LANE``), read whole and then answered by one task in one write. It stands
+    where uvicorn's protocol keeps its cycle (``cycle``), with the fields the protocol reads and sets there (body,
+    completion, keep-alive, disconnection), so that pipelining, shutdown and lost connections work as for any
+    other request: a request arriving behind it waits in uvicorn's pipeline until its answer is out."""
+
+    __slots__ = ("body", "disconnected", "keep_alive", "message_event", "more_body", "protocol", "response_complete",
+                 "scope", "started")
+
+    def __init__(self, protocol: BoundedHttpToolsProtocol, scope: dict[str, Any], keep_alive: bool) -> None:
+        self.protocol = protocol
+        self.scope = scope
+        self.keep_alive = keep_alive
+        self.body = bytearray()
+        self.more_body = True
+        self.started = False
+        self.response_complete = False
+        self.disconnected = False
+        self.message_event = _NO_EVENT
+
+    async def run(self) -> None:
+        response, request_id = await LANE.answer(self.scope, bytes(self.body))
+        protocol = self.protocol
+        if protocol.flow.write_paused and not self.disconnected:
+            await protocol.flow.drain()  # a client that does not read its answers is not written more
+        if self.disconnected:
+            return
+        head = [STATUS_LINE[response.status_code]]
+        for name, value in (*protocol.server_state.default_headers, *response.raw_headers,
+                            (b"x-openstack-request-id", request_id.encode())):
+            if name == b"connection" and b"close" in value.lower():
+                self.keep_alive = False
+            head += (name, b": ", value, b"\r\n")
+        if not self.keep_alive:
+            head.append(b"connection: close\r\n")
+        head += (b"\r\n", response.body)
+        protocol.transport.write(b"".join(head))
+        self.response_complete = True
+        if not self.keep_alive:
+            protocol.transport.close()
+        protocol.on_response_complete()
 
 
 class _OneWrite:
@@ -342,7 +399,16 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = False
         self._disarm()
         existing = self.cycle
+        if (existing is None or existing.response_complete) and self._hot():
+            self._spread_out()
+            return
         super().on_headers_complete()
+        self._spread_out()
+        cycle = self.cycle
+        if cycle is not None and cycle is not existing:  # its task has not run yet: nothing is written
+            cycle.transport = _OneWrite(self.transport, cycle, self.loop)  # type: ignore[assignment]
+
+    def _spread_out(self) -> None:
         spread = self._spread
         if spread is not None and not self._leaving and not self.pipeline and self.cycle is not None \
                 and self.cycle.keep_alive and spread.should_leave():
@@ -350,12 +416,48 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # decision, as for a client that asked for close): the client reconnects, maybe to another worker.
             self._leaving = True
             self.cycle.keep_alive = False
+
+    def _hot(self) -> bool:
+        """Whether this request goes to the hot lane (``LANE``), as a ``HotCycle``: a hot route's plain path over
+        HTTP/1.1 whose body, if any, is announced by a Content-Length within the service's body limit. Anything
+        else (chunked, 100-continue, an upgrade, a body too big: their answers are the ASGI path's) is not."""
+        lane = LANE
+        if lane is None or self.expect_100_continue or self.parser.get_http_version() != "1.1" \
+                or self.parser.should_upgrade() or self.limit_concurrency is not None:
+            return False
+        method = self.parser.get_method()
+        found = lane.route(method, self.url)
+        if found is None:
+            return False
+        for name, value in self.headers:
+            if name == b"transfer-encoding" or (name == b"content-length" and int(value) > lane.max_body):
+                return False
+        route, params = found
+        path = self.url.decode("ascii")
+        scope = self.scope
+        scope.update(method=method.decode("ascii"), path=path, raw_path=self.url, query_string=b"", route=route,
+                     path_params=params)
+        self.cycle = HotCycle(self, scope, self.parser.should_keep_alive())  # type: ignore[assignment]
+        return True
+
+    def on_body(self, body: bytes) -> None:
         cycle = self.cycle
-        if cycle is not None and cycle is not existing:  # its task has not run yet: nothing is written
-            cycle.transport = _OneWrite(self.transport, cycle, self.loop)  # type: ignore[assignment]
+        if type(cycle) is HotCycle:
+            cycle.body += body  # within the body limit: _hot saw its Content-Length
+            return
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
-        super().on_message_complete()
+        cycle = self.cycle
+        if type(cycle) is HotCycle:
+            if not cycle.started:
+                cycle.started = True
+                cycle.more_body = False
+                task = self.loop.create_task(cycle.run())
+                task.add_done_callback(self.tasks.discard)
+                self.tasks.add(task)
+        else:
+            super().on_message_complete()
         self._in_head = True
         self._head_bytes = 0
 

@@ -130,6 +130,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
 
     from gantt.allocator import collect_less_often, keep_freed_memory
     from gantt.service import protocol
+    from gantt.service.app import lane
     from gantt.service.namespaces import create_app
     from gantt.service.protocol import BoundedHttpToolsProtocol
 
@@ -142,6 +143,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     app = create_app(config=config, store=options.store, token=options.token, worker=worker,
                      metrics_dir=options.metrics_dir)
     protocol.REFUSAL = _refusals(config.gantt.placement_mount)
+    protocol.LANE = lane(app)
     if options.workers > 1 and options.metrics_dir is not None:
         protocol.SPREAD = protocol.Spread(os.path.join(options.metrics_dir, "connections"), worker,
                                           options.workers)
