@@ -35,7 +35,7 @@ class _Cycle:
 def _pair() -> tuple[_Transport, _Cycle, _OneWrite, asyncio.AbstractEventLoop]:
     loop = asyncio.new_event_loop()
     transport, cycle = _Transport(), _Cycle()
-    return transport, cycle, _OneWrite(transport, cycle, loop), loop  # type: ignore[arg-type]
+    return transport, cycle, _OneWrite(transport, cycle, loop, transport.write), loop  # type: ignore[arg-type]
 
 
 def test_head_and_body_go_out_in_one_write() -> None:
