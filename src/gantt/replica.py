@@ -64,7 +64,7 @@ from gantt.providers import ProviderIndex
 from gantt.replica_placement import PlacementFacade
 from gantt.scheduler import Scheduler
 from gantt.state import HostTable
-from gantt.steps import THREAD, advance
+from gantt.steps import CONTENDED, THREAD, advance
 from gantt.store.base import (
     Batch,
     Change,
@@ -379,7 +379,7 @@ class Replica(Follower, PlacementFacade):
         """
         while True:
             if not self.uncontended():
-                yield THREAD
+                yield CONTENDED
             expects = self._expects(table, allocations)
             try:
                 result = yield Batch(expect=list(expects.values()), allocations=allocations,
@@ -424,7 +424,7 @@ class Replica(Follower, PlacementFacade):
             if not self.uncontended():
                 # Committed; the feed holds the table lock (a batch of other instances' changes): our result is
                 # applied on a thread, as the decision would have been, rather than stall the loop behind it.
-                yield THREAD
+                yield CONTENDED
             self.apply(result.changes, own="claim")
             return
 
@@ -695,7 +695,7 @@ class Replica(Follower, PlacementFacade):
         spec = decode(spec, RequestSpec, path="$")
         named = spec.request_id or request_id
         if not self.uncontended():
-            yield THREAD  # the feed is applying a batch under the table lock: wait for it on a thread
+            yield CONTENDED  # the feed is applying a batch under the table lock
         try:
             answer = yield from self._select(spec)
         except NoValidHost as error:

@@ -16,6 +16,10 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 THREAD = "thread"  # a step asking to go on where blocking is fine (a handler thread); in place, it asks nothing
+# A step saying that another thread holds the table's lock now (the feed applying a batch): the service's event
+# loop goes on on a handler thread rather than stall every connection behind it; a driver whose loop serves
+# decisions only (a decider) waits for the lock where it is, which costs less than the hop; in place, nothing.
+CONTENDED = "contended"
 
 
 def advance(steps: Generator[Any, Any, Any], value: Any = None, error: BaseException | None = None,

@@ -23,6 +23,7 @@ from gantt.model import GanttError, HostReport, NoValidHost
 from gantt.replica import Replica, audit
 from gantt.service import app
 from gantt.service.app import Service, create_app
+from gantt.steps import CONTENDED
 from tests.conftest import TableLockHolder, host_stats
 
 HOSTS, VCPUS = 3, 12
@@ -176,7 +177,7 @@ def test_a_committed_claim_applies_its_result_on_a_thread_while_the_feed_holds_t
         result = replica.store.commit(batch)
         with TableLockHolder(replica.table):
             step = steps.send(result)  # without the glance: blocks on the lock until released, then finishes
-            assert step == "thread", step
+            assert step == CONTENDED, step
         answer = replica.run_claims(steps)
         consumer = answer[0][0].consumer_uuid
         assert replica.table.allocation(consumer) is not None
@@ -213,6 +214,44 @@ def test_a_report_written_while_the_feed_holds_the_table_is_applied_on_a_thread(
             answer = anyio.run(run)
         assert answer.status_code == 200, answer.text
         assert applied_on and applied_on[0].startswith("gantt-handler"), applied_on
+    finally:
+        replica.close()
+
+
+@pytest.mark.parametrize("decider", [True, False])
+def test_a_decider_waits_for_the_table_where_the_loop_goes_to_a_thread(tmp_path: Path, decider: bool) -> None:
+    """While another thread (the feed) holds the table lock, a placement driven on the service's loop goes on on
+    a handler thread (every connection would wait behind it); one driven on a decider, whose loop serves
+    decisions only, waits for the lock where it is (no hop), and both are answered once the lock is free."""
+    config = Config.from_dict({"gantt": {"seed": 5}})
+    replica = Replica.open(f"sqlite:///{tmp_path}/wait.sqlite", config, follow=False)  # the lock is ours alone
+    try:
+        replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
+        handed: list[str] = []
+        run_claims = replica.run_claims
+
+        def noted(steps: Any) -> Any:
+            handed.append(threading.current_thread().name)
+            return run_claims(steps)
+
+        replica.run_claims = noted  # type: ignore[method-assign]
+        feed = TableLockHolder(replica.table)
+
+        async def run() -> Any:
+            svc = Service(replica, config, None)
+            try:
+                steps = replica.select_steps({"flavor": FLAVOR})
+                with feed:
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(anyio.to_thread.run_sync, _release_later, feed.release)
+                        return await (svc.decide(steps) if decider else svc.claim(steps))
+            finally:
+                svc.close()
+
+        [[chosen]] = anyio.run(run)
+        assert replica.table.allocation(chosen.consumer_uuid) is not None
+        assert handed == ([] if decider else [handed[0]]), handed
+        assert decider or handed[0].startswith("gantt-handler"), handed
     finally:
         replica.close()
 
