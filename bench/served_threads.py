@@ -1,12 +1,13 @@
-"""Server CPU per placement by thread: ``python bench/served_threads.py --hosts 100000 --duration 10 --json``.
+"""Server CPU per placement (or per host report) by thread: ``python bench/served_threads.py --hosts 100000 --json``.
 
 A real ``gantt serve --workers 2`` on a temporary SQLite file, ``--hosts`` hosts registered with bench/mixed.py's
-report, then bench/mixed.py's placement stream alone (paced at ``--rate``, each placement followed by the release
-of the oldest once ``--hold`` are held) for ``--duration`` seconds. Prints the placement figures and the server's
-CPU per placement, in all and per thread name summed over the workers (from /proc/<pid>/task/*/stat; the names
-from ``py-spy dump`` when it is installed beside the interpreter, else thread ids): where a placement's CPU goes
-(the decider or the event loop, the SQLite writer, the feed applying the other worker's claims and releases),
-at one size against another under the same stream.
+report, then one of bench/mixed.py's streams alone for ``--duration`` seconds, paced at ``--rate``: placements
+(each followed by the release of the oldest once ``--hold`` are held), or with ``--stream reports`` host reports
+(``--changing`` of them with moved figures, the rest repeating their node's record). Prints the stream's figures
+and the server's CPU per request, in all and per thread name summed over the workers (from
+/proc/<pid>/task/*/stat; the names from ``py-spy dump`` when it is installed beside the interpreter, else thread
+ids): where a request's CPU goes (the decider or the event loop, the SQLite writer, the feed applying the other
+worker's writes), at one size or build against another under the same stream.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                 "followed by a release")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--stream", choices=["placements", "reports"], default="placements")
+    parser.add_argument("--changing", type=float, default=0.1, help="reports: the share with moved figures")
     parser.add_argument("--json", action="store_true", help="compact JSON")
     args = parser.parse_args(argv)
     mixed = bench_script(__file__, "mixed")
@@ -82,18 +85,21 @@ def main(argv: list[str] | None = None) -> int:
             mixed.bench_http._use_uvloop()
             asyncio.run(mixed.register(server.port, args.hosts, 1000))
             mixed.bench_http.wait_replicas(server.url, args.workers, args.hosts, timeout=300)
-            placer = mixed.Placer(args.hold)
+            stream = mixed.Placer(args.hold) if args.stream == "placements" \
+                else mixed.Reporter(args.hosts, args.changing, seed=1)
             # warm-up, and (up to 5,000) the held allocations filled so that the phase measured releases as it places
             warm = min(args.hold, 5000) + 1000
             asyncio.run(mixed.paced(args.rate, warm, warm / args.rate + 3.0, args.concurrency, "127.0.0.1",
-                                    server.port, placer.send))
-            workers = _children(server.proc.pid)
+                                    server.port, stream.send))
+            if args.stream == "reports":
+                stream.figures(warm, 1.0)  # the measured reports go on with the hosts after the warm-up's
+            workers = _children(server.proc.pid) or [server.proc.pid]  # one worker: the server itself
             time.sleep(2.0)
             before = {w: _thread_cpu(w) for w in workers}
             cpu = mixed.cpu_seconds(server.proc.pid)
-            placer.reset()
+            stream.reset()
             sent = asyncio.run(mixed.paced(args.rate, 1_000_000, args.duration, args.concurrency, "127.0.0.1",
-                                           server.port, placer.send))
+                                           server.port, stream.send))
             cpu = mixed.cpu_seconds(server.proc.pid) - cpu
             after = {w: _thread_cpu(w) for w in workers}
             threads: dict[str, float] = {}
@@ -104,13 +110,14 @@ def main(argv: list[str] | None = None) -> int:
                     threads[name] = threads.get(name, 0.0) + seconds - before[w].get(tid, 0.0)
         finally:
             server.stop()
-    figures = placer.figures(*sent)
-    placed = max(1, figures["placed"])
+    figures = stream.figures(*sent)
+    done = max(1, figures["placed"] if args.stream == "placements" else figures["reports"])
+    per = "placement" if args.stream == "placements" else "report"
     summary = {
-        "hosts": args.hosts, "placements": figures,
-        "server_cpu_ms_per_placement": round(cpu * 1000 / placed, 3),
-        "by_thread_ms_per_placement": {name: round(s * 1000 / placed, 3)
-                                       for name, s in sorted(threads.items(), key=lambda kv: -kv[1]) if s > 0},
+        "hosts": args.hosts, args.stream: figures,
+        f"server_cpu_ms_per_{per}": round(cpu * 1000 / done, 3),
+        f"by_thread_ms_per_{per}": {name: round(s * 1000 / done, 3)
+                                    for name, s in sorted(threads.items(), key=lambda kv: -kv[1]) if s > 0},
         "load_average_1m_before": load_before, "load_average_1m": os.getloadavg()[0], "cpu": cpu_model(),
     }
     print(json.dumps(summary, indent=None if args.json else 2))
