@@ -53,6 +53,7 @@ from gantt.model import (
 )
 from gantt.placement import create_placement_app
 from gantt.replica import (  # a write the facade hands to its store, as it builds it
+    CONTENDED,
     LIVENESS_DELAY,
     Batch,
     ClaimSteps,
@@ -85,7 +86,6 @@ from gantt.service.schemas import (
     timestamp,
     versions,
 )
-from gantt.steps import CONTENDED
 
 log = logging.getLogger("gantt.service")
 # One line per answer at INFO (``gantt serve --log-level info``): method, path, status, milliseconds, request id.
