@@ -114,5 +114,8 @@ def test_keep_alive_connections_spread_evenly_over_the_workers(tmp_path: Path) -
         split = sorted(Counter(answer["pid"] for answer, _ in where).values())
         assert len(split) == 2 and split[1] - split[0] <= 1, (split, reconnects)
         assert not any(closing for _, closing in where), "an even split moves no more connections"
-        assert reconnects < 3 * len(conns), reconnects
+        # No endless ping-pong. A reconnection lands on whichever worker calls accept first, which on a loaded
+        # machine (the suite's other tests) may be the same crowded one several times in a row: seen once at 53
+        # reconnections for 16 connections with the load average at 7.
+        assert reconnects < 6 * len(conns), reconnects
         assert server.stop() == 0
