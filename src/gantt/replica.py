@@ -71,6 +71,7 @@ from gantt.store.base import (
     CommitResult,
     ConsumerHeld,
     Expect,
+    RepeatOf,
     Snapshot,
     Store,
     StoreConflict,
@@ -119,7 +120,7 @@ class Replica(Follower, PlacementFacade):
         self.stale_reports = 0  # reports this replica wrote that the store ignored as older than what it held
         self.touches = 0  # reports that changed nothing but their time: written as touches, or not at all (quiet)
         # Reports that repeat their node's record, acknowledged and not yet written (``heartbeat``): node -> report.
-        self._liveness: dict[NodeKey, HostReport] = {}
+        self._liveness: dict[NodeKey, tuple[HostReport, RepeatOf]] = {}
         self._liveness_lock = threading.Lock()  # taking the pending reports to write
         self._liveness_writing = threading.Lock()  # one batch of them written at a time, in order
         self.revalidations = 0  # store conflicts resolved by re-checking the same nodes (no new decision)
@@ -255,10 +256,16 @@ class Replica(Follower, PlacementFacade):
             self.revision = applying
 
     def _apply_one(self, table: HostTable, change: Change, *, bump: bool = True) -> None:
+        # Read before the change (a release takes the allocation that names its group out of the table), moved
+        # after it: ``heartbeat`` reads a node's usage revision before its record, and so never pairs a revision
+        # with the record as it was before that revision.
+        nodes = _usage_nodes(change, table) if bump else []
+        self._apply_effect(table, change)
+        for node in nodes:
+            self._bump(node[0], node[1], change.revision)
+
+    def _apply_effect(self, table: HostTable, change: Change) -> None:
         rev = change.revision
-        if bump:
-            for node in _usage_nodes(change, table):
-                self._bump(node[0], node[1], rev)
         if change.kind == "usage":
             return  # a bump and nothing else
         if change.kind == "touch":
@@ -539,7 +546,11 @@ class Replica(Follower, PlacementFacade):
         pending; a process killed outright loses up to LIVENESS_DELAY of them (their nodes look as old as their
         previous report until their next one)."""
         key = (report.host, report.nodename)
-        view = self.providers.by_key.get(key)  # the node's record as applied (a read of one dict entry: no lock)
+        # The node's usage revision, then its record as applied (reads of one dict entry each: no lock). In this
+        # order, the record is at least as new as the revision (``_apply_one``): named with the report, the
+        # revision lets the store take it for a touch without reading the record (``RepeatOf``).
+        revision = self.node_revisions.get(key, 0)
+        view = self.providers.by_key.get(key)
         if view is None:
             return False  # no record, or one without a uuid: this replica keeps none to compare with
         old = view.record
@@ -549,7 +560,8 @@ class Replica(Follower, PlacementFacade):
                 # Written now: a taken report of the node, older, would be refused by the store as stale.
                 self._liveness.pop(key, None)
                 return False
-            self._liveness[key] = report
+            assert old.reported_at is not None  # repeats() holds
+            self._liveness[key] = (report, RepeatOf(key[0], key[1], revision, old.reported_at))
         return True
 
     def liveness_pending(self) -> int:
@@ -559,18 +571,19 @@ class Replica(Follower, PlacementFacade):
         """Write the reports ``heartbeat`` took, as one batch (see there). Returns how many."""
         with self._liveness_writing:
             with self._liveness_lock:
-                reports, self._liveness = list(self._liveness.values()), {}
-            size = self.store.reports_per_batch or max(1, len(reports))
-            for start in range(0, len(reports), size):
+                taken, self._liveness = list(self._liveness.values()), {}
+            size = self.store.reports_per_batch or max(1, len(taken))
+            for start in range(0, len(taken), size):
+                part = taken[start:start + size]
                 try:
-                    self.write(Batch(reports=reports[start:start + size], touch_interval=self._touch_interval,
-                                     existing_only=True))
+                    self.write(Batch(reports=[report for report, _ in part], touch_interval=self._touch_interval,
+                                     existing_only=True, repeat_of=[seen for _, seen in part if seen.revision]))
                 except Exception:
                     with self._liveness_lock:  # kept for the next attempt, unless the node reported since
-                        for report in reports[start:]:
-                            self._liveness.setdefault((report.host, report.nodename), report)
+                        for report, seen in taken[start:]:
+                            self._liveness.setdefault((report.host, report.nodename), (report, seen))
                     raise
-            return len(reports)
+            return len(taken)
 
     def stop(self) -> None:
         try:

@@ -943,6 +943,12 @@ class _Reads:
             known = self._nodes[key] = (revision if revision is not None else row[0] or 0, row[1])
         return known
 
+    def liveness(self, key: NodeKey) -> tuple[int, float | None]:
+        row = self._ex("SELECT (SELECT revision FROM node_revisions WHERE host=?1 AND node=?2), "
+                       "(SELECT at FROM liveness WHERE host=?1 AND node=?2)", key).fetchone()
+        revision = self._later.revisions.get(key) if self._later is not None else None
+        return (revision if revision is not None else row[0] or 0), row[1]
+
     def host(self, key: NodeKey) -> HostReport | None:
         row = self._ex("SELECT h.data, l.at FROM hosts h LEFT JOIN liveness l ON l.host = h.host AND l.node = h.node "
                        "WHERE h.host=? AND h.node=?", key).fetchone()
