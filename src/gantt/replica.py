@@ -244,14 +244,28 @@ class Replica(Follower, PlacementFacade):
         # lock, and moved at a revision's first change it returned while the feed thread was still adding that
         # revision's rows (a batch of 1,000 reports: a caller's decision then saw the table grow).
         applying = 0
+        # Touches (a flush of repeated reports is hundreds in one revision) are applied together: before any
+        # other change, and before the cursor moves past their revision.
+        touches: list[Change] = []
         for change in changes:
             if change.revision <= loaded:
                 continue
             if own is None and applying < change.revision:
+                if touches:
+                    self._touch(table, touches)
+                    touches = []
                 if applying > self.revision:
                     self.revision = applying
                 applying = change.revision
+            if change.kind == "touch":
+                touches.append(change)
+                continue
+            if touches:
+                self._touch(table, touches)
+                touches = []
             self._apply_one(table, change, bump=own != "write")
+        if touches:
+            self._touch(table, touches)
         if own is None and applying > self.revision:
             self.revision = applying
 
@@ -269,7 +283,7 @@ class Replica(Follower, PlacementFacade):
         if change.kind == "usage":
             return  # a bump and nothing else
         if change.kind == "touch":
-            self._touch(table, change)
+            self._touch(table, [change])
             return
         key = _entity(change)
         if self._applied.get(key, 0) >= rev:
@@ -300,17 +314,23 @@ class Replica(Follower, PlacementFacade):
         except NotFound:
             pass  # already gone locally (our own rollback, or a host we never saw): the store is the truth
 
-    def _touch(self, table: HostTable, change: Change) -> None:
-        assert change.node is not None and change.at is not None
-        key = ("node", *change.node)
-        if self._applied.get(key, 0) >= change.revision:
-            return  # a later record of the node is applied already (our own write, ahead of the feed)
-        self._applied[key] = change.revision
-        if change.node in table:
-            table.touch(change.node[0], change.node[1], change.at)
-        view = self.providers.by_key.get(change.node)
-        if view is not None:  # Placement's updated_at follows the report time as it would on a rewrite
-            self.providers.put(lifted(view.record, change.at))
+    def _touch(self, table: HostTable, changes: list[Change]) -> None:
+        """Apply touch changes, in order."""
+        applied = self._applied
+        touches: list[tuple[NodeKey, float]] = []
+        for change in changes:
+            assert change.node is not None and change.at is not None
+            key = ("node", *change.node)
+            if applied.get(key, 0) >= change.revision:
+                continue  # a later record of the node is applied already (our own write, ahead of the feed)
+            applied[key] = change.revision
+            touches.append((change.node, change.at))
+        table.touch_many(touches)
+        providers = self.providers
+        for node, at in touches:
+            view = providers.by_key.get(node)
+            if view is not None:  # Placement's updated_at follows the report time as it would on a rewrite
+                providers.put(lifted(view.record, at))
 
     def _bump(self, host: str, node: str, revision: int) -> None:
         key = (host, node)
