@@ -58,8 +58,9 @@ class Reads(Protocol):
 
     # Optional: ``generation(key)``, the provider generation the store holds for a node (None: no node, 0: a node
     # Placement has not written), read without the whole record; without it the planner decodes ``host(key)``.
-    # Optional: ``liveness(key)``, the node's usage revision (0: never written) and the time of its last touch (None:
-    # none kept), read without the record; without it a report in ``Batch.repeat_of`` is planned from ``host(key)``.
+    # Optional: ``liveness(keys)``, for each node its usage revision (0: never written) and the time of its last
+    # touch (None: none kept), read without the records and in one go; without it a report in ``Batch.repeat_of``
+    # is planned from ``host(key)``.
 
     def aggregate(self, aggregate_id: str) -> Aggregate | None:
         """The aggregate as stored (a backend without atomic reads guards it: a change meanwhile fails the
@@ -226,6 +227,7 @@ def _plan_records(batch: Batch, out: Plan) -> None:
 def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
     liveness = getattr(reads, "liveness", None) if batch.repeat_of else None
     repeat_of = {(r.host, r.node): r for r in batch.repeat_of} if liveness is not None else {}
+    held = liveness(list(repeat_of)) if repeat_of else {}  # read before this batch writes anything
     for report in batch.reports:
         key = (report.host, report.nodename)
         seen = repeat_of.get(key)
@@ -234,7 +236,7 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
             # a repeated report cost the store's writer. The record is the one the replica compared the report
             # with while the node's usage revision is the one it names (every record write moves it); the time
             # the store holds is then the later of that record's and of its last touch.
-            revision, touched_at = liveness(key)
+            revision, touched_at = held[key]
             held_at = seen.reported_at if touched_at is None else max(touched_at, seen.reported_at)
             if seen.revision > 0 and revision == seen.revision and report.reported_at is not None \
                     and report.reported_at > held_at:
