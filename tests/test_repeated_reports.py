@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gantt.config import Config
-from gantt.model import HostReport
+from gantt.model import HostReport, HostStats, ServiceInfo
 from gantt.replica import Replica
 from gantt.store.etcd import EtcdStore
 from gantt.store.sqlite import SQLiteStore
@@ -210,3 +210,47 @@ def test_a_host_deleted_after_its_repeat_was_taken_stays_deleted(
     assert [h.host for h in a.store.snapshot().hosts] == ["h2"]
     for replica in (a, b):
         assert ("h1", "h1") not in replica.table and _time(replica, "h2") == T0 + 30.0
+
+
+def test_an_operator_change_after_a_repeat_was_taken_is_merged_with_it(
+        pair: tuple[Replica, Replica, list[float], str]) -> None:
+    """The repeat names the usage revision of the record it was compared with; the operator's change moves it, so
+    the store merges the (later) report into the changed record, as it would have had the report been written at
+    once after the change: what the report names wins, what it leaves out stays the operator's."""
+    a, b, now, _ = pair
+    a.update_resource_stats("h1", _stats("h1", service={"disabled": False}))
+    b.sync()
+    now[0] += 30.0
+    assert _taken(a, "h1", _stats("h1", service={"disabled": False}))
+    b.update_host("h1", "h1", HostStats(service=ServiceInfo(disabled=True), num_io_ops=7))
+    a.flush_liveness()
+    a.sync()
+    b.sync()
+    _all_hold_h1((a, b), 1, T0 + 30.0)
+    [held] = a.store.snapshot().hosts
+    assert held.stats.service is not None and not held.stats.service.disabled
+    assert a.touches == 0
+
+
+def test_the_feed_puts_a_record_in_before_it_moves_the_nodes_usage_revision(
+        pair: tuple[Replica, Replica, list[float], str]) -> None:
+    """``heartbeat`` reads a node's usage revision, then its record, with no lock, and the store takes a repeat
+    named at the revision it holds for a touch without reading the record. Were the revision moved first, a
+    report compared with the record before a change could be named with the change's revision, and a report
+    that is no repeat of the stored record would be lost as a touch."""
+    a, b, now, _ = pair
+    a.update_resource_stats("h1", _stats("h1"))
+    b.sync()
+    before = b.node_revisions[("h1", "h1")]
+    now[0] += 10.0
+    a.update_resource_stats("h1", _stats("h1", num_io_ops=6))
+    seen: list[tuple[int | None, int]] = []
+    put = b.providers.put
+
+    def put_watched(record: HostReport) -> None:
+        seen.append((record.stats.num_io_ops, b.node_revisions[("h1", "h1")]))
+        put(record)
+
+    b.providers.put = put_watched  # type: ignore[method-assign]
+    b.sync()
+    assert seen == [(6, before)] and b.node_revisions[("h1", "h1")] > before

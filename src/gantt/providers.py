@@ -287,7 +287,10 @@ class ProviderIndex:
         key = (record.host, record.nodename)
         found = view(record)
         old = self.by_key.get(key)
-        if old is None or found is None or _shape(old) != _shape(found):
+        # (A touch's record shares its stats and provider with the one it lifts: the shape is the same.)
+        if old is None or found is None or ((record.stats is not old.record.stats
+                                             or record.provider is not old.record.provider)
+                                            and _shape(old) != _shape(found)):
             self.version += 1  # a host's routine report changes figures only: what keys on the shape stays
         self._drop(key)
         if found is None:

@@ -71,6 +71,7 @@ from gantt.store.base import (
     CommitResult,
     ConsumerHeld,
     Expect,
+    RepeatOf,
     Snapshot,
     Store,
     StoreConflict,
@@ -119,7 +120,7 @@ class Replica(Follower, PlacementFacade):
         self.stale_reports = 0  # reports this replica wrote that the store ignored as older than what it held
         self.touches = 0  # reports that changed nothing but their time: written as touches, or not at all (quiet)
         # Reports that repeat their node's record, acknowledged and not yet written (``heartbeat``): node -> report.
-        self._liveness: dict[NodeKey, HostReport] = {}
+        self._liveness: dict[NodeKey, tuple[HostReport, RepeatOf]] = {}
         self._liveness_lock = threading.Lock()  # taking the pending reports to write
         self._liveness_writing = threading.Lock()  # one batch of them written at a time, in order
         self.revalidations = 0  # store conflicts resolved by re-checking the same nodes (no new decision)
@@ -243,26 +244,46 @@ class Replica(Follower, PlacementFacade):
         # lock, and moved at a revision's first change it returned while the feed thread was still adding that
         # revision's rows (a batch of 1,000 reports: a caller's decision then saw the table grow).
         applying = 0
+        # Touches (a flush of repeated reports is hundreds in one revision) are applied together: before any
+        # other change, and before the cursor moves past their revision.
+        touches: list[Change] = []
         for change in changes:
             if change.revision <= loaded:
                 continue
             if own is None and applying < change.revision:
+                if touches:
+                    self._touch(table, touches)
+                    touches = []
                 if applying > self.revision:
                     self.revision = applying
                 applying = change.revision
+            if change.kind == "touch":
+                touches.append(change)
+                continue
+            if touches:
+                self._touch(table, touches)
+                touches = []
             self._apply_one(table, change, bump=own != "write")
+        if touches:
+            self._touch(table, touches)
         if own is None and applying > self.revision:
             self.revision = applying
 
     def _apply_one(self, table: HostTable, change: Change, *, bump: bool = True) -> None:
+        # Read before the change (a release takes the allocation that names its group out of the table), moved
+        # after it: ``heartbeat`` reads a node's usage revision before its record, and so never pairs a revision
+        # with the record as it was before that revision.
+        nodes = _usage_nodes(change, table) if bump else []
+        self._apply_effect(table, change)
+        for node in nodes:
+            self._bump(node[0], node[1], change.revision)
+
+    def _apply_effect(self, table: HostTable, change: Change) -> None:
         rev = change.revision
-        if bump:
-            for node in _usage_nodes(change, table):
-                self._bump(node[0], node[1], rev)
         if change.kind == "usage":
             return  # a bump and nothing else
         if change.kind == "touch":
-            self._touch(table, change)
+            self._touch(table, [change])
             return
         key = _entity(change)
         if self._applied.get(key, 0) >= rev:
@@ -293,17 +314,23 @@ class Replica(Follower, PlacementFacade):
         except NotFound:
             pass  # already gone locally (our own rollback, or a host we never saw): the store is the truth
 
-    def _touch(self, table: HostTable, change: Change) -> None:
-        assert change.node is not None and change.at is not None
-        key = ("node", *change.node)
-        if self._applied.get(key, 0) >= change.revision:
-            return  # a later record of the node is applied already (our own write, ahead of the feed)
-        self._applied[key] = change.revision
-        if change.node in table:
-            table.touch(change.node[0], change.node[1], change.at)
-        view = self.providers.by_key.get(change.node)
-        if view is not None:  # Placement's updated_at follows the report time as it would on a rewrite
-            self.providers.put(lifted(view.record, change.at))
+    def _touch(self, table: HostTable, changes: list[Change]) -> None:
+        """Apply touch changes, in order."""
+        applied = self._applied
+        touches: list[tuple[NodeKey, float]] = []
+        for change in changes:
+            assert change.node is not None and change.at is not None
+            key = ("node", *change.node)
+            if applied.get(key, 0) >= change.revision:
+                continue  # a later record of the node is applied already (our own write, ahead of the feed)
+            applied[key] = change.revision
+            touches.append((change.node, change.at))
+        table.touch_many(touches)
+        providers = self.providers
+        for node, at in touches:
+            view = providers.by_key.get(node)
+            if view is not None:  # Placement's updated_at follows the report time as it would on a rewrite
+                providers.put(lifted(view.record, at))
 
     def _bump(self, host: str, node: str, revision: int) -> None:
         key = (host, node)
@@ -539,7 +566,11 @@ class Replica(Follower, PlacementFacade):
         pending; a process killed outright loses up to LIVENESS_DELAY of them (their nodes look as old as their
         previous report until their next one)."""
         key = (report.host, report.nodename)
-        view = self.providers.by_key.get(key)  # the node's record as applied (a read of one dict entry: no lock)
+        # The node's usage revision, then its record as applied (reads of one dict entry each: no lock). In this
+        # order, the record is at least as new as the revision (``_apply_one``): named with the report, the
+        # revision lets the store take it for a touch without reading the record (``RepeatOf``).
+        revision = self.node_revisions.get(key, 0)
+        view = self.providers.by_key.get(key)
         if view is None:
             return False  # no record, or one without a uuid: this replica keeps none to compare with
         old = view.record
@@ -549,7 +580,8 @@ class Replica(Follower, PlacementFacade):
                 # Written now: a taken report of the node, older, would be refused by the store as stale.
                 self._liveness.pop(key, None)
                 return False
-            self._liveness[key] = report
+            assert old.reported_at is not None  # repeats() holds
+            self._liveness[key] = (report, RepeatOf(key[0], key[1], revision, old.reported_at))
         return True
 
     def liveness_pending(self) -> int:
@@ -559,18 +591,19 @@ class Replica(Follower, PlacementFacade):
         """Write the reports ``heartbeat`` took, as one batch (see there). Returns how many."""
         with self._liveness_writing:
             with self._liveness_lock:
-                reports, self._liveness = list(self._liveness.values()), {}
-            size = self.store.reports_per_batch or max(1, len(reports))
-            for start in range(0, len(reports), size):
+                taken, self._liveness = list(self._liveness.values()), {}
+            size = self.store.reports_per_batch or max(1, len(taken))
+            for start in range(0, len(taken), size):
+                part = taken[start:start + size]
                 try:
-                    self.write(Batch(reports=reports[start:start + size], touch_interval=self._touch_interval,
-                                     existing_only=True))
+                    self.write(Batch(reports=[report for report, _ in part], touch_interval=self._touch_interval,
+                                     existing_only=True, repeat_of=[seen for _, seen in part if seen.revision]))
                 except Exception:
                     with self._liveness_lock:  # kept for the next attempt, unless the node reported since
-                        for report in reports[start:]:
-                            self._liveness.setdefault((report.host, report.nodename), report)
+                        for report, seen in taken[start:]:
+                            self._liveness.setdefault((report.host, report.nodename), (report, seen))
                     raise
-            return len(reports)
+            return len(taken)
 
     def stop(self) -> None:
         try:

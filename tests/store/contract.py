@@ -31,11 +31,13 @@ from gantt.model import (
 from gantt.store.base import (
     Batch,
     Capacity,
+    CommitResult,
     ConsumerGeneration,
     ConsumerHeld,
     Expect,
     Generation,
     Membership,
+    RepeatOf,
     Store,
     StoreConflict,
 )
@@ -231,6 +233,36 @@ def check_an_unchanged_report_is_a_touch(store: Store) -> None:
     assert kinds == ["host", "touch", "allocation", "host", "host_deleted", "host"]
 
 
+def check_a_named_repeat_is_a_touch_only_at_its_revision(store: Store) -> None:
+    """``Batch.repeat_of``: reports a replica took for repeats of the record it held at a usage revision. While the
+    store holds that revision, a touch (nothing within ``touch_interval`` of the time the store holds, which a
+    later touch may have moved past the one named); the record changed since, the report is merged into what
+    the store holds and written whole; the node deleted, or never written, nothing."""
+    first = store.commit(Batch(reports=[at(1000.0, vcpus_used=2)]))
+    seen = RepeatOf("h1", "h1", first.revision, 1000.0)
+
+    def repeat(when: float, named: RepeatOf = seen, interval: float = 0.0) -> CommitResult:
+        return store.commit(Batch(reports=[at(when, named.host, vcpus_used=2)], repeat_of=[named],
+                                  touch_interval=interval, existing_only=True))
+
+    assert [(c.kind, c.node, c.at) for c in repeat(1010.0).changes] == [("touch", ("h1", "h1"), 1010.0)]
+    quiet = repeat(1012.0, interval=5.0)  # 12 s after the time named, 2 s after the time held
+    assert quiet.changes == [] and quiet.quiet == 1
+    store.commit(Batch(reports=[at(1030.0, vcpus_used=2)]))  # another writer's touch, later than the next repeat
+    late = repeat(1020.0)
+    assert late.changes == [] and late.quiet == 0
+    assert store.snapshot().hosts[0].reported_at == 1030.0
+    store.commit(Batch(reports=[at(1040.0, vcpus_used=3, num_io_ops=4)]))  # another writer's change
+    written = repeat(1050.0)
+    assert [c.kind for c in written.changes] == ["host"]
+    [held] = store.snapshot().hosts
+    assert (held.stats.vcpus_used, held.stats.num_io_ops, held.reported_at) == (2, 4, 1050.0)
+    store.commit(Batch(delete_hosts=[("h1", None)]))
+    assert repeat(1060.0, RepeatOf("h1", "h1", written.revision, 1050.0)).changes == []
+    assert repeat(1060.0, RepeatOf("h9", "h9", 0, 900.0)).changes == []  # a node the store never held
+    assert store.snapshot().hosts == []
+
+
 def check_instances(store: Store) -> None:
     store.commit(Batch(reports=[report("h1")]))
     store.commit(Batch(instances=[InstanceInfo(host="h1", instances=["i1", "i2"])]))
@@ -409,6 +441,7 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_releases_and_deletes,
     check_instances,
     check_an_unchanged_report_is_a_touch,
+    check_a_named_repeat_is_a_touch_only_at_its_revision,
     check_feed_waits_for_a_change,
     check_provider_generations,
     check_aggregate_writes_move_their_pseudo_node,

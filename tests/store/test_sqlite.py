@@ -14,10 +14,11 @@ from gantt import NoValidHost
 from gantt.config import Config
 from gantt.model import Aggregate, HostReport, HostStats, InstanceInfo, NotFound, StoreUnavailable
 from gantt.replica import Replica, audit
-from gantt.store.base import Batch, Compacted, Expect, Store, StoreConflict, open_store
+from gantt.store import sqlite
+from gantt.store.base import Batch, Compacted, Expect, RepeatOf, Store, StoreConflict, open_store
 from gantt.store.sqlite import SQLiteStore, path_of
 from tests.conftest import host_stats, request
-from tests.store.contract import CONTRACT, alloc, report
+from tests.store.contract import CONTRACT, alloc, at, report
 from tests.store.full_disk import FullDiskSQLiteStore
 
 CONFIG = Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}})
@@ -445,6 +446,34 @@ def test_a_usage_revision_moved_earlier_in_the_group_refuses_a_later_batch(store
     assert {a.consumer_uuid for a in store.snapshot().allocations} == {"a"}
     held = {(r.host, r.node): r.revision for r in store.snapshot().node_revisions}
     assert held[("h1", "h1")] == rev + 2
+
+
+def test_a_record_written_earlier_in_the_group_is_not_taken_for_a_named_repeat(store: SQLiteStore) -> None:
+    """A repeat named at the usage revision a replica saw (``RepeatOf``), in the same group as a batch that wrote
+    the node's record first: the revision is the group's own (written at its end), and the repeat must be merged
+    into the record that batch wrote, not taken for a touch of the record before it."""
+    rev = store.commit(Batch(reports=[at(1000.0, vcpus_used=2)])).revision
+    batches = {"first": Batch(reports=[report("h2")]),
+               "change": Batch(reports=[at(1010.0, vcpus_used=3, num_io_ops=4)]),
+               "repeat": Batch(reports=[at(1020.0, vcpus_used=2)], repeat_of=[RepeatOf("h1", "h1", rev, 1000.0)],
+                               existing_only=True)}
+    outcomes, groups = _commit_queued(store, batches, ())
+    assert store.groups == groups + 2  # "first" alone, then "change" and "repeat" in one transaction
+    assert outcomes["repeat"] == rev + 3
+    held = next(h for h in store.snapshot().hosts if h.host == "h1")
+    assert (held.stats.vcpus_used, held.stats.num_io_ops, held.reported_at) == (2, 4, 1020.0)
+    assert [c.kind for c in store.changes(rev + 2, timeout=0)] == ["host"]
+
+
+def test_named_repeats_past_one_statements_worth_are_all_read(store: SQLiteStore,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite, "LIVENESS_KEYS", 2)
+    hosts = [f"h{i}" for i in range(5)]
+    rev = store.commit(Batch(reports=[at(1000.0, h, vcpus_used=2) for h in hosts])).revision
+    store.commit(Batch(reports=[at(1030.0, "h3", vcpus_used=2)]))  # a later touch: the repeat of h3 is stale
+    result = store.commit(Batch(reports=[at(1020.0, h, vcpus_used=2) for h in hosts], existing_only=True,
+                                repeat_of=[RepeatOf(h, h, rev, 1000.0) for h in hosts]))
+    assert [(c.kind, c.node) for c in result.changes] == [("touch", (h, h)) for h in hosts if h != "h3"]
 
 
 def test_a_feed_reader_finds_a_group_committed_from_a_loop_within_a_poll(store: SQLiteStore) -> None:

@@ -12,9 +12,11 @@ import pytest
 
 from gantt import NoValidHost
 from gantt.config import Config
-from gantt.model import Allocation
+from gantt.model import Allocation, HostReport
 from gantt.replica import TOUCH_FRACTION, Replica, audit
+from gantt.state.table import VECTOR_ROWS
 from gantt.store.base import Batch, Change, Store, lifted
+from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, request
 from tests.store.test_replica import _two_stores
@@ -131,6 +133,79 @@ def test_a_touch_changes_what_a_rewrite_would_and_nothing_else(tmp_path: Path) -
         a.stop()
         b.stop()
         old.stop()
+
+
+def test_touches_applied_together_change_what_rewrites_would(tmp_path: Path) -> None:
+    """A flush of repeated reports is one revision of many touches, applied together (``HostTable.touch_many``:
+    the rows' figures computed again at once): every node ends as a rewrite of its record leaves it, claims
+    confirmed, expired and settled on the report's time included."""
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    clock = Clock(1000.0)
+    with SQLiteStore(url) as store, SQLiteStore(url) as other:
+        a = Replica(store, CONFIG, clock=clock).start(follow=False)
+        b = Replica(other, CONFIG, clock=clock).start(follow=False)
+        old = Replica(other, CONFIG, clock=clock).start(follow=False)
+        hosts = [f"h{i}" for i in range(2 * VECTOR_ROWS)]
+        stats = {h: host_stats(uuid=f"uuid-{h}", vcpus_used=1 + i % 3, memory_mb_used=2048,
+                               **({"instances": [f"i-{h}"]} if i % 2 else {})) for i, h in enumerate(hosts)}
+        for h in hosts:
+            a.update_resource_stats(h, stats[h])
+        a.write(Batch(allocations=[
+            Allocation(consumer_uuid=f"{kind}-{h}", host=h, nodename=h, resources={"VCPU": 2, "MEMORY_MB": 1024},
+                       created_at=1001.0 if i % 4 < 2 else 1650.0)
+            for i, h in enumerate(hosts) for kind in ("i", "c")]))
+        before = {h.host: h for h in store.snapshot().hosts}
+        since = old.sync()
+        b.sync()
+        clock.now = 1700.0  # past claim_timeout for half of the claims
+        for h in hosts:
+            report = HostReport.of(h, stats[h])
+            a.report_batch(report)
+            assert a.heartbeat(report)
+        assert a.flush_liveness() == len(hosts)
+        touches = other.changes(since, timeout=0)
+        assert [c.kind for c in touches] == ["touch"] * len(hosts) and len({c.revision for c in touches}) == 1
+        b.sync()
+        old.apply([Change(revision=c.revision, kind="host", host=lifted(before[c.node[0]], c.at))
+                   for c in touches if c.node is not None and c.at is not None])
+        for h in hosts:
+            assert _node_state(b, h) == _node_state(old, h) == _node_state(a, h), h
+        assert b.counters()["expired_claims"] > 0
+        a.stop()
+        b.stop()
+        old.stop()
+
+
+def test_figures_computed_again_for_rows_together_are_those_row_by_row() -> None:
+    """``touch_many`` computes the touched rows' load and free figures over an index array (``refresh_rows``):
+    from rows whose figures were lost, they must come back as the rows' own updates left them (claims in flight,
+    a disk_available_least under the accounted free space, and none reported, among them)."""
+    replica = Replica(MemoryStore(), CONFIG, clock=Clock(1000.0)).start(follow=False)
+    hosts = [f"h{i}" for i in range(3 * VECTOR_ROWS)]
+    for i, h in enumerate(hosts):
+        extra = {"disk_available_least": 100 + i} if i % 3 == 0 else {}
+        replica.update_resource_stats(h, host_stats(vcpus_used=i % 5, memory_mb_used=1024 * i, local_gb_used=i,
+                                                    num_io_ops=i % 4, num_instances=i % 6, **extra))
+    replica.write(Batch(allocations=[Allocation(consumer_uuid=f"c-{h}", host=h, nodename=h, created_at=1000.0,
+                                                resources={"VCPU": 1 + i % 2, "MEMORY_MB": 512, "DISK_GB": 3})
+                                     for i, h in enumerate(hosts) if i % 2]))
+    columns = replica.table._columns
+    figures = ["io_ops_load", "instances_load", "free_vcpus", "free_ram_mb", "free_disk_mb"]
+
+    def held() -> list[str]:
+        return [str(columns.cols[name].tolist()) for name in figures] + [str(columns.rc[name].tolist())
+                                                                         for name in ("free", "capacity")]
+
+    expected = held()
+    rows = np.array(sorted(replica.table.row(h, h) for h in hosts[1::2] + hosts[:3]), dtype=np.intp)
+    for name in figures:
+        columns.cols[name][rows] = -1
+    classes = len(columns.rc_index)  # the slots beyond are for classes not seen yet
+    columns.rc["free"][rows, :classes] = -1
+    columns.rc["capacity"][rows, :classes] = -1
+    columns.refresh_rows(rows)
+    assert held() == expected
+    replica.stop()
 
 
 @pytest.mark.parametrize(("field", "first", "then", "spec"), [

@@ -489,8 +489,9 @@ class Columns:
         rc["free"][row, :k] = cap - rc["reported"][row, :k] - rc["inflight"][row, :k]
         self._refresh_physical_free(row)
 
-    def refresh_rows(self, rows: slice) -> None:
-        """``refresh_load`` and ``refresh_free`` on a range of rows at once (the same arithmetic, elementwise)."""
+    def refresh_rows(self, rows: slice | np.ndarray) -> None:
+        """``refresh_load`` and ``refresh_free`` on a range (or an index array) of rows at once (the same
+        arithmetic, elementwise)."""
         cols = self.cols
         cols["io_ops_load"][rows] = cols["num_io_ops"][rows] + cols["inflight_instances"][rows]
         cols["instances_load"][rows] = cols["num_instances"][rows] + cols["inflight_instances"][rows]

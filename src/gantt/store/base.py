@@ -95,6 +95,20 @@ class Expect(Struct, array_like=True):
     revision: int  # 0: the node has never been written
 
 
+class RepeatOf(Struct, array_like=True):
+    """A replica took a report of this node for a repeat of the record it held when the node's usage revision was
+    ``revision`` (``Replica.heartbeat``), that record's time (lifted by the touches it had applied) being
+    ``reported_at``. Every write of a node's record moves its usage revision, so a store that still holds that
+    revision holds that record: it may take the report for a touch from the revision and its liveness time
+    alone, without reading the record (``planner._plan_reports``). Any other revision: the report is planned
+    as any other, from the record."""
+
+    host: str
+    node: str
+    revision: int
+    reported_at: float
+
+
 class Generation(Struct, array_like=True):
     """A provider generation a batch expects the store to hold for a node (None: the node must not exist)."""
 
@@ -173,6 +187,8 @@ class Batch(Struct, omit_defaults=True):
     # The reports repeat records a replica held when they arrived (``Replica.flush_liveness``, written later): one
     # whose node the store no longer holds was deleted since, and is not written (it would bring the node back).
     existing_only: bool = False
+    # What the replica compared ``reports`` with, for those it took for repeats (a store may plan them from this).
+    repeat_of: list[RepeatOf] = field(default_factory=list)
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",

@@ -104,6 +104,9 @@ class _Reads:
     def expect_holds(self, expect: Expect) -> bool:
         return self._s._node_revisions.get((expect.host, expect.node), 0) == expect.revision
 
+    def liveness(self, keys: list[NodeKey]) -> dict[NodeKey, tuple[int, float | None]]:
+        return {key: (self._s._node_revisions.get(key, 0), self._s._touched.get(key)) for key in keys}
+
     def host(self, key: NodeKey) -> HostReport | None:
         record = self._s._hosts.get(key)
         return None if record is None else lifted(record, self._s._touched.get(key))

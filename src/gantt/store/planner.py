@@ -58,6 +58,9 @@ class Reads(Protocol):
 
     # Optional: ``generation(key)``, the provider generation the store holds for a node (None: no node, 0: a node
     # Placement has not written), read without the whole record; without it the planner decodes ``host(key)``.
+    # Optional: ``liveness(keys)``, for each node its usage revision (0: never written) and the time of its last
+    # touch (None: none kept), read without the records and in one go; without it a report in ``Batch.repeat_of``
+    # is planned from ``host(key)``.
 
     def aggregate(self, aggregate_id: str) -> Aggregate | None:
         """The aggregate as stored (a backend without atomic reads guards it: a change meanwhile fails the
@@ -222,8 +225,23 @@ def _plan_records(batch: Batch, out: Plan) -> None:
 
 
 def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
+    liveness = getattr(reads, "liveness", None) if batch.repeat_of else None
+    repeat_of = {(r.host, r.node): r for r in batch.repeat_of} if liveness is not None else {}
+    held = liveness(list(repeat_of)) if repeat_of else {}  # read before this batch writes anything
     for report in batch.reports:
         key = (report.host, report.nodename)
+        seen = repeat_of.get(key)
+        if seen is not None and key not in out.hosts and key not in out.touches:
+            # Reading and decoding the record, merging the report into it and comparing the two was most of what
+            # a repeated report cost the store's writer. The record is the one the replica compared the report
+            # with while the node's usage revision is the one it names (every record write moves it); the time
+            # the store holds is then the later of that record's and of its last touch.
+            revision, touched_at = held[key]
+            held_at = seen.reported_at if touched_at is None else max(touched_at, seen.reported_at)
+            if seen.revision > 0 and revision == seen.revision and report.reported_at is not None \
+                    and report.reported_at > held_at:
+                _plan_touch(batch, out, key, held_at, report.reported_at)
+                continue
         written = key in out.hosts
         old = out.hosts[key] if written else reads.host(key)
         if old is None and batch.existing_only:
@@ -238,16 +256,21 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
             # did not change. Within touch_interval of the time already held, not even that is written: the node
             # then looks up to that much older everywhere alike, a small fraction of service_down_time.
             assert merged.reported_at is not None and old.reported_at is not None
-            if merged.reported_at - old.reported_at < batch.touch_interval:
-                out.quiet += 1
-            else:
-                out.touches[key] = merged.reported_at
-                out.changes.append(Change(revision=0, kind="touch", node=key, at=merged.reported_at))
+            _plan_touch(batch, out, key, old.reported_at, merged.reported_at)
             continue
         out.touches.pop(key, None)
         out.hosts[key] = merged
         out.bumped[key] = None
         out.changes.append(Change(revision=0, kind="host", host=merged))
+
+
+def _plan_touch(batch: Batch, out: Plan, key: NodeKey, held_at: float, at: float) -> None:
+    """A report of ``key`` at ``at`` that repeats the record the store holds, its time ``held_at``."""
+    if at - held_at < batch.touch_interval:
+        out.quiet += 1
+    else:
+        out.touches[key] = at
+        out.changes.append(Change(revision=0, kind="touch", node=key, at=at))
 
 
 def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
