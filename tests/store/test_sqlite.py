@@ -245,6 +245,30 @@ def test_compaction_makes_replica_resnapshot(url: str) -> None:
         assert len(behind.table.allocations()) == 20
 
 
+def test_another_process_reads_the_feed_and_its_floor_in_one_snapshot(url: str) -> None:
+    """A reader with none of these revisions in memory reads them from the file: the rows after ``since``, and
+    Compacted when ``since`` is below the floor, whether rows are left after it or none are."""
+    with SQLiteStore(url) as writer, SQLiteStore(url) as reader:
+        start = writer.head()
+        for i in range(6):
+            writer.commit(Batch(reports=[report(f"h{i}")]))
+        head = writer.head()
+        assert [c.host.host for c in reader.changes(start, timeout=0) if c.host] == [f"h{i}" for i in range(6)]
+        assert [c.revision for c in reader.changes(head - 2, timeout=0)] == [head - 1, head]
+        writer.compact(keep=3)
+        with pytest.raises(Compacted):
+            reader.changes(head - 4, timeout=0)  # rows are left after it, from the floor on
+        assert [c.revision for c in reader.changes(head - 3, timeout=0)] == [head - 2, head - 1, head]
+        # limited: whole revisions, and the floor still checked
+        assert [c.revision for c in reader.changes(head - 3, timeout=0, limit=2)] == [head - 2, head - 1]
+        with pytest.raises(Compacted):
+            reader.changes(head - 4, timeout=0, limit=2)
+        writer.compact(keep=0)
+        with pytest.raises(Compacted):
+            reader.changes(head - 1, timeout=0)  # no row is left at all: the floor alone says so
+        assert reader.changes(head, timeout=0) == []
+
+
 def test_changes_waits_and_wakes_on_commit(store: SQLiteStore) -> None:
     head = store.commit(Batch(reports=[report("h1")])).revision
     t0 = time.monotonic()

@@ -534,16 +534,17 @@ class Columns:
         """Count ``resources`` in flight on ``row`` (``sign`` +1) or no longer (-1), and one instance with them
         unless ``instance`` is False (a consumer's part on a node it does not run on)."""
         known = self.rc_index
-        if all(name in known for name in resources):
+        if known.keys() >= resources.keys():
             # Every claim and release lands here, on every replica: only the named classes' free changes (the
-            # capacity does not), so update those alone rather than recompute the row.
+            # capacity does not), so update those alone rather than recompute the row. Read as Python floats
+            # (``item``), as in ``refresh_load``: the same float64 arithmetic as on numpy scalars, for less.
             rc = self.rc
             inflight, free, capacity, reported = rc["inflight"], rc["free"], rc["capacity"], rc["reported"]
             for name, amount in resources.items():
                 j = known[name]
-                held = inflight[row, j] + sign * amount
+                held = inflight.item(row, j) + sign * amount
                 inflight[row, j] = held
-                free[row, j] = capacity[row, j] - reported[row, j] - held
+                free[row, j] = capacity.item(row, j) - reported.item(row, j) - held
             self._refresh_physical_free(row)
         else:
             for name, amount in resources.items():
@@ -551,7 +552,8 @@ class Columns:
                 self.rc["inflight"][row, j] += sign * amount
             self.refresh_free(row)
         if instance:
-            self.cols["inflight_instances"][row] += sign
+            instances = self.cols["inflight_instances"]
+            instances[row] = instances.item(row) + sign
             self.refresh_load(row)
 
 

@@ -575,28 +575,45 @@ class SQLiteStore(Store):
         return out
 
     def _read_changes(self, conn: sqlite3.Connection, since: int, limit: int) -> list[Change]:
+        # The common case in one statement, the floor a column of it (one read transaction, so the rows and the
+        # floor agree): an explicit BEGIN, a read of the floor and a COMMIT were three more statements per read,
+        # each a GIL hand-over, on every catch-up with another process's revisions (the feed's, and a write's on
+        # the event loop).
+        rows = conn.execute("SELECT (SELECT value FROM meta WHERE key='floor'), revision, seq, payload FROM changes "
+                            "WHERE revision > ? ORDER BY revision, seq LIMIT ?", (since, limit + 1)).fetchall()
+        if rows and len(rows) <= limit:
+            if since < rows[0][0]:
+                raise Compacted(f"revision {since} is compacted; the feed keeps revisions after {rows[0][0]}")
+            return self._decoded(rows)
+        return self._read_changes_cut(conn, since, limit)
+
+    def _read_changes_cut(self, conn: sqlite3.Connection, since: int, limit: int) -> list[Change]:
+        """``_read_changes`` when no row came back (the floor then decides) or more than ``limit`` did."""
         conn.execute("BEGIN")
         try:
             floor = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
             if since < floor:
                 raise Compacted(f"revision {since} is compacted; the feed keeps revisions after {floor}")
-            # One statement in the common case (fewer rows than the limit): each is a GIL hand-over, and finding
-            # the cut first walked every row twice.
-            rows = conn.execute("SELECT revision, seq, payload FROM changes WHERE revision > ? "
+            # Finding the cut first (another statement) walked every row twice.
+            rows = conn.execute("SELECT NULL, revision, seq, payload FROM changes WHERE revision > ? "
                                 "ORDER BY revision, seq LIMIT ?", (since, limit + 1)).fetchall()
             if len(rows) > limit:
                 # never split a revision: the reader takes the last revision it sees as fully applied
-                cut = rows[limit][0]
+                cut = rows[limit][1]
                 if cut - 1 > since:
-                    rows = [row for row in rows[:limit] if row[0] < cut]
+                    rows = [row for row in rows[:limit] if row[1] < cut]
                 else:  # the first revision alone is past the limit: all of it
-                    rows = conn.execute("SELECT revision, seq, payload FROM changes WHERE revision = ? "
+                    rows = conn.execute("SELECT NULL, revision, seq, payload FROM changes WHERE revision = ? "
                                         "ORDER BY seq", (cut,)).fetchall()
         finally:
             conn.execute("COMMIT")
+        return self._decoded(rows)
+
+    def _decoded(self, rows: list[Any]) -> list[Change]:
+        """Rows of (floor or NULL, revision, seq, payload) as changes."""
         recent = self._recent
         out: list[Change] = []
-        for revision, seq, payload in rows:
+        for _, revision, seq, payload in rows:
             mine = recent.get(revision)  # our own revisions between other processes' ones: no decoding
             out.append(mine[seq] if mine is not None and seq < len(mine) else _DEC_CHANGE.decode(payload))
         return out
@@ -701,7 +718,8 @@ class SQLiteStore(Store):
                     as_of = pending.batch.fresh_as_of
                     if as_of is not None and self._foreign > as_of:
                         raise ReplicaBehind(f"another process wrote revision {self._foreign}, after {as_of}")
-                    p = planner.plan(pending.batch, _Reads(cur, revision, later))
+                    reads = _Reads(cur, revision, later, records=bool(pending.batch.generations))
+                    p = planner.plan(pending.batch, reads)
                     try:
                         changes, quiet = _write(cur, p, revision + 1, later)
                     except Exception:
@@ -920,10 +938,16 @@ def _write(conn: sqlite3.Connection | sqlite3.Cursor, p: planner.Plan, rev: int,
 class _Reads:
     """The planner's reads, inside the writer's open transaction (so they and the writes are one atomic step)."""
 
-    def __init__(self, conn: sqlite3.Connection | sqlite3.Cursor, head: int, later: _Later | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection | sqlite3.Cursor, head: int, later: _Later | None = None, *,
+                 records: bool = True) -> None:
         self._ex = conn.execute
         self._head = head
         self._nodes: dict[NodeKey, tuple[int, bytes | None]] = {}
+        # Whether the batch reads nodes' records too (its provider generations): else an ``expect`` (every claim)
+        # reads the usage revision alone. Reading the record with it walked the hosts table and its index for a
+        # blob nobody used: most of the pages a claim read, and with two processes writing, SQLite's page cache
+        # starts each group empty, so every one of them was a read from the file.
+        self._records = records
         # A release asks for its allocation twice (the check, then the plan): one statement and one decode.
         self._allocations: dict[str, Allocation | None] = {}
         self._later = later  # revisions written earlier in the group, not yet in the table
@@ -940,8 +964,12 @@ class _Reads:
         is written until the planner is done."""
         known = self._nodes.get(key)
         if known is None:
-            row = self._ex("SELECT (SELECT revision FROM node_revisions WHERE host=?1 AND node=?2), "
-                           "(SELECT data FROM hosts WHERE host=?1 AND node=?2)", key).fetchone()
+            if self._records:
+                row = self._ex("SELECT (SELECT revision FROM node_revisions WHERE host=?1 AND node=?2), "
+                               "(SELECT data FROM hosts WHERE host=?1 AND node=?2)", key).fetchone()
+            else:
+                row = self._ex("SELECT (SELECT revision FROM node_revisions WHERE host=?1 AND node=?2), NULL",
+                               key).fetchone()
             revision = self._later.revisions.get(key) if self._later is not None else None
             known = self._nodes[key] = (revision if revision is not None else row[0] or 0, row[1])
         return known
@@ -972,7 +1000,11 @@ class _Reads:
         return lifted(_DEC_HOST.decode(row[0]), row[1]) if row else None
 
     def generation(self, key: NodeKey) -> int | None:
-        data = self._node(key)[1]
+        if self._records:
+            data = self._node(key)[1]
+        else:
+            row = self._ex("SELECT data FROM hosts WHERE host=? AND node=?", key).fetchone()
+            data = row[0] if row else None
         if data is None:
             return None
         provider = _DEC_GENERATION.decode(data).provider
