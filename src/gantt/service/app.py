@@ -115,10 +115,12 @@ def env_count(name: str, default: int, minimum: int) -> int:
 # How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
 # that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http_api.py; GANTT_THREADS overrides it.
 THREADS = env_count("GANTT_THREADS", 16, 1)
-# Placements are decided on the event loop (``Service.claim``) up to this many rows, where a decision takes a
-# fraction of a millisecond; above, on the worker's one decider thread (``Decider``), where a decision's ~1 ms
-# would hold every connection's reads and answers behind it.
-LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 20_000, 0)
+# Placements are decided on the event loop (``Service.claim``) up to this many rows, where a decision takes half a
+# millisecond or less; above, on the worker's one decider thread (``Decider``), where a decision's 1-4 ms (a
+# million rows) would hold every connection's reads and answers behind it. At 100,000 hosts with reports streaming
+# the loop decided with a lower placement p99 than the decider (47-50 ms against 55-61, bench/RESULTS-mixed.md):
+# each hop to the decider and back waited for the other thread's turn at the interpreter lock.
+LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 200_000, 0)
 # How many decider threads a worker runs for those larger tables; placements take them in turn. 0: decided on
 # the handler threads instead, each blocked in its own commit (what a decider saves: bench/RESULTS-mixed.md).
 DECIDERS = env_count("GANTT_DECIDERS", 1, 0)
