@@ -75,6 +75,14 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
             return write_on_loop(batch)
 
         monkeypatch.setattr(on_loop, "write_on_loop", noted)
+        decided_on: set[str] = set()  # the threads that drove the decisions
+        select = on_loop._select
+
+        def decided(spec: Any) -> Any:
+            decided_on.add(threading.current_thread().name)
+            return (yield from select(spec))
+
+        monkeypatch.setattr(on_loop, "_select", decided)
 
         acked: list[str] = []
         statuses: list[int] = []
@@ -118,7 +126,12 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
         assert statuses.count(200) > 0
         assert len(stored) >= HOSTS * VCPUS - 3  # the cloud fills up (a few may give up under contention)
         assert handed_over > 0, "no claim waited for another on its node: the hand-off to a thread went untested"
-        assert committed_from == committers, committed_from
+        # Who decided is every driver asked; who committed from a loop is among them (a placement whose claim
+        # waited for another on its node commits from a handler thread: with 3 nodes and 8 placements at once,
+        # every placement one of two deciders drove went that way in 3 runs of 20).
+        assert committed_from <= committers and bool(committed_from) == bool(committers), committed_from
+        if committers:
+            assert decided_on == committers, decided_on
     finally:
         on_loop.close()
         other.close()
