@@ -204,14 +204,7 @@ def test_a_report_written_while_the_feed_holds_the_table_is_applied_on_a_thread(
     replica = Replica.open(f"sqlite:///{tmp_path}/report.sqlite", Config.from_dict({"gantt": {"seed": 5}}))
     try:
         replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
-        applied_on: list[str] = []
-        written = replica.written
-
-        def noted(batch: Any, result: Any) -> Any:
-            applied_on.append(threading.current_thread().name)
-            return written(batch, result)
-
-        replica.written = noted  # type: ignore[method-assign]
+        applied_on = _threads_calling(replica, "written")
         feed = TableLockHolder(replica.table)
 
         async def run() -> httpx.Response:
@@ -240,14 +233,7 @@ def test_a_decider_waits_for_the_table_where_the_loop_goes_to_a_thread(tmp_path:
     replica = Replica.open(f"sqlite:///{tmp_path}/wait.sqlite", config, follow=False)  # the lock is ours alone
     try:
         replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
-        handed: list[str] = []
-        run_claims = replica.run_claims
-
-        def noted(steps: Any) -> Any:
-            handed.append(threading.current_thread().name)
-            return run_claims(steps)
-
-        replica.run_claims = noted  # type: ignore[method-assign]
+        handed = _threads_calling(replica, "run_claims")
         feed = TableLockHolder(replica.table)
 
         async def run() -> Any:
@@ -269,6 +255,19 @@ def test_a_decider_waits_for_the_table_where_the_loop_goes_to_a_thread(tmp_path:
         replica.close()
 
 
+def _threads_calling(replica: Replica, method: str) -> list[str]:
+    """The names of the threads that call ``replica``'s ``method`` from now on, in order (the call goes on)."""
+    names: list[str] = []
+    original = getattr(replica, method)
+
+    def noted(*args: Any) -> Any:
+        names.append(threading.current_thread().name)
+        return original(*args)
+
+    setattr(replica, method, noted)
+    return names
+
+
 def _release_later(done: threading.Event) -> None:
     done.wait(0.5)  # the request is answered (if at all) while the lock is held for this long
     done.set()
@@ -282,14 +281,7 @@ def test_reading_the_feed_while_the_feed_holds_the_table_goes_on_on_a_thread(tmp
     replica = Replica.open(f"sqlite:///{tmp_path}/sync.sqlite", config, follow=False)  # the lock is ours alone
     try:
         replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
-        synced_on: list[str] = []
-        sync = replica.sync
-
-        def noted() -> int:
-            synced_on.append(threading.current_thread().name)
-            return sync()
-
-        replica.sync = noted  # type: ignore[method-assign]
+        synced_on = _threads_calling(replica, "sync")
         feed = TableLockHolder(replica.table)
 
         async def run() -> int:
