@@ -3,6 +3,8 @@ record write, and nothing else observable changed."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,17 +88,34 @@ def _node_state(replica: Replica, host: str) -> dict[str, Any]:
             "instances": sorted(table.instances(row)), "counters": replica.counters()}
 
 
+@contextlib.contextmanager
+def _three_replicas(tmp_path: Path, clock: Clock) -> Iterator[tuple[SQLiteStore, SQLiteStore, Replica, Replica,
+                                                                  Replica]]:
+    """One SQLite file, two stores on it: ``a`` writes through the first; ``b`` and ``old`` follow the second
+    (``old`` is given the full records the store wrote before touches existed: ``_as_rewrites``)."""
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    with SQLiteStore(url) as store, SQLiteStore(url) as other:
+        replicas = [Replica(s, CONFIG, clock=clock).start(follow=False) for s in (store, other, other)]
+        try:
+            yield store, other, replicas[0], replicas[1], replicas[2]
+        finally:
+            for replica in replicas:
+                replica.stop()
+
+
+def _as_rewrites(old: Replica, touches: list[Change], before: dict[str, HostReport]) -> None:
+    """What the store wrote for a repeated report before touches: the merged record, through the feed."""
+    old.apply([Change(revision=c.revision, kind="host", host=lifted(before[c.node[0]], c.at))
+               for c in touches if c.node is not None and c.at is not None])
+
+
 def test_a_touch_changes_what_a_rewrite_would_and_nothing_else(tmp_path: Path) -> None:
     """Two replicas follow one SQLite file: ``b`` gets a repeated report as the touch it is, ``old`` as the full
     record the store wrote for it before touches existed. Claims confirmed, expired (a node listing instances)
     and settled (a node reporting usage only) on the report's time: both end alike, and the store holds the
     record a rewrite would have held."""
-    url = f"sqlite:///{tmp_path}/gantt.sqlite"
     clock = Clock(1000.0)
-    with SQLiteStore(url) as store, SQLiteStore(url) as other:
-        a = Replica(store, CONFIG, clock=clock).start(follow=False)
-        b = Replica(other, CONFIG, clock=clock).start(follow=False)
-        old = Replica(other, CONFIG, clock=clock).start(follow=False)
+    with _three_replicas(tmp_path, clock) as (store, other, a, b, old):
         listing = host_stats(vcpus_used=1, memory_mb_used=2048, instances=["i0"])
         quiet = host_stats(vcpus_used=1, memory_mb_used=2048)
         a.update_resource_stats("listing", listing)
@@ -118,9 +137,7 @@ def test_a_touch_changes_what_a_rewrite_would_and_nothing_else(tmp_path: Path) -
         touches = other.changes(since, timeout=0)
         assert [(c.kind, c.at) for c in touches] == [("touch", 1700.0)] * 2
         b.sync()
-        # What the store wrote for a repeated report before: the merged record, through the feed.
-        old.apply([Change(revision=c.revision, kind="host", host=lifted(before[c.node[0]], c.at))
-                   for c in touches if c.node is not None and c.at is not None])
+        _as_rewrites(old, touches, before)
         for host in ("listing", "quiet"):
             assert _node_state(b, host) == _node_state(old, host) == _node_state(a, host)
         assert ("unsettled", True) in _node_state(b, "quiet")["allocations"]  # settled on the report's time
@@ -130,21 +147,14 @@ def test_a_touch_changes_what_a_rewrite_would_and_nothing_else(tmp_path: Path) -
         snap = store.snapshot()
         assert {h.host: h for h in snap.hosts} == {h: lifted(r, 1700.0) for h, r in before.items()}
         assert audit(snap, CONFIG) == []
-        a.stop()
-        b.stop()
-        old.stop()
 
 
 def test_touches_applied_together_change_what_rewrites_would(tmp_path: Path) -> None:
     """A flush of repeated reports is one revision of many touches, applied together (``HostTable.touch_many``:
     the rows' figures computed again at once): every node ends as a rewrite of its record leaves it, claims
     confirmed, expired and settled on the report's time included."""
-    url = f"sqlite:///{tmp_path}/gantt.sqlite"
     clock = Clock(1000.0)
-    with SQLiteStore(url) as store, SQLiteStore(url) as other:
-        a = Replica(store, CONFIG, clock=clock).start(follow=False)
-        b = Replica(other, CONFIG, clock=clock).start(follow=False)
-        old = Replica(other, CONFIG, clock=clock).start(follow=False)
+    with _three_replicas(tmp_path, clock) as (store, other, a, b, old):
         hosts = [f"h{i}" for i in range(2 * VECTOR_ROWS)]
         stats = {h: host_stats(uuid=f"uuid-{h}", vcpus_used=1 + i % 3, memory_mb_used=2048,
                                **({"instances": [f"i-{h}"]} if i % 2 else {})) for i, h in enumerate(hosts)}
@@ -166,14 +176,10 @@ def test_touches_applied_together_change_what_rewrites_would(tmp_path: Path) -> 
         touches = other.changes(since, timeout=0)
         assert [c.kind for c in touches] == ["touch"] * len(hosts) and len({c.revision for c in touches}) == 1
         b.sync()
-        old.apply([Change(revision=c.revision, kind="host", host=lifted(before[c.node[0]], c.at))
-                   for c in touches if c.node is not None and c.at is not None])
+        _as_rewrites(old, touches, before)
         for h in hosts:
             assert _node_state(b, h) == _node_state(old, h) == _node_state(a, h), h
         assert b.counters()["expired_claims"] > 0
-        a.stop()
-        b.stop()
-        old.stop()
 
 
 def test_figures_computed_again_for_rows_together_are_those_row_by_row() -> None:
