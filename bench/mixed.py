@@ -15,8 +15,10 @@ each, every one bounded in time and count:
 Printed as JSON: achieved report and placement rates, placement latency p50/p99 with and without the report
 stream, report latency, server CPU per report and per placement (from /proc, the server's process tree; the etcd
 members' apart), each phase's ``server_cpu_wait_s`` (the server's threads runnable but waiting for a CPU: high
-beside a low rate, a busy machine; low beside little CPU used, a stall of the server's own), the CPU model and
-the load average before and after, and an audit of the store at the end (0 nodes over capacity, 0 acknowledged
+beside a low rate, a busy machine; low beside little CPU used, a stall of the server's own), each phase's
+``server_latency`` (per hot route, the share of requests the server itself took over 10/25/50/100 ms, from its
+/metrics histograms: what of the client's latency was the server's), the CPU model and the load average before
+and after, and an audit of the store at the end (0 nodes over capacity, 0 acknowledged
 claims missing). The HTTP client, the wait for the workers' replicas, the /proc readings and the base of a host's
 report are bench/http_api.py's.
 """
@@ -28,6 +30,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import sys
 import tempfile
 import time
@@ -37,6 +40,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import msgspec
 
 from gantt.benchmarks import bench_script, cpu_model
@@ -319,11 +323,43 @@ def in_process(args: argparse.Namespace) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ main
 
 
+_HOT_ROUTES = ("/v1/select_destinations", "/v1/allocations/{consumer}", "/v1/resource-stats")
+_BUCKET = re.compile(r'^gantt_http_request_seconds_bucket\{(.*)\} (\S+)$', re.M)
+SHARE_WAIT = 6.0  # seconds after which every worker's figures are in any worker's /metrics (shared every few s)
+
+
+def server_latency(port: int) -> dict[str, dict[str, float]]:
+    """The server's own latency histograms of the hot routes, summed over the workers: route -> bucket -> count."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10.0, headers={"Connection": "close"}).text
+    out: dict[str, dict[str, float]] = {}
+    for labels, value in _BUCKET.findall(text):
+        route = re.search(r'route="([^"]+)"', labels)
+        bound = re.search(r'le="([^"]+)"', labels)
+        if route and bound and route.group(1) in _HOT_ROUTES:
+            buckets = out.setdefault(route.group(1), {})
+            buckets[bound.group(1)] = buckets.get(bound.group(1), 0.0) + float(value)
+    return out
+
+
+def latency_over(before: dict[str, dict[str, float]], after: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Per hot route, the requests of a phase and the share the server took longer than 10, 25, 50, 100 ms over
+    (from arrival to the end of its answer): beside the client's latency, what the server's own waits were."""
+    out: dict[str, Any] = {}
+    for route, buckets in after.items():
+        delta = {bound: n - before.get(route, {}).get(bound, 0.0) for bound, n in buckets.items()}
+        total = delta.get("+Inf", 0.0)
+        if total > 0:  # the buckets' bounds are seconds, as str() spells them ("0.025")
+            over = {f"over_{ms}ms": round(1 - delta.get(str(ms / 1000), total) / total, 4) for ms in (10, 25, 50, 100)}
+            out[route] = {"requests": int(total), **over}
+    return out
+
+
 def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None, reporter: Reporter | None,
           pids: dict[str, int]) -> dict[str, Any]:
     for stream in (placer, reporter):
         if stream is not None:
             stream.reset()
+    latency_before = server_latency(port)
     report_rate = args.hosts / args.period
     before = {k: cpu_seconds(pid) for k, pid in pids.items()}
     waited = cpu_wait_seconds(pids["server"])
@@ -350,6 +386,8 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
         out["placements"] = placer.figures(*results[0])
     if reporter is not None:
         out["reports"] = reporter.figures(*results[-1])
+    time.sleep(SHARE_WAIT)
+    out["server_latency"] = latency_over(latency_before, server_latency(port))
     print(json.dumps(out), file=sys.stderr)
     return out
 
