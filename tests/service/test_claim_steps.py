@@ -131,7 +131,10 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
         # every placement one of two deciders drove went that way in 3 runs of 20).
         assert committed_from <= committers and bool(committed_from) == bool(committers), committed_from
         if committers:
-            assert decided_on == committers, decided_on
+            # every driver asked decided; the service's loop also hands a decision to a handler thread when the
+            # feed holds the table at its start (a decider waits for it instead)
+            assert committers <= decided_on, decided_on
+            assert all(name.startswith("gantt-handler") for name in decided_on - committers), decided_on
     finally:
         on_loop.close()
         other.close()
