@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -26,6 +27,7 @@ from gantt.service.app import Service, create_app
 from gantt.steps import CONTENDED
 from tests.conftest import TableLockHolder, host_stats
 
+T = TypeVar("T")
 HOSTS, VCPUS = 3, 12
 FLAVOR = {"name": "m1.tiny", "vcpus": 1, "memory_mb": 16, "root_gb": 1}
 
@@ -208,19 +210,14 @@ def test_a_report_written_while_the_feed_holds_the_table_is_applied_on_a_thread(
     try:
         replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
         applied_on = _threads_calling(replica, "written")
-        feed = TableLockHolder(replica.table)
 
         async def run() -> httpx.Response:
             transport = httpx.ASGITransport(app=create_app(replica))
             async with httpx.AsyncClient(transport=transport, base_url="http://gantt") as http:
-                request = http.post("/v1/resource-stats", json={"name": "h0", "stats": host_stats(vcpus=8)})
-                async with anyio.create_task_group() as group:
-                    group.start_soon(anyio.to_thread.run_sync, _release_later, feed.release)
-                    answer = await request
-                return answer
+                return await _while_held(replica, http.post("/v1/resource-stats",
+                                                            json={"name": "h0", "stats": host_stats(vcpus=8)}))
 
-        with feed:
-            answer = anyio.run(run)
+        answer = anyio.run(run)
         assert answer.status_code == 200, answer.text
         assert applied_on and applied_on[0].startswith("gantt-handler"), applied_on
     finally:
@@ -232,21 +229,15 @@ def test_a_decider_waits_for_the_table_where_the_loop_goes_to_a_thread(tmp_path:
     """While another thread (the feed) holds the table lock, a placement driven on the service's loop goes on on
     a handler thread (every connection would wait behind it); one driven on a decider, whose loop serves
     decisions only, waits for the lock where it is (no hop), and both are answered once the lock is free."""
-    config = Config.from_dict({"gantt": {"seed": 5}})
-    replica = Replica.open(f"sqlite:///{tmp_path}/wait.sqlite", config, follow=False)  # the lock is ours alone
+    replica = _lone_replica(tmp_path)
     try:
-        replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
         handed = _threads_calling(replica, "run_claims")
-        feed = TableLockHolder(replica.table)
 
         async def run() -> Any:
-            svc = Service(replica, config, None)
+            svc = Service(replica, replica.config, None)
             try:
                 steps = replica.select_steps({"flavor": FLAVOR})
-                with feed:
-                    async with anyio.create_task_group() as group:
-                        group.start_soon(anyio.to_thread.run_sync, _release_later, feed.release)
-                        return await (svc.decide(steps) if decider else svc.claim(steps))
+                return await _while_held(replica, svc.decide(steps) if decider else svc.claim(steps))
             finally:
                 svc.close()
 
@@ -271,6 +262,23 @@ def _threads_calling(replica: Replica, method: str) -> list[str]:
     return names
 
 
+def _lone_replica(tmp_path: Path) -> Replica:
+    """A replica holding one host, not following its file: the table's lock is the test's alone."""
+    replica = Replica.open(f"sqlite:///{tmp_path}/lone.sqlite", Config.from_dict({"gantt": {"seed": 5}}),
+                           follow=False)
+    replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
+    return replica
+
+
+async def _while_held(replica: Replica, work: Awaitable[T]) -> T:
+    """``work`` awaited while another thread (as the feed would) holds the table's lock, for 0.5 s at most."""
+    with TableLockHolder(replica.table) as feed:
+        async with anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, _release_later, feed.release)
+            result = await work
+    return result
+
+
 def _release_later(done: threading.Event) -> None:
     done.wait(0.5)  # the request is answered (if at all) while the lock is held for this long
     done.set()
@@ -280,21 +288,15 @@ def _release_later(done: threading.Event) -> None:
 def test_reading_the_feed_while_the_feed_holds_the_table_goes_on_on_a_thread(tmp_path: Path) -> None:
     """``Service.sync`` (a release's answer reads the feed up to its own commit) reads and applies in place where
     the store is local, but not while another thread holds the table lock: then on a handler thread."""
-    config = Config.from_dict({"gantt": {"seed": 5}})
-    replica = Replica.open(f"sqlite:///{tmp_path}/sync.sqlite", config, follow=False)  # the lock is ours alone
+    replica = _lone_replica(tmp_path)
     try:
-        replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
         synced_on = _threads_calling(replica, "sync")
-        feed = TableLockHolder(replica.table)
 
         async def run() -> int:
-            svc = Service(replica, config, None)
+            svc = Service(replica, replica.config, None)
             try:
                 free = await svc.sync()  # nobody holds the lock: in place
-                with feed:
-                    async with anyio.create_task_group() as group:
-                        group.start_soon(anyio.to_thread.run_sync, _release_later, feed.release)
-                        busy = await svc.sync()
+                busy = await _while_held(replica, svc.sync())
                 return busy - free
             finally:
                 svc.close()
