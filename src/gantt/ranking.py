@@ -107,6 +107,8 @@ class Ranking:
     exact: Callable[[int], bool] | None = None
     # A decision over many rows: the pick reads ``score`` (then the kept weighted sum) through this, by blocks.
     pick: BlockPick | None = None
+    # ``score`` is the table's kept weighted sum (every row a candidate): read it, and copy it before a write.
+    shared: bool = False
 
     def candidate_rows(self) -> np.ndarray:
         return self.rows if self.rows is not None else np.flatnonzero(self.mask)
@@ -410,9 +412,11 @@ class Ranker:
             # One pass that also copies the table's kept sums (``shared``); a scatter of -inf over the excluded
             # rows would need their row numbers first (a pass of its own) and a copy.
             score = np.where(mask, score, -np.inf)
-        elif shared:
-            score = score.copy()
-        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset)
+            shared = False
+        # Still the kept sum (``shared``): the engine copies it only if it takes a row beyond the ties it draws,
+        # the one pass of a decision over every row that is seldom needed.
+        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset,
+                       shared=shared)
 
     def _settle(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
                 limits: dict[str, np.ndarray], checks: list[Callable[[int], bool]]) -> Ranking:
