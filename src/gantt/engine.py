@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import uuid as uuidlib
 import zlib
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
@@ -31,6 +30,7 @@ import numpy as np
 
 from gantt import numa, pci
 from gantt.config import Config
+from gantt.ids import new_uuid
 from gantt.model import (
     Allocation,
     Candidate,
@@ -229,7 +229,7 @@ class Engine:
     def _place_all(self, ctx: RequestContext) -> tuple[list[Allocation], list[list[Selection]]]:
         spec = ctx.spec
         consumers = list(spec.instance_uuids) if spec.instance_uuids else [
-            str(uuidlib.uuid4()) for _ in range(spec.num_instances)]
+            new_uuid() for _ in range(spec.num_instances)]
         placed: list[Allocation] = []  # claimed by this call: rolled back if the request fails
         borrowed: list[Allocation] = []  # held already (by an earlier or concurrent twin request): not ours
         answer: list[list[Selection]] = []
