@@ -481,8 +481,8 @@ class Engine:
             return score
 
         if fs.shuffle_best_same_weighed_hosts and remaining:
-            ties = _Ties(score)
-            take = min(ties.count, fs.host_subset_size + self.config.scheduler.max_attempts + 4)
+            ties = _Ties(score, ranking.top)
+            take = fs.host_subset_size + self.config.scheduler.max_attempts + 4
             drawn = ties.sample(take, self.rng) if exact is None else ties.shuffled(self.rng)
             for i in drawn:
                 weight = float(score[i])
@@ -685,42 +685,48 @@ def _shuffled_range(count: int, rng: random.Random) -> Iterator[int]:
 
 
 class _Ties:
-    """The positions of ``score`` tied at its highest value, counted in one pass; only the few drawn are located.
+    """The positions of ``score`` tied at its highest value ``top`` (found by a pass when not given).
 
-    Drawn by rejection where ties are common (at least one position in ``_DENSE``): a uniform position, kept if
-    it ties and was not drawn before, gives each tie the same chance as ``rng.sample`` of a list of them would,
-    at a few tries per draw, where listing 100,000 ties of an idle cloud of identical nodes (or the few others
-    among them) was most of a decision's time. Sparse ties are listed: there the list is short and a try rarely
-    hits.
+    Drawn by rejection first: a uniform position, kept if it ties and was not drawn before, gives each tie the
+    same chance ``rng.sample`` of a list of them would, and where ties are common (an idle cloud of identical
+    nodes: every row) a few tries find them, where counting or listing 100,000 ties was a third of a decision.
+    When tries keep missing (ties are few, or fewer than wanted), the ties are listed and sampled: a draw either
+    way is uniform, so the two together are.
     """
 
-    __slots__ = ("_tied", "_ties", "count")
+    __slots__ = ("_score", "top")
 
-    _DENSE = 8
+    _TRIES = 8  # per tie wanted, at most
+    _FIRST = 16  # tries without any tie: the ties are sparse, list them
 
-    def __init__(self, score: np.ndarray) -> None:
-        self._tied = score == score.max()
-        self.count = int(np.count_nonzero(self._tied))
-        self._ties = np.flatnonzero(self._tied) if self.count * self._DENSE < len(score) else None
+    def __init__(self, score: np.ndarray, top: float | None = None) -> None:
+        self._score = score
+        self.top = float(score.max()) if top is None else top
 
-    def sample(self, take: int, rng: random.Random) -> list[int]:
-        """``take`` (at most ``count``) distinct tied positions, in a uniformly random order."""
-        if self._ties is not None:
-            return [int(self._ties[j]) for j in rng.sample(range(self.count), take)]
-        tied, n = self._tied, len(self._tied)
+    def sample(self, want: int, rng: random.Random) -> list[int]:
+        """Up to ``want`` distinct tied positions (fewer only when fewer tie), in a uniformly random order."""
+        score, top, n = self._score, self.top, len(self._score)
         drawn: dict[int, None] = {}  # ordered: the order drawn
-        while len(drawn) < take:
+        for tries in range(1, self._TRIES * want + 1):
             i = rng.randrange(n)
-            if tied[i] and i not in drawn:
+            if score[i] == top and i not in drawn:
                 drawn[i] = None
-        return list(drawn)
+                if len(drawn) == want:
+                    return list(drawn)
+            elif not drawn and tries >= self._FIRST:
+                break
+        ties = self._listed()
+        return [int(ties[j]) for j in rng.sample(range(len(ties)), min(want, len(ties)))]
 
     def shuffled(self, rng: random.Random) -> Iterator[int]:
         """Every tied position in a uniformly random order, drawn as the caller asks (for a caller that may need
         many: those that fail an exact check are skipped)."""
-        ties = self._ties if self._ties is not None else np.flatnonzero(self._tied)
-        for j in _shuffled_range(self.count, rng):
+        ties = self._listed()
+        for j in _shuffled_range(len(ties), rng):
             yield int(ties[j])
+
+    def _listed(self) -> np.ndarray:
+        return np.flatnonzero(self._score == self.top)
 
 
 def _check_repeat(ctx: RequestContext, held: Allocation) -> None:
