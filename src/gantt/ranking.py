@@ -664,9 +664,9 @@ class _Extremes:
                 hi = self.table.block_extreme(column, raw, self.mask, self.has, highest=True)
         elif column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
             if lo is None:
-                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False)
+                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False, everyone=self.everyone)
             if hi is None:
-                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True)
+                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True, everyone=self.everyone)
         if lo is None or hi is None:
             if self.rows is not None:
                 low, high = self._over_rows(raw)
