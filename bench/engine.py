@@ -7,6 +7,10 @@ host, report ingestion rate (structs and JSON), cold start, mask cache hit rate.
 shared CPUs, 4 KiB / 2 MiB / some 1 GiB pages), 30 % PCI pools; that share of the requests pinned, multi-node,
 huge-page, mixed-policy or PCI, each sized afresh; per-decision p50/p99 for the mix and each kind.
 
+``--uniform``: instead, decisions in the HTTP benchmarks' cloud (identical hosts, one small flavor, Nova's default
+filters and weighers with ``shuffle_best_same_weighed_hosts``, 5,000 allocations held): the CPU per decision that
+bench/mixed.py's placements cost below HTTP and the store.
+
 ``--namespace volume``: instead, the volume namespace (Cinder's filters and weighers) over ``--hosts`` pools
 (gantt.volume.benchmark).
 """
@@ -17,7 +21,7 @@ import argparse
 import json
 import sys
 
-from gantt.benchmarks import engine_benchmark, mix_benchmark
+from gantt.benchmarks import engine_benchmark, mix_benchmark, uniform_benchmark
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="compute (default): Nova's hosts; volume: Cinder's pools (--hosts is the pool count)")
     parser.add_argument("--cold-only", action="store_true",
                         help="the cold start figure alone (compute namespace, without --numa-mix)")
+    parser.add_argument("--uniform", action="store_true",
+                        help="decisions in the HTTP benchmarks' cloud of identical hosts (bench/mixed.py's)")
     parser.add_argument("--json", action="store_true", help="print JSON only (default: JSON, indented)")
     args = parser.parse_args(argv)
     if args.hosts < 1 or args.requests < 1 or args.rounds < 1:
@@ -41,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--numa-mix is a share between 0 and 1")
     if args.cold_only and (args.namespace != "compute" or args.numa_mix is not None):
         parser.error("--cold-only is for the compute namespace without --numa-mix")
-    if args.namespace == "volume":
+    if args.uniform and (args.namespace != "compute" or args.numa_mix is not None or args.cold_only):
+        parser.error("--uniform is for the compute namespace, without --numa-mix or --cold-only")
+    if args.uniform:
+        result = uniform_benchmark(args.hosts, args.requests, args.seed, rounds=args.rounds)
+    elif args.namespace == "volume":
         if args.numa_mix is not None:
             parser.error("--numa-mix is for the compute namespace")
         from gantt.volume.benchmark import volume_benchmark

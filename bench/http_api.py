@@ -42,21 +42,12 @@ from typing import Any
 
 import msgspec
 
-from gantt.benchmarks import cpu_model
+from gantt.benchmarks import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, cpu_model, host_stats
 from gantt.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.sqlite import SQLiteStore
 
-FLAVOR = {"name": "m1.small", "vcpus": 1, "memory_mb": 512, "root_gb": 1}
-HOST_VCPUS, HOST_RAM_MB, HOST_DISK_GB = 32, 131072, 2000
-
-
-def host_stats(i: int, now: float | None = None) -> dict[str, Any]:
-    return {"vcpus": HOST_VCPUS, "vcpus_used": 0, "memory_mb": HOST_RAM_MB, "memory_mb_used": 0,
-            "local_gb": HOST_DISK_GB, "local_gb_used": 0, "hypervisor_type": "QEMU", "hypervisor_version": 8002000,
-            "cpu_allocation_ratio": 1.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
-            "supported_instances": [["x86_64", "kvm", "hvm"]], "num_instances": 0, "num_io_ops": 0,
-            "host_ip": f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"}
+__all__ = ["FLAVOR", "HOST_DISK_GB", "HOST_RAM_MB", "HOST_VCPUS", "host_stats"]  # the HTTP benches' cloud
 
 
 # ------------------------------------------------------------------------------------------ HTTP/1.1 client

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import random
+from collections import Counter
+
 import numpy as np
 import pytest
 
 from gantt import InvalidRequest, NoValidHost
+from gantt.engine import _Ties
 from tests.conftest import FakeClock, make_scheduler, passing, request
 
 FILTERS = ["ComputeFilter"]
@@ -103,6 +107,33 @@ def test_a_node_added_after_a_removal_inherits_nothing() -> None:
         row = sched.table.row(name)
         assert np.isnan(sched.table.metric("cpu.percent")[row])  # NaN: not reported
     assert passing(sched, request(vcpus=2)) == {"c", "d"}
+
+
+@pytest.mark.parametrize("ties", [3, 6, 40, 300, 999, 1000])  # fewer than wanted, sparse (listed), dense, all
+@pytest.mark.parametrize("known", [False, True])  # the best score given (the kept sum's block maxima) or found
+def test_ties_are_drawn_uniformly_and_distinct(ties: int, known: bool) -> None:
+    """A decision draws among the positions tied at the best score without listing them when they are many: each
+    draw is still a set of distinct ties (all of them when fewer than wanted), and every tie is equally likely."""
+    rng = random.Random(11)
+    score = np.full(1000, 3.0)
+    score[rng.sample(range(1000), 50)] = -np.inf  # rows that are not candidates
+    tied = sorted(rng.sample(range(1000), ties))
+    score[tied] = 7.5
+    found = _Ties(score, 7.5 if known else None)
+    assert found.top == 7.5
+    want = 6
+    seen: Counter[int] = Counter()
+    rounds = 60_000 // min(ties, want)
+    for _ in range(rounds):
+        drawn = found.sample(want, rng)
+        assert len(set(drawn)) == len(drawn) == min(ties, want)
+        seen.update(drawn)
+    assert set(seen) <= set(tied)
+    expected = rounds * min(ties, want) / ties
+    # every tie drawn, none much more often than the others (a fixed seed: the figures do not move)
+    assert len(seen) == ties if expected >= 20 else len(seen) > ties * 0.9
+    assert max(seen.values()) < expected + 6 * expected ** 0.5 + 6
+    assert sorted(found.shuffled(rng)) == tied
 
 
 def test_shuffled_ties_are_drawn_among_the_best_hosts_only() -> None:

@@ -132,14 +132,19 @@ def test_patched_masks_rebuild_when_static_state_or_row_count_moves() -> None:
     assert isinstance(calls[-1], slice)
 
 
-def _cloud(clock: FakeClock, seed: int) -> Scheduler:
+def _cloud(clock: FakeClock, seed: int, *, shuffle: bool = False) -> Scheduler:
     rng = random.Random(seed)
     config = {
         "filter_scheduler": {
             "enabled_filters": ["ComputeFilter", "AggregateCoreFilter", "AggregateRamFilter",
                                 "AggregateMultiTenancyIsolation"],
-            "weight_classes": ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher", "NumInstancesWeigher"],
+            "weight_classes": ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher", "NumInstancesWeigher",
+                               "BuildFailureWeigher", "HypervisorVersionWeigher"],
             "io_ops_weight_multiplier": -1.0, "num_instances_weight_multiplier": -0.5,
+            # negative: failed builds attract, so the node holding the most of them is in every answer
+            "build_failure_weight_multiplier": -3.0, "hypervisor_version_weight_multiplier": 0.5,
+            # the engine then draws among the ties of the kept weighted sum, which it must not write into
+            "shuffle_best_same_weighed_hosts": shuffle,
         },
         "scheduler": {"max_attempts": 3},
         "gantt": {"seed": seed},
@@ -169,12 +174,12 @@ def _forget_derived(sched: Scheduler) -> None:
     table._weighted_sums = WeightedSums()
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_decisions_with_patched_data_equal_decisions_from_scratch(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "shuffle"), [(1, False), (2, False), (3, True)])
+def test_decisions_with_patched_data_equal_decisions_from_scratch(seed: int, shuffle: bool) -> None:
     """Two identical clouds take the same random stream of claims, releases, reports, heartbeats and clock
     moves; one decides from patched derived data, the other from scratch every time: every answer matches."""
     clocks = (FakeClock(), FakeClock())
-    patched, scratch = _cloud(clocks[0], seed), _cloud(clocks[1], seed)
+    patched, scratch = _cloud(clocks[0], seed, shuffle=shuffle), _cloud(clocks[1], seed, shuffle=shuffle)
     rng = random.Random(seed)
     consumers: list[str] = []
     decided = 0
@@ -208,8 +213,13 @@ def test_decisions_with_patched_data_equal_decisions_from_scratch(seed: int) -> 
         elif op < 0.85:
             host = f"h{rng.randrange(HOSTS)}"
             used = rng.randrange(0, 4)
+            # the weighers' report-only columns move too: build failures come and go, and now and then a
+            # hypervisor is upgraded (a change of the node's static capabilities)
+            stats = {"vcpus_used": used, "memory_mb_used": used * 1024, "failed_builds": rng.randrange(100)}
+            if rng.random() < 0.2:
+                stats["hypervisor_version"] = rng.randrange(7_000_000, 9_000_000)
             for sched in (patched, scratch):
-                sched.update_resource_stats(host, {"vcpus_used": used, "memory_mb_used": used * 1024})
+                sched.update_resource_stats(host, stats)
         elif op < 0.93:
             rows = np.array(sorted(rng.sample(range(HOSTS), 2600)))
             for sched, clock in zip((patched, scratch), clocks, strict=True):
@@ -221,6 +231,7 @@ def test_decisions_with_patched_data_equal_decisions_from_scratch(seed: int) -> 
     assert decided > 80
     # the patched side really ran the patched paths
     assert patched.table._column_bounds._entries
+    assert {("failed_builds", True), ("hypervisor_version", False)} <= set(patched.table._column_bounds._entries)
     assert patched.table._usage_masks._entries
     assert patched.table._weighted_sums._entries
 

@@ -24,17 +24,17 @@ def test_the_http_app_imports_the_facade_the_model_the_wire_types_and_its_option
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
                 and node.module.startswith("gantt")}
     assert imported <= {"gantt", "gantt.replica", "gantt.model", "gantt.config", "gantt.service.schemas",
-                        "gantt.service.metrics", "gantt.placement", "gantt.requestid"}, imported
+                        "gantt.service.metrics", "gantt.placement", "gantt.ids"}, imported
     source = (SRC / "service" / "app.py").read_text()
     assert "replica.table" not in source and "replica.scheduler" not in source and "replica.store" not in source
 
 
 def test_the_placement_face_imports_the_facade_and_the_domain_only() -> None:
     """Placement's handlers talk to the replica and the domain modules, never to its table or a store."""
-    # gantt.steps: how a write's steps are driven; gantt.requestid: request ids (neither has state of Gantt's
+    # gantt.steps: how a write's steps are driven; gantt.ids: request ids and uuids (neither has state of Gantt's
     # nor imports anything of it)
     allowed = {"gantt", "gantt.replica", "gantt.model", "gantt.providers", "gantt.catalog", "gantt.candidates",
-               "gantt.steps", "gantt.requestid"}
+               "gantt.steps", "gantt.ids"}
     for path in (SRC / "placement").glob("*.py"):
         tree = ast.parse(path.read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module

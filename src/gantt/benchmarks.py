@@ -44,6 +44,20 @@ AGGREGATE_FILTERS = [
 WEIGHERS = ["RAMWeigher", "CPUWeigher", "DiskWeigher", "IoOpsWeigher"]
 
 # (share of hosts, vcpus, memory_mb, local_gb): a mix of small, medium and large hypervisors
+# The HTTP benchmarks' cloud (bench/http_api.py, mixed.py, ...): identical hosts, one small flavor.
+FLAVOR = {"name": "m1.small", "vcpus": 1, "memory_mb": 512, "root_gb": 1}
+HOST_VCPUS, HOST_RAM_MB, HOST_DISK_GB = 32, 131072, 2000
+
+
+def host_stats(i: int, now: float | None = None) -> dict[str, Any]:
+    """Host ``i``'s report in the HTTP benchmarks' cloud (``now`` unused: the report carries no time)."""
+    return {"vcpus": HOST_VCPUS, "vcpus_used": 0, "memory_mb": HOST_RAM_MB, "memory_mb_used": 0,
+            "local_gb": HOST_DISK_GB, "local_gb_used": 0, "hypervisor_type": "QEMU", "hypervisor_version": 8002000,
+            "cpu_allocation_ratio": 1.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
+            "supported_instances": [["x86_64", "kvm", "hvm"]], "num_instances": 0, "num_io_ops": 0,
+            "host_ip": f"10.{i >> 16 & 255}.{i >> 8 & 255}.{i & 255}"}
+
+
 HOST_SIZES = [(0.5, 32, 131072, 1000), (0.35, 64, 262144, 2000), (0.15, 128, 524288, 4000)]
 BAREMETAL_SHARE = 0.05  # of the nodes: ironic hosts with 8 nodes each
 BAREMETAL_NODES = 8
@@ -273,6 +287,40 @@ def _ingestion(table: HostTable, reports: list[HostReport], seed: int, count: in
         table.update(decoder.decode(raw), now=now)
     from_json = count / (perf() - t0)
     return structs, from_json, structs_cpu
+
+
+def uniform_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds: int = 3,
+                      hold: int = 5000) -> dict[str, Any]:
+    """Decisions in the HTTP benchmarks' cloud (``host_stats``, ``FLAVOR``, Nova's default filters and weighers,
+    ``shuffle_best_same_weighed_hosts`` as bench/mixed.py's server has it), in one table: each placement releases
+    the oldest once ``hold`` are held. The figure behind mixed.py's CPU per placement, below HTTP and the store."""
+    load_before = os.getloadavg()[0]
+    config = Config.from_dict({"filter_scheduler": {"shuffle_best_same_weighed_hosts": True},
+                               "scheduler": {"max_attempts": 1}, "gantt": {"seed": seed}})
+    now = 1_000_000.0
+    reports = [HostReport.of([f"host-{i:06d}", f"host-{i:06d}.example.org"], host_stats(i)) for i in range(hosts)]
+    engine = Engine(_load(reports, [], now), config)
+    spec = msgspec.convert({"flavor": FLAVOR, "project_id": "bench", "user_id": "bench"}, RequestSpec)
+    gc.collect()
+    gc.freeze()
+    live: deque[str] = deque()
+    p50s, p99s, means = [], [], []
+    for _ in range(rounds):
+        times: list[float] = []
+        for _ in range(requests):
+            c0 = time.thread_time()
+            answer = engine.select_destinations(spec)
+            times.append(time.thread_time() - c0)
+            _hold(engine, live, answer, hold)
+        p50s.append(_pct(times, 50) * 1e3)
+        p99s.append(_pct(times, 99) * 1e3)
+        means.append(statistics.fmean(times) * 1e3)
+    return {"hosts": hosts, "requests_per_round": requests, "rounds": rounds, "hold": hold, "seed": seed,
+            "decision_cpu_ms": {"p50": statistics.median(p50s), "p99": statistics.median(p99s),
+                                "mean": statistics.median(means),
+                                "what": "select_destinations incl. claim, this thread's CPU (release apart)"},
+            "load_average_1m_before": load_before, "load_average_1m": os.getloadavg()[0], "cpu": cpu_model(),
+            "python": sys.version.split()[0], "numpy": np.__version__}
 
 
 def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds: int = 3,

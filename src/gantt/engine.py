@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import uuid as uuidlib
 import zlib
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
@@ -31,6 +30,7 @@ import numpy as np
 
 from gantt import numa, pci
 from gantt.config import Config
+from gantt.ids import new_uuid
 from gantt.model import (
     Allocation,
     Candidate,
@@ -229,7 +229,7 @@ class Engine:
     def _place_all(self, ctx: RequestContext) -> tuple[list[Allocation], list[list[Selection]]]:
         spec = ctx.spec
         consumers = list(spec.instance_uuids) if spec.instance_uuids else [
-            str(uuidlib.uuid4()) for _ in range(spec.num_instances)]
+            new_uuid() for _ in range(spec.num_instances)]
         placed: list[Allocation] = []  # claimed by this call: rolled back if the request fails
         borrowed: list[Allocation] = []  # held already (by an earlier or concurrent twin request): not ours
         answer: list[list[Selection]] = []
@@ -460,6 +460,8 @@ class Engine:
         pick = ranking.pick
         # By blocks (a decision over many rows): the kept scores are read, never written; a pick is remembered.
         score: Any = ranking.score if pick is None else pick
+        shared = ranking.shared  # the table's kept sum: copied before the first write
+        taken: list[int] = []  # positions picked but not yet set to -inf in ``score``
         rows = ranking.rows
         remaining = ranking.count
         exact = ranking.exact
@@ -468,25 +470,43 @@ class Engine:
         def passes(i: int) -> bool:
             return exact is None or exact(int(rows[i]) if rows is not None else i)
 
+        def own() -> Any:
+            """``score`` to write in: a copy of a shared one, with every position taken so far at -inf."""
+            nonlocal score, shared
+            if shared:
+                score, shared = score.copy(), False
+            for i in taken:
+                score[i] = -np.inf
+            taken.clear()
+            return score
+
         if fs.shuffle_best_same_weighed_hosts and remaining:
-            ties = np.flatnonzero(score == score.max())
-            take = min(len(ties), fs.host_subset_size + self.config.scheduler.max_attempts + 4)
-            # Sampling positions in a range draws as sampling the list would (same picks, same generator state),
-            # without a Python list of every tie: 100,000 equal hosts made that list 2 ms of every decision.
-            drawn = ([int(ties[j]) for j in self.rng.sample(range(len(ties)), take)] if exact is None
-                     else _shuffled(ties.tolist(), self.rng))
+            ties = _Ties(score, ranking.top)
+            take = fs.host_subset_size + self.config.scheduler.max_attempts + 4
+            drawn = ties.sample(take, self.rng) if exact is None else ties.shuffled(self.rng)
             for i in drawn:
                 weight = float(score[i])
-                score[i] = -np.inf
+                taken.append(i)
                 remaining -= 1
                 if passes(i):
                     head.append((i, weight))
                 if len(head) >= take:
                     break
         batch = fs.host_subset_size + self.config.scheduler.max_attempts
-        best = _best_first(score, batch) if pick is None else pick.best_first(batch)
+        walk: Iterator[int] | None = None
+
+        def best() -> int:
+            """The next position by weight (set it to -inf before asking again)."""
+            nonlocal walk
+            if walk is None:
+                # Made only when the ties drawn above do not fill the head: then, and only then, a shared
+                # score is copied (a pass over every row).
+                own()
+                walk = _best_first(score, batch) if pick is None else pick.best_first(batch)
+            return next(walk)
+
         while len(head) < fs.host_subset_size and remaining > 0:
-            i = next(best)
+            i = best()
             weight = float(score[i])
             score[i] = -np.inf
             remaining -= 1
@@ -501,18 +521,18 @@ class Engine:
         if head:
             subset = head[: fs.host_subset_size]
             if self.config.gantt.subset_slots > 1:
-                subset = self._my_share(subset, score, rows, passes) or subset
+                subset = self._my_share(subset, own(), rows, passes) or subset
             first = subset[self.rng.randrange(len(subset))]
             if first in head:
                 head.remove(first)
             else:  # a tie of the subset's last weight from beyond it (_my_share)
-                score[first[0]] = -np.inf
+                own()[first[0]] = -np.inf
                 remaining -= 1
             yield emit(*first)
         for i, weight in head:
             yield emit(i, weight)
         while remaining > 0:
-            i = next(best)
+            i = best()
             weight = float(score[i])
             if weight == -np.inf:
                 return
@@ -652,13 +672,61 @@ def _best_first(score: np.ndarray, batch: int) -> Iterator[int]:
         yield from positions[np.concatenate((above, ties))].tolist()
 
 
-def _shuffled(items: list[int], rng: random.Random) -> Iterator[int]:
-    """``items`` in a random order, drawn one at a time (a partial Fisher-Yates): a caller that stops after a
-    few pays for a few, where ``rng.sample`` of every tie would pay for all."""
-    for k in range(len(items)):
-        j = rng.randrange(k, len(items))
-        items[k], items[j] = items[j], items[k]
-        yield items[k]
+def _shuffled_range(count: int, rng: random.Random) -> Iterator[int]:
+    """``range(count)`` in a random order, drawn one at a time (a partial Fisher-Yates, the draws of shuffling a
+    list of it in place): a caller that stops after a few pays for a few, where ``rng.sample`` of every tie, or a
+    list of them, would pay for all. The swaps are kept in a dict, so no list of ``count`` items is built."""
+    swapped: dict[int, int] = {}
+    for k in range(count):
+        j = rng.randrange(k, count)
+        at_j = swapped.get(j, j)
+        swapped[j] = swapped.get(k, k)
+        yield at_j
+
+
+class _Ties:
+    """The positions of ``score`` tied at its highest value ``top`` (found by a pass when not given).
+
+    Drawn by rejection first: a uniform position, kept if it ties and was not drawn before, gives each tie the
+    same chance ``rng.sample`` of a list of them would, and where ties are common (an idle cloud of identical
+    nodes: every row) a few tries find them, where counting or listing 100,000 ties was a third of a decision.
+    When tries keep missing (ties are few, or fewer than wanted), the ties are listed and sampled: a draw either
+    way is uniform, so the two together are.
+    """
+
+    __slots__ = ("_score", "top")
+
+    _TRIES = 8  # per tie wanted, at most
+    _FIRST = 16  # tries without any tie: the ties are sparse, list them
+
+    def __init__(self, score: np.ndarray, top: float | None = None) -> None:
+        self._score = score
+        self.top = float(score.max()) if top is None else top
+
+    def sample(self, want: int, rng: random.Random) -> list[int]:
+        """Up to ``want`` distinct tied positions (fewer only when fewer tie), in a uniformly random order."""
+        score, top, n = self._score, self.top, len(self._score)
+        drawn: dict[int, None] = {}  # ordered: the order drawn
+        for tries in range(1, self._TRIES * want + 1):
+            i = rng.randrange(n)
+            if score[i] == top and i not in drawn:
+                drawn[i] = None
+                if len(drawn) == want:
+                    return list(drawn)
+            elif not drawn and tries >= self._FIRST:
+                break
+        ties = self._listed()
+        return [int(ties[j]) for j in rng.sample(range(len(ties)), min(want, len(ties)))]
+
+    def shuffled(self, rng: random.Random) -> Iterator[int]:
+        """Every tied position in a uniformly random order, drawn as the caller asks (for a caller that may need
+        many: those that fail an exact check are skipped)."""
+        ties = self._listed()
+        for j in _shuffled_range(len(ties), rng):
+            yield int(ties[j])
+
+    def _listed(self) -> np.ndarray:
+        return np.flatnonzero(self._score == self.top)
 
 
 def _check_repeat(ctx: RequestContext, held: Allocation) -> None:

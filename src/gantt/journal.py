@@ -246,9 +246,9 @@ class ColumnBounds:
         self._entries: dict[tuple[str, bool], list[_Shortlist]] = {}
 
     def get(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool, n: int,
-            static_revision: int, journal: RowJournal) -> float | None:
-        """The candidates' extreme of ``column`` (``mask`` marks candidates), or None for a small table or no
-        candidates."""
+            static_revision: int, journal: RowJournal, everyone: bool = False) -> float | None:
+        """The candidates' extreme of ``column`` (``mask`` marks candidates; ``everyone``: it marks every row, so
+        a list's rows need not be looked up in it), or None for a small table or no candidates."""
         if n <= self.size * 8:
             return None  # a small table: a full pass costs as little
         key = (name, highest)
@@ -260,7 +260,7 @@ class ColumnBounds:
                         or not self._catch_up(entry, column, journal, seq, highest)):
                     lists.remove(entry)
                     continue
-                values = entry.values[mask[entry.rows]]
+                values = entry.values if everyone else entry.values[mask[entry.rows]]
                 if len(values):
                     best = float(values.max() if highest else values.min())
                     if (best >= entry.bound) if highest else (best <= entry.bound):
@@ -459,11 +459,15 @@ def block_reduce(values: np.ndarray, *, highest: bool) -> np.ndarray:
 
 def patch_blocks(bounds: np.ndarray, values: np.ndarray, changed: np.ndarray, *, highest: bool) -> None:
     """Recompute ``bounds`` (from ``block_reduce``) on the blocks holding the ``changed`` rows."""
+    reduce = np.maximum if highest else np.minimum
+    if len(changed) <= 8:  # a decision's few claims: a reduction per block beats a gather of whole blocks
+        for block in {row // BLOCK for row in changed.tolist()}:
+            bounds[block] = reduce.reduce(values[block * BLOCK:(block + 1) * BLOCK])
+        return
     n = len(values)
     blocks = np.unique(changed // BLOCK)
     # every row of those blocks; the last block's missing rows read its own last row, which changes nothing
     rows = np.minimum(blocks[:, None] * BLOCK + np.arange(BLOCK), n - 1)
-    reduce = np.maximum if highest else np.minimum
     bounds[blocks] = reduce.reduce(values[rows], axis=1)
 
 

@@ -107,6 +107,10 @@ class Ranking:
     exact: Callable[[int], bool] | None = None
     # A decision over many rows: the pick reads ``score`` (then the kept weighted sum) through this, by blocks.
     pick: BlockPick | None = None
+    # ``score`` is the table's kept weighted sum (every row a candidate): read it, and copy it before a write.
+    shared: bool = False
+    # ``score``'s highest value when known without a pass over it (None: take one)
+    top: float | None = None
 
     def candidate_rows(self) -> np.ndarray:
         return self.rows if self.rows is not None else np.flatnonzero(self.mask)
@@ -155,6 +159,9 @@ class Ranker:
         # A decision's pick by blocks (BlockPick) gives what repeated argmax gives; Nova's tie shuffle and the
         # subset slots read every candidate's score, so they keep the full-length scores.
         self._by_blocks = not fs.shuffle_best_same_weighed_hosts and config.gantt.subset_slots == 1
+        # The tie shuffle draws among the rows at the best score: with every row a candidate, that score is the
+        # kept sum's highest, read from its kept block maxima instead of a pass over every row.
+        self._tops = fs.shuffle_best_same_weighed_hosts
         self.block_min_rows = BLOCK_MIN_ROWS  # (tests lower it to run the block paths on small tables)
 
     def _preselect(self, ctx: RequestContext) -> tuple[list[tuple[str, np.ndarray | None]], bool]:
@@ -403,16 +410,19 @@ class Ranker:
             score, offset, shared, blockmax = self._weigh(ctx, extremes, rows, contributions, bounds, by_blocks)
         else:
             score, offset = np.zeros(count if rows is not None else n), 0.0
-        if blockmax is not None:
+        if blockmax is not None and by_blocks:
             pick = BlockPick(score, mask, blockmax, extremes.has)
             return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, offset=offset, pick=pick)
+        top = float(blockmax.max()) if blockmax is not None else None  # every row a candidate (see _weigh)
         if rows is None and count < n:
             # One pass that also copies the table's kept sums (``shared``); a scatter of -inf over the excluded
             # rows would need their row numbers first (a pass of its own) and a copy.
             score = np.where(mask, score, -np.inf)
-        elif shared:
-            score = score.copy()
-        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset)
+            shared = False
+        # Still the kept sum (``shared``): the engine copies it only if it takes a row beyond the ties it draws,
+        # the one pass of a decision over every row that is seldom needed.
+        return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset,
+                       shared=shared, top=top)
 
     def _settle(self, ctx: RequestContext, mask: np.ndarray, steps: list[tuple[str, np.ndarray | None]],
                 limits: dict[str, np.ndarray], checks: list[Callable[[int], bool]]) -> Ranking:
@@ -470,7 +480,8 @@ class Ranker:
         reads a usage column with a scalar multiplier the per-row sum comes from the table's patched sums; else
         it is computed here. ``score`` covers every row, or ``rows`` (in that order) when given; it is the table's
         kept sum, not to be modified, when the third item (``shared``) is true.
-        With ``by_blocks`` and the kept sums, the fourth item is the kept sum's maxima per block (else None).
+        With the kept sums, by blocks or for the tie shuffle over every row, the fourth item is the kept sum's
+        maxima per block (else None).
         ``bounds_seen`` receives, per weigher, its raw column and the lowest and highest value over the candidates
         that normalize it (None where a fixed ``minval``/``maxval`` does).
         """
@@ -512,7 +523,7 @@ class Ranker:
                     factor = 1.0 / (hi - lo)
                     key.append((column, weigher.name, lo, factor))
                     sum_terms.append((raw, factor, lo, multiplier))
-            if by_blocks:
+            if by_blocks or (self._tops and rows is None and extremes.everyone):
                 total, blockmax = table.weighted_sum_blocks(tuple(key), sum_terms)
                 return total, offset, True, blockmax
             return table.weighted_sum(tuple(key), sum_terms, rows, copy=False), offset, rows is None, None
@@ -653,9 +664,9 @@ class _Extremes:
                 hi = self.table.block_extreme(column, raw, self.mask, self.has, highest=True)
         elif column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
             if lo is None:
-                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False)
+                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False, everyone=self.everyone)
             if hi is None:
-                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True)
+                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True, everyone=self.everyone)
         if lo is None or hi is None:
             if self.rows is not None:
                 low, high = self._over_rows(raw)

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gantt.ids import request_id as new_request_id
 from gantt.model import GanttError
 from gantt.placement import (
     aggregates,
@@ -27,7 +28,6 @@ from gantt.placement.errors import CODE_VERSION, PlacementError
 from gantt.placement.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
 from gantt.placement.policy import Policy, credentials
 from gantt.placement.wire import Answer, Call, PlacementRequest, gantt_error, json_response
-from gantt.requestid import request_id as new_request_id
 
 Handler = Callable[[Call], Awaitable[Answer]]
 

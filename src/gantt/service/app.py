@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gantt import __version__
 from gantt.config import GANTT_PATHS, Config, load_config
+from gantt.ids import request_id as new_request_id
 from gantt.model import (
     MAX_INT64,
     Aggregate,
@@ -60,7 +61,6 @@ from gantt.replica import (  # a write the facade hands to its store, as it buil
     Replica,
     advance,
 )
-from gantt.requestid import request_id as new_request_id
 from gantt.service.metrics import Metrics, Shared
 from gantt.service.schemas import (
     MAX_LIMIT,

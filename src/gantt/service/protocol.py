@@ -32,7 +32,7 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from gantt.requestid import request_id as new_request_id
+from gantt.ids import request_id as new_request_id
 
 log = logging.getLogger(__name__)
 

@@ -412,14 +412,17 @@ class HostTable:
         return self._usage_verdicts.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
                                         compute=unknown)
 
-    def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
-        """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks,
-        when a shortlist of the column's extreme rows can tell; None means: take a full pass."""
+    def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool,
+                          everyone: bool = False) -> float | None:
+        """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks
+        (``everyone``: every row), when a shortlist of the column's extreme rows can tell; None means: take a
+        full pass."""
         n = self._columns.n
         if n < self.patch_min_rows:
             return None
         return self._column_bounds.get(name, column, mask, highest=highest, n=n,
-                                       static_revision=self._static_revision, journal=self._journal)
+                                       static_revision=self._static_revision, journal=self._journal,
+                                       everyone=everyone)
 
     def block_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, *,
                       highest: bool) -> float | None:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from gantt.request import RequestContext
-from gantt.state import HostTable
 from gantt.weighers.base import Weigher, register
 
 
@@ -21,6 +17,6 @@ class BuildFailureWeigher(Weigher):
     name = "BuildFailureWeigher"
     multiplier_option = "build_failure_weight_multiplier"
     multiplier_sign = -1.0
-
-    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("failed_builds")
+    # Written only with a report, which journals its row: the extremes come from a kept shortlist, not two
+    # passes over every row per decision.
+    usage_column = "failed_builds"

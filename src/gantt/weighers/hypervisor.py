@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from gantt.request import RequestContext
-from gantt.state import HostTable
 from gantt.weighers.base import Weigher, register
 
 
@@ -15,6 +11,6 @@ class HypervisorVersionWeigher(Weigher):
 
     name = "HypervisorVersionWeigher"
     multiplier_option = "hypervisor_version_weight_multiplier"
-
-    def raw(self, table: HostTable, ctx: RequestContext, mask: np.ndarray | None = None) -> np.ndarray | None:
-        return table.col("hypervisor_version")
+    # Written only with a report, which journals its row: the extremes come from a kept shortlist, not two
+    # passes over every row per decision.
+    usage_column = "hypervisor_version"
