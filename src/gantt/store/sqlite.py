@@ -676,12 +676,22 @@ class SQLiteStore(Store):
                     self._queue_cond.wait()
                 if not self._queue and self._closed:
                     return
-                group = self._queue[: self.max_group]
-                del self._queue[: self.max_group]
             cpu = time.thread_time()
+            group: list[_Pending] = []
             try:
-                self._commit_group(conn, group)
+                # The write lock first, the group after: batches queued while another process holds the lock
+                # (its statements and its fsync) join this transaction instead of waiting for the next lock and
+                # fsync of their own. Two workers take turns on the lock, so most groups begin with a wait.
+                self._begin_immediate(conn)
+                with self._queue_cond:
+                    group = self._queue[: self.max_group]
+                    del self._queue[: self.max_group]
+                self._commit_group(conn, group, begun=True)
             except BaseException as exc:  # the whole transaction failed: every caller in it gets the error
+                if not group:  # the lock was never had: the batches waiting for it fail with it
+                    with self._queue_cond:
+                        group = self._queue[: self.max_group]
+                        del self._queue[: self.max_group]
                 error: BaseException = exc
                 if isinstance(exc, sqlite3.Error):
                     error = StoreUnavailable(f"{self.path}: {exc}")
@@ -693,13 +703,16 @@ class SQLiteStore(Store):
                 _wake_loops(group)
             self.writer_cpu_seconds += time.thread_time() - cpu
 
-    def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending], *, savepoints: bool = False) -> None:
+    def _commit_group(self, conn: sqlite3.Connection, group: list[_Pending], *, savepoints: bool = False,
+                      begun: bool = False) -> None:
         """Write ``group`` in one transaction. A refused batch writes nothing (the planner decides before the
         first write), so no savepoint is needed for it: each SAVEPOINT and RELEASE was a statement per batch,
         and every statement hands the GIL over. Only a batch that fails part way through its writes (a full disk,
         an I/O error) needs one: then the whole transaction is rolled back and the group written again with a
-        savepoint around each batch, so that only that batch fails."""
-        self._begin_immediate(conn)
+        savepoint around each batch, so that only that batch fails. ``begun``: the caller holds the write lock
+        (BEGIN IMMEDIATE) already."""
+        if not begun:
+            self._begin_immediate(conn)
         outcomes: list[tuple[_Pending, CommitResult | None, BaseException | None]] = []
         try:
             revision = self._read_head(conn)
