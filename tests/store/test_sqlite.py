@@ -446,6 +446,13 @@ def test_the_in_memory_feed_cache_is_bounded_by_what_it_holds(store: SQLiteStore
     assert len(store.changes(0, timeout=0)) == 24  # the file still serves every revision the cache dropped
 
 
+def test_the_in_memory_feed_cache_lets_the_oldest_revisions_go(store: SQLiteStore) -> None:
+    store._recent_limit = 3
+    revisions = [store.commit(Batch(reports=[report(f"h{i}")])).revision for i in range(6)]
+    assert list(store._recent) == revisions[-3:]
+    assert [c.host.host for c in store._cached(revisions[2], revisions[-1], 100) or [] if c.host] == ["h3", "h4", "h5"]
+
+
 def test_commit_soon_queues_for_the_writer_and_fails_only_the_refused_batch(store: SQLiteStore) -> None:
     # in one group or two, the refusal is its own: the report lands and the writer carries on
     kept = store.commit_soon(Batch(reports=[report("h1")]))
