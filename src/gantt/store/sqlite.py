@@ -35,6 +35,7 @@ import re
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -303,7 +304,9 @@ class SQLiteStore(Store):
         self._foreign = 0
         # The changes of revisions this object committed, kept a while: a follower in this process gets them
         # without reading and decoding them back from the file (with one process, that is every revision).
-        self._recent: dict[int, list[Change]] = {}
+        # Ordered so that the oldest is let go in O(1): ``next(iter(...))`` on a plain dict walks every slot its
+        # deletions emptied at the front (up to 8,192), ~3 us per group once the cache is full.
+        self._recent: OrderedDict[int, list[Change]] = OrderedDict()
         self._recent_limit = min(self.retention, 8192)
         # ... and at most this much of it, counted in hosts named (an aggregate of 350,000 hosts weighs
         # 350,000): 8,192 revisions of such aggregate changes would otherwise hold gigabytes.
@@ -809,8 +812,7 @@ class SQLiteStore(Store):
             # The total is kept, not summed: summing 8,192 weights per group was a tenth of the writer's time.
             while self._recent and (len(self._recent) > self._recent_limit
                                     or self._recent_total > self._recent_weight_limit):
-                oldest = next(iter(self._recent))  # inserted in revision order: the first is the oldest
-                del self._recent[oldest]
+                oldest, _ = self._recent.popitem(last=False)  # inserted in revision order: the first is the oldest
                 self._recent_total -= self._recent_weight.pop(oldest, 0)
             # A group whose every batch was committed from an event loop is applied there (Replica.written, on
             # the loop, as it answers): the feed's follower need not wake for it; it finds the group at its next
