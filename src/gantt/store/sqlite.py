@@ -938,9 +938,7 @@ def _write(conn: sqlite3.Connection | sqlite3.Cursor, p: planner.Plan, rev: int,
         else:
             ex("INSERT INTO records (kind, name, data) VALUES (?, ?, ?) "
                "ON CONFLICT (kind, name) DO UPDATE SET data=excluded.data", (kind, name, _ENC.encode(record)))
-    changes = p.changes
-    for c in changes:  # the plan's own, made for this write (planner.plan): stamped in place, not copied each
-        c.revision = rev
+    changes = [msgspec.structs.replace(c, revision=rev) for c in p.changes]
     rows = [(rev, seq, c.kind, _ENC.encode(c)) for seq, c in enumerate(changes)]
     if later is not None:
         later.revisions.update(dict.fromkeys(p.bumped, rev))
