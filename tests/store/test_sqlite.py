@@ -90,14 +90,14 @@ def test_a_conflicting_batch_does_not_sink_its_group(store: SQLiteStore) -> None
     rev = store.commit(Batch(reports=[report("h1"), report("h2")])).revision
     store.commit(Batch(allocations=[alloc("taken", "h2")]))  # h2's usage revision moves on
     batches = {
-        "first": Batch(reports=[report("h3")]),  # the writer takes this alone and waits for the lock with it
+        "first": Batch(reports=[report("h3")]),  # the writer waits for the lock with this one queued
         "ok1": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("a", "h1")]),
         "stale": Batch(expect=[Expect("h2", "h2", rev)], allocations=[alloc("b", "h2")]),
         "unknown": Batch(releases=["nobody"], allocations=[alloc("c", "h1")]),
         "ok2": Batch(allocations=[alloc("d", "h2")]),
     }
     outcomes, groups = _commit_queued(store, batches, (StoreConflict, NotFound))
-    assert store.groups == groups + 2  # "first" alone, then the other four in one transaction
+    assert store.groups == groups + 1  # all in one transaction: the writer takes its group once it has the lock
     assert isinstance(outcomes["stale"], StoreConflict) and outcomes["stale"].keys == [("h2", "h2")]
     assert isinstance(outcomes["unknown"], NotFound)
     assert isinstance(outcomes["ok1"], int) and isinstance(outcomes["ok2"], int)
@@ -131,7 +131,7 @@ def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore
     batches = {"first": Batch(reports=[report("h2")]), "ok1": Batch(reports=[report("h3")]),
                "torn": Batch(reports=[report("torn")]), "ok2": Batch(reports=[report("h4")])}
     outcomes, groups = _commit_queued(store, batches, StoreUnavailable)
-    assert store.groups == groups + 2  # "first" alone, then the other three in one transaction
+    assert store.groups == groups + 1  # all in one transaction: the writer takes its group once it has the lock
     assert torn  # the torn batch did write rows before it failed
     assert isinstance(outcomes["torn"], StoreUnavailable) and "disk I/O error" in str(outcomes["torn"])
     assert outcomes["first"] == rev + 1 and {outcomes["ok1"], outcomes["ok2"]} == {rev + 2, rev + 3}
@@ -140,11 +140,51 @@ def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore
     assert store.head() == rev + 3
 
 
+def test_batches_queued_while_the_writer_waits_for_the_lock_join_its_group(store: SQLiteStore) -> None:
+    """The writer takes the write lock first and its group after: batches that arrive while another process
+    holds the lock go in the transaction the writer was waiting to begin, not in one more (a lock wait and an
+    fsync more) after it."""
+    store.commit(Batch(reports=[report("h0")]))
+    blocker = store._connect()
+    blocker.execute("BEGIN IMMEDIATE")
+    groups, waits = store.groups, store.lock_waits
+    first = store.commit_soon(Batch(reports=[report("h1")]))
+    deadline = time.monotonic() + 10
+    while store.lock_waits == waits and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert store.lock_waits == waits + 1  # the writer waits for the lock, "h1" queued
+    later = [store.commit_soon(Batch(reports=[report(f"h{i}")])) for i in range(2, 5)]
+    blocker.execute("ROLLBACK")
+    revisions = [future.result(timeout=10).revision for future in [first, *later]]
+    assert store.groups == groups + 1
+    assert revisions == sorted(set(revisions)) and len(revisions) == 4
+
+
+def test_batches_waiting_for_a_lock_never_had_fail_with_it_and_the_writer_carries_on(url: str) -> None:
+    store = SQLiteStore(url, busy_timeout=0.3)
+    try:
+        store.commit(Batch(reports=[report("h0")]))
+        blocker = store._connect()
+        blocker.execute("BEGIN IMMEDIATE")
+        waiting = [store.commit_soon(Batch(reports=[report(f"h{i}")])) for i in range(1, 4)]
+        for future in waiting:
+            with pytest.raises(StoreUnavailable, match="cannot take the write lock"):
+                future.result(timeout=10)
+        blocker.execute("ROLLBACK")
+        assert store.last_write_error is not None
+        assert store.commit(Batch(reports=[report("h4")])).changes
+        assert store.last_write_error is None
+        assert {h.host for h in store.snapshot().hosts} == {"h0", "h4"}
+    finally:
+        store.close()
+
+
 def _commit_queued(store: SQLiteStore, batches: dict[str, Batch],
                    refused: type[Exception] | tuple[type[Exception], ...]) -> tuple[dict[str, object], int]:
     """Commit ``batches`` from one thread each, in order, while another connection holds the write lock: the
-    first goes alone, the rest queue up behind it as one group. Returns each one's revision (or the ``refused``
-    error it got) and the writer's group count before the lock was let go."""
+    writer waits for the lock from the first one on, and takes them all as one group once it has it. Returns
+    each one's revision (or the ``refused`` error it got) and the writer's group count before the lock was let
+    go."""
     blocker = store._connect()
     blocker.execute("BEGIN IMMEDIATE")
     outcomes: dict[str, object] = {}
@@ -406,6 +446,13 @@ def test_the_in_memory_feed_cache_is_bounded_by_what_it_holds(store: SQLiteStore
     assert len(store.changes(0, timeout=0)) == 24  # the file still serves every revision the cache dropped
 
 
+def test_the_in_memory_feed_cache_lets_the_oldest_revisions_go(store: SQLiteStore) -> None:
+    store._recent_limit = 3
+    revisions = [store.commit(Batch(reports=[report(f"h{i}")])).revision for i in range(6)]
+    assert list(store._recent) == revisions[-3:]
+    assert [c.host.host for c in store._cached(revisions[2], revisions[-1], 100) or [] if c.host] == ["h3", "h4", "h5"]
+
+
 def test_commit_soon_queues_for_the_writer_and_fails_only_the_refused_batch(store: SQLiteStore) -> None:
     # in one group or two, the refusal is its own: the report lands and the writer carries on
     kept = store.commit_soon(Batch(reports=[report("h1")]))
@@ -464,7 +511,7 @@ def test_a_usage_revision_moved_earlier_in_the_group_refuses_a_later_batch(store
                "a": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("a", "h1")]),
                "b": Batch(expect=[Expect("h1", "h1", rev)], allocations=[alloc("b", "h1")])}
     outcomes, groups = _commit_queued(store, batches, StoreConflict)
-    assert store.groups == groups + 2  # "first" alone, then "a" and "b" in one transaction
+    assert store.groups == groups + 1  # all in one transaction: the writer takes its group once it has the lock
     assert outcomes["a"] == rev + 2
     assert isinstance(outcomes["b"], StoreConflict)
     assert {a.consumer_uuid for a in store.snapshot().allocations} == {"a"}
@@ -482,7 +529,7 @@ def test_a_record_written_earlier_in_the_group_is_not_taken_for_a_named_repeat(s
                "repeat": Batch(reports=[at(1020.0, vcpus_used=2)], repeat_of=[RepeatOf("h1", "h1", rev, 1000.0)],
                                existing_only=True)}
     outcomes, groups = _commit_queued(store, batches, ())
-    assert store.groups == groups + 2  # "first" alone, then "change" and "repeat" in one transaction
+    assert store.groups == groups + 1  # all in one transaction: the writer takes its group once it has the lock
     assert outcomes["repeat"] == rev + 3
     held = next(h for h in store.snapshot().hosts if h.host == "h1")
     assert (held.stats.vcpus_used, held.stats.num_io_ops, held.reported_at) == (2, 4, 1020.0)
