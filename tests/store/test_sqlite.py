@@ -592,3 +592,47 @@ def test_a_release_reads_its_allocation_once(store: SQLiteStore) -> None:
     assert [(c.kind, c.allocation.consumer_uuid if c.allocation else None) for c in result.changes] == [
         ("allocation_deleted", "a")]
     assert {a.consumer_uuid for a in store.snapshot().allocations} == {"b"}
+
+
+def _file_alone(path: str, tmp: Path) -> int:
+    """The revision the database file holds without its WAL (what checkpoints have copied into it; 0: not even
+    the schema)."""
+    import shutil
+    import sqlite3 as sqlite3_module
+
+    copy = tmp / "alone.sqlite"
+    shutil.copyfile(path, copy)  # the main file only: its -wal is not copied
+    conn = sqlite3_module.connect(f"file:{copy}?immutable=1", uri=True)
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone()
+        return int(row[0])
+    except sqlite3_module.OperationalError:  # no such table yet
+        return 0
+    finally:
+        conn.close()
+
+
+def test_commits_never_checkpoint_and_the_checkpointer_copies_the_wal_apart(url: str, tmp_path: Path) -> None:
+    """A commit does not copy the WAL into the database file (that held the write lock, and every writer waiting
+    for it, through a copy and a sync); the checkpointer does it apart, while writes go on and when the store
+    closes. Held off, the WAL only grows; SQLite's own checkpoint in a commit would have kept it near 1,000
+    pages and copied the file up to date."""
+    path = path_of(url)
+    held = SQLiteStore(url, checkpoint_interval=3600)
+    try:
+        held.commit(Batch(reports=[report(f"h{i}") for i in range(400)]))
+        for i in range(1500):
+            held.commit(Batch(allocations=[alloc(f"c{i}", f"h{i % 400}")]))
+        assert Path(path + "-wal").stat().st_size > 1200 * 4096
+        assert held.checkpoints == 0
+        assert _file_alone(path, tmp_path) < held.head()  # the file lags: only the WAL holds the commits
+    finally:
+        held.close()
+    assert held.checkpoints == 1  # once more as it closes
+    with SQLiteStore(url, checkpoint_interval=0.02) as s:
+        assert _file_alone(path, tmp_path) == s.head() == 1501
+        s.commit(Batch(releases=["c0", "c1"]))
+        deadline = time.monotonic() + 10
+        while _file_alone(path, tmp_path) != s.head() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _file_alone(path, tmp_path) == s.head() == 1502 and s.checkpoints >= 1

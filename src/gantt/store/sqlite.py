@@ -6,6 +6,8 @@ Durability
 - Writers take the write lock up front (``BEGIN IMMEDIATE``), so a transaction never has to be retried half way
   through because another process got the lock first; waiting for the lock is a short sleep loop (finer grained
   than SQLite's own busy handler, which sleeps 1, 2, 5, 10 … ms).
+- A commit never checkpoints (copies the WAL into the database file): a checkpointer thread does it every
+  ``checkpoint_interval`` (PASSIVE, beside the writers) and when the store closes.
 
 Group commit
 - ``commit`` hands its batch to one writer thread per store object and waits. The writer takes every batch that
@@ -262,7 +264,7 @@ class SQLiteStore(Store):
 
     def __init__(self, url: str, *, retention: int | None = None, busy_timeout: float = 30.0,
                  poll_interval: float = 0.005, max_group: int = 512, create: bool = True,
-                 namespace: str = DEFAULT) -> None:
+                 namespace: str = DEFAULT, checkpoint_interval: float = 0.25) -> None:
         self.url = url
         self.namespace = check_name(namespace)
         self._connection_class = _factory(namespace)
@@ -274,6 +276,7 @@ class SQLiteStore(Store):
         self.busy_timeout = busy_timeout
         self.poll_interval = poll_interval
         self.max_group = max_group
+        self.checkpoint_interval = checkpoint_interval
         parent = Path(self.path).parent
         if not create and not Path(self.path).exists():
             raise StoreUnavailable(f"{self.path}: no such store")
@@ -295,6 +298,9 @@ class SQLiteStore(Store):
         self._queue_cond = threading.Condition()
         self._writer: threading.Thread | None = None
         self._writer_conn: sqlite3.Connection | None = None
+        self._checkpointer: threading.Thread | None = None
+        self._stop_checkpoints = threading.Event()
+        self.checkpoints = 0  # checkpoints the checkpointer ran (for tests)
         # in-process wake-up of feed readers; other processes' commits are found by polling
         self._head = 0
         self._head_cond = threading.Condition()
@@ -478,6 +484,9 @@ class SQLiteStore(Store):
             self._head_cond.notify_all()
         if self._writer is not None:
             self._writer.join(timeout=30)
+        self._stop_checkpoints.set()  # after the writer's last group: the checkpointer copies it too
+        if self._checkpointer is not None:
+            self._checkpointer.join(timeout=30)
         # Readers in a statement finish it (a moment: every read is short) and the writer its group; a connection
         # still in use after that is closed by its last user, never under it.
         with self._conns_lock:
@@ -657,6 +666,9 @@ class SQLiteStore(Store):
             if self._writer is None:
                 self._writer = threading.Thread(target=self._write_loop, name="gantt-sqlite-writer", daemon=True)
                 self._writer.start()
+                self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="gantt-sqlite-checkpoint",
+                                                      daemon=True)
+                self._checkpointer.start()
             self._queue.append(pending)
             self._queue_cond.notify()
         return pending
@@ -664,14 +676,41 @@ class SQLiteStore(Store):
     def _write_loop(self) -> None:
         # In use for the writer's whole life: a close() that gave up waiting for it leaves it to the writer.
         conn = self._writer_conn = self._connect(in_use=True)
+        # No checkpoint inside a commit: the one that crossed SQLite's 1,000 WAL pages copied them to the file and
+        # synced it while holding the write lock, some eight times a second per worker under load, and every
+        # writer waiting for the lock (the other worker's too) waited for it. The checkpointer does it apart.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
         try:
             self._write_groups(conn)
         finally:
             self._give_back(conn)
 
+    def _checkpoint_loop(self) -> None:
+        """Copy the WAL's committed pages into the database file every ``checkpoint_interval`` while this store
+        writes, and once more when it closes. PASSIVE: writers go on meanwhile, readers keep their snapshots (the
+        pages they still read stay in the WAL until a later checkpoint), and the interpreter lock is released
+        for the copy. A page written many times in an interval is copied once."""
+        conn = self._connect(in_use=True)
+        done = 0  # the writer's groups up to the last checkpoint
+        try:
+            while True:
+                stopping = self._stop_checkpoints.wait(self.checkpoint_interval)
+                groups = self.groups
+                if groups != done:
+                    done = groups
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                        self.checkpoints += 1
+                    except sqlite3.Error as exc:  # tried again at the next interval
+                        log.warning("sqlite store: checkpoint of %s failed: %s", self.path, exc)
+                if stopping:
+                    return
+        finally:
+            self._give_back(conn)
+
     def _write_groups(self, conn: sqlite3.Connection) -> None:
         # The writer waits for the lock in its own fine-grained loop (_begin_immediate). Nothing else it runs can
-        # be busy in WAL mode once it holds the write lock (auto-checkpoints are passive).
+        # be busy in WAL mode once it holds the write lock (it runs no checkpoint: _checkpoint_loop does).
         conn.execute("PRAGMA busy_timeout=0")
         while True:
             with self._queue_cond:
