@@ -291,7 +291,8 @@ class Ledger:
             listed = updated_at > allocation.created_at
         # On a node that never lists instances, a claim older than the timeout is settled, as settle_unlisted
         # would have done (a replica loading a snapshot).
-        settled = self._settles(row) and updated_at - allocation.created_at > self.claim_timeout
+        # (The time first: a fresh claim is newer than its node's last report, and the test reads no more rows.)
+        settled = updated_at - allocation.created_at > self.claim_timeout and self._settles(row)
         if listed or settled:
             allocation.confirmed = True
         self._index(allocation)
