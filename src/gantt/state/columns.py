@@ -515,27 +515,29 @@ class Columns:
 
     def _refresh_physical_free(self, row: int) -> None:
         """The weighers' free RAM and disk (physical: no allocation ratio, in MB) and free vCPUs."""
+        reported, inflight = self.rc["reported"], self.rc["inflight"]
+        for j in range(len(CLASSIC_CLASSES)):
+            self._set_physical_free(row, j, reported.item(row, j), inflight.item(row, j))
+
+    def _set_physical_free(self, row: int, j: int, used: float, held: float) -> None:
+        """The physical free figure of the classic class in slot ``j`` (none for another class), from its reported
+        usage ``used`` and what claims hold in flight, ``held``."""
         rc = self.rc
-        total, reported, inflight = rc["total"], rc["reported"], rc["inflight"]
         cols = self.cols
-        cpu, mem, disk = _VCPU, _MEMORY_MB, _DISK_GB
-        cols["free_vcpus"][row] = (total.item(row, cpu) * rc["ratio"].item(row, cpu)
-                                   - reported.item(row, cpu) - inflight.item(row, cpu))
         # As Nova's HostState: memory_mb - memory_mb_used, local_gb - local_gb_used. An inventory's reserved is
         # Placement's; nova-compute counts its reserved_host_memory_mb / _disk_mb in the used figures it reports.
-        cols["free_ram_mb"][row] = total.item(row, mem) - reported.item(row, mem) - inflight.item(row, mem)
-        free_gb = self._free_disk_gb(row, reported.item(row, disk))
-        cols["free_disk_mb"][row] = (free_gb - inflight.item(row, disk)) * 1024.0
-
-    def _free_disk_gb(self, row: int, used: float) -> float:
-        """The node's free disk before in-flight claims, ``used`` being its reported DISK_GB usage."""
-        free_gb = self.rc["total"].item(row, _DISK_GB) - used
-        least = self.cols["disk_available_least"].item(row)
-        if least == least and least < free_gb:
-            # not NaN: as Nova's HostState does, the smaller of the hypervisor's own view and the accounted free
-            # space wins (disk_available_least can lag behind or run ahead of the database's figures)
-            free_gb = least
-        return free_gb  # type: ignore[no-any-return]
+        if j == _VCPU:
+            cols["free_vcpus"][row] = rc["total"].item(row, j) * rc["ratio"].item(row, j) - used - held
+        elif j == _MEMORY_MB:
+            cols["free_ram_mb"][row] = rc["total"].item(row, j) - used - held
+        elif j == _DISK_GB:
+            free_gb = rc["total"].item(row, j) - used
+            least = cols["disk_available_least"].item(row)
+            if least == least and least < free_gb:
+                # not NaN: as Nova's HostState does, the smaller of the hypervisor's own view and the accounted
+                # free space wins (disk_available_least can lag behind or run ahead of the database's figures)
+                free_gb = least
+            cols["free_disk_mb"][row] = (free_gb - held) * 1024.0
 
     def add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True) -> None:
         """Count ``resources`` in flight on ``row`` (``sign`` +1) or no longer (-1), and one instance with them
@@ -544,36 +546,26 @@ class Columns:
         if known.keys() >= resources.keys():
             # Every claim and release lands here, on every replica (a feed applies the other workers' too): only
             # the named classes' figures change (the capacity does not), so write those alone, each value read
-            # once, rather than recompute the row. The same float64 arithmetic, in the same order, as
-            # ``refresh_free`` and ``_refresh_physical_free``, on Python floats (``item``): numpy scalars cost
-            # several times more, and each array read is a cache miss at 100,000 rows.
+            # once, rather than recompute the row: the same float64 arithmetic, in the same order, as
+            # ``refresh_free``, on Python floats (``item``: numpy scalars cost several times more).
             rc = self.rc
             inflight, free, capacity, reported = rc["inflight"], rc["free"], rc["capacity"], rc["reported"]
-            cols = self.cols
             for name, amount in resources.items():
                 j = known[name]
                 held = inflight.item(row, j) + sign * amount
                 inflight[row, j] = held
                 used = reported.item(row, j)
                 free[row, j] = capacity.item(row, j) - used - held
-                # the weighers' physical figures of a classic class (the slots Columns opens first, in this order)
-                if j == _VCPU:
-                    cols["free_vcpus"][row] = rc["total"].item(row, j) * rc["ratio"].item(row, j) - used - held
-                elif j == _MEMORY_MB:
-                    cols["free_ram_mb"][row] = rc["total"].item(row, j) - used - held
-                elif j == _DISK_GB:
-                    cols["free_disk_mb"][row] = (self._free_disk_gb(row, used) - held) * 1024.0
+                self._set_physical_free(row, j, used, held)
         else:
             for name, amount in resources.items():
                 j = self.rc_slot(name)  # may add a class (and grow the arrays)
                 self.rc["inflight"][row, j] += sign * amount
             self.refresh_free(row)
         if instance:
-            cols = self.cols
-            instances = cols["inflight_instances"]
-            held_instances = instances.item(row) + sign
-            instances[row] = held_instances
-            cols["io_ops_load"][row] = cols["num_io_ops"].item(row) + held_instances
-            cols["instances_load"][row] = cols["num_instances"].item(row) + held_instances
+            instances = self.cols["inflight_instances"]
+            instances[row] = instances.item(row) + sign
+            self.refresh_load(row)
+
 
 prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)
