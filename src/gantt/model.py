@@ -954,6 +954,8 @@ class Allocation(Struct, omit_defaults=True):
                 *(((p.host, p.nodename), p.resources) for p in self.extra)]
 
     def nodes(self) -> list[NodeKey]:
+        if not self.extra:  # nearly every allocation (a replica asks this per claim and per release it applies)
+            return [(self.host, self.nodename)]
         return [(self.host, self.nodename), *((p.host, p.nodename) for p in self.extra)]
 
     def on(self, key: NodeKey) -> dict[str, int]:

@@ -263,56 +263,66 @@ class Replica(Follower, PlacementFacade):
             if touches:
                 self._touch(table, touches)
                 touches = []
-            self._apply_one(table, change, bump=own != "write")
+            self._apply_one(table, change, bump=own != "write", fed=own is None)
         if touches:
             self._touch(table, touches)
         if own is None and applying > self.revision:
             self.revision = applying
 
-    def _apply_one(self, table: HostTable, change: Change, *, bump: bool = True) -> None:
+    def _apply_one(self, table: HostTable, change: Change, *, bump: bool = True, fed: bool = False) -> None:
+        """``fed``: the change comes from the feed (``apply`` moves the cursor past its revision)."""
         # Read before the change (a release takes the allocation that names its group out of the table), moved
         # after it: ``heartbeat`` reads a node's usage revision before its record, and so never pairs a revision
         # with the record as it was before that revision.
         nodes = _usage_nodes(change, table) if bump else []
-        self._apply_effect(table, change)
+        self._apply_effect(table, change, fed)
         for node in nodes:
             self._bump(node[0], node[1], change.revision)
 
-    def _apply_effect(self, table: HostTable, change: Change) -> None:
+    def _apply_effect(self, table: HostTable, change: Change, fed: bool = False) -> None:
         rev = change.revision
-        if change.kind == "usage":
+        kind = change.kind
+        if kind == "usage":
             return  # a bump and nothing else
-        if change.kind == "touch":
+        if kind == "touch":
             self._touch(table, [change])
             return
         key = _entity(change)
-        if self._applied.get(key, 0) >= rev:
+        applied = self._applied
+        if applied.get(key, 0) >= rev:
             return
-        self._applied[key] = rev
+        applied[key] = rev
         try:
-            if change.kind == "host" and change.host is not None:
+            # the changes of every placement and release first: they are most of what a busy feed carries
+            if kind == "allocation" and change.allocation is not None:
+                table.put_allocation(change.allocation)
+            elif kind == "allocation_deleted" and change.allocation is not None:
+                table.release(change.allocation.consumer_uuid)
+            elif kind == "host" and change.host is not None:
                 table.update(change.host, whole=True)
                 self.providers.put(change.host)
-            elif change.kind == "host_deleted" and change.node is not None:
+            elif kind == "host_deleted" and change.node is not None:
                 self.providers.remove(change.node)
                 table.remove(change.node[0], change.node[1])
-            elif change.kind == "record" and change.record is not None:
+            elif kind == "record" and change.record is not None:
                 self.catalog.put(change.record)
-            elif change.kind == "record_deleted" and change.record is not None:
+            elif kind == "record_deleted" and change.record is not None:
                 self.catalog.remove(change.record.key)
-            elif change.kind == "aggregate" and change.aggregate is not None:
+            elif kind == "aggregate" and change.aggregate is not None:
                 table.update_aggregate(change.aggregate)
-            elif change.kind == "aggregate_deleted" and change.aggregate_id is not None:
+            elif kind == "aggregate_deleted" and change.aggregate_id is not None:
                 table.delete_aggregate(change.aggregate_id)
-            elif change.kind == "allocation" and change.allocation is not None:
-                table.put_allocation(change.allocation)
-            elif change.kind == "allocation_deleted" and change.allocation is not None:
-                table.release(change.allocation.consumer_uuid)
-            elif change.kind == "instances" and change.instances is not None:
+            elif kind == "instances" and change.instances is not None:
                 self.instance_info[change.instances.host] = list(change.instances.instances)
                 table.set_instances(change.instances.host, change.instances.instances, replace=True)
         except NotFound:
             pass  # already gone locally (our own rollback, or a host we never saw): the store is the truth
+        if fed and kind == "allocation_deleted":
+            # Forgotten, or every consumer ever placed would stay here (a thousand a second, for as long as the
+            # process lives): once this revision is applied the cursor is past it, and a change at or below the
+            # cursor is never applied again (``_apply_locked``), so the entry would only repeat what the cursor
+            # says. Not for our own writes: those are applied ahead of the cursor.
+            del applied[key]
 
     def _touch(self, table: HostTable, changes: list[Change]) -> None:
         """Apply touch changes, in order."""
@@ -833,14 +843,7 @@ class Replica(Follower, PlacementFacade):
 
 def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
     """The nodes (and server-group pseudo-nodes) whose usage revision this change moves, as the store counts."""
-    if change.kind == "host" and change.host is not None:
-        return [(change.host.host, change.host.nodename)]
-    if change.kind in ("host_deleted", "usage") and change.node is not None:
-        return [change.node]
-    if change.kind == "aggregate" and change.aggregate is not None:
-        return [aggregate_node(change.aggregate.key)]
-    if change.kind == "aggregate_deleted" and change.aggregate_id is not None:
-        return [aggregate_node(change.aggregate_id)]
+    # placements and releases first: they are most of what a busy feed carries
     if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
         allocation = change.allocation
         nodes = allocation.nodes() if allocation.host else []
@@ -862,6 +865,14 @@ def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
                 if left.group and group_node(left.group) not in nodes:
                     nodes.append(group_node(left.group))
         return nodes
+    if change.kind == "host" and change.host is not None:
+        return [(change.host.host, change.host.nodename)]
+    if change.kind in ("host_deleted", "usage") and change.node is not None:
+        return [change.node]
+    if change.kind == "aggregate" and change.aggregate is not None:
+        return [aggregate_node(change.aggregate.key)]
+    if change.kind == "aggregate_deleted" and change.aggregate_id is not None:
+        return [aggregate_node(change.aggregate_id)]
     return []
 
 

@@ -12,10 +12,10 @@ import pytest
 
 from gantt import NoValidHost
 from gantt.config import Config
-from gantt.model import HostStats, NotFound, ServiceInfo
+from gantt.model import Allocation, HostStats, NotFound, ServiceInfo
 from gantt.replica import Replica, audit
 from gantt.scheduler import describe
-from gantt.store.base import Batch, CommitResult, Store, StoreConflict
+from gantt.store.base import Batch, Change, CommitResult, Store, StoreConflict
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, request
@@ -477,3 +477,48 @@ def test_a_table_grown_through_the_feed_is_frozen_out_of_the_collector(monkeypat
         writer.stop()
         reader.stop()
 
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_replicas_keep_nothing_per_released_consumer(backend: str, tmp_path: Path) -> None:
+    """A replica remembers the revision it applied each entity at; a released consumer's is forgotten once the feed
+    has passed its release (or every consumer ever placed would stay in memory), on the replica that placed and
+    released it and on the one that followed, and both still agree."""
+    with _two_stores(backend, tmp_path) as (first, second):
+        a = Replica(first, CONFIG).start(follow=False)
+        b = Replica(second, CONFIG).start(follow=False)
+        try:
+            a.update_resource_stats("h", host_stats(vcpus=8))
+            for i in range(20):
+                a.select_destinations(request(vcpus=1) | {"instance_uuids": [f"vm-{i}"]})
+                b.catch_up()
+                a.release(f"vm-{i}")
+                a.sync()
+                b.catch_up()
+            for replica in (a, b):
+                assert not [key for key in replica._applied if key[0] == "allocation"]
+                assert not replica.allocations()
+                assert replica.host("h")["inventories"]["VCPU"]["free"] == 8
+        finally:
+            a.close()
+            b.close()
+
+
+def test_a_release_applied_ahead_of_the_feed_is_remembered_until_the_feed_passes_it(tmp_path: Path) -> None:
+    """Our own write can be applied before the feed brings the changes that precede it (etcd's feed may lag its
+    commit): the release's revision must stay remembered, so that the feed's older booking of the same consumer,
+    arriving after it, is not applied again."""
+    replica = Replica(SQLiteStore(f"sqlite:///{tmp_path}/gantt.sqlite"), CONFIG).start_owning(follow=False)
+    try:
+        replica.update_resource_stats("h", host_stats(vcpus=8))
+        base = replica.revision
+        booking = Allocation(consumer_uuid="vm-1", host="h", nodename="h", resources={"VCPU": 2})
+        replica.apply([Change(revision=base + 2, kind="allocation_deleted", allocation=booking)], own="write")
+        replica.apply([Change(revision=base + 1, kind="allocation", allocation=booking)], since=replica.revision)
+        assert replica.table.allocation("vm-1") is None
+        assert replica.host("h")["inventories"]["VCPU"]["free"] == 8
+        replica.apply([Change(revision=base + 2, kind="allocation_deleted", allocation=booking)],
+                      since=replica.revision)
+        assert replica.revision == base + 2 and replica.table.allocation("vm-1") is None
+    finally:
+        replica.close()

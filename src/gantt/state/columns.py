@@ -75,6 +75,10 @@ SCALARS: dict[str, tuple[Any, Any]] = {
 # Per resource class, 2-D (rows x classes), column-major so one class is one contiguous column.
 RC_COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "ratio", "reported", "inflight",
               "capacity", "free")
+# The classic classes hold the first slots of every table (``Columns.__init__`` opens them in this order): the
+# weighers' physical free figures (``free_vcpus``, ``free_ram_mb``, ``free_disk_mb``) derive from them.
+CLASSIC_CLASSES = ("VCPU", "MEMORY_MB", "DISK_GB")
+_VCPU, _MEMORY_MB, _DISK_GB = range(len(CLASSIC_CLASSES))
 
 
 class HostCaps(msgspec.Struct, frozen=True):
@@ -154,7 +158,7 @@ class Columns:
         self.has_inventory = np.zeros((self._capacity, self._rc_cap), dtype=np.bool_, order="F")
         self.reports_usage = np.zeros(self._capacity, dtype=np.bool_)
         self.reports_instances = np.zeros(self._capacity, dtype=np.bool_)
-        for name in ("VCPU", "MEMORY_MB", "DISK_GB"):
+        for name in CLASSIC_CLASSES:
             self.rc_slot(name)
         self.caps = Interner(HostCaps(), key=lambda c: _ENCODER.encode(c))
         self.traitsets = Interner(frozenset())
@@ -500,7 +504,7 @@ class Columns:
         cap = (rc["total"][rows, :k] - rc["reserved"][rows, :k]) * rc["ratio"][rows, :k]
         rc["capacity"][rows, :k] = cap
         rc["free"][rows, :k] = cap - rc["reported"][rows, :k] - rc["inflight"][rows, :k]
-        cpu, mem, disk = self.rc_index["VCPU"], self.rc_index["MEMORY_MB"], self.rc_index["DISK_GB"]
+        cpu, mem, disk = _VCPU, _MEMORY_MB, _DISK_GB
         cols["free_vcpus"][rows] = (rc["total"][rows, cpu] * rc["ratio"][rows, cpu]
                                     - rc["reported"][rows, cpu] - rc["inflight"][rows, cpu])
         cols["free_ram_mb"][rows] = rc["total"][rows, mem] - rc["reported"][rows, mem] - rc["inflight"][rows, mem]
@@ -511,41 +515,48 @@ class Columns:
 
     def _refresh_physical_free(self, row: int) -> None:
         """The weighers' free RAM and disk (physical: no allocation ratio, in MB) and free vCPUs."""
+        reported, inflight = self.rc["reported"], self.rc["inflight"]
+        for j in range(len(CLASSIC_CLASSES)):
+            self._set_physical_free(row, j, reported.item(row, j), inflight.item(row, j))
+
+    def _set_physical_free(self, row: int, j: int, used: float, held: float) -> None:
+        """The physical free figure of the classic class in slot ``j`` (none for another class), from its reported
+        usage ``used`` and what claims hold in flight, ``held``."""
         rc = self.rc
-        total, reported, inflight = rc["total"], rc["reported"], rc["inflight"]
         cols = self.cols
-        cpu = self.rc_index["VCPU"]
-        cols["free_vcpus"][row] = (total.item(row, cpu) * rc["ratio"].item(row, cpu)
-                                   - reported.item(row, cpu) - inflight.item(row, cpu))
-        mem = self.rc_index["MEMORY_MB"]
-        disk = self.rc_index["DISK_GB"]
         # As Nova's HostState: memory_mb - memory_mb_used, local_gb - local_gb_used. An inventory's reserved is
         # Placement's; nova-compute counts its reserved_host_memory_mb / _disk_mb in the used figures it reports.
-        cols["free_ram_mb"][row] = total.item(row, mem) - reported.item(row, mem) - inflight.item(row, mem)
-        free_gb = total.item(row, disk) - reported.item(row, disk)
-        least = cols["disk_available_least"].item(row)
-        if least == least and least < free_gb:
-            # not NaN: as Nova's HostState does, the smaller of the hypervisor's own view and the accounted free
-            # space wins (disk_available_least can lag behind or run ahead of the database's figures)
-            free_gb = least
-        cols["free_disk_mb"][row] = (free_gb - inflight.item(row, disk)) * 1024.0
+        if j == _VCPU:
+            cols["free_vcpus"][row] = rc["total"].item(row, j) * rc["ratio"].item(row, j) - used - held
+        elif j == _MEMORY_MB:
+            cols["free_ram_mb"][row] = rc["total"].item(row, j) - used - held
+        elif j == _DISK_GB:
+            free_gb = rc["total"].item(row, j) - used
+            least = cols["disk_available_least"].item(row)
+            if least == least and least < free_gb:
+                # not NaN: as Nova's HostState does, the smaller of the hypervisor's own view and the accounted
+                # free space wins (disk_available_least can lag behind or run ahead of the database's figures)
+                free_gb = least
+            cols["free_disk_mb"][row] = (free_gb - held) * 1024.0
 
     def add_inflight(self, row: int, resources: dict[str, int], sign: int, *, instance: bool = True) -> None:
         """Count ``resources`` in flight on ``row`` (``sign`` +1) or no longer (-1), and one instance with them
         unless ``instance`` is False (a consumer's part on a node it does not run on)."""
         known = self.rc_index
         if known.keys() >= resources.keys():
-            # Every claim and release lands here, on every replica: only the named classes' free changes (the
-            # capacity does not), so update those alone rather than recompute the row. Read as Python floats
-            # (``item``), as in ``refresh_load``: the same float64 arithmetic as on numpy scalars, for less.
+            # Every claim and release lands here, on every replica (a feed applies the other workers' too): only
+            # the named classes' figures change (the capacity does not), so write those alone, each value read
+            # once, rather than recompute the row: the same float64 arithmetic, in the same order, as
+            # ``refresh_free``, on Python floats (``item``: numpy scalars cost several times more).
             rc = self.rc
             inflight, free, capacity, reported = rc["inflight"], rc["free"], rc["capacity"], rc["reported"]
             for name, amount in resources.items():
                 j = known[name]
                 held = inflight.item(row, j) + sign * amount
                 inflight[row, j] = held
-                free[row, j] = capacity.item(row, j) - reported.item(row, j) - held
-            self._refresh_physical_free(row)
+                used = reported.item(row, j)
+                free[row, j] = capacity.item(row, j) - used - held
+                self._set_physical_free(row, j, used, held)
         else:
             for name, amount in resources.items():
                 j = self.rc_slot(name)  # may add a class (and grow the arrays)

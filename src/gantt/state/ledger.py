@@ -190,6 +190,8 @@ class Ledger:
         """
         with self._lock:
             held = self._allocations.get(allocation.consumer_uuid)
+            if held is allocation:
+                return  # our own claim, applied from its commit's result: recorded and counted already
             if held is not None:
                 if held.parts() == allocation.parts() and held.confirmed == allocation.confirmed \
                         and held.group == allocation.group and held.migration_uuid == allocation.migration_uuid \
@@ -262,9 +264,15 @@ class Ledger:
             self._insert(row, key, allocation)
 
     def _index(self, allocation: Allocation) -> None:
-        self._allocations[allocation.consumer_uuid] = allocation
+        consumer = allocation.consumer_uuid
+        self._allocations[consumer] = allocation
+        node_allocations = self._node_allocations
         for key in allocation.nodes():
-            self._node_allocations.setdefault(key, set()).add(allocation.consumer_uuid)
+            holders = node_allocations.get(key)
+            if holders is None:
+                node_allocations[key] = {consumer}
+            else:
+                holders.add(consumer)
         if allocation.group:
             self._group_allocations.setdefault(allocation.group, set()).add(allocation.consumer_uuid)
         for part in allocation.extra:  # on the nodes that list no instances: in flight for as long as held
@@ -275,15 +283,16 @@ class Ledger:
     def _insert(self, row: int, key: NodeKey, allocation: Allocation) -> None:
         if not allocation.created_at:
             allocation.created_at = self._clock()
-        updated_at = self._columns.cols["updated_at"][row]
+        updated_at = self._columns.cols["updated_at"].item(row)
         listed = allocation.listed_as in self._instances.reported_instances(row)
         if listed and allocation.migration_uuid:
             # A moved instance the node already lists (a resize on the same host, a revert's source): only a
             # report made after the move counts what it now holds; until then it is in flight.
-            listed = bool(updated_at > allocation.created_at)
+            listed = updated_at > allocation.created_at
         # On a node that never lists instances, a claim older than the timeout is settled, as settle_unlisted
         # would have done (a replica loading a snapshot).
-        settled = self._settles(row) and updated_at - allocation.created_at > self.claim_timeout
+        # (The time first: a fresh claim is newer than its node's last report, and the test reads no more rows.)
+        settled = updated_at - allocation.created_at > self.claim_timeout and self._settles(row)
         if listed or settled:
             allocation.confirmed = True
         self._index(allocation)

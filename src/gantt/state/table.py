@@ -203,7 +203,8 @@ class HostTable:
     def _touched(self, row: int) -> None:
         """After a row's usage or report time is written: a new usage version, and a journal entry (last, so a
         reader that sees the entry sees the values)."""
-        self._columns.cols["usage_version"][row] += 1
+        versions = self._columns.cols["usage_version"]
+        versions[row] = versions.item(row) + 1  # a Python int: a numpy scalar's += costs several times more
         self._journal.append(row)
 
     # ------------------------------------------------------------------------------------------- rows
