@@ -102,6 +102,11 @@ TOUCH_FRACTION = 1 / 6
 # others of up to this many seconds in one batch (``Replica.flush_liveness``): every replica learns the node's
 # new report time this much later at most (plus the feed's delay), a small fraction of service_down_time.
 LIVENESS_DELAY = 0.25
+# How many reloads (a table swapped in from a snapshot) one request rides out, deciding again on each new table,
+# before the last one's TableReplaced goes through to the caller. Reloads are rare (a compaction past a lagging
+# follower, an unanswered commit), but they come in runs: a feed cut to its last few revisions while followers lag
+# reloaded one replica four times during one request (tests/store/test_replicas_racing.py, under CI's load).
+DECISION_RELOADS = 10
 
 
 class Replica(Follower, PlacementFacade):
@@ -773,9 +778,9 @@ class Replica(Follower, PlacementFacade):
             return (yield from self._decide(spec))
 
     def _decide(self, spec: RequestSpec) -> ClaimSteps[list[list[Selection]]]:
-        # A reload while the request decides sends it to the new scheduler; reloads are rare (a compaction, an
-        # unanswered commit), so a few re-entries are plenty, and the last one lets the error through.
-        for _ in range(3):
+        # A reload while the request decides sends it to the new scheduler (nothing was committed on the old one),
+        # up to DECISION_RELOADS times; the last one lets the error through.
+        for _ in range(DECISION_RELOADS):
             try:
                 return (yield from self.scheduler.engine.select_steps(spec))
             except TableReplaced:

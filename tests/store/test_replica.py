@@ -7,13 +7,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from gantt import NoValidHost
 from gantt.config import Config
+from gantt.engine import TableReplaced
 from gantt.model import Allocation, HostStats, NotFound, ServiceInfo
-from gantt.replica import Replica, audit
+from gantt.replica import DECISION_RELOADS, Replica, audit
 from gantt.scheduler import describe
 from gantt.store.base import Batch, Change, CommitResult, Store, StoreConflict
 from gantt.store.memory import MemoryStore
@@ -522,3 +524,42 @@ def test_a_release_applied_ahead_of_the_feed_is_remembered_until_the_feed_passes
         assert replica.revision == base + 2 and replica.table.allocation("vm-1") is None
     finally:
         replica.close()
+
+
+class _Reloading(Replica):
+    """A replica whose table is swapped in afresh from the store (``load``, a real reload) right before each of
+    the first ``reloads`` commit checks: every decision up to then finds its table replaced."""
+
+    reloads = 0
+
+    def _expects(self, table: Any, allocations: list[Allocation]) -> Any:
+        if self.reloads:
+            self.reloads -= 1
+            self.load()
+        return super()._expects(table, allocations)
+
+
+@pytest.mark.parametrize("reloads", [1, 4, DECISION_RELOADS])
+def test_a_request_rides_out_a_run_of_reloads_and_is_decided_on_the_last_table(tmp_path: Path,
+                                                                                reloads: int) -> None:
+    """Reloads come in runs (a compaction past a lagging follower, again and again): a request decides again on
+    each new table, up to DECISION_RELOADS times, and is placed once, where the store holds it."""
+    with SQLiteStore(f"sqlite:///{tmp_path}/gantt.sqlite") as store:
+        replica = _Reloading(store, CONFIG).start(follow=False)
+        replica.update_resource_stats("h1", host_stats())
+        replica.reloads = reloads
+        [[selection, *_]] = replica.select_destinations(request(instance_uuids=["c1"]))
+        assert selection.host == "h1" and replica.reloads == 0
+        assert store.snapshot().allocations == [replica.allocation("c1")]
+
+
+def test_a_request_gives_up_past_its_reloads_and_leaves_nothing_booked(tmp_path: Path) -> None:
+    with SQLiteStore(f"sqlite:///{tmp_path}/gantt.sqlite") as store:
+        replica = _Reloading(store, CONFIG).start(follow=False)
+        replica.update_resource_stats("h1", host_stats())
+        replica.reloads = DECISION_RELOADS + 1
+        with pytest.raises(TableReplaced):
+            replica.select_destinations(request(instance_uuids=["c1"]))
+        assert store.snapshot().allocations == [] and replica.allocations() == []
+        replica.reloads = 0
+        assert replica.select_destinations(request(instance_uuids=["c1"]))[0][0].host == "h1"
