@@ -452,7 +452,8 @@ class Engine:
 
         With ``shuffle_best_same_weighed_hosts`` the nodes tied for the best weight are shuffled first. Only the few
         rows actually needed are extracted (repeated argmax), never a sort of every candidate. Consumes the
-        ranking: each picked score is overwritten with -inf (a copy would cost a pass over every row).
+        ranking: each picked score is overwritten with -inf (a copy would cost a pass over every row); a shared
+        score (the table's kept sum) is copied first, and only once a walk by weight needs the writes.
         A ranking with ``exact`` verdicts (filters that refine) skips the rows that fail them, so the subset and
         the alternates are those of the exact candidates, in the same order; only the rows walked are checked.
         """
