@@ -183,7 +183,8 @@ def test_the_same_sweep_twice_gives_the_same_output_whatever_the_jobs(tmp_path: 
     assert "disk utilization at the end" in table_1
     rows = list(csv.DictReader(io.StringIO(csv_1)))
     placed = [r for r in rows if r["figure"] == "instances.placed"]
-    assert [r["hosts"] for r in placed] == ["80", "160"]
+    assert [r["point"] for r in placed] == ["hosts=80", "hosts=160", "hosts=160 − hosts=80"]  # then the difference
+    assert [r["hosts"] for r in placed] == ["80", "160", "160"]
     assert float(placed[0]["mean"]) == body["points"][0]["figures"]["instances.placed"]["mean"]
     assert float(placed[0]["ci95_high"]) == body["points"][0]["figures"]["instances.placed"]["ci95_high"]
 

@@ -30,6 +30,7 @@ from gantt.sim.scenario import Scenario, ScenarioError, load_scenario, read_scen
 from gantt.sim.simulator import Simulation, peak_rss_mb
 from gantt.sim.sweep import (
     format_estimate,
+    headline_figures,
     invariants_hold,
     parse_axis,
     plan_sweep,
@@ -191,7 +192,10 @@ def _sweep(args: argparse.Namespace, err: Console, decision_time: float | str | 
                             done=None if update is None else lambda n: update(n))
     summary = summarize(plan, results)
     stdout_taken = "-" in (args.json_out, args.csv_out)
-    _table_console(stdout_taken, err).print(sweep_table(summary))
+    console = _table_console(stdout_taken, err)
+    console.print(sweep_table(summary))
+    if summary["differences"]:
+        console.print(differences_table(summary))
     if args.json_out:
         _write(json.dumps(summary, indent=1) + "\n", args.json_out, "sweep metrics", err)
     if args.csv_out:
@@ -218,6 +222,27 @@ def sweep_table(summary: dict[str, Any]) -> Table:
         table.add_column(point["label"], justify="right")
     for key, entry in points[0]["figures"].items():
         table.add_row(entry["label"], entry["unit"], *(format_estimate(p["figures"][key]) for p in points))
+    return table
+
+
+def headline_deltas(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float]:
+    """The sweep's headline figures, B minus A (one run each: no interval; a sweep over seeds gives one)."""
+    return {fig.key: float(fig.value(b)) - float(fig.value(a)) for fig in headline_figures([a, b])}
+
+
+def differences_table(summary: dict[str, Any]) -> Table:
+    """Each point against the first, paired seed by seed (``sweep.paired_differences``)."""
+    diffs = summary["differences"]
+    seeds = summary["sweep"]["seeds"]
+    table = Table(title=f"Paired differences against {diffs[0]['baseline']}, seed by seed: mean ± 95% CI, "
+                        f"Student t over {len(seeds)} seeds")
+    table.add_column("figure", style="bold")
+    table.add_column("unit")
+    for diff in diffs:
+        table.add_column(f"Δ {diff['point']}", justify="right")
+    for key, entry in diffs[0]["figures"].items():
+        table.add_row(entry["label"], entry["unit"],
+                      *(format_estimate(d["figures"][key], signed=True) for d in diffs))
     return table
 
 
@@ -267,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
                             log_every=args.log_every))
     print_summary(results, _table_console(args.json_out == "-", err))  # '-': stdout carries the JSON alone
     if args.json_out:
-        body: Any = results[0] if len(results) == 1 else {"a": results[0], "b": results[1]}
+        body: Any = results[0] if len(results) == 1 else {"a": results[0], "b": results[1],
+                                                         "delta_b_minus_a": headline_deltas(results[0], results[1])}
         _write(json.dumps(body, indent=1) + "\n", args.json_out, "metrics", err)
     if args.plots:
         for p in write_plots(results, args.plots):

@@ -117,24 +117,74 @@ def volume_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+_NUMBER_RE = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")  # a figure, not the digit of a name (az1, p99)
+
+
+def delta(a: str, b: str) -> str:
+    """``b - a`` for two cells of one summary row that say the same thing in numbers ("0.52 / 0.91 ms" and
+    "0.60 / 1.10 ms" give "+0.08 / +0.19 ms"), number by number, each to the finer of the two precisions; "" when
+    the cells differ in their words (two policies, a failure only one run has) or carry no number."""
+    shape_a, shape_b = _NUMBER_RE.sub("#", a), _NUMBER_RE.sub("#", b)
+    numbers_a, numbers_b = _NUMBER_RE.findall(a), _NUMBER_RE.findall(b)
+    if shape_a != shape_b or not numbers_a:
+        return ""
+    parts = []
+    for x, y in zip(numbers_a, numbers_b, strict=True):
+        decimals = max(len(t.partition(".")[2]) for t in (x, y))
+        d = float(y.replace(",", "")) - float(x.replace(",", ""))
+        grouping = "," if "," in x + y else ""
+        parts.append("0" if round(d, decimals) == 0 else f"{d:+{grouping}.{decimals}f}")
+    pieces = shape_a.split("#")
+    return "".join(piece + (parts[i] if i < len(parts) else "") for i, piece in enumerate(pieces))
+
+
 def print_summary(results: list[dict[str, Any]], console: Console | None = None) -> None:
     console = console or Console()
     table = Table(title="Gantt simulation" + (" — comparison" if len(results) > 1 else ""))
     table.add_column("metric", style="bold")
     for r in results:
         table.add_column(f"{r['scenario']} ({r['policy']})", overflow="fold")
+    pair = len(results) == 2
+    if pair:
+        table.add_column("Δ (B − A)", overflow="fold")
     per_run = [summary_rows(r) for r in results]
     labels = [label for label, _ in per_run[0]]
     for i, label in enumerate(labels):
         values = [rows[i][1] if i < len(rows) and rows[i][0] == label else dict(rows).get(label, "")
                   for rows in per_run]
-        table.add_row(label, *values)
+        table.add_row(label, *values, *([delta(values[0], values[1]) if values[1] else ""] if pair else []))
     # Failures differ between runs; list the ones only a later run has.
     for rows in per_run[1:]:
         for label, value in rows:
             if label not in labels:
-                table.add_row(label, *["" if rows is not other else value for other in per_run])
+                table.add_row(label, *["" if rows is not other else value for other in per_run],
+                              *([""] if pair else []))
     console.print(table)
+
+
+LABEL_LEVELS = (1.0, 0.66, 0.33)  # heights (axes fraction) an event's label may stand at
+
+
+def label_levels(times: list[float], span: float, gap: float = 0.04) -> list[float]:
+    """A height for each event label (in ``times`` order) so that labels closer than ``gap`` of the x span do not
+    stand on each other: each takes the highest level whose last label is far enough to its left, the lowest
+    level in turn when none is (a burst of more events than levels)."""
+    last: list[float | None] = [None] * len(LABEL_LEVELS)
+    heights = [0.0] * len(times)
+    width = gap * span if span > 0 else 0.0
+    for n, i in enumerate(sorted(range(len(times)), key=lambda k: times[k])):
+        free = [j for j, x in enumerate(last) if x is None or times[i] - x >= width]
+        level = free[0] if free else n % len(LABEL_LEVELS)
+        last[level] = times[i]
+        heights[i] = LABEL_LEVELS[level]
+    return heights
+
+
+def _label_events(ax: Any, events: list[tuple[float, str, str]], span: float) -> None:
+    """``(time, text, color)`` labels at the top of ``ax``, staggered where they would overlap."""
+    for (at, text, color), height in zip(events, label_levels([e[0] for e in events], span), strict=True):
+        ax.annotate(text, xy=(at, height), xycoords=("data", "axes fraction"), fontsize=7, color=color,
+                    rotation=90, va="top", ha="right")
 
 
 def _mark_failures(ax: Any, r: dict[str, Any], *, label: bool) -> None:
@@ -144,9 +194,10 @@ def _mark_failures(ax: Any, r: dict[str, Any], *, label: bool) -> None:
         if f.get("until") is not None:  # how long the failure lasts (flapping cycles, scheduler downtime)
             end = min(f["until"], r["timeline"]["t"][-1]) if r["timeline"]["t"] else f["until"]
             ax.axvspan(f["at"], max(end, f["at"]), color=color, alpha=0.08)
-        if label:
-            ax.annotate(f"{f['kind']}\n{f['target']}", xy=(f["at"], 1.0), xycoords=("data", "axes fraction"),
-                        fontsize=7, color=color, rotation=90, va="top", ha="right")
+    if label:
+        t = r["timeline"]["t"]
+        _label_events(ax, [(f["at"], f"{f['kind']}\n{f['target']}", FAILURE_COLORS.get(f["kind"], "gray"))
+                           for f in r["failures"]], (t[-1] - t[0]) if t else 0.0)
 
 
 def _per_interval(series: list[float]) -> list[float]:
@@ -291,14 +342,14 @@ def volume_figure(runs: list[tuple[dict[str, Any], str]], where: str) -> Any:
         axes[1, col].set_title(f"Pools' physical fill — {name}", fontsize=9)
         axes[1, col].set_ylabel("% of physical capacity")
         axes[1, col].set_xlabel("virtual time (s)")
+        events = [(e["at"], f"{e['kind']}\n{e['target']}", "tab:red" if e["kind"] != "pool_filled" else "tab:orange")
+                  for e in v["events"]]
         for ax in axes[:, col]:
-            for e in v["events"]:
-                ax.axvline(e["at"], color="tab:red" if e["kind"] != "pool_filled" else "tab:orange",
-                           linestyle="--", linewidth=1)
-                if ax is axes[0, col]:
-                    ax.annotate(f"{e['kind']}\n{e['target']}", xy=(e["at"], 1.0), fontsize=7, rotation=90,
-                                xycoords=("data", "axes fraction"), va="top", ha="right")
+            for at, _, color in events:
+                ax.axvline(at, color=color, linestyle="--", linewidth=1)
             _legend(ax)
+        span = (tl["t"][-1] - tl["t"][0]) if tl["t"] else 0.0
+        _label_events(axes[0, col], events, span)
     fig.suptitle(f"Volume pools: {where}")
     return fig
 
@@ -319,11 +370,18 @@ def sweep_figure(summary: dict[str, Any]) -> Any:
     axes = fig.subplots(rows, cols, squeeze=False)
     x = list(range(len(points)))
     labels = [p["label"] for p in points]
+    # A line between points says that values between them exist: only along one numeric axis. Policies, flags or
+    # a grid of several axes are categories, shown as points alone.
+    axes_values = list(summary["sweep"]["axes"].values())
+    ordered = len(axes_values) == 1 and all(isinstance(v, int | float) and not isinstance(v, bool)
+                                            for v in axes_values[0])
     for ax, key in zip(axes.flat, keys, strict=False):
         entries = [p["figures"][key] for p in points]
         means = [e["mean"] for e in entries]
-        halves = [e["ci95_half_width"] or 0.0 for e in entries]
-        ax.errorbar(x, means, yerr=halves, fmt="o-", capsize=4)
+        # the interval as it stands, cut to the figure's range: asymmetric where it was cut
+        below = [e["mean"] - e["ci95_low"] if e["ci95_low"] is not None else 0.0 for e in entries]
+        above = [e["ci95_high"] - e["mean"] if e["ci95_high"] is not None else 0.0 for e in entries]
+        ax.errorbar(x, means, yerr=[below, above], fmt="o-" if ordered else "o", capsize=4)
         ax.set_title(entries[0]["label"], fontsize=9)
         ax.set_ylabel(entries[0]["unit"])
         ax.set_xticks(x, labels, rotation=30 if len(points) > 1 else 0, ha="right" if len(points) > 1 else "center",

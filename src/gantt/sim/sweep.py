@@ -38,7 +38,10 @@ from gantt.sim.stats import mean_ci, t_quantile
 __all__ = ["Axis", "SweepPlan", "parse_axis", "plan_sweep", "run_sweep", "summarize", "sweep_csv"]
 
 STATISTIC = ("mean over seeds; ci95 = mean ± t(0.975, n-1) · s / √n, Student t, s the sample standard deviation "
-             "(n - 1 denominator); no interval when n = 1")
+             "(n - 1 denominator), ci95_low and ci95_high cut to the figure's range (no count below 0, no share "
+             "above 100 %); no interval when n = 1")
+DIFFERENCE = ("paired over the seeds: per seed, the point's figure minus the baseline's (the first point) on the same "
+              "seed; mean and Student t ci95 of those differences (not cut: a difference may be negative)")
 LEVEL = 0.95
 PathPart = str | int
 _RANGE_RE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
@@ -254,6 +257,14 @@ class Headline:
     unit: str
     value: Callable[[dict[str, Any]], float]
 
+    @property
+    def bounds(self) -> tuple[float, float | None]:
+        """The range the figure's true mean lies in: every figure is a count, a share or a time, none negative,
+        and a share is at most 100 %. Cutting the t interval to it keeps its coverage (the mean is inside it
+        whenever it is inside the interval) and drops the impossible part, "stranded vCPU 14.3 ± 33.1" going
+        below 0."""
+        return 0.0, (100.0 if self.unit.startswith("%") else None)
+
 
 def headline_figures(runs: list[dict[str, Any]]) -> list[Headline]:
     """The figures a sweep summarizes. Classes and failure reasons are those any run has (0 where one lacks)."""
@@ -306,6 +317,38 @@ def invariants_hold(r: dict[str, Any]) -> bool:
                 or inv.get("volume_pools_over_capacity") or inv.get("volume_claims_on_lost_pools_after_detection"))
 
 
+def _estimate(values: list[float], bounds: tuple[float, float | None] = (float("-inf"), None)) -> dict[str, Any]:
+    """Mean, Student t half-width and the interval's ends (cut to ``bounds``) of ``values``."""
+    mean, half = mean_ci(values, LEVEL)
+    low, high = bounds
+    return {
+        "n": len(values), "mean": _round(mean),
+        "ci95_half_width": None if half is None else _round(half),
+        "ci95_low": None if half is None else _round(max(low, mean - half)),
+        "ci95_high": None if half is None else _round(mean + half if high is None else min(high, mean + half)),
+        "values": [_round(v) for v in values],
+    }
+
+
+def paired_differences(points: list[Any], results: list[list[dict[str, Any]]],
+                       figures: list[Headline]) -> list[dict[str, Any]]:
+    """Each point after the first against the first, seed by seed (every point runs the same seeds, so a
+    policy or option compared on them is compared on the same arrivals and failures): the mean difference and
+    its interval, far narrower than the two points' own intervals side by side when the seeds drive most of the
+    spread. Empty with one point or one seed."""
+    if len(points) < 2 or len(results[0]) < 2:
+        return []
+    base = results[0]
+    out = []
+    for point, runs in zip(points[1:], results[1:], strict=True):
+        figs = {}
+        for fig in figures:
+            diffs = [float(fig.value(r)) - float(fig.value(b)) for r, b in zip(runs, base, strict=True)]
+            figs[fig.key] = {"label": fig.label, "unit": fig.unit, **_estimate(diffs)}
+        out.append({"point": point.label, "baseline": points[0].label, "figures": figs})
+    return out
+
+
 def _common(values: list[Any]) -> Any:
     distinct: list[Any] = []
     for value in values:
@@ -325,14 +368,7 @@ def summarize(plan: SweepPlan, results: list[list[dict[str, Any]]]) -> dict[str,
         summary: dict[str, Any] = {}
         for fig in figures:
             values = [float(fig.value(r)) for r in runs]
-            mean, half = mean_ci(values, LEVEL)
-            summary[fig.key] = {
-                "label": fig.label, "unit": fig.unit, "n": n, "mean": _round(mean),
-                "ci95_half_width": None if half is None else _round(half),
-                "ci95_low": None if half is None else _round(mean - half),
-                "ci95_high": None if half is None else _round(mean + half),
-                "values": [_round(v) for v in values],
-            }
+            summary[fig.key] = {"label": fig.label, "unit": fig.unit, **_estimate(values, fig.bounds)}
         points.append({"label": point.label, "parameters": point.parameters, "hosts": runs[0]["hosts"],
                        "invariants_hold": all(invariants_hold(r) for r in runs), "figures": summary})
     return {
@@ -342,9 +378,10 @@ def summarize(plan: SweepPlan, results: list[list[dict[str, Any]]]) -> dict[str,
         "reproducible": all(r["reproducible"] for r in every),
         "sweep": {"axes": {a.key: list(a.values) for a in plan.axes if a.path != ("seed",)},
                   "seeds": plan.seeds, "runs": plan.runs,
-                  "statistic": STATISTIC,
+                  "statistic": STATISTIC, "difference": DIFFERENCE,
                   "t": None if n < 2 else _round(t_quantile(0.5 + LEVEL / 2, n - 1))},
         "points": points,
+        "differences": paired_differences(plan.points, results, figures),
         "wall_clock": {
             "note": "real time on this machine; differs between runs (everything else does not)",
             "run_wall_seconds": _round(sum(r["wall_clock"]["wall_seconds"] for r in every)),
@@ -357,14 +394,21 @@ def _number(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}" if abs(x) >= 10 else f"{x:,.2f}"
 
 
-def format_estimate(entry: dict[str, Any]) -> str:
-    """``mean ± half-width`` (the mean alone when one seed gives no interval)."""
-    half = entry["ci95_half_width"]
-    return _number(entry["mean"]) + ("" if half is None else f" ± {_number(half)}")
+def format_estimate(entry: dict[str, Any], signed: bool = False) -> str:
+    """``mean ± half-width``; ``mean [low, high]`` when the interval was cut to the figure's range; the mean
+    alone when one seed gives no interval. ``signed``: a difference, shown with its sign."""
+    mean, half = entry["mean"], entry["ci95_half_width"]
+    text = ("+" if signed and mean > 0 else "") + _number(mean)
+    if half is None:
+        return text
+    if entry["ci95_low"] > _round(mean - half) or entry["ci95_high"] < _round(mean + half):
+        return f"{text} [{_number(entry['ci95_low'])}, {_number(entry['ci95_high'])}]"
+    return f"{text} ± {_number(half)}"
 
 
 def sweep_csv(summary: dict[str, Any]) -> str:
-    """One row per point and figure."""
+    """One row per point and figure, then one per paired difference and figure (its point named
+    ``point − baseline``)."""
     keys = list(summary["sweep"]["axes"])
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -374,4 +418,11 @@ def sweep_csv(summary: dict[str, Any]) -> str:
             writer.writerow([point["label"], *(point["parameters"][k] for k in keys), key, entry["unit"],
                              entry["n"], entry["mean"], *("" if entry[f] is None else entry[f] for f in
                                                           ("ci95_half_width", "ci95_low", "ci95_high"))])
+    points = {p["label"]: p for p in summary["points"]}
+    for diff in summary.get("differences", []):
+        parameters = points[diff["point"]]["parameters"]
+        for key, entry in diff["figures"].items():
+            writer.writerow([f"{diff['point']} − {diff['baseline']}", *(parameters[k] for k in keys), key,
+                             entry["unit"], entry["n"], entry["mean"], entry["ci95_half_width"], entry["ci95_low"],
+                             entry["ci95_high"]])
     return out.getvalue()
