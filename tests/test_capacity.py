@@ -155,3 +155,31 @@ def test_a_capabilities_spec_on_usage_is_refused_and_one_on_static_state_is_coun
     static = {"flavor": {"vcpus": 1, "memory_mb": 1024, "root_gb": 1,
                          "extra_specs": {"capabilities:hypervisor_type": "QEMU"}}}
     assert sched.capacity({"requests": [static]}).requests[0].instances == 32
+
+
+def test_the_command_answers_and_refuses_a_name_that_matches_nothing(tmp_path: Any) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.service.server import ServerProcess
+
+    with ServerProcess(f"sqlite:///{tmp_path}/c.sqlite") as server:
+        def gantt_cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "gantt", *args, "--url", server.url], capture_output=True,
+                                  text=True, timeout=60)
+
+        for i in range(3):
+            assert gantt_cli("hosts", "create", f"h{i}", "--vcpus", "16", "--memory-mb", "32768",
+                             "--disk-gb", "1000").returncode == 0
+        assert gantt_cli("aggregates", "create", "r07", "--hosts", "h0", "--property",
+                         "availability_zone=az1").returncode == 0
+        done = gantt_cli("capacity", "--flavor", "m1.large", "--vcpus", "4", "--memory-mb", "8192", "--root-gb", "80",
+                         "--without-aggregate", "r07")
+        assert done.returncode == 0, done.stderr
+        assert "m1.large: 8 more fit on 2 nodes (nova 8); 12 on 3 nodes with the hosts taken away" in done.stdout
+        as_json = gantt_cli("capacity", "--vcpus", "4", "--memory-mb", "8192", "--root-gb", "80", "-f", "json")
+        [room] = json.loads(as_json.stdout)["requests"]
+        assert room["instances"] == 12 and room["by_zone"] == {"az1": 4, "nova": 8}
+        refused = gantt_cli("capacity", "--without-host", "nosuch")
+        assert refused.returncode != 0 and "$.without.hosts[0]" in refused.stderr + refused.stdout

@@ -19,72 +19,28 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
-from msgspec import Meta, Struct, field
 
 from gantt.engine import Engine
 from gantt.filters.base import Filter
-from gantt.model import MAX_LIST, InvalidRequest, Name, NodeKey, RequestSpec, Text, decode
+from gantt.model import (
+    CapacityAnswer,
+    CapacityQuestion,
+    Displaced,
+    DisplacedShape,
+    InvalidRequest,
+    NodeKey,
+    NodeRoom,
+    RequestCapacity,
+    RequestSpec,
+    Without,
+    decode,
+)
 from gantt.request import RequestContext
 
 __all__ = ["CapacityAnswer", "CapacityQuestion", "capacity"]
-
-MAX_REQUESTS = 20
-MAX_TOP = 1000
-
-
-class Without(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """Hosts taken away: by name, by aggregate (its id, uuid or name: a rack, a power domain) or by zone."""
-
-    hosts: Annotated[list[Name], Meta(max_length=MAX_LIST)] = field(default_factory=list)
-    aggregates: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
-    zones: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
-
-
-class CapacityQuestion(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    requests: Annotated[list[RequestSpec], Meta(min_length=1, max_length=MAX_REQUESTS)]
-    without: Without | None = None
-    # how many of the nodes with the most room each answer lists
-    limit: Annotated[int, Meta(ge=0, le=MAX_TOP)] = 10
-
-
-class NodeRoom(Struct):
-    host: str
-    nodename: str
-    instances: int
-
-
-class RequestCapacity(Struct, omit_defaults=True):
-    flavor: str | None
-    resources: dict[str, int]
-    instances: int  # more instances of the request that fit, on the nodes left
-    nodes: int  # nodes with room for at least one
-    by_zone: dict[str, int]
-    by_aggregate: dict[str, int]  # aggregates with room, by name
-    top: list[NodeRoom]  # the nodes with the most room, most first
-    instances_before: int | None = None  # with ``without``: what fitted with those hosts in
-    nodes_before: int | None = None
-
-
-class DisplacedShape(Struct):
-    resources: dict[str, int]  # what one displaced consumer holds on the nodes taken away
-    consumers: int
-    fit_again: int  # of those, how many the nodes left have room for (this shape alone)
-
-
-class Displaced(Struct):
-    nodes: int
-    consumers: int
-    resources: dict[str, int]  # the sum of what they hold there
-    shapes: list[DisplacedShape]
-
-
-class CapacityAnswer(Struct, omit_defaults=True):
-    requests: list[RequestCapacity]
-    displaced: Displaced | None = None
-
 
 def capacity(engine: Engine, question: CapacityQuestion | dict[str, Any]) -> CapacityAnswer:
     """The answer to ``question`` from ``engine``'s table, read under the table's lock (rows do not move)."""
@@ -152,25 +108,25 @@ def _summary(engine: Engine, spec: RequestSpec, counts: np.ndarray, before: np.n
     )
 
 
-def _zone_of_rows(engine: Engine) -> list[str]:
-    """Per row, its availability zone (the default zone for a row in none), as the Selection names it."""
-    table = engine.table
+def _zone_per_code(engine: Engine) -> list[str]:
+    """Per aggregate-set code, the availability zone its rows are in (the default zone for none), as the
+    Selection names it."""
     default = engine.config.default.default_availability_zone
-    per_code = [min(z) if z else default for z in table.zones()]
-    codes = table.col("aggset_code")[: table.n].astype(np.int64)
-    return [per_code[c] for c in codes.tolist()]
+    return [min(z) if z else default for z in engine.table.zones()]
+
+
+def _codes(engine: Engine) -> np.ndarray:
+    table = engine.table
+    return table.col("aggset_code")[: table.n].astype(np.int64)
 
 
 def _by_zone(engine: Engine, counts: np.ndarray) -> dict[str, int]:
+    per_code = _zone_per_code(engine)
+    sums = np.bincount(_codes(engine), weights=counts, minlength=len(per_code))
     totals: dict[str, int] = defaultdict(int)
-    for row in np.flatnonzero(counts > 0).tolist():
-        totals[_zone_cache(engine)[row]] += int(counts[row])
+    for code in np.flatnonzero(sums > 0).tolist():
+        totals[per_code[code]] += int(sums[code])
     return dict(sorted(totals.items()))
-
-
-def _zone_cache(engine: Engine) -> list[str]:
-    table = engine.table
-    return table.static_cache(("capacity_zones",), lambda: _zone_of_rows(engine))  # type: ignore[no-any-return]
 
 
 def _aggregate_rows(engine: Engine) -> list[tuple[str, np.ndarray]]:
@@ -214,9 +170,10 @@ def _removed(engine: Engine, without: Without) -> np.ndarray:
             for host in aggregate.hosts:
                 out[list(table.rows_of_host(host))] = True
     if without.zones:
-        zones = np.asarray(_zone_cache(engine), dtype=object)
+        per_code = np.asarray(_zone_per_code(engine), dtype=object)
+        codes = _codes(engine)
         for i, zone in enumerate(without.zones):
-            named = zones == zone
+            named = (per_code == zone)[codes] if per_code.size else np.zeros(table.n, dtype=np.bool_)
             if not named.any():
                 raise InvalidRequest(f"no node is in availability zone {zone!r}", field=f"$.without.zones[{i}]")
             out |= named

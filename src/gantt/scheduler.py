@@ -11,13 +11,15 @@ from typing import Any
 import numpy as np
 
 from gantt.activity import ClassUsage, HostUsage, Overview, RecentAllocation, ZoneHosts, instant
-from gantt.capacity import CapacityAnswer, CapacityQuestion, capacity
+from gantt.capacity import capacity
 from gantt.config import Config, load_config
 from gantt.engine import CommitHook, CommitSteps, Engine, EngineStats
 from gantt.model import (
     Aggregate,
     Allocation,
     Candidate,
+    CapacityAnswer,
+    CapacityQuestion,
     Explanation,
     HostReport,
     HostStats,
