@@ -15,6 +15,7 @@ from gantt import Scheduler
 from gantt.model import (
     NAME_PATTERN,
     Aggregate,
+    CapacityQuestion,
     Flavor,
     HostReport,
     HostStats,
@@ -156,7 +157,7 @@ class Leaf:
 REQUIRED: dict[type, dict[str, Any]] = {
     RequestSpec: {"flavor": {}}, Aggregate: {"id": 1}, Inventory: {"total": 1}, Metric: {"name": "m", "value": 1.0},
     ReportIn: {"name": "h", "stats": {}}, InstancesIn: {"instances": []},
-    volume.BackendReport: {"host": "node1@lvm"},
+    volume.BackendReport: {"host": "node1@lvm"}, CapacityQuestion: {"requests": [{"flavor": {}}]},
     NUMACell: {"id": 0}, NUMAPages: {"size_kb": 4, "total": 1},
 }
 # Free-form JSON whose shape is checked in code, by where it sits: a valid value.
@@ -176,7 +177,8 @@ REQUIRED.update({
 # Valid wherever a string goes: a name, a trait, a resource class, a key.
 TEXT = "CUSTOM_A"
 # A field valid only with a sibling: a move names the one instance it moves.
-ALONGSIDE: dict[str, dict[str, Any]] = {"$.migration_uuid": {"instance_uuids": ["vm"]}}
+ALONGSIDE: dict[str, dict[str, Any]] = {"$.migration_uuid": {"instance_uuids": ["vm"]},
+                                        "$.requests[0].migration_uuid": {"instance_uuids": ["vm"]}}
 # Bounds msgspec cannot carry, each checked in code instead (and exercised below like the others).
 CHECKED_IN_CODE = {
     # A constrained str in a union with a tuple crashes msgspec 0.22's GC; HostReport checks the names.

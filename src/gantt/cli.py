@@ -486,6 +486,79 @@ def cmd_select(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------ capacity
+
+CAPACITY_COLUMNS = [Column("host"), Column("nodename"), Column("instances", right=True)]
+
+
+def _capacity_question(args: argparse.Namespace) -> dict[str, Any]:
+    flavor = {"name": args.flavor, "vcpus": args.vcpus, "memory_mb": args.memory_mb, "root_gb": args.root_gb}
+    spec: dict[str, Any] = {"flavor": flavor}
+    for key, value in (("availability_zone", args.az), ("project_id", args.project)):
+        if value:
+            spec[key] = value
+    without = {key: values for key, values in (("hosts", args.without_host), ("aggregates", args.without_aggregate),
+                                               ("zones", args.without_zone)) if values}
+    return {"requests": [spec], "limit": args.limit, **({"without": without} if without else {})}
+
+
+def cmd_capacity(args: argparse.Namespace) -> int:
+    if args.format in ("json", "yaml") and args.column:
+        raise UsageError("-c narrows a table's columns; -f json and yaml print the whole answer")
+    with _client(args) as client:
+        answer = client.capacity(_capacity_question(args))
+    if args.format in ("json", "yaml"):
+        emit_one(console, [Column("requests"), Column("displaced")], msgspec.structs.asdict(answer), args)
+        return 0
+    [room] = answer.requests
+    zones = ", ".join(f"{zone} {count:,}" for zone, count in room.by_zone.items()) or "none"
+    title = f"{room.flavor}: {room.instances:,} more fit on {room.nodes:,} nodes ({zones})"
+    if room.instances_before is not None:
+        title += f"; {room.instances_before:,} on {room.nodes_before:,} nodes with the hosts taken away"
+    extras = []
+    if room.by_aggregate:
+        racks = Table(title="per aggregate", title_justify="left")
+        racks.add_column("aggregate")
+        racks.add_column("instances", justify="right")
+        for name, count in room.by_aggregate.items():
+            racks.add_row(name, f"{count:,}")
+        extras.append(racks)
+    displaced = answer.displaced
+    if displaced is not None:
+        lost = Table(title=f"taken away: {displaced.nodes} nodes holding {displaced.consumers} consumers",
+                     title_justify="left")
+        for name in ("held there", "consumers", "fit again elsewhere"):
+            lost.add_column(name, justify="left" if name == "held there" else "right")
+        for shape in displaced.shapes:
+            lost.add_row(show_value(shape.resources), str(shape.consumers), str(shape.fit_again))
+        extras.append(lost)
+    records = [{"host": r.host, "nodename": r.nodename, "instances": r.instances} for r in room.top]
+    if (args.format or "table") == "table":
+        console.print(escape(title), soft_wrap=True)  # a sentence, not cut to the table's width
+    emit_list(console, Listing(CAPACITY_COLUMNS, records, title="the nodes with the most room", extras=extras), args)
+    return 0
+
+
+def _add_capacity(sub: Any) -> None:
+    p = sub.add_parser("capacity", help="how many more instances of a flavor fit, where, and what hosts take with "
+                                        "them (claims nothing)",
+                       description="Counted by the service's own filters: the same count claims one at a time "
+                                   "would reach. --without-* take hosts away first (a rack or a zone lost).")
+    _client_options(p)
+    p.add_argument("--flavor", default="cli", help="flavor name: a label only (default %(default)s)")
+    p.add_argument("--vcpus", type=int, default=1, help="flavor vCPUs (default %(default)s)")
+    p.add_argument("--memory-mb", type=int, default=512, help="flavor RAM in MiB (default %(default)s)")
+    p.add_argument("--root-gb", type=int, default=1, help="flavor root disk in GiB (default %(default)s)")
+    p.add_argument("--az", help="count in this availability zone only")
+    p.add_argument("--project", help="project (tenant) id, for tenant isolation")
+    p.add_argument("--without-host", action="append", metavar="HOST", help="take this host away (repeat)")
+    p.add_argument("--without-aggregate", action="append", metavar="AGGREGATE",
+                   help="take this aggregate's hosts away: its id, uuid or name (repeat)")
+    p.add_argument("--without-zone", action="append", metavar="ZONE", help="take this zone's hosts away (repeat)")
+    p.add_argument("--limit", type=int, default=10, help="nodes with the most room listed (default %(default)s)")
+    p.set_defaults(func=cmd_capacity)
+
+
 # --------------------------------------------------------------------------------------- allocations
 
 ALLOCATION_COLUMNS = [Column("consumer_uuid"), Column("host"), Column("nodename"), Column("resources"),
@@ -819,6 +892,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hosts(sub)
     _add_aggregates(sub)
     _add_select(sub)
+    _add_capacity(sub)
     _add_allocations(sub)
 
     p = sub.add_parser("migrations", help="confirm or revert a move (select --migration-uuid)")

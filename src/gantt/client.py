@@ -25,6 +25,8 @@ from gantt.activity import Overview
 from gantt.model import (
     Aggregate,
     Allocation,
+    CapacityAnswer,
+    CapacityQuestion,
     GanttError,
     HostReport,
     HostStats,
@@ -128,6 +130,7 @@ class _Calls:
 
     _selections = staticmethod(_decoder(Selections))
     _candidates = staticmethod(_decoder(Candidates))
+    _capacity = staticmethod(_decoder(CapacityAnswer))
     _host = staticmethod(_decoder(HostInfo))
     _hosts = staticmethod(_decoder(HostList))
     _aggregate = staticmethod(_decoder(Aggregate))
@@ -143,6 +146,9 @@ class _Calls:
     def candidates(self, spec: RequestSpec | dict[str, Any], limit: int | None = None) -> Call[Candidates]:
         params = {"limit": str(limit)} if limit is not None else None
         return Call("POST", "/v1/candidates", self._candidates, _encode(spec), params)
+
+    def capacity(self, question: CapacityQuestion | dict[str, Any]) -> Call[CapacityAnswer]:
+        return Call("POST", "/v1/capacity", self._capacity, _encode(question))
 
     def update_resource_stats(self, name: Name, stats: HostStats | dict[str, Any]) -> Call[int]:
         return Call("POST", "/v1/resource-stats", _revision, _encode({"name": name, "stats": stats}))
@@ -310,6 +316,10 @@ class SchedulerClient:
     def candidates(self, spec: RequestSpec | dict[str, Any], limit: int | None = None) -> Candidates:
         return self._do(_CALLS.candidates(spec, limit))
 
+    def capacity(self, question: CapacityQuestion | dict[str, Any]) -> CapacityAnswer:
+        """How many more instances of each request fit (``gantt.capacity``); claims nothing."""
+        return self._do(_CALLS.capacity(question))
+
     def update_resource_stats(self, name: Name, stats: HostStats | dict[str, Any]) -> int:
         return self._do(_CALLS.update_resource_stats(name, stats))
 
@@ -418,6 +428,9 @@ class AsyncSchedulerClient:
 
     async def candidates(self, spec: RequestSpec | dict[str, Any], limit: int | None = None) -> Candidates:
         return await self._do(_CALLS.candidates(spec, limit))
+
+    async def capacity(self, question: CapacityQuestion | dict[str, Any]) -> CapacityAnswer:
+        return await self._do(_CALLS.capacity(question))
 
     async def update_resource_stats(self, name: Name, stats: HostStats | dict[str, Any]) -> int:
         return await self._do(_CALLS.update_resource_stats(name, stats))

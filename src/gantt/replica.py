@@ -804,6 +804,9 @@ class Replica(Follower, PlacementFacade):
     def explain(self, spec: Any) -> Any:
         return self.scheduler.explain(spec)
 
+    def capacity(self, question: Any) -> Any:
+        return self.scheduler.capacity(question)
+
     def allocation(self, consumer_uuid: str) -> Allocation:
         return self.scheduler.allocation(consumer_uuid)
 

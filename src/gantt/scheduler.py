@@ -11,12 +11,15 @@ from typing import Any
 import numpy as np
 
 from gantt.activity import ClassUsage, HostUsage, Overview, RecentAllocation, ZoneHosts, instant
+from gantt.capacity import capacity
 from gantt.config import Config, load_config
 from gantt.engine import CommitHook, CommitSteps, Engine, EngineStats
 from gantt.model import (
     Aggregate,
     Allocation,
     Candidate,
+    CapacityAnswer,
+    CapacityQuestion,
     Explanation,
     HostReport,
     HostStats,
@@ -84,6 +87,11 @@ class Scheduler:
 
     def candidates(self, request_spec: RequestSpec | dict[str, Any], limit: int | None = None) -> list[Candidate]:
         return self.engine.candidates(request_spec, limit)
+
+    def capacity(self, question: CapacityQuestion | dict[str, Any]) -> CapacityAnswer:
+        """How many more instances of each request fit, where, and (``without``) what a set of hosts takes with
+        it; claims nothing (``gantt.capacity``)."""
+        return capacity(self.engine, question)
 
     def explain(self, request_spec: RequestSpec | dict[str, Any]) -> Explanation:
         return self.engine.explain(request_spec)

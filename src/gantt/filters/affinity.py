@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from gantt.filters.base import Filter, register
+from gantt.filters.base import CapacityUnknown, Filter, register
 from gantt.filters.hoststate import host_rows
 from gantt.model import InvalidRequest
 from gantt.request import RequestContext
@@ -88,6 +88,11 @@ class ServerGroupAffinityFilter(Filter):
             return None
         return host_rows(table, hosts)
 
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if ctx.group_policy != "affinity":
+            return None
+        raise CapacityUnknown(self.name, "places a group's members by where the others went (an instance group)")
+
 
 @register
 class ServerGroupAntiAffinityFilter(Filter):
@@ -122,6 +127,11 @@ class ServerGroupAntiAffinityFilter(Filter):
             if own is not None:
                 mask |= host_rows(table, [own])
         return mask
+
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if ctx.group_policy != "anti-affinity":
+            return None
+        raise CapacityUnknown(self.name, "places a group's members by where the others went (an instance group)")
 
 
 def _hint_text(ctx: RequestContext, name: str) -> str | None:

@@ -31,6 +31,10 @@ What a filter may declare (class attributes, off by default) and the method each
   cannot exceed what the filter allowed.
 - ``selection_limits(table, ctx, row)`` (a method with a default, no flag): what the filter, like Nova's, leaves in
   the limits of a node it passed (NUMATopologyFilter's ``numa_topology``); the Selection carries it.
+- ``headroom(table, ctx)`` (a method with a default, no flag): how many more instances of the request each row
+  can take before the filter refuses it, as their claims land one by one (``gantt.capacity``). The default, None,
+  says the verdict does not move with them; a filter whose verdict moves in a way it cannot count raises
+  ``CapacityUnknown`` naming itself.
 
 A filter that declares a capability without the method it needs is refused when registered.
 
@@ -46,7 +50,7 @@ from typing import ClassVar
 import numpy as np
 
 from gantt.config import Config
-from gantt.model import NearestMiss, NUMATopologyLimits
+from gantt.model import InvalidRequest, NearestMiss, NUMATopologyLimits
 from gantt.registry import Registry
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -91,6 +95,19 @@ class Filter:
     def nearest_miss(self, table: HostTable, ctx: RequestContext, others: np.ndarray) -> list[NearestMiss]:
         """Why the nodes ``others`` marks missed this filter: for each shortfall, the nearest node and the gap."""
         return []
+
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        """Per row, how many more instances of ``ctx`` the filter lets in as they are claimed one by one (a float
+        array, whole numbers; None: as many as the others let in)."""
+        return None
+
+
+class CapacityUnknown(InvalidRequest):
+    """A capacity question whose answer depends on how a filter's verdict moves with each claim, which that
+    filter cannot count in advance (a NUMA fit, PCI pools, a JSON query on usage): refused, never guessed."""
+
+    def __init__(self, filter_name: str, why: str) -> None:
+        super().__init__(f"capacity cannot be counted for this request: {filter_name} {why}", field="$.requests")
 
 
 FILTERS: Registry[Filter] = Registry("filter")

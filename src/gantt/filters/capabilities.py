@@ -21,7 +21,7 @@ import numpy as np
 
 from gantt.config import Config
 from gantt.filters import extra_specs_ops
-from gantt.filters.base import Filter, register
+from gantt.filters.base import CapacityUnknown, Filter, register
 from gantt.filters.extra_specs_ops import Requirement
 from gantt.filters.hoststate import (
     CAPS_ATTRS,
@@ -112,6 +112,11 @@ def _spec_mask(table: HostTable, scope: tuple[str, ...], req: Requirement) -> np
     return identity.factor.map(lambda v: v is not None and req.matches(str(v)))
 
 
+# HostState attributes a claim moves (Nova's consume_from_request): a capabilities: spec on one of them holds
+# for some of the instances a capacity question counts and not for the others.
+USAGE_ATTRS = frozenset({"free_ram_mb", "free_disk_mb", "disk_mb_used", "vcpus_used", "num_instances", "num_io_ops"})
+
+
 @register
 class ComputeCapabilitiesFilter(Filter):
     name = "ComputeCapabilitiesFilter"
@@ -144,3 +149,9 @@ class ComputeCapabilitiesFilter(Filter):
             part = self._memo.get(table, key, build)
             out = part.copy() if out is None else out & part
         return out
+
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        moving = sorted({scope[0] for scope, _, _ in relevant_specs(ctx.extra_specs)} & USAGE_ATTRS)
+        if not moving:
+            return None
+        raise CapacityUnknown(self.name, f"matches {', '.join(moving)}, which each claim moves")

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from gantt.filters.base import Filter, register
+from gantt.filters.base import CapacityUnknown, Filter, register
 from gantt.filters.hoststate import (
     CAPS_ATTRS,
     IDENTITY_ATTRS,
@@ -339,3 +339,8 @@ class JsonFilter(Filter):
         if query is None:
             return None
         return evaluate(table, query)
+
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if ctx.hints.get("query") is None:
+            return None
+        raise CapacityUnknown(self.name, "may read usage that each claim moves (the query hint)")

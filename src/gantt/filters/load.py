@@ -32,6 +32,14 @@ class _LoadFilter(Filter):
             limit = limit_per_node(table, self.option, limit)
         return table.col(self.load_column) < limit
 
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        """Each claim adds one to the load (an instance, an I/O operation): ``limit - load`` more pass, rounded
+        up."""
+        limit: float | np.ndarray = float(getattr(self.config.filter_scheduler, self.option))
+        if self.per_aggregate:
+            limit = limit_per_node(table, self.option, limit)
+        return np.maximum(np.ceil(limit - table.col(self.load_column)), 0.0)
+
 
 @register
 class IoOpsFilter(_LoadFilter):

@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gantt.filters.base import Filter, register
+from gantt.filters.base import CapacityUnknown, Filter, register
 from gantt.journal import Rows
 from gantt.model import NUMATopologyLimits
 from gantt.numa import DEDICATED, MIXED, REQUIRE, SHARED, GuestCell, GuestTopology, fit
@@ -114,6 +114,12 @@ class NUMATopologyFilter(Filter):
             return ok
 
         return check
+
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if ctx.numa is None:
+            return None
+        raise CapacityUnknown(self.name, "fits each guest to the cells the claims before it left, which it cannot "
+                                         "count in advance (a NUMA-shaped flavor)")
 
 
 def _fits(table: HostTable, ask: _Ask, row: int) -> bool:

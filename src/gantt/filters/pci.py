@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gantt.filters.base import Filter, register
+from gantt.filters.base import CapacityUnknown, Filter, register
 from gantt.pci import PciRequest, Pool, supports
 from gantt.request import RequestContext
 from gantt.state import HostTable
@@ -53,3 +53,9 @@ class PciPassthroughFilter(Filter):
         if found is None:
             found = known[code] = supports(values[code], requests)
         return found
+
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if not ctx.pci_requests:
+            return None
+        raise CapacityUnknown(self.name, "takes devices from pools greedily, which it cannot count in advance "
+                                         "(pci_passthrough:alias)")

@@ -69,6 +69,24 @@ class ResourceFilter(Filter):
         return misses
 
 
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        """Each claim takes ``amount`` off a class's ``free``: ``free // amount`` more fit, the fewest over the
+        classes asked (0 where the units refuse the amount, as the mask does)."""
+        if not ctx.resources:
+            return None
+        n = table.n
+        out = np.full(n, np.inf)
+        for rc, amount in ctx.resources.items():
+            j = table.rc_index.get(rc)
+            if j is None:
+                return np.zeros(n)
+            count = np.floor((table.rc["free"][:n, j] + 1e-9) / amount) if amount > 0 else np.full(n, np.inf)
+            rows = np.arange(n)
+            count[~_fits(table, [(j, amount)], rows) & (count >= 1)] = 0.0  # units or step refuse it anyway
+            np.minimum(out, np.maximum(count, 0.0), out=out)
+        return out
+
+
 def _unit_constraint(table: HostTable, j: int, amount: int, rows: np.ndarray) -> str:
     n = table.n
     largest_max = float(table.rc["max_unit"][:n, j][rows].max())

@@ -71,6 +71,23 @@ class _AggregateRatioFilter(Filter):
         # Patched on the rows whose usage changed since the last request of the same size, not recomputed.
         return table.usage_mask((self.name, amount), fits)
 
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        """Each claim takes ``amount`` off ``free``; under an aggregate's ratio ``(free - delta) // amount`` more
+        fit (no cap where no aggregate overrides)."""
+        amount = ctx.resources.get(self.resource_class, 0)
+        overrides = self._overrides(table) if amount > 0 else None
+        if overrides is None:
+            return None
+        capacity, delta, smallest_total = overrides
+        j = table.rc_index[self.resource_class]
+        n = table.n
+        with np.errstate(invalid="ignore"):
+            count = np.floor((table.rc["free"][:n, j] - delta + 1e-9) / amount)
+        count[np.isneginf(delta)] = np.inf
+        if amount > smallest_total:
+            count[~(np.isnan(capacity) | (amount <= table.rc["total"][:n, j]))] = 0.0
+        return np.maximum(count, 0.0)
+
     def limits(self, table: HostTable, ctx: RequestContext) -> dict[str, np.ndarray] | None:
         if ctx.resources.get(self.resource_class, 0) <= 0:
             return None

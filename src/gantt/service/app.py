@@ -43,6 +43,7 @@ from gantt.ids import request_id as new_request_id
 from gantt.model import (
     MAX_INT64,
     Aggregate,
+    CapacityQuestion,
     GanttError,
     HostReport,
     HostStats,
@@ -658,6 +659,12 @@ async def candidates(request: Request) -> Response:
     return _json(await svc.run(_candidates, svc.replica, spec, limit))
 
 
+async def capacity(request: Request) -> Response:
+    svc = _svc(request)
+    question = await svc.body(request, CapacityQuestion)
+    return _json(await svc.run(svc.replica.capacity, question))
+
+
 async def overview(request: Request) -> Response:
     svc = _svc(request)
     return _json(await svc.run(svc.replica.overview, OVERVIEW_HOSTS))
@@ -743,6 +750,7 @@ ROUTES = [
     _route("/v1/aggregates/{id}", delete_aggregate, methods=["DELETE"]),
     _route("/v1/select_destinations", select_destinations, methods=["POST"]),
     _route("/v1/candidates", candidates, methods=["POST"]),
+    _route("/v1/capacity", capacity, methods=["POST"]),
     _route("/v1/overview", overview, methods=["GET"]),
     _route("/v1/allocations", list_allocations, methods=["GET"]),
     _route("/v1/allocations/{consumer}", show_allocation, methods=["GET"]),

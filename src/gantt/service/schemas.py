@@ -26,6 +26,8 @@ from gantt.model import (
     Allocation,
     AllocationPart,
     Candidate,
+    CapacityAnswer,
+    CapacityQuestion,
     Conflict,
     Explanation,
     GanttError,
@@ -290,7 +292,8 @@ class Problem(Struct, omit_defaults=True):
 # ------------------------------------------------------------------------------------------- OpenAPI
 
 _COMPONENTS = (Versions, ReportIn, ReportBatchIn, InstancesIn, Aggregate, RequestSpec, Written, HostInfo, HostList,
-               AggregateList, AllocationView, AllocationList, Selections, Candidates, Overview, Health, Problem)
+               AggregateList, AllocationView, AllocationList, Selections, Candidates, CapacityQuestion,
+               CapacityAnswer, Overview, Health, Problem)
 
 
 def _json(name: str) -> dict[str, Any]:
@@ -524,6 +527,15 @@ def _paths() -> dict[str, Any]:
             ok="Candidates", body="RequestSpec",
             params=[_query("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
                            "At most this many candidates")])},
+        "/v1/capacity": {"post": _op(
+            "How many more instances of each request fit, per node, zone and aggregate; with `without`, what "
+            "those hosts take with them; claims nothing", ok="CapacityAnswer", body="CapacityQuestion",
+            description="Counted by the filters in force: each filter whose verdict moves with claims (resources, "
+                        "instance and I/O limits, aggregate ratios) says how many more it lets in, the same count "
+                        "claims one at a time would reach. Each request is counted alone, not as a mix. A request "
+                        "whose count a filter cannot know in advance (a NUMA or PCI flavor, a server group, a JSON "
+                        "query, a capabilities spec on usage) is a 400 naming it; so is a host, aggregate or "
+                        "zone in `without` that names nothing.")},
         "/v1/overview": {"get": _op(
             "The cloud at a glance: nodes per zone and state, utilization, allocations, recent decisions and "
             "refusals (what the /ui page shows)", ok="Overview",
