@@ -213,7 +213,7 @@ def test_search_units_trends_capacity_and_a_node_page(cloud: tuple[ServerProcess
         assert page.locator(".cell.dim").count() == 0
 
         bars = page.locator('#trends [data-trend="placed"] rect')
-        assert bars.count() >= 1 and page.inner_text('#trends [data-trend="placed"] .trend-now') != "0"
+        assert bars.count() >= 1 and page.inner_text('#trends [data-trend="placed"] .trend-now') == "3"
         assert page.locator('#trends [data-trend="VCPU"] polyline').count() == 1
 
         page.fill("#capacity-form input[name=vcpus]", "4")
@@ -302,3 +302,26 @@ def _pixel(png: bytes) -> tuple[int, int, int]:
     image = Image.open(io.BytesIO(png)).convert("RGB")
     r, g, b = image.getpixel((image.width // 2, image.height // 2))
     return int(r), int(g), int(b)
+
+
+def test_the_volume_namespace_has_its_pools_on_the_page(tmp_path_factory: pytest.TempPathFactory) -> None:
+    _require_browser()
+    import httpx
+
+    from tests.service.test_volume_namespace import BACKEND, BASE
+    from tests.service.test_volume_namespace import CONFIG as VOLUME_CONFIG
+
+    workdir = tmp_path_factory.mktemp("live-view-volume")
+    with ServerProcess(f"sqlite:///{workdir}/gantt.sqlite", config=VOLUME_CONFIG, workdir=workdir) as server:
+        with httpx.Client(base_url=server.url, timeout=10) as http:
+            assert http.post(f"{BASE}/resource-stats", json=BACKEND).status_code == 200
+            assert http.post(f"{BASE}/select_destinations", json={
+                "volume_id": "8b1a9953-c461-4296-a3ea-9bd21b27e9a1",
+                "volume_properties": {"size": 10, "project_id": "p1"}}).status_code == 200
+        with chromium() as browser:
+            page = browser.new_page()
+            page.goto(f"{server.url}/ui")
+            page.wait_for_selector("#volumes:not([hidden]) #volume-pools tbody tr", timeout=WAIT_MS)
+            rows = _texts(page, "#volume-pools tbody tr")
+            assert rows and rows[0].startswith("node1@lvm#thin 100 GiB"), rows
+            assert "namespace vol" in page.inner_text("#volume-pools")

@@ -374,10 +374,10 @@ function renderTrends(o) {
   const placed = trend.map((p) => p.placed);
   const refused = trend.map((p) => p.refused);
   const items = [
-    {key: "placed", title: "placed per minute", values: placed, opts: {kind: "bars", max: Math.max(1, ...placed)},
-     now: number(placed[placed.length - 1] ?? 0)},
-    {key: "refused", title: "NoValidHost per minute", values: refused,
-     opts: {kind: "bars", max: Math.max(1, ...refused)}, now: number(refused[refused.length - 1] ?? 0)},
+    {key: "placed", title: "instances placed (per minute; the hour's total)", values: placed,
+     opts: {kind: "bars", max: Math.max(1, ...placed)}, now: number(placed.reduce((a, b) => a + b, 0))},
+    {key: "refused", title: "NoValidHost (per minute; the hour's total)", values: refused,
+     opts: {kind: "bars", max: Math.max(1, ...refused)}, now: number(refused.reduce((a, b) => a + b, 0))},
     ...o.resource_classes.slice(0, 4).map((rc) => {
       const values = trend.map((p) => (rc in p.utilization ? p.utilization[rc] : null));
       const last = values.filter((v) => v !== null).pop();
