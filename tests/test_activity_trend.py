@@ -16,7 +16,8 @@ def test_a_point_per_minute_for_the_last_hour() -> None:
     activity.sample([ClassUsage("VCPU", used=4.0, capacity=16.0, hosts=1)])
     clock.now += 30
     activity.sample([ClassUsage("VCPU", used=8.0, capacity=16.0, hosts=1)])  # the minute keeps its first sample
-    activity.refused(RequestSpec(flavor=Flavor(vcpus=1, memory_mb=1, root_gb=1), num_instances=3), NoValidHost("none", Explanation(hosts=1, steps=[])))
+    three = RequestSpec(flavor=Flavor(vcpus=1, memory_mb=1, root_gb=1), num_instances=3)
+    activity.refused(three, NoValidHost("none", Explanation(hosts=1, steps=[])))
     clock.now += 60 * 5
     activity.decided([pick])
     trend = activity.trend()
