@@ -365,6 +365,15 @@ function sparkline(values, {max = 1, kind = "line"} = {}) {
     const path = document.createElementNS(ns, "polyline");
     path.setAttribute("points", points.filter(Boolean).join(" "));
     svg.append(path);
+    const last = points.filter(Boolean).pop();
+    if (last) {  // the latest sample as a dot: a line of one point draws nothing
+      const [cx, cy] = last.split(",");
+      const dot = document.createElementNS(ns, "circle");
+      dot.setAttribute("cx", cx);
+      dot.setAttribute("cy", cy);
+      dot.setAttribute("r", "2.5");
+      svg.append(dot);
+    }
   }
   return svg;
 }
