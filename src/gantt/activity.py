@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from msgspec import Struct, field
 
@@ -23,6 +24,9 @@ from gantt.model import Explanation, NoValidHost, RequestSpec, Selection, prepar
 # How many decisions and refusals each process remembers (and the overview shows).
 DECISIONS = 20
 REFUSALS = 20
+# Trends: per minute, the instances placed and refused and (sampled when the overview is read, at most once a
+# minute) each class's share in use, for the last hour.
+TREND_MINUTES = 60
 # A request of many instances is shown by its first ones.
 INSTANCES_SHOWN = 8
 # Candidates shown per instance: the claimed node and the alternates the answer carries ([scheduler]
@@ -113,6 +117,16 @@ class RecentAllocation(Struct):
     project_id: str | None = None
 
 
+class TrendPoint(Struct):
+    """One minute of this process: instances placed and refused in it, and each class's share in use when the
+    overview was first read in it (absent: nobody looked that minute)."""
+
+    at: datetime  # the minute's start
+    placed: int = 0
+    refused: int = 0
+    utilization: dict[str, float] = field(default_factory=dict)
+
+
 class Overview(Struct):
     """``GET /v1/overview``."""
 
@@ -130,6 +144,7 @@ class Overview(Struct):
     decisions: list[Decision]
     refusals: list[Refusal]
     counters: dict[str, int] = field(default_factory=dict)
+    trend: list[TrendPoint] = field(default_factory=list)  # the last hour, oldest first, one point per minute
 
 
 # ------------------------------------------------------------------------------------------------ ring
@@ -143,14 +158,48 @@ class Activity:
         self._lock = threading.Lock()
         self._decisions: deque[tuple[float, str | None, list[list[Selection]]]] = deque(maxlen=DECISIONS)
         self._refusals: deque[tuple[float, str | None, RequestSpec, NoValidHost]] = deque(maxlen=REFUSALS)
+        # minute (epoch // 60) -> [placed, refused, {class: share} or None]
+        self._minutes: dict[int, list[Any]] = {}
+
+    def _minute(self, at: float) -> list[Any]:
+        minute = int(at // 60)
+        bucket = self._minutes.get(minute)
+        if bucket is None:
+            bucket = self._minutes[minute] = [0, 0, None]
+            for old in [m for m in self._minutes if m <= minute - TREND_MINUTES]:
+                del self._minutes[old]
+        return bucket
 
     def decided(self, answer: list[list[Selection]], request_id: str | None = None) -> None:
+        at = self._clock()
         with self._lock:
-            self._decisions.append((self._clock(), request_id, answer))
+            self._decisions.append((at, request_id, answer))
+            self._minute(at)[0] += len(answer)
 
     def refused(self, spec: RequestSpec, error: NoValidHost, request_id: str | None = None) -> None:
+        at = self._clock()
         with self._lock:
-            self._refusals.append((self._clock(), request_id, spec, error))
+            self._refusals.append((at, request_id, spec, error))
+            self._minute(at)[1] += spec.num_instances
+
+    def sample(self, classes: list[ClassUsage]) -> None:
+        """Each class's share in use now, kept for this minute unless it has one already."""
+        with self._lock:
+            bucket = self._minute(self._clock())
+            if bucket[2] is None:
+                bucket[2] = {c.resource_class: (c.used / c.capacity if c.capacity > 0 else 0.0) for c in classes}
+
+    def trend(self) -> list[TrendPoint]:
+        """The last ``TREND_MINUTES`` minutes, oldest first, a point for every minute (zeros where nothing
+        happened)."""
+        with self._lock:
+            now = int(self._clock() // 60)
+            minutes = {m: (b[0], b[1], dict(b[2] or {})) for m, b in self._minutes.items()}
+        out = []
+        for minute in range(now - TREND_MINUTES + 1, now + 1):
+            placed, refused, shares = minutes.get(minute, (0, 0, {}))
+            out.append(TrendPoint(at=instant(minute * 60.0), placed=placed, refused=refused, utilization=shares))
+        return out
 
     def decisions(self) -> list[Decision]:
         with self._lock:

@@ -794,6 +794,8 @@ class Replica(Follower, PlacementFacade):
         glance.revision = self.revision  # the store's, not the table's own counter
         glance.decisions = self.activity.decisions()
         glance.refusals = self.activity.refusals()
+        self.activity.sample(glance.classes)
+        glance.trend = self.activity.trend()
         return glance
 
     def candidates(self, spec: Any, limit: int | None = None) -> Any:

@@ -441,7 +441,12 @@ PROPERTIES: dict[str, dict[str, str]] = {
         "allocations": "Allocations held", "recent_allocations": "The newest allocations, newest first",
         "decisions": "This process's last placed requests, newest first",
         "refusals": "This process's last NoValidHost answers, newest first",
-        "counters": "This process's decisions, placements and NoValidHost answers since it started"},
+        "counters": "This process's decisions, placements and NoValidHost answers since it started",
+        "trend": "This process's last hour, one point per minute, oldest first"},
+    "TrendPoint": {"at": "The minute's start (ISO 8601, UTC)", "placed": "Instances placed in that minute",
+                   "refused": "Instances answered NoValidHost in that minute",
+                   "utilization": "Per resource class, the share in use when the overview was first read in "
+                                  "that minute (empty: nobody read it then)"},
     "ZoneHosts": {"zone": "The availability zone (the default zone for nodes in none)",
                   "up": "Nodes reporting and enabled", "down": "Nodes without a report within service_down_time, "
                                                                   "or forced down",

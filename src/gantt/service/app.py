@@ -786,6 +786,11 @@ def _ui_assets() -> dict[str, tuple[bytes, str]]:
 
 
 async def ui_asset(request: Request) -> Response:
+    if request.url.path == UI:
+        # The page names its files and the API relative to itself (ui/ → ui/app.js, ../v1/overview), so that it
+        # works behind a proxy that serves Gantt under a path prefix; that needs the address to end in "/". The
+        # redirect is relative too (a proxy's prefix is not ours to know); the browser keeps a #token= fragment.
+        return Response(status_code=308, headers={"Location": "ui/", **_UI_HEADERS})
     name = request.path_params.get("asset", "index.html")
     found = request.app.state.ui.get(name)
     if found is None:
