@@ -22,6 +22,7 @@ import json
 import sys
 
 from gantt.benchmarks import engine_benchmark, mix_benchmark, uniform_benchmark
+from gantt.profiling import Phases
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uniform", action="store_true",
                         help="decisions in the HTTP benchmarks' cloud of identical hosts (bench/mixed.py's)")
     parser.add_argument("--json", action="store_true", help="print JSON only (default: JSON, indented)")
+    parser.add_argument("--profile", action="store_true",
+                        help="run each phase under cProfile and print its top functions (timings then include the "
+                             "profiler's overhead); the default figures only")
     args = parser.parse_args(argv)
+    if args.profile and (args.uniform or args.namespace != "compute" or args.numa_mix is not None):
+        parser.error("--profile profiles the default engine figures (not --uniform, --namespace volume or "
+                     "--numa-mix)")
     if args.hosts < 1 or args.requests < 1 or args.rounds < 1:
         parser.error("--hosts, --requests and --rounds must be >= 1")
     if args.numa_mix is not None and not 0.0 <= args.numa_mix <= 1.0:
@@ -61,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         result = mix_benchmark(args.hosts, args.requests, args.seed, share=args.numa_mix, rounds=args.rounds)
     else:
         result = engine_benchmark(args.hosts, args.requests, args.seed, rounds=args.rounds, ingest=args.ingest,
-                                  cold_only=args.cold_only)
+                                  cold_only=args.cold_only, phases=Phases() if args.profile else None)
     print(json.dumps(result) if args.json else json.dumps(result, indent=2))
     return 0
 

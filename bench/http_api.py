@@ -30,6 +30,7 @@ if sys.path and sys.path[0] and Path(sys.path[0]).resolve() == Path(__file__).re
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -43,6 +44,7 @@ from typing import Any
 import msgspec
 
 from gantt.benchmarks import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, cpu_model, host_stats
+from gantt.profiling import Sampler
 from gantt.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.sqlite import SQLiteStore
@@ -365,8 +367,12 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             wait_replicas(server.url, args.workers, args.hosts)
             assert server.proc is not None
             report_cpu = cpu_seconds(server.proc.pid)
-            single = asyncio.run(single_reports(host, port, args.hosts, args.single_reports, args.concurrency,
-                                                args.duration))
+            profiles: dict[str, Any] = {}
+            with Sampler(server.proc.pid) if args.profile else contextlib.nullcontext() as sampler:
+                single = asyncio.run(single_reports(host, port, args.hosts, args.single_reports, args.concurrency,
+                                                    args.duration))
+            if sampler is not None:
+                profiles["single_reports"] = sampler.summary
             # Server CPU per report: less sensitive to a busy machine than the rate, which the load caps.
             single["server_cpu_ms"] = round((cpu_seconds(server.proc.pid) - report_cpu) * 1000
                                             / max(1, single["reports"]), 3)
@@ -377,7 +383,10 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             # the server is a child of this process: the client's share is the rest of this process tree
             server_cpu, all_cpu = cpu_seconds(server.proc.pid), cpu_seconds(os.getpid())
             threads_before = thread_cpu(server.proc.pid)
-            placed = drive(host, port, args.clients, args.concurrency, args.duration, args.placements, keep)
+            with Sampler(server.proc.pid) if args.profile else contextlib.nullcontext() as sampler:
+                placed = drive(host, port, args.clients, args.concurrency, args.duration, args.placements, keep)
+            if sampler is not None:
+                profiles["placements"] = sampler.summary
             server_cpu = cpu_seconds(server.proc.pid) - server_cpu
             by_worker = split_cpu(threads_before, thread_cpu(server.proc.pid))
             client_cpu = cpu_seconds(os.getpid()) - all_cpu - server_cpu
@@ -419,6 +428,8 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
                       "allocations": len(snap.allocations), "revision": snap.revision,
                       "file_mb": round(sum(p.stat().st_size for p in Path(tmp).glob("gantt.sqlite*")) / 2**20, 1)},
         }
+        if profiles:
+            result["profile"] = profiles  # the server's top functions per phase (py-spy: gantt.profiling)
         return result
 
 
@@ -460,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-attempts", type=int, default=1, help="[scheduler] max_attempts (alternates)")
     parser.add_argument("--runs", type=int, default=1, help="repeat on a fresh server; figures are medians")
     parser.add_argument("--json", action="store_true", help="print only the JSON figures")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the server through each phase (py-spy) and print its top functions per phase; "
+                             "the sampler takes CPU of its own, so read the figures of such a run for proportions")
     args = parser.parse_args(argv)
 
     load_before = [round(x, 2) for x in os.getloadavg()]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -44,6 +45,7 @@ import httpx
 import msgspec
 
 from gantt.benchmarks import bench_script, cpu_model
+from gantt.profiling import Sampler
 from gantt.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.base import open_store
@@ -376,7 +378,8 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
                                  "127.0.0.1", port, reporter.send))
         return list(await asyncio.gather(*streams))
 
-    results = asyncio.run(both())
+    with Sampler(pids["server"]) if args.profile else contextlib.nullcontext() as sampler:
+        results = asyncio.run(both())
     cpu = {k: round(cpu_seconds(pid) - before[k], 3) for k, pid in pids.items()}
     cpu["client"] = round(time.process_time() - client, 3)
     out: dict[str, Any] = {"phase": name, "seconds": round(time.perf_counter() - started, 3), "cpu_s": cpu,
@@ -386,6 +389,8 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
         out["placements"] = placer.figures(*results[0])
     if reporter is not None:
         out["reports"] = reporter.figures(*results[-1])
+    if sampler is not None:  # the server's processes, sampled through the phase (py-spy: gantt.profiling)
+        out["profile"] = sampler.summary
     time.sleep(SHARE_WAIT)
     out["server_latency"] = latency_over(latency_before, server_latency(port))
     print(json.dumps(out), file=sys.stderr)
@@ -483,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure a report's cost below HTTP instead (two replicas, one SQLite file; see "
                              "in_process): --hosts reports from --concurrency threads, identical then changed")
     parser.add_argument("--json", action="store_true", help="compact JSON")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the server through each phase (py-spy) and print its top functions per phase; "
+                             "the sampler takes CPU of its own, so read the figures of such a run for proportions")
     args = parser.parse_args(argv)
     if args.hosts < 1 or args.period <= 0 or args.rate <= 0 or args.duration <= 0 or not 0 <= args.changing <= 1:
         parser.error("--hosts, --period, --rate and --duration must be positive, --changing within 0..1")

@@ -10,6 +10,7 @@ noisy, and a median is robust to a neighbour's burst where a mean or a single ru
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
 import os
@@ -29,6 +30,7 @@ import numpy as np
 from gantt.config import NOVA_DEFAULT_FILTERS, Config
 from gantt.engine import Engine
 from gantt.model import Aggregate, HostReport, HostStats, NoValidHost, RequestSpec, Selection
+from gantt.profiling import Phases
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
@@ -324,10 +326,16 @@ def uniform_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds
 
 
 def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds: int = 3,
-                     ingest: int = 20000, cold_only: bool = False) -> dict[str, Any]:
+                     ingest: int = 20000, cold_only: bool = False, phases: Phases | None = None) -> dict[str, Any]:
     """Run every figure at ``hosts`` nodes; timings are medians over ``rounds``. Returns a JSON-ready dict.
 
-    ``cold_only``: the cold start alone (each round's CPU and wall seconds, the load average before and after)."""
+    ``cold_only``: the cold start alone (each round's CPU and wall seconds, the load average before and after).
+    ``phases``: each phase (cold start, decisions, dry runs, ingestion) runs under its cProfile, whose summary the
+    result then carries as ``profile`` (and whose overhead its timings then include)."""
+
+    def phase(name: str) -> contextlib.AbstractContextManager[None]:
+        return phases.phase(name) if phases is not None else contextlib.nullcontext()
+
     load_before = os.getloadavg()[0]
     now = 1_000_000.0
     config, enabled, missing = make_config(seed)
@@ -344,9 +352,10 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
         gc.collect()
         c0 = time.process_time()
         t0 = time.perf_counter()
-        table = _load(reports, aggs, now)
-        engine = Engine(table, config)
-        engine.select_destinations(specs[0])
+        with phase("cold_start"):
+            table = _load(reports, aggs, now)
+            engine = Engine(table, config)
+            engine.select_destinations(specs[0])
         cold.append(time.perf_counter() - t0)
         cold_cpu.append(time.process_time() - c0)
     assert engine is not None
@@ -367,7 +376,8 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
     p50s, p99s, multi_p50s, multi_p99s, fails = [], [], [], [], 0
     cpu_p50s, cpu_p99s = [], []
     for _ in range(rounds):
-        single, multi, single_cpu, failures = _decisions(engine, specs, live_limit)
+        with phase("decisions"):
+            single, multi, single_cpu, failures = _decisions(engine, specs, live_limit)
         p50s.append(_pct(single, 50) * 1e3)
         p99s.append(_pct(single, 99) * 1e3)
         cpu_p50s.append(_pct(single_cpu, 50) * 1e3)
@@ -375,11 +385,13 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
         multi_p50s.append(_pct(multi, 50) * 1e3)
         multi_p99s.append(_pct(multi, 99) * 1e3)
         fails += failures
-    dry = [_pct(_dry_runs(engine, specs[: max(50, requests // 4)], now), 50) * 1e3 for _ in range(rounds)]
+    with phase("dry_runs"):
+        dry = [_pct(_dry_runs(engine, specs[: max(50, requests // 4)], now), 50) * 1e3 for _ in range(rounds)]
     stats = engine.stats
     lookups = stats.mask_cache_hits + stats.mask_cache_misses
-    ingest_structs, ingest_json, ingest_cpu = zip(
-        *(_ingestion(table, reports, seed + r, ingest, now) for r in range(rounds)), strict=True)
+    with phase("ingestion"):
+        ingest_structs, ingest_json, ingest_cpu = zip(
+            *(_ingestion(table, reports, seed + r, ingest, now) for r in range(rounds)), strict=True)
     memory = _memory_per_host(reports, aggs, now, config, specs[:200])
     return {
         "hosts": hosts,
@@ -414,6 +426,9 @@ def engine_benchmark(hosts: int, requests: int = 2000, seed: int = 1, *, rounds:
                        "hit_rate": (stats.mask_cache_hits / lookups) if lookups else None},
         "python": sys.version.split()[0],
         "numpy": np.__version__,
+        **({"profile": phases.summary(), "profiled": "timings include cProfile's overhead: read the profile for "
+                                                      "proportions, run again without --profile for figures"}
+           if phases is not None else {}),
     }
 
 
