@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import msgspec
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from gantt import __version__
 from gantt.model import Explanation, GanttError, NoValidHost
@@ -32,12 +33,15 @@ from gantt.output import (
     emit_list,
     emit_one,
     json_requested,
+    print_renderables,
     show_value,
     write_json_error,
 )
 
-console = Console()
-err_console = Console(stderr=True)
+# soft_wrap: a message is one line whatever the width (piped, rich would wrap it at 80 columns); tables go
+# through print_renderables, which draws them whole when piped.
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 STORE_UNUSABLE = 3
 
 
@@ -64,7 +68,8 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
 
 
-def explanation_table(explanation: Explanation, title: str = "No valid host") -> Table:
+def explanation_table(explanation: Explanation, title: str = "No valid host") -> Group:
+    """The filters' table, then why in words (a line each, not a caption: a caption wraps at the table's width)."""
     table = Table(title=f"{title}: {explanation.hosts} hosts considered", title_justify="left")
     table.add_column("filter")
     table.add_column("before", justify="right")
@@ -77,14 +82,16 @@ def explanation_table(explanation: Explanation, title: str = "No valid host") ->
     if explanation.reason:
         captions.append(f"reason: {explanation.reason}")
     for miss in explanation.nearest_miss:
+        if miss.constraint:  # no amount of free room helps: say what does block, not "short by 0"
+            captions.append(f"{miss.resource_class} {miss.requested} can never fit: {miss.constraint}")
+            continue
         where = f" on {miss.host}" + (f"/{miss.nodename}" if miss.nodename and miss.nodename != miss.host else "") \
             if miss.host else ""
         captions.append(f"nearest {miss.resource_class}: {_fmt(miss.best_free)} free of {miss.requested} asked"
                         f"{where} (short by {_fmt(miss.short_by)})")
-    if captions:
-        table.caption = "; ".join(captions)
-        table.caption_justify = "left"
-    return table
+    if explanation.down:
+        captions.append(f"{explanation.down} node(s) down: no report for > {explanation.service_down_time:g} s")
+    return Group(table, *(Text(line) for line in captions))
 
 
 class UsageError(Exception):
@@ -108,7 +115,7 @@ def _report_error(error: GanttError, args: argparse.Namespace | None = None) -> 
         write_json_error(error.status, error.title, error.message, field=error.field, explanation=explanation)
         return 1
     if isinstance(error, NoValidHost) and error.explanation is not None:
-        err_console.print(explanation_table(error.explanation))
+        print_renderables(err_console, explanation_table(error.explanation))
         return 1
     where = f" (field {error.field})" if error.field else ""
     err_console.print(f"[bold red]{escape(error.title)}[/]: {escape(error.message)}{escape(where)}")
@@ -443,8 +450,26 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
     if args.forbidden_trait:
         spec["forbidden_traits"] = args.forbidden_trait
     if args.hint:
-        spec["scheduler_hints"] = _pairs(args.hint, "--hint")
+        spec["scheduler_hints"] = _hints(args.hint)
     return spec
+
+
+def _hints(items: Sequence[str]) -> dict[str, str | list[str]]:
+    """``--hint`` pairs as Nova's scheduler_hints: a key given twice is a list (``different_host=a``,
+    ``different_host=b``), as openstackclient's ``server create --hint`` makes it."""
+    out: dict[str, str | list[str]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--hint must be KEY=VALUE, got {item!r}")
+        held = out.get(key)
+        if held is None:
+            out[key] = value
+        elif isinstance(held, list):
+            held.append(value)
+        else:
+            out[key] = [held, value]
+    return out
 
 
 def _rounded(value: Any) -> str:
@@ -729,16 +754,22 @@ def _add_select(sub: Any) -> None:
     p.add_argument("--vcpus", type=int, default=1, help="flavor vCPUs (default %(default)s)")
     p.add_argument("--memory-mb", type=int, default=512, help="flavor RAM in MiB (default %(default)s)")
     p.add_argument("--root-gb", type=int, default=1, help="flavor root disk in GiB (default %(default)s)")
-    p.add_argument("--extra-spec", nargs="*", metavar="KEY=VALUE", help="flavor extra specs")
-    p.add_argument("--resource", nargs="*", metavar="RC=AMOUNT", help="resources beyond the flavor's, by class")
-    p.add_argument("--required-trait", nargs="*", metavar="TRAIT", help="traits every chosen host must have")
-    p.add_argument("--forbidden-trait", nargs="*", metavar="TRAIT", help="traits no chosen host may have")
-    p.add_argument("--hint", nargs="*", metavar="KEY=VALUE", help="scheduler hints")
+    p.add_argument("--extra-spec", action="extend", nargs="+", metavar="KEY=VALUE",
+                   help="flavor extra specs (repeatable)")
+    p.add_argument("--resource", action="extend", nargs="+", metavar="RC=AMOUNT",
+                   help="resources beyond the flavor's, by class (repeatable)")
+    p.add_argument("--required-trait", action="extend", nargs="+", metavar="TRAIT",
+                   help="traits every chosen host must have (repeatable)")
+    p.add_argument("--forbidden-trait", action="extend", nargs="+", metavar="TRAIT",
+                   help="traits no chosen host may have (repeatable)")
+    p.add_argument("--hint", action="extend", nargs="+", metavar="KEY=VALUE",
+                   help="scheduler hints (repeatable; a key given twice is a list, as different_host takes)")
     p.add_argument("--az", help="availability zone")
     p.add_argument("--project", help="project (tenant) id, for tenant isolation and aggregate filters")
     p.add_argument("--user", help="user id")
     p.add_argument("--num-instances", type=int, default=1, help="instances to place at once (default %(default)s)")
-    p.add_argument("--instance-uuid", nargs="*", help="consumer UUIDs (asking again returns the same claim)")
+    p.add_argument("--instance-uuid", action="extend", nargs="+",
+                   help="consumer UUIDs (repeatable; asking again returns the same claim)")
     p.add_argument("--migration-uuid", help="move the one --instance-uuid, holding its source under this UUID "
                                             "until 'gantt migrations confirm|revert'")
     p.add_argument("--dry-run", action="store_true", help="rank candidates, claim nothing")
@@ -792,9 +823,10 @@ def _add_aggregates(sub: Any) -> None:
     p.add_argument("id", nargs="?", help="aggregate id (chosen by you: a name or a number)")
     p.add_argument("host", nargs="*", help="hosts, for add-host and remove-host")
     p.add_argument("--name", help="display name")
-    p.add_argument("--hosts", nargs="*", help="the whole member list (replaces it)")
-    p.add_argument("--property", "--metadata", dest="property", nargs="*", metavar="KEY=VALUE",
-                   help="metadata to add or change (others are kept)")
+    p.add_argument("--hosts", action="extend", nargs="*", help="the whole member list (replaces it; repeatable; "
+                                                                "--hosts alone empties it)")
+    p.add_argument("--property", "--metadata", dest="property", action="extend", nargs="+", metavar="KEY=VALUE",
+                   help="metadata to add or change (others are kept; repeatable)")
     p.add_argument("--zone", help="shorthand for --property availability_zone=ZONE")
     p.set_defaults(func=cmd_aggregates)
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
@@ -154,7 +154,7 @@ def emit_list(console: Console, listing: Listing, args: argparse.Namespace) -> N
             table.add_column(c.name, justify="right" if c.right else "left")
         for r in records:
             table.add_row(*(_styled(c, r.get(c.name)) for c in columns))
-        _print_table(console, table, *listing.extras)
+        print_renderables(console, table, *listing.extras)
 
 
 def emit_one(console: Console, columns: Sequence[Column], record: Mapping[str, Any], args: argparse.Namespace,
@@ -176,7 +176,7 @@ def emit_one(console: Console, columns: Sequence[Column], record: Mapping[str, A
         table.add_column("value")
         for c in chosen:
             table.add_row(c.name, _styled(c, record.get(c.name)))
-        _print_table(console, table)
+        print_renderables(console, table)
 
 
 def _cell(column: Column, value: Any) -> str:
@@ -189,7 +189,7 @@ def _styled(column: Column, value: Any) -> str:
     return f"[{style}]{text}[/]" if style and text else text
 
 
-def _print_table(console: Console, *renderables: Any) -> None:
+def print_renderables(console: Console, *renderables: Any) -> None:
     if console.is_terminal:
         for renderable in renderables:
             console.print(renderable)
@@ -198,10 +198,11 @@ def _print_table(console: Console, *renderables: Any) -> None:
     wide = Console(file=console.file, width=1_000_000, no_color=console.no_color, color_system=None,
                    force_terminal=False, soft_wrap=False)
     for renderable in renderables:
-        if isinstance(renderable, Table):
-            for column in renderable.columns:
-                column.no_wrap = True
-                column.overflow = "ignore"
+        for part in renderable.renderables if isinstance(renderable, Group) else (renderable,):
+            if isinstance(part, Table):
+                for column in part.columns:
+                    column.no_wrap = True
+                    column.overflow = "ignore"
         wide.print(renderable)
 
 
