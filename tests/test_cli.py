@@ -145,7 +145,7 @@ def test_hosts_delete_and_usage_errors(url: str, capsys: pytest.CaptureFixture[s
 
 def test_unreachable_service(capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run(capsys, "hosts", "--url", "http://127.0.0.1:9")
-    assert status == 1 and "cannot reach Gantt" in err
+    assert status == 4 and "cannot reach Gantt" in err
 
 
 def test_audit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,8 +2,7 @@
 
 Client commands take ``--url`` (GANTT_URL, default http://127.0.0.1:8780), ``--token`` (GANTT_TOKEN) and
 ``--namespace`` (GANTT_NAMESPACE, default the service's default namespace, compute).
-Exit status: 0 ok, 1 the service said no (NoValidHost, not found, audit violations…), 2 bad usage or config,
-3 the store cannot be used (no such file, not a Gantt store, damaged, read-only, unreachable).
+Exit status: see EXIT_STATUS (printed by ``gantt --help``).
 """
 
 from __future__ import annotations
@@ -42,7 +41,16 @@ from gantt.output import (
 # through print_renderables, which draws them whole when piped.
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
+REFUSED = 1
+USAGE = 2
 STORE_UNUSABLE = 3
+NO_ANSWER = 4
+EXIT_STATUS = (
+    "exit status: 0 done; 1 the service answered no (NoValidHost, not found, conflict, a refused request) or "
+    "the audit found violations; 2 bad usage or configuration (nothing was sent); 3 the store cannot be used "
+    "(serve, audit: no such file, not a Gantt store, damaged, read-only, etcd unreachable); 4 no answer from "
+    "the service (cannot connect, timed out, or a server-side error, 5xx): try again or check the service; "
+    "130 interrupted.")
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -110,16 +118,19 @@ def _done(args: argparse.Namespace, message: str, **result: Any) -> int:
 
 
 def _report_error(error: GanttError, args: argparse.Namespace | None = None) -> int:
+    # A 5xx is no answer to the question (the store behind the service failed, a bug): a script may retry it,
+    # unlike a refusal.
+    status = NO_ANSWER if error.status >= 500 else REFUSED
     if args is not None and getattr(args, "format", None) == "json":
         explanation = error.explanation if isinstance(error, NoValidHost) else None
         write_json_error(error.status, error.title, error.message, field=error.field, explanation=explanation)
-        return 1
+        return status
     if isinstance(error, NoValidHost) and error.explanation is not None:
         print_renderables(err_console, explanation_table(error.explanation))
-        return 1
+        return status
     where = f" (field {error.field})" if error.field else ""
     err_console.print(f"[bold red]{escape(error.title)}[/]: {escape(error.message)}{escape(where)}")
-    return 1
+    return status
 
 
 # --------------------------------------------------------------------------------------------- serve
@@ -552,8 +563,37 @@ def cmd_allocations(args: argparse.Namespace) -> int:
     return 0
 
 
+MIGRATION_COLUMNS = [Column("migration_uuid"), Column("instance_uuid"), Column("source"), Column("destination"),
+                     Column("resources"), Column("created_at", default=False)]
+
+
+def _node_name(host: str, nodename: str) -> str:
+    return host if nodename == host else f"{host}/{nodename}"
+
+
+def _list_migrations(client: Any, args: argparse.Namespace) -> int:
+    """The moves in progress: a migration's allocation holds the source (``instance_uuid`` set) until confirm or
+    revert; the instance's own allocation is the destination."""
+    allocations = client.allocations()
+    by_consumer = {a.consumer_uuid: a for a in allocations}
+    records = []
+    for held in allocations:
+        if not held.instance_uuid:
+            continue
+        dest = by_consumer.get(held.instance_uuid)
+        records.append({"migration_uuid": held.consumer_uuid, "instance_uuid": held.instance_uuid,
+                        "source": _node_name(held.host, held.nodename),
+                        "destination": _node_name(dest.host, dest.nodename) if dest is not None else None,
+                        "resources": held.resources, "created_at": _iso(held.created_at)})
+    emit_list(console, Listing(MIGRATION_COLUMNS, records, title=f"{len(records)} moves in progress (confirm or "
+                                                                 "revert each)"), args)
+    return 0
+
+
 def cmd_migrations(args: argparse.Namespace) -> int:
     with _client(args) as client:
+        if args.action == "list":
+            return _list_migrations(client, args)
         allocation = (client.confirm_move if args.action == "confirm" else client.revert_move)(args.migration)
     if (args.format or "table") != "table":
         emit_one(console, ALLOCATION_COLUMNS, _allocation_record(allocation), args)
@@ -580,42 +620,75 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from gantt.store.base import open_store
     from gantt.volume_replica import audit as audit_volume
 
-    config = load_config(args.config or os.environ.get("GANTT_CONFIG") or None)
+    as_json = args.format == "json"
+
+    def fail(status: int, title: str, message: str) -> int:
+        if as_json:
+            write_json_error(503 if status == STORE_UNUSABLE else 400, title, message)
+        else:
+            err_console.print(f"gantt audit: {message}", markup=False)
+        return status
+
+    try:
+        config = load_config(args.config or os.environ.get("GANTT_CONFIG") or None)
+    except (GanttError, ValueError, OSError) as exc:
+        return fail(USAGE, "Bad configuration", f"bad configuration: {exc}")
+    store_url = args.store or config.gantt.store  # the store gantt serve would open with this config
     namespaces = config.namespaces()
     if args.namespace is not None:
         if args.namespace not in namespaces:
-            err_console.print(f"gantt audit: namespace {args.namespace!r} is not in the config (it declares: "
-                              f"{', '.join(namespaces)}): its kind is unknown", markup=False, soft_wrap=True)
-            return 2
+            return fail(USAGE, "Bad usage", f"namespace {args.namespace!r} is not in the config (it declares: "
+                                            f"{', '.join(namespaces)}): its kind is unknown")
         namespaces = {args.namespace: namespaces[args.namespace]}
     total = 0
+    results = []
     for name, namespace in namespaces.items():
         label = "" if name == DEFAULT_NAMESPACE and len(namespaces) == 1 else f"namespace {name} ({namespace.kind}): "
         try:
-            with console.status(f"reading {args.store}"), \
-                    open_store(args.store, create=False, namespace=name) as store:
+            with console.status(f"reading {store_description(store_url)}") if not as_json else _nothing(), \
+                    open_store(store_url, create=False, namespace=name) as store:
                 snapshot = store.snapshot()
                 skipped = list(getattr(store, "skipped", ()))
         except (StoreUnavailable, ValueError) as exc:
-            err_console.print(f"gantt audit: {label}{exc}", markup=False, soft_wrap=True)
-            return STORE_UNUSABLE
+            return fail(STORE_UNUSABLE, "Store unusable", f"{label}{exc} (store {store_description(store_url)})")
         problems = [f"unreadable row, skipped: {row}" for row in skipped]
         if namespace.kind == "volume":
             problems += audit_volume(snapshot, namespace.options)
-            summary = f"{len(snapshot.hosts)} pools, {len(snapshot.allocations)} volumes"
+            figures = {"pools": len(snapshot.hosts), "volumes": len(snapshot.allocations)}
         else:
             problems += audit(snapshot, namespace.config)
-            summary = (f"{len(snapshot.hosts)} nodes, {len(snapshot.allocations)} allocations, "
-                       f"{len(snapshot.aggregates)} aggregates")
-        summary = f"{label}{summary} at revision {snapshot.revision}"
+            figures = {"nodes": len(snapshot.hosts), "allocations": len(snapshot.allocations),
+                       "aggregates": len(snapshot.aggregates)}
+        results.append({"namespace": name, "kind": namespace.kind, "revision": snapshot.revision, **figures,
+                        "violations": problems})
+        total += len(problems)
+        if as_json:
+            continue
+        summary = f"{label}{', '.join(f'{v} {k}' for k, v in figures.items())} at revision {snapshot.revision}"
         if not problems:
             console.print(f"[green]audit ok[/]: {escape(summary)}: nothing over capacity")
             continue
         for problem in problems:
             console.print(f"[red]violation[/]: {escape(label + problem)}")
         console.print(f"[bold red]{len(problems)} violation(s)[/] in {escape(summary)}")
-        total += len(problems)
-    return 1 if total else 0
+    if as_json:
+        body = {"store": store_description(store_url), "ok": not total, "violations": total, "namespaces": results}
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(body)).decode() + "\n")
+    return REFUSED if total else 0
+
+
+def _nothing() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def store_description(url: str) -> str:
+    """A store URL as a person checks it: a SQLite URL with the absolute path of its file (``sqlite:///rel`` is
+    relative to the working directory, ``sqlite:////abs`` absolute, as SQLAlchemy reads them)."""
+    from gantt.service.server import describe_store
+
+    return describe_store(url)
 
 
 # ------------------------------------------------------------------------------------ bench, simulate
@@ -778,10 +851,13 @@ def _add_select(sub: Any) -> None:
 
 
 HOST_ACTIONS = ["list", "show", "create", "set", "disable", "enable", "delete"]
+# openstackclient's nouns are singular ("openstack host list", "aggregate show"): the same commands answer to them
+ALIASES = {"host": "hosts", "aggregate": "aggregates", "allocation": "allocations", "migration": "migrations"}
 
 
 def _add_hosts(sub: Any) -> None:
-    p = sub.add_parser("hosts", help="list, show, create, set, disable, enable or delete compute hosts",
+    p = sub.add_parser("hosts", aliases=["host"],
+                       help="list, show, create, set, disable, enable or delete compute hosts",
                        description="create sends a host report (the host is up until service_down_time passes "
                                    "without another); set, disable and enable change the host's record without "
                                    "counting as a report, and keep what they do not name (Nova's 'openstack "
@@ -814,7 +890,8 @@ def _add_hosts(sub: Any) -> None:
 
 
 def _add_aggregates(sub: Any) -> None:
-    p = sub.add_parser("aggregates", help="list, show, create, set, add-host, remove-host or delete aggregates",
+    p = sub.add_parser("aggregates", aliases=["aggregate"],
+                       help="list, show, create, set, add-host, remove-host or delete aggregates",
                        description="set changes only what it names (name, properties, zone; --hosts replaces "
                                    "the member list); add-host and remove-host change members one by one")
     _client_options(p)
@@ -832,7 +909,7 @@ def _add_aggregates(sub: Any) -> None:
 
 
 def _add_allocations(sub: Any) -> None:
-    p = sub.add_parser("allocations", help="list, show or release allocations")
+    p = sub.add_parser("allocations", aliases=["allocation"], help="list, show or release allocations")
     _client_options(p)
     p.add_argument("action", nargs="?", choices=["list", "show", "release"], default="list",
                    help="what to do (default list)")
@@ -843,7 +920,7 @@ def _add_allocations(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="gantt", description="Gantt: a standalone cloud scheduler.")
+    parser = Parser(prog="gantt", description="Gantt: a standalone cloud scheduler.", epilog=EXIT_STATUS)
     parser.add_argument("--version", action="version", version=f"gantt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -853,16 +930,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_select(sub)
     _add_allocations(sub)
 
-    p = sub.add_parser("migrations", help="confirm or revert a move (select --migration-uuid)")
-    _client_options(p, lister=False)
-    p.add_argument("action", choices=["confirm", "revert"], help="confirm: drop the source; revert: back to it")
-    p.add_argument("migration", help="the migration UUID the move was made under")
+    p = sub.add_parser("migrations", aliases=["migration"],
+                       help="list moves in progress, confirm or revert one (select --migration-uuid)")
+    _client_options(p)
+    p.add_argument("action", nargs="?", choices=["list", "confirm", "revert"], default="list",
+                   help="list (default): the moves whose source is still held; confirm: drop the source; "
+                        "revert: back to it")
+    p.add_argument("migration", nargs="?", help="the migration UUID the move was made under (confirm, revert)")
     p.set_defaults(func=cmd_migrations)
 
     p = sub.add_parser("audit", help="check a store: nothing over capacity, no allocation on a missing node")
-    p.add_argument("--store", required=True, help="store URL")
-    p.add_argument("--config", help="config file (allocation ratio defaults; the namespaces it declares are "
-                                    "audited too, each by its kind's rules)")
+    p.add_argument("--store", help="store URL (default: the config's [gantt] store, as gantt serve reads it)")
+    p.add_argument("--config", help="config file (env GANTT_CONFIG): its store, allocation ratio defaults; the "
+                                    "namespaces it declares are audited too, each by its kind's rules")
+    p.add_argument("-f", "--format", choices=["table", "json"], default=None,
+                   help="output format: table (default) or json (one object: each namespace's figures and "
+                        "violations)")
+    p.add_argument("--json", action="store_const", dest="format", const="json", help="the same as -f json")
     p.add_argument("--namespace", type=_namespace, default=None,
                    help="audit this namespace only (compute, or one the config declares)")
     p.set_defaults(func=cmd_audit)
@@ -898,7 +982,8 @@ _NEEDS = {("hosts", "show"): "name", ("hosts", "delete"): "name", ("hosts", "cre
           ("aggregates", "set"): "id", ("aggregates", "create"): "id", ("aggregates", "show"): "id",
           ("aggregates", "add-host"): "host", ("aggregates", "remove-host"): "host",
           ("aggregates", "delete"): "id", ("allocations", "show"): "consumer",
-          ("allocations", "release"): "consumer"}
+          ("allocations", "release"): "consumer", ("migrations", "confirm"): "migration",
+          ("migrations", "revert"): "migration"}
 
 _HOST_CAPACITY = ("vcpus", "memory_mb", "disk_gb", "cpu_ratio", "ram_ratio", "disk_ratio", "inventory", "trait",
                   "hypervisor_type")
@@ -911,6 +996,7 @@ _ONLY: dict[str, dict[str, tuple[str, ...]]] = {
     "aggregates": {"name": ("create", "set"), "hosts": ("create", "set"), "property": ("create", "set"),
                    "zone": ("create", "set"), "sort_column": ("list",)},
     "allocations": {"limit": ("list",), "marker": ("list",), "sort_column": ("list",)},
+    "migrations": {"sort_column": ("list",)},
 }
 _SELECT_SPEC_OPTIONS = ("vcpus", "memory_mb", "root_gb", "extra_spec", "resource", "required_trait",
                         "forbidden_trait", "hint", "az", "project", "user", "num_instances", "instance_uuid",
@@ -928,6 +1014,8 @@ def _unused(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | 
         return "hosts create: --reason goes with --disable"
     if args.command == "hosts" and args.name and args.action == "list":
         return "hosts list takes no NAME (did you mean 'hosts show NAME'?)"
+    if args.command == "migrations" and args.action == "list" and args.migration:
+        return "migrations list takes no MIGRATION"
     if args.command == "aggregates" and args.host and args.action not in ("add-host", "remove-host"):
         return f"aggregates {args.action} takes no HOST (add-host and remove-host do)"
     if args.command == "select":
@@ -941,12 +1029,17 @@ def _unused(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | 
     return None
 
 
-def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, Any]:
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser | None:
     for action in parser._subparsers._group_actions if parser._subparsers else ():
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            sub = action.choices[command]
-            return {a.dest: a.default for a in sub._actions}
-    return {}
+            sub: argparse.ArgumentParser = action.choices[command]
+            return sub
+    return None
+
+
+def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, Any]:
+    sub = _subparser(parser, command)
+    return {a.dest: a.default for a in sub._actions} if sub is not None else {}
 
 
 def _passthrough(argv: list[str]) -> argparse.Namespace | None:
@@ -963,12 +1056,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     Parser.json_errors = json_requested(argv)
     args = _passthrough(argv) or parser.parse_args(argv)
+    args.command = ALIASES.get(args.command, args.command)
+    command_parser = _subparser(parser, args.command) or parser  # its usage, not the whole command's
     needed = _NEEDS.get((args.command, getattr(args, "action", None)))
     if needed and not getattr(args, needed):
-        parser.error(f"{args.command} {args.action} needs {needed.upper()}")
+        command_parser.error(f"{args.command} {args.action} needs {needed.upper()}")
     unused = _unused(parser, args)
     if unused:
-        parser.error(unused)
+        command_parser.error(unused)
     from gantt.client import Unreachable
 
     json_errors = getattr(args, "format", None) == "json"
@@ -981,11 +1076,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_json_error(503, "Service unreachable", f"cannot reach Gantt at {exc.message} ({hint})")
         else:
             err_console.print(f"[bold red]cannot reach Gantt[/] at {escape(exc.message)} ({hint})")
-        return 1
+        return NO_ANSWER
     except GanttError as exc:
         return _report_error(exc, args)
     except (UsageError, OutputError) as exc:
-        parser.error(str(exc))
+        command_parser.error(str(exc))
     except KeyboardInterrupt:
         return 130
 

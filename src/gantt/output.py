@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
@@ -203,6 +204,10 @@ def print_renderables(console: Console, *renderables: Any) -> None:
                 for column in part.columns:
                     column.no_wrap = True
                     column.overflow = "ignore"
+                # a title (or caption) wraps at the table's width: a narrow table (-c host) would cut it in lines
+                texts = [str(t) for t in (part.title, part.caption) if t]
+                if texts:
+                    part.min_width = max(part.min_width or 0, *(cell_len(t) for t in texts))
         wide.print(renderable)
 
 
