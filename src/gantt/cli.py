@@ -341,8 +341,26 @@ def _set_host(client: Any, args: argparse.Namespace) -> int:
                  revision=revision, **({"disabled": action == "disable"} if action != "set" else {}))
 
 
+def _volume(client: Any, args: argparse.Namespace) -> bool:
+    """Whether ``--namespace`` (or GANTT_NAMESPACE) names a volume namespace: its face is Cinder's (pools,
+    volumes), so the commands speak it (gantt.cli_volume). One /health read, only for a named namespace."""
+    from gantt.namespaces import DEFAULT
+
+    name = getattr(args, "namespace", None) or os.environ.get("GANTT_NAMESPACE") or None
+    if name is None or name == DEFAULT:
+        return False
+    served = client.health().namespaces or {}
+    if name in served:
+        args.namespace = name
+    return bool(served.get(name, {}).get("kind") == "volume")  # unknown: the call's 404 names the namespace
+
+
 def cmd_hosts(args: argparse.Namespace) -> int:
     with _client(args) as client:
+        if _volume(client, args):
+            from gantt import cli_volume
+
+            return cli_volume.hosts(client, args)
         if args.action == "delete":
             return _delete_host(client, args)
         if args.action == "create":
@@ -378,6 +396,10 @@ def _aggregate_record(agg: Any) -> dict[str, Any]:
 
 def cmd_aggregates(args: argparse.Namespace) -> int:
     with _client(args) as client:
+        if _volume(client, args):
+            from gantt import cli_volume
+
+            cli_volume.refuse("aggregates", args.namespace)
         if args.action in ("create", "set", "add-host", "remove-host"):
             return _edit_aggregate(client, args)
         if args.action == "delete":
@@ -510,8 +532,15 @@ SELECTION_COLUMNS = [Column("consumer_uuid"), Column("host"), Column("nodename")
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    spec = _spec(args)
     with _client(args) as client:
+        if _volume(client, args):
+            from gantt import cli_volume
+
+            return cli_volume.select(client, args, _spec(args) if args.spec else None)
+        if args.size is not None:
+            raise UsageError("select --size is a volume's size, for volume namespaces (a flavor's disk is "
+                             "--root-gb)")
+        spec = _spec(args)
         if args.dry_run:
             return _dry_run(client, args, spec)
         answer = client.select_destinations(spec)
@@ -544,6 +573,10 @@ def _iso(epoch: float) -> str | None:
 
 def cmd_allocations(args: argparse.Namespace) -> int:
     with _client(args) as client:
+        if args.action == "list" and _volume(client, args):
+            from gantt import cli_volume
+
+            return cli_volume.allocations(client, args)
         if args.action == "release":
             revision = client.release(args.consumer)
             return _done(args, f"released {args.consumer} (revision {revision})", consumer_uuid=args.consumer,
@@ -592,6 +625,10 @@ def _list_migrations(client: Any, args: argparse.Namespace) -> int:
 
 def cmd_migrations(args: argparse.Namespace) -> int:
     with _client(args) as client:
+        if _volume(client, args):
+            from gantt import cli_volume
+
+            cli_volume.refuse("migrations", args.namespace)
         if args.action == "list":
             return _list_migrations(client, args)
         allocation = (client.confirm_move if args.action == "confirm" else client.revert_move)(args.migration)
@@ -845,6 +882,8 @@ def _add_select(sub: Any) -> None:
                    help="consumer UUIDs (repeatable; asking again returns the same claim)")
     p.add_argument("--migration-uuid", help="move the one --instance-uuid, holding its source under this UUID "
                                             "until 'gantt migrations confirm|revert'")
+    p.add_argument("--size", type=int, metavar="GB", help="a volume namespace: the volume's size in GiB (default 1;"
+                                                        " --instance-uuid is its volume id)")
     p.add_argument("--dry-run", action="store_true", help="rank candidates, claim nothing")
     p.add_argument("--limit", type=int, default=10, help="candidates shown by --dry-run (default %(default)s)")
     p.set_defaults(func=cmd_select)
@@ -1000,7 +1039,7 @@ _ONLY: dict[str, dict[str, tuple[str, ...]]] = {
 }
 _SELECT_SPEC_OPTIONS = ("vcpus", "memory_mb", "root_gb", "extra_spec", "resource", "required_trait",
                         "forbidden_trait", "hint", "az", "project", "user", "num_instances", "instance_uuid",
-                        "migration_uuid")
+                        "migration_uuid", "size")
 
 
 def _unused(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
