@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import uuid as uuidlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -226,10 +227,19 @@ HOST_COLUMNS = [
 ]
 
 
+def _shown_names(h: Any) -> tuple[str, str]:
+    """(host, node) as a person knows them: a provider made through Placement is keyed by its uuid, and known by
+    its name (which every command takes in place of the host)."""
+    if h.name and h.host == h.uuid:
+        return h.name, h.name if h.nodename == h.uuid else h.nodename
+    return h.host, h.nodename
+
+
 def _host_record(h: Any) -> dict[str, Any]:
-    record = {name: getattr(h, name) for name in ("host", "nodename", "availability_zone", "disabled_reason",
+    record = {name: getattr(h, name) for name in ("availability_zone", "disabled_reason",
                                                   "uuid", "host_ip", "hypervisor_type", "num_instances", "traits",
                                                   "aggregates", "instances", "allocations", "updated_at")}
+    record["host"], record["nodename"] = _shown_names(h)
     record["state"] = _state(h)
     record["last_report"] = h.last_report_seconds_ago
     for rc in _CLASSIC:
@@ -239,18 +249,19 @@ def _host_record(h: Any) -> dict[str, Any]:
 
 def _show_host(args: argparse.Namespace, host: Any) -> int:
     record = {name: getattr(host, name) for name in msgspec.structs.asdict(host) if name != "inventories"}
+    record["host"], record["nodename"] = _shown_names(host)
     record["state"] = _state(host)
     record["last_report"] = host.last_report_seconds_ago
     inventories = {rc: msgspec.structs.asdict(inv) for rc, inv in host.inventories.items()}
     record.update(inventories)
-    names = ["host", "nodename", "uuid", "availability_zone", "state", "disabled_reason", "up", "disabled",
+    names = ["host", "nodename", "uuid", "name", "availability_zone", "state", "disabled_reason", "up", "disabled",
              "forced_down", "last_report", "updated_at", "hypervisor_type", "hypervisor_version",
              "hypervisor_hostname", "host_ip", "num_instances", "num_io_ops", "failed_builds", "free_ram_mb",
              "free_disk_mb", "aggregates", "traits"]
     columns = [Column(n, show=_ago) if n == "last_report" else Column(n) for n in names]
     columns += [Column(rc, show=_show_inventory) for rc in inventories]
     columns += [Column("instances"), Column("allocations")]
-    emit_one(console, columns, record, args, title=f"{host.host}/{host.nodename}")
+    emit_one(console, columns, record, args, title=f"{record['host']}/{record['nodename']}")
     return 0
 
 
@@ -321,9 +332,20 @@ def _create_host(client: Any, args: argparse.Namespace) -> int:
         raise UsageError("hosts create needs --vcpus, --memory-mb and --disk-gb (or --inventory RC=TOTAL)")
     if args.disable or args.reason:
         stats["service"] = {"disabled": bool(args.disable), "disabled_reason": args.reason}
+    # A node without a uuid is no resource provider: Placement (openstack resource provider list) would not
+    # show it. Nova's compute node has one; a host made here gets one too, given or new.
+    if args.uuid:
+        try:
+            taken = client.host(args.uuid)  # the /v1 face finds a node by its provider uuid too
+        except (NotFound, InvalidRequest):
+            pass
+        else:
+            raise Conflict(f"uuid {args.uuid} is node {taken.host}/{taken.nodename}'s already", field="uuid")
+    stats["uuid"] = args.uuid or str(uuidlib.uuid4())
     revision = client.update_resource_stats([args.name, args.node] if args.node else args.name, stats)
-    return _done(args, f"created {_what(args)} (revision {revision}); it is down once it has not reported for "
-                       "service_down_time", host=args.name, node=args.node, revision=revision)
+    return _done(args, f"created {_what(args)} (uuid {stats['uuid']}, revision {revision}); it is down once it "
+                       "has not reported for service_down_time", host=args.name, node=args.node,
+                 uuid=stats["uuid"], revision=revision)
 
 
 def _set_host(client: Any, args: argparse.Namespace) -> int:
@@ -826,6 +848,13 @@ def _client_options(parser: argparse.ArgumentParser, *, lister: bool = True) -> 
     add_output_options(parser, lister=lister)
 
 
+def _uuid(value: str) -> str:
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
+
+
 def _namespace(value: str) -> str:
     from gantt.namespaces import check_name
 
@@ -919,6 +948,8 @@ def _add_hosts(sub: Any) -> None:
     capacity.add_argument("--trait", action="append", metavar="TRAIT",
                           help="a trait of the host (repeatable; set replaces the whole list)")
     capacity.add_argument("--hypervisor-type", help="hypervisor kind (QEMU, ironic, …)")
+    p.add_argument("--uuid", type=_uuid, help="create: the node's uuid, its resource provider's in Placement (default: "
+                                         "a new one; Nova's compute node uuid to match a Nova cloud)")
     p.add_argument("--disable", action="store_true", help="create: register the host disabled")
     p.add_argument("--reason", help="disable (or create --disable): why, shown in 'gantt hosts show'")
     p.add_argument("--yes", action="store_true", help="delete: also when allocations are booked there (released)")
@@ -1029,7 +1060,7 @@ _HOST_CAPACITY = ("vcpus", "memory_mb", "disk_gb", "cpu_ratio", "ram_ratio", "di
 _LIST_ONLY = ("sort_column", "limit", "marker")
 # Options that mean something for some actions only: given to another, they would do nothing, so they are refused.
 _ONLY: dict[str, dict[str, tuple[str, ...]]] = {
-    "hosts": {**{o: ("create", "set") for o in _HOST_CAPACITY}, "disable": ("create",),
+    "hosts": {**{o: ("create", "set") for o in _HOST_CAPACITY}, "disable": ("create",), "uuid": ("create",),
               "reason": ("create", "disable"), "yes": ("delete",), "marker": ("list",), "limit": ("list",),
               "sort_column": ("list",), "node": ("show", "create", "set", "disable", "enable", "delete")},
     "aggregates": {"name": ("create", "set"), "hosts": ("create", "set"), "property": ("create", "set"),

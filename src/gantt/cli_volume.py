@@ -36,7 +36,7 @@ SELECTION_COLUMNS = [Column("volume_id"), Column("host"), Column("pool"), Column
                      Column("alternates"), Column("weight", default=False)]
 # hosts create/set options that describe a compute node: a pool has none of them
 _COMPUTE_CAPACITY = ("vcpus", "memory_mb", "cpu_ratio", "ram_ratio", "disk_ratio", "inventory", "trait",
-                     "hypervisor_type")
+                     "hypervisor_type", "uuid")
 _COMPUTE_REQUEST = ("vcpus", "memory_mb", "root_gb", "resource", "required_trait", "forbidden_trait",
                     "migration_uuid")
 

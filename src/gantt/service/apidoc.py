@@ -327,6 +327,8 @@ PROPERTIES: dict[str, dict[str, str]] = {
         "up": "Reported within service_down_time and not forced down", "disabled": "Disabled by an operator",
         "inventories": "Per resource class: what the node has and what is used",
         "hypervisor_hostname": "The hypervisor's own name for the node", "host_ip": "The host's IP address",
+        "name": "The node's resource provider name, as Placement shows it (null: no uuid, so no provider); "
+                "/v1/hosts/{host} also finds a node by it, or by its uuid, when no host has that name",
         "hypervisor_type": "Hypervisor kind", "hypervisor_version": "Hypervisor version (Nova's encoding)",
         "forced_down": "Forced down by an operator", "disabled_reason": "Why it was disabled; null: not disabled "
                                                                         "or no reason given",
