@@ -38,10 +38,10 @@ from gantt.output import (
     write_json_error,
 )
 
-# soft_wrap: a message is one line whatever the width (piped, rich would wrap it at 80 columns); tables go
-# through print_renderables, which draws them whole when piped.
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+# Messages are printed with soft_wrap (one line whatever the width: piped, rich would wrap them at 80 columns);
+# tables go through print_renderables, which draws them whole when piped and fits them to a terminal.
+console = Console()
+err_console = Console(stderr=True)
 REFUSED = 1
 USAGE = 2
 STORE_UNUSABLE = 3
@@ -130,7 +130,7 @@ def _report_error(error: GanttError, args: argparse.Namespace | None = None) -> 
         print_renderables(err_console, explanation_table(error.explanation))
         return status
     where = f" (field {error.field})" if error.field else ""
-    err_console.print(f"[bold red]{escape(error.title)}[/]: {escape(error.message)}{escape(where)}")
+    err_console.print(f"[bold red]{escape(error.title)}[/]: {escape(error.message)}{escape(where)}", soft_wrap=True)
     return status
 
 
@@ -161,7 +161,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         err_console.print(f"gantt serve: {exc}", markup=False, soft_wrap=True)  # "[gantt] token": no markup
         return STORE_UNUSABLE if exc.store else 2
     except OSError as exc:
-        err_console.print(f"gantt serve: cannot bind {options.host}:{options.port}: {exc}", markup=False)
+        err_console.print(f"gantt serve: cannot bind {options.host}:{options.port}: {exc}", markup=False,
+                          soft_wrap=True)
         return 2
 
 
@@ -661,9 +662,10 @@ def cmd_migrations(args: argparse.Namespace) -> int:
     where = f"{escape(allocation.host)}/{escape(allocation.nodename)} ({resources})"
     if args.action == "confirm":
         console.print(f"confirmed {escape(args.migration)}: dropped the source of "
-                      f"{escape(allocation.instance_uuid or '')} on {where}")
+                      f"{escape(allocation.instance_uuid or '')} on {where}", soft_wrap=True)
     else:
-        console.print(f"reverted {escape(args.migration)}: {escape(allocation.consumer_uuid)} back on {where}")
+        console.print(f"reverted {escape(args.migration)}: {escape(allocation.consumer_uuid)} back on {where}",
+                      soft_wrap=True)
     return 0
 
 
@@ -685,7 +687,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         if as_json:
             write_json_error(503 if status == STORE_UNUSABLE else 400, title, message)
         else:
-            err_console.print(f"gantt audit: {message}", markup=False)
+            err_console.print(f"gantt audit: {message}", markup=False, soft_wrap=True)
         return status
 
     try:
@@ -725,11 +727,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
             continue
         summary = f"{label}{', '.join(f'{v} {k}' for k, v in figures.items())} at revision {snapshot.revision}"
         if not problems:
-            console.print(f"[green]audit ok[/]: {escape(summary)}: nothing over capacity")
+            console.print(f"[green]audit ok[/]: {escape(summary)}: nothing over capacity", soft_wrap=True)
             continue
         for problem in problems:
-            console.print(f"[red]violation[/]: {escape(label + problem)}")
-        console.print(f"[bold red]{len(problems)} violation(s)[/] in {escape(summary)}")
+            console.print(f"[red]violation[/]: {escape(label + problem)}", soft_wrap=True)
+        console.print(f"[bold red]{len(problems)} violation(s)[/] in {escape(summary)}", soft_wrap=True)
     if as_json:
         body = {"store": store_description(store_url), "ok": not total, "violations": total, "namespaces": results}
         sys.stdout.write(msgspec.json.format(msgspec.json.encode(body)).decode() + "\n")
@@ -794,7 +796,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     entry = load_entry(candidates)
     if entry is None:
         err_console.print(f"gantt bench {args.which}: no benchmark found (looked for bench/{args.which}.py with a "
-                          f"main(argv) function under {_repo_root()}); it may not be written yet")
+                          f"main(argv) function under {_repo_root()}); it may not be written yet", soft_wrap=True)
         return 2
     return _run_entry(entry, args.args)
 
@@ -1145,7 +1147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if json_errors:
             write_json_error(503, "Service unreachable", f"cannot reach Gantt at {exc.message} ({hint})")
         else:
-            err_console.print(f"[bold red]cannot reach Gantt[/] at {escape(exc.message)} ({hint})")
+            err_console.print(f"[bold red]cannot reach Gantt[/] at {escape(exc.message)} ({hint})", soft_wrap=True)
         return NO_ANSWER
     except GanttError as exc:
         return _report_error(exc, args)
