@@ -132,7 +132,7 @@ def test_errors_are_json_on_stdout_with_f_json(url: str, capsys: pytest.CaptureF
     status, out, _ = run(capsys, "hosts", "show", "--url", url, "-f", "json")  # a usage error
     assert status == 2 and json.loads(out)["error"]["detail"] == "hosts show needs NAME"
     status, out, _ = run(capsys, "hosts", "--url", "http://127.0.0.1:9", "-f", "json")
-    assert status == 1 and json.loads(out)["error"]["status"] == 503
+    assert status == 4 and json.loads(out)["error"]["status"] == 503
 
 
 def test_register_set_disable_enable_a_host(url: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -232,7 +232,7 @@ def test_bash_completion_script() -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert "complete -F _gantt_complete gantt" in lines
-    assert "top: hosts" in lines and "action: disable" in lines
+    assert "top: hosts host" in lines and "action: disable" in lines  # osc's singular noun too
     assert "option: --sort-column --sort-ascending --sort-descending" in lines
     assert "format: table json yaml value csv" in lines
     zsh = gantt_command("completion", "zsh")

@@ -2,8 +2,7 @@
 
 Client commands take ``--url`` (GANTT_URL, default http://127.0.0.1:8780), ``--token`` (GANTT_TOKEN) and
 ``--namespace`` (GANTT_NAMESPACE, default the service's default namespace, compute).
-Exit status: 0 ok, 1 the service said no (NoValidHost, not found, audit violations…), 2 bad usage or config,
-3 the store cannot be used (no such file, not a Gantt store, damaged, read-only, unreachable).
+Exit status: see EXIT_STATUS (printed by ``gantt --help``).
 """
 
 from __future__ import annotations
@@ -13,14 +12,16 @@ import importlib
 import importlib.util
 import os
 import sys
+import uuid as uuidlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import msgspec
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from gantt import __version__
 from gantt.model import Explanation, GanttError, NoValidHost
@@ -32,13 +33,25 @@ from gantt.output import (
     emit_list,
     emit_one,
     json_requested,
+    print_renderables,
     show_value,
     write_json_error,
 )
 
+# Messages are printed with soft_wrap (one line whatever the width: piped, rich would wrap them at 80 columns);
+# tables go through print_renderables, which draws them whole when piped and fits them to a terminal.
 console = Console()
 err_console = Console(stderr=True)
+REFUSED = 1
+USAGE = 2
 STORE_UNUSABLE = 3
+NO_ANSWER = 4
+EXIT_STATUS = (
+    "exit status: 0 done; 1 the service answered no (NoValidHost, not found, conflict, a refused request) or "
+    "the audit found violations; 2 bad usage or configuration (nothing was sent); 3 the store cannot be used "
+    "(serve, audit: no such file, not a Gantt store, damaged, read-only, etcd unreachable); 4 no answer from "
+    "the service (cannot connect, timed out, or a server-side error, 5xx): try again or check the service; "
+    "130 interrupted.")
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -64,7 +77,8 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if value == int(value) else f"{value:,.1f}"
 
 
-def explanation_table(explanation: Explanation, title: str = "No valid host") -> Table:
+def explanation_table(explanation: Explanation, title: str = "No valid host") -> Group:
+    """The filters' table, then why in words (a line each, not a caption: a caption wraps at the table's width)."""
     table = Table(title=f"{title}: {explanation.hosts} hosts considered", title_justify="left")
     table.add_column("filter")
     table.add_column("before", justify="right")
@@ -77,14 +91,16 @@ def explanation_table(explanation: Explanation, title: str = "No valid host") ->
     if explanation.reason:
         captions.append(f"reason: {explanation.reason}")
     for miss in explanation.nearest_miss:
+        if miss.constraint:  # no amount of free room helps: say what does block, not "short by 0"
+            captions.append(f"{miss.resource_class} {miss.requested} can never fit: {miss.constraint}")
+            continue
         where = f" on {miss.host}" + (f"/{miss.nodename}" if miss.nodename and miss.nodename != miss.host else "") \
             if miss.host else ""
         captions.append(f"nearest {miss.resource_class}: {_fmt(miss.best_free)} free of {miss.requested} asked"
                         f"{where} (short by {_fmt(miss.short_by)})")
-    if captions:
-        table.caption = "; ".join(captions)
-        table.caption_justify = "left"
-    return table
+    if explanation.down:
+        captions.append(f"{explanation.down} node(s) down: no report for > {explanation.service_down_time:g} s")
+    return Group(table, *(Text(line) for line in captions))
 
 
 class UsageError(Exception):
@@ -103,16 +119,19 @@ def _done(args: argparse.Namespace, message: str, **result: Any) -> int:
 
 
 def _report_error(error: GanttError, args: argparse.Namespace | None = None) -> int:
+    # A 5xx is no answer to the question (the store behind the service failed, a bug): a script may retry it,
+    # unlike a refusal.
+    status = NO_ANSWER if error.status >= 500 else REFUSED
     if args is not None and getattr(args, "format", None) == "json":
         explanation = error.explanation if isinstance(error, NoValidHost) else None
         write_json_error(error.status, error.title, error.message, field=error.field, explanation=explanation)
-        return 1
+        return status
     if isinstance(error, NoValidHost) and error.explanation is not None:
-        err_console.print(explanation_table(error.explanation))
-        return 1
+        print_renderables(err_console, explanation_table(error.explanation))
+        return status
     where = f" (field {error.field})" if error.field else ""
-    err_console.print(f"[bold red]{escape(error.title)}[/]: {escape(error.message)}{escape(where)}")
-    return 1
+    err_console.print(f"[bold red]{escape(error.title)}[/]: {escape(error.message)}{escape(where)}", soft_wrap=True)
+    return status
 
 
 # --------------------------------------------------------------------------------------------- serve
@@ -142,7 +161,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         err_console.print(f"gantt serve: {exc}", markup=False, soft_wrap=True)  # "[gantt] token": no markup
         return STORE_UNUSABLE if exc.store else 2
     except OSError as exc:
-        err_console.print(f"gantt serve: cannot bind {options.host}:{options.port}: {exc}", markup=False)
+        err_console.print(f"gantt serve: cannot bind {options.host}:{options.port}: {exc}", markup=False,
+                          soft_wrap=True)
         return 2
 
 
@@ -208,10 +228,19 @@ HOST_COLUMNS = [
 ]
 
 
+def _shown_names(h: Any) -> tuple[str, str]:
+    """(host, node) as a person knows them: a provider made through Placement is keyed by its uuid, and known by
+    its name (which every command takes in place of the host)."""
+    if h.name and h.host == h.uuid:
+        return h.name, h.name if h.nodename == h.uuid else h.nodename
+    return h.host, h.nodename
+
+
 def _host_record(h: Any) -> dict[str, Any]:
-    record = {name: getattr(h, name) for name in ("host", "nodename", "availability_zone", "disabled_reason",
+    record = {name: getattr(h, name) for name in ("availability_zone", "disabled_reason",
                                                   "uuid", "host_ip", "hypervisor_type", "num_instances", "traits",
                                                   "aggregates", "instances", "allocations", "updated_at")}
+    record["host"], record["nodename"] = _shown_names(h)
     record["state"] = _state(h)
     record["last_report"] = h.last_report_seconds_ago
     for rc in _CLASSIC:
@@ -221,18 +250,19 @@ def _host_record(h: Any) -> dict[str, Any]:
 
 def _show_host(args: argparse.Namespace, host: Any) -> int:
     record = {name: getattr(host, name) for name in msgspec.structs.asdict(host) if name != "inventories"}
+    record["host"], record["nodename"] = _shown_names(host)
     record["state"] = _state(host)
     record["last_report"] = host.last_report_seconds_ago
     inventories = {rc: msgspec.structs.asdict(inv) for rc, inv in host.inventories.items()}
     record.update(inventories)
-    names = ["host", "nodename", "uuid", "availability_zone", "state", "disabled_reason", "up", "disabled",
+    names = ["host", "nodename", "uuid", "name", "availability_zone", "state", "disabled_reason", "up", "disabled",
              "forced_down", "last_report", "updated_at", "hypervisor_type", "hypervisor_version",
              "hypervisor_hostname", "host_ip", "num_instances", "num_io_ops", "failed_builds", "free_ram_mb",
              "free_disk_mb", "aggregates", "traits"]
     columns = [Column(n, show=_ago) if n == "last_report" else Column(n) for n in names]
     columns += [Column(rc, show=_show_inventory) for rc in inventories]
     columns += [Column("instances"), Column("allocations")]
-    emit_one(console, columns, record, args, title=f"{host.host}/{host.nodename}")
+    emit_one(console, columns, record, args, title=f"{record['host']}/{record['nodename']}")
     return 0
 
 
@@ -303,9 +333,20 @@ def _create_host(client: Any, args: argparse.Namespace) -> int:
         raise UsageError("hosts create needs --vcpus, --memory-mb and --disk-gb (or --inventory RC=TOTAL)")
     if args.disable or args.reason:
         stats["service"] = {"disabled": bool(args.disable), "disabled_reason": args.reason}
+    # A node without a uuid is no resource provider: Placement (openstack resource provider list) would not
+    # show it. Nova's compute node has one; a host made here gets one too, given or new.
+    if args.uuid:
+        try:
+            taken = client.host(args.uuid)  # the /v1 face finds a node by its provider uuid too
+        except (NotFound, InvalidRequest):
+            pass
+        else:
+            raise Conflict(f"uuid {args.uuid} is node {taken.host}/{taken.nodename}'s already", field="uuid")
+    stats["uuid"] = args.uuid or str(uuidlib.uuid4())
     revision = client.update_resource_stats([args.name, args.node] if args.node else args.name, stats)
-    return _done(args, f"created {_what(args)} (revision {revision}); it is down once it has not reported for "
-                       "service_down_time", host=args.name, node=args.node, revision=revision)
+    return _done(args, f"created {_what(args)} (uuid {stats['uuid']}, revision {revision}); it is down once it "
+                       "has not reported for service_down_time", host=args.name, node=args.node,
+                 uuid=stats["uuid"], revision=revision)
 
 
 def _set_host(client: Any, args: argparse.Namespace) -> int:
@@ -323,8 +364,26 @@ def _set_host(client: Any, args: argparse.Namespace) -> int:
                  revision=revision, **({"disabled": action == "disable"} if action != "set" else {}))
 
 
+def _volume(client: Any, args: argparse.Namespace) -> bool:
+    """Whether ``--namespace`` (or GANTT_NAMESPACE) names a volume namespace: its face is Cinder's (pools,
+    volumes), so the commands speak it (gantt.cli_volume). One /health read, only for a named namespace."""
+    from gantt.namespaces import DEFAULT
+
+    name = getattr(args, "namespace", None) or os.environ.get("GANTT_NAMESPACE") or None
+    if name is None or name == DEFAULT:
+        return False
+    served = client.health().namespaces or {}
+    if name in served:
+        args.namespace = name
+    return bool(served.get(name, {}).get("kind") == "volume")  # unknown: the call's 404 names the namespace
+
+
 def cmd_hosts(args: argparse.Namespace) -> int:
     with _client(args) as client:
+        if _volume(client, args):
+            from gantt import cli_volume
+
+            return cli_volume.hosts(client, args)
         if args.action == "delete":
             return _delete_host(client, args)
         if args.action == "create":
@@ -360,6 +419,10 @@ def _aggregate_record(agg: Any) -> dict[str, Any]:
 
 def cmd_aggregates(args: argparse.Namespace) -> int:
     with _client(args) as client:
+        if _volume(client, args):
+            from gantt import cli_volume
+
+            cli_volume.refuse("aggregates", args.namespace)
         if args.action in ("create", "set", "add-host", "remove-host"):
             return _edit_aggregate(client, args)
         if args.action == "delete":
@@ -443,8 +506,26 @@ def _spec(args: argparse.Namespace) -> dict[str, Any]:
     if args.forbidden_trait:
         spec["forbidden_traits"] = args.forbidden_trait
     if args.hint:
-        spec["scheduler_hints"] = _pairs(args.hint, "--hint")
+        spec["scheduler_hints"] = _hints(args.hint)
     return spec
+
+
+def _hints(items: Sequence[str]) -> dict[str, str | list[str]]:
+    """``--hint`` pairs as Nova's scheduler_hints: a key given twice is a list (``different_host=a``,
+    ``different_host=b``), as openstackclient's ``server create --hint`` makes it."""
+    out: dict[str, str | list[str]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--hint must be KEY=VALUE, got {item!r}")
+        held = out.get(key)
+        if held is None:
+            out[key] = value
+        elif isinstance(held, list):
+            held.append(value)
+        else:
+            out[key] = [held, value]
+    return out
 
 
 def _rounded(value: Any) -> str:
@@ -474,8 +555,15 @@ SELECTION_COLUMNS = [Column("consumer_uuid"), Column("host"), Column("nodename")
 
 
 def cmd_select(args: argparse.Namespace) -> int:
-    spec = _spec(args)
     with _client(args) as client:
+        if _volume(client, args):
+            from gantt import cli_volume
+
+            return cli_volume.select(client, args, _spec(args) if args.spec else None)
+        if args.size is not None:
+            raise UsageError("select --size is a volume's size, for volume namespaces (a flavor's disk is "
+                             "--root-gb)")
+        spec = _spec(args)
         if args.dry_run:
             return _dry_run(client, args, spec)
         answer = client.select_destinations(spec)
@@ -581,6 +669,10 @@ def _iso(epoch: float) -> str | None:
 
 def cmd_allocations(args: argparse.Namespace) -> int:
     with _client(args) as client:
+        if args.action == "list" and _volume(client, args):
+            from gantt import cli_volume
+
+            return cli_volume.allocations(client, args)
         if args.action == "release":
             revision = client.release(args.consumer)
             return _done(args, f"released {args.consumer} (revision {revision})", consumer_uuid=args.consumer,
@@ -600,8 +692,41 @@ def cmd_allocations(args: argparse.Namespace) -> int:
     return 0
 
 
+MIGRATION_COLUMNS = [Column("migration_uuid"), Column("instance_uuid"), Column("source"), Column("destination"),
+                     Column("resources"), Column("created_at", default=False)]
+
+
+def _node_name(host: str, nodename: str) -> str:
+    return host if nodename == host else f"{host}/{nodename}"
+
+
+def _list_migrations(client: Any, args: argparse.Namespace) -> int:
+    """The moves in progress: a migration's allocation holds the source (``instance_uuid`` set) until confirm or
+    revert; the instance's own allocation is the destination."""
+    allocations = client.allocations()
+    by_consumer = {a.consumer_uuid: a for a in allocations}
+    records = []
+    for held in allocations:
+        if not held.instance_uuid:
+            continue
+        dest = by_consumer.get(held.instance_uuid)
+        records.append({"migration_uuid": held.consumer_uuid, "instance_uuid": held.instance_uuid,
+                        "source": _node_name(held.host, held.nodename),
+                        "destination": _node_name(dest.host, dest.nodename) if dest is not None else None,
+                        "resources": held.resources, "created_at": _iso(held.created_at)})
+    emit_list(console, Listing(MIGRATION_COLUMNS, records, title=f"{len(records)} moves in progress (confirm or "
+                                                                 "revert each)"), args)
+    return 0
+
+
 def cmd_migrations(args: argparse.Namespace) -> int:
     with _client(args) as client:
+        if _volume(client, args):
+            from gantt import cli_volume
+
+            cli_volume.refuse("migrations", args.namespace)
+        if args.action == "list":
+            return _list_migrations(client, args)
         allocation = (client.confirm_move if args.action == "confirm" else client.revert_move)(args.migration)
     if (args.format or "table") != "table":
         emit_one(console, ALLOCATION_COLUMNS, _allocation_record(allocation), args)
@@ -610,9 +735,10 @@ def cmd_migrations(args: argparse.Namespace) -> int:
     where = f"{escape(allocation.host)}/{escape(allocation.nodename)} ({resources})"
     if args.action == "confirm":
         console.print(f"confirmed {escape(args.migration)}: dropped the source of "
-                      f"{escape(allocation.instance_uuid or '')} on {where}")
+                      f"{escape(allocation.instance_uuid or '')} on {where}", soft_wrap=True)
     else:
-        console.print(f"reverted {escape(args.migration)}: {escape(allocation.consumer_uuid)} back on {where}")
+        console.print(f"reverted {escape(args.migration)}: {escape(allocation.consumer_uuid)} back on {where}",
+                      soft_wrap=True)
     return 0
 
 
@@ -628,42 +754,75 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from gantt.store.base import open_store
     from gantt.volume_replica import audit as audit_volume
 
-    config = load_config(args.config or os.environ.get("GANTT_CONFIG") or None)
+    as_json = args.format == "json"
+
+    def fail(status: int, title: str, message: str) -> int:
+        if as_json:
+            write_json_error(503 if status == STORE_UNUSABLE else 400, title, message)
+        else:
+            err_console.print(f"gantt audit: {message}", markup=False, soft_wrap=True)
+        return status
+
+    try:
+        config = load_config(args.config or os.environ.get("GANTT_CONFIG") or None)
+    except (GanttError, ValueError, OSError) as exc:
+        return fail(USAGE, "Bad configuration", f"bad configuration: {exc}")
+    store_url = args.store or config.gantt.store  # the store gantt serve would open with this config
     namespaces = config.namespaces()
     if args.namespace is not None:
         if args.namespace not in namespaces:
-            err_console.print(f"gantt audit: namespace {args.namespace!r} is not in the config (it declares: "
-                              f"{', '.join(namespaces)}): its kind is unknown", markup=False, soft_wrap=True)
-            return 2
+            return fail(USAGE, "Bad usage", f"namespace {args.namespace!r} is not in the config (it declares: "
+                                            f"{', '.join(namespaces)}): its kind is unknown")
         namespaces = {args.namespace: namespaces[args.namespace]}
     total = 0
+    results = []
     for name, namespace in namespaces.items():
         label = "" if name == DEFAULT_NAMESPACE and len(namespaces) == 1 else f"namespace {name} ({namespace.kind}): "
         try:
-            with console.status(f"reading {args.store}"), \
-                    open_store(args.store, create=False, namespace=name) as store:
+            with console.status(f"reading {store_description(store_url)}") if not as_json else _nothing(), \
+                    open_store(store_url, create=False, namespace=name) as store:
                 snapshot = store.snapshot()
                 skipped = list(getattr(store, "skipped", ()))
         except (StoreUnavailable, ValueError) as exc:
-            err_console.print(f"gantt audit: {label}{exc}", markup=False, soft_wrap=True)
-            return STORE_UNUSABLE
+            return fail(STORE_UNUSABLE, "Store unusable", f"{label}{exc} (store {store_description(store_url)})")
         problems = [f"unreadable row, skipped: {row}" for row in skipped]
         if namespace.kind == "volume":
             problems += audit_volume(snapshot, namespace.options)
-            summary = f"{len(snapshot.hosts)} pools, {len(snapshot.allocations)} volumes"
+            figures = {"pools": len(snapshot.hosts), "volumes": len(snapshot.allocations)}
         else:
             problems += audit(snapshot, namespace.config)
-            summary = (f"{len(snapshot.hosts)} nodes, {len(snapshot.allocations)} allocations, "
-                       f"{len(snapshot.aggregates)} aggregates")
-        summary = f"{label}{summary} at revision {snapshot.revision}"
+            figures = {"nodes": len(snapshot.hosts), "allocations": len(snapshot.allocations),
+                       "aggregates": len(snapshot.aggregates)}
+        results.append({"namespace": name, "kind": namespace.kind, "revision": snapshot.revision, **figures,
+                        "violations": problems})
+        total += len(problems)
+        if as_json:
+            continue
+        summary = f"{label}{', '.join(f'{v} {k}' for k, v in figures.items())} at revision {snapshot.revision}"
         if not problems:
-            console.print(f"[green]audit ok[/]: {escape(summary)}: nothing over capacity")
+            console.print(f"[green]audit ok[/]: {escape(summary)}: nothing over capacity", soft_wrap=True)
             continue
         for problem in problems:
-            console.print(f"[red]violation[/]: {escape(label + problem)}")
-        console.print(f"[bold red]{len(problems)} violation(s)[/] in {escape(summary)}")
-        total += len(problems)
-    return 1 if total else 0
+            console.print(f"[red]violation[/]: {escape(label + problem)}", soft_wrap=True)
+        console.print(f"[bold red]{len(problems)} violation(s)[/] in {escape(summary)}", soft_wrap=True)
+    if as_json:
+        body = {"store": store_description(store_url), "ok": not total, "violations": total, "namespaces": results}
+        sys.stdout.write(msgspec.json.format(msgspec.json.encode(body)).decode() + "\n")
+    return REFUSED if total else 0
+
+
+def _nothing() -> Any:
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def store_description(url: str) -> str:
+    """A store URL as a person checks it: a SQLite URL with the absolute path of its file (``sqlite:///rel`` is
+    relative to the working directory, ``sqlite:////abs`` absolute, as SQLAlchemy reads them)."""
+    from gantt.service.server import describe_store
+
+    return describe_store(url)
 
 
 # ------------------------------------------------------------------------------------ bench, simulate
@@ -710,7 +869,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     entry = load_entry(candidates)
     if entry is None:
         err_console.print(f"gantt bench {args.which}: no benchmark found (looked for bench/{args.which}.py with a "
-                          f"main(argv) function under {_repo_root()}); it may not be written yet")
+                          f"main(argv) function under {_repo_root()}); it may not be written yet", soft_wrap=True)
         return 2
     return _run_entry(entry, args.args)
 
@@ -764,6 +923,13 @@ def _client_options(parser: argparse.ArgumentParser, *, lister: bool = True) -> 
     add_output_options(parser, lister=lister)
 
 
+def _uuid(value: str) -> str:
+    try:
+        return str(uuidlib.UUID(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a UUID") from None
+
+
 def _namespace(value: str) -> str:
     from gantt.namespaces import check_name
 
@@ -802,28 +968,39 @@ def _add_select(sub: Any) -> None:
     p.add_argument("--vcpus", type=int, default=1, help="flavor vCPUs (default %(default)s)")
     p.add_argument("--memory-mb", type=int, default=512, help="flavor RAM in MiB (default %(default)s)")
     p.add_argument("--root-gb", type=int, default=1, help="flavor root disk in GiB (default %(default)s)")
-    p.add_argument("--extra-spec", nargs="*", metavar="KEY=VALUE", help="flavor extra specs")
-    p.add_argument("--resource", nargs="*", metavar="RC=AMOUNT", help="resources beyond the flavor's, by class")
-    p.add_argument("--required-trait", nargs="*", metavar="TRAIT", help="traits every chosen host must have")
-    p.add_argument("--forbidden-trait", nargs="*", metavar="TRAIT", help="traits no chosen host may have")
-    p.add_argument("--hint", nargs="*", metavar="KEY=VALUE", help="scheduler hints")
+    p.add_argument("--extra-spec", action="extend", nargs="+", metavar="KEY=VALUE",
+                   help="flavor extra specs (repeatable)")
+    p.add_argument("--resource", action="extend", nargs="+", metavar="RC=AMOUNT",
+                   help="resources beyond the flavor's, by class (repeatable)")
+    p.add_argument("--required-trait", action="extend", nargs="+", metavar="TRAIT",
+                   help="traits every chosen host must have (repeatable)")
+    p.add_argument("--forbidden-trait", action="extend", nargs="+", metavar="TRAIT",
+                   help="traits no chosen host may have (repeatable)")
+    p.add_argument("--hint", action="extend", nargs="+", metavar="KEY=VALUE",
+                   help="scheduler hints (repeatable; a key given twice is a list, as different_host takes)")
     p.add_argument("--az", help="availability zone")
     p.add_argument("--project", help="project (tenant) id, for tenant isolation and aggregate filters")
     p.add_argument("--user", help="user id")
     p.add_argument("--num-instances", type=int, default=1, help="instances to place at once (default %(default)s)")
-    p.add_argument("--instance-uuid", nargs="*", help="consumer UUIDs (asking again returns the same claim)")
+    p.add_argument("--instance-uuid", action="extend", nargs="+",
+                   help="consumer UUIDs (repeatable; asking again returns the same claim)")
     p.add_argument("--migration-uuid", help="move the one --instance-uuid, holding its source under this UUID "
                                             "until 'gantt migrations confirm|revert'")
+    p.add_argument("--size", type=int, metavar="GB", help="a volume namespace: the volume's size in GiB (default 1;"
+                                                        " --instance-uuid is its volume id)")
     p.add_argument("--dry-run", action="store_true", help="rank candidates, claim nothing")
     p.add_argument("--limit", type=int, default=10, help="candidates shown by --dry-run (default %(default)s)")
     p.set_defaults(func=cmd_select)
 
 
 HOST_ACTIONS = ["list", "show", "create", "set", "disable", "enable", "delete"]
+# openstackclient's nouns are singular ("openstack host list", "aggregate show"): the same commands answer to them
+ALIASES = {"host": "hosts", "aggregate": "aggregates", "allocation": "allocations", "migration": "migrations"}
 
 
 def _add_hosts(sub: Any) -> None:
-    p = sub.add_parser("hosts", help="list, show, create, set, disable, enable or delete compute hosts",
+    p = sub.add_parser("hosts", aliases=["host"],
+                       help="list, show, create, set, disable, enable or delete compute hosts",
                        description="create sends a host report (the host is up until service_down_time passes "
                                    "without another); set, disable and enable change the host's record without "
                                    "counting as a report, and keep what they do not name (Nova's 'openstack "
@@ -846,6 +1023,8 @@ def _add_hosts(sub: Any) -> None:
     capacity.add_argument("--trait", action="append", metavar="TRAIT",
                           help="a trait of the host (repeatable; set replaces the whole list)")
     capacity.add_argument("--hypervisor-type", help="hypervisor kind (QEMU, ironic, …)")
+    p.add_argument("--uuid", type=_uuid, help="create: the node's uuid, its resource provider's in Placement (default: "
+                                         "a new one; Nova's compute node uuid to match a Nova cloud)")
     p.add_argument("--disable", action="store_true", help="create: register the host disabled")
     p.add_argument("--reason", help="disable (or create --disable): why, shown in 'gantt hosts show'")
     p.add_argument("--yes", action="store_true", help="delete: also when allocations are booked there (released)")
@@ -856,7 +1035,8 @@ def _add_hosts(sub: Any) -> None:
 
 
 def _add_aggregates(sub: Any) -> None:
-    p = sub.add_parser("aggregates", help="list, show, create, set, add-host, remove-host or delete aggregates",
+    p = sub.add_parser("aggregates", aliases=["aggregate"],
+                       help="list, show, create, set, add-host, remove-host or delete aggregates",
                        description="set changes only what it names (name, properties, zone; --hosts replaces "
                                    "the member list); add-host and remove-host change members one by one")
     _client_options(p)
@@ -865,15 +1045,16 @@ def _add_aggregates(sub: Any) -> None:
     p.add_argument("id", nargs="?", help="aggregate id (chosen by you: a name or a number)")
     p.add_argument("host", nargs="*", help="hosts, for add-host and remove-host")
     p.add_argument("--name", help="display name")
-    p.add_argument("--hosts", nargs="*", help="the whole member list (replaces it)")
-    p.add_argument("--property", "--metadata", dest="property", nargs="*", metavar="KEY=VALUE",
-                   help="metadata to add or change (others are kept)")
+    p.add_argument("--hosts", action="extend", nargs="*", help="the whole member list (replaces it; repeatable; "
+                                                                "--hosts alone empties it)")
+    p.add_argument("--property", "--metadata", dest="property", action="extend", nargs="+", metavar="KEY=VALUE",
+                   help="metadata to add or change (others are kept; repeatable)")
     p.add_argument("--zone", help="shorthand for --property availability_zone=ZONE")
     p.set_defaults(func=cmd_aggregates)
 
 
 def _add_allocations(sub: Any) -> None:
-    p = sub.add_parser("allocations", help="list, show or release allocations")
+    p = sub.add_parser("allocations", aliases=["allocation"], help="list, show or release allocations")
     _client_options(p)
     p.add_argument("action", nargs="?", choices=["list", "show", "release"], default="list",
                    help="what to do (default list)")
@@ -884,7 +1065,7 @@ def _add_allocations(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="gantt", description="Gantt: a standalone cloud scheduler.")
+    parser = Parser(prog="gantt", description="Gantt: a standalone cloud scheduler.", epilog=EXIT_STATUS)
     parser.add_argument("--version", action="version", version=f"gantt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -895,16 +1076,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_capacity(sub)
     _add_allocations(sub)
 
-    p = sub.add_parser("migrations", help="confirm or revert a move (select --migration-uuid)")
-    _client_options(p, lister=False)
-    p.add_argument("action", choices=["confirm", "revert"], help="confirm: drop the source; revert: back to it")
-    p.add_argument("migration", help="the migration UUID the move was made under")
+    p = sub.add_parser("migrations", aliases=["migration"],
+                       help="list moves in progress, confirm or revert one (select --migration-uuid)")
+    _client_options(p)
+    p.add_argument("action", nargs="?", choices=["list", "confirm", "revert"], default="list",
+                   help="list (default): the moves whose source is still held; confirm: drop the source; "
+                        "revert: back to it")
+    p.add_argument("migration", nargs="?", help="the migration UUID the move was made under (confirm, revert)")
     p.set_defaults(func=cmd_migrations)
 
     p = sub.add_parser("audit", help="check a store: nothing over capacity, no allocation on a missing node")
-    p.add_argument("--store", required=True, help="store URL")
-    p.add_argument("--config", help="config file (allocation ratio defaults; the namespaces it declares are "
-                                    "audited too, each by its kind's rules)")
+    p.add_argument("--store", help="store URL (default: the config's [gantt] store, as gantt serve reads it)")
+    p.add_argument("--config", help="config file (env GANTT_CONFIG): its store, allocation ratio defaults; the "
+                                    "namespaces it declares are audited too, each by its kind's rules")
+    p.add_argument("-f", "--format", choices=["table", "json"], default=None,
+                   help="output format: table (default) or json (one object: each namespace's figures and "
+                        "violations)")
+    p.add_argument("--json", action="store_const", dest="format", const="json", help="the same as -f json")
     p.add_argument("--namespace", type=_namespace, default=None,
                    help="audit this namespace only (compute, or one the config declares)")
     p.set_defaults(func=cmd_audit)
@@ -940,23 +1128,25 @@ _NEEDS = {("hosts", "show"): "name", ("hosts", "delete"): "name", ("hosts", "cre
           ("aggregates", "set"): "id", ("aggregates", "create"): "id", ("aggregates", "show"): "id",
           ("aggregates", "add-host"): "host", ("aggregates", "remove-host"): "host",
           ("aggregates", "delete"): "id", ("allocations", "show"): "consumer",
-          ("allocations", "release"): "consumer"}
+          ("allocations", "release"): "consumer", ("migrations", "confirm"): "migration",
+          ("migrations", "revert"): "migration"}
 
 _HOST_CAPACITY = ("vcpus", "memory_mb", "disk_gb", "cpu_ratio", "ram_ratio", "disk_ratio", "inventory", "trait",
                   "hypervisor_type")
 _LIST_ONLY = ("sort_column", "limit", "marker")
 # Options that mean something for some actions only: given to another, they would do nothing, so they are refused.
 _ONLY: dict[str, dict[str, tuple[str, ...]]] = {
-    "hosts": {**{o: ("create", "set") for o in _HOST_CAPACITY}, "disable": ("create",),
+    "hosts": {**{o: ("create", "set") for o in _HOST_CAPACITY}, "disable": ("create",), "uuid": ("create",),
               "reason": ("create", "disable"), "yes": ("delete",), "marker": ("list",), "limit": ("list",),
               "sort_column": ("list",), "node": ("show", "create", "set", "disable", "enable", "delete")},
     "aggregates": {"name": ("create", "set"), "hosts": ("create", "set"), "property": ("create", "set"),
                    "zone": ("create", "set"), "sort_column": ("list",)},
     "allocations": {"limit": ("list",), "marker": ("list",), "sort_column": ("list",)},
+    "migrations": {"sort_column": ("list",)},
 }
 _SELECT_SPEC_OPTIONS = ("vcpus", "memory_mb", "root_gb", "extra_spec", "resource", "required_trait",
                         "forbidden_trait", "hint", "az", "project", "user", "num_instances", "instance_uuid",
-                        "migration_uuid")
+                        "migration_uuid", "size")
 
 
 def _unused(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
@@ -970,6 +1160,8 @@ def _unused(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | 
         return "hosts create: --reason goes with --disable"
     if args.command == "hosts" and args.name and args.action == "list":
         return "hosts list takes no NAME (did you mean 'hosts show NAME'?)"
+    if args.command == "migrations" and args.action == "list" and args.migration:
+        return "migrations list takes no MIGRATION"
     if args.command == "aggregates" and args.host and args.action not in ("add-host", "remove-host"):
         return f"aggregates {args.action} takes no HOST (add-host and remove-host do)"
     if args.command == "select":
@@ -983,12 +1175,17 @@ def _unused(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | 
     return None
 
 
-def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, Any]:
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser | None:
     for action in parser._subparsers._group_actions if parser._subparsers else ():
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
-            sub = action.choices[command]
-            return {a.dest: a.default for a in sub._actions}
-    return {}
+            sub: argparse.ArgumentParser = action.choices[command]
+            return sub
+    return None
+
+
+def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, Any]:
+    sub = _subparser(parser, command)
+    return {a.dest: a.default for a in sub._actions} if sub is not None else {}
 
 
 def _passthrough(argv: list[str]) -> argparse.Namespace | None:
@@ -1005,12 +1202,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     Parser.json_errors = json_requested(argv)
     args = _passthrough(argv) or parser.parse_args(argv)
+    args.command = ALIASES.get(args.command, args.command)
+    command_parser = _subparser(parser, args.command) or parser  # its usage, not the whole command's
     needed = _NEEDS.get((args.command, getattr(args, "action", None)))
     if needed and not getattr(args, needed):
-        parser.error(f"{args.command} {args.action} needs {needed.upper()}")
+        command_parser.error(f"{args.command} {args.action} needs {needed.upper()}")
     unused = _unused(parser, args)
     if unused:
-        parser.error(unused)
+        command_parser.error(unused)
     from gantt.client import Unreachable
 
     json_errors = getattr(args, "format", None) == "json"
@@ -1022,12 +1221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if json_errors:
             write_json_error(503, "Service unreachable", f"cannot reach Gantt at {exc.message} ({hint})")
         else:
-            err_console.print(f"[bold red]cannot reach Gantt[/] at {escape(exc.message)} ({hint})")
-        return 1
+            err_console.print(f"[bold red]cannot reach Gantt[/] at {escape(exc.message)} ({hint})", soft_wrap=True)
+        return NO_ANSWER
     except GanttError as exc:
         return _report_error(exc, args)
     except (UsageError, OutputError) as exc:
-        parser.error(str(exc))
+        command_parser.error(str(exc))
     except KeyboardInterrupt:
         return 130
 

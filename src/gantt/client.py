@@ -204,6 +204,21 @@ class _Calls:
     def revert_move(self, migration_uuid: str) -> Call[Allocation]:
         return Call("POST", f"/v1/migrations/{_segment(migration_uuid)}/revert", self._one_allocation)
 
+    # A volume namespace's face (gantt.service.volume): Cinder's pools, reported per backend, and volumes.
+
+    def pools(self) -> Call[list[dict[str, Any]]]:
+        return Call("GET", "/v1/hosts", lambda raw: list(msgspec.json.decode(raw)["pools"]))
+
+    def report_backend(self, report: dict[str, Any]) -> Call[int]:
+        return Call("POST", "/v1/resource-stats", _revision, _encode(report))
+
+    def delete_backend(self, host: str, pool: str | None = None) -> Call[int]:
+        return _deleted(f"/v1/hosts/{_segment(host)}", {"pool": pool} if pool is not None else None)
+
+    def select_volume(self, request: dict[str, Any]) -> Call[list[dict[str, Any]]]:
+        return Call("POST", "/v1/select_destinations", lambda raw: list(msgspec.json.decode(raw)["selections"]),
+                    _encode(request))
+
     def update_instance_info(self, host: str, instances: list[str]) -> Call[int]:
         return Call("POST", f"/v1/instances/{_segment(host)}", _revision, _encode({"instances": instances}))
 
@@ -370,6 +385,21 @@ class SchedulerClient:
     def revert_move(self, migration_uuid: str) -> Allocation:
         return self._do(_CALLS.revert_move(migration_uuid))
 
+    def pools(self) -> list[dict[str, Any]]:
+        """A volume namespace's pools: ``{"host", "pool", "state"}`` each, state as Cinder's PoolState."""
+        return self._do(_CALLS.pools())
+
+    def report_backend(self, report: dict[str, Any]) -> int:
+        """A volume backend's report (Cinder's update_service_capabilities: host, capabilities, pools)."""
+        return self._do(_CALLS.report_backend(report))
+
+    def delete_backend(self, host: str, pool: str | None = None) -> int:
+        return self._do(_CALLS.delete_backend(host, pool))
+
+    def select_volume(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        """A volume's pools, best first (the first claimed): ``{"host", "pool", "backend_id", "weight"}`` each."""
+        return self._do(_CALLS.select_volume(request))
+
     def update_instance_info(self, host: str, instances: list[str]) -> int:
         return self._do(_CALLS.update_instance_info(host, instances))
 
@@ -481,6 +511,18 @@ class AsyncSchedulerClient:
 
     async def revert_move(self, migration_uuid: str) -> Allocation:
         return await self._do(_CALLS.revert_move(migration_uuid))
+
+    async def pools(self) -> list[dict[str, Any]]:
+        return await self._do(_CALLS.pools())
+
+    async def report_backend(self, report: dict[str, Any]) -> int:
+        return await self._do(_CALLS.report_backend(report))
+
+    async def delete_backend(self, host: str, pool: str | None = None) -> int:
+        return await self._do(_CALLS.delete_backend(host, pool))
+
+    async def select_volume(self, request: dict[str, Any]) -> list[dict[str, Any]]:
+        return await self._do(_CALLS.select_volume(request))
 
     async def update_instance_info(self, host: str, instances: list[str]) -> int:
         return await self._do(_CALLS.update_instance_info(host, instances))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
@@ -1051,12 +1052,21 @@ class NearestMiss(Struct, omit_defaults=True):
     constraint: str | None = None  # a unit constraint no node can meet (then no amount of free capacity helps)
 
 
+def emptied_by(steps: Sequence[FilterStep]) -> str | None:
+    """The step that removed the last candidates: the one to report as the reason. Not the one that removed the
+    most: in a zoned cloud that is nearly always the zone filter, whatever really failed."""
+    for step in steps:
+        if step.before > 0 and step.after == 0:
+            return step.name
+    return None
+
+
 class Explanation(Struct, omit_defaults=True):
     hosts: int
     steps: list[FilterStep]
     nearest_miss: list[NearestMiss] = field(default_factory=list)
     instance_index: int = 0
-    reason: str = ""  # the filter that removed the most nodes ("contention" when claims lost every race)
+    reason: str = ""  # the filter that emptied the list, see emptied_by ("contention" when claims lost every race)
     down: int = 0  # nodes without a report for longer than service_down_time
     service_down_time: float = 0.0
 

@@ -19,7 +19,8 @@ from datetime import datetime
 from typing import Any
 
 import msgspec
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
@@ -154,7 +155,7 @@ def emit_list(console: Console, listing: Listing, args: argparse.Namespace) -> N
             table.add_column(c.name, justify="right" if c.right else "left")
         for r in records:
             table.add_row(*(_styled(c, r.get(c.name)) for c in columns))
-        _print_table(console, table, *listing.extras)
+        print_renderables(console, table, *listing.extras)
 
 
 def emit_one(console: Console, columns: Sequence[Column], record: Mapping[str, Any], args: argparse.Namespace,
@@ -176,7 +177,7 @@ def emit_one(console: Console, columns: Sequence[Column], record: Mapping[str, A
         table.add_column("value")
         for c in chosen:
             table.add_row(c.name, _styled(c, record.get(c.name)))
-        _print_table(console, table)
+        print_renderables(console, table)
 
 
 def _cell(column: Column, value: Any) -> str:
@@ -189,7 +190,7 @@ def _styled(column: Column, value: Any) -> str:
     return f"[{style}]{text}[/]" if style and text else text
 
 
-def _print_table(console: Console, *renderables: Any) -> None:
+def print_renderables(console: Console, *renderables: Any) -> None:
     if console.is_terminal:
         for renderable in renderables:
             console.print(renderable)
@@ -198,10 +199,15 @@ def _print_table(console: Console, *renderables: Any) -> None:
     wide = Console(file=console.file, width=1_000_000, no_color=console.no_color, color_system=None,
                    force_terminal=False, soft_wrap=False)
     for renderable in renderables:
-        if isinstance(renderable, Table):
-            for column in renderable.columns:
-                column.no_wrap = True
-                column.overflow = "ignore"
+        for part in renderable.renderables if isinstance(renderable, Group) else (renderable,):
+            if isinstance(part, Table):
+                for column in part.columns:
+                    column.no_wrap = True
+                    column.overflow = "ignore"
+                # a title (or caption) wraps at the table's width: a narrow table (-c host) would cut it in lines
+                texts = [str(t) for t in (part.title, part.caption) if t]
+                if texts:
+                    part.min_width = max(part.min_width or 0, *(cell_len(t) for t in texts))
         wide.print(renderable)
 
 

@@ -20,7 +20,7 @@ from gantt import filters as filter_pkg
 from gantt import weighers as weigher_pkg
 from gantt.config import Config
 from gantt.journal import SumTerm, block_reduce, blocks_with, masked_best
-from gantt.model import Explanation, FilterStep, NearestMiss
+from gantt.model import Explanation, FilterStep, NearestMiss, emptied_by
 from gantt.request import RequestContext
 from gantt.state import HostTable
 from gantt.weighers.base import Weigher
@@ -564,7 +564,7 @@ class Ranker:
 
     def explain(self, ctx: RequestContext, ranking: Ranking, reason: str = "") -> Explanation:
         """Filter by filter, how many nodes each step removed; the nearest misses; the reason to report (the
-        filter that removed the most unless ``reason`` says otherwise)."""
+        filter that emptied the list unless ``reason`` says otherwise)."""
         table = self.table
         n = table.n
         alive = np.ones(n, dtype=np.bool_)
@@ -585,14 +585,16 @@ class Ranker:
                         others &= m[:n]
                 nearest.extend(flt.nearest_miss(table, ctx, others))
         if not reason:
-            # The filter that removed the most (the first of equals): the one an operator should look at. The
-            # request's own pre-selection (force_hosts, ignore_hosts, requested_destination) counts only when it
-            # left nothing to filter.
-            names = {flt.name for flt in self.filters}
-            ranked = [s for s in steps if s.name in names and s.removed] or \
-                [s for s in steps if s.removed and s.after == 0]
-            worst = max(ranked, key=lambda s: s.removed, default=None)
-            reason = worst.name if worst is not None else ("no hosts" if n == 0 else "")
+            # The step that emptied the list (a filter, or the request's own pre-selection: force_hosts,
+            # ignore_hosts, requested_destination); when none did (candidates passed and the pick still found no
+            # room), the filter that removed the most.
+            worst_name = emptied_by(steps)
+            if worst_name is None:
+                names = {flt.name for flt in self.filters}
+                worst = max((s for s in steps if s.name in names and s.removed), key=lambda s: s.removed,
+                            default=None)
+                worst_name = worst.name if worst is not None else None
+            reason = worst_name or ("no hosts" if n == 0 else "")
         down = int(n - np.count_nonzero(table.alive(ctx.now)[:n])) if n else 0
         return Explanation(hosts=n, steps=steps, nearest_miss=nearest, instance_index=ctx.instance_index,
                            reason=reason, down=down, service_down_time=table.service_down_time if down else 0.0)

@@ -646,6 +646,7 @@ class Replica(Follower, PlacementFacade):
         """An operator's change to a known node (Nova's ``service set --disable``): merged into its record as
         a report is, but it is not a report, so the node's last-report time stays and a host that has gone
         quiet is not made to look alive. Without ``node``, every node of the host changes."""
+        host, node = self.node_named(host, node)
         for _ in range(self.config.gantt.claim_retries + 1):
             with self.table.lock:
                 rows = [self.table.row(host, node)] if node is not None or len(self.table.rows_of_host(host)) <= 1 \
@@ -668,7 +669,7 @@ class Replica(Follower, PlacementFacade):
         return self.write(Batch(delete_aggregates=[str(aggregate_id)]))
 
     def delete_host(self, host: str, node: str | None = None) -> int:
-        return self.write(Batch(delete_hosts=[(host, node)]))
+        return self.write(Batch(delete_hosts=[self.node_named(host, node)]))
 
     def release(self, consumer_uuid: str) -> Allocation:
         """Release the consumer's allocation (returned, as ``gantt.Scheduler.release`` does)."""
@@ -814,10 +815,28 @@ class Replica(Follower, PlacementFacade):
         return self.scheduler.allocations()
 
     def host(self, host: str, node: str | None = None) -> dict[str, Any]:
-        return self.scheduler.host(host, node)
+        return self._named([self.scheduler.host(*self.node_named(host, node))])[0]
 
     def hosts(self) -> list[dict[str, Any]]:
-        return self.scheduler.hosts()
+        return self._named(self.scheduler.hosts())
+
+    def node_named(self, host: str, node: str | None) -> tuple[str, str | None]:
+        """The node ``/v1`` means by ``host``: the host of that name; else, when no host has it, the resource
+        provider of that name or uuid (one made through Placement is keyed by its uuid, not the name a person
+        knows it by): one node, one name and one uuid, whichever face is asked."""
+        with self.table.lock:
+            if node is not None or self.table.rows_of_host(host):
+                return host, node
+            found = self.providers.by_uuid.get(self.providers.by_name.get(host, host))
+            return found.key if found is not None else (host, node)
+
+    def _named(self, described: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each node's resource provider name (Placement's ``name``), None for a node that is no provider."""
+        with self.table.lock:
+            for one in described:
+                found = self.providers.by_key.get((one["host"], one["nodename"]))
+                one["name"] = found.name if found is not None else None
+        return described
 
     def hosts_up(self) -> int:
         return self.scheduler.hosts_up()

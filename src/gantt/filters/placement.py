@@ -46,15 +46,21 @@ class ResourceFilter(Filter):
         for rc, amount in ctx.resources.items():
             j = table.rc_index.get(rc)
             if j is None:
-                misses.append(NearestMiss(resource_class=rc, requested=amount, best_free=0.0, short_by=amount))
+                misses.append(NearestMiss(resource_class=rc, requested=amount, best_free=0.0, short_by=amount,
+                                          constraint=f"no node has an inventory of {rc}"))
                 continue
             rc_cols = table.rc
             eligible = others & table.has_inventory[:n, j]
             units = eligible & (rc_cols["max_unit"][:n, j] >= amount) & (rc_cols["min_unit"][:n, j] <= amount) \
                 & (np.fmod(amount, np.maximum(rc_cols["step_size"][:n, j], 1)) == 0)
             if eligible.any() and not units.any():
-                # No node could ever take this amount, however empty: name the unit constraint that blocks.
-                misses.append(NearestMiss(resource_class=rc, requested=amount, best_free=0.0, short_by=0.0,
+                # No node could ever take this amount, however empty: name the unit constraint that blocks, with
+                # the most any node has free (free room is not what is missing, so "short by" is only a figure).
+                free = np.where(eligible, rc_cols["free"][:n, j], -np.inf)
+                best = int(free.argmax())
+                misses.append(NearestMiss(resource_class=rc, requested=amount, best_free=float(free[best]),
+                                          short_by=max(0.0, float(amount - free[best])),
+                                          host=table.host_names[best], nodename=table.node_names[best],
                                           constraint=_unit_constraint(table, j, amount, eligible)))
                 continue
             free = np.where(units, rc_cols["free"][:n, j], -np.inf)

@@ -349,6 +349,8 @@ PROPERTIES: dict[str, dict[str, str]] = {
         "up": "Reported within service_down_time and not forced down", "disabled": "Disabled by an operator",
         "inventories": "Per resource class: what the node has and what is used",
         "hypervisor_hostname": "The hypervisor's own name for the node", "host_ip": "The host's IP address",
+        "name": "The node's resource provider name, as Placement shows it (null: no uuid, so no provider); "
+                "/v1/hosts/{host} also finds a node by it, or by its uuid, when no host has that name",
         "hypervisor_type": "Hypervisor kind", "hypervisor_version": "Hypervisor version (Nova's encoding)",
         "forced_down": "Forced down by an operator", "disabled_reason": "Why it was disabled; null: not disabled "
                                                                         "or no reason given",
@@ -420,7 +422,7 @@ PROPERTIES: dict[str, dict[str, str]] = {
     "Explanation": {"hosts": "Nodes considered", "steps": "Filter by filter: nodes before, removed, after",
                     "nearest_miss": "Per resource class short: the node that came nearest and by how much",
                     "instance_index": "Which instance of the request did not fit (0-based)",
-                    "reason": "The filter that removed the most nodes (\"contention\": claims lost every race)",
+                    "reason": "The filter that emptied the list (\"contention\": claims lost every race)",
                     "down": "Nodes without a report for longer than service_down_time",
                     "service_down_time": "The service_down_time in force, seconds"},
     "FilterStep": {"name": "The filter", "before": "Nodes before it", "removed": "Nodes it removed",
@@ -465,7 +467,7 @@ PROPERTIES: dict[str, dict[str, str]] = {
     "Placed": {"candidates": "The claimed node and the alternates the answer carried, by weight (at most 3)"},
     "Refusal": {"at": "When it was refused (ISO 8601, UTC)", "instances": "Instances the request asked for",
                 "request_id": "The request's own request_id, else the x-openstack-request-id it was answered with",
-                "message": "The NoValidHost message", "reason": "The filter that removed the most nodes "
+                "message": "The NoValidHost message", "reason": "The filter that emptied the list "
                                                                 "(\"contention\": claims lost every race)",
                 "explanation": "Filter by filter, why nothing fit"},
     "Health": {"status": "ok, or degraded (answered with 503)", "version": "The Gantt release",

@@ -150,6 +150,7 @@ class HostInfo(Struct):
     availability_zone: str | None = None
     instances: list[str] = field(default_factory=list)
     allocations: list[str] = field(default_factory=list)
+    name: str | None = None  # its resource provider's name (Placement's), None when it is no provider
 
 
 class Link(Struct):

@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from gantt.config import Config, load_config
@@ -41,6 +42,37 @@ class ServeError(Exception):
         self.store = store
 
 
+def describe_store(url: str) -> str:
+    """The store URL as printed (credentials hidden), with the absolute path of a SQLite file: ``sqlite:///rel`` is
+    relative to the working directory and ``sqlite:////abs`` absolute (SQLAlchemy's rule), which is easy to miss."""
+    shown = redact_url(url)
+    if not url.startswith("sqlite:"):
+        return shown
+    from gantt.store.sqlite import path_of  # type: ignore[import-not-found,unused-ignore]
+
+    try:
+        path = path_of(url)
+    except ValueError:
+        return shown
+    return f"{shown} (file {Path(path).absolute()})"
+
+
+def _relative_without_directory(url: str) -> str | None:
+    """A relative SQLite path whose directory does not exist: the operator most likely meant the absolute path
+    (``sqlite:///tmp/x`` for /tmp/x); say so rather than create ./tmp/ in the working directory."""
+    from gantt.store.sqlite import path_of  # type: ignore[import-not-found,unused-ignore]
+
+    try:
+        path = Path(path_of(url))
+    except ValueError:
+        return None
+    if path.is_absolute() or path.parent.exists():
+        return None
+    return (f"{url}: the directory {path.parent.absolute()} does not exist. sqlite:///PATH is relative to the "
+            f"working directory ({Path.cwd()}); an absolute path takes four slashes: sqlite:////{path}. Create the "
+            "directory to use the relative path.")
+
+
 def check_store(url: str) -> None:
     """Open the store once before anything is printed or spawned: a URL of no known kind (exit status 2), a
     missing directory, a foreign or damaged file, an etcd cluster nobody answers for (exit status 3) is one
@@ -52,6 +84,10 @@ def check_store(url: str) -> None:
         return  # cannot fail
     if not url.startswith(("sqlite:", "etcd:")):
         raise ServeError(f"unknown store URL {url!r}: use sqlite:///path, etcd://host:port[,…] or memory://")
+    if url.startswith("sqlite:"):
+        mistaken = _relative_without_directory(url)
+        if mistaken is not None:
+            raise ServeError(mistaken, store=True)
     try:
         store = open_store(url)
     except (StoreUnavailable, ValueError, OSError) as exc:
@@ -212,7 +248,7 @@ def serve(options: ServeOptions) -> int:
             sock = socket.socket(fileno=options.fd)
         else:
             sock = _listen(options.host, options.port, reuse_port=False)
-        print(f"gantt: serving {redact_url(options.store)} on http://{_address(sock)} (pid {os.getpid()})",
+        print(f"gantt: serving {describe_store(options.store)} on http://{_address(sock)} (pid {os.getpid()})",
               flush=True)
         return _serve_sockets(options, [sock])
     return _supervise(options)
@@ -273,7 +309,7 @@ def _supervise(options: ServeOptions) -> int:
         return process
 
     workers = [spawn(i) for i in range(options.workers)]
-    print(f"gantt: serving {redact_url(options.store)} on http://{address} with {options.workers} workers "
+    print(f"gantt: serving {describe_store(options.store)} on http://{address} with {options.workers} workers "
           f"(pids {', '.join(str(w.pid) for w in workers)})", flush=True)
     failures = 0
     status = 0

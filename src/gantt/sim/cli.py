@@ -42,6 +42,16 @@ from gantt.sim.sweep import (
 INVALID = 2  # exit status of a bad scenario or option; 1 is an invariant that broke
 
 
+class _Once(argparse.Action):
+    """A pair that cannot be repeated: a second --compare is refused instead of replacing the first silently."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"{option_string} may be given once")
+        setattr(namespace, self.dest, values)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="gantt simulate",
@@ -52,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                "scenario as in TOML (workload.rate, control_plane.schedulers, workload.flavors[0].weight). "
                "VALUES: a comma list of scalars and integer ranges A..B, e.g. seed=1..20 or hosts=400,800.")
     p.add_argument("scenario", nargs="?", help="scenario TOML file")
-    p.add_argument("--compare", nargs=2, metavar=("A", "B"), help="run two scenarios and show them side by side")
+    p.add_argument("--compare", nargs=2, metavar=("A", "B"), action=_Once,
+                   help="run two scenarios and show them side by side (once)")
     p.add_argument("--sweep", action="append", metavar="KEY=VALUES",
                    help="run the scenario over these values (repeat for a grid); with seed=A..B, report each "
                         "point's mean and 95%% confidence interval over the seeds (see below)")

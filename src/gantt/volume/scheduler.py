@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gantt.model import Explanation, FilterStep, InvalidRequest, NoValidHost
+from gantt.model import Explanation, FilterStep, InvalidRequest, NoValidHost, emptied_by
 from gantt.volume.filters import FILTERS, CapacityFilter, Request, VolumeFilter
 from gantt.volume.model import Pick, VolumeOptions, VolumeRequest
 from gantt.volume.table import PoolTable
@@ -62,9 +62,10 @@ class VolumeScheduler:
             alive &= mask
             steps.append(FilterStep(name=name, before=before, removed=before - int(alive.sum()),
                                     after=int(alive.sum())))
+        # the filter that emptied the list (as the compute side reports it); else the one that removed the most
         worst = max(steps, key=lambda s: s.removed, default=None)
-        return Explanation(hosts=int(table.live[:table.n].sum()), steps=steps,
-                           reason=worst.name if worst is not None and worst.removed else "")
+        reason = emptied_by(steps) or (worst.name if worst is not None and worst.removed else "")
+        return Explanation(hosts=int(table.live[:table.n].sum()), steps=steps, reason=reason)
 
     def fits(self, table: PoolTable, request: VolumeRequest, row: int) -> bool:
         """Does pool ``row`` still take the volume (CapacityFilter's verdict on it alone)? For a claim that
