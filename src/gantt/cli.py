@@ -125,7 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config_path = args.config or os.environ.get("GANTT_CONFIG") or None
     try:
-        config = load_config(config_path)
+        config = load_config(config_path, log_unused=False)  # listed once by the server's start-up line
         Scheduler(config)  # unknown filters or weighers: say so now, not in every worker's log
     except (GanttError, ValueError, OSError) as exc:
         err_console.print(f"gantt serve: bad configuration: {exc}", markup=False, soft_wrap=True)
