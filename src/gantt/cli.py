@@ -661,7 +661,8 @@ def cmd_completion(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from gantt.demo import run_demo
 
-    return run_demo(hosts=args.hosts, requests=args.requests, concurrency=args.concurrency, store=args.store)
+    return run_demo(hosts=args.hosts, requests=args.requests, concurrency=args.concurrency, store=args.store,
+                    stay=args.stay)
 
 
 # ---------------------------------------------------------------------------------------------- parser
@@ -851,6 +852,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight at once (default %(default)s)")
     p.add_argument("--store", choices=["sqlite", "memory"], default="sqlite",
                    help="store kind (default %(default)s)")
+    p.add_argument("--stay", action="store_true",
+                   help="afterwards keep the service and its live view (/ui) up until Ctrl-C")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
