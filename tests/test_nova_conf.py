@@ -21,12 +21,13 @@ from typing import Any
 import msgspec
 import pytest
 
-from gantt import InvalidRequest
+from gantt import InvalidRequest, novaconf
 from gantt.config import Config, load_config
 from tests.parity.reference import python as nova_python
 from tests.venvs import run_json
 
 DRIVER = Path(__file__).parent / "parity" / "nova_conf_driver.py"
+TYPES_DRIVER = Path(__file__).parent / "parity" / "oslo_types_driver.py"
 # Nova's etc/nova/nova-config-generator.conf (34.0.0): the namespaces of the sample nova.conf.
 NAMESPACES = ["nova.conf", "oslo.log", "oslo.messaging", "oslo.policy", "oslo.privsep", "oslo.service.periodic_task",
               "oslo.service.service", "oslo.middleware", "oslo.concurrency", "keystonemiddleware.auth_token",
@@ -286,3 +287,32 @@ def test_a_typo_in_a_placement_section_is_refused_with_a_suggestion(tmp_path: Pa
     conf.write_text("[filter_scheduler]\nhost_subset_sise = 2\n")
     with pytest.raises(InvalidRequest, match=r"\[filter_scheduler\] host_subset_sise .*did you mean host_subset_size"):
         load_config(conf)
+
+
+# The pieces such values are made of: digits, signs, exponents, separators, spaces, the boolean words, quotes.
+_PIECES = {
+    "bool": ["true", "false", "TRUE", "Yes", "no", "On", "off", "1", "0", "t", "y", " ", "2", "ye", "nO", "oFf"],
+    "int": ["1", "0", "42", "-", "+", " ", "_", "00", "9", ".", "e", "x", "1_0", "\t", "٣"],
+    "float": ["1", "0", ".", "-", "+", "e", "E", "5", " ", "_", "inf", "nan", "1e3", ",", "Infinity"],
+    "list": ["a", "b", ",", " ", ",,", "'x'", '"y"', "c d", ":", "\t"],
+    "dict": ["a", "b", ":", ",", " ", "k:v", "x", "::", ",,", "'q'"],
+}
+
+
+def test_each_spelling_converts_as_oslo_configs_own_types() -> None:
+    """novaconf's conversions against oslo.config's types themselves, on generated text (valid and not)."""
+    rng = random.Random(34)
+    cases = [(kind, "".join(rng.choice(pieces) for _ in range(rng.randint(0, 5))))
+             for kind, pieces in _PIECES.items() for _ in range(300)]
+    cases += [(kind, piece) for kind, pieces in _PIECES.items() for piece in pieces]
+    theirs = run_json(nova_python(), TYPES_DRIVER, cases, timeout=300)
+    convert = {"bool": novaconf.oslo_bool, "int": novaconf.oslo_int, "float": novaconf.oslo_float,
+               "list": novaconf.oslo_list, "dict": novaconf.oslo_dict}
+    for (kind, text), answer in zip(cases, theirs, strict=True):
+        try:
+            ours: Any = convert[kind](text)
+        except ValueError:
+            assert answer == {"error": True}, (kind, text, answer)
+            continue
+        assert "error" not in answer, (kind, text, ours)
+        assert (repr(ours) if isinstance(ours, float) else ours) == answer["value"], (kind, text)

@@ -137,15 +137,20 @@ def oslo_list(raw: str) -> list[str]:
 
 
 def oslo_dict(raw: str) -> dict[str, str]:
-    """``key:value`` pairs separated by commas (oslo's ``Dict(String())``)."""
+    """``key:value`` pairs separated by commas (oslo's ``Dict(String())``): a piece without a ':' is joined to
+    the next one (a value may hold commas), names and values stripped."""
     out: dict[str, str] = {}
     text = raw.strip()
     if not text:
         return out
-    for pair in text.split(","):
-        name, sep, value = pair.partition(":")
-        if not sep:
-            raise ValueError("not NAME:VALUE pairs separated by ','")
+    pieces = text.split(",")
+    while pieces:
+        pair = pieces.pop(0)
+        while ":" not in pair:
+            if not pieces:
+                raise ValueError("not NAME:VALUE pairs separated by ','")
+            pair += "," + pieces.pop(0)
+        name, _, value = pair.partition(":")
         name = name.strip()
         if not name:
             raise ValueError("a pair without a name")
