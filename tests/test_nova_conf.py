@@ -275,7 +275,7 @@ def test_what_oslo_config_refuses_is_refused_naming_the_option(tmp_path: Path) -
 def test_a_nova_option_that_would_change_placements_stays_refused(tmp_path: Path) -> None:
     conf = tmp_path / "nova.conf"
     conf.write_text("[scheduler]\nmax_placement_results = 50\n")
-    with pytest.raises(InvalidRequest, match=r"\[scheduler\] max_placement_results = 50 would change placements"):
+    with pytest.raises(InvalidRequest, match=r"\[scheduler\] max_placement_results = 50 would change decisions"):
         load_config(conf)
     conf.write_text("[filter_scheduler]\nimage_props_weight_multiplier = 2.0\n")
     with pytest.raises(InvalidRequest, match=r"\[filter_scheduler\] image_props_weight_multiplier"):

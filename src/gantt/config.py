@@ -146,7 +146,7 @@ def _refuse_without_effect(section: str, values: Struct, options: dict[str, str]
                 for f in msgspec.structs.fields(type(values))}
     for name, why in options.items():
         if getattr(values, name) != defaults[name]:
-            raise ValueError(f"[{section}] {name} = {getattr(values, name)!r} would change placements in Nova, and "
+            raise ValueError(f"[{section}] {name} = {getattr(values, name)!r} would change decisions in Nova, and "
                              f"Gantt does not implement it ({why}); remove it or leave Nova's default "
                              f"({defaults[name]!r})")
 
