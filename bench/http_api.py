@@ -333,9 +333,9 @@ def scrape_workers(url: str, workers: int, tries: int = 200) -> dict[str, dict[s
             worker = re.search(r'worker="([^"]+)"', labels)
             level = re.search(r'level="([^"]+)"', labels)
             key = m.group(1) + (f".{level.group(1)}" if level else "")
-            if "_bucket" in key or "reason=" in labels:
+            if "_bucket" in key or "reason=" in labels or not worker:  # no worker: the cloud's figures, once
                 continue
-            figures = seen.setdefault(worker.group(1) if worker else "?", {})
+            figures = seen.setdefault(worker.group(1), {})
             figures[key] = figures.get(key, 0.0) + float(m.group(3))
         if len(seen) >= workers:
             break

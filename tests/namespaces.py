@@ -90,8 +90,8 @@ def check_isolation(store: str) -> None:
         assert health.namespaces is not None and health.namespaces["blue"]["hosts"] == 1
         assert health.hosts == 2
         metrics = compute.metrics()
-        assert 'gantt_namespace_hosts{worker="0",namespace="blue",state="up"} 1' in metrics
-        assert 'gantt_namespace_hosts{worker="0",namespace="compute",state="up"} 2' in metrics
+        assert 'gantt_namespace_hosts{namespace="blue",state="up"} 1' in metrics
+        assert 'gantt_namespace_hosts{namespace="compute",state="up"} 2' in metrics
 
         # A namespace the service does not serve: a 404 problem that names it.
         with pytest.raises(NotFound, match="'green'"):

@@ -144,7 +144,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     config_path = args.config or os.environ.get("GANTT_CONFIG") or None
     try:
-        config = load_config(config_path)
+        config = load_config(config_path, log_unused=False)  # listed once by the server's start-up line
         Scheduler(config)  # unknown filters or weighers: say so now, not in every worker's log
     except (GanttError, ValueError, OSError) as exc:
         err_console.print(f"gantt serve: bad configuration: {exc}", markup=False, soft_wrap=True)
@@ -893,7 +893,8 @@ def cmd_completion(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from gantt.demo import run_demo
 
-    return run_demo(hosts=args.hosts, requests=args.requests, concurrency=args.concurrency, store=args.store)
+    return run_demo(hosts=args.hosts, requests=args.requests, concurrency=args.concurrency, store=args.store,
+                    stay=args.stay)
 
 
 # ---------------------------------------------------------------------------------------------- parser
@@ -1113,6 +1114,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=32, help="requests in flight at once (default %(default)s)")
     p.add_argument("--store", choices=["sqlite", "memory"], default="sqlite",
                    help="store kind (default %(default)s)")
+    p.add_argument("--stay", action="store_true",
+                   help="afterwards keep the service and its live view (/ui) up until Ctrl-C")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",

@@ -1,14 +1,14 @@
 """Configuration: one file whose sections and option names match nova.conf where an option exists there.
 
-TOML (``gantt.toml``) is the native form; a nova.conf-style INI file is read too, so an operator can point Gantt at
-the ``[filter_scheduler]`` / ``[scheduler]`` / ``[metrics]`` sections they already have. Options Gantt adds live
-in ``[gantt]``. An unknown option in a known section is an error (a typo must not silently change placement);
-Nova options that do not apply to Gantt are accepted and ignored.
+TOML (``gantt.toml``) is the native form; a nova.conf is read too, with oslo.config's rules (``gantt.novaconf``),
+so an operator can point Gantt at the file Nova runs with. Options Gantt adds live in ``[gantt]``. An unknown
+option in a section whose options decide placements is an error (a typo must not silently change placement);
+Nova's options that change nothing Gantt decides are read, not used (listed at start), and those that would
+change a placement but that Gantt does not implement are refused unless at Nova's default.
 """
 
 from __future__ import annotations
 
-import configparser
 import functools
 import logging
 import math
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 from msgspec import Struct, field
 
+from gantt import novaconf
 from gantt.model import InvalidRequest, prepare_types
 from gantt.pci import Alias, parse_aliases
 
@@ -47,7 +48,6 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     shuffle_best_same_weighed_hosts: bool = False
     max_io_ops_per_host: int = 8
     max_instances_per_host: int = 50
-    track_instance_changes: bool = True
     isolated_images: list[str] = field(default_factory=list)
     isolated_hosts: list[str] = field(default_factory=list)
     restrict_isolated_hosts_to_isolated_images: bool = True
@@ -64,10 +64,8 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     soft_anti_affinity_weight_multiplier: float = 1.0
     build_failure_weight_multiplier: float = 1000000.0
     pci_weight_multiplier: float = 1.0
-    # Nova options Gantt has nothing to do with: see _FILTER_SCHEDULER_WITHOUT_EFFECT.
-    cross_cell_move_weight_multiplier: float = 1000000.0
+    # Nova options Gantt does not implement: see _FILTER_SCHEDULER_WITHOUT_EFFECT.
     image_props_weight_multiplier: float = 0.0
-    image_props_weight_setting: list[str] = field(default_factory=list)
     pci_in_placement: bool = False
 
     def __post_init__(self) -> None:
@@ -79,6 +77,13 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
             if missing:
                 raise ValueError(f"enabled_filters names {', '.join(missing)}, which available_filters does not "
                                  "make available")
+        arch = self.image_properties_default_architecture
+        if arch is not None:
+            from gantt.filters.image_meta import ARCHITECTURES  # the filters import this module
+
+            if arch not in ARCHITECTURES:  # Nova's option takes one of its architectures (oslo.config choices)
+                raise ValueError(f"image_properties_default_architecture {arch!r} is not one of Nova's "
+                                 f"architectures ({', '.join(sorted(ARCHITECTURES))})")
         # Nova 34's own bounds on these options (oslo.config refuses a value outside them at start).
         for name, least in (("host_subset_size", 1), ("max_io_ops_per_host", 0), ("max_instances_per_host", 1),
                             ("soft_affinity_weight_multiplier", 0.0), ("soft_anti_affinity_weight_multiplier", 0.0),
@@ -95,12 +100,11 @@ class SchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     enable_isolated_aggregate_filtering: bool = False
     query_placement_for_image_type_support: bool = False
     workers: int | None = None
-    # Nova options Gantt has nothing to do with: see _SCHEDULER_WITHOUT_EFFECT.
+    image_metadata_prefilter: bool = False
+    # Nova options Gantt does not implement: see _SCHEDULER_WITHOUT_EFFECT.
     driver: str = "filter_scheduler"
     max_placement_results: int = 1000
-    discover_hosts_in_cells_interval: int = -1
-    image_metadata_prefilter: bool = False
-    periodic_task_interval: int = 60
+    query_placement_for_routed_network_aggregates: bool = False
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -110,21 +114,23 @@ class SchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
         _refuse_without_effect("scheduler", self, _SCHEDULER_WITHOUT_EFFECT)
 
 
-# Nova options Gantt reads but has nothing to do with: accepted at Nova's default (so a nova.conf that merely
-# repeats it loads), refused otherwise, so that no operator believes a setting is in force when it is not.
+# Nova options that would change a placement in Nova and that Gantt does not implement: accepted at Nova's default
+# (so a nova.conf that merely repeats it loads), refused otherwise, so that no operator believes a setting is in
+# force when it is not. (Those that change nothing Gantt decides: gantt.novaconf.NOT_USED.)
 _FILTER_SCHEDULER_WITHOUT_EFFECT = {
     "pci_in_placement": "Gantt matches PCI requests against the hosts' pci_stats pools, not Placement inventories",
-    "cross_cell_move_weight_multiplier": "Gantt has no cells, so no CrossCellWeigher",
     "image_props_weight_multiplier": "Gantt has no ImagePropertiesWeigher (it needs the images of the instances "
                                      "on each host, which hosts do not report)",
-    "image_props_weight_setting": "Gantt has no ImagePropertiesWeigher",
-    "track_instance_changes": "Gantt always tracks instances from host reports and instance-info calls",
 }
 _SCHEDULER_WITHOUT_EFFECT = {
     "driver": "Gantt is the filter scheduler",
     "max_placement_results": "Gantt filters and weighs every host itself; there is no Placement query to cap",
-    "discover_hosts_in_cells_interval": "Gantt has no cells; hosts appear when they report",
-    "periodic_task_interval": "Gantt runs no periodic tasks",
+    "query_placement_for_routed_network_aggregates": "Gantt has no routed-network prefilter (it does not know "
+                                                     "the ports' segments)",
+}
+_OSLO_POLICY_WITHOUT_EFFECT = {
+    "policy_default_rule": "Gantt's Placement rules are all defined; there is no default rule to fall back to",
+    "policy_dirs": "Gantt reads policy_file alone, no directory of rule files",
 }
 
 
@@ -140,7 +146,9 @@ def _refuse_without_effect(section: str, values: Struct, options: dict[str, str]
                 for f in msgspec.structs.fields(type(values))}
     for name, why in options.items():
         if getattr(values, name) != defaults[name]:
-            raise ValueError(f"[{section}] {name} has no effect in Gantt ({why}); remove it or leave Nova's default")
+            raise ValueError(f"[{section}] {name} = {getattr(values, name)!r} would change decisions in Nova, and "
+                             f"Gantt does not implement it ({why}); remove it or leave Nova's default "
+                             f"({defaults[name]!r})")
 
 
 def parse_weight_setting(entries: list[str]) -> list[tuple[str, float]]:
@@ -204,11 +212,9 @@ class PciSection(Struct, forbid_unknown_fields=True, kw_only=True):
     shared with the computes loads)."""
 
     alias: list[str] = field(default_factory=list)
-    device_spec: list[str] = field(default_factory=list)
-    passthrough_whitelist: list[str] = field(default_factory=list)
-    report_in_placement: bool = False
 
     def __post_init__(self) -> None:
+        self.alias = [entry for entry in self.alias if entry.strip()]  # the sample's uncommented `alias =`
         self.aliases  # noqa: B018  refuse a bad alias at start, not at the first request that names it
 
     @property
@@ -274,8 +280,12 @@ class OsloPolicySection(Struct, forbid_unknown_fields=True, kw_only=True):
     # A YAML or JSON file of rule overrides (rule name -> check string), read at start; a relative path is taken
     # from the configuration file's directory. None: Placement's default rules.
     policy_file: str | None = None
+    # oslo.policy's options Gantt does not implement: see _OSLO_POLICY_WITHOUT_EFFECT.
+    policy_default_rule: str = "default"
+    policy_dirs: list[str] = field(default_factory=lambda: ["policy.d"])
 
     def __post_init__(self) -> None:
+        _refuse_without_effect("oslo_policy", self, _OSLO_POLICY_WITHOUT_EFFECT)
         # Refuse an unreadable file or rule at start, naming it. Placement's default rules cannot fail, so a
         # configuration without a file does not load the Placement package (the engine, the simulator and the
         # benchmarks build Configs too).
@@ -336,7 +346,8 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Config:
-        data = _gather_namespaces(data)
+        data = _gather_namespaces(dict(data))
+        _set_aside_unused(data)  # Nova's options that change nothing here: read, not used
         try:
             config = msgspec.convert(data, cls, strict=False)
         except msgspec.ValidationError as exc:
@@ -444,6 +455,7 @@ def _namespace(name: str, raw: Any, base: Config) -> Namespace:
                 f"{', '.join(sorted(_NAMESPACE_SECTIONS))} as [namespace.{name}.<section>] "
                 "([gantt], [oslo_policy] and [cors] are the whole service's, set at the top level)",
                 field=f"namespace.{name}.{unknown[0]}")
+        _set_aside_unused(options)
         data = {**options, "gantt": msgspec.to_builtins(base.gantt)}
         try:
             config = msgspec.convert(data, Config, strict=False)
@@ -477,15 +489,11 @@ def _path(message: str) -> str:
     return message[start + 1: message.find("`", start + 1)]
 
 
-_LIST_OPTIONS = {"enabled_filters", "available_filters", "weight_classes", "isolated_images", "isolated_hosts",
-                 "weight_setting", "image_props_weight_setting", "allowed_origin", "expose_headers", "allow_methods",
-                 "allow_headers"}
+def load_config(path: str | os.PathLike[str] | None = None, *, log_unused: bool = True) -> Config:
+    """Read a TOML file (or a nova.conf, with oslo.config's rules); ``None`` gives Nova's defaults.
 
-
-def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    """Read a TOML file (or a nova.conf-style INI file); ``None`` gives Nova's defaults.
-
-    ``GANTT_CONFIG`` names the file when ``path`` is None.
+    ``GANTT_CONFIG`` names the file when ``path`` is None. ``log_unused``: list the options and sections read
+    but not used by Gantt (INFO); ``gantt serve`` does it once, not in every worker.
     """
     if path is None:
         path = os.environ.get("GANTT_CONFIG")
@@ -498,137 +506,124 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise InvalidRequest(f"{p}: {exc}") from None
+        unused = _set_aside_unused(data)
     else:
         try:
-            data = _ini_to_dict(text)
-        except configparser.MissingSectionHeaderError as exc:
-            raise InvalidRequest(f"{p}: line {exc.lineno}: {exc.line.strip()!r} is not a [section] header "
-                                 "(a missing ']', or an option before the first section)") from None
-        except configparser.ParsingError as exc:
-            lineno, line = exc.errors[0]  # configparser keeps the line as its repr
-            raise InvalidRequest(f"{p}: line {lineno}: cannot parse {line} (a section header without its ']', "
-                                 "or a line that is not 'option = value'?)") from None
-        except configparser.Error as exc:  # a duplicate section or option, …
-            raise InvalidRequest(f"{p}: {' '.join(str(exc).split())}".replace("'<string>'", "the file")) from None
+            sections = novaconf.read_ini(text)
+        except novaconf.IniError as exc:
+            raise InvalidRequest(f"{p}: {exc}") from None
+        data, unused = _ini_to_dict(sections)
     policy = data.get("oslo_policy")
     if isinstance(policy, dict) and isinstance(policy.get("policy_file"), str):
-        policy["policy_file"] = str(p.parent / policy["policy_file"])  # relative: beside the configuration file
-    return Config.from_dict(data)
+        named = p.parent / policy["policy_file"]  # relative: beside the configuration file
+        # oslo.policy's default name, which a nova.conf carries: absent, oslo.policy uses the rules in code, and so
+        # does Gantt. A file named otherwise must be there.
+        policy["policy_file"] = None if policy["policy_file"] == OSLO_POLICY_FILE and not named.exists() \
+            else str(named)
+    config = Config.from_dict(data)
+    if log_unused:
+        _log_unused(p, unused)
+    return config
 
 
-def _ini_to_dict(text: str) -> dict[str, Any]:
-    parser = configparser.ConfigParser(interpolation=None, strict=False)
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string(text)
-    wanted = {"filter_scheduler", "scheduler", "metrics", "gantt", "pci", "oslo_policy", "compute", "cors"}
+OSLO_POLICY_FILE = "policy.yaml"  # oslo.policy's default [oslo_policy] policy_file
+
+
+def _log_unused(path: Path, unused: dict[str, list[str]]) -> None:
+    for section, names in unused.items():
+        if section:
+            log.info("%s: [%s] options read, not used by Gantt: %s", path, section, ", ".join(names))
+    if unused.get(""):
+        log.info("%s: sections read, not used by Gantt: %s", path, ", ".join(unused[""]))
+
+
+def _set_aside_unused(data: dict[str, Any]) -> dict[str, list[str]]:
+    """Take Nova's options that change nothing Gantt decides (``novaconf.NOT_USED``) out of ``data``'s sections;
+    returns their names by section."""
+    out: dict[str, list[str]] = {}
+    for section, names in novaconf.NOT_USED.items():
+        values = data.get(section)
+        if isinstance(values, dict) and any(name in values for name in names):
+            out[section] = [name for name in values if name in names]
+            data[section] = {k: v for k, v in values.items() if k not in names}
+    return out
+
+
+_SECTIONS: dict[str, type[Struct]] = {
+    "filter_scheduler": FilterSchedulerSection, "scheduler": SchedulerSection, "metrics": MetricsSection,
+    "DEFAULT": DefaultSection, "compute": ComputeSection, "gantt": GanttSection, "pci": PciSection,
+    "oslo_policy": OsloPolicySection, "cors": CorsSection,
+}
+# oslo.config's MultiStrOpt: the option is given once per value, and every value is kept.
+_MULTI_OPTIONS = {("pci", "alias"), ("DEFAULT", "pci_alias"), ("oslo_policy", "policy_dirs")}
+
+
+def _ini_to_dict(sections: novaconf.Sections) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The file's sections as Config.from_dict takes them, each option converted to its type as oslo.config would;
+    and the options and sections (key ``""``) read but not used, by section."""
     data: dict[str, Any] = {}
-    defaults = {k: v for k, v in parser.defaults().items() if k in DefaultSection.__struct_fields__}
-    unused = sorted(k for k in parser.defaults() if k not in DefaultSection.__struct_fields__ and k != "pci_alias")
-    if unused:  # nova.conf's [DEFAULT] holds every service's options; say which ones Gantt leaves alone
-        log.info("[DEFAULT] options Gantt does not use, ignored: %s", ", ".join(unused))
-    if defaults:
-        data["DEFAULT"] = defaults
-    ignored = [section for section in parser.sections() if section not in wanted
-               and not section.startswith("namespace:")]
-    if ignored:
-        log.info("nova.conf sections Gantt does not use, ignored: %s", ", ".join(ignored))
-    for section in parser.sections():
+    unused: dict[str, list[str]] = {}
+    for section, options in sections.items():
         if section.startswith("namespace:"):
-            data[section] = _ini_namespace(parser, text, section)
-            continue
-        if section not in wanted:
-            continue
-        known = {
-            "filter_scheduler": FilterSchedulerSection, "scheduler": SchedulerSection,
-            "metrics": MetricsSection, "gantt": GanttSection, "pci": PciSection,
-            "oslo_policy": OsloPolicySection, "compute": ComputeSection, "cors": CorsSection,
-        }[section].__struct_fields__
-        values: dict[str, Any] = {}
-        for key in parser[section]:
-            if key in parser.defaults() and key not in known:
-                continue
-            raw = parser[section][key]
-            if (section, key) in _MULTI_OPTIONS:
-                values[key] = _multi_values(text, section, key)
-            elif key in _LIST_OPTIONS:
-                values[key] = [item.strip() for item in raw.split(",") if item.strip()]
-            elif raw.strip().lower() in ("true", "false"):
-                values[key] = raw.strip().lower() == "true"
-            else:
-                values[key] = _number_or_string(raw.strip())
-        data[section] = values
-    if "pci_alias" in parser.defaults():  # the option's name before it moved to [pci] (Nova still reads it)
+            data[section] = _ini_namespace(section, options, unused)
+        elif section in _SECTIONS:
+            data[section] = _typed_section(section, section, _SECTIONS[section], options, unused)
+        else:
+            unused.setdefault("", []).append(section)
+    default = sections.get("DEFAULT", {})
+    if "pci_alias" in default:  # the option's name before it moved to [pci] (Nova still reads it)
         pci = data.setdefault("pci", {})
         if "alias" in pci:
             raise InvalidRequest("[DEFAULT] pci_alias is the old name of [pci] alias: give one of them")
-        pci["alias"] = _multi_values(text, "DEFAULT", "pci_alias")
-    return data
+        pci["alias"] = default["pci_alias"]
+        unused["DEFAULT"].remove("pci_alias")
+        if not unused["DEFAULT"]:
+            del unused["DEFAULT"]
+    return data, unused
 
 
-# A volume namespace's options that are lists (Cinder's ListOpt), written comma-separated in INI
-_VOLUME_LIST_OPTIONS = {"scheduler_default_filters", "scheduler_default_weighers"}
-
-
-def _ini_namespace(parser: configparser.ConfigParser, text: str, section: str) -> dict[str, Any]:
-    """``[namespace:<name>]`` (its kind, a volume namespace's options) or ``[namespace:<name>:<section>]`` (one of
-    a compute namespace's sections), read as the top-level sections are."""
-    own = section.split(":", 2)[2] if section.count(":") >= 2 else None
+def _typed_section(label: str, section: str, cls: type[Struct], options: dict[str, list[str]],
+                   unused: dict[str, list[str]]) -> dict[str, Any]:
+    """One section's options by ``cls``'s fields: each converted to the field's type with oslo.config's spellings
+    (the last value of an option given twice; all of a multi-valued one). A name that is not a field is read, not
+    used (``novaconf.NOT_USED``, or any in ``[DEFAULT]`` and ``[compute]``), else refused as a typo."""
+    fields = {f.name: f for f in msgspec.structs.fields(cls)}
+    not_used = novaconf.NOT_USED.get(section, {})
     values: dict[str, Any] = {}
-    for key in parser[section]:
-        if key in parser.defaults():
-            continue  # [DEFAULT] is the file's, not this namespace's
-        raw = parser[section][key]
-        if own is not None and (own, key) in _MULTI_OPTIONS:
-            values[key] = _multi_values(text, section, key)
-        elif key in _LIST_OPTIONS or key in _VOLUME_LIST_OPTIONS:
-            values[key] = [item.strip() for item in raw.split(",") if item.strip()]
-        elif raw.strip().lower() in ("true", "false"):
-            values[key] = raw.strip().lower() == "true"
+    for name, given in options.items():
+        found = fields.get(name)
+        if found is None:
+            if name in not_used or section in novaconf.LENIENT:
+                unused.setdefault(label, []).append(name)
+                continue
+            raise novaconf.unknown_option(label, name, set(fields) | set(not_used))
+        if (section, name) in _MULTI_OPTIONS:
+            values[name] = given
         else:
-            values[key] = _number_or_string(raw.strip())
+            values[name] = novaconf.convert(given[-1], found.type, f"[{label}] {name}")
     return values
 
 
-# oslo.config's MultiStrOpt: the option is given once per value (configparser would keep the last one only).
-_MULTI_OPTIONS = {("pci", "alias"), ("pci", "device_spec"), ("pci", "passthrough_whitelist")}
-
-
-def _multi_values(text: str, section: str, option: str) -> list[str]:
-    """Every value of ``option`` in ``[section]``, read as oslo.config reads them: ``key = value`` or
-    ``key: value``, surrounding quotes of a one-line value dropped, indented lines continuing it."""
-    values: list[str] = []
-    current: list[str] | None = None
-    here = False
-    for line in text.splitlines():
-        line = line.rstrip()
-        if line.startswith((" ", "\t")) and line.strip():
-            if current is not None:
-                current.append(line.lstrip())
-            continue
-        if current is not None:
-            values.append("\n".join(current))
-            current = None
-        if line.startswith("["):
-            here = line.strip() == f"[{section}]"
-        elif here and line and not line.startswith(("#", ";")):
-            cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-            if cut > 0 and line[:cut].strip() == option:
-                value = line[cut + 1:].strip()
-                if value and value[0] == value[-1] and value[0] in "\"'":
-                    value = value[1:-1]
-                current = [value]
-    if current is not None:
-        values.append("\n".join(current))
-    return values
-
-
-def _number_or_string(raw: str) -> Any:
-    for cast in (int, float):
+def _ini_namespace(section: str, options: dict[str, list[str]], unused: dict[str, list[str]]) -> dict[str, Any]:
+    """``[namespace:<name>]`` (its kind, a volume namespace's options) or ``[namespace:<name>:<section>]`` (one of
+    a compute namespace's sections), converted as the top-level sections are."""
+    own = section.split(":", 2)[2] if section.count(":") >= 2 else None
+    if own is not None:
+        cls = _SECTIONS.get(own)
+        if cls is None:  # not a section a namespace has: Config.namespaces() says so
+            return {name: given[-1] for name, given in options.items()}
+        return _typed_section(section, own, cls, options, unused)
+    values: dict[str, Any] = {name: given[-1] for name, given in options.items()}
+    if values.get("kind") == "volume":
         try:
-            return cast(raw)
-        except ValueError:
-            pass
-    return raw
+            from gantt.volume import VolumeOptions  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:  # Config.namespaces() says what is missing
+            return values
+        types_ = {f.name: f.type for f in msgspec.structs.fields(VolumeOptions)}
+        for name, raw in values.items():
+            if name in types_:
+                values[name] = novaconf.convert(raw, types_[name], f"[{section}] {name}")
+    return values
 
 
 prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

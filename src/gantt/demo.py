@@ -109,8 +109,16 @@ async def _burst(url: str, specs: list[dict[str, Any]], concurrency: int, progre
     return results, latencies, elapsed
 
 
+# Why the burst's rate is not the README's HTTP benchmark figure (printed beside it).
+RATE_NOTE = ("not the README's benchmark figure (bench/http_api.py: over 3,000/s): this burst goes through the "
+             "Python client (httpx, JSON objects) in this one process, on the same cores as a single server "
+             "worker, and its burst includes the warm-up; the benchmark sends pre-built raw HTTP requests "
+             "to 2 workers for a fixed time")
+
+
 def run_demo(*, hosts: int = 300, requests: int = 1000, concurrency: int = 32, store: str = "sqlite",
-             seed: int = 42) -> int:
+             seed: int = 42, stay: bool = False) -> int:
+    """``stay``: once done, keep the service (and its live view) up until Ctrl-C."""
     from gantt.cli import explanation_table
     from gantt.service.process import ServerProcess
 
@@ -130,6 +138,8 @@ def run_demo(*, hosts: int = 300, requests: int = 1000, concurrency: int = 32, s
         try:
             console.print(f"[green]●[/] gantt serve (pid {server.proc.pid if server.proc else '?'}) on "
                           f"{server.url}, store {url}, filters: {', '.join(enabled)}")
+            console.print(f"[green]●[/] live view: {server.url}/ui"
+                          + ("" if stay else " (gantt demo --stay keeps it up once the demo is done)"))
             names, by_zone, aggregates = _topology(hosts)
             client = SchedulerClient(server.url)
             with _progress() as progress:
@@ -174,12 +184,26 @@ def run_demo(*, hosts: int = 300, requests: int = 1000, concurrency: int = 32, s
                 if exc.explanation is not None:
                     console.print(explanation_table(exc.explanation, "filter by filter"))
             client.close()
+            if stay:
+                _stay(server)
         finally:
             status = server.stop()
             server.close()
         console.print(f"[green]●[/] server stopped (exit status {status}); demo took "
                       f"{time.perf_counter() - began:.1f} s")
     return 0
+
+
+def _stay(server: Any) -> None:
+    """Wait for Ctrl-C while the service runs (it is in a session of its own: the terminal's Ctrl-C reaches only
+    this process, which then stops it)."""
+    console.print(f"[green]●[/] the service stays up: open {server.url}/ui (the live view); Ctrl-C to stop it")
+    try:
+        while server.proc is not None and server.proc.poll() is None:
+            time.sleep(0.5)
+        console.print("[red]the service stopped by itself[/]")
+    except KeyboardInterrupt:
+        console.print()
 
 
 def _progress() -> Progress:
@@ -223,6 +247,7 @@ def _show_results(client: SchedulerClient, results: list[tuple[dict[str, Any], A
     console.print(f"[green]●[/] {ok} of {len(results)} requests placed in {elapsed:.2f} s: "
                   f"{len(results) / elapsed:,.0f}/s through the HTTP client, {concurrency} concurrent; "
                   f"latency p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    console.print(f"[dim]  that rate is {RATE_NOTE}[/]")
     table = Table(title="where they landed", title_justify="left")
     for column in ("zone", "hosts", "instances", "small/medium/large/gpu", "vCPU used", "RAM used"):
         table.add_column(column, justify="left" if column == "zone" else "right")

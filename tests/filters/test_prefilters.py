@@ -52,21 +52,33 @@ def test_a_disabled_compute_status_trait_is_always_out() -> None:
 
 
 @pytest.mark.parametrize(("section", "option", "value"), [
-    ("filter_scheduler", "cross_cell_move_weight_multiplier", 1.0),
     ("filter_scheduler", "image_props_weight_multiplier", 1.0),
-    ("filter_scheduler", "image_props_weight_setting", ["os_distro=1"]),
     ("filter_scheduler", "pci_in_placement", True),
-    ("filter_scheduler", "track_instance_changes", False),
     ("scheduler", "driver", "fake"),
     ("scheduler", "max_placement_results", 10),
-    ("scheduler", "discover_hosts_in_cells_interval", 60),
-    ("scheduler", "periodic_task_interval", 30),
+    ("scheduler", "query_placement_for_routed_network_aggregates", True),
+    ("oslo_policy", "policy_dirs", ["/etc/nova/policy.d"]),
+    ("oslo_policy", "policy_default_rule", "admin"),
 ])
 def test_an_option_without_effect_is_refused_unless_at_novas_default(section: str, option: str,
                                                                       value: object) -> None:
     with pytest.raises(InvalidRequest, match=option):
         Config.from_dict({section: {option: value}})
     Config.from_dict({section: {option: getattr(getattr(Config(), section), option)}})  # the default loads
+
+
+@pytest.mark.parametrize(("section", "option", "value"), [
+    ("filter_scheduler", "cross_cell_move_weight_multiplier", 1.0),
+    ("filter_scheduler", "image_props_weight_setting", ["os_distro=1"]),
+    ("filter_scheduler", "track_instance_changes", False),
+    ("scheduler", "discover_hosts_in_cells_interval", 60),
+    ("scheduler", "periodic_task_interval", 30),
+    ("pci", "report_in_placement", True),
+])
+def test_an_option_that_changes_nothing_gantt_decides_is_read_not_used(section: str, option: str,
+                                                                       value: object) -> None:
+    """Issue 34 item 3: at any value (they were refused unless at Nova's default)."""
+    assert Config.from_dict({section: {option: value}}) == Config()
 
 
 def test_available_filters_limits_what_may_be_enabled() -> None:
@@ -82,5 +94,5 @@ def test_ignored_nova_conf_sections_are_logged(tmp_path, caplog: pytest.LogCaptu
     with caplog.at_level(logging.INFO, logger="gantt.config"):
         config = load_config(path)
     assert config.scheduler.max_attempts == 2
-    assert "database, oslo_messaging_rabbit" in caplog.text
-    assert "[DEFAULT] options Gantt does not use, ignored: my_ip" in caplog.text
+    assert "sections read, not used by Gantt: database, oslo_messaging_rabbit" in caplog.text
+    assert "[DEFAULT] options read, not used by Gantt: my_ip" in caplog.text

@@ -280,7 +280,7 @@ def test_metrics(client: SchedulerClient, tag: str) -> None:
     text = client.metrics()
     for name in ("gantt_decisions_total", "gantt_placements_total", "gantt_claim_conflicts_total",
                  'gantt_no_valid_host_total{', "gantt_decision_seconds_bucket", 'gantt_hosts{',
-                 "gantt_replica_revision", "gantt_replica_lag_seconds", "gantt_http_responses_total"):
+                 "gantt_replica_revision", "gantt_replica_revisions_behind", "gantt_http_responses_total"):
         assert name in text, name
     assert 'reason="ResourceFilter"' in text
 

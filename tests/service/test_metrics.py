@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from gantt import __version__
-from gantt.service.metrics import merge
+from gantt.service.metrics import CLOUD_WIDE, merge, number
 from gantt.store.base import redact_url
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess
@@ -107,21 +107,25 @@ def test_hosts_capacity_and_usage_per_zone(server: ServerProcess) -> None:
     samples = scrape(server.url)
     assert {labels["state"]: v for labels, v in values(samples, "gantt_hosts")} == \
         {"up": 3, "down": 1, "disabled": 1}
-    capacity = {(labels["zone"], labels["resource_class"]): v for labels, v in values(samples, "gantt_capacity")}
-    usage = {(labels["zone"], labels["resource_class"]): v for labels, v in values(samples, "gantt_usage")}
+    capacity = {(labels["zone"], labels["resource_class"]): v for family in ("gantt_capacity", "gantt_capacity_bytes")
+                for labels, v in values(samples, family)}
+    usage = {(labels["zone"], labels["resource_class"]): v for family in ("gantt_usage", "gantt_usage_bytes")
+             for labels, v in values(samples, family)}
     # Only up nodes count ("off" is disabled, "fenced" down); a node in no zone is in default_availability_zone.
     assert capacity[("az1", "VCPU")] == 16 + 8 * 2 and usage[("az1", "VCPU")] == 2
     assert capacity[("home", "VCPU")] == 4 and usage[("home", "VCPU")] == 0
-    assert capacity[("az1", "MEMORY_MB")] == 8192 and capacity[("home", "MEMORY_MB")] == 2048
+    # Memory and disk in bytes (issue 34 item 8: one unit per family)
+    assert capacity[("az1", "MEMORY_MB")] == 8192 * 2**20 and capacity[("home", "MEMORY_MB")] == 2048 * 2**20
     assert set(capacity) == set(usage) == {(z, rc) for z in ("az1", "home") for rc in ("VCPU", "MEMORY_MB",
                                                                                        "DISK_GB")}
+    assert {labels["resource_class"] for labels, _ in values(samples, "gantt_capacity")} == {"VCPU"}
 
     with server.client() as client:
         client.select_destinations({"flavor": {"vcpus": 4, "memory_mb": 512, "root_gb": 1},
                                     "availability_zone": "az1", "instance_uuids": ["vm-usage"]})
         samples = scrape(server.url)
         assert value(samples, "gantt_usage", zone="az1", resource_class="VCPU") == 6  # the claim, at once
-        assert value(samples, "gantt_usage", zone="az1", resource_class="MEMORY_MB") == 512
+        assert value(samples, "gantt_usage_bytes", zone="az1", resource_class="MEMORY_MB") == 512 * 2**20
         client.release("vm-usage")
     samples = scrape(server.url)
     assert value(samples, "gantt_usage", zone="az1", resource_class="VCPU") == 2
@@ -166,7 +170,10 @@ def test_counters_agree_with_their_histograms(server: ServerProcess) -> None:
 
 def test_build_process_and_worker_figures(server: ServerProcess) -> None:
     samples = scrape(server.url)
-    assert all(labels.get("worker") == "0" for _, labels, _ in samples), "one process: worker 0"
+    own = [(name, labels) for name, labels, _ in samples
+           if re.sub(r"_(bucket|sum|count)$", "", name) not in CLOUD_WIDE]
+    assert all(labels.get("worker") == "0" for _, labels in own), "one process: worker 0"
+    assert not any("worker" in labels for name, labels, _ in samples if name in CLOUD_WIDE)
     assert not any("pid" in labels for name, labels, _ in samples if name != "gantt_worker_info")
     [(build, one)] = values(samples, "gantt_build_info")
     assert one == 1 and build["version"] == __version__ and re.fullmatch(r"3\.\d+\.\d+\S*", build["python"])
@@ -256,8 +263,79 @@ def _worker_pids(url: str, wanted: set[str], timeout: float = 30.0) -> dict[str,
             samples = []
         seen = {labels["worker"]: int(labels["pid"]) for labels, _ in values(samples, "gantt_worker_info")}
         if wanted <= set(seen):
-            for _, labels, _ in samples:  # every series under a worker that names its process
-                assert labels["worker"] in seen
+            for name, labels, _ in samples:  # every worker's series under a worker that names its process
+                if name not in CLOUD_WIDE:
+                    assert labels["worker"] in seen
             return seen
         assert time.monotonic() < deadline, f"only workers {sorted(seen)} answered"
         time.sleep(0.05)  # polling: leave the CPU to a worker that is starting
+
+
+# ------------------------------------------------------------------------- issue 34 item 8
+
+
+def test_amounts_are_exact_in_base_units() -> None:
+    """27,197,440 MiB was printed 2.71974e+07 (%g keeps 6 digits), in a family mixing MiB, GiB and counts."""
+    assert number(27197440.0) == "27197440" and number(28518582763520) == "28518582763520"
+    assert number(0.1 + 0.2) == repr(0.1 + 0.2) and float(number(1234567.125)) == 1234567.125
+    with ServerProcess("memory://", config={"DEFAULT": {"service_down_time": 86400}}) as server:
+        server.start()
+        with server.client() as client:
+            client.update_resource_stats("big", host_stats(vcpus=1234567, memory_mb=27197440, local_gb=123457,
+                                                           cpu_allocation_ratio=1.5))
+        text = httpx.get(f"{server.url}/metrics").text
+    zone = 'zone="nova"'
+    assert f'gantt_capacity_bytes{{{zone},resource_class="MEMORY_MB"}} {27197440 * 2**20}\n' in text
+    assert f'gantt_capacity_bytes{{{zone},resource_class="DISK_GB"}} {123457 * 2**30}\n' in text
+    assert f'gantt_capacity{{{zone},resource_class="VCPU"}} {number(1234567 * 1.5)}\n' in text
+    assert "e+" not in "".join(line for line in text.splitlines() if line.startswith("gantt_"))
+
+
+def test_cloud_figures_are_given_once_under_several_workers(tmp_path: Path) -> None:
+    """With --workers 2, sum(gantt_hosts) counted every node twice (each worker's copy had its own label)."""
+    with ServerProcess(f"sqlite:///{tmp_path}/w.sqlite", config=CONFIG, workers=2, workdir=tmp_path) as server:
+        server.start()
+        with server.client() as client:
+            for name in ("c1", "c2", "c3"):
+                client.update_resource_stats(name, host_stats(vcpus=8, memory_mb=1024))
+        _worker_pids(server.url, {"0", "1"})  # both workers' figures are in the answer
+        deadline = time.monotonic() + 30
+        while True:
+            samples = scrape(server.url)  # parse() refuses a family declared twice
+            if sum(v for _, v in values(samples, "gantt_hosts")) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert sum(v for _, v in values(samples, "gantt_hosts")) == 3
+    assert [labels for labels, _ in values(samples, "gantt_hosts", state="up")] == [{"state": "up"}]
+    assert sum(v for _, v in values(samples, "gantt_capacity", resource_class="VCPU")) == 3 * 8  # once, not twice
+    assert len(values(samples, "gantt_allocations")) == 1
+    # A worker's own figures keep their label, one series per worker.
+    assert {labels["worker"] for labels, _ in values(samples, "gantt_replica_revision")} == {"0", "1"}
+
+
+def test_replica_lag_is_revisions_not_yet_applied(tmp_path: Path) -> None:
+    """gantt_replica_lag_seconds was the time since the feed was last read. The lag is what the store holds that
+    the replica has not applied: here a replica that does not follow, while another writes."""
+    from gantt.config import Config
+    from gantt.replica import Replica
+    from gantt.service.metrics import Metrics
+    from gantt.store.base import open_store
+
+    url = f"sqlite:///{tmp_path}/lag.sqlite"
+    writer = Replica(open_store(url), Config()).start_owning(follow=False)
+    reader = Replica(open_store(url), Config()).start_owning(follow=False)
+    try:
+        metrics = Metrics(0)
+        text = metrics.render(reader)
+        assert 'gantt_replica_revisions_behind{worker="0"} 0\n' in text
+        assert "gantt_replica_lag_seconds" not in text
+        for i in range(3):
+            writer.update_resource_stats(f"n{i}", host_stats(vcpus=4))
+        behind = writer.revision - reader.revision
+        assert behind >= 3
+        assert f'gantt_replica_revisions_behind{{worker="0"}} {behind}\n' in metrics.render(reader)
+        reader.sync()
+        assert 'gantt_replica_revisions_behind{worker="0"} 0\n' in metrics.render(reader)
+    finally:
+        writer.close()
+        reader.close()

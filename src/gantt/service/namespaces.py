@@ -222,22 +222,35 @@ def metric_lines(default: Replica, served: dict[str, Served], worker: int) -> li
     rows: list[tuple[str, Any]] = [(DEFAULT, default)]
     rows += [(name, one.replica) for name, one in served.items() if one.replica is not None]
     labels = f'worker="{worker}"'
+    # The cloud's figures (hosts, allocations held) carry no worker label: given once (service.metrics.CLOUD_WIDE).
     lines = ["# HELP gantt_namespace_hosts Nodes (pools, in a volume namespace) in the namespace's replica, "
-             "by state.", "# TYPE gantt_namespace_hosts gauge"]
+             "by state (the cloud's figure: no worker label).", "# TYPE gantt_namespace_hosts gauge"]
     for name, replica in rows:
         for state, n in _states(replica):
-            lines.append(f'gantt_namespace_hosts{{{labels},namespace="{name}",state="{state}"}} {n}')
+            lines.append(f'gantt_namespace_hosts{{namespace="{name}",state="{state}"}} {n}')
     for metric, kind, help_text, value in (
             ("gantt_namespace_replica_revision", "gauge", "Store revision the namespace's replica has applied "
              "(each namespace has its own sequence).", lambda r: r.revision),
-            ("gantt_namespace_replica_lag_seconds", "gauge", "Seconds since the namespace's replica last read "
-             "its change feed.", lambda r: round(r.lag, 3)),
+            ("gantt_namespace_replica_seconds_since_feed_read", "gauge", "Seconds since the namespace's replica "
+             "last read its change feed (not a lag: see gantt_namespace_replica_revisions_behind).",
+             lambda r: round(r.lag, 3)),
             ("gantt_namespace_placements_total", "counter", "Instances (volumes) claimed in the namespace.",
-             lambda r: r.counters()["placements"]),
-            ("gantt_namespace_allocations", "gauge", "Allocations held in the namespace.",
-             lambda r: r.counters()["allocations"])):
+             lambda r: r.counters()["placements"])):
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         lines += [f'{metric}{{{labels},namespace="{name}"}} {value(replica)}' for name, replica in rows]
+    behind = "gantt_namespace_replica_revisions_behind"
+    lines += [f"# HELP {behind} Revisions the namespace's store holds that its replica has not applied yet "
+              "(the store's head minus gantt_namespace_replica_revision): its real lag.", f"# TYPE {behind} gauge"]
+    for name, replica in rows:
+        try:
+            head = replica.store.barrier()
+        except Exception:  # an unreachable store: unknown, not 0
+            continue
+        lines.append(f'{behind}{{{labels},namespace="{name}"}} {max(0, head - replica.revision)}')
+    lines += ["# HELP gantt_namespace_allocations Allocations held in the namespace (the cloud's figure: no "
+              "worker label).", "# TYPE gantt_namespace_allocations gauge"]
+    lines += [f'gantt_namespace_allocations{{namespace="{name}"}} {replica.counters()["allocations"]}'
+              for name, replica in rows]
     lines += ["# HELP gantt_namespace_decisions_total A named namespace's select_destinations requests "
               "answered, by outcome (as gantt_decisions_total).", "# TYPE gantt_namespace_decisions_total counter"]
     for name, one in served.items():

@@ -146,8 +146,9 @@ def _listen(host: str, port: int, *, reuse_port: bool) -> socket.socket:
     return sock
 
 
-def _load(options: ServeOptions) -> Config:
-    return load_config(options.config_path) if options.config_path else load_config(None)
+def _load(options: ServeOptions, *, log_unused: bool = False) -> Config:
+    # What the file holds that Gantt reads but does not use is listed once, by the start-up line's load.
+    return load_config(options.config_path or None, log_unused=log_unused)
 
 
 def worker_config(options: ServeOptions, worker: int) -> Config:
@@ -173,8 +174,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     keep_freed_memory()
     collect_less_often()
 
-    logging.basicConfig(level=getattr(logging, options.log_level.upper(), logging.WARNING),
-                        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+    _log_to_stderr(options)
     config = worker_config(options, worker)
     app = create_app(config=config, store=options.store, token=options.token, worker=worker,
                      metrics_dir=options.metrics_dir)
@@ -242,6 +242,7 @@ def serve(options: ServeOptions) -> int:
     """Run until SIGTERM/SIGINT; returns the exit status."""
     check(options)
     check_store(options.store)
+    _log_to_stderr(options)
     print(_startup_line(options), flush=True)
     if options.workers == 1:
         if options.fd is not None:
@@ -254,12 +255,17 @@ def serve(options: ServeOptions) -> int:
     return _supervise(options)
 
 
+def _log_to_stderr(options: ServeOptions) -> None:
+    logging.basicConfig(level=getattr(logging, options.log_level.upper(), logging.WARNING),
+                        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s")
+
+
 def _startup_line(options: ServeOptions) -> str:
     """What this service will decide with, said once at start: an operator reads which file and filters apply.
     The store URL's credentials, if any, are not printed."""
     from gantt import filters, weighers
 
-    config = _load(options)
+    config = _load(options, log_unused=True)
     fs = config.filter_scheduler
     running = ", ".join(cls.name for cls in filters.pipeline(fs.enabled_filters))
     weighing = ", ".join(cls.name for cls in weighers.resolve(fs.weight_classes))

@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -25,7 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from gantt.allocator import keep_freed_memory
-from gantt.sim.report import print_summary, run_title, write_plots, write_sweep_plots
+from gantt.sim.report import PlotsUnavailable, print_summary, require_plots, run_title, write_plots, write_sweep_plots
 from gantt.sim.scenario import Scenario, ScenarioError, load_scenario, read_scenario_data
 from gantt.sim.simulator import Simulation, peak_rss_mb
 from gantt.sim.sweep import (
@@ -283,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_every is not None and args.sweep:
         parser.error("--log-every logs one run's progress: a sweep shows its runs on the bar")
     err = Console(stderr=True, soft_wrap=True)  # a long path printed whole, not folded
+    if args.plots:
+        try:  # before the runs, not after minutes of simulation
+            require_plots()
+        except PlotsUnavailable as exc:
+            err.print(f"[red]--plots[/red]: {escape(str(exc))}", highlight=False)
+            return INVALID
     try:
         decision_time = None if args.decision_time is None else _decision_time(args.decision_time)
     except ScenarioError as exc:

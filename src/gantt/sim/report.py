@@ -222,9 +222,26 @@ def _interval(timeline: dict[str, Any]) -> str:
     return f"{t[1] - t[0]:g} s" if len(t) > 1 else "sample"
 
 
+PLOTS_MISSING = ("the simulator's plots need matplotlib, which is an extra of Gantt's: "
+                 "pip install 'gantt[sim]' (or pip install matplotlib)")
+
+
+class PlotsUnavailable(ImportError):
+    """matplotlib is not installed: the plots are the ``sim`` extra's (``pip install 'gantt[sim]'``)."""
+
+
+def require_plots() -> None:
+    """PlotsUnavailable, saying what to install, unless matplotlib can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise PlotsUnavailable(PLOTS_MISSING) from None
+
+
 def _new_figure(width: float, height: float) -> Any:
     # A bare Figure, not pyplot: nothing global to close, and tests can read its texts. The constrained layout
     # makes room for every title, label, tick label and legend (tight_layout ignores the figure's title).
+    require_plots()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
