@@ -54,6 +54,7 @@ from gantt.model import (
     Record,
     ReplicaBehind,
     StoreUnavailable,
+    WriteFailure,
     prepare_types,
 )
 from gantt.namespaces import DEFAULT, check_name, sqlite_table
@@ -105,6 +106,9 @@ CREATE TABLE IF NOT EXISTS records (kind TEXT NOT NULL, name TEXT NOT NULL, data
 CREATE TABLE IF NOT EXISTS changes (revision INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
                                     payload BLOB NOT NULL, PRIMARY KEY (revision, seq)) WITHOUT ROWID;
 """
+
+# Seconds between two looks at the store's files (their identity) by ``SQLiteStore.last_write_error``.
+LOOK_INTERVAL = 0.05
 
 # Nodes whose liveness one statement reads (``_Reads.liveness``): two parameters each.
 LIVENESS_KEYS = 1000
@@ -331,7 +335,16 @@ class SQLiteStore(Store):
         self.lock_waits = 0
         self.commit_seconds = 0.0  # time spent in COMMIT (the fsync), summed
         self.writer_cpu_seconds = 0.0  # CPU the writer thread used (what group commit costs this process)
+        # The files this store writes, by identity (st_dev, st_ino): deleted or replaced under a running server,
+        # SQLite goes on writing into the unlinked inodes, and every write acknowledged from then on is gone at
+        # the next start. Checked around each commit and by /health (``lost``).
+        self._identity: dict[str, tuple[int, int] | None] = {}
+        self._lost: WriteFailure | None = None
+        self._last_write_error: WriteFailure | None = None
+        self._next_look = 0.0  # monotonic time of the next look at the files by last_write_error
         self._init_schema()
+        main = os.path.abspath(self.path)
+        self._identity = {main: _identity(main), main + "-wal": _identity(main + "-wal")}
 
     # ----------------------------------------------------------------------------------------- connections
 
@@ -479,6 +492,48 @@ class SQLiteStore(Store):
                      "temp.parts_old")
         conn.execute("DROP TABLE temp.parts_old")
         log.info("sqlite store: allocation_parts rebuilt with its columns in key order (%s)", columns)
+
+    # ---------------------------------------------------------------------------------- the files themselves
+
+    @property  # type: ignore[override]
+    def last_write_error(self) -> WriteFailure | None:
+        """The last write the store could not make; a store whose files were deleted or replaced says so here for
+        as long as it is open (/health then answers 503), writes or not. Read per host report (``Replica.heartbeat``):
+        the files are looked at LOOK_INTERVAL apart at most here; a commit looks every time."""
+        if self._lost is None:
+            now = time.monotonic()
+            if now >= self._next_look:
+                self._next_look = now + LOOK_INTERVAL
+                self.lost()
+        return self._lost or self._last_write_error
+
+    @last_write_error.setter
+    def last_write_error(self, value: WriteFailure | None) -> None:
+        self._last_write_error = value
+
+    def lost(self) -> WriteFailure | None:
+        """Whether the database file or its WAL is no longer the one this store opened (deleted, or replaced by
+        another file); once lost, always lost: nothing written since is where a restart will look."""
+        if self._lost is None:
+            identity = self._identity
+            for name, known in identity.items():
+                now = _identity(name)
+                if known is None:  # not there when the store opened (no WAL yet): the first one seen is ours
+                    identity[name] = now
+                    continue
+                if now != known:
+                    why = "deleted" if now is None else "replaced by another file"
+                    self._lost = WriteFailure(time.time(), f"{name} was {why} while the store was open: writes are "
+                                              "refused, since none would be found at the next start; restore the "
+                                              "file, or restart on a new store")
+                    log.error("sqlite store: %s", self._lost.message)
+                    break
+        return self._lost
+
+    def _refuse_if_lost(self) -> None:
+        lost = self.lost()
+        if lost is not None:
+            raise StoreUnavailable(lost.message)
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
         """Take the write lock, sleeping in short random steps while another process holds it."""
@@ -755,6 +810,7 @@ class SQLiteStore(Store):
                 # The write lock first, the group after: batches queued while another process holds the lock
                 # (its statements and its fsync) join this transaction instead of waiting for the next lock and
                 # fsync of their own. Two workers take turns on the lock, so most groups begin with a wait.
+                self._refuse_if_lost()
                 self._begin_immediate(conn)
                 with self._queue_cond:
                     group = self._queue[: self.max_group]
@@ -851,6 +907,7 @@ class SQLiteStore(Store):
             self._committing = revision  # from here readers may find it in the file before it is in _recent
             conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
             self.commit_seconds += time.perf_counter() - synced
+            self._refuse_if_lost()  # ... unless it went into files deleted meanwhile: then it is not acknowledged
             self._writer_head = revision
         except _Torn:
             self._committing = self._head
@@ -920,6 +977,15 @@ class SQLiteStore(Store):
 
 
 # ------------------------------------------------------------------------------------ one batch, in SQL
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """A file's identity (device and inode), None if there is none at ``path``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _rows(conn: sqlite3.Connection, query: str, decoder: Any, kind: str, skipped: list[str]) -> list[Any]:
