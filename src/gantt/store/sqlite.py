@@ -620,6 +620,9 @@ class SQLiteStore(Store):
     def barrier(self) -> int:
         return self.head()
 
+    def shared_head(self) -> int | None:
+        return self.head()
+
     def changes(self, since: int, timeout: float = 1.0, *, limit: int = 20_000) -> list[Change]:
         """Every change after ``since`` (up to about ``limit``, always whole revisions), waiting up to ``timeout``."""
         deadline = time.monotonic() + max(timeout, 0.0)
