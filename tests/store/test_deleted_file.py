@@ -82,6 +82,7 @@ def test_a_server_whose_files_are_deleted_goes_unhealthy_and_refuses_writes(tmp_
         assert placed.status_code == 200
         assert http.get("/health").status_code == 200
         _delete(path)
+        time.sleep(2 * LOOK_INTERVAL)  # /health looks at the files at most every LOOK_INTERVAL (a commit, always)
 
         health = http.get("/health")
         assert health.status_code == 503 and health.json()["status"] == "degraded"
