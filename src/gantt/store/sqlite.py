@@ -621,7 +621,10 @@ class SQLiteStore(Store):
         return self.head()
 
     def shared_head(self) -> int | None:
-        return self.head()
+        try:
+            return self.head()
+        except sqlite3.Error as exc:  # read before every request: a 503 naming the file, not a 500
+            raise StoreUnavailable(f"{self.path}: cannot read the head revision: {exc}") from None
 
     def changes(self, since: int, timeout: float = 1.0, *, limit: int = 20_000) -> list[Change]:
         """Every change after ``since`` (up to about ``limit``, always whole revisions), waiting up to ``timeout``."""
