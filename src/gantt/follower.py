@@ -119,6 +119,17 @@ class Follower:
         self._catch_up_to(self.store.barrier())
         return self.revision
 
+    def behind(self) -> int | None:
+        """The store's head revision if it is past this replica's (another process wrote since), where the store
+        can tell by a cheap local read (``Store.shared_head``); else None. One indexed read when nothing moved."""
+        head = self.store.shared_head()
+        return head if head is not None and head > self.revision else None
+
+    def catch_up_to(self, revision: int, timeout: float = 5.0) -> None:
+        """Apply the feed up to ``revision`` (``behind``'s answer): StoreUnavailable if it cannot within
+        ``timeout``."""
+        self._catch_up_to(revision, timeout)
+
     def _catch_up_to(self, revision: int, timeout: float = 5.0) -> None:
         """Apply the feed until it has reached ``revision``; StoreUnavailable if it cannot within ``timeout``."""
         deadline = time.monotonic() + timeout

@@ -580,6 +580,8 @@ class Replica(Follower, PlacementFacade):
         of its previous report: later by at most LIVENESS_DELAY plus the feed's delay. ``stop`` writes what is
         pending; a process killed outright loses up to LIVENESS_DELAY of them (their nodes look as old as their
         previous report until their next one)."""
+        if self.store.last_write_error is not None:
+            return False  # a store that failed to write (or lost its file): written now, refused if it must be
         key = (report.host, report.nodename)
         # The node's usage revision, then its record as applied (reads of one dict entry each: no lock). In this
         # order, the record is at least as new as the revision (``_apply_one``): named with the report, the

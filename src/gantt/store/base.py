@@ -291,6 +291,13 @@ class Store(abc.ABC):
         """A revision the feed reaches once it holds every change committed before this call (by any writer):
         a replica that has applied the feed up to it has read its own and everyone's earlier writes."""
 
+    def shared_head(self) -> int | None:
+        """The newest revision committed by any process, where one cheap local read tells it (SQLite: a one-row
+        read of the file); None where no such read exists (memory: one process holds it all; etcd: it would be a
+        round trip). A replica reads it before each request so that a write another process acknowledged is
+        seen by the next request here (``Follower.behind``)."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release connections and files."""
 

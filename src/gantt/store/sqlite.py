@@ -54,6 +54,7 @@ from gantt.model import (
     Record,
     ReplicaBehind,
     StoreUnavailable,
+    WriteFailure,
     prepare_types,
 )
 from gantt.namespaces import DEFAULT, check_name, sqlite_table
@@ -94,7 +95,10 @@ CREATE TABLE IF NOT EXISTS aggregates (id TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS allocations (consumer TEXT PRIMARY KEY, host TEXT NOT NULL, node TEXT NOT NULL,
                                         data BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS allocations_node ON allocations (host, node);
-CREATE TABLE IF NOT EXISTS allocation_parts (consumer TEXT NOT NULL, host TEXT NOT NULL, node TEXT NOT NULL,
+-- Columns in the order of the key: SQLite 3.40.0-3.41.0's quick_check reports "NULL value in ...consumer" on a
+-- WITHOUT ROWID table whose key order differs from its column order (integrity_check does not). Files made with
+-- (consumer, host, node) are rebuilt so at their first writable open (``_align_parts``).
+CREATE TABLE IF NOT EXISTS allocation_parts (host TEXT NOT NULL, node TEXT NOT NULL, consumer TEXT NOT NULL,
                                              PRIMARY KEY (host, node, consumer)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS instances (host TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS records (kind TEXT NOT NULL, name TEXT NOT NULL, data BLOB NOT NULL,
@@ -102,6 +106,9 @@ CREATE TABLE IF NOT EXISTS records (kind TEXT NOT NULL, name TEXT NOT NULL, data
 CREATE TABLE IF NOT EXISTS changes (revision INTEGER NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
                                     payload BLOB NOT NULL, PRIMARY KEY (revision, seq)) WITHOUT ROWID;
 """
+
+# Seconds between two looks at the store's files (their identity) by ``SQLiteStore.last_write_error``.
+LOOK_INTERVAL = 0.05
 
 # Nodes whose liveness one statement reads (``_Reads.liveness``): two parameters each.
 LIVENESS_KEYS = 1000
@@ -282,6 +289,7 @@ class SQLiteStore(Store):
             raise StoreUnavailable(f"{self.path}: no such store")
         if not parent.exists():
             parent.mkdir(parents=True, exist_ok=True)
+        self._writable = create
         self._check_file(writable=create)
         self.skipped: list[str] = []  # rows of the last snapshot that did not decode (README: repair)
         self._local = threading.local()
@@ -327,7 +335,16 @@ class SQLiteStore(Store):
         self.lock_waits = 0
         self.commit_seconds = 0.0  # time spent in COMMIT (the fsync), summed
         self.writer_cpu_seconds = 0.0  # CPU the writer thread used (what group commit costs this process)
+        # The files this store writes, by identity (st_dev, st_ino): deleted or replaced under a running server,
+        # SQLite goes on writing into the unlinked inodes, and every write acknowledged from then on is gone at
+        # the next start. Checked around each commit and by /health (``lost``).
+        self._identity: dict[str, tuple[int, int] | None] = {}
+        self._lost: WriteFailure | None = None
+        self._last_write_error: WriteFailure | None = None
+        self._next_look = 0.0  # monotonic time of the next look at the files by last_write_error
         self._init_schema()
+        main = os.path.abspath(self.path)
+        self._identity = {main: _identity(main), main + "-wal": _identity(main + "-wal")}
 
     # ----------------------------------------------------------------------------------------- connections
 
@@ -395,7 +412,15 @@ class SQLiteStore(Store):
                                        f"{', '.join(sorted(tables)[:5]) or 'none'}); left untouched")
             problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
             if problems != ["ok"]:
-                raise StoreUnavailable(f"{path}: the file is damaged: {problems[0]}")
+                # integrity_check is the authority (quick_check a faster subset of it): SQLite 3.40.0-3.41.0's
+                # quick_check flags good rows of a WITHOUT ROWID table whose key order is not its column order,
+                # as this store's allocation_parts had before _align_parts. Only a complaint pays for the full
+                # check (about twice quick_check's time).
+                problems = [row[0] for row in conn.execute("PRAGMA integrity_check")]
+                if problems != ["ok"]:
+                    raise StoreUnavailable(f"{path}: the file is damaged: {problems[0]}")
+                log.info("%s: quick_check complained, integrity_check says ok (a known SQLite %s false positive)",
+                         path, sqlite3.sqlite_version)
             # a named namespace's tables are made when it is first opened; until then it has none to check
             mine = sqlite_table(self.namespace, "meta").strip('"') in tables
             if tables and mine and conn.execute("SELECT value FROM meta WHERE key='revision'").fetchone() is None:
@@ -431,6 +456,8 @@ class SQLiteStore(Store):
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            if self._writable:
+                self._align_parts(conn)
             row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
             if conn.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
                 conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
@@ -448,6 +475,65 @@ class SQLiteStore(Store):
         self._head = self._read_head(conn)
         self._floor_hint = int(conn.execute("SELECT value FROM meta WHERE key='floor'").fetchone()[0])
         self._local.conn = conn
+
+    @staticmethod
+    def _align_parts(conn: sqlite3.Connection) -> None:
+        """Rebuild an ``allocation_parts`` made as (consumer, host, node) with its columns in key order (see
+        _SCHEMA), inside the schema transaction. The same rows and key, so a Gantt of either layout reads the
+        other's file (every statement names its columns): no schema version, no downgrade barrier."""
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(allocation_parts)")]
+        if columns == ["host", "node", "consumer"]:
+            return
+        conn.execute("CREATE TEMP TABLE parts_old AS SELECT host, node, consumer FROM allocation_parts")
+        conn.execute("DROP TABLE allocation_parts")
+        conn.execute("CREATE TABLE allocation_parts (host TEXT NOT NULL, node TEXT NOT NULL, consumer TEXT NOT NULL, "
+                     "PRIMARY KEY (host, node, consumer)) WITHOUT ROWID")
+        conn.execute("INSERT INTO allocation_parts (host, node, consumer) SELECT host, node, consumer FROM "
+                     "temp.parts_old")
+        conn.execute("DROP TABLE temp.parts_old")
+        log.info("sqlite store: allocation_parts rebuilt with its columns in key order (%s)", columns)
+
+    # ---------------------------------------------------------------------------------- the files themselves
+
+    @property  # type: ignore[override]
+    def last_write_error(self) -> WriteFailure | None:
+        """The last write the store could not make; a store whose files were deleted or replaced says so here for
+        as long as it is open (/health then answers 503), writes or not. Read per host report (``Replica.heartbeat``):
+        the files are looked at LOOK_INTERVAL apart at most here; a commit looks every time."""
+        if self._lost is None:
+            now = time.monotonic()
+            if now >= self._next_look:
+                self._next_look = now + LOOK_INTERVAL
+                self.lost()
+        return self._lost or self._last_write_error
+
+    @last_write_error.setter
+    def last_write_error(self, value: WriteFailure | None) -> None:
+        self._last_write_error = value
+
+    def lost(self) -> WriteFailure | None:
+        """Whether the database file or its WAL is no longer the one this store opened (deleted, or replaced by
+        another file); once lost, always lost: nothing written since is where a restart will look."""
+        if self._lost is None:
+            identity = self._identity
+            for name, known in identity.items():
+                now = _identity(name)
+                if known is None:  # not there when the store opened (no WAL yet): the first one seen is ours
+                    identity[name] = now
+                    continue
+                if now != known:
+                    why = "deleted" if now is None else "replaced by another file"
+                    self._lost = WriteFailure(time.time(), f"{name} was {why} while the store was open: writes are "
+                                              "refused, since none would be found at the next start; restore the "
+                                              "file, or restart on a new store")
+                    log.error("sqlite store: %s", self._lost.message)
+                    break
+        return self._lost
+
+    def _refuse_if_lost(self) -> None:
+        lost = self.lost()
+        if lost is not None:
+            raise StoreUnavailable(lost.message)
 
     def _begin_immediate(self, conn: sqlite3.Connection) -> None:
         """Take the write lock, sleeping in short random steps while another process holds it."""
@@ -533,6 +619,12 @@ class SQLiteStore(Store):
 
     def barrier(self) -> int:
         return self.head()
+
+    def shared_head(self) -> int | None:
+        try:
+            return self.head()
+        except sqlite3.Error as exc:  # read before every request: a 503 naming the file, not a 500
+            raise StoreUnavailable(f"{self.path}: cannot read the head revision: {exc}") from None
 
     def changes(self, since: int, timeout: float = 1.0, *, limit: int = 20_000) -> list[Change]:
         """Every change after ``since`` (up to about ``limit``, always whole revisions), waiting up to ``timeout``."""
@@ -724,6 +816,7 @@ class SQLiteStore(Store):
                 # The write lock first, the group after: batches queued while another process holds the lock
                 # (its statements and its fsync) join this transaction instead of waiting for the next lock and
                 # fsync of their own. Two workers take turns on the lock, so most groups begin with a wait.
+                self._refuse_if_lost()
                 self._begin_immediate(conn)
                 with self._queue_cond:
                     group = self._queue[: self.max_group]
@@ -820,6 +913,7 @@ class SQLiteStore(Store):
             self._committing = revision  # from here readers may find it in the file before it is in _recent
             conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
             self.commit_seconds += time.perf_counter() - synced
+            self._refuse_if_lost()  # ... unless it went into files deleted meanwhile: then it is not acknowledged
             self._writer_head = revision
         except _Torn:
             self._committing = self._head
@@ -889,6 +983,15 @@ class SQLiteStore(Store):
 
 
 # ------------------------------------------------------------------------------------ one batch, in SQL
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """A file's identity (device and inode), None if there is none at ``path``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _rows(conn: sqlite3.Connection, query: str, decoder: Any, kind: str, skipped: list[str]) -> list[Any]:
