@@ -951,6 +951,7 @@ def _write(conn: sqlite3.Connection | sqlite3.Cursor, p: planner.Plan, rev: int,
         else:
             ex("INSERT INTO hosts (host, node, data) VALUES (?, ?, ?) "
                "ON CONFLICT (host, node) DO UPDATE SET data=excluded.data", (*key, _ENC.encode(report)))
+            ex("DELETE FROM liveness WHERE host=? AND node=?", key)  # the record is newer (store.base: lifted)
     for aggregate_id, aggregate in p.aggregates.items():
         if aggregate is None:
             ex("DELETE FROM aggregates WHERE id=?", (aggregate_id,))
