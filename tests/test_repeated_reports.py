@@ -3,9 +3,9 @@ others in one batch (``Replica.flush_liveness``), instead of a commit, a catch-u
 
 What must hold: nothing a replica shows is ahead of the store (a taken report is seen nowhere until it is written,
 then everywhere alike); a taken report is a touch, whose figures never replace a record written since (through
-another worker, before it or after it: its answer went out first); a changed report after taken ones wins; what was acknowledged is written when the
-replica stops, so a restarted one sees it; a host that stops reporting goes down on every replica at the same
-moment; a batch respects a store's size limit (etcd's --max-txn-ops).
+another worker, before it or after it: its answer went out first); a changed report after taken ones wins; what
+was acknowledged is written when the replica stops, so a restarted one sees it; a host that stops reporting goes
+down on every replica at the same moment; a batch respects a store's size limit (etcd's --max-txn-ops).
 """
 
 from __future__ import annotations
