@@ -125,7 +125,7 @@ class Replica(Follower, PlacementFacade):
         # Nodes whose last claim commit had an unknown outcome: not claimable until the next snapshot load.
         self._dirty: set[NodeKey] = set()
         self._frozen_rows = 0  # the table's size when the heap was last frozen (``_freeze_if_grown``)
-        self.stale_reports = 0  # reports this replica wrote that the store ignored as older than what it held
+        self.stale_reports = 0  # reports this replica took that the store wrote nothing for (node deleted since)
         self.touches = 0  # reports that changed nothing but their time: written as touches, or not at all (quiet)
         # Reports that repeat their node's record, acknowledged and not yet written (``heartbeat``): node -> report.
         self._liveness: dict[NodeKey, tuple[HostReport, RepeatOf]] = {}

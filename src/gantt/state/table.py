@@ -100,7 +100,7 @@ class HostTable:
         # Caches outside the table (the engine's masks, filters' memos) are keyed on the static revision: a table
         # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
         self._static_revision = next(_STATIC_EPOCHS) << 32
-        self._stale_reports = 0  # reports ignored because the node had applied a newer one
+        self._stale_reports = 0  # none since reports are applied in the order given (the store's): kept for callers
         # Why an operator disabled a node (Nova's service.disabled_reason): shown, never filtered on, so kept
         # beside the columns for the few nodes that have one.
         self._disabled_reasons: dict[NodeKey, str] = {}

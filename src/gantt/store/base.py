@@ -101,9 +101,10 @@ class RepeatOf(Struct, array_like=True):
     """A replica took a report of this node for a repeat of the record it held when the node's usage revision was
     ``revision`` (``Replica.heartbeat``), that record's time (lifted by the touches it had applied) being
     ``reported_at``. Every write of a node's record moves its usage revision, so a store that still holds that
-    revision holds that record: it may take the report for a touch from the revision and its liveness time
-    alone, without reading the record (``planner._plan_reports``). Any other revision: the report is planned
-    as any other, from the record."""
+    revision holds that record: it may plan the report's touch from the revision and its liveness time alone,
+    without reading the record (``planner._plan_repeat``). Any other revision: the touch is planned from the
+    record the store holds, which stands (the report was answered before it was written, so the store cannot
+    tell whether a record written since is older or newer than it)."""
 
     host: str
     node: str
