@@ -25,6 +25,7 @@ import gc
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -196,7 +197,7 @@ class Replica(Follower, PlacementFacade):
             self._applied = applied
             self.revision = snap.revision
             self._dirty = set()
-        self.last_sync = self.clock()
+        self.last_sync = time.monotonic()
         self._frozen_rows = 0
         self._freeze_if_grown(reload=True)
 

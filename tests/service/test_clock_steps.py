@@ -126,7 +126,8 @@ def test_a_step_forward_neither_puts_a_live_node_down_nor_keeps_it_up(stepped: t
     _set_offset(clock, 0.0)
     with httpx.Client(base_url=server.url, timeout=10.0) as http:
         _report(http, _node(0))
-        _set_offset(clock, HOUR)  # a step forward: the node reported a moment ago
+        _set_offset(clock, HOUR)  # a step forward: the node reported a moment ago, the feed was read just now
+        assert http.get("/health").status_code == 200  # no lag: the feed was read a moment ago
         assert _shown(http)["up"]
         _report(http, _node(0))
         last = time.monotonic()
