@@ -17,8 +17,9 @@ import httpx
 import pytest
 
 from gantt.clocks import TEST_OFFSET_FILE
-from gantt.store.sqlite import SQLiteStore
+from gantt.store.base import open_store
 from tests.conftest import host_stats, request
+from tests.etcd.cluster import LocalCluster, require_etcd
 from tests.service.server import ServerProcess
 
 HOUR = 3600.0
@@ -49,9 +50,12 @@ def _report(http: httpx.Client, stats: dict[str, Any]) -> None:
 
 
 def _used(url: str) -> int | None:
-    with SQLiteStore(url) as store:
+    store = open_store(url, create=False)
+    try:
         [held] = store.snapshot().hosts
         return held.stats.vcpus_used
+    finally:
+        store.close()
 
 
 def _shown(http: httpx.Client) -> dict[str, Any]:
@@ -152,9 +156,21 @@ def test_a_restart_with_the_clock_corrected_applies_reports_and_puts_a_silent_no
         assert _shown(http)["up"]
 
 
-def test_every_report_through_a_server_30_s_behind_is_applied(tmp_path: Path, url: str) -> None:
-    """Two servers on one SQLite file, one of them 30 s behind: each report is the node's figures once answered,
+@pytest.fixture(params=["sqlite", "etcd"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """One store two servers share: a SQLite file, or a one-member etcd cluster."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/shared.sqlite"
+        return
+    require_etcd()
+    with LocalCluster(tmp_path / "etcd", size=1) as cluster:
+        yield cluster.url("/clocks")
+
+
+def test_every_report_through_a_server_30_s_behind_is_applied(tmp_path: Path, shared_store: str) -> None:
+    """Two servers on one store, one of them 30 s behind: each report is the node's figures once answered,
     whichever server took it, and the node stays up on both while it reports through either."""
+    url = shared_store
     fast, _ = _server(tmp_path, url, "fast", 0.0)
     slow, _ = _server(tmp_path, url, "slow", -30.0)
     with fast, slow, httpx.Client(base_url=fast.url, timeout=10.0) as to_fast, \
