@@ -555,15 +555,17 @@ class HostTable:
                 collecting = gc.isenabled()
                 gc.disable()
                 try:
-                    self._load_new(fresh, keys, [at(report) for report in fresh], whole)
+                    self._load_new(fresh, keys, now, clock_now, whole)
                 finally:
                     if collecting:
                         gc.enable()
             for report in pending[len(fresh):]:
                 self.update(report, now=at(report), whole=whole)
 
-    def _load_new(self, reports: list[HostReport], keys: list[NodeKey], stamps: list[float], whole: bool) -> None:
-        """``load``'s bulk part: ``reports`` of nodes the table does not hold, ``keys`` theirs, all distinct."""
+    def _load_new(self, reports: list[HostReport], keys: list[NodeKey], now: float | None, clock_now: float,
+                  whole: bool) -> None:
+        """``load``'s bulk part: ``reports`` of nodes the table does not hold, ``keys`` theirs, all distinct; their
+        report times ``now``, or their stamps no later than ``clock_now`` (see ``load``)."""
         columns = self._columns
         first = columns.add_rows(keys)
         end = first + len(keys)
@@ -591,8 +593,11 @@ class HostTable:
         # what ``update`` writes besides the stats: the report time; the usage version and the journal, once for
         # the new row (``Ledger.restore_row``), once for a whole record's cells (``Ledger.count_numa``) and once
         # for the report; a revision and a static revision (a new row) per report
+        raw = np.fromiter((np.nan if r.reported_at is None else r.reported_at for r in reports), dtype=np.float64,
+                          count=len(reports))
+        columns.cols["reported_at"][first:end] = raw
+        stamps = np.full(len(reports), now) if now is not None else np.fmin(raw, clock_now)  # fmin: NaN -> clock
         columns.cols["updated_at"][first:end] = stamps
-        columns.cols["reported_at"][first:end] = [np.nan if r.reported_at is None else r.reported_at for r in reports]
         touches = 3 if whole else 2
         simple = np.asarray(simple_rows, dtype=np.intp)
         columns.cols["usage_version"][simple] += touches
@@ -602,7 +607,7 @@ class HostTable:
         for row in complex_rows:
             i = row - first
             self._ledger.restore_row(row, keys[i])
-            self._apply_report(reports[i], row, keys[i], stamps[i], static=True, whole=whole)
+            self._apply_report(reports[i], row, keys[i], stamps.item(i), static=True, whole=whole)
         columns.refresh_rows(slice(first, end))
 
     def _apply_report(self, report: HostReport, row: int, key: NodeKey, now: float, *, static: bool,
