@@ -150,8 +150,8 @@ def test_a_restart_with_the_clock_corrected_applies_reports_and_puts_a_silent_no
     server.start()
     started = time.monotonic()
     with httpx.Client(base_url=server.url, timeout=10.0) as http:
-        assert _shown(http)["up"]  # as of the restart: its stamp is in the future, taken as now
-        _goes_down_on_time(http, started, early=False)  # "now" was the snapshot's load, before it answered
+        # its stamp, an hour ahead, is taken as the snapshot's load: down service_down_time after it at the latest
+        _goes_down_on_time(http, started, early=False)
         _report(http, _node(8))
         assert _used(url) == 8 and _shows_used(http, 8, timeout=0.0)
         assert _shown(http)["up"]
