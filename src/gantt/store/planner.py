@@ -266,7 +266,9 @@ def _plan_repeat(batch: Batch, reads: Reads, out: Plan, key: NodeKey, seen: Repe
     two was most of what a repeated report cost the store's writer). Otherwise the record may have been rewritten
     since, by a report taken through another server before this one or after it (the acknowledgement came
     first, so the store's order cannot tell): the record the store holds stands, and this report counts for the
-    node's liveness only. Its figures were those of the record it repeated, never newer than what stands."""
+    node's liveness only, so that a newer report is never rolled back. Where it was the older one (the replica's
+    view was behind by the feed's delay when it came), the host's next report, compared with a view caught up
+    by then, is written in full."""
     if held is not None and seen.revision > 0 and held[0] == seen.revision:
         touched_at = held[1]
         held_at: float | None = seen.reported_at if touched_at is None else touched_at
