@@ -2,10 +2,10 @@
 others in one batch (``Replica.flush_liveness``), instead of a commit, a catch-up and a feed apply each.
 
 What must hold: nothing a replica shows is ahead of the store (a taken report is seen nowhere until it is written,
-then everywhere alike); a taken report that was not a repeat after all (this replica's view was behind the store)
-is written in full, never lost; a changed report after taken ones wins; what was acknowledged is written when the
-replica stops, so a restarted one sees it; a host that stops reporting goes down on every replica at the same
-moment; a batch respects a store's size limit (etcd's --max-txn-ops).
+then everywhere alike); a taken report is a touch, whose figures never replace a record written since (through
+another worker, before it or after it: its answer went out first); a changed report after taken ones wins; what
+was acknowledged is written when the replica stops, so a restarted one sees it; a host that stops reporting goes
+down on every replica at the same moment; a batch respects a store's size limit (etcd's --max-txn-ops).
 """
 
 from __future__ import annotations
@@ -90,10 +90,13 @@ def test_a_repeat_is_written_as_a_touch_only_when_flushed_and_then_seen_alike(
     assert a.flush_liveness() == 0 and a.store.head() == revision + 1
 
 
-def test_a_report_taken_on_a_stale_view_is_written_in_full(pair: tuple[Replica, Replica, list[float], str]) -> None:
+def test_a_report_taken_on_a_stale_view_counts_for_liveness_and_leaves_the_newer_record(
+        pair: tuple[Replica, Replica, list[float], str]) -> None:
     """Worker b has not read a's change yet: the host's next report, equal to what b still holds, looks like a
-    repeat there. The store holds the change, so the flush must write the report as a record (the host's real
-    figures), not a touch that would leave the store on figures the host no longer has."""
+    repeat there and is answered at once. When b writes it, the store holds a record written since b's view, and
+    cannot tell whether it came before this report or after it (its answer went out first): the record written
+    stands (writing the taken figures could roll a newer report back), and the taken report counts for the
+    node's liveness, as a touch. The host's next report, compared with b's view caught up, is written in full."""
     a, b, now, _ = pair
     a.update_resource_stats("h1", _stats("h1"))
     b.sync()
@@ -104,8 +107,33 @@ def test_a_report_taken_on_a_stale_view_is_written_in_full(pair: tuple[Replica, 
     b.flush_liveness()
     a.sync()
     b.sync()
-    _all_hold_h1((a, b), 1, T0 + 20.0)
-    assert b.touches == 0
+    _all_hold_h1((a, b), 6, T0 + 20.0)
+    assert b.touches == 1 and b.stale_reports == 0
+    now[0] += 10.0
+    assert not _taken(b, "h1", _stats("h1"))
+    b.update_resource_stats("h1", _stats("h1"))
+    a.sync()
+    _all_hold_h1((a, b), 1, T0 + 30.0)
+
+
+def test_a_repeat_taken_before_a_change_never_rolls_the_change_back(
+        pair: tuple[Replica, Replica, list[float], str]) -> None:
+    """Worker b takes a repeat; before it writes it, the host's next report (a change) lands through worker a.
+    The change is the host's newest: the taken repeat only keeps the node alive."""
+    a, b, now, _ = pair
+    a.update_resource_stats("h1", _stats("h1"))
+    b.sync()
+    now[0] += 10.0
+    assert _taken(b, "h1", _stats("h1"))
+    now[0] += 10.0
+    a.update_resource_stats("h1", _stats("h1", num_io_ops=6))
+    b.flush_liveness()
+    a.sync()
+    b.sync()
+    [held] = a.store.snapshot().hosts
+    assert held.stats.num_io_ops == 6
+    for replica in (a, b):
+        assert replica.table.col("num_io_ops")[replica.table.row("h1", "h1")] == 6
 
 
 def test_a_changed_report_after_taken_repeats_wins_and_drops_them(
@@ -157,6 +185,7 @@ def test_a_host_goes_down_on_both_replicas_at_the_same_moment(
     a, b, now, _ = pair
     for host in ("up", "quiet"):
         a.update_resource_stats(host, _stats(host))
+    b.sync()  # a replica takes a report when it sees it: b's follower would have, at once
     now[0] += 40.0
     assert _taken(a, "up", _stats("up"))
     a.flush_liveness()
@@ -212,11 +241,11 @@ def test_a_host_deleted_after_its_repeat_was_taken_stays_deleted(
         assert ("h1", "h1") not in replica.table and _time(replica, "h2") == T0 + 30.0
 
 
-def test_an_operator_change_after_a_repeat_was_taken_is_merged_with_it(
+def test_an_operator_change_after_a_repeat_was_taken_stands(
         pair: tuple[Replica, Replica, list[float], str]) -> None:
-    """The repeat names the usage revision of the record it was compared with; the operator's change moves it, so
-    the store merges the (later) report into the changed record, as it would have had the report been written at
-    once after the change: what the report names wins, what it leaves out stays the operator's."""
+    """The repeat was answered before the operator's change was made: the change is the newer write and stands
+    (a store ordered by the clocks let the report's stamp, later than the time the change kept, undo the
+    operator's disabling); the repeat keeps the node alive."""
     a, b, now, _ = pair
     a.update_resource_stats("h1", _stats("h1", service={"disabled": False}))
     b.sync()
@@ -226,10 +255,10 @@ def test_an_operator_change_after_a_repeat_was_taken_is_merged_with_it(
     a.flush_liveness()
     a.sync()
     b.sync()
-    _all_hold_h1((a, b), 1, T0 + 30.0)
+    _all_hold_h1((a, b), 7, T0 + 30.0)
     [held] = a.store.snapshot().hosts
-    assert held.stats.service is not None and not held.stats.service.disabled
-    assert a.touches == 0
+    assert held.stats.service is not None and held.stats.service.disabled
+    assert a.touches == 1
 
 
 def test_the_feed_puts_a_record_in_before_it_moves_the_nodes_usage_revision(

@@ -28,7 +28,8 @@ class Follower:
         self.store = store
         self.clock = clock
         self.revision = 0
-        self.last_sync = 0.0  # clock() of the last successful read of the feed
+        # time.monotonic() of the last successful read of the feed: a step of the wall clock is no lag (/health)
+        self.last_sync = 0.0
         self.feed_errors = 0
         self.resyncs = 0
         self._stop = threading.Event()
@@ -110,7 +111,7 @@ class Follower:
             self.load()
             return 0
         self.apply(changes, since=since)
-        self.last_sync = self.clock()
+        self.last_sync = time.monotonic()
         return len(changes)
 
     def sync(self) -> int:
@@ -154,4 +155,4 @@ class Follower:
     @property
     def lag(self) -> float:
         """Seconds since the change feed was last read."""
-        return max(0.0, self.clock() - self.last_sync)
+        return max(0.0, time.monotonic() - self.last_sync)

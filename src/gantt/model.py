@@ -621,16 +621,15 @@ class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
             raise InvalidRequest(str(exc), field="$.name") from exc
 
 
-def merge_reports(old: HostReport | None, new: HostReport) -> HostReport | None:
+def merge_reports(old: HostReport | None, new: HostReport) -> HostReport:
     """The record a store keeps: ``new`` replaces what it names; inventories are replaced class by class.
 
-    None when ``new`` is older than ``old`` (by ``reported_at``): a report that arrives late must not roll a
-    host's state or its report time back, and the store decides it once so that every replica agrees.
+    Reports are ordered by the store (the last one written wins), never by ``reported_at``: that is the
+    receiving server's wall clock, which may be behind another server's or step back, and a report dropped for
+    it was a report answered and lost.
     """
     if old is None:
         return new
-    if old.reported_at is not None and new.reported_at is not None and new.reported_at < old.reported_at:
-        return None
     if same_stats(new.stats, old.stats):
         # Most reports of a real cloud repeat the host's last one: the merge is the old stats (every field it
         # names equal, every field it leaves out kept), and rebuilding them would validate their free-form JSON
@@ -662,10 +661,10 @@ def _same_json(a: Any, b: Any) -> bool:
 
 
 def repeats(old: HostReport, merged: HostReport) -> bool:
-    """``merged`` is ``old`` at a later time: the report changed nothing but the node's liveness. (At the same
-    time it is an operator's change, written as a record: ``Replica.update_host`` keeps the report time, and may
-    write what the node already holds.)"""
-    return (old.reported_at is not None and merged.reported_at is not None and merged.reported_at > old.reported_at
+    """``merged`` is ``old`` reported again: the report changed nothing but the node's liveness. Its time differs
+    (either way: servers' clocks differ); at the same time it is an operator's change, written as a record
+    (``Replica.update_host`` keeps the report time, and may write what the node already holds)."""
+    return (old.reported_at is not None and merged.reported_at is not None and merged.reported_at != old.reported_at
             and merged.provider == old.provider
             and (merged.stats is old.stats or same_stats(merged.stats, old.stats)))
 

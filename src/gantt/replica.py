@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from gantt import clocks
 from gantt.activity import Activity, Overview
 from gantt.allocator import freeze_long_lived
 from gantt.catalog import Catalog
@@ -113,8 +114,11 @@ class Replica(Follower, PlacementFacade):
     FEED_THREAD = "gantt-replica-feed"
 
     def __init__(self, store: Store, config: Config | None = None, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = clocks.wall) -> None:
         Follower.__init__(self, store, clock)
+        # Liveness and claim ages are measured on it, from when this replica took each report, touch and claim
+        # (its own writes, the feed): no step or skew of a wall clock moves them (gantt.clocks).
+        self.steady = clocks.steady_for(clock)
         self.config = config or Config()
         self.node_revisions: dict[NodeKey, int] = {}
         self._applied: dict[tuple[Any, ...], int] = {}
@@ -122,7 +126,7 @@ class Replica(Follower, PlacementFacade):
         # Nodes whose last claim commit had an unknown outcome: not claimable until the next snapshot load.
         self._dirty: set[NodeKey] = set()
         self._frozen_rows = 0  # the table's size when the heap was last frozen (``_freeze_if_grown``)
-        self.stale_reports = 0  # reports this replica wrote that the store ignored as older than what it held
+        self.stale_reports = 0  # reports this replica took that the store wrote nothing for (node deleted since)
         self.touches = 0  # reports that changed nothing but their time: written as touches, or not at all (quiet)
         # Reports that repeat their node's record, acknowledged and not yet written (``heartbeat``): node -> report.
         self._liveness: dict[NodeKey, tuple[HostReport, RepeatOf]] = {}
@@ -147,7 +151,7 @@ class Replica(Follower, PlacementFacade):
         return self.scheduler.table
 
     def _new_table(self) -> HostTable:
-        return HostTable.from_config(self.config, clock=self.clock, on_expire=self._on_expire)
+        return HostTable.from_config(self.config, clock=self.steady, on_expire=self._on_expire)
 
     def _new_scheduler(self, table: HostTable, replaces: Scheduler | None = None) -> Scheduler:
         """A scheduler deciding on ``table``: its engine's caches and memos start empty with the table they
@@ -193,7 +197,7 @@ class Replica(Follower, PlacementFacade):
             self._applied = applied
             self.revision = snap.revision
             self._dirty = set()
-        self.last_sync = self.clock()
+        self.last_sync = time.monotonic()
         self._frozen_rows = 0
         self._freeze_if_grown(reload=True)
 
@@ -304,7 +308,7 @@ class Replica(Follower, PlacementFacade):
             elif kind == "allocation_deleted" and change.allocation is not None:
                 table.release(change.allocation.consumer_uuid)
             elif kind == "host" and change.host is not None:
-                table.update(change.host, whole=True)
+                table.update(change.host, whole=True, observed=True)
                 self.providers.put(change.host)
             elif kind == "host_deleted" and change.node is not None:
                 self.providers.remove(change.node)
@@ -340,7 +344,7 @@ class Replica(Follower, PlacementFacade):
                 continue  # a later record of the node is applied already (our own write, ahead of the feed)
             applied[key] = change.revision
             touches.append((change.node, change.at))
-        table.touch_many(touches)
+        table.touch_many(touches, observed=True)
         providers = self.providers
         for node, at in touches:
             view = providers.by_key.get(node)
@@ -537,7 +541,7 @@ class Replica(Follower, PlacementFacade):
 
     def written(self, batch: Batch, result: CommitResult) -> CommitResult:
         """The second half of a write: apply the committed changes here (read your own writes)."""
-        if batch.reports:  # the store keeps no report older than the one it holds (model.merge_reports)
+        if batch.reports:  # what the store wrote nothing for: reports of nodes deleted meanwhile (existing_only)
             touches = sum(1 for c in result.changes if c.kind == "touch") + result.quiet
             self.touches += touches
             self.stale_reports += len(batch.reports) - touches - sum(1 for c in result.changes if c.kind == "host")
@@ -573,11 +577,12 @@ class Replica(Follower, PlacementFacade):
         this replica holds for its node (``model.repeats``: nothing but the time moved, as for most reports of a
         real cloud); False, taking nothing, for any other report, which the caller writes now.
 
-        A taken report is in no store yet: ``flush_liveness`` writes the pending ones as one batch through the
-        store's planner, which compares each with the record the store holds, so a report that this replica took
-        for a repeat while the store already held a newer record (written through another worker, not in this
-        feed yet) is written in full then, never lost. Until then every replica, this one too, shows the node as
-        of its previous report: later by at most LIVENESS_DELAY plus the feed's delay. ``stop`` writes what is
+        A taken report is in no store yet: ``flush_liveness`` writes the pending ones as one batch of touches
+        (``planner._plan_repeat``): each counts for its node's liveness; its figures, those of the record this
+        replica held, never replace a record the store has written since (through another worker or server,
+        before this report or after it: its answer went out first, so only the record the store holds is sure
+        to be no older). Until then every replica, this one too, shows the node as of its previous report:
+        later by at most LIVENESS_DELAY plus the feed's delay. ``stop`` writes what is
         pending; a process killed outright loses up to LIVENESS_DELAY of them (their nodes look as old as their
         previous report until their next one)."""
         if self.store.last_write_error is not None:
@@ -593,8 +598,8 @@ class Replica(Follower, PlacementFacade):
         old = view.record
         merged = merge_reports(old, report)
         with self._liveness_lock:
-            if merged is None or not repeats(old, merged):
-                # Written now: a taken report of the node, older, would be refused by the store as stale.
+            if not repeats(old, merged):
+                # Written now, and it says the node is alive: a taken report of the node, older, is not needed.
                 self._liveness.pop(key, None)
                 return False
             assert old.reported_at is not None  # repeats() holds
@@ -614,7 +619,7 @@ class Replica(Follower, PlacementFacade):
                 part = taken[start:start + size]
                 try:
                     self.write(Batch(reports=[report for report, _ in part], touch_interval=self._touch_interval,
-                                     existing_only=True, repeat_of=[seen for _, seen in part if seen.revision]))
+                                     existing_only=True, repeat_of=[seen for _, seen in part]))
                 except Exception:
                     with self._liveness_lock:  # kept for the next attempt, unless the node reported since
                         for report, seen in taken[start:]:
@@ -646,23 +651,15 @@ class Replica(Follower, PlacementFacade):
 
     def update_host(self, host: str, node: str | None, stats: HostStats) -> int:
         """An operator's change to a known node (Nova's ``service set --disable``): merged into its record as
-        a report is, but it is not a report, so the node's last-report time stays and a host that has gone
-        quiet is not made to look alive. Without ``node``, every node of the host changes."""
+        a report is, but it is not a report, so the node's last-report time stays (no ``reported_at``: the merge
+        keeps the record's) and a host that has gone quiet is not made to look alive. Without ``node``, every node
+        of the host changes."""
         host, node = self.node_named(host, node)
-        for _ in range(self.config.gantt.claim_retries + 1):
-            with self.table.lock:
-                rows = [self.table.row(host, node)] if node is not None or len(self.table.rows_of_host(host)) <= 1 \
-                    else sorted(self.table.rows_of_host(host))
-                updated_at = self.table.col("updated_at")
-                reports = [HostReport(host=host, node=self.table.node_names[row], stats=stats,
-                                      reported_at=float(updated_at[row])) for row in rows]
-            result = self._write(Batch(reports=reports))
-            if sum(1 for c in result.changes if c.kind == "host") == len(reports):
-                return result.revision
-            # A report newer than the one read above reached the store first (its record keeps the newest):
-            # read it, then apply the change on top of it.
-            self.sync()
-        raise Conflict(f"host {host!r} kept reporting while it was being changed; try again", field="host")
+        with self.table.lock:
+            rows = [self.table.row(host, node)] if node is not None or len(self.table.rows_of_host(host)) <= 1 \
+                else sorted(self.table.rows_of_host(host))
+            reports = [HostReport(host=host, node=self.table.node_names[row], stats=stats) for row in rows]
+        return self._write(Batch(reports=reports)).revision
 
     def update_aggregate(self, aggregate: Aggregate | dict[str, Any]) -> int:
         return self.write(Batch(aggregates=[decode(aggregate, Aggregate)]))

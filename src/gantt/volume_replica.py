@@ -100,7 +100,7 @@ class VolumeReplica(Follower):
             self.node_revisions = {(nr.host, nr.node): nr.revision for nr in snap.node_revisions}
             self.revision = snap.revision
             self.skipped = skipped
-        self.last_sync = self.clock()
+        self.last_sync = time.monotonic()
 
     # --------------------------------------------------------------------------------------------- apply
 

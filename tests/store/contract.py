@@ -218,26 +218,32 @@ def check_an_unchanged_report_is_a_touch(store: Store) -> None:
     assert held.reported_at == 1010.0 and held.stats == at(0.0, vcpus_used=2).stats
     # the node's usage did not change: a claim made on what the first report showed still holds
     store.commit(Batch(expect=[Expect("h1", "h1", first.revision)], allocations=[alloc("c1", "h1")]))
-    late = store.commit(Batch(reports=[at(1005.0, vcpus_used=3)]))  # older than the touch: ignored
-    assert late.changes == [] and late.quiet == 0
     quiet = store.commit(Batch(reports=[at(1012.0, vcpus_used=2)], touch_interval=5.0))
     assert quiet.changes == [] and quiet.quiet == 1
     assert store.snapshot().hosts[0].reported_at == 1010.0
-    changed = store.commit(Batch(reports=[at(1020.0, vcpus_used=3)], touch_interval=5.0))
+    # Stamped before the time held (a server whose clock is behind, or stepped back): still written, in the
+    # store's order, a touch or a record as it repeats or not; the record written drops the touch it follows.
+    behind = store.commit(Batch(reports=[at(1002.0, vcpus_used=2)], touch_interval=5.0))
+    assert [(c.kind, c.at) for c in behind.changes] == [("touch", 1002.0)]
+    assert store.snapshot().hosts[0].reported_at == 1002.0
+    changed = store.commit(Batch(reports=[at(1001.0, vcpus_used=3)], touch_interval=5.0))
     assert [c.kind for c in changed.changes] == ["host"]
-    assert changed.changes[0].host is not None and changed.changes[0].host.reported_at == 1020.0
+    assert changed.changes[0].host is not None and changed.changes[0].host.reported_at == 1001.0
+    [held] = store.snapshot().hosts
+    assert (held.stats.vcpus_used, held.reported_at) == (3, 1001.0)
     store.commit(Batch(delete_hosts=[("h1", None)]))
     store.commit(Batch(reports=[at(1001.0)]))  # the node's liveness went with it: nothing lifts the new one
     assert store.snapshot().hosts[0].reported_at == 1001.0
     kinds = [c.kind for c in store.changes(0, timeout=0) if c.kind != "allocation_deleted"]  # etcd lists those
-    assert kinds == ["host", "touch", "allocation", "host", "host_deleted", "host"]
+    assert kinds == ["host", "touch", "allocation", "touch", "host", "host_deleted", "host"]
 
 
 def check_a_named_repeat_is_a_touch_only_at_its_revision(store: Store) -> None:
-    """``Batch.repeat_of``: reports a replica took for repeats of the record it held at a usage revision. While the
-    store holds that revision, a touch (nothing within ``touch_interval`` of the time the store holds, which a
-    later touch may have moved past the one named); the record changed since, the report is merged into what
-    the store holds and written whole; the node deleted, or never written, nothing."""
+    """``Batch.repeat_of``: reports a replica took for repeats of the record it held at a usage revision, and
+    answered before writing. Each is a touch (nothing within ``touch_interval`` after the time the store holds,
+    which a later touch may have moved past the one named); the record changed since, what the store holds stands
+    (the repeat may have been answered before that write: never rolled back by it) and the report is a touch of
+    it; the node deleted, or never written, nothing."""
     first = store.commit(Batch(reports=[at(1000.0, vcpus_used=2)]))
     seen = RepeatOf("h1", "h1", first.revision, 1000.0)
 
@@ -249,16 +255,16 @@ def check_a_named_repeat_is_a_touch_only_at_its_revision(store: Store) -> None:
     quiet = repeat(1012.0, interval=5.0)  # 12 s after the time named, 2 s after the time held
     assert quiet.changes == [] and quiet.quiet == 1
     store.commit(Batch(reports=[at(1030.0, vcpus_used=2)]))  # another writer's touch, later than the next repeat
-    late = repeat(1020.0)
-    assert late.changes == [] and late.quiet == 0
-    assert store.snapshot().hosts[0].reported_at == 1030.0
-    store.commit(Batch(reports=[at(1040.0, vcpus_used=3, num_io_ops=4)]))  # another writer's change
+    late = repeat(1020.0)  # stamped before the time held: written all the same (clocks differ)
+    assert [(c.kind, c.at) for c in late.changes] == [("touch", 1020.0)]
+    assert store.snapshot().hosts[0].reported_at == 1020.0
+    changed = store.commit(Batch(reports=[at(1040.0, vcpus_used=3, num_io_ops=4)]))  # another writer's change
     written = repeat(1050.0)
-    assert [c.kind for c in written.changes] == ["host"]
+    assert [(c.kind, c.at) for c in written.changes] == [("touch", 1050.0)]
     [held] = store.snapshot().hosts
-    assert (held.stats.vcpus_used, held.stats.num_io_ops, held.reported_at) == (2, 4, 1050.0)
+    assert (held.stats.vcpus_used, held.stats.num_io_ops, held.reported_at) == (3, 4, 1050.0)
     store.commit(Batch(delete_hosts=[("h1", None)]))
-    assert repeat(1060.0, RepeatOf("h1", "h1", written.revision, 1050.0)).changes == []
+    assert repeat(1060.0, RepeatOf("h1", "h1", changed.revision, 1050.0)).changes == []
     assert repeat(1060.0, RepeatOf("h9", "h9", 0, 900.0)).changes == []  # a node the store never held
     assert store.snapshot().hosts == []
 

@@ -200,7 +200,7 @@ class Metrics:
             *_head("gantt_replica_feed_errors_total", "counter", "Change feed reads that failed (retried)."),
             f"gantt_replica_feed_errors_total{{{worker}}} {replica.feed_errors}",
             *_head("gantt_stale_reports_total", "counter",
-                   "Host reports ignored because a newer one had been applied."),
+                   "Host reports not written: their node was deleted after they were taken."),
             f"gantt_stale_reports_total{{{worker}}} {replica.stale_reports}",
             *_head("gantt_report_touches_total", "counter",
                    "Host reports that changed nothing but their time: a liveness touch written, or nothing."),

@@ -42,7 +42,10 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "io_ops_load": (np.float64, 0),
     "instances_load": (np.float64, 0),
     "hypervisor_version": (np.float64, 0),
+    # when this replica took the node's last report, on the table's clock (liveness reads it), and the stamp
+    # that report carries (the receiving server's wall clock: it tells a report from a rewrite of the same one)
     "updated_at": (np.float64, -np.inf),
+    "reported_at": (np.float64, np.nan),
     "disabled": (np.bool_, False),
     "forced_down": (np.bool_, False),
     "free_ram_mb": (np.float64, 0),

@@ -52,6 +52,11 @@ class Ledger:
         # and releases through the store; without it the ledger drops expired claims itself.
         self._on_expire = on_expire
         self._allocations: dict[str, Allocation] = {}
+        # consumer -> when this table first held its allocation, on the table's clock: a claim's age for
+        # claim_timeout. Not ``created_at``, the claiming server's wall clock, which another server's may be behind
+        # or ahead of, and which steps; an allocation loaded from a snapshot is as old as the load (the safe side:
+        # it counts in flight for longer, never shorter).
+        self._seen: dict[str, float] = {}
         self._node_allocations: dict[NodeKey, set[str]] = {}
         # server group -> the consumers claimed under its hard policy (Allocation.group), wherever they run
         self._group_allocations: dict[str, set[str]] = {}
@@ -266,6 +271,8 @@ class Ledger:
     def _index(self, allocation: Allocation) -> None:
         consumer = allocation.consumer_uuid
         self._allocations[consumer] = allocation
+        if consumer not in self._seen:
+            self._seen[consumer] = self._clock()
         node_allocations = self._node_allocations
         for key in allocation.nodes():
             holders = node_allocations.get(key)
@@ -283,16 +290,17 @@ class Ledger:
     def _insert(self, row: int, key: NodeKey, allocation: Allocation) -> None:
         if not allocation.created_at:
             allocation.created_at = self._clock()
+        seen = self._seen.setdefault(allocation.consumer_uuid, self._clock())
         updated_at = self._columns.cols["updated_at"].item(row)
         listed = allocation.listed_as in self._instances.reported_instances(row)
         if listed and allocation.migration_uuid:
             # A moved instance the node already lists (a resize on the same host, a revert's source): only a
             # report made after the move counts what it now holds; until then it is in flight.
-            listed = updated_at > allocation.created_at
+            listed = updated_at > seen
         # On a node that never lists instances, a claim older than the timeout is settled, as settle_unlisted
-        # would have done (a replica loading a snapshot).
+        # would have done (an allocation put back on a node that came back).
         # (The time first: a fresh claim is newer than its node's last report, and the test reads no more rows.)
-        settled = updated_at - allocation.created_at > self.claim_timeout and self._settles(row)
+        settled = updated_at - seen > self.claim_timeout and self._settles(row)
         if listed or settled:
             allocation.confirmed = True
         self._index(allocation)
@@ -306,6 +314,7 @@ class Ledger:
 
     def _drop(self, consumer_uuid: str) -> Allocation:
         alloc = self._allocations.pop(consumer_uuid)
+        self._seen.pop(consumer_uuid, None)
         if alloc.group:
             members = self._group_allocations.get(alloc.group)
             if members is not None:
@@ -392,9 +401,9 @@ class Ledger:
                 self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
                 if alloc.numa:
                     self.count_numa(row, key)
-            elif alloc.created_at and now - alloc.created_at > self.claim_timeout:
+            elif alloc.created_at and now - self._seen.get(consumer, now) > self.claim_timeout:
                 log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
-                            consumer, key[0], key[1], now - alloc.created_at)
+                            consumer, key[0], key[1], now - self._seen.get(consumer, now))
                 expired.append(alloc)
         if expired:
             self.expired_claims += len(expired)
@@ -417,7 +426,7 @@ class Ledger:
             alloc = self._allocations[consumer]
             if (alloc.host, alloc.nodename) != key:
                 continue
-            if not alloc.confirmed and alloc.created_at and now - alloc.created_at > self.claim_timeout:
+            if not alloc.confirmed and alloc.created_at and now - self._seen.get(consumer, now) > self.claim_timeout:
                 alloc.confirmed = True
                 self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
                 if alloc.numa:

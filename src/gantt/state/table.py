@@ -100,7 +100,7 @@ class HostTable:
         # Caches outside the table (the engine's masks, filters' memos) are keyed on the static revision: a table
         # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
         self._static_revision = next(_STATIC_EPOCHS) << 32
-        self._stale_reports = 0  # reports ignored because the node had applied a newer one
+        self._stale_reports = 0  # none since reports are applied in the order given (the store's): kept for callers
         # Why an operator disabled a node (Nova's service.disabled_reason): shown, never filtered on, so kept
         # beside the columns for the few nodes that have one.
         self._disabled_reasons: dict[NodeKey, str] = {}
@@ -485,24 +485,33 @@ class HostTable:
 
     # --------------------------------------------------------------------------------------- reports
 
-    def update(self, report: HostReport, *, now: float | None = None, whole: bool = False) -> int:
+    def update(self, report: HostReport, *, now: float | None = None, whole: bool = False,
+               observed: bool = False) -> int:
         """Apply one host report (a full replacement of what it names). Returns the node's row.
 
-        ``whole``: the report is the node's whole stored record (from a store), so inventories it lacks are gone."""
+        ``whole``: the report is the node's whole stored record (from a store), so inventories it lacks are gone.
+        The node's report time (``updated_at``) becomes ``now``; without it, the report's ``reported_at`` or,
+        ``observed`` (a replica applying its store's feed), this table's clock: the stamp is another server's
+        wall clock, which may be behind or ahead of ours, or have stepped since. Either way a record that carries
+        the stamp the node holds already is no new report (an operator's change, a Placement write, rewriting
+        the node's last report): its time stays."""
         with self._lock:
-            if now is None:
-                now = report.reported_at if report.reported_at is not None else self._clock()
             columns = self._columns
             key = (report.host, report.nodename)
             row = columns.row_of.get(key)
-            if row is not None and report.reported_at is not None \
-                    and report.reported_at < columns.cols["updated_at"][row]:
-                self._stale_reports += 1  # a late report must not roll the node's state or report time back
-                return row
+            stamp = report.reported_at
+            if now is None:
+                if row is not None and stamp is not None and stamp == columns.cols["reported_at"].item(row):
+                    now = columns.cols["updated_at"].item(row)
+                elif observed or stamp is None:
+                    now = self._clock()
+                else:
+                    now = stamp
             static = False
             if row is None:
                 row = self._add_row(report.host, report.nodename)
                 static = True
+            columns.cols["reported_at"][row] = np.nan if stamp is None else stamp
             return self._apply_report(report, row, key, now, static=static, whole=whole)
 
     def load(self, reports: Iterable[HostReport], *, now: float | None = None, whole: bool = False) -> None:
@@ -511,13 +520,22 @@ class HostTable:
         million per-report updates cost ~30 s of Python); the others (and every report while a listener watches
         the table, which must see each change) go through ``update``.
 
-        The one difference: a report without ``reported_at`` (and no ``now``) is stamped with one clock reading
-        for the whole batch rather than one each."""
+        Two differences: a report without ``reported_at`` (and no ``now``) is stamped with one clock reading for
+        the whole batch rather than one each; and without ``now`` no node's report time is later than that
+        reading (a snapshot's stamps are other servers' wall clocks, or ours before a step back: a node stamped
+        in the future is taken as reported now, and goes down ``service_down_time`` after it if it is silent)."""
         with self._lock:
             pending = list(reports)
+            clock_now = self._clock()
+
+            def at(report: HostReport) -> float:
+                if now is not None:
+                    return now
+                return clock_now if report.reported_at is None else min(report.reported_at, clock_now)
+
             if self._listeners:
                 for report in pending:
-                    self.update(report, now=now, whole=whole)
+                    self.update(report, now=at(report), whole=whole)
                 return
             columns = self._columns
             row_of = columns.row_of
@@ -537,15 +555,17 @@ class HostTable:
                 collecting = gc.isenabled()
                 gc.disable()
                 try:
-                    self._load_new(fresh, keys, now, whole)
+                    self._load_new(fresh, keys, now, clock_now, whole)
                 finally:
                     if collecting:
                         gc.enable()
             for report in pending[len(fresh):]:
-                self.update(report, now=now, whole=whole)
+                self.update(report, now=at(report), whole=whole)
 
-    def _load_new(self, reports: list[HostReport], keys: list[NodeKey], now: float | None, whole: bool) -> None:
-        """``load``'s bulk part: ``reports`` of nodes the table does not hold, ``keys`` theirs, all distinct."""
+    def _load_new(self, reports: list[HostReport], keys: list[NodeKey], now: float | None, clock_now: float,
+                  whole: bool) -> None:
+        """``load``'s bulk part: ``reports`` of nodes the table does not hold, ``keys`` theirs, all distinct; their
+        report times ``now``, or their stamps no later than ``clock_now`` (see ``load``)."""
         columns = self._columns
         first = columns.add_rows(keys)
         end = first + len(keys)
@@ -554,9 +574,6 @@ class HostTable:
         codes: dict[str, int] = {}
         aggset = [codes[host] if host in codes else codes.setdefault(host, code_of(host)) for host, _ in keys]
         columns.cols["aggset_code"][first:end] = aggset
-        clock_now = self._clock() if now is None else now
-        stamps = [now if now is not None else report.reported_at if report.reported_at is not None else clock_now
-                  for report in reports]
         held = self._ledger.holds
         simple_rows: list[int] = []
         simple_stats: list[Any] = []
@@ -576,6 +593,10 @@ class HostTable:
         # what ``update`` writes besides the stats: the report time; the usage version and the journal, once for
         # the new row (``Ledger.restore_row``), once for a whole record's cells (``Ledger.count_numa``) and once
         # for the report; a revision and a static revision (a new row) per report
+        raw = np.fromiter((np.nan if r.reported_at is None else r.reported_at for r in reports), dtype=np.float64,
+                          count=len(reports))
+        columns.cols["reported_at"][first:end] = raw
+        stamps = np.full(len(reports), now) if now is not None else np.fmin(raw, clock_now)  # fmin: NaN -> clock
         columns.cols["updated_at"][first:end] = stamps
         touches = 3 if whole else 2
         simple = np.asarray(simple_rows, dtype=np.intp)
@@ -586,7 +607,7 @@ class HostTable:
         for row in complex_rows:
             i = row - first
             self._ledger.restore_row(row, keys[i])
-            self._apply_report(reports[i], row, keys[i], stamps[i], static=True, whole=whole)
+            self._apply_report(reports[i], row, keys[i], stamps.item(i), static=True, whole=whole)
         columns.refresh_rows(slice(first, end))
 
     def _apply_report(self, report: HostReport, row: int, key: NodeKey, now: float, *, static: bool,
@@ -635,20 +656,24 @@ class HostTable:
         apart but cost: the instances it lists are listed again, claims settle or expire on its time."""
         self.touch_many([((host, node), now)])
 
-    def touch_many(self, touches: list[tuple[NodeKey, float]]) -> None:
+    def touch_many(self, touches: list[tuple[NodeKey, float]], *, observed: bool = False) -> None:
         """``touch`` for each (node, time) in order, under one hold of the lock, the touched rows' load and free
-        figures computed again together (row by row they were half of what a replica spent per touch)."""
+        figures computed again together (row by row they were half of what a replica spent per touch).
+
+        ``observed``: the times are the touches' stamps (other servers' wall clocks), and each node's report time
+        is this table's clock now instead, as ``update`` does with a report from the feed."""
         with self._lock:
             columns = self._columns
             updated_at = columns.cols["updated_at"]
+            stamps = columns.cols["reported_at"]
+            clock_now = self._clock() if observed else 0.0
             touched: list[tuple[int, NodeKey]] = []
-            for key, now in touches:
+            for key, stamp in touches:
                 row = columns.row_of.get(key)
                 if row is None:
                     continue
-                if now < updated_at[row]:
-                    self._stale_reports += 1
-                    continue
+                stamps[row] = stamp
+                now = clock_now if observed else stamp
                 if columns.reports_instances[row]:
                     listed = self._instances.report(row, key[0], self._instances.reported_instances(row),
                                                     held=self._ledger)

@@ -22,8 +22,10 @@ Contract for backends
   a *touch*: the backend keeps the node's liveness time apart from its record (a small row or key), the feed
   carries a ``touch`` change of a few bytes, and the node's usage revision does not move (so no claim in flight
   conflicts with it). Reads and snapshots show the record with ``reported_at`` lifted to that time, so the
-  touch is a report in every respect but cost. A touch within ``Batch.touch_interval`` of the time the store
-  holds writes nothing at all (``CommitResult.quiet``). See the planner's ``_plan_reports``.
+  touch is a report in every respect but cost; a write of the record drops the node's touch (the last write
+  wins: reports are ordered by the store, never by the clocks that stamped them). A touch within
+  ``Batch.touch_interval`` after the time the store holds writes nothing at all (``CommitResult.quiet``). See
+  the planner's ``_plan_reports``.
 - ``last_write_error``: the store could not write (a full disk, an I/O error, no quorum), as opposed to refusing
   a batch (``StoreConflict``, ``ConsumerHeld``, ``NotFound``). Set when a commit fails so, cleared by the next
   commit that is written; ``/health`` reports it. A backend whose writes cannot fail (memory) leaves it None.
@@ -99,9 +101,10 @@ class RepeatOf(Struct, array_like=True):
     """A replica took a report of this node for a repeat of the record it held when the node's usage revision was
     ``revision`` (``Replica.heartbeat``), that record's time (lifted by the touches it had applied) being
     ``reported_at``. Every write of a node's record moves its usage revision, so a store that still holds that
-    revision holds that record: it may take the report for a touch from the revision and its liveness time
-    alone, without reading the record (``planner._plan_reports``). Any other revision: the report is planned
-    as any other, from the record."""
+    revision holds that record: it may plan the report's touch from the revision and its liveness time alone,
+    without reading the record (``planner._plan_repeat``). Any other revision: the touch is planned from the
+    record the store holds, which stands (the report was answered before it was written, so the store cannot
+    tell whether a record written since is older or newer than it)."""
 
     host: str
     node: str
@@ -235,8 +238,11 @@ class CommitResult(Struct):
 
 
 def lifted(record: HostReport, touched_at: float | None) -> HostReport:
-    """A node's record as reads and snapshots show it: its report time is the later of its own and its last touch."""
-    if touched_at is None or (record.reported_at is not None and record.reported_at >= touched_at):
+    """A node's record as reads and snapshots show it: its report time is that of its last touch, if it has one.
+
+    A touch kept is newer, in the store's order, than the record (a write of the record drops it), whichever of
+    the two times is the larger: servers' clocks differ, and the store orders reports, not their clocks."""
+    if touched_at is None or record.reported_at == touched_at:
         return record
     return msgspec.structs.replace(record, reported_at=touched_at)
 

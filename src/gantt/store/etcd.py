@@ -797,8 +797,7 @@ class EtcdStore(Store):
             txn.ops[self.keys.touched(*key)] = encode(at)
         for key, report in decided.hosts.items():
             txn.ops[self.keys.node(*key)] = None if report is None else encode(report)
-            if report is None:
-                txn.ops[self.keys.touched(*key)] = None
+            txn.ops[self.keys.touched(*key)] = None  # the record is newer than its touch (store.base: lifted)
         for aggregate_id, aggregate in decided.aggregates.items():
             txn.ops[self.keys.aggregate(aggregate_id)] = None if aggregate is None else encode(aggregate)
         for key in txn.stale:

@@ -184,7 +184,7 @@ class Keys:
                 return Change(revision=revision, kind="record_deleted",
                               record=Record(kind=kind, name=name))  # type: ignore[arg-type]
             return Change(revision=revision, kind="record", record=decode_record(kv.value))
-        if key.startswith(self.live):  # deleted only with its node, which "host_deleted" says
+        if key.startswith(self.live):  # deleted with its node ("host_deleted" says so) or by a write of its record
             return None if deleted else Change(revision=revision, kind="touch", node=self.split(key, self.live),
                                                at=float(kv.value))
         if key.startswith(self.instances_prefix) and not deleted:

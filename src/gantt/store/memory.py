@@ -59,9 +59,9 @@ class MemoryStore(Store):
                 return CommitResult(revision=self._revision, changes=[], quiet=p.quiet)
             rev = self._revision + 1
             for key, report in p.hosts.items():
+                self._touched.pop(key, None)  # the record is newer than its touch (base: lifted)
                 if report is None:
                     self._hosts.pop(key, None)
-                    self._touched.pop(key, None)
                 else:
                     self._hosts[key] = report
             self._touched.update(p.touches)

@@ -36,7 +36,7 @@ from gantt.model import (
     merge_reports,
     repeats,
 )
-from gantt.store.base import Batch, Change, ConsumerHeld, Expect, StoreConflict
+from gantt.store.base import Batch, Change, ConsumerHeld, Expect, RepeatOf, StoreConflict
 
 
 class Reads(Protocol):
@@ -49,7 +49,8 @@ class Reads(Protocol):
         """The node's usage revision is still ``expect.revision`` (0: never written)."""
 
     def host(self, key: NodeKey) -> HostReport | None:
-        """The node's record, its ``reported_at`` lifted to the last touch the backend keeps for it (if later)."""
+        """The node's record, its ``reported_at`` that of the last touch the backend keeps for it, if any
+        (``store.base.lifted``)."""
 
     def nodes_of(self, host: str, node: str | None) -> list[NodeKey]:
         """The stored nodes of ``host`` (every one when ``node`` is None, else that one if stored)."""
@@ -225,37 +226,28 @@ def _plan_records(batch: Batch, out: Plan) -> None:
 
 
 def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
-    liveness = getattr(reads, "liveness", None) if batch.repeat_of else None
-    repeat_of = {(r.host, r.node): r for r in batch.repeat_of} if liveness is not None else {}
-    held = liveness(list(repeat_of)) if repeat_of else {}  # read before this batch writes anything
+    repeat_of = {(r.host, r.node): r for r in batch.repeat_of}
+    liveness = getattr(reads, "liveness", None) if repeat_of else None
+    held = liveness(list(repeat_of)) if liveness is not None else {}  # read before this batch writes anything
     for report in batch.reports:
         key = (report.host, report.nodename)
         seen = repeat_of.get(key)
         if seen is not None and key not in out.hosts and key not in out.touches:
-            # Reading and decoding the record, merging the report into it and comparing the two was most of what
-            # a repeated report cost the store's writer. The record is the one the replica compared the report
-            # with while the node's usage revision is the one it names (every record write moves it); the time
-            # the store holds is then the later of that record's and of its last touch.
-            revision, touched_at = held[key]
-            held_at = seen.reported_at if touched_at is None else max(touched_at, seen.reported_at)
-            if seen.revision > 0 and revision == seen.revision and report.reported_at is not None \
-                    and report.reported_at > held_at:
-                _plan_touch(batch, out, key, held_at, report.reported_at)
-                continue
+            _plan_repeat(batch, reads, out, key, seen, held.get(key), report)
+            continue
         written = key in out.hosts
         old = out.hosts[key] if written else reads.host(key)
         if old is None and batch.existing_only:
             continue  # deleted after the report arrived, as if the report had been written at once, before
+        # In the store's order: the last report written is the node's, whatever the clocks of the servers that
+        # stamped them say (``merge_reports``).
         merged = merge_reports(old, report)
-        if merged is None:
-            continue  # older than what the store holds: every replica must ignore it alike
         if not written and old is not None and repeats(old, merged):
             # A host whose numbers did not move (most reports of a real cloud): its liveness is all that changed.
             # Rewriting the record and sending it through the feed would cost a full write and a full apply on
             # every replica per report; a touch keeps the time apart, and moves no usage revision because usage
             # did not change. Within touch_interval of the time already held, not even that is written: the node
             # then looks up to that much older everywhere alike, a small fraction of service_down_time.
-            assert merged.reported_at is not None and old.reported_at is not None
             _plan_touch(batch, out, key, old.reported_at, merged.reported_at)
             continue
         out.touches.pop(key, None)
@@ -264,9 +256,39 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
         out.changes.append(Change(revision=0, kind="host", host=merged))
 
 
-def _plan_touch(batch: Batch, out: Plan, key: NodeKey, held_at: float, at: float) -> None:
-    """A report of ``key`` at ``at`` that repeats the record the store holds, its time ``held_at``."""
-    if at - held_at < batch.touch_interval:
+def _plan_repeat(batch: Batch, reads: Reads, out: Plan, key: NodeKey, seen: RepeatOf,
+                 held: tuple[int, float | None] | None, report: HostReport) -> None:
+    """A report a replica acknowledged before writing it (``Replica.heartbeat``) because it repeated the record
+    that replica held at usage revision ``seen.revision``: it is written as a touch, never as a record.
+
+    While the store still holds that revision, it holds that record, and the touch is planned from the revision
+    and the liveness time alone (reading and decoding the record, merging the report into it and comparing the
+    two was most of what a repeated report cost the store's writer). Otherwise the record may have been rewritten
+    since, by a report taken through another server before this one or after it (the acknowledgement came
+    first, so the store's order cannot tell): the record the store holds stands, and this report counts for the
+    node's liveness only, so that a newer report is never rolled back. Where it was the older one (the replica's
+    view was behind by the feed's delay when it came), the host's next report, compared with a view caught up
+    by then, is written in full."""
+    if held is not None and seen.revision > 0 and held[0] == seen.revision:
+        touched_at = held[1]
+        held_at: float | None = seen.reported_at if touched_at is None else touched_at
+    else:
+        old = reads.host(key)
+        if old is None:
+            return  # deleted after the report arrived, as if the report had been written at once, before
+        held_at = old.reported_at
+    if report.reported_at is not None:
+        _plan_touch(batch, out, key, held_at, report.reported_at)
+
+
+def _plan_touch(batch: Batch, out: Plan, key: NodeKey, held_at: float | None, at: float | None) -> None:
+    """A report of ``key`` stamped ``at`` that repeats the record the store holds, its time ``held_at``.
+
+    Quiet (nothing written) only within ``touch_interval`` after the time held: a report stamped earlier than
+    that comes through a server whose clock is behind the one that wrote it (or stepped back), and is written, so
+    that a node reporting through that server is never taken for silent."""
+    assert at is not None
+    if held_at is not None and 0.0 <= at - held_at < batch.touch_interval:
         out.quiet += 1
     else:
         out.touches[key] = at

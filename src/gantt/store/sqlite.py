@@ -1050,10 +1050,11 @@ def _write(conn: sqlite3.Connection | sqlite3.Cursor, p: planner.Plan, rev: int,
     for key, report in p.hosts.items():
         if report is None:
             ex("DELETE FROM hosts WHERE host=? AND node=?", key)
-            ex("DELETE FROM liveness WHERE host=? AND node=?", key)
         else:
             ex("INSERT INTO hosts (host, node, data) VALUES (?, ?, ?) "
                "ON CONFLICT (host, node) DO UPDATE SET data=excluded.data", (*key, _ENC.encode(report)))
+    # a node's touch goes with it, and is older than a record written now (store.base: lifted)
+    many("DELETE FROM liveness WHERE host=? AND node=?", list(p.hosts))
     for aggregate_id, aggregate in p.aggregates.items():
         if aggregate is None:
             ex("DELETE FROM aggregates WHERE id=?", (aggregate_id,))
