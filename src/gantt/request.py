@@ -185,6 +185,11 @@ class RequestContext:
     move_source: Allocation | None = None
     moved: dict[str, tuple[Allocation, Allocation]] = field(default_factory=dict)
     scratch: dict[str, Any] = field(default_factory=dict)  # per-request memo for filters/weighers
+    # Nova's ``_nova_check_type`` hint: any value makes the filters run for forced hosts too; ``["rebuild"]`` (a
+    # rebuild with a new image on the instance's own host) runs only the filters that matter for a rebuild and
+    # claims nothing (the instance keeps what it holds).
+    check_type: bool = False
+    rebuild: bool = False
 
     @classmethod
     def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
@@ -196,6 +201,11 @@ class RequestContext:
         image_props = dict(spec.image.properties) if spec.image else {}
         pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases,
                                                  affinity_policy(extra_specs, image_props))
+        check_type = spec.scheduler_hints.get("_nova_check_type")
+        rebuild = check_type in ("rebuild", ["rebuild"])  # Nova's API sends hints as one-element lists
+        if rebuild and (spec.num_instances > 1 or spec.migration_uuid is not None):
+            raise InvalidRequest("a rebuild checks one instance on its own host: it takes neither several "
+                                 "instances nor a migration_uuid", field="$.scheduler_hints._nova_check_type")
         return cls(
             spec=spec,
             config=config,
@@ -214,6 +224,8 @@ class RequestContext:
             group_hosts=list(group.hosts) if group else [],
             group_members=set(group.members) if group else set(),
             group_rules=dict(group.rules) if group else {},
+            check_type=bool(check_type),
+            rebuild=rebuild,
         )
 
     @property
