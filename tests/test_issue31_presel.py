@@ -82,3 +82,14 @@ def test_a_rebuild_of_several_instances_or_a_move_is_refused() -> None:
     assert refused.value.field == "$.scheduler_hints._nova_check_type"
     with pytest.raises(InvalidRequest):
         sched.select_destinations({**_rebuild("x86_64"), "migration_uuid": "m-1"})
+
+
+@pytest.mark.parametrize(("name", "text"), [("numa_topology", '{"cells": 3}'), ("numa_topology", "not json"),
+                                            ("pci_stats", '[{"count": 1}]'), ("pci_stats", "{")])
+def test_stored_json_text_that_is_not_the_field_is_refused_naming_it(name: str, text: str) -> None:
+    """Item 11: the JSON text form is read as the field it stands for, and refused as that field would be."""
+    sched = gantt.Scheduler()
+    with pytest.raises(InvalidRequest) as refused:
+        sched.update_resource_stats("h0", {"vcpus": 1, "memory_mb": 1, "local_gb": 1, name: text})
+    assert refused.value.field is not None and refused.value.field.startswith(f"$.stats.{name}")
+    assert sched.table.n == 0
