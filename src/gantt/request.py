@@ -201,6 +201,11 @@ class RequestContext:
         image_props = dict(spec.image.properties) if spec.image else {}
         pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases,
                                                  affinity_policy(extra_specs, image_props))
+        if group is not None and group.policy in ("affinity", "anti-affinity") and not group.uuid:
+            # The claim holds a hard policy against every replica's claims by the group's uuid; without one, two
+            # schedulers could each place a member by a stale view (two anti-affine members on one host).
+            raise InvalidRequest(f"a server group with the hard policy {group.policy!r} must have a uuid: its "
+                                 "policy is held at claim time by it", field="$.instance_group.uuid")
         check_type = spec.scheduler_hints.get("_nova_check_type")
         rebuild = check_type in ("rebuild", ["rebuild"])  # Nova's API sends hints as one-element lists
         if rebuild and (spec.num_instances > 1 or spec.migration_uuid is not None):
