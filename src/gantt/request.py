@@ -193,6 +193,14 @@ class RequestContext:
 
     @classmethod
     def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
+        if spec.image is not None and spec.image.properties:
+            # Nova refuses the request when it builds the image's ImageMeta, whatever filters are enabled.
+            from gantt.filters.image_meta import refusal  # here: the filters package imports this module
+
+            refused = refusal(spec.image.properties)
+            if refused is not None:
+                raise InvalidRequest(f"image property {refused[0]}: {refused[1]}",
+                                     field=f"$.image.properties.{refused[0]}")
         guest = instance_topology(spec)
         required, forbidden = traits_from_spec(spec, guest)
         member_of, forbidden_aggregates = member_of_from_spec(spec)
