@@ -93,3 +93,32 @@ def test_stored_json_text_that_is_not_the_field_is_refused_naming_it(name: str, 
         sched.update_resource_stats("h0", {"vcpus": 1, "memory_mb": 1, "local_gb": 1, name: text})
     assert refused.value.field is not None and refused.value.field.startswith(f"$.stats.{name}")
     assert sched.table.n == 0
+
+
+def _ironic(sched: gantt.Scheduler, node: str, instances: list[str], **more: Any) -> None:
+    sched.update_resource_stats(["bm", node], {"hypervisor_type": "ironic", "vcpus": 128, "memory_mb": 524288,
+                                               "local_gb": 2000, "instances": instances,
+                                               "inventories": {"CUSTOM_BAREMETAL_GOLD": {"total": 1}}, **more})
+
+
+def test_an_ironic_node_is_one_custom_class_all_or_nothing() -> None:
+    """Item 10: Nova's ironic driver reports no VCPU, RAM or disk for a node, only its custom resource class
+    (reserved once the node holds an instance): a VM flavor never lands on bare metal, and a taken node is full."""
+    sched = gantt.Scheduler(Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}}))
+    _ironic(sched, "node-1", ["i-1"])
+    _ironic(sched, "node-2", [])
+    assert sched.candidates({"flavor": {"vcpus": 2, "memory_mb": 1024, "root_gb": 10}}) == []
+    bare = {"flavor": {"vcpus": 0}, "resources": {"CUSTOM_BAREMETAL_GOLD": 1}}
+    assert [c.nodename for c in sched.candidates(bare)] == ["node-2"]
+    [[chosen]] = sched.select_destinations({**bare, "instance_uuids": ["i-2"]})
+    assert chosen.nodename == "node-2"
+    with pytest.raises(gantt.NoValidHost):  # the claim took the whole node
+        sched.select_destinations({**bare, "instance_uuids": ["i-3"]})
+
+
+def test_a_node_that_becomes_ironic_drops_what_its_classic_fields_made() -> None:
+    sched = gantt.Scheduler()
+    sched.update_resource_stats(["bm", "node-1"], {"vcpus": 128, "memory_mb": 524288, "local_gb": 2000})
+    assert sched.candidates({"flavor": FLAVOR})
+    _ironic(sched, "node-1", [])
+    assert sched.candidates({"flavor": FLAVOR}) == []

@@ -14,7 +14,10 @@ from typing import Any
 import pytest
 
 from gantt import Scheduler
-from tests.parity import numa_pci_cases, reference
+from gantt.config import Config
+from gantt.filters.image_meta import refusal
+from gantt.model import InvalidRequest
+from tests.parity import caps_cases, image_meta_cases, numa_pci_cases, reference
 from tests.venvs import run_json
 
 SEEDS = int(os.environ.get("GANTT_PARITY_SEEDS", "20"))
@@ -29,9 +32,23 @@ def stored_hosts() -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def nova(stored_hosts: list[dict[str, Any]]) -> dict[str, Any]:
+def image_props() -> list[dict[str, Any]]:
+    alone = [{key: value} for key, values in image_meta_cases.VALUES.items() for value in values]
+    return alone + [props for seed in range(SEEDS) for props in image_meta_cases.cases(seed, REQUESTS)]
+
+
+@pytest.fixture(scope="module")
+def caps_docs() -> list[dict[str, Any]]:
+    return [caps_cases.doc(seed, REQUESTS) for seed in range(SEEDS)]
+
+
+@pytest.fixture(scope="module")
+def nova(stored_hosts: list[dict[str, Any]], image_props: list[dict[str, Any]],
+         caps_docs: list[dict[str, Any]]) -> dict[str, Any]:
     doc = {"stored": [{"numa_topology": h["stats"].get("numa_topology"), "pci_stats": h["stats"].get("pci_stats")}
-                      for h in stored_hosts]}
+                      for h in stored_hosts],
+           "image_meta": image_props,
+           "caps": [{k: d[k] for k in ("hosts", "aggregates", "extra_specs")} for d in caps_docs]}
     return run_json(reference.python(), DRIVER, doc, timeout=900)  # type: ignore[no-any-return]
 
 
@@ -53,3 +70,59 @@ def test_novas_stored_json_text_reads_as_the_decoded_form(stored_hosts: list[dic
         assert a is not None and b is not None
         assert decoded.table.node_numa(a) == text.table.node_numa(b)
         assert sorted(map(repr, decoded.table.node_pci_pools(a))) == sorted(map(repr, text.table.node_pci_pools(b)))
+
+
+def test_image_properties_nova_refuses_are_refused_naming_the_property(image_props: list[dict[str, Any]],
+                                                                       nova: dict[str, Any]) -> None:
+    """Item 7: Nova refuses the request when it builds the ImageMeta (hw_architecture x64, a version predicate
+    's>= 8', an enum value it does not list, an integer that is not one …); Gantt refuses the same requests at
+    request time, whatever filters are enabled, naming the property."""
+    disagreements = []
+    refused = 0
+    for props, theirs in zip(image_props, nova["image_meta"], strict=True):
+        mine = refusal(props)
+        refused += theirs is not None
+        if (mine is None) != (theirs is None) and len(disagreements) < 15:
+            disagreements.append(f"{props}: gantt {mine} nova {theirs}")
+        if mine is not None:
+            assert mine[0] in props
+    print(f"\nimage properties: {len(image_props)} cases, {refused} refused by Nova")
+    assert disagreements == []
+    assert len(image_props) // 5 < refused < len(image_props) * 4 // 5
+
+
+def test_a_request_nova_refuses_for_its_image_is_a_400_naming_the_property() -> None:
+    sched = Scheduler(Config.from_dict({"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}}))
+    sched.update_resource_stats("h0", {"vcpus": 4, "memory_mb": 4096, "local_gb": 100})
+    for props, key in (({"hw_architecture": "x64"}, "hw_architecture"),
+                       ({"img_hv_requested_version": "s>= 8"}, "img_hv_requested_version"),
+                       ({"os_distro": "ubuntu", "hw_disk_bus": "nvme"}, "hw_disk_bus")):
+        with pytest.raises(InvalidRequest) as err:
+            sched.select_destinations({"flavor": {"vcpus": 1}, "image": {"properties": props}})
+        assert err.value.status == 400 and err.value.field == f"$.image.properties.{key}"
+    assert list(sched.table.allocations()) == []
+
+
+def test_compute_capabilities_over_every_hoststate_attribute(caps_docs: list[dict[str, Any]],
+                                                             nova: dict[str, Any]) -> None:
+    """Item 6: extra specs naming each attribute of Nova's HostState (service, instances, metrics, pci_stats,
+    numa_topology, limits, aggregates, updated, allocation_candidates, the identity, usage and capability
+    attributes), scoped or unscoped, and what lies below them: the nodes that pass are Nova's, but for the one
+    documented difference (no cells in Gantt: cell_uuid passes no node)."""
+    disagreements = []
+    compared = documented = split = 0
+    for d, theirs in zip(caps_docs, nova["caps"], strict=True):
+        ours = caps_cases.gantt_answers(d)
+        for extra, mine, nova_nodes in zip(d["extra_specs"], ours, theirs, strict=True):
+            compared += 1
+            split += 0 < len(nova_nodes) < len(d["hosts"])
+            if mine == nova_nodes:
+                continue
+            if caps_cases.NO_CELLS in extra and mine == [] and nova_nodes:
+                documented += 1
+                continue
+            if len(disagreements) < 15:
+                disagreements.append(f"{extra}: gantt {mine} nova {nova_nodes}")
+    print(f"\ncapabilities: {compared} cases, {compared - documented} agreed, {documented} documented difference")
+    assert disagreements == []
+    assert documented > 0 and split > compared // 4, (documented, split)

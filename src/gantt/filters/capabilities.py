@@ -28,12 +28,14 @@ from gantt.filters.hoststate import (
     HOSTSTATE_ATTRS,
     IDENTITY_ATTRS,
     NUMERIC_ATTRS,
+    OBJECT_ATTRS,
     StaticMemo,
     caps_attribute,
     caps_factor,
     descend,
     identity_attribute,
     numeric_attribute,
+    object_attribute,
 )
 from gantt.model import InvalidRequest
 from gantt.request import RequestContext
@@ -112,6 +114,24 @@ def _spec_mask(table: HostTable, scope: tuple[str, ...], req: Requirement) -> np
     return identity.factor.map(lambda v: v is not None and req.matches(str(v)))
 
 
+def _object_mask(table: HostTable, scope: tuple[str, ...], req: Requirement) -> np.ndarray:
+    """One spec naming a HostState object (service, instances, …): read node by node, as these move with reports
+    and claims (such specs are rare; the common ones stay on interned values and columns)."""
+    root, rest = scope[0], scope[1:]
+    caps = caps_factor(table)
+    n = table.n
+    out = np.zeros(n, dtype=np.bool_)
+    for row in range(n):
+        value = object_attribute(table, row, root)
+        if value is None:  # Nova falls back to the node's stats
+            stats = caps.values[caps.codes[row]].stats
+            value = stats.get(root) if isinstance(stats, dict) else None
+        if rest:
+            value = descend(value, rest)
+        out[row] = value is not None and req.matches(extra_specs_ops.to_text(value))
+    return out
+
+
 @register
 class ComputeCapabilitiesFilter(Filter):
     name = "ComputeCapabilitiesFilter"
@@ -128,6 +148,10 @@ class ComputeCapabilitiesFilter(Filter):
         static_specs: list[Spec] = []
         out: np.ndarray | None = None
         for scope, req, unscoped in specs:
+            if scope[0] in OBJECT_ATTRS:
+                part = _object_mask(table, scope, req)
+                out = part if out is None else out & part
+                continue
             if scope[0] not in NUMERIC_ATTRS and scope[0] not in IDENTITY_ATTRS:
                 static_specs.append((scope, req, unscoped))
                 continue
