@@ -7,6 +7,7 @@ gantt. Builds Nova's objects with ``nova_driver``'s helpers and answers, per doc
 - ``caps``: ComputeCapabilitiesFilter on extra specs naming every HostState attribute.
 - ``image_meta``: whether Nova's ``ImageMeta.from_dict`` takes generated image properties (and, when it refuses,
   the exception's name and the property it names).
+- ``uncomparable``: the extra-spec filters node by node, and what Nova raises on a value its operator cannot read.
 - ``stored``: the JSON text compute_nodes holds for a host's ``numa_topology`` and ``pci_stats``.
 """
 
@@ -76,6 +77,29 @@ def _caps(doc: dict[str, Any]) -> list[list[str]]:
     return out
 
 
+def _uncomparable(doc: dict[str, Any]) -> list[dict[str, list[Any]]]:
+    """AggregateInstanceExtraSpecsFilter and ComputeCapabilitiesFilter node by node: True, False, or the name of
+    what Nova raises (a value its numeric operator cannot read: the whole request fails in Nova)."""
+    nd._options({"DEFAULT": {"service_down_time": 60}})
+    states = nd._host_states({"hosts": doc["hosts"], "aggregates": doc["aggregates"]}, timeutils.utcnow())
+    by_name = {cls.__name__: cls for cls in nova_filters.all_filters()}
+    filters = {name: by_name[name]() for name in ("AggregateInstanceExtraSpecsFilter", "ComputeCapabilitiesFilter")}
+    out = []
+    for extra in doc["extra_specs"]:
+        spec = objects.RequestSpec(flavor=objects.Flavor(extra_specs=dict(extra)))
+        answer: dict[str, list[Any]] = {}
+        for name, filt in filters.items():
+            row = []
+            for state in states:
+                try:
+                    row.append(bool(filt.host_passes(state, spec)))
+                except Exception as exc:  # what the filter raises ends Nova's request
+                    row.append(type(exc).__name__)
+            answer[name] = row
+        out.append(answer)
+    return out
+
+
 def _image_meta(props_list: list[dict[str, Any]]) -> list[Any]:
     out: list[Any] = []
     for props in props_list:
@@ -105,6 +129,8 @@ def main() -> None:
         out["caps"] = [_caps(one) for one in doc["caps"]]
     if "image_meta" in doc:
         out["image_meta"] = _image_meta(doc["image_meta"])
+    if "uncomparable" in doc:
+        out["uncomparable"] = [_uncomparable(one) for one in doc["uncomparable"]]
     if "stored" in doc:
         out["stored"] = _stored(doc["stored"])
     json.dump(out, sys.stdout)

@@ -126,3 +126,51 @@ def test_compute_capabilities_over_every_hoststate_attribute(caps_docs: list[dic
     print(f"\ncapabilities: {compared} cases, {compared - documented} agreed, {documented} documented difference")
     assert disagreements == []
     assert documented > 0 and split > compared // 4, (documented, split)
+
+
+UNCOMPARABLE = [("aggregate_instance_extra_specs:gpu", [">= 3", "<= 3", "= 3", "a100", "s>= a"]),
+                ("gpu", [">= 3", "== 1"]), ("capabilities:gpu", [">= 3", "!= 2"]), ("capabilities:rack", ["< 2"]),
+                ("aggregate_instance_extra_specs:ssd", [">= 1"]), ("capabilities:cpu_info:vendor", ["= 5"]),
+                ("aggregate_instance_extra_specs:max_io_ops_per_host", [">= 4"])]
+
+
+def test_a_value_an_operator_cannot_read_fails_the_node_where_nova_fails_the_request() -> None:
+    """Item 8, a documented difference: a node value a numeric operator cannot read (aggregate gpu=a100 against
+    '>= 3', stats rack=r1 against '< 2') makes Nova's filter raise, and the whole request fails. Gantt fails that
+    node only; every other node is decided as Nova decides it."""
+    import random
+
+    from gantt.filters import FILTERS
+    from gantt.model import RequestSpec, decode
+    from gantt.request import RequestContext
+    from tests.parity import cases
+
+    docs = []
+    for seed in range(SEEDS):
+        rng = random.Random(seed)
+        c = cases.cloud(seed, 0)
+        extra = [dict([(key, rng.choice(values))]) for key, values in (rng.choice(UNCOMPARABLE) for _ in range(10))]
+        docs.append({"hosts": c["hosts"], "aggregates": c["aggregates"], "extra_specs": extra, "cloud": c})
+    nova = run_json(reference.python(), DRIVER, {"uncomparable": [{k: d[k] for k in ("hosts", "aggregates",
+                                                                                       "extra_specs")}
+                                                                  for d in docs]}, timeout=900)["uncomparable"]
+    raised = agreed = 0
+    for d, theirs in zip(docs, nova, strict=True):
+        sched = cases._scheduler(d["cloud"], [])
+        table, config = sched.table, sched.config
+        nodes = [h["node"] for h in d["hosts"]]
+        for extra, answer in zip(d["extra_specs"], theirs, strict=True):
+            ctx = RequestContext.build(decode({"flavor": {"vcpus": 1, "extra_specs": extra}}, RequestSpec), config,
+                                       cases.NOW)
+            for name, per_node in answer.items():
+                mask = FILTERS[name](config).mask(table, ctx)
+                mine = {table.node_names[r]: bool(mask is None or mask[r]) for r in range(table.n)}
+                for node, verdict in zip(nodes, per_node, strict=True):
+                    if isinstance(verdict, str):  # Nova raised: its request fails; Gantt fails this node
+                        raised += 1
+                        assert verdict == "ValueError" and mine[node] is False, (extra, name, node)
+                    else:
+                        agreed += 1
+                        assert mine[node] is verdict, (extra, name, node, verdict)
+    print(f"\nuncomparable values: {raised} node verdicts Nova raised on (Gantt: the node fails), {agreed} agreed")
+    assert raised > 0 and agreed > 0
