@@ -179,63 +179,70 @@ _FOLDED: dict[str, dict[str, str]] = {
     "hw_vif_model": {"virtuale1000": "e1000", "virtuale1000e": "e1000e", "virtualpcnet32": "pcnet",
                      "virtualsriovethernetcard": "sriov", "virtualvmxnet": "vmxnet", "virtualvmxnet3": "vmxnet3"},
 }
-_KNOWN = frozenset({"hw_architecture", "hw_emulation_architecture", "img_hv_type", "hw_vm_mode",
-                    "img_hv_requested_version", *_ENUMS, *_INTEGERS, *_BOOLEANS, *_STRINGS, *_UUIDS,
-                    *_LISTS_OF_MAPS})
+# Each field Nova knows and the kind of check its type makes (one lookup per property).
+_KIND: dict[str, str] = {
+    "hw_architecture": "arch", "hw_emulation_architecture": "arch", "img_hv_type": "hv_type",
+    "hw_vm_mode": "vm_mode", "img_hv_requested_version": "predicate",
+    **dict.fromkeys(_ENUMS, "enum"), **dict.fromkeys(_INTEGERS, "integer"), **dict.fromkeys(_BOOLEANS, "any"),
+    **dict.fromkeys(_STRINGS, "string"), **dict.fromkeys(_UUIDS, "any"), **dict.fromkeys(_LISTS_OF_MAPS, "maps"),
+}
 
 
 def _coerces(name: str, value: Any) -> str | None:
     """Why the field ``name`` refuses ``value`` (None: it takes it, or Nova does not know ``name``)."""
-    if name not in _KNOWN:
+    kind = _KIND.get(name)
+    if kind is None:
         return None
     if value is None:
         return "must not be null"
-    if name in _FOLDED and isinstance(value, str):
-        lower = value.lower()
-        value = _FOLDED[name].get(lower, lower)
-    if name in ("hw_architecture", "hw_emulation_architecture"):
+    if kind == "string":
+        return None if _text(value) else "must be a string"
+    if kind == "any":  # booleans take anything but null, and so do uuids (Nova only warns)
+        return None
+    if kind == "arch":
         ok = isinstance(value, str) and canonical_arch(value) in ARCHITECTURES
         return None if ok else f"{value!r} is not an architecture Nova knows"
-    if name == "img_hv_type":
+    if kind == "hv_type":
         ok = isinstance(value, str) and canonical_hv_type(value) in HV_TYPES
         return None if ok else f"{value!r} is not a hypervisor type Nova knows"
-    if name == "hw_vm_mode":
+    if kind == "vm_mode":
         ok = isinstance(value, str) and canonical_vm_mode(value) in VM_MODES
         return None if ok else f"{value!r} is not a VM mode Nova knows"
-    if name == "img_hv_requested_version":
+    if kind == "predicate":
         return None if _predicate(value) else f"{value!r} is not a version predicate such as '>=6.0, <7'"
-    if name in _ENUMS:
+    if kind == "enum":
+        if name in _FOLDED and isinstance(value, str):
+            lower = value.lower()
+            value = _FOLDED[name].get(lower, lower)
         if isinstance(value, str) and value in _ENUMS[name]:
             return None
         return f"{value!r} is not one of {', '.join(sorted(_ENUMS[name]))}"
-    if name in _INTEGERS:
+    if kind == "integer":
         return None if _integer(value) else f"{value!r} is not an integer"
-    if name in _STRINGS:
-        return None if _text(value) else "must be a string"
-    if name in _LISTS_OF_MAPS:
-        ok = isinstance(value, list) and all(
-            isinstance(item, dict) and all(v is None or _text(v) for v in item.values()) for item in value)
-        return None if ok else "must be a list of objects of strings"
-    return None  # booleans take anything but null, and so do uuids (Nova only warns); unknown keys are kept
+    ok = isinstance(value, list) and all(  # a list of maps
+        isinstance(item, dict) and all(v is None or _text(v) for v in item.values()) for item in value)
+    return None if ok else "must be a list of objects of strings"
+
+
+_LEGACY_KEYS = frozenset(LEGACY_NAMES)
 
 
 def refusal(props: dict[str, Any]) -> tuple[str, str] | None:
     """The first property Nova's ImageMetaProps.from_dict would refuse, as (key, why); None when it takes them
     all. Legacy names are read first (a bad legacy value fails even beside a good current one), as Nova does."""
-    for legacy, current in LEGACY_NAMES.items():
-        if legacy in props:
-            why = _coerces(current, props[legacy])
-            if why is not None:
-                return legacy, why
+    if not _LEGACY_KEYS.isdisjoint(props):
+        for legacy, current in LEGACY_NAMES.items():
+            if legacy in props:
+                why = _coerces(current, props[legacy])
+                if why is not None:
+                    return legacy, why
     adapter = props.get("vmware_adaptertype")
     if adapter and adapter != "ide":  # Nova reads it as hw_disk_bus scsi with this SCSI model
         why = _coerces("hw_scsi_model", adapter)
         if why is not None:
             return "vmware_adaptertype", why
-    for key, value in props.items():
-        if key in LEGACY_NAMES or key in ("hw_numa_cpus", "hw_numa_mem", "traits_required"):
-            continue  # the NUMA lists are read from their hw_numa_*.N keys, traits from trait:* keys
-        why = _coerces(key, value)
+    for key, value in props.items():  # (the NUMA lists come from hw_numa_*.N keys, traits from trait:* keys:
+        why = _coerces(key, value)       # neither their own names nor the legacy ones are in _KIND)
         if why is not None:
             return key, why
     return None
