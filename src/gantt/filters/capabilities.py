@@ -9,7 +9,10 @@ An attribute the node does not have (None) falls back to ``stats``; nothing foun
 The value matched is ``str()`` of what was found, with the operators of ``extra_specs_ops``.
 
 Capabilities are interned, so their part of the mask is evaluated once per distinct value and memoized until
-``static_revision`` moves; specs naming usage attributes (free_ram_mb, num_instances …) are evaluated on columns.
+``static_revision`` moves; specs naming usage attributes (free_ram_mb, num_instances …) are evaluated on columns;
+specs naming HostState's objects (service, instances, metrics, pci_stats, numa_topology, limits, aggregates,
+allocation_candidates, updated: ``hoststate.OBJECT_ATTRS``) node by node, walked as Nova walks them. Gantt has no
+cells: ``cell_uuid`` is not an attribute here (a documented difference).
 """
 
 from __future__ import annotations
