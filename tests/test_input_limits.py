@@ -176,6 +176,8 @@ REQUIRED.update({
 })
 # Valid wherever a string goes: a name, a trait, a resource class, a key.
 TEXT = "CUSTOM_A"
+# Strings that are JSON text of a field (as compute_nodes stores it), by the end of their path: a valid one.
+JSON_TEXT = {".numa_topology": '{"cells": []}', ".pci_stats": "[]"}
 # A field valid only with a sibling: a move names the one instance it moves.
 ALONGSIDE: dict[str, dict[str, Any]] = {"$.migration_uuid": {"instance_uuids": ["vm"]},
                                         "$.requests[0].migration_uuid": {"instance_uuids": ["vm"]}}
@@ -222,7 +224,8 @@ def leaves(info: mi.Type, path: str, build: Callable[[Any], Any], byte_bound: bo
         for member in info.types:
             yield from leaves(member, path, build, byte_bound)
     elif isinstance(info, mi.StrType):
-        yield Leaf(path, "chars", CHECKED_IN_CODE.get(path, info.max_length), build, TEXT)
+        sample = next((text for end, text in JSON_TEXT.items() if path.endswith(end)), TEXT)
+        yield Leaf(path, "chars", CHECKED_IN_CODE.get(path, info.max_length), build, sample)
     elif isinstance(info, mi.ListType):
         item = _map_base(f"{path}[0]") or _sample(info.item_type)
         yield Leaf(path, "items", info.max_length, build, [item])

@@ -238,6 +238,9 @@ class Engine:
         try:
             for index, consumer in enumerate(consumers):
                 ctx.instance_index = index
+                if ctx.rebuild:  # one instance (RequestContext checks it), on the host it is on
+                    answer.append(self._check_rebuild(ctx))
+                    continue
                 if spec.migration_uuid is not None:  # one instance (RequestSpec checks it)
                     selections, allocation, owned = self._place_move(ctx, consumer, placed)
                     (placed if owned else borrowed).append(allocation)
@@ -273,6 +276,23 @@ class Engine:
         if ctx.group_policy is not None:
             ctx.group_hosts.append(key[0])
             ctx.group_members.add(consumer)
+
+    def _check_rebuild(self, ctx: RequestContext) -> list[Selection]:
+        """A rebuild (``_nova_check_type: ["rebuild"]``): is the instance's host still good for the new image?
+        As Nova's scheduler answers it: the rebuild filters over the pre-selection, the best node, and no claim
+        (the instance keeps the allocation it holds; nothing is booked anew, nothing written)."""
+        while True:
+            ranking = self.ranker.rank(ctx)
+            if ranking.count == 0:
+                raise self._no_valid_host(ctx, ranking)
+            table = self.table
+            for row, weight in self._order(ranking):
+                if table.layout != ranking.layout:
+                    break  # renumbered meanwhile: rank again
+                if row < table.n:
+                    return [self._selection(row, {}, {}, None, weight)]
+            else:
+                raise self._no_valid_host(ctx, ranking)
 
     def _place_move(self, ctx: RequestContext, consumer: str,
                     placed: list[Allocation]) -> tuple[list[Selection], Allocation, bool]:
@@ -736,11 +756,11 @@ def _check_repeat(ctx: RequestContext, held: Allocation) -> None:
     spec = ctx.spec
     dest = spec.requested_destination
     why = None
-    if spec.ignore_hosts and held.host in spec.ignore_hosts:
+    if spec.ignore_hosts and held.host.lower() in {h.lower() for h in spec.ignore_hosts}:
         why = f"ignore_hosts names {held.host!r}"
     elif spec.force_hosts and held.host.lower() not in {h.lower() for h in spec.force_hosts}:
         why = "force_hosts does not name its host"
-    elif spec.force_nodes and held.nodename.lower() not in {n.lower() for n in spec.force_nodes}:
+    elif spec.force_nodes and held.nodename not in spec.force_nodes:
         why = "force_nodes does not name its node"
     elif dest is not None and ((dest.host and dest.host != held.host) or (dest.node and dest.node != held.nodename)):
         why = "requested_destination names another host"

@@ -10,6 +10,7 @@ unbounded in another; the client imports it without importing the server.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Sequence
@@ -500,6 +501,16 @@ def pci_pools(value: list[dict[str, Any]] | PciDevicePoolList) -> list[dict[str,
     return [{**pool, "numa_node": pool.get("numa_node")} for pool in value]
 
 
+def _stored_json(name: str, text: str, type_: Any) -> Any:
+    """A field as compute_nodes stores it (JSON text), decoded to the form the report would carry it in."""
+    try:
+        return msgspec.convert(json.loads(text), type_, strict=True)
+    except ValueError as exc:  # msgspec.ValidationError is a ValueError, and so is a JSONDecodeError
+        inner = _PATH_RE.sub(lambda m: f"at {m.group(1)[1:] or 'the top'}", str(exc))
+        raise ValueError(f"{name} must be the JSON text of a {name} (as compute_nodes stores it): {inner}") \
+            from None
+
+
 class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     """The ``stats`` of ``update_resource_stats``: Nova's compute_nodes fields. A report replaces what it names."""
 
@@ -533,11 +544,18 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
     inventories: Annotated[dict[Key, Inventory], Meta(max_length=MAX_LIST)] | None = None
     traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
     instances: Annotated[list[Name], Meta(max_length=MAX_INSTANCES)] | None = None
-    numa_topology: NUMATopology | None = None
+    # Either decoded, or as the JSON text nova-compute stores in compute_nodes (the same data, kept decoded).
+    numa_topology: NUMATopology | JsonText | None = None
     # Nova's PCI device pools: the plain list, or the PciDevicePoolList primitive (kept as the plain list).
-    pci_stats: Annotated[list[PciPool], Meta(max_length=MAX_PCI_POOLS)] | PciDevicePoolList | None = None
+    pci_stats: Annotated[list[PciPool], Meta(max_length=MAX_PCI_POOLS)] | PciDevicePoolList | JsonText | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.numa_topology, str):
+            self.numa_topology = _stored_json("numa_topology", self.numa_topology, NUMATopology | None)
+        if isinstance(self.pci_stats, str):
+            self.pci_stats = _stored_json(
+                "pci_stats", self.pci_stats,
+                Annotated[list[PciPool], Meta(max_length=MAX_PCI_POOLS)] | PciDevicePoolList | None)
         if self.pci_stats is not None:
             self.pci_stats = pci_pools(self.pci_stats)
         if not isinstance(self.cpu_info, str):

@@ -173,21 +173,21 @@ class Ranker:
         if roots is not None:  # a child provider (NUMA cell, PF) is part of its root's node, never one itself
             steps.append(("root_providers", roots))
         hosts = table.host_names
-        if spec.ignore_hosts:
-            ignored = set(spec.ignore_hosts)
-            steps.append(("ignore_hosts", self._name_mask(hosts, lambda h: h not in ignored)))
+        if spec.ignore_hosts:  # host names case-insensitively, node names exactly (Nova's host manager)
+            ignored = {h.lower() for h in spec.ignore_hosts}
+            steps.append(("ignore_hosts", self._name_mask(hosts, lambda h: h.lower() not in ignored)))
         source = ctx.move_source
         if source is not None and not self.config.default.allow_resize_to_same_host:
             steps.append(("allow_resize_to_same_host", self._name_mask(hosts, lambda h: h != source.host)))
         forced = False
         if spec.force_hosts or spec.force_nodes:
             fh = {h.lower() for h in spec.force_hosts or ()}
-            fn = {n.lower() for n in spec.force_nodes or ()}
+            fn = set(spec.force_nodes or ())
             mask = np.ones(table.n, dtype=np.bool_)
             if fh:
                 mask &= self._name_mask(hosts, lambda h: h.lower() in fh)
             if fn:
-                mask &= self._name_mask(table.node_names, lambda nd: nd.lower() in fn)
+                mask &= self._name_mask(table.node_names, lambda nd: nd in fn)
             steps.append(("force_hosts", mask))
             forced = True
         dest = spec.requested_destination
@@ -345,13 +345,19 @@ class Ranker:
         static_keys: list[tuple[Any, ...]] = []
         static_steps: set[int] = set()  # positions in ``steps`` of the masks ``static_keys`` names
         capping = self.capping
-        known = self._static_class(ctx, n) if not forced and ctx.instance_index == 0 else None
+        # Nova skips the filters for forced hosts unless the request says _nova_check_type; the resource claim
+        # (the always-on Placement query) still applies. A rebuild runs only Nova's RUN_ON_REBUILD filters.
+        unfiltered = forced and not ctx.check_type
+        rebuild = ctx.rebuild
+        known = self._static_class(ctx, n) if not unfiltered and not rebuild and ctx.instance_index == 0 else None
         known_masks = known[0] if known is not None else ()
         at = 0  # the next of ``known_masks``
         layout = table.layout
         for flt in self.filters:
-            if forced and not flt.always_on:
-                continue  # Nova skips the filters for forced hosts; the resource claim still applies
+            if rebuild and flt.name not in filter_pkg.RUN_ON_REBUILD:
+                continue
+            if unfiltered and not flt.always_on:
+                continue
             applied.append(flt)
             if known is not None and flt.static and not flt.refines:
                 step = known_masks[at]

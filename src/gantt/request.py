@@ -185,9 +185,22 @@ class RequestContext:
     move_source: Allocation | None = None
     moved: dict[str, tuple[Allocation, Allocation]] = field(default_factory=dict)
     scratch: dict[str, Any] = field(default_factory=dict)  # per-request memo for filters/weighers
+    # Nova's ``_nova_check_type`` hint: any value makes the filters run for forced hosts too; ``["rebuild"]`` (a
+    # rebuild with a new image on the instance's own host) runs only the filters that matter for a rebuild and
+    # claims nothing (the instance keeps what it holds).
+    check_type: bool = False
+    rebuild: bool = False
 
     @classmethod
     def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
+        if spec.image is not None and spec.image.properties:
+            # Nova refuses the request when it builds the image's ImageMeta, whatever filters are enabled.
+            from gantt.filters.image_meta import refusal  # here: the filters package imports this module
+
+            refused = refusal(spec.image.properties)
+            if refused is not None:
+                raise InvalidRequest(f"image property {refused[0]}: {refused[1]}",
+                                     field=f"$.image.properties.{refused[0]}")
         guest = instance_topology(spec)
         required, forbidden = traits_from_spec(spec, guest)
         member_of, forbidden_aggregates = member_of_from_spec(spec)
@@ -196,6 +209,16 @@ class RequestContext:
         image_props = dict(spec.image.properties) if spec.image else {}
         pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases,
                                                  affinity_policy(extra_specs, image_props))
+        if group is not None and group.policy in ("affinity", "anti-affinity") and not group.uuid:
+            # The claim holds a hard policy against every replica's claims by the group's uuid; without one, two
+            # schedulers could each place a member by a stale view (two anti-affine members on one host).
+            raise InvalidRequest(f"a server group with the hard policy {group.policy!r} must have a uuid: its "
+                                 "policy is held at claim time by it", field="$.instance_group.uuid")
+        check_type = spec.scheduler_hints.get("_nova_check_type")
+        rebuild = check_type in ("rebuild", ["rebuild"])  # Nova's API sends hints as one-element lists
+        if rebuild and (spec.num_instances > 1 or spec.migration_uuid is not None):
+            raise InvalidRequest("a rebuild checks one instance on its own host: it takes neither several "
+                                 "instances nor a migration_uuid", field="$.scheduler_hints._nova_check_type")
         return cls(
             spec=spec,
             config=config,
@@ -214,6 +237,8 @@ class RequestContext:
             group_hosts=list(group.hosts) if group else [],
             group_members=set(group.members) if group else set(),
             group_rules=dict(group.rules) if group else {},
+            check_type=bool(check_type),
+            rebuild=rebuild,
         )
 
     @property

@@ -15,7 +15,7 @@ CPU_B = {"vendor": "AMD", "features": ["sse"], "maxphysaddr": {"bits": 40}}
 def sched():  # type: ignore[no-untyped-def]
     return make_scheduler({
         "a": {"cpu_info": CPU_A, "stats": {"gpu": "nvidia", "tier": "3"}, "hypervisor_version": 8002000},
-        "b": {"cpu_info": json.dumps(CPU_B), "hypervisor_type": "ironic", "vcpus_used": 8},
+        "b": {"cpu_info": json.dumps(CPU_B), "hypervisor_type": "hyperv", "vcpus_used": 8},
         "c": {"hypervisor_type": "QEMU", "stats": {}},
     }, filters=F)
 
@@ -47,7 +47,7 @@ def test_unscoped_keys_only_when_the_host_has_them() -> None:
     assert passing(s, specs(tier="= 4")) == {"b", "c"}
     assert passing(s, specs(tier="= 2")) == {"a", "b", "c"}
     # a HostState attribute is always checked
-    assert passing(s, specs(hypervisor_type="ironic")) == {"b"}
+    assert passing(s, specs(hypervisor_type="hyperv")) == {"b"}
     # other scopes belong to other filters
     assert passing(s, specs(**{"hw:cpu_policy": "shared", "aggregate_instance_extra_specs:x": "y"})) == {"a", "b", "c"}
 
@@ -75,7 +75,7 @@ def test_static_part_is_cached_but_follows_new_reports() -> None:
     s = sched()
     spec = specs(**{"capabilities:hypervisor_type": "s== QEMU"})
     assert passing(s, spec) == {"a", "c"}
-    s.update_resource_stats("a", {"hypervisor_type": "ironic"})
+    s.update_resource_stats("a", {"hypervisor_type": "hyperv"})
     assert passing(s, spec) == {"c"}
 
 

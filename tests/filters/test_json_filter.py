@@ -16,7 +16,7 @@ def sched():  # type: ignore[no-untyped-def]
                   "stats": {"rack": "r1"}, "cpu_info": {"vendor": "Intel"}},
         "big": {"memory_mb": 65536, "vcpus": 32, "hypervisor_hostname": "big.example",
                 "stats": {"rack": "r2"}, "cpu_info": {"vendor": "AMD"}},
-        "bare": {"memory_mb": 8192, "vcpus": 8, "hypervisor_type": "ironic"},
+        "bare": {"memory_mb": 8192, "vcpus": 8, "hypervisor_type": "hyperv"},
     }, filters=F)
 
 
@@ -39,7 +39,7 @@ def test_in_and_string_attributes() -> None:
     assert passing(s, q(["in", "$hypervisor_hostname", "small.example", "big.example"])) == {"small", "big"}
     assert passing(s, q(["=", "$stats.rack", "r2"])) == {"big"}
     assert passing(s, q(["=", "$cpu_info.vendor", "Intel"])) == {"small"}
-    assert passing(s, q(["=", "$hypervisor_type", "ironic"])) == {"bare"}
+    assert passing(s, q(["=", "$hypervisor_type", "hyperv"])) == {"bare"}
     assert passing(s, q(["in", "r1", "$stats.rack"])) == {"small"}
 
 

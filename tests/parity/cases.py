@@ -86,6 +86,12 @@ def _host(rng: random.Random, i: int) -> dict[str, Any]:
                                               "allocation_ratio": stats["ram_allocation_ratio"]},
                                 "DISK_GB": {"total": disk, "reserved": rng.choice([0, 10]),
                                             "allocation_ratio": stats["disk_allocation_ratio"]}}
+    if hv == "ironic":
+        # Nova's ironic driver reports no VCPU, RAM or disk for a node (its custom resource class instead, which
+        # Nova's HostState never sees); Gantt treats an ironic node so whatever the fields say (issue 31).
+        stats.update(vcpus=0, vcpus_used=0, memory_mb=0, memory_mb_used=0, local_gb=0, local_gb_used=0,
+                     disk_available_least=0)
+        stats.pop("inventories", None)
     return {"host": f"n{i}", "node": f"n{i}", "age": rng.choice([1, 20, 45, 120, 900]), "stats": stats,
             "aggregates": []}
 

@@ -23,6 +23,10 @@ ALWAYS_ON = (
     "transform_image_metadata", "compute_status_filter",
 )
 
+# Nova's filters with RUN_ON_REBUILD: the only ones a rebuild runs (they judge the new image, not usage; nor does a
+# rebuild ask Placement or run the request filters, so the always-on ones are skipped as well).
+RUN_ON_REBUILD = frozenset({"ImagePropertiesFilter", "IsolatedHostsFilter", "AggregateImagePropertiesIsolation"})
+
 
 def pipeline(enabled: list[str]) -> list[type[Filter]]:
     """The filters a request runs through: ``ALWAYS_ON``, then ``enabled`` in its order (each once), as Nova runs
@@ -39,4 +43,4 @@ def _check_always_on() -> None:
 
 _check_always_on()
 
-__all__ = ["ALWAYS_ON", "FILTERS", "Filter", "base", "pipeline", "register", "resolve"]
+__all__ = ["ALWAYS_ON", "FILTERS", "RUN_ON_REBUILD", "Filter", "base", "pipeline", "register", "resolve"]

@@ -9,7 +9,10 @@ An attribute the node does not have (None) falls back to ``stats``; nothing foun
 The value matched is ``str()`` of what was found, with the operators of ``extra_specs_ops``.
 
 Capabilities are interned, so their part of the mask is evaluated once per distinct value and memoized until
-``static_revision`` moves; specs naming usage attributes (free_ram_mb, num_instances …) are evaluated on columns.
+``static_revision`` moves; specs naming usage attributes (free_ram_mb, num_instances …) are evaluated on columns;
+specs naming HostState's objects (service, instances, metrics, pci_stats, numa_topology, limits, aggregates,
+allocation_candidates, updated: ``hoststate.OBJECT_ATTRS``) node by node, walked as Nova walks them. Gantt has no
+cells: ``cell_uuid`` is not an attribute here (a documented difference).
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ from gantt.filters.hoststate import (
     HOSTSTATE_ATTRS,
     IDENTITY_ATTRS,
     NUMERIC_ATTRS,
+    OBJECT_ATTRS,
     StaticMemo,
     caps_attribute,
     caps_factor,
     descend,
     identity_attribute,
     numeric_attribute,
+    object_attribute,
 )
 from gantt.model import InvalidRequest
 from gantt.request import RequestContext
@@ -112,9 +117,28 @@ def _spec_mask(table: HostTable, scope: tuple[str, ...], req: Requirement) -> np
     return identity.factor.map(lambda v: v is not None and req.matches(str(v)))
 
 
+def _object_mask(table: HostTable, scope: tuple[str, ...], req: Requirement) -> np.ndarray:
+    """One spec naming a HostState object (service, instances, …): read node by node, as these move with reports
+    and claims (such specs are rare; the common ones stay on interned values and columns)."""
+    root, rest = scope[0], scope[1:]
+    caps = caps_factor(table)
+    n = table.n
+    out = np.zeros(n, dtype=np.bool_)
+    for row in range(n):
+        value = object_attribute(table, row, root)
+        if value is None:  # Nova falls back to the node's stats
+            stats = caps.values[caps.codes[row]].stats
+            value = stats.get(root) if isinstance(stats, dict) else None
+        if rest:
+            value = descend(value, rest)
+        out[row] = value is not None and req.matches(extra_specs_ops.to_text(value))
+    return out
+
+
 # HostState attributes a claim moves (Nova's consume_from_request): a capabilities: spec on one of them holds
 # for some of the instances a capacity question counts and not for the others.
-USAGE_ATTRS = frozenset({"free_ram_mb", "free_disk_mb", "disk_mb_used", "vcpus_used", "num_instances", "num_io_ops"})
+USAGE_ATTRS = frozenset({"free_ram_mb", "free_disk_mb", "disk_mb_used", "vcpus_used", "num_instances", "num_io_ops",
+                         "instances", "numa_topology", "pci_stats"})
 
 
 @register
@@ -133,6 +157,10 @@ class ComputeCapabilitiesFilter(Filter):
         static_specs: list[Spec] = []
         out: np.ndarray | None = None
         for scope, req, unscoped in specs:
+            if scope[0] in OBJECT_ATTRS:
+                part = _object_mask(table, scope, req)
+                out = part if out is None else out & part
+                continue
             if scope[0] not in NUMERIC_ATTRS and scope[0] not in IDENTITY_ATTRS:
                 static_specs.append((scope, req, unscoped))
                 continue

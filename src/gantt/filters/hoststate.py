@@ -13,6 +13,7 @@ may be cached against that revision).
 
 from __future__ import annotations
 
+import datetime
 import json
 import threading
 from collections import OrderedDict
@@ -34,7 +35,12 @@ CAPS_ATTRS = ("hypervisor_type", "hypervisor_version", "cpu_info", "supported_in
 # One value per row; host and nodename identify the row, the others may change with any report.
 IDENTITY_ATTRS = frozenset({"host", "nodename", "hypervisor_hostname", "uuid", "host_ip"})
 NUMERIC_ATTRS = frozenset({*_INT_ATTRS, *_RATIO_ATTRS})
-HOSTSTATE_ATTRS = frozenset({*NUMERIC_ATTRS, *CAPS_ATTRS, *IDENTITY_ATTRS})
+# The rest of Nova's HostState: objects and collections, read per row (they move with reports and claims). What a
+# capability key finds below them is Nova's: attribute names on an object, keys of a real dict; a UserDict
+# (``service``), a list or a missing attribute ends the walk (the node fails).
+OBJECT_ATTRS = frozenset({"service", "limits", "aggregates", "instances", "metrics", "pci_stats", "numa_topology",
+                          "allocation_candidates", "updated"})
+HOSTSTATE_ATTRS = frozenset({*NUMERIC_ATTRS, *CAPS_ATTRS, *IDENTITY_ATTRS, *OBJECT_ATTRS})
 
 
 @dataclass(slots=True)
@@ -75,7 +81,9 @@ def numeric_attribute(table: HostTable, name: str) -> Numeric | None:
         return Numeric(table.used("DISK_GB") * 1024.0, integer=True)
     if name in _RATIO_ATTRS:
         col = table.rc_col("ratio", _RATIO_ATTRS[name])
-        values = np.where(table.has_rc(_RATIO_ATTRS[name]), col, np.nan) if col is not None else np.full(n, np.nan)
+        # a ratio without an inventory is an ironic node's (reports.py); 0 means none was reported
+        values = np.where(table.has_rc(_RATIO_ATTRS[name]) | (col > 0), col, np.nan) if col is not None \
+            else np.full(n, np.nan)
         return Numeric(values, integer=False)
     return None
 
@@ -107,6 +115,11 @@ def descend(value: Any, path: list[str] | tuple[str, ...]) -> Any:
     None when a step is missing or lands on something that is not a mapping.
     """
     for name in path:
+        if isinstance(value, _Shown):  # an object: its attributes by name, nothing else
+            value = value.below.get(name)
+            if value is None:
+                return None
+            continue
         if isinstance(value, str):
             try:
                 value = json.loads(value)
@@ -167,3 +180,53 @@ def aggregate_keys(table: HostTable, refs: Iterable[str]) -> frozenset[str]:
     """The keys of the aggregates named by id or uuid (an unknown name matches nothing)."""
     refs = set(refs)
     return frozenset(agg.key for agg in table.aggregates() if agg.key in refs or agg.uuid in refs)
+
+
+class _Shown:
+    """A HostState object as a capability sees it: present (so not None), its text (``str()`` in Nova: an object's
+    repr, of which Gantt gives its own rendering), and what a walk finds below it by attribute name."""
+
+    __slots__ = ("below", "text")
+
+    def __init__(self, text: str, below: dict[str, Any] | None = None) -> None:
+        self.text = text
+        self.below = below or {}
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__  # inside a dict or list, as Nova's objects show inside theirs
+
+
+def object_attribute(table: HostTable, row: int, name: str) -> Any:
+    """Nova's HostState ``name`` (one of ``OBJECT_ATTRS``) for node ``row``: a _Shown, a plain value, or None
+    where Nova's is None (no NUMA topology, no report time)."""
+    host = table.host_names[row]
+    if name == "service":
+        service = {"host": host, "binary": "nova-compute", "disabled": bool(table.col("disabled")[row]),
+                   "disabled_reason": table.disabled_reason((host, table.node_names[row])),
+                   "forced_down": bool(table.col("forced_down")[row])}
+        return _Shown(repr(service))  # a UserDict: nothing below it for Nova's walk
+    if name == "limits":
+        return {}  # what a filter leaves there later in the request is not known when this one runs
+    if name == "aggregates":
+        return _Shown(repr([f"Aggregate(id={a.key},name={a.name})" for a in table.node_aggregates(row)]))
+    if name == "instances":
+        listed = sorted(table.instances(row))
+        shown = {uuid: _Shown(f"Instance(uuid={uuid},host={host})", {"uuid": uuid, "host": host})
+                 for uuid in listed}
+        return {**shown} if shown else {}
+    if name == "metrics":
+        return _Shown("MonitorMetricList(objects=[...])", {"objects": _Shown("[...]")})
+    if name == "pci_stats":
+        return _Shown("PciDeviceStats(...)", {"pools": _Shown("[...]")})
+    if name == "numa_topology":
+        return None if table.node_numa(row) is None else _Shown("NUMATopology(...)", {"cells": _Shown("[...]")})
+    if name == "allocation_candidates":
+        return _Shown("[...]")
+    if name == "updated":
+        stamp = float(table.col("updated_at")[row])
+        if not stamp:
+            return None
+        return str(datetime.datetime.fromtimestamp(stamp, datetime.UTC))
+    raise KeyError(name)

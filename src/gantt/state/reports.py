@@ -115,8 +115,11 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
     """Returns True when a static attribute (the set of classes, a min/max/step) changed."""
     static = False
     given = stats.inventories or {}
+    # An ironic node is one bare-metal machine, offered whole as one custom resource class (Nova's ironic driver
+    # reports 0 VCPU, RAM and disk, whatever the node's properties say): the classic fields are not capacity.
+    ironic = (columns.node_caps(row).hypervisor_type or "").lower() == "ironic"
     for rc, total_f, used_f, ratio_f in CLASSIC:
-        if rc in given:
+        if rc in given or ironic:
             continue
         total = getattr(stats, total_f)
         j = columns.rc_index[rc]
@@ -141,12 +144,23 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
         used = inv.used
         if used is None and rc in _CLASSIC_USED:
             used = getattr(stats, _CLASSIC_USED[rc])
+        if ironic and stats.instances:
+            used = max(used or 0, inv.total)  # taken: all of it (Nova's driver reserves a node with an instance)
         j = columns.rc_slot(rc)
         max_unit = inv.max_unit if inv.max_unit is not None else inv.total
         static |= _write_inventory(columns, row, j, inv.total, inv.reserved, inv.min_unit, max_unit, inv.step_size,
                                    inv.allocation_ratio, used)
     if whole:
-        static |= _drop_inventories(columns, row, set(given) | _classic_kept(stats))
+        static |= _drop_inventories(columns, row, set(given) | (set() if ironic else _classic_kept(stats)))
+    elif ironic:  # a node that became ironic: what its classic fields made before is no capacity
+        static |= _drop_inventories(columns, row, set(columns.rc_index) - ({rc for rc, *_ in CLASSIC} - set(given)))
+    if ironic:
+        # Nova's HostState still shows the node's allocation ratios (ComputeCapabilitiesFilter, JsonFilter read
+        # them): kept beside no inventory, where a ratio is otherwise 0.
+        for rc, _, _, ratio_f in CLASSIC:
+            ratio = getattr(stats, ratio_f)
+            if rc not in given and ratio is not None:
+                columns.rc["ratio"][row, columns.rc_index[rc]] = ratio
     return static
 
 
