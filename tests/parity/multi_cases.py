@@ -82,7 +82,9 @@ def cloud(seed: int, requests: int, *, subset: bool = False) -> dict[str, Any]:
         }
         if rng.random() < 0.3:
             policy = rng.choice(["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"])
-            spec["instance_group"] = {"uuid": f"g{k}", "policy": policy, "members": [], "hosts": []}
+            # As Nova's API hands it to the scheduler: the request's instances are members already.
+            spec["instance_group"] = {"uuid": f"g{k}", "policy": policy, "members": list(spec["instance_uuids"]),
+                                      "hosts": []}
             spec["scheduler_hints"]["group"] = f"g{k}"
         out["requests"].append({"spec": spec})
     return out
