@@ -19,12 +19,12 @@ import sys
 from typing import Any
 
 import nova_driver  # the same directory: HostStates, options and RequestSpecs built as the filter suite builds them
-from nova import context as nova_context  # noqa: E402
-from nova import exception  # noqa: E402
-from nova.scheduler import filters as nova_filters  # noqa: E402
-from nova.scheduler import host_manager, manager  # noqa: E402
-from nova.scheduler import weights as nova_weights  # noqa: E402
-from oslo_utils import timeutils  # noqa: E402
+from nova import context as nova_context
+from nova import exception
+from nova.scheduler import filters as nova_filters
+from nova.scheduler import host_manager, manager
+from nova.scheduler import weights as nova_weights
+from oslo_utils import timeutils
 
 
 class _Recorder:
