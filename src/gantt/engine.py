@@ -48,8 +48,8 @@ from gantt.model import (
 from gantt.ranking import BlockPick, Ranker, Ranking
 from gantt.request import RequestContext
 from gantt.state import ClaimRejected, HostTable, SourceMoved
+from gantt.ties import FIRST_CANDIDATES, TieHistory
 from gantt.ties import KEY as TIES
-from gantt.ties import TieHistory
 
 log = logging.getLogger(__name__)
 
@@ -377,7 +377,13 @@ class Engine:
                 history.layout = ranking.layout
             if ctx.instance_index < history.instances - 1:  # a later instance reads this one's weights
                 step = history.snapshot(ranking)
+        # A later instance ranks the nodes that had room for the first (ResourceFilter): some are full now.
+        early = ctx.instance_index > 0 and FIRST_CANDIDATES in ctx.scratch
+        picked = -1  # Nova's pick (the first in order), which heads its list for the next instance even when
+        # its claim fails and a later node is claimed
         for row, weight in self._order(ranking, history if history is not None and history.steps else None):
+            if picked < 0:
+                picked = row
             key = (table.host_names[row], table.node_names[row]) if row < table.n else None
             if table.layout != ranking.layout:  # checked after the read: the key is the ranked node's, or unused
                 if chosen is None:
@@ -387,6 +393,8 @@ class Engine:
                 continue
             limits = {rc: float(arr[row]) for rc, arr in ranking.limits.items() if arr[row] == arr[row]}
             if chosen is None:
+                if early and table.fits(row, ctx.resources, limits or None) is not None:
+                    continue  # filled by this request's earlier instances: Nova's claim fails, the next is tried
                 allocation = Allocation(consumer_uuid=consumer, host=key[0], nodename=key[1],
                                         resources=dict(ctx.resources), project_id=spec.project_id,
                                         user_id=spec.user_id, request_id=spec.request_id, group=ctx.hard_group)
@@ -414,7 +422,7 @@ class Engine:
                 if chosen is not allocation:  # a twin request holds this consumer: answer with its claim
                     return [self._selection_for(chosen)], chosen, False
                 if history is not None:
-                    history.record(step, row)
+                    history.record(step, picked)
                 shown = self._shown_limits(ranking, ctx, row, limits)
                 selection = self._selection(row, chosen.resources, shown, consumer, weight)
                 if table.layout != ranking.layout:  # renumbered while the selection was read: read it by key
@@ -438,7 +446,9 @@ class Engine:
             if len(selections) >= max_attempts:
                 break
         if chosen is None:
-            # Every candidate was taken between ranking and claiming; rank again from the current state.
+            # Every candidate was taken between ranking and claiming (or, for a later instance, filled by the
+            # earlier ones: the request's first candidates were ranked); rank again from the current state.
+            ctx.scratch.pop(FIRST_CANDIDATES, None)
             ranking = self.ranker.rank(ctx)
             error = self._no_valid_host(ctx, ranking, reason="contention" if ranking.count else "")
             return self._fail(ctx, consumer, placed, error)

@@ -24,6 +24,9 @@ from typing import Any
 import numpy as np
 
 KEY = ("gantt.ties",)  # the request context's scratch entry holding a request's TieHistory
+# The scratch entry holding the nodes with room for the request's first instance (ResourceFilter): Nova's
+# Placement candidates, fetched once per request; the later instances weigh those and their claims refuse a full one.
+FIRST_CANDIDATES = ("gantt.first_candidates",)
 
 
 @dataclass(slots=True)

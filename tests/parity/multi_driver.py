@@ -30,15 +30,26 @@ from oslo_utils import timeutils
 class _Recorder:
     """Stands in for the ``random`` module in Nova's manager (choice and shuffle only)."""
 
-    def __init__(self, replay: list[str] | None) -> None:
+    def __init__(self, replay: list[str] | None, fits: Any) -> None:
         self.replay = list(replay or [])
+        self.fits = fits  # node name -> whether Placement's claim would succeed there now
+        self.order: list[str] = []  # the last weighed order (get_weighed_hosts)
         self.subsets: list[list[str]] = []
+        self.landings: list[list[str]] = []
         self.best: list[list[str]] = []
 
     def choice(self, subset: list[Any]) -> Any:
         names = [h.nodename for h in subset]
         call = len(self.subsets)
         self.subsets.append(sorted(names))
+        # Where a pick of each lands: there if its claim succeeds, else _schedule's claim loop walks the list
+        # (the pick first, then the weighed order) to the first node whose claim does.
+        landing = set()
+        for name in names:
+            land = name if self.fits(name) else next((n for n in self.order if n != name and self.fits(n)), None)
+            if land is not None:
+                landing.add(land)
+        self.landings.append(sorted(landing))
         if call < len(self.replay) and self.replay[call] in names:
             return subset[names.index(self.replay[call])]
         return subset[0]
@@ -111,10 +122,18 @@ def _one(cloud: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
         used[node]["DISK_GB"] += flavor["root_gb"]
         return True
 
-    recorder = _Recorder(case.get("replay"))
+    recorder = _Recorder(case.get("replay"), lambda node: _fits(by_node[node], used[node], flavor))
     manager.random = recorder
     manager.utils.claim_resources = claim
     mgr = _manager()
+    weigh = mgr.host_manager.get_weighed_hosts
+
+    def weighed(hosts: Any, spec_obj: Any) -> Any:
+        out = weigh(hosts, spec_obj)
+        recorder.order = [w.obj.nodename for w in out]
+        return out
+
+    mgr.host_manager.get_weighed_hosts = weighed
     mgr._get_all_host_states = lambda ctxt, spec_obj, summaries: iter(
         [s for s in states if s.uuid in summaries])
     ctxt = nova_context.RequestContext(user_id="u1", project_id=spec_dict["project_id"])
@@ -122,10 +141,10 @@ def _one(cloud: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
         selections = mgr._schedule(ctxt, spec, list(spec_dict["instance_uuids"]), candidates,
                                    {uuid: {} for uuid in candidates}, return_alternates=True)
     except exception.NoValidHost:
-        return {"chosen": None, "subsets": recorder.subsets, "best": recorder.best}
+        return {"chosen": None, "subsets": recorder.subsets, "landings": recorder.landings, "best": recorder.best}
     return {"chosen": [sel[0].nodename for sel in selections],
             "alternates": [[s.nodename for s in sel[1:]] for sel in selections],
-            "subsets": recorder.subsets, "best": recorder.best}
+            "subsets": recorder.subsets, "landings": recorder.landings, "best": recorder.best}
 
 
 def main() -> None:
