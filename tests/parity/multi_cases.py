@@ -55,8 +55,14 @@ def cloud(seed: int, requests: int, *, subset: bool = False) -> dict[str, Any]:
     """One cloud and its requests. ``subset``: ``host_subset_size`` of 2-4 (Nova's random pick among the best);
     else 1, where Nova's choice is deterministic."""
     rng = random.Random(seed * 7919 + (1 if subset else 0))
-    templates = [_template(rng) for _ in range(rng.randrange(1, 4))]
-    hosts = [_host(i, rng.choice(templates), rng) for i in range(rng.randrange(2, 9))]
+    # One cloud in five is a uniform one of more than ``ties.FEW`` equal hosts, taking requests of up to 50
+    # instances (host_subset_size 1): ties then span many rows and come back after every round of the hosts.
+    uniform = seed % 5 == 4
+    templates = [_template(rng) for _ in range(1 if uniform else rng.randrange(1, 4))]
+    if uniform:
+        templates[0].update(vcpus=64, memory_mb=65536, local_gb=1000, cpu_allocation_ratio=4.0)
+    hosts = [_host(i, rng.choice(templates), rng) for i in range(rng.randrange(33, 41) if uniform
+                                                                else rng.randrange(2, 9))]
     weighers = rng.sample(sorted(WEIGHERS), rng.randrange(1, 4))
     fs: dict[str, Any] = {
         "enabled_filters": rng.sample(FILTERS, rng.randrange(0, 4)),
@@ -72,7 +78,8 @@ def cloud(seed: int, requests: int, *, subset: bool = False) -> dict[str, Any]:
                "DEFAULT": {"service_down_time": 60}}
     out = {"seed": seed, "hosts": hosts, "aggregates": [], "options": options, "requests": []}
     for k in range(requests):
-        count = rng.randrange(2, 7)
+        # (the subset family tries every pick of every instance: its requests stay small)
+        count = rng.randrange(30, 51) if uniform and not subset and rng.random() < 0.5 else rng.randrange(2, 7)
         spec: dict[str, Any] = {
             "flavor": {"name": "f", "vcpus": rng.choice([1, 2, 4]), "memory_mb": rng.choice([512, 1024, 4096]),
                        "root_gb": rng.choice([1, 5, 10]), "extra_specs": {}},
