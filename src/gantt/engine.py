@@ -45,9 +45,11 @@ from gantt.model import (
     Selection,
     decode,
 )
-from gantt.ranking import Ranker, Ranking
+from gantt.ranking import BlockPick, Ranker, Ranking
 from gantt.request import RequestContext
 from gantt.state import ClaimRejected, HostTable, SourceMoved
+from gantt.ties import FIRST_CANDIDATES, TieHistory
+from gantt.ties import KEY as TIES
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +235,8 @@ class Engine:
         placed: list[Allocation] = []  # claimed by this call: rolled back if the request fails
         borrowed: list[Allocation] = []  # held already (by an earlier or concurrent twin request): not ours
         answer: list[list[Selection]] = []
+        if len(consumers) > 1:  # later instances order equal weights as Nova's re-sorted list does
+            ctx.scratch[TIES] = TieHistory(self.table.layout, len(consumers))
         with self._stats_lock:
             self.stats.decisions += 1
         try:
@@ -385,7 +389,21 @@ class Engine:
         spec = ctx.spec
         chosen: Allocation | None = None
         selections: list[Selection] = []
-        for row, weight in self._order(ranking):
+        history: TieHistory | None = ctx.scratch.get(TIES)
+        step = None
+        if history is not None:
+            if history.layout != ranking.layout:  # rows renumbered: the earlier rows name other nodes now
+                history.steps.clear()
+                history.layout = ranking.layout
+            if ctx.instance_index < history.instances - 1:  # a later instance reads this one's weights
+                step = history.snapshot(ranking)
+        # A later instance ranks the nodes that had room for the first (ResourceFilter): some are full now.
+        early = ctx.instance_index > 0 and FIRST_CANDIDATES in ctx.scratch
+        picked = -1  # Nova's pick (the first in order), which heads its list for the next instance even when
+        # its claim fails and a later node is claimed
+        for row, weight in self._order(ranking, history if history is not None and history.steps else None):
+            if picked < 0:
+                picked = row
             key = (table.host_names[row], table.node_names[row]) if row < table.n else None
             if table.layout != ranking.layout:  # checked after the read: the key is the ranked node's, or unused
                 if chosen is None:
@@ -395,6 +413,8 @@ class Engine:
                 continue
             limits = {rc: float(arr[row]) for rc, arr in ranking.limits.items() if arr[row] == arr[row]}
             if chosen is None:
+                if early and table.fits(row, ctx.resources, limits or None) is not None:
+                    continue  # filled by this request's earlier instances: Nova's claim fails, the next is tried
                 allocation = Allocation(consumer_uuid=consumer, host=key[0], nodename=key[1],
                                         resources=dict(ctx.resources), project_id=spec.project_id,
                                         user_id=spec.user_id, request_id=spec.request_id, group=ctx.hard_group)
@@ -421,6 +441,8 @@ class Engine:
                     continue
                 if chosen is not allocation:  # a twin request holds this consumer: answer with its claim
                     return [self._selection_for(chosen)], chosen, False
+                if history is not None:
+                    history.record(step, picked)
                 shown = self._shown_limits(ranking, ctx, row, limits)
                 selection = self._selection(row, chosen.resources, shown, consumer, weight)
                 if table.layout != ranking.layout:  # renumbered while the selection was read: read it by key
@@ -444,7 +466,9 @@ class Engine:
             if len(selections) >= max_attempts:
                 break
         if chosen is None:
-            # Every candidate was taken between ranking and claiming; rank again from the current state.
+            # Every candidate was taken between ranking and claiming (or, for a later instance, filled by the
+            # earlier ones: the request's first candidates were ranked); rank again from the current state.
+            ctx.scratch.pop(FIRST_CANDIDATES, None)
             ranking = self.ranker.rank(ctx)
             error = self._no_valid_host(ctx, ranking, reason="contention" if ranking.count else "")
             return self._fail(ctx, consumer, placed, error)
@@ -467,7 +491,7 @@ class Engine:
             placed.clear()
         raise error
 
-    def _order(self, ranking: Ranking) -> Iterator[tuple[int, float]]:
+    def _order(self, ranking: Ranking, history: TieHistory | None = None) -> Iterator[tuple[int, float]]:
         """(row, weight) in Nova's pick order: a random one of the best ``host_subset_size``, then by weight.
 
         With ``shuffle_best_same_weighed_hosts`` the nodes tied for the best weight are shuffled first. Only the few
@@ -476,6 +500,8 @@ class Engine:
         score (the table's kept sum) is copied first, and only once a walk by weight needs the writes.
         A ranking with ``exact`` verdicts (filters that refine) skips the rows that fail them, so the subset and
         the alternates are those of the exact candidates, in the same order; only the rows walked are checked.
+        Equal weights go the lowest row first, or, for a later instance of a multi-instance request
+        (``history``), the order Nova's re-sorted list leaves them in (``gantt.ties``).
         """
         fs = self.config.filter_scheduler
         pick = ranking.pick
@@ -515,6 +541,7 @@ class Engine:
                     break
         batch = fs.host_subset_size + self.config.scheduler.max_attempts
         walk: Iterator[int] | None = None
+        tied: list[int] = []  # positions tied with the last one ``best`` gave, in Nova's order, reversed
 
         def best() -> int:
             """The next position by weight (set it to -inf before asking again)."""
@@ -524,7 +551,25 @@ class Engine:
                 # score is copied (a pass over every row).
                 own()
                 walk = _best_first(score, batch) if pick is None else pick.best_first(batch)
-            return next(walk)
+            if history is None:
+                return next(walk)
+            while tied:
+                i = tied.pop()
+                if score[i] != -np.inf:
+                    return i
+            while True:
+                i = next(walk)
+                if i < 0 or score[i] != -np.inf:  # the walk may offer a tie given already
+                    break
+            if i < 0:
+                return i
+            group = _tied(score, i, pick)
+            if len(group) > 1:
+                at = rows[group] if rows is not None else group
+                by_row = dict(zip(at.tolist(), group.tolist(), strict=True))
+                tied.extend(by_row[r] for r in reversed(history.order(at).tolist()))
+                i = tied.pop()
+            return i
 
         while len(head) < fs.host_subset_size and remaining > 0:
             i = best()
@@ -661,6 +706,16 @@ class Engine:
 
 
 BEST_BLOCK = 1024  # rows per block when finding the best few of a long score array
+
+
+def _tied(score: Any, i: int, pick: BlockPick | None) -> np.ndarray:
+    """The positions not taken yet whose score equals position ``i``'s (a pass over the scores)."""
+    if pick is None:
+        return np.flatnonzero(score == score[i])
+    group = np.flatnonzero((pick.total == pick.total[i]) & pick.mask)
+    if pick.taken:
+        group = group[~np.isin(group, np.fromiter(pick.taken, dtype=np.intp, count=len(pick.taken)))]
+    return group
 
 
 def _best_first(score: np.ndarray, batch: int) -> Iterator[int]:

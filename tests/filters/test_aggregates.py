@@ -46,10 +46,27 @@ def test_image_properties_isolation() -> None:
     s = sched(["AggregateImagePropertiesIsolation"])
     assert passing(s, request(image={"properties": {"os_distro": "windows"}})) == {"h0", "h1", "h2", "h3"}
     assert passing(s, request(image={"properties": {"os_distro": "linux"}})) == {"h2", "h3"}
-    assert passing(s, request(image={"properties": {"ssd": True}})) == {"h3"}  # str(True) is not "true"
-    # h1 is in both aggregates: "false" is among its values
-    assert passing(s, request(image={"properties": {"ssd": "false"}})) == {"h1", "h2", "h3"}
+    # ssd is no image property Nova knows (ImageMetaProps has no such field): it restricts nothing
+    assert passing(s, request(image={"properties": {"ssd": True}})) == {"h0", "h1", "h2", "h3"}
+    assert passing(s, request(image={"properties": {"ssd": "false"}})) == {"h0", "h1", "h2", "h3"}
     assert passing(s, request()) == {"h0", "h1", "h2", "h3"}
+
+
+def test_image_properties_isolation_reads_the_image_as_nova_types_it() -> None:
+    """Issue 31: Nova compares the ImageMetaProps value, not the raw property (checked against Nova itself in
+    tests/parity/test_image_isolation_parity.py)."""
+    s = make_scheduler(4, filters=["AggregateImagePropertiesIsolation"])
+    s.update_aggregate({"id": 1, "hosts": ["h0"], "metadata": {"license_tier": "gold"}})
+    s.update_aggregate({"id": 2, "hosts": ["h1"], "metadata": {"hw_architecture": "x86_64"}})
+    s.update_aggregate({"id": 3, "hosts": ["h2"], "metadata": {"hw_boot_menu": "true"}})
+    s.update_aggregate({"id": 4, "hosts": ["h3"], "metadata": {"hw_boot_menu": "True"}})
+    every = {"h0", "h1", "h2", "h3"}
+    assert passing(s, request(image={"properties": {"license_tier": "bronze"}})) == every  # unknown: dropped
+    assert passing(s, request(image={"properties": {"hw_architecture": "amd64"}})) == every  # canonical x86_64
+    assert passing(s, request(image={"properties": {"architecture": "aarch64"}})) == every - {"h1"}  # legacy name
+    # typed: "yes" is True, and str(True) is "True", which the aggregate saying "true" does not list
+    assert passing(s, request(image={"properties": {"hw_boot_menu": "yes"}})) == every - {"h2"}
+    assert passing(s, request(image={"properties": {"hw_boot_menu": "false"}})) == every  # False never restricts
 
 
 def test_image_properties_isolation_namespace() -> None:

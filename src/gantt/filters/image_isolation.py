@@ -3,8 +3,13 @@
 For every metadata key of the node's aggregates (only keys starting with ``<namespace><separator>`` when
 ``[filter_scheduler] aggregate_image_properties_isolation_namespace`` is set), an image that sets that property
 must have a value among the key's values (comma-separated values are separate values; the property is compared
-as ``str()``). An image without the property, or a node in no aggregate, passes. Legacy property names
-(``architecture``, ``hypervisor_type`` …) are read under their current names, as Nova's ImageMetaProps does.
+as ``str()``). An image without the property, or a node in no aggregate, passes.
+
+The image is read as Nova reads it, through its ImageMetaProps (``image_fields``): a key that is not one of its
+fields restricts nothing (``license_tier`` on an aggregate never excludes a host), legacy names are read under
+their current names, values are typed and canonical (``amd64`` is ``x86_64``; ``hw_boot_menu: "yes"`` is
+``True`` and matches an aggregate's ``True``, not ``true``), and a false value (``False``, ``0``) restricts
+nothing.
 """
 
 from __future__ import annotations
@@ -17,13 +22,13 @@ import numpy as np
 
 from gantt.filters.agg_meta import Metadata, rows_where
 from gantt.filters.base import Filter, register
-from gantt.filters.image_meta import current_names
+from gantt.filters.image_fields import typed_properties
 from gantt.request import RequestContext
 from gantt.state import HostTable
 
 
 def _props(ctx: RequestContext) -> dict[str, Any]:
-    return current_names(ctx.image_props)
+    return typed_properties(ctx.image_props)
 
 
 @register

@@ -16,6 +16,7 @@ from gantt.journal import Rows
 from gantt.model import NearestMiss
 from gantt.request import RequestContext
 from gantt.state import HostTable
+from gantt.ties import FIRST_CANDIDATES
 
 
 @register
@@ -25,10 +26,19 @@ class ResourceFilter(Filter):
     name = "ResourceFilter"
     always_on = True
     explains_miss = True
+    # The nodes that had room when a multi-instance request began: Nova asks Placement for its allocation
+    # candidates once per request, so a node its earlier instances filled stays in the list the later ones weigh
+    # (and normalize over), and a pick of it fails its claim and falls to the next node in order. The claim
+    # does the same here (``HostTable.claim`` refuses a node without room).
+    FIRST: ClassVar[tuple[str]] = FIRST_CANDIDATES
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         if not ctx.resources:
             return None
+        if ctx.instance_index > 0:
+            first = ctx.scratch.get(self.FIRST)
+            if first is not None and first[0] == table.layout and len(first[1]) >= table.n:
+                return first[1]  # type: ignore[no-any-return]
         wanted: list[tuple[int, int]] = []
         for rc, amount in ctx.resources.items():
             j = table.rc_index.get(rc)
@@ -37,7 +47,10 @@ class ResourceFilter(Filter):
             wanted.append((j, amount))
         # Patched on the rows whose usage changed since the last request of the same size, not recomputed.
         key = (self.name, tuple(sorted(wanted)))
-        return table.usage_mask(key, lambda rows: _fits(table, wanted, rows))
+        mask = table.usage_mask(key, lambda rows: _fits(table, wanted, rows))
+        if ctx.instance_index == 0 and max(ctx.spec.num_instances, len(ctx.spec.instance_uuids or ())) > 1:
+            ctx.scratch[self.FIRST] = (table.layout, mask.copy())  # the kept mask is patched in place
+        return mask
 
     def nearest_miss(self, table: HostTable, ctx: RequestContext, others: np.ndarray) -> list[NearestMiss]:
         """For each requested class that some otherwise-eligible node lacks: the best such node, and the gap."""
