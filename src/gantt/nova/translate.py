@@ -195,7 +195,8 @@ def _group(group: objects.InstanceGroup) -> dict[str, Any]:
             out[name] = str(value)
     for name in ("members", "hosts"):
         out[name] = list(_get(group, name) or ())
-    out["rules"] = dict(_get(group, "rules") or {})
+    # ``rules`` is a property over the ``_rules`` field (with max_server_per_host as an int); {} when unset
+    out["rules"] = dict(group.rules)
     return out
 
 
