@@ -69,10 +69,10 @@ def _build(case: dict[str, Any]) -> Any:
     if case.get("network_metadata") is not None:
         spec.network_metadata = objects.NetworkMetadata(physnets=set(case["network_metadata"]["physnets"]),
                                                         tunneled=case["network_metadata"]["tunneled"])
-    if case.get("numa"):
-        from nova.virt import hardware
-        spec.numa_topology = hardware.numa_get_constraints(
-            spec.flavor, spec.image or objects.ImageMeta(properties=objects.ImageMetaProps()))
+    # as Nova's API does for every request (None when flavor and image ask for no NUMA topology)
+    from nova.virt import hardware
+    spec.numa_topology = hardware.numa_get_constraints(
+        spec.flavor, spec.image or objects.ImageMeta(properties=objects.ImageMetaProps()))
     return spec
 
 
@@ -142,11 +142,26 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
             "image_properties": [props_back,
                                  spec.image.properties.obj_to_primitive() if spec.obj_attr_is_set("image") and
                                  spec.image is not None else None],
+            # numa_topology is not sent: Gantt derives it, and must reach what NUMATopologyFilter reads
+            "numa_topology": [_gantt_cells(ctx.numa), _nova_cells(_v(spec, "numa_topology"))],
             "image_id": [gantt_spec.image.id if gantt_spec.image else None,
                          spec.image.id if spec.obj_attr_is_set("image") and spec.image is not None else None],
         },
         "decoded": to_builtins(gantt_spec),
     }
+
+
+def _gantt_cells(guest: Any) -> Any:
+    if guest is None:
+        return None
+    return [guest.cpu_policy, [[c.id, sorted(c.cpuset | c.pcpuset), c.memory] for c in guest.cells]]
+
+
+def _nova_cells(topology: Any) -> Any:
+    if topology is None:
+        return None
+    policy = topology.cells[0].cpu_policy if topology.cells else None
+    return [policy, [[c.id, sorted(c.total_cpus), c.memory] for c in topology.cells]]
 
 
 def _data(primitive: Any) -> Any:

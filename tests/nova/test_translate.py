@@ -81,7 +81,7 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
                    "properties": props} if rng.random() < 0.9 else None),
         "project_id": f"p{rng.randint(1, 3)}", "user_id": f"u{rng.randint(1, 3)}",
         "num_instances": n, "instance_uuids": uuids, "is_bfv": rng.random() < 0.3,
-        "cell_uuid": CELL, "numa": bool(numa_image or "hw:numa_nodes" in extra),
+        "cell_uuid": CELL,
     }
     if rng.random() < 0.7:
         case["rpc_instance_uuids"] = uuids
@@ -121,7 +121,7 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
         case["request_level_params"] = {
             "root_required": rng.sample(["HW_CPU_X86_AVX", "COMPUTE_VOLUME_MULTI_ATTACH"], rng.randint(0, 2)),
             "root_forbidden": rng.sample(["COMPUTE_STATUS_DISABLED"], rng.randint(0, 1))}
-    if rng.random() < 0.2 and not case["numa"]:
+    if rng.random() < 0.2 and not numa_image and not any(k.startswith("hw:") for k in extra):
         case["network_metadata"] = {"physnets": ["physnet1"], "tunneled": rng.random() < 0.5}  # unread without NUMA
     if rng.random() < 0.25:
         _make_unsupported(rng, case, rng.choice(UNSUPPORTED))
@@ -150,7 +150,6 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
     else:
         case["network_metadata"] = {"physnets": ["physnet1"], "tunneled": False}
         case["flavor"]["extra_specs"]["hw:numa_nodes"] = "1"
-        case["numa"] = True
         for key in ("hw_numa_nodes", "hw_numa_cpus.0", "hw_numa_cpus.1", "hw_numa_mem.0", "hw_numa_mem.1"):
             (case["image"] or {}).get("properties", {}).pop(key, None)
 
