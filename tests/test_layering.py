@@ -42,3 +42,16 @@ def test_the_placement_face_imports_the_facade_and_the_domain_only() -> None:
         assert imported <= allowed, (path.name, imported)
         source = path.read_text()
         assert "replica.table" not in source and "replica.store" not in source and ".scheduler" not in source
+
+
+def test_only_gantt_nova_imports_nova() -> None:
+    """Core Gantt runs where nova is not installed: nova (and gantt.nova, which needs it) is imported by gantt.nova
+    alone."""
+    for path in SRC.rglob("*.py"):
+        if path.is_relative_to(SRC / "nova"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            for name in names:
+                assert name.split(".")[0] != "nova" and not name.startswith("gantt.nova"), (path, name)

@@ -1,0 +1,328 @@
+"""Nova 34's scheduler objects ↔ Gantt's data contract.
+
+``request_spec`` turns a ``nova.objects.RequestSpec`` (what nova-conductor sends ``select_destinations``) into
+Gantt's RequestSpec (``gantt.model.RequestSpec``, as a dict of builtins); ``selections`` turns Gantt's answer into
+what Nova's own ``SchedulerManager.select_destinations`` returns. Every RequestSpec field Nova 34's scheduler reads
+is either translated or refused with ``Unsupported`` naming it (the manager answers NoValidHost with that reason);
+none is dropped. A field Nova adds later and this table does not know is refused too.
+
+=====================================================  =========================================================
+Nova RequestSpec field                                 In Gantt
+=====================================================  =========================================================
+flavor.name / flavorid / id / vcpus / memory_mb /      flavor.*, as they are
+ephemeral_gb / swap / extra_specs
+flavor.root_gb                                         flavor.root_gb; 0 when ``is_bfv`` (below)
+is_bfv                                                 the root disk is a volume: Nova asks Placement for
+                                                       DISK_GB = ephemeral + swap only (ResourceRequest.
+                                                       from_request_spec), so Gantt gets root_gb = 0
+image.id / name / disk_format                          image.*
+image.properties (ImageMetaProps)                      image.properties: every set field, in Glance's spelling
+                                                       (``hw_numa_cpus.N``, ``hw_numa_mem.N``, ``trait:T``), so
+                                                       that ImageMetaProps.from_dict gives the same object back
+image's other fields (size, min_ram, status, …)        not read by Nova 34's scheduler: not sent
+project_id / user_id / availability_zone               as they are
+num_instances, instance_uuid, the RPC's                num_instances and instance_uuids, as Nova's manager
+instance_uuids                                         counts them (the RPC's list wins)
+scheduler_hints                                        as they are (lists of strings; Gantt unwraps one-element
+                                                       lists as RequestSpec.get_scheduler_hint does)
+scheduler_hints._nova_check_type = rebuild             refused: a rebuild re-checks the instance's own host with
+                                                       no claim, which Gantt has no mode for yet
+instance_group (uuid, name, policy, members, hosts,    instance_group.*
+rules)
+ignore_hosts / force_hosts / force_nodes               as they are
+requested_destination.host / node / aggregates         requested_destination.*
+requested_destination.forbidden_aggregates             member_of: one ``!in:a,b`` group (Placement's syntax)
+requested_destination.cell                             honoured when it is the one cell Gantt schedules
+                                                       (``cell_uuid``); any other cell is refused
+requested_destination.allow_cross_cell_move = True     refused
+request_level_params.root_required / root_forbidden    required_traits / forbidden_traits (a Gantt node is its
+                                                       tree's root provider)
+request_level_params.same_subtree (non-empty)          refused
+requested_resources (non-empty: ports' QoS, Cyborg)    refused: their groups land on child providers
+numa_topology                                          not sent: Gantt derives the guest topology from the flavor
+                                                       and image, as Nova's API derived this one
+                                                       (hardware.numa_get_constraints)
+pci_requests from the flavor's pci_passthrough:alias   not sent: Gantt derives them from the same extra spec and
+                                                       its [pci] alias option (which must match Nova's)
+pci_requests without an alias (SR-IOV ports)           refused
+network_metadata with physnets or tunneled, when the   refused (NUMA affinity of networks); without a guest NUMA
+guest has a NUMA topology                              topology Nova's scheduler never reads it
+retry / limits / security_groups / id                  not read by Nova 34's scheduler: not sent
+(a move's migration)                                   migration_uuid, given by the caller: a RequestSpec does not
+                                                       name the migration holding the source allocation
+=====================================================  =========================================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from nova import objects
+from oslo_serialization import jsonutils
+
+from gantt.model import NUMATopologyLimits, Selection, decode
+
+# Placement's microversion Nova 34 asks allocation candidates at (report.SAME_SUBTREE_VERSION): the conductor
+# claims an allocation request at the version it was made for.
+ALLOCATION_REQUEST_VERSION = "1.36"
+
+# RequestSpec fields this module reads, or knows Nova 34's scheduler ignores. Anything else set is refused.
+_KNOWN = frozenset({
+    "id", "image", "numa_topology", "pci_requests", "project_id", "user_id", "availability_zone", "flavor",
+    "num_instances", "ignore_hosts", "force_hosts", "force_nodes", "requested_destination", "retry", "limits",
+    "instance_group", "scheduler_hints", "instance_uuid", "security_groups", "network_metadata", "is_bfv",
+    "requested_resources", "request_level_params",
+})
+_FLAVOR_FIELDS = ("name", "flavorid", "id", "vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap")
+
+
+class Unsupported(ValueError):
+    """A RequestSpec field set to something Gantt cannot honour yet; ``field`` names it (dotted)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"Gantt cannot honour RequestSpec.{field} yet: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+def _get(obj: Any, name: str) -> Any:
+    """A field's value, None when unset: never ``getattr`` on an unset field, which lazy-loads from Nova's
+    database on some objects (InstanceGroup.hosts) and raises on others."""
+    return getattr(obj, name) if obj is not None and obj.obj_attr_is_set(name) else None
+
+
+def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None = None, *,
+                 migration_uuid: str | None = None, cell_uuid: str | None = None,
+                 request_id: str | None = None) -> dict[str, Any]:
+    """Gantt's RequestSpec (builtins, for ``gantt.model.decode``) for what Nova's scheduler would place.
+
+    ``instance_uuids``: select_destinations' argument (None from a 4.3 caller). ``migration_uuid``: on a move,
+    the migration whose consumer holds the source allocation. ``cell_uuid``: the cell Gantt's hosts are in, which
+    a requested destination's cell may name. Raises Unsupported naming the first field Gantt cannot honour."""
+    for name in spec.fields:
+        if name not in _KNOWN and spec.obj_attr_is_set(name):
+            raise Unsupported(name, "a RequestSpec field this translation does not know (newer Nova?)")
+    out: dict[str, Any] = {"flavor": _flavor(spec.flavor, bool(_get(spec, "is_bfv")))}
+    image = _get(spec, "image")
+    if image is not None:
+        out["image"] = _image(image)
+    for name in ("project_id", "user_id", "availability_zone"):
+        if (value := _get(spec, name)) is not None:
+            out[name] = value
+    uuids = list(instance_uuids) if instance_uuids else None
+    if uuids is None and _get(spec, "instance_uuid") is not None and (_get(spec, "num_instances") or 1) == 1:
+        uuids = [str(spec.instance_uuid)]
+    out["num_instances"] = len(uuids) if uuids else (_get(spec, "num_instances") or 1)
+    if uuids:
+        out["instance_uuids"] = uuids
+    hints = dict(_get(spec, "scheduler_hints") or {})
+    if "rebuild" in (hints.get("_nova_check_type") or ()):
+        raise Unsupported("scheduler_hints._nova_check_type",
+                          "a rebuild re-checks the instance's current host without a claim")
+    if hints:
+        out["scheduler_hints"] = {k: list(v) if isinstance(v, list | tuple) else v for k, v in hints.items()}
+    if (group := _get(spec, "instance_group")) is not None:
+        out["instance_group"] = _group(group)
+    for name in ("ignore_hosts", "force_hosts", "force_nodes"):
+        if (value := _get(spec, name)) is not None:
+            out[name] = list(value)
+    destination = _get(spec, "requested_destination")
+    if destination is not None:
+        _destination(destination, cell_uuid, out)
+    _request_level(spec, out)
+    if _get(spec, "requested_resources"):
+        groups = [g.requester_id or "?" for g in spec.requested_resources]
+        raise Unsupported("requested_resources",
+                          f"request groups from outside the flavor (ports, device profiles: {', '.join(groups)}) "
+                          "need child resource providers")
+    _pci(_get(spec, "pci_requests"))
+    _network(spec)
+    if migration_uuid is not None:
+        out["migration_uuid"] = migration_uuid
+    if request_id is not None:
+        out["request_id"] = request_id
+    return out
+
+
+def _flavor(flavor: objects.Flavor, bfv: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in _FLAVOR_FIELDS:
+        if (value := _get(flavor, name)) is not None:
+            out[name] = value
+    if bfv:
+        out["root_gb"] = 0  # the root disk is a Cinder volume: nothing of the host's disk
+    out["extra_specs"] = dict(_get(flavor, "extra_specs") or {})
+    return out
+
+
+def _image(image: objects.ImageMeta) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("id", "name", "disk_format"):
+        if (value := _get(image, name)) is not None:
+            out[name] = str(value)
+    props = _get(image, "properties")
+    out["properties"] = image_properties(props) if props is not None else {}
+    return out
+
+
+def image_properties(props: objects.ImageMetaProps) -> dict[str, Any]:
+    """Every set field of ``props``, in the spelling Glance stores and Gantt's filters read: the three fields
+    ImageMetaProps keeps in another shape than Glance's (NUMA CPU sets and memory per guest node, required
+    traits) are spelt as Glance's keys, the rest are their primitive values."""
+    primitive: dict[str, Any] = props.obj_to_primitive()["nova_object.data"]
+    out: dict[str, Any] = {}
+    for key, value in primitive.items():
+        if key == "hw_numa_cpus":
+            for node, cpus in enumerate(props.hw_numa_cpus):
+                out[f"hw_numa_cpus.{node}"] = ",".join(str(c) for c in sorted(cpus))
+        elif key == "hw_numa_mem":
+            for node, mem in enumerate(props.hw_numa_mem):
+                out[f"hw_numa_mem.{node}"] = str(mem)
+        elif key == "traits_required":
+            for trait in value:
+                out[f"trait:{trait}"] = "required"
+        else:
+            out[key] = value
+    return out
+
+
+def _group(group: objects.InstanceGroup) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("uuid", "name", "policy"):
+        if (value := _get(group, name)) is not None:
+            out[name] = str(value)
+    for name in ("members", "hosts"):
+        out[name] = list(_get(group, name) or ())
+    # ``rules`` is a property over the ``_rules`` field (with max_server_per_host as an int); {} when unset
+    out["rules"] = dict(group.rules)
+    return out
+
+
+def _destination(destination: objects.Destination, cell_uuid: str | None, out: dict[str, Any]) -> None:
+    if _get(destination, "allow_cross_cell_move"):
+        raise Unsupported("requested_destination.allow_cross_cell_move", "Gantt schedules within one cell")
+    cell = _get(destination, "cell")
+    if cell is not None and (cell_uuid is None or _get(cell, "uuid") != cell_uuid):
+        raise Unsupported("requested_destination.cell",
+                          f"cell {_get(cell, 'uuid')} is not the cell Gantt schedules ({cell_uuid})")
+    target: dict[str, Any] = {}
+    for name in ("host", "node"):
+        if (value := _get(destination, name)) is not None:
+            target[name] = value
+    if (aggregates := _get(destination, "aggregates")) is not None:
+        target["aggregates"] = list(aggregates)
+    if target:
+        out["requested_destination"] = target
+    if forbidden := _get(destination, "forbidden_aggregates"):
+        out.setdefault("member_of", []).append(["!in:" + ",".join(sorted(forbidden))])
+
+
+def _request_level(spec: objects.RequestSpec, out: dict[str, Any]) -> None:
+    params = _get(spec, "request_level_params")
+    if params is None:
+        return
+    if _get(params, "same_subtree"):
+        raise Unsupported("request_level_params.same_subtree", "Gantt's nodes have no provider subtrees")
+    if required := _get(params, "root_required"):
+        out["required_traits"] = sorted(required)
+    if forbidden := _get(params, "root_forbidden"):
+        out["forbidden_traits"] = sorted(forbidden)
+
+
+def _pci(requests: objects.InstancePCIRequests | None) -> None:
+    for request in _get(requests, "requests") or ():
+        if _get(request, "alias_name") is None:
+            raise Unsupported("pci_requests", f"a PCI request without a flavor alias (an SR-IOV port's, "
+                              f"request_id {_get(request, 'request_id')})")
+
+
+def _network(spec: objects.RequestSpec) -> None:
+    metadata = _get(spec, "network_metadata")
+    if metadata is None or _get(spec, "numa_topology") is None:
+        return
+    if _get(metadata, "physnets") or _get(metadata, "tunneled"):
+        raise Unsupported("network_metadata", "NUMA affinity of the instance's networks")
+
+
+# ------------------------------------------------------------------------------------------------ answers
+
+
+def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, return_objects: bool,
+               return_alternates: bool, max_attempts: int, cell_uuid: str | Mapping[str, str],
+               default_availability_zone: str = "nova",
+               groups: Iterable[str] = ("",)) -> list[list[objects.Selection]] | list[dict[str, Any]]:
+    """What Nova's ``SchedulerManager.select_destinations`` returns for Gantt's answer (one list per instance:
+    the claimed node first, then unclaimed alternates).
+
+    As Nova: alternates only when ``return_objects`` and ``return_alternates`` are both set, at most
+    ``max_attempts - 1`` of them, from the chosen host's cell, never a host chosen for another instance of the
+    request; without ``return_objects``, the legacy list of ``{'host', 'nodename', 'limits'}`` dicts.
+    ``cell_uuid``: the one cell, or each host's. ``groups``: the request's group suffixes ("" the unsuffixed one)
+    that an allocation request's ``mappings`` name, all on the one node Gantt places on."""
+    objects.register_all()
+    per_instance = [[decode(s, Selection) for s in choices] for choices in answer]
+    chosen = {(c[0].host, c[0].nodename) for c in per_instance if c}
+    alternates = max(max_attempts - 1, 0) if return_objects and return_alternates else 0
+    group_names = list(groups)
+    out: list[list[objects.Selection]] = []
+    for choices in per_instance:
+        if not choices:
+            raise ValueError("Gantt's answer has an instance with no selection")
+        first_cell = _cell(cell_uuid, choices[0].host)
+        picked = [_selection(choices[0], first_cell, default_availability_zone, group_names)]
+        for alt in choices[1:]:
+            if len(picked) > alternates:
+                break
+            cell = _cell(cell_uuid, alt.host)
+            if cell == first_cell and (alt.host, alt.nodename) not in chosen:
+                picked.append(_selection(alt, cell, default_availability_zone, group_names))
+        out.append(picked)
+    if not return_objects:
+        # Nova's own legacy shape (Selection.to_dict, then jsonutils.to_primitive), for pre-4.5 conductors
+        legacy: list[dict[str, Any]] = jsonutils.to_primitive([choices[0].to_dict() for choices in out])
+        return legacy
+    return out
+
+
+def _cell(cell_uuid: str | Mapping[str, str], host: str) -> str:
+    if isinstance(cell_uuid, str):
+        return cell_uuid
+    try:
+        return cell_uuid[host]
+    except KeyError:
+        raise ValueError(f"host {host!r} is in no known cell") from None
+
+
+def _selection(selection: Selection, cell: str, default_az: str, groups: list[str]) -> objects.Selection:
+    if not selection.uuid:
+        raise ValueError(f"node {selection.host}/{selection.nodename} has no UUID: Nova needs its compute node's")
+    allocation_request = {"allocations": {selection.uuid: {"resources": dict(selection.allocation)}},
+                          # 1.34+: which provider each request group got; all of them, the one node
+                          "mappings": {group: [selection.uuid] for group in groups}}
+    numa = selection.limits.get("numa_topology")
+    limits: dict[str, Any] = {}
+    if numa is not None:
+        ratios = decode(numa, NUMATopologyLimits) if not isinstance(numa, NUMATopologyLimits) else numa
+        limits["numa_topology"] = objects.NUMATopologyLimits(cpu_allocation_ratio=ratios.cpu_allocation_ratio,
+                                                             ram_allocation_ratio=ratios.ram_allocation_ratio)
+    # Nova 34's filters put only numa_topology in a host's limits (the Core/Ram/DiskFilter that set vcpu,
+    # memory_mb and disk_gb are gone, and its compute claims read no others): Gantt's per-class limits stay here.
+    return objects.Selection(
+        compute_node_uuid=selection.uuid, service_host=selection.host, nodename=selection.nodename,
+        cell_uuid=cell, limits=objects.SchedulerLimits.from_dict(limits),
+        allocation_request=json.dumps(allocation_request), allocation_request_version=ALLOCATION_REQUEST_VERSION,
+        availability_zone=selection.availability_zone or default_az)
+
+
+def request_groups(spec: Mapping[str, Any]) -> list[str]:
+    """The group suffixes of a translated spec's flavor (``resources1:…``, ``trait_x:…``) beside the unsuffixed
+    group "", as Placement names them in an allocation request's ``mappings``."""
+    suffixes = {""}
+    for key in (spec.get("flavor") or {}).get("extra_specs") or {}:
+        prefix, sep, _ = key.partition(":")
+        for stem in ("resources", "trait"):
+            if sep and prefix.startswith(stem) and prefix != stem:
+                suffixes.add(prefix[len(stem):])
+    return sorted(suffixes)
