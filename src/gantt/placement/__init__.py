@@ -5,6 +5,6 @@ domain modules (``gantt.providers``, ``gantt.catalog``); this package holds only
 negotiation, Placement's error bodies and codes, content negotiation, and the wire shapes.
 """
 
-from gantt.placement.app import create_placement_app
+from gantt.placement.app import create_placement_app, refusal
 
-__all__ = ["create_placement_app"]
+__all__ = ["create_placement_app", "refusal"]

@@ -53,7 +53,7 @@ from gantt.model import (
     decode,
     valid_name,
 )
-from gantt.placement import create_placement_app
+from gantt.placement import create_placement_app, refusal
 from gantt.replica import (  # a write the facade hands to its store, as it builds it
     CONTENDED,
     LIVENESS_DELAY,
@@ -1088,8 +1088,6 @@ class Guard:
         if error.status >= 500:
             log.warning("%s %s: %s", scope.get("method"), scope.get("path"), error)
         if self.is_placement(scope["path"]):
-            from gantt.placement.app import refusal
-
             status, headers, body = refusal(error.status, str(error.message), scope["headers"])
             return Response(body, status_code=status, headers={k.decode(): v.decode() for k, v in headers
                                                                if k != b"x-openstack-request-id"})  # Guard's
