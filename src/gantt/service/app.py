@@ -927,6 +927,18 @@ class Lane:
                     return route, {parameter: value.decode("ascii")}
         return None
 
+    def refuse(self, scope: Scope) -> tuple[Response, str] | None:
+        """The 401 to a request without the token, from its head alone (before its body is read), counted and
+        logged as any answer; None when the request may go on."""
+        guard = self.guard
+        start = time.perf_counter()
+        response = guard.refused(scope)
+        if response is None:
+            return None
+        request_id = guard.name(scope)
+        guard.answered(scope, response.status_code, start, request_id)
+        return response, request_id
+
     async def answer(self, scope: Scope, body: bytes) -> tuple[Response, str]:
         """The answer to ``scope``'s request with ``body``, and the request's id."""
         guard = self.guard
@@ -1016,6 +1028,13 @@ class Guard:
                 await _send(watch, refused, scope, receive)
                 return
             await self.app(scope, receive, watch)
+        except ClientDisconnect:
+            # The client's doing, not a bug: one line (no traceback) and a count of their own, so that hanging
+            # up mid-body cannot flood the log nor pass for a server fault.
+            self.service.metrics.client_disconnects += 1
+            log.info("client disconnected before its body was read: %s %s (%s)", scope.get("method"),
+                     scope.get("path"), request_id)
+            status = 499  # nginx's "client closed request", for the per-route counts: nothing was answered
         except Exception:
             failed = self.failed(scope, request_id)
             if status == 0:
@@ -1121,7 +1140,8 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
     app.state.ui = _ui_assets()
     mount = config.gantt.placement_mount
     placement = create_placement_app(lambda: service.replica, service.run, token, "" if mount == "/" else mount,
-                                     policy=config.oslo_policy.policy, cors=config.cors)
+                                     policy=config.oslo_policy.policy, cors=config.cors,
+                                     max_body=service.max_body)
     is_placement = placement_paths(mount)
     hot = HotRoutes(app, ROUTES) if hot_routes else None
     guard = Guard(Dispatch(app, placement, is_placement, hot), service, is_placement)

@@ -144,6 +144,8 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
                      metrics_dir=options.metrics_dir)
     protocol.REFUSAL = _refusals(config.gantt.placement_mount)
     protocol.LANE = lane(app)
+    protocol.MAX_BODY = config.gantt.max_body_bytes  # every mount's, refused before it is read
+    protocol.BUFFER = protocol.Budget(protocol.buffer_limit(config.gantt.max_body_bytes))
     if options.workers > 1 and options.metrics_dir is not None:
         protocol.SPREAD = protocol.Spread(os.path.join(options.metrics_dir, "connections"), worker,
                                           options.workers)
