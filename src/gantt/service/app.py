@@ -936,6 +936,7 @@ class Lane:
         if response is None:
             return None
         request_id = guard.name(scope)
+        guard.service.metrics.hot_lane += 1
         guard.answered(scope, response.status_code, start, request_id)
         return response, request_id
 

@@ -49,6 +49,10 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
 HEAD_TIMEOUT = 10.0
 BODY_TIMEOUT = 10.0  # seconds from the end of a request's head to the end of its body
+# Seconds a refused connection is still read (and what comes dropped) after its answer and our FIN, before it is
+# closed: closed at once with the client's body unread, the kernel answers that body with a reset, which may
+# destroy the refusal before the client reads it.
+LINGER = 2.0
 # Set by gantt.service.server: [gantt] max_body_bytes (None: no limit here, the app's own applies).
 MAX_BODY: int | None = None
 
@@ -470,7 +474,22 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if not answering:
             url = getattr(self, "url", b"") if target is None else target
             self.transport.write(refusal(status, detail, url, self._refused_headers(url), field))
-        self.transport.close()
+        self._linger()
+
+    def _linger(self) -> None:
+        """End a refused connection: our side now (the client reads its answer, then the end), theirs within
+        LINGER seconds, what they send meanwhile read and dropped (``data_received``)."""
+        transport = self.transport
+        if transport.is_closing():
+            return
+        try:
+            if transport.can_write_eof():
+                transport.write_eof()
+                self.loop.call_later(LINGER, transport.close)
+                return
+        except (OSError, RuntimeError):
+            pass
+        transport.close()
 
     def _refused_headers(self, url: bytes) -> Headers:
         """The refused request's headers: those parsed, or, when the parser stopped inside a head that came in one
@@ -609,7 +628,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             self._rejected = True
             data, _ = answer_bytes(self, *refused, keep_alive=False)
             self.send(data)
-            self.transport.close()
+            self._linger()
             return True
         self.cycle = HotCycle(self, scope, self.parser.should_keep_alive())  # type: ignore[assignment]
         return True
