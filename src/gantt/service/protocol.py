@@ -49,10 +49,11 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
 HEAD_TIMEOUT = 10.0
 BODY_TIMEOUT = 10.0  # seconds from the end of a request's head to the end of its body
-# Seconds a refused connection is still read (and what comes dropped) after its answer and our FIN, before it is
-# closed: closed at once with the client's body unread, the kernel answers that body with a reset, which may
-# destroy the refusal before the client reads it.
+# Seconds, and bytes, a refused connection is still read (what comes dropped) after its answer and our FIN, before
+# it is closed: closed at once with the client's body unread, the kernel answers that body with a reset, which may
+# destroy the refusal before the client reads it. Bounded in bytes too: a refusal stops the reading of a body.
 LINGER = 2.0
+LINGER_BYTES = 256 * 1024
 # Set by gantt.service.server: [gantt] max_body_bytes (None: no limit here, the app's own applies).
 MAX_BODY: int | None = None
 
@@ -382,6 +383,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._chunked = False
         self._held: collections.deque[int] = collections.deque()  # taken of BUFFER, per request not yet answered
         self._current: Any = None  # the cycle of the request being read, once its head is
+        self._dropped = 0  # bytes read after a refusal (``_linger``)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -506,6 +508,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._rejected:
+            self._dropped += len(data)
+            if self._dropped > LINGER_BYTES:
+                self.transport.close()
             return
         if self._in_head:
             # Count the head only: a read often carries the head and the start of the body together, and a big
