@@ -124,6 +124,9 @@ LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 200_000, 0)
 # How many decider threads a worker runs for those larger tables; placements take them in turn. 0: decided on
 # the handler threads instead, each blocked in its own commit (what a decider saves: bench/RESULTS-mixed.md).
 DECIDERS = env_count("GANTT_DECIDERS", 1, 0)
+# Bytes of request bodies a worker holds at once over all its connections (gantt.service.protocol.Budget; never
+# less than [gantt] max_body_bytes): many clients each within the body limit cannot together pin its memory.
+BODY_BUFFER = env_count("GANTT_BODY_BUFFER_BYTES", 64 * 1024 * 1024, 1)
 # A body with a run of 19 digits may carry an integer past int64. Found by mapping every digit to "9" and looking
 # for 19 of them: a regex search for \d{19} cost ~11 us per host report (900 bytes), this ~1 us.
 _ALL_NINES = bytes.maketrans(b"0123456789", b"9" * 10)

@@ -222,19 +222,8 @@ class Budget:
         self.held -= size
 
 
-# Set by gantt.service.server (``buffer_limit``); None: bodies are not counted across connections.
+# Set by gantt.service.server (``GANTT_BODY_BUFFER_BYTES``); None: bodies are not counted across connections.
 BUFFER: Budget | None = None
-
-
-def buffer_limit(max_body: int) -> int:
-    """How many bytes of request bodies a worker holds at once: ``GANTT_BODY_BUFFER_BYTES``, else 64 MiB, and
-    never less than two bodies of the largest size taken (a single request within the limit always fits)."""
-    raw = os.environ.get("GANTT_BODY_BUFFER_BYTES", "").strip().replace("_", "")
-    if raw:
-        if not raw.isdigit() or int(raw) < 1:
-            raise ValueError(f"GANTT_BODY_BUFFER_BYTES={raw!r}: expected a whole number of bytes of at least 1")
-        return max(int(raw), max_body)
-    return max(64 * 1024 * 1024, 2 * max_body)
 
 
 # Set by gantt.service.server in a worker of several; None in a single process (nothing to spread).
