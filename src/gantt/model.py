@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import Meta, Struct, field
 
+from gantt.quote import clip
+
 # Limits on every string and list an input carries (README "The service"; tests/test_input_limits.py walks
 # every request type for one without a bound): what Nova's database holds (255 for names, ids, keys and
 # metadata), and list sizes no real cloud reaches, so that one request cannot write hundreds of megabytes. A
@@ -106,10 +108,11 @@ class GanttError(Exception):
 
     def to_problem(self) -> dict[str, Any]:
         """An RFC 9457 problem body."""
+        # clipped: a message or field may quote a client's value, which may be megabytes long (gantt.quote)
         body: dict[str, Any] = {"type": "about:blank", "title": self.title, "status": self.status,
-                                "detail": self.message}
+                                "detail": clip(self.message)}
         if self.field is not None:
-            body["field"] = self.field
+            body["field"] = clip(self.field, 256)
         if self.detail is not None:
             body["explanation"] = self.detail
         return body
@@ -296,6 +299,22 @@ def check_json(name: str, value: Any) -> None:
         raise ValueError(f"{name} must hold JSON values only") from None
     if size > MAX_JSON_BYTES:
         raise ValueError(f"{name} must encode to at most {MAX_JSON_BYTES} bytes of JSON, not {size}")
+
+
+def check_json_text(name: str, text: str) -> None:
+    """JSON text held as a string (Nova keeps cpu_info so) is decoded where a filter reads into it: held to the
+    limits of the same value given as an object, so that 20,000 nested lists in a string cannot pass the report
+    and then fail every decision that reads the node. Text that is no JSON is taken: a filter reads nothing in it.
+    """
+    if "[" not in text and "{" not in text:
+        return  # a scalar, or no JSON: nothing nests (most reports send cpu_info as an object anyway)
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return
+    except RecursionError:
+        raise ValueError(f"{name} must nest at most {MAX_DEPTH} levels deep") from None
+    check_depth(name, value)
 
 
 def check_depth(name: str, value: Any) -> None:
@@ -558,7 +577,9 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
                 Annotated[list[PciPool], Meta(max_length=MAX_PCI_POOLS)] | PciDevicePoolList | None)
         if self.pci_stats is not None:
             self.pci_stats = pci_pools(self.pci_stats)
-        if not isinstance(self.cpu_info, str):
+        if isinstance(self.cpu_info, str):
+            check_json_text("cpu_info", self.cpu_info)
+        else:
             check_json("cpu_info", self.cpu_info)
         check_json("stats", self.stats)
         for name in ("vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used",

@@ -292,6 +292,15 @@ class ProviderIndex:
                                              or record.provider is not old.record.provider)
                                             and _shape(old) != _shape(found)):
             self.version += 1  # a host's routine report changes figures only: what keys on the shape stays
+        if old is not None and found is not None and old.uuid == found.uuid and self.by_uuid.get(old.uuid) is old:
+            # The same provider changed: kept where it was among the others (a dict keeps a key's place when its
+            # value is replaced), since Placement lists providers in creation order, not by their last change.
+            self.by_key[key] = found
+            self.by_uuid[found.uuid] = found
+            if old.name != found.name and self.by_name.get(old.name) == old.uuid:
+                del self.by_name[old.name]
+            self.by_name[found.name] = found.uuid
+            return
         self._drop(key)
         if found is None:
             return

@@ -202,7 +202,10 @@ class PlacementFacade:
                         providers.inventories(found.record, self.table.default_ratios), self._used(found)):
                     continue
                 out.append(found)
-            return out
+        # Placement's order is its ids': creation order. The index keeps it while the process runs; a replica
+        # loaded from the store holds the providers in the store's key order, so the creation time decides (a
+        # host that only reports through /v1 has none: 0, first, in the index's order, as sorted() is stable).
+        return sorted(out, key=_created)
 
     def _used(self, found: ProviderView) -> dict[str, int]:
         held = [self.table.allocation(c) for c in self.table.node_allocations(found.key)]
@@ -789,3 +792,8 @@ def _uses(found: ProviderView, kind: RecordKind, name: str, table: HostTable) ->
     if kind == "trait":
         return name in (found.record.stats.traits or ())
     return name in providers.inventories(found.record, table.default_ratios)
+
+
+def _created(found: ProviderView) -> float:
+    provider = found.record.provider
+    return provider.created_at if provider is not None else 0.0

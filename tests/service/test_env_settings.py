@@ -37,7 +37,8 @@ def test_below_the_minimum_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         env_count("GANTT_TEST_COUNT", 16, 1)
 
 
-@pytest.mark.parametrize("name", ["GANTT_THREADS", "GANTT_LOOP_DECISION_ROWS", "GANTT_DECIDERS"])
+@pytest.mark.parametrize("name", ["GANTT_THREADS", "GANTT_LOOP_DECISION_ROWS", "GANTT_DECIDERS",
+                                  "GANTT_BODY_BUFFER_BYTES"])
 def test_each_setting_of_the_service_is_checked_when_it_starts(name: str) -> None:
     """A worker imports the service's settings as it starts: a bad value stops it there, naming the setting."""
     env = {**os.environ, name: "-1", "PYTHONPATH": os.pathsep.join(sys.path)}

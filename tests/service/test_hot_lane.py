@@ -147,6 +147,10 @@ def _comparable(status: int, headers: dict[str, str], body: bytes) -> tuple[Any,
     body = re.sub(rb'"(consumer_uuid|created_at)":"[^"]*"', rb'"\1":"-"', body)
     body = re.sub(rb"req-[0-9a-f-]{36}", b"req-", body)
     kept = {name: value for name, value in headers.items() if name not in ("date", "x-openstack-request-id")}
+    if status == 401:
+        # The lane refuses a tokenless request from its head and closes the connection, its body unread; the
+        # ASGI path (a chunked body) reads and drops the body and goes on: the same answer, another ending.
+        kept.pop("connection", None)
     return status, kept, body
 
 
@@ -154,7 +158,7 @@ def test_the_lane_answers_as_the_asgi_path_does(servers: tuple[ServerProcess, Se
     lane, asgi = servers
     lane_sock, lane_reader = _connect(lane)
     asgi_sock, asgi_reader = _connect(asgi)
-    with lane_sock, asgi_sock:
+    try:
         for method, target, body, headers, hot in REQUESTS:
             payload = _body(body)
             lane_sock.sendall(_request(method, target, payload, headers))
@@ -163,10 +167,18 @@ def test_the_lane_answers_as_the_asgi_path_does(servers: tuple[ServerProcess, Se
             assert mine[1]["x-openstack-request-id"].startswith("req-")
             if hot:
                 assert _comparable(*mine) == _comparable(*theirs), (method, target)
-            else:  # both through the ASGI app; a refusal may word the body's framing (length, chunks) apart
+            else:  # a refusal may word the body's framing (length, chunks) apart
                 assert mine[0] == theirs[0], (method, target)
-            if mine[1].get("connection") == "close":  # a refusal of the head's framing ends the connection
-                break
+            # A refusal before the body is read (its size, its token) ends the connection: go on with a new one.
+            if mine[1].get("connection") == "close":
+                lane_sock.close()
+                lane_sock, lane_reader = _connect(lane)
+            if theirs[1].get("connection") == "close":
+                asgi_sock.close()
+                asgi_sock, asgi_reader = _connect(asgi)
+    finally:
+        lane_sock.close()
+        asgi_sock.close()
     assert [s for *_, s in REQUESTS].count(True) == _lane_count(lane)
     assert _lane_count(asgi) == 0
 

@@ -123,7 +123,7 @@ def descend(value: Any, path: list[str] | tuple[str, ...]) -> Any:
         if isinstance(value, str):
             try:
                 value = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):  # nested past the interpreter's limit: nothing to read in it
                 return None
         if not isinstance(value, dict):
             return None

@@ -79,6 +79,8 @@ def parse_query(raw: Any) -> list[Any] | None:
             query = json.loads(raw)
         except ValueError as exc:
             raise InvalidRequest(f"query is not valid JSON: {exc}", field=FIELD) from None
+        except RecursionError:
+            raise InvalidRequest("query nests too deeply", field=FIELD) from None
     else:
         query = raw
     if not query:

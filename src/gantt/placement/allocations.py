@@ -145,7 +145,7 @@ async def read_body(call: Call, type_: Any) -> Any:
     raw = await call.request.body()
     try:
         data = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         data = None  # json_body names it
     for one in (data.values() if type_ is not ConsumerIn and isinstance(data, dict) else [data]):
         _check_amounts(one)

@@ -128,23 +128,27 @@ class PlacementApp:
     Placement's noauth2 reads them. ``policy``: Placement's rules, as configured (gantt.placement.policy)."""
 
     def __init__(self, replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
-                 prefix: str = "/placement", policy: Policy | None = None) -> None:
+                 prefix: str = "/placement", policy: Policy | None = None, max_body: int | None = None) -> None:
         self.replica = replica
         self.run = run
         self.token = token.encode() if token else None
         self.prefix = prefix
         self.policy = policy or Policy()
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = PlacementRequest(scope, receive)
+        request = PlacementRequest(scope, receive, self.max_body)
         request_id = scope.get("state", {}).get("request_id") or new_request_id()
         version: Version | None = None
         try:
-            version = negotiate(scope["headers"])
             path = scope["path"][len(self.prefix):] or "/"
+            if path != "/":
+                # First, as Placement's auth middleware runs outside its router and microversion check: a client
+                # without a token learns nothing of which paths, methods or versions exist.
+                self._authenticate(request)
+            version = negotiate(scope["headers"])
             handler, params, template = resolve(scope["method"], path, version)
             if path != "/":
-                self._authenticate(request)
                 who = credentials(request, service_token=self.token is not None)
                 rule = RULE_OF[(template, scope["method"])]
                 # Placement's usages handler names the project asked about as the target; the rest the caller's.
@@ -203,8 +207,8 @@ def refusal(status: int, detail: str, headers: list[tuple[bytes, bytes]]) \
 
 def create_placement_app(replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
                          prefix: str = "/placement", *, policy: Policy | None = None,
-                         cors: CorsOptions | None = None) -> ASGIApp:
+                         cors: CorsOptions | None = None, max_body: int | None = None) -> ASGIApp:
     """Placement's app at ``prefix`` ("" for the root), behind oslo.middleware's CORS when ``[cors]`` names an
-    origin (as Placement's deployment adds it)."""
-    app: ASGIApp = PlacementApp(replica, run, token, prefix, policy)
+    origin (as Placement's deployment adds it). ``max_body``: the largest request body read, in bytes."""
+    app: ASGIApp = PlacementApp(replica, run, token, prefix, policy, max_body)
     return Cors(app, cors) if cors is not None and cors.allowed_origin else app

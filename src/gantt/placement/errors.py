@@ -5,6 +5,8 @@ from __future__ import annotations
 from http import HTTPStatus
 from typing import Any
 
+from gantt.quote import clip
+
 DEFAULT_CODE = "placement.undefined_code"
 CODE_VERSION = 23  # 1.23: errors carry a code
 
@@ -15,6 +17,7 @@ class PlacementError(Exception):
 
     def __init__(self, status: int, detail: str, *, code: str = DEFAULT_CODE, versions: bool = False,
                  headers: dict[str, str] | None = None) -> None:
+        detail = clip(detail)  # whatever value a handler quoted in it, as a client sent it
         super().__init__(detail)
         self.status = status
         self.detail = detail

@@ -21,6 +21,7 @@ from starlette.types import Receive, Scope, Send
 from gantt.model import GanttError, InvalidRequest, prepare_types
 from gantt.placement.errors import PlacementError
 from gantt.placement.microversion import Version
+from gantt.quote import quote
 from gantt.steps import advance
 
 T = TypeVar("T")
@@ -43,11 +44,12 @@ class PlacementRequest:
     Starlette's Request made each header lookup a scan of the raw list and its body an async stream, per
     request: profiled, the HTTP layer was half of the server's CPU per provider write."""
 
-    __slots__ = ("_body", "_headers", "_query", "_receive", "scope")
+    __slots__ = ("_body", "_headers", "_query", "_receive", "max_body", "scope")
 
-    def __init__(self, scope: Scope, receive: Receive) -> None:
+    def __init__(self, scope: Scope, receive: Receive, max_body: int | None = None) -> None:
         self.scope = scope
         self._receive = receive
+        self.max_body = max_body  # bytes; gantt serve's HTTP layer refuses larger bodies before they are read
         self._headers: dict[str, str] | None = None
         self._query: QueryParams | None = None
         self._body: bytes | None = None
@@ -82,14 +84,21 @@ class PlacementRequest:
         return found
 
     async def body(self) -> bytes:
-        """The whole body, read once (a handler may ask again)."""
+        """The whole body, read once (a handler may ask again): 413 past ``max_body``, counted as it arrives (a
+        chunked body declares no length), where this app is served without gantt serve's HTTP layer."""
         if self._body is None:
+            limit = self.max_body
             chunks: list[bytes] = []
+            size = 0
             while True:
                 message = await self._receive()
                 if message["type"] == "http.disconnect":
                     raise ClientDisconnect()
-                chunks.append(message.get("body", b""))
+                chunk = message.get("body", b"")
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    raise PlacementError(413, f"The request body is larger than the limit of {limit} bytes.")
+                chunks.append(chunk)
                 if not message.get("more_body", False):
                     break
             self._body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -223,14 +232,26 @@ async def json_body(request: PlacementRequest, type_: type[T]) -> T:
         return _decoder(type_).decode(raw)  # type: ignore[no-any-return]
     except msgspec.DecodeError:
         pass
+    except (RecursionError, UnicodeDecodeError) as exc:  # raised past msgspec's own error: a 400 as /v1's
+        raise _malformed(exc) from None
     try:
         data = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
         raise PlacementError(400, f"Malformed JSON: {exc}") from None
+    except (RecursionError, UnicodeDecodeError) as exc:
+        raise _malformed(exc) from None
     try:
         return msgspec.convert(data, type_, strict=True)
     except msgspec.ValidationError as exc:
         raise PlacementError(400, f"JSON does not validate: {schema_words(str(exc), data)}") from None
+
+
+def _malformed(exc: Exception) -> PlacementError:
+    """A body msgspec refuses with an error of Python's (nesting past the interpreter's recursion limit, a string
+    that is not UTF-8), as Placement words a body it cannot decode."""
+    if isinstance(exc, UnicodeDecodeError):
+        return PlacementError(400, "Malformed JSON: the body is not valid UTF-8")
+    return PlacementError(400, "Malformed JSON: nested too deeply")
 
 
 @functools.lru_cache(maxsize=64)
@@ -264,15 +285,15 @@ def schema_words(message: str, data: Any) -> str:
         match = pattern.search(text)
         if match is None:
             continue
-        value = _at(data, keys)
+        value = quote(_at(data, keys))  # a prefix only: the value may be megabytes long
         arg = match.group(1)
-        said = {"additionalProperties": f"Additional properties are not allowed ('{arg}' was unexpected)",
+        said = {"additionalProperties": f"Additional properties are not allowed ({quote(arg)} was unexpected)",
                 "required": f"'{arg}' is a required property",
-                "maxLength": f"{value!r} is too long", "minLength": f"{value!r} is too short",
-                "minimum": f"{value!r} is less than the minimum of {arg}",
-                "maximum": f"{value!r} is greater than the maximum of {arg}",
-                "pattern": f"{value!r} does not match {arg!r}",
-                "type": f"{value!r} is not of type '{_JSON_TYPES.get(arg.split(' ')[0], arg)}'"}[rule]
+                "maxLength": f"{value} is too long", "minLength": f"{value} is too short",
+                "minimum": f"{value} is less than the minimum of {arg}",
+                "maximum": f"{value} is greater than the maximum of {arg}",
+                "pattern": f"{value} does not match {arg!r}",
+                "type": f"{value} is not of type '{_JSON_TYPES.get(arg.split(' ')[0], arg)}'"}[rule]
         schema = "".join(f"['properties'][{k!r}]" if isinstance(k, str) else "['items']" for k in keys)
         # Placement's error page folds jsonschema's line breaks into spaces: clients that show a detail's last
         # line (osc-placement) then show all of it.
@@ -310,7 +331,7 @@ def valid_uuid(value: str, what: str) -> str:
     try:
         return str(uuidlib.UUID(value))
     except ValueError:
-        raise PlacementError(400, f"JSON does not validate: '{value}' is not a 'uuid' ({what}): Failed "
+        raise PlacementError(400, f"JSON does not validate: {quote(value)} is not a 'uuid' ({what}): Failed "
                                   "validating 'format'") from None
 
 

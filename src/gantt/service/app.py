@@ -125,6 +125,9 @@ LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 200_000, 0)
 # How many decider threads a worker runs for those larger tables; placements take them in turn. 0: decided on
 # the handler threads instead, each blocked in its own commit (what a decider saves: bench/RESULTS-mixed.md).
 DECIDERS = env_count("GANTT_DECIDERS", 1, 0)
+# Bytes of request bodies a worker holds at once over all its connections (gantt.service.protocol.Budget; never
+# less than [gantt] max_body_bytes): many clients each within the body limit cannot together pin its memory.
+BODY_BUFFER = env_count("GANTT_BODY_BUFFER_BYTES", 64 * 1024 * 1024, 1)
 # A body with a run of 19 digits may carry an integer past int64. Found by mapping every digit to "9" and looking
 # for 19 of them: a regex search for \d{19} cost ~11 us per host report (900 bytes), this ~1 us.
 _ALL_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
@@ -967,6 +970,19 @@ class Lane:
                     return route, {parameter: value.decode("ascii")}
         return None
 
+    def refuse(self, scope: Scope) -> tuple[Response, str] | None:
+        """The 401 to a request without the token, from its head alone (before its body is read), counted and
+        logged as any answer; None when the request may go on."""
+        guard = self.guard
+        start = time.perf_counter()
+        response = guard.refused(scope)
+        if response is None:
+            return None
+        request_id = guard.name(scope)
+        guard.service.metrics.hot_lane += 1
+        guard.answered(scope, response.status_code, start, request_id)
+        return response, request_id
+
     async def answer(self, scope: Scope, body: bytes) -> tuple[Response, str]:
         """The answer to ``scope``'s request with ``body``, and the request's id."""
         guard = self.guard
@@ -1056,6 +1072,13 @@ class Guard:
                 await _send(watch, refused, scope, receive)
                 return
             await self.app(scope, receive, watch)
+        except ClientDisconnect:
+            # The client's doing, not a bug: one line (no traceback) and a count of their own, so that hanging
+            # up mid-body cannot flood the log nor pass for a server fault.
+            self.service.metrics.client_disconnects += 1
+            log.info("client disconnected before its body was read: %s %s (%s)", scope.get("method"),
+                     scope.get("path"), request_id)
+            status = 499  # nginx's "client closed request", for the per-route counts: nothing was answered
         except Exception:
             failed = self.failed(scope, request_id)
             if status == 0:
@@ -1175,7 +1198,8 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
     app.state.ui = _ui_assets()
     mount = config.gantt.placement_mount
     placement = create_placement_app(lambda: service.replica, service.run, token, "" if mount == "/" else mount,
-                                     policy=config.oslo_policy.policy, cors=config.cors)
+                                     policy=config.oslo_policy.policy, cors=config.cors,
+                                     max_body=service.max_body)
     is_placement = placement_paths(mount)
     hot = HotRoutes(app, ROUTES) if hot_routes else None
     guard = Guard(Dispatch(app, placement, is_placement, hot), service, is_placement)

@@ -115,6 +115,7 @@ class Metrics:
         self.decisions: Counter[str] = Counter()  # outcome
         self.decision_latency = Histogram()
         self.unhandled = 0  # answers of the catch-all handler: a bug, never bad input
+        self.client_disconnects = 0  # requests whose client hung up before its body was read whole
         self.hot_lane = 0  # requests answered from the HTTP protocol's hot lane (service.app.Lane)
         self.start_time = _start_time()
         self.extra: Callable[[Replica], list[str]] | None = None  # more series (per namespace: service.namespaces)
@@ -225,6 +226,9 @@ class Metrics:
         lines += [
             *_head("gantt_http_unhandled_total", "counter", "Requests answered by the catch-all handler (a bug)."),
             f"gantt_http_unhandled_total{{{worker}}} {self.unhandled}",
+            *_head("gantt_http_client_disconnects_total", "counter", "Requests whose client hung up (or was cut "
+                   "off by the body deadline) before its body was read whole: no answer was sent."),
+            f"gantt_http_client_disconnects_total{{{worker}}} {self.client_disconnects}",
             *_head("gantt_http_hot_lane_total", "counter", "Requests of the hot routes answered from the HTTP "
                    "protocol's own lane (the others went through the ASGI app: chunked, 100-continue, a query...)."),
             f"gantt_http_hot_lane_total{{{worker}}} {self.hot_lane}",

@@ -10,12 +10,21 @@ refuses (a Content-Length that is no count of bytes, Content-Length beside Trans
 a 400 naming the header, and the connection closed: its body's end is unknown. Such refusals of a request for the
 Placement face are in Placement's error body (``REFUSAL``), which its clients read.
 
+The body has limits of its own, for every path alike (``/v1``, the Placement face, named namespaces): a declared
+Content-Length above ``MAX_BODY`` is a 413 before a byte of the body is read (a chunked body is cut when it passes
+it); the whole body must arrive within ``BODY_TIMEOUT`` seconds of its head; and the bodies a worker holds at once,
+over all its connections, stay within ``BUFFER`` (past it: 503, before reading). A hot route's token is checked
+from the head (``Lane.refuse``): a client without one is answered 401 and cut off before it sends its body. Before
+these, 80 tokenless connections each sending 3.9 MB to a hot route and stalling held 211-310 MB, one for 150 s;
+and a 100 MB body for the Placement face was read whole before its 400.
+
 With ``--workers N`` the workers also keep their shares of the keep-alive connections even (``Spread``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import mmap
@@ -39,6 +48,14 @@ log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 64 * 1024
 MAX_HEADERS = 100
 HEAD_TIMEOUT = 10.0
+BODY_TIMEOUT = 10.0  # seconds from the end of a request's head to the end of its body
+# Seconds, and bytes, a refused connection is still read (what comes dropped) after its answer and our FIN, before
+# it is closed: closed at once with the client's body unread, the kernel answers that body with a reset, which may
+# destroy the refusal before the client reads it. Bounded in bytes too: a refusal stops the reading of a body.
+LINGER = 2.0
+LINGER_BYTES = 256 * 1024
+# Set by gantt.service.server: [gantt] max_body_bytes (None: no limit here, the app's own applies).
+MAX_BODY: int | None = None
 
 Headers = list[tuple[bytes, bytes]]
 # Set by gantt.service.server: the answer (status, headers, body) to a refused request for a path of a face with an
@@ -185,6 +202,30 @@ class Spread:
         _SLOT.pack_into(self._map, self.index * _SLOT.size, self.pid, self.open - self.leaving)
 
 
+class Budget:
+    """The request bodies one worker holds at once, over all its connections: a request's declared length (a
+    chunked one's bytes as they come) is taken when its head is read, and given back when it is answered or its
+    connection ends. A request that would pass ``limit`` is refused (503) before its body is read: many clients
+    each sending a body within the limit cannot together pin the worker's memory."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, size: int) -> bool:
+        if size and self.held + size > self.limit:
+            return False
+        self.held += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.held -= size
+
+
+# Set by gantt.service.server (``GANTT_BODY_BUFFER_BYTES``); None: bodies are not counted across connections.
+BUFFER: Budget | None = None
+
+
 # Set by gantt.service.server in a worker of several; None in a single process (nothing to spread).
 SPREAD: Spread | None = None
 # Set by gantt.service.server: the served app's hot lane (``gantt.service.app.Lane``), or None where there is none.
@@ -230,20 +271,26 @@ class HotCycle:
             await protocol.flow.drain()  # a client that does not read its answers is not written more
         if self.disconnected:
             return
-        head = [STATUS_LINE[response.status_code]]
-        for name, value in (*protocol.server_state.default_headers, *response.raw_headers,
-                            (b"x-openstack-request-id", request_id.encode())):
-            if name == b"connection" and b"close" in value.lower():
-                self.keep_alive = False
-            head += (name, b": ", value, b"\r\n")
-        if not self.keep_alive:
-            head.append(b"connection: close\r\n")
-        head += (b"\r\n", response.body)
-        protocol.send(b"".join(head))
+        data, self.keep_alive = answer_bytes(protocol, response, request_id, self.keep_alive)
+        protocol.send(data)
         self.response_complete = True
         if not self.keep_alive:
             protocol.transport.close()
         protocol.on_response_complete()
+
+
+def answer_bytes(protocol: HttpToolsProtocol, response: Any, request_id: str, keep_alive: bool) -> tuple[bytes, bool]:
+    """A lane's whole answer on the wire, and whether the connection stays open after it."""
+    head = [STATUS_LINE[response.status_code]]
+    for name, value in (*protocol.server_state.default_headers, *response.raw_headers,
+                        (b"x-openstack-request-id", request_id.encode())):
+        if name == b"connection" and b"close" in value.lower():
+            keep_alive = False
+        head += (name, b": ", value, b"\r\n")
+    if not keep_alive:
+        head.append(b"connection: close\r\n")
+    head += (b"\r\n", response.body)
+    return b"".join(head), keep_alive
 
 
 class _OneWrite:
@@ -320,6 +367,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._spread = SPREAD
         self._leaving = False
         self._fd = -1  # the connection's socket (``send``)
+        self._body_timer: asyncio.TimerHandle | None = None
+        self._body_size = 0  # of the request being read
+        self._chunked = False
+        self._held: collections.deque[int] = collections.deque()  # taken of BUFFER, per request not yet answered
+        self._current: Any = None  # the cycle of the request being read, once its head is
+        self._dropped = 0  # bytes read after a refusal (``_linger``)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -332,6 +385,12 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._disarm_body()
+        self._give_back(len(self._held))
+        cycle = self._current
+        if type(cycle) is HotCycle and cycle.more_body and not self._rejected and LANE is not None:
+            # gone before its body was whole (the app path counts its own: Guard): a client's doing, no answer
+            LANE.guard.service.metrics.client_disconnects += 1
         if self._spread is not None:
             self._spread.closed(self._leaving)
             self._spread = None  # counted once, whatever follows
@@ -358,14 +417,70 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._in_head and not self.transport.is_closing():
             self._reject(408, f"the request head did not arrive within {HEAD_TIMEOUT:g} s")
 
-    def _reject(self, status: int, detail: str, field: str | None = None) -> None:
+    def _arm_body(self) -> None:
+        self._disarm_body()
+        self._body_timer = self.loop.call_later(BODY_TIMEOUT, self._body_too_slow)
+
+    def _disarm_body(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
+
+    def _body_too_slow(self) -> None:
+        self._body_timer = None
+        if self._rejected or self.transport.is_closing():
+            return
+        if self.flow.read_paused:  # the app is not reading (a busy handler): not the client's delay
+            self._arm_body()
+            return
+        self._reject(408, f"the request body did not arrive within {BODY_TIMEOUT:g} s of its head")
+
+    def _hold(self, size: int) -> bool:
+        """``size`` bytes of body taken of BUFFER for the request whose head was just read (False: refused)."""
+        if BUFFER is not None and not BUFFER.take(size):
+            self._reject(503, "the server holds as many request bodies as it takes at once; try again shortly")
+            return False
+        self._held.append(size if BUFFER is not None else 0)
+        return True
+
+    def _give_back(self, requests: int) -> None:
+        for _ in range(min(requests, len(self._held))):
+            size = self._held.popleft()
+            if BUFFER is not None:
+                BUFFER.give(size)
+
+    def _reject(self, status: int, detail: str, field: str | None = None, target: bytes | None = None) -> None:
+        """Answer ``status`` (unless the request's answer has begun) and close the connection: its body, if any,
+        is not read. A request the app is reading sees its client gone."""
         self._disarm()
+        self._disarm_body()
         if self._rejected or self.transport.is_closing():
             return
         self._rejected = True
-        url = getattr(self, "url", b"")
-        self.transport.write(refusal(status, detail, url, self._refused_headers(url), field))
-        self.transport.close()
+        cycle = self._current
+        answering = cycle is not None and (getattr(cycle, "response_started", False) or cycle.response_complete)
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True  # the app's receive answers "disconnected" and its answer is dropped
+            cycle.message_event.set()
+        if not answering:
+            url = getattr(self, "url", b"") if target is None else target
+            self.transport.write(refusal(status, detail, url, self._refused_headers(url), field))
+        self._linger()
+
+    def _linger(self) -> None:
+        """End a refused connection: our side now (the client reads its answer, then the end), theirs within
+        LINGER seconds, what they send meanwhile read and dropped (``data_received``)."""
+        transport = self.transport
+        if transport.is_closing():
+            return
+        try:
+            if transport.can_write_eof():
+                transport.write_eof()
+                self.loop.call_later(LINGER, transport.close)
+                return
+        except (OSError, RuntimeError):
+            pass
+        transport.close()
 
     def _refused_headers(self, url: bytes) -> Headers:
         """The refused request's headers: those parsed, or, when the parser stopped inside a head that came in one
@@ -382,6 +497,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._rejected:
+            self._dropped += len(data)
+            if self._dropped > LINGER_BYTES:
+                self.transport.close()
             return
         if self._in_head:
             # Count the head only: a read often carries the head and the start of the body together, and a big
@@ -397,6 +515,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().data_received(data)
 
     def on_message_begin(self) -> None:
+        self._current = None
         self._in_head = True
         self._head_bytes = 0
         self._tail = b""
@@ -407,7 +526,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._rejected:
             return
         if len(self.url) + len(url) > MAX_HEAD_BYTES:
-            self._reject(431, f"the request line is longer than {MAX_HEAD_BYTES} bytes")
+            # the path's start says which face answers (the Placement face's error body under its mount)
+            self._reject(431, f"the request line is longer than {MAX_HEAD_BYTES} bytes",
+                         target=(self.url + url)[:4096])
             self.parser.pause()
             return
         super().on_url(url)
@@ -427,15 +548,42 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return
         self._in_head = False
         self._disarm()
+        length, self._chunked = self._framing()
+        self._body_size = 0
+        if MAX_BODY is not None and length > MAX_BODY:
+            self._reject(413, f"the request body of {length} bytes is larger than the limit of {MAX_BODY} bytes",
+                         "content-length")
+            return
         existing = self.cycle
         if (existing is None or existing.response_complete) and self._hot():
+            if self._rejected or not self._hold(length):  # refused from its head (no token), or no room
+                return
+            self._current = self.cycle
             self._spread_out()
+            if length:
+                self._arm_body()
+            return
+        if not self._hold(length):
             return
         super().on_headers_complete()
         self._spread_out()
         cycle = self.cycle
         if cycle is not None and cycle is not existing:  # its task has not run yet: nothing is written
             cycle.transport = _OneWrite(self.transport, cycle, self.loop, self.send)  # type: ignore[assignment]
+            self._current = cycle
+        if length or self._chunked:
+            self._arm_body()
+
+    def _framing(self) -> tuple[int, bool]:
+        """The request's declared body length (0 if none) and whether it is chunked (the parser has checked both
+        headers: a Content-Length is digits, and not beside Transfer-Encoding)."""
+        length, chunked = 0, False
+        for name, value in self.headers:
+            if name == b"content-length":
+                length = int(value)
+            elif name == b"transfer-encoding":
+                chunked = True
+        return length, chunked
 
     def _spread_out(self) -> None:
         spread = self._spread
@@ -466,17 +614,43 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         scope = self.scope
         scope.update(method=method.decode("ascii"), path=path, raw_path=self.url, query_string=b"", route=route,
                      path_params=params)
+        refused = lane.refuse(scope)
+        if refused is not None:
+            # No token: answered from the head, the body never read, the connection closed (its unread body
+            # would otherwise have to be read through to find the next request).
+            self._disarm()
+            self._rejected = True
+            data, _ = answer_bytes(self, *refused, keep_alive=False)
+            self.send(data)
+            self._linger()
+            return True
         self.cycle = HotCycle(self, scope, self.parser.should_keep_alive())  # type: ignore[assignment]
         return True
 
     def on_body(self, body: bytes) -> None:
+        if self._rejected:
+            return
         cycle = self.cycle
         if type(cycle) is HotCycle:
             cycle.body += body  # within the body limit: _hot saw its Content-Length
             return
+        if self._chunked:  # no length declared: counted as it comes
+            self._body_size += len(body)
+            if MAX_BODY is not None and self._body_size > MAX_BODY:
+                self._reject(413, f"the request body is larger than the limit of {MAX_BODY} bytes")
+                return
+            if cycle is not None and not cycle.response_complete and self._held:  # held by the app, not dropped
+                if BUFFER is not None and not BUFFER.take(len(body)):
+                    self._reject(503, "the server holds as many request bodies as it takes at once; try again "
+                                      "shortly")
+                    return
+                self._held[-1] += len(body) if BUFFER is not None else 0
         super().on_body(body)
 
     def on_message_complete(self) -> None:
+        if self._rejected:
+            return
+        self._disarm_body()
         cycle = self.cycle
         if type(cycle) is HotCycle:
             if not cycle.started:
@@ -494,6 +668,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         # The next head's clock starts when the answer is out, not when the request was read: armed at the
         # request's end, a handler slower than HEAD_TIMEOUT (a commit waiting on a busy store) had its
         # connection cut by a 408 in the middle of its work.
+        self._give_back(1)  # answers go out in the order their requests came
         super().on_response_complete()
         if not self.transport.is_closing():
             self._arm()

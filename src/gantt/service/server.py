@@ -167,7 +167,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
 
     from gantt.allocator import collect_less_often, keep_freed_memory
     from gantt.service import protocol
-    from gantt.service.app import lane
+    from gantt.service.app import BODY_BUFFER, lane
     from gantt.service.namespaces import create_app
     from gantt.service.protocol import BoundedHttpToolsProtocol
 
@@ -180,6 +180,8 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
                      metrics_dir=options.metrics_dir)
     protocol.REFUSAL = _refusals(config.gantt.placement_mount)
     protocol.LANE = lane(app)
+    protocol.MAX_BODY = config.gantt.max_body_bytes  # every mount's, refused before it is read
+    protocol.BUFFER = protocol.Budget(max(BODY_BUFFER, config.gantt.max_body_bytes))  # one body always fits
     if options.workers > 1 and options.metrics_dir is not None:
         protocol.SPREAD = protocol.Spread(os.path.join(options.metrics_dir, "connections"), worker,
                                           options.workers)
