@@ -667,8 +667,10 @@ class Replica(Follower, PlacementFacade):
     def delete_aggregate(self, aggregate_id: int | str) -> int:
         return self.write(Batch(delete_aggregates=[str(aggregate_id)]))
 
-    def delete_host(self, host: str, node: str | None = None) -> int:
-        return self.write(Batch(delete_hosts=[(host, node)]))
+    def delete_host(self, host: str, node: str | None = None, *, force: bool = False) -> int:
+        """Delete the node(s): refused (HostInUse) while allocations have parts there, unless ``force``, which
+        removes those parts only (a consumer keeps what it holds on other nodes)."""
+        return self.write(Batch(delete_hosts=[(host, node)], refuse_held_hosts=not force))
 
     def release(self, consumer_uuid: str) -> Allocation:
         """Release the consumer's allocation (returned, as ``gantt.Scheduler.release`` does)."""

@@ -23,6 +23,7 @@ from gantt import providers
 from gantt.model import (
     Aggregate,
     Allocation,
+    AllocationPart,
     ConsumerConflict,
     GenerationConflict,
     HostReport,
@@ -36,7 +37,7 @@ from gantt.model import (
     merge_reports,
     repeats,
 )
-from gantt.store.base import Batch, Change, ConsumerHeld, Expect, StoreConflict
+from gantt.store.base import Batch, Change, ConsumerHeld, Expect, HostInUse, StoreConflict
 
 
 class Reads(Protocol):
@@ -288,11 +289,42 @@ def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
             out.touches.pop(key, None)  # its liveness goes with it (backends drop what they keep for a deleted node)
             out.bumped[key] = None
             out.changes.append(Change(revision=0, kind="host_deleted", node=key))
-    if doomed:
-        # A node's allocations go with it; "host_deleted" tells replicas so (no change per allocation).
-        for allocation in reads.allocations_on(set(doomed)):
-            out.allocations[allocation.consumer_uuid] = None
-            out._leaving(allocation)
+    if not doomed:
+        return
+    gone = set(doomed)
+    held = reads.allocations_on(gone)
+    if held and batch.refuse_held_hosts:
+        node = next(key for key in doomed if any(key in a.nodes() for a in held))
+        raise HostInUse(node, sorted(a.consumer_uuid for a in held))
+    for allocation in held:
+        # A node's parts of allocations go with it ("host_deleted" tells replicas so, and they drop every
+        # consumer with a part there); a consumer's parts on other nodes are not the deleted node's to free, so
+        # what is left of it is written again, and announced after the deletion.
+        out._leaving(allocation)
+        kept = _without(allocation, gone)
+        out.allocations[allocation.consumer_uuid] = kept
+        if kept is not None:
+            out._bump(kept)
+            out.changes.append(Change(revision=0, kind="allocation", allocation=kept, replaced=allocation))
+
+
+def _without(allocation: Allocation, gone: set[NodeKey]) -> Allocation | None:
+    """The allocation without its parts on ``gone`` (None: nothing is left). When its first part goes, the next
+    becomes first, without the NUMA cells and PCI devices the first node's claim held; the consumer generation
+    moves on, as on any change of a consumer's allocations."""
+    parts = [(key, resources) for key, resources in allocation.parts() if key not in gone]
+    if not parts:
+        return None
+    (first, resources), rest = parts[0], parts[1:]
+    changes: dict[str, object] = {}
+    if first != (allocation.host, allocation.nodename):
+        changes = {"host": first[0], "nodename": first[1], "resources": dict(resources), "numa": None, "pci": [],
+                   "confirmed": False}
+    if allocation.consumer_generation is not None:
+        changes["consumer_generation"] = allocation.consumer_generation + 1
+    return msgspec.structs.replace(
+        allocation, extra=[AllocationPart(host=key[0], nodename=key[1], resources=dict(r)) for key, r in rest],
+        **changes)
 
 
 def _current(consumer: str, reads: Reads, out: Plan) -> Allocation | None:
