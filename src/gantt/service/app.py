@@ -569,7 +569,8 @@ async def report_batch(request: Request) -> Response:
             reports.append(HostReport.of(list(item.name) if isinstance(item.name, tuple) else item.name,
                                          item.stats))
         except InvalidRequest as exc:
-            raise InvalidRequest(f"{exc.message} (at $.reports[{i}].name)", field=f"$.reports[{i}].name") from None
+            where = f"$.reports[{i}]" + (exc.field[1:] if exc.field and exc.field.startswith("$.stats") else ".name")
+            raise InvalidRequest(f"{exc.message} (at {where})", field=where) from None
     if not reports:
         return _json(Written(revision=svc.replica.revision, count=0))
     return _json(Written(revision=await svc.run(svc.replica.report_many, reports), count=len(reports)))

@@ -100,6 +100,8 @@ class Plan:
     # Consumers whose stored record, replaced or deleted here, had parts on further nodes (a backend that indexes
     # those parts by node drops the old entries; every other consumer has none to drop).
     unindexed: set[str] = field(default_factory=set)
+    # Nodes written here whose capacity may have gone below their allocations (``_plan_held_over``)
+    reshaped: set[NodeKey] = field(default_factory=set)
 
     def _leaving(self, allocation: Allocation) -> None:
         if allocation.extra:
@@ -133,6 +135,7 @@ def plan(batch: Batch, reads: Reads) -> Plan:
         out.changes.append(Change(revision=0, kind="aggregate_deleted", aggregate_id=aggregate_id))
     _plan_memberships(batch, reads, out)
     _plan_allocations(batch, reads, out)
+    _plan_held_over(batch, reads, out)
     _check_capacity(batch, reads, out)
     _check_vacated(batch, reads, out)
     _plan_generation_bumps(batch, reads, out)
@@ -213,6 +216,42 @@ def _plan_providers(batch: Batch, out: Plan) -> None:
         out.hosts[key] = record
         out.bumped[key] = None
         out.changes.append(Change(revision=0, kind="host", host=record))
+        out.reshaped.add(key)  # Placement's inventory writes and reshapes may lower capacity under allocations
+
+
+def _capacity_lowered(old: HostReport, new: HostReport) -> bool:
+    """Whether some class of the node offers less in ``new`` than in ``old`` (or is gone)."""
+    a, b = old.stats, new.stats
+    if (a.vcpus, a.memory_mb, a.local_gb, a.cpu_allocation_ratio, a.ram_allocation_ratio, a.disk_allocation_ratio,
+            a.inventories) == (b.vcpus, b.memory_mb, b.local_gb, b.cpu_allocation_ratio, b.ram_allocation_ratio,
+                               b.disk_allocation_ratio, b.inventories):
+        return False  # most reports that change something change usage, not capacity: no inventory built
+    before, after = providers.inventories(old, {}), providers.inventories(new, {})
+    return any(rc not in after or after[rc].capacity < inv.capacity for rc, inv in before.items())
+
+
+def _plan_held_over(batch: Batch, reads: Reads, out: Plan) -> None:
+    """Placement lets a write lower a provider's capacity below what its allocations hold (it logs the provider
+    over capacity), and so does Gantt, for Placement's inventories and a host's own reports alike; no allocation
+    write may then take it further (``_check_capacity``). The record keeps what was held then (``held_over``), so
+    that ``gantt audit`` tells that state from an overcommit; a write that leaves the node within capacity clears
+    it. Counted from the allocations after the batch (a reshape moves them in the same commit)."""
+    if not out.reshaped:
+        return
+    ratios = batch.capacity.default_ratios if batch.capacity is not None else {}
+    keys = [key for key in out.reshaped if out.hosts.get(key) is not None]
+    held = reads.allocations_on(set(keys)) if keys else []
+    after = [a for a in held if a.consumer_uuid not in out.allocations]
+    after += [a for a in out.allocations.values() if a is not None]
+    for key in keys:
+        record = out.hosts[key]
+        assert record is not None
+        offered = providers.inventories(record, ratios)
+        over = {rc: amount for rc, amount in _usage(after, key).items()
+                if rc in offered and amount > offered[rc].capacity}
+        if (over or None) != record.held_over:
+            # in place: the record is this batch's own (merged here, or built for it), and its change carries it
+            record.held_over = over or None
 
 
 def _plan_records(batch: Batch, out: Plan) -> None:
@@ -263,6 +302,8 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
         out.hosts[key] = merged
         out.bumped[key] = None
         out.changes.append(Change(revision=0, kind="host", host=merged))
+        if old is not None and merged.stats is not old.stats and _capacity_lowered(old, merged):
+            out.reshaped.add(key)
 
 
 def _plan_touch(batch: Batch, out: Plan, key: NodeKey, held_at: float, at: float) -> None:
