@@ -217,3 +217,18 @@ def test_the_audit_still_finds_what_no_write_rule_lets_in(tmp_path: Path) -> Non
         assert audit(store.snapshot()) == ["rp/rp VCPU: reserved 10 > total 4"]
     done = gantt_audit(url)
     assert done.returncode == 1 and "reserved 10 > total 4" in done.stdout, done.stdout + done.stderr
+
+
+def test_a_report_lowering_capacity_of_a_node_with_an_empty_class(gantt: ServerProcess) -> None:
+    """A node with ``local_gb: 0`` (no disk to offer): a report that lowers its VCPU is written (the store's
+    check of what its allocations held built an inventory of total 0 and answered 500), and the Placement face
+    shows the classes it offers."""
+    node = new_uuid()
+    stats = {"uuid": node, "vcpus": 4, "memory_mb": 1024, "local_gb": 0}
+    with httpx.Client(base_url=gantt.url, headers=LATEST, timeout=30.0) as http:
+        assert http.post("/v1/resource-stats", json={"name": f"nodisk-{node[:8]}", "stats": stats}).status_code == 200
+        lowered = http.post("/v1/resource-stats", json={"name": f"nodisk-{node[:8]}", "stats": {**stats, "vcpus": 2}})
+        assert lowered.status_code == 200, lowered.text
+        shown = http.get(f"/placement/resource_providers/{node}/inventories")
+        assert shown.status_code == 200, shown.text
+        assert sorted(shown.json()["inventories"]) == ["MEMORY_MB", "VCPU"]
