@@ -267,7 +267,8 @@ def _show_host(args: argparse.Namespace, host: Any) -> int:
 
 
 def _delete_host(client: Any, args: argparse.Namespace) -> int:
-    """Deleting a node releases what is booked on it: say so, and do it only when asked twice (``--yes``)."""
+    """Deleting a node removes what is booked on it (its parts of allocations; their parts on other nodes stay):
+    say so, and do it only when asked twice (``--yes``, sent as the server's ``force``)."""
     from gantt.model import Conflict, InvalidRequest
 
     try:
@@ -278,9 +279,11 @@ def _delete_host(client: Any, args: argparse.Namespace) -> int:
     what = _what(args)
     if held and not args.yes:
         raise Conflict(f"{what} holds {len(held)} allocation(s) ({', '.join(held[:5])}{', …' if len(held) > 5 else ''})"
-                       ": deleting it releases them; add --yes to do so", field="host")
-    revision = client.delete_host(args.name, args.node)
-    released = f", released {len(held)} allocation(s)" if held else ""
+                       ": deleting it releases them there (their parts on other hosts stay); add --yes to do so",
+                       field="host")
+    # --yes is the server's force: without it the server refuses too (409), should an allocation land meanwhile
+    revision = client.delete_host(args.name, args.node, force=bool(args.yes))
+    released = f", released {len(held)} allocation(s) there" if held else ""
     return _done(args, f"deleted {what}{released} (revision {revision})", host=args.name, node=args.node,
                  released=held, revision=revision)
 
@@ -1028,7 +1031,8 @@ def _add_hosts(sub: Any) -> None:
                                          "a new one; Nova's compute node uuid to match a Nova cloud)")
     p.add_argument("--disable", action="store_true", help="create: register the host disabled")
     p.add_argument("--reason", help="disable (or create --disable): why, shown in 'gantt hosts show'")
-    p.add_argument("--yes", action="store_true", help="delete: also when allocations are booked there (released)")
+    p.add_argument("--yes", action="store_true", help="delete: also when allocations are booked there (its parts "
+                                                     "of them are removed)")
     p.add_argument("--limit", type=int, default=50, help="list: at most this many nodes (default %(default)s; 0: "
                                                           "all)")
     p.add_argument("--marker", help="list: start after this node (host, or host/node), as the caption says")

@@ -167,8 +167,11 @@ class _Calls:
     def host(self, name: str, node: str | None = None) -> Call[HostInfo]:
         return Call("GET", f"/v1/hosts/{_segment(name)}", self._host, params=_node(node))
 
-    def delete_host(self, name: str, node: str | None = None) -> Call[int]:
-        return _deleted(f"/v1/hosts/{_segment(name)}", _node(node))
+    def delete_host(self, name: str, node: str | None = None, force: bool = False) -> Call[int]:
+        params = _node(node) or {}
+        if force:
+            params["force"] = "true"
+        return _deleted(f"/v1/hosts/{_segment(name)}", params or None)
 
     def aggregates(self) -> Call[list[Aggregate]]:
         decode = self._aggregates
@@ -354,8 +357,10 @@ class SchedulerClient:
     def host(self, name: str, node: str | None = None) -> HostInfo:
         return self._do(_CALLS.host(name, node))
 
-    def delete_host(self, name: str, node: str | None = None) -> int:
-        return self._do(_CALLS.delete_host(name, node))
+    def delete_host(self, name: str, node: str | None = None, *, force: bool = False) -> int:
+        """Delete a host (or one node): refused (409) while allocations have parts on it, unless ``force``,
+        which removes those parts (a consumer keeps what it holds elsewhere)."""
+        return self._do(_CALLS.delete_host(name, node, force))
 
     def aggregates(self) -> list[Aggregate]:
         return self._do(_CALLS.aggregates())
@@ -481,8 +486,8 @@ class AsyncSchedulerClient:
     async def host(self, name: str, node: str | None = None) -> HostInfo:
         return await self._do(_CALLS.host(name, node))
 
-    async def delete_host(self, name: str, node: str | None = None) -> int:
-        return await self._do(_CALLS.delete_host(name, node))
+    async def delete_host(self, name: str, node: str | None = None, *, force: bool = False) -> int:
+        return await self._do(_CALLS.delete_host(name, node, force))
 
     async def aggregates(self) -> list[Aggregate]:
         return await self._do(_CALLS.aggregates())

@@ -630,6 +630,10 @@ class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
     reported_at: float | None = None
     # The node as a resource provider (Placement's view); written by the Placement face, kept by reports.
     provider: Provider | None = None
+    # Per class, what the node's allocations held when a write lowered its capacity below that (Placement allows
+    # it, logging the provider over capacity; no allocation write takes the node further): ``gantt audit``
+    # accepts allocations up to this. Set by the store (store.planner), kept by reports.
+    held_over: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         # Checked here as well as by the Name type: a report built in Python (HostReport.of, the service's
@@ -654,10 +658,21 @@ class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
             raise InvalidRequest("name must be \"host\" or [\"host\", \"node\"]", field="$.name")
         if isinstance(stats, dict):
             stats = decode(stats, HostStats, path="$.stats")
+        check_reserved(stats)
         try:
             return cls(host=host, node=node, stats=stats)
         except ValueError as exc:  # pragma: no cover - re-raised with the field named
             raise InvalidRequest(str(exc), field="$.name") from exc
+
+
+def check_reserved(stats: HostStats, where: str = "$.stats") -> None:
+    """Refuse an inventory that reserves more than its total, as Placement does: its capacity would be negative,
+    and every allocation on it over capacity (``gantt audit``'s finding). Checked on what a report or an operator
+    sends, not on records a store holds (one written before this check still loads)."""
+    for rc, inv in (stats.inventories or {}).items():
+        if inv.reserved > inv.total:
+            raise InvalidRequest(f"inventory {rc}: reserved ({inv.reserved}) is greater than total ({inv.total})",
+                                 field=f"{where}.inventories.{rc}.reserved")
 
 
 def merge_reports(old: HostReport | None, new: HostReport) -> HostReport:
@@ -678,7 +693,8 @@ def merge_reports(old: HostReport | None, new: HostReport) -> HostReport:
         stats = _merged_stats(old.stats, new.stats)
     return HostReport(host=new.host, node=new.node, stats=stats,
                       reported_at=new.reported_at if new.reported_at is not None else old.reported_at,
-                      provider=new.provider if new.provider is not None else old.provider)
+                      provider=new.provider if new.provider is not None else old.provider,
+                      held_over=old.held_over)
 
 
 def same_stats(a: HostStats, b: HostStats) -> bool:

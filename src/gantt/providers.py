@@ -103,7 +103,7 @@ def inventories(record: HostReport, default_ratios: dict[str, float]) -> dict[st
     out: dict[str, Inventory] = {}
     for rc, total_field, ratio_field in _CLASSIC:
         total = getattr(stats, total_field)
-        if total is not None:
+        if total:  # 0 offers nothing: Placement has no inventory of total 0 (and min_unit 1 > max_unit 0)
             ratio = getattr(stats, ratio_field) or default_ratios.get(rc, 1.0)
             out[rc] = Inventory(total=total, allocation_ratio=float(ratio), max_unit=total)
     out.update(stats.inventories or {})

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from gantt import clocks
+from gantt import clocks, providers
 from gantt.activity import Activity, Overview
 from gantt.allocator import freeze_long_lived
 from gantt.catalog import Catalog
@@ -56,6 +56,7 @@ from gantt.model import (
     StoreUnavailable,
     Utilization,
     aggregate_node,
+    check_reserved,
     decode,
     group_node,
     merge_reports,
@@ -654,6 +655,7 @@ class Replica(Follower, PlacementFacade):
         a report is, but it is not a report, so the node's last-report time stays (no ``reported_at``: the merge
         keeps the record's) and a host that has gone quiet is not made to look alive. Without ``node``, every node
         of the host changes."""
+        check_reserved(stats, "$")
         host, node = self.node_named(host, node)
         with self.table.lock:
             rows = [self.table.row(host, node)] if node is not None or len(self.table.rows_of_host(host)) <= 1 \
@@ -667,8 +669,10 @@ class Replica(Follower, PlacementFacade):
     def delete_aggregate(self, aggregate_id: int | str) -> int:
         return self.write(Batch(delete_aggregates=[str(aggregate_id)]))
 
-    def delete_host(self, host: str, node: str | None = None) -> int:
-        return self.write(Batch(delete_hosts=[self.node_named(host, node)]))
+    def delete_host(self, host: str, node: str | None = None, *, force: bool = False) -> int:
+        """Delete the node(s): refused (HostInUse) while allocations have parts there, unless ``force``, which
+        removes those parts only (a consumer keeps what it holds on other nodes)."""
+        return self.write(Batch(delete_hosts=[self.node_named(host, node)], refuse_held_hosts=not force))
 
     def release(self, consumer_uuid: str) -> Allocation:
         """Release the consumer's allocation (returned, as ``gantt.Scheduler.release`` does)."""
@@ -934,19 +938,41 @@ def _load_snapshot(table: HostTable, snap: Snapshot) -> None:
                 table.set_instances(info.host, info.instances, replace=True)
 
 
-def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
-    """Rebuild a table from a snapshot and list every node/class whose usage exceeds its capacity."""
-    config = config or Config()
-    table = HostTable.from_config(config, claim_timeout=float("inf"))
+def audit_table(snapshot: Snapshot, config: Config | None = None) -> HostTable:
+    """The table a replica of this config builds from ``snapshot``: the audit's accounting is the service's."""
+    table = HostTable.from_config(config or Config())
     _load_snapshot(table, snap=snapshot)
+    return table
+
+
+def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
+    """Rebuild a table from a snapshot exactly as a replica loads one (``_load_snapshot``, the config's
+    ``claim_timeout``: a claim its node's reports have settled counts no more) and list what the service's write
+    rules cannot have let in. A node and class is over capacity when both ways the service counts it exceed its
+    capacity: the scheduler's (reported + in flight: a /v1 claim needs room there) and Placement's (the sum of the
+    allocations: a Placement write needs room there, and ignores what the node reports), the latter beyond what
+    the node held when a write lowered its capacity under it (``HostReport.held_over``: allowed, as Placement
+    allows it). An inventory that reserves more than its total (refused on write) is listed too."""
+    table = audit_table(snapshot, config)
+    records = {(r.host, r.nodename): r for r in snapshot.hosts}
     problems: list[str] = []
     n = table.n
     for rc, j in table.rc_index.items():
+        capacity = table.rc["capacity"][:n, j]
+        for row in np.flatnonzero(table.has_inventory[:n, j] & (capacity < 0)).tolist():
+            problems.append(f"{table.host_names[row]}/{table.node_names[row]} {rc}: reserved "
+                            f"{table.rc['reserved'][row, j]:g} > total {table.rc['total'][row, j]:g}")
         used = table.rc["reported"][:n, j] + table.rc["inflight"][:n, j]
-        over = np.flatnonzero(used > table.rc["capacity"][:n, j] + 1e-9)
-        for row in over.tolist():
-            problems.append(f"{table.host_names[row]}/{table.node_names[row]} {rc}: used {used[row]:g} > "
-                            f"capacity {table.rc['capacity'][row, j]:g}")
+        for row in np.flatnonzero(used > capacity + 1e-9).tolist():
+            key = (table.host_names[row], table.node_names[row])
+            held = [a for c in table.node_allocations(key) if (a := table.allocation(c)) is not None]
+            booked = providers.used(held, key).get(rc, 0)
+            record = records.get(key)
+            allowed = max(float(capacity[row]), (record.held_over or {}).get(rc, 0) if record is not None else 0)
+            if booked <= allowed + 1e-9:
+                continue
+            problems.append(f"{key[0]}/{key[1]} {rc}: used {used[row]:g} > capacity {capacity[row]:g} "
+                            f"({booked:g} allocated)")
     for row in np.flatnonzero(table.col("numa_overbooked")).tolist():
         problems.append(f"{table.host_names[row]}/{table.node_names[row]}: NUMA claims pin a CPU twice (or one "
                         "the node does not have free) or take more huge pages than are free")

@@ -36,6 +36,7 @@ from gantt.store.base import (
     ConsumerHeld,
     Expect,
     Generation,
+    HostInUse,
     Membership,
     RepeatOf,
     Store,
@@ -387,7 +388,8 @@ def two_providers(store: Store) -> int:
 
 def check_an_allocation_spans_nodes(store: Store) -> None:
     """One consumer's record across two nodes: both nodes' usage revisions move with it, it loads back whole,
-    and deleting either node takes it (and its index) away."""
+    and deleting either node takes that node's part (and its index) away, never the part on the other (issue 30:
+    a deletion freed another provider's usage); a deletion that must refuse while allocations are there does."""
     two_providers(store)
     put = store.commit(Batch(allocations=[spanning("c1", 2, 20, 1)])).revision
     revisions = {(nr.host, nr.node): nr.revision for nr in store.snapshot().node_revisions}
@@ -400,8 +402,20 @@ def check_an_allocation_spans_nodes(store: Store) -> None:
     store.commit(Batch(allocations=[spanning("c2", 1, 10), spanning("c3", 1, 10)]))
     only_p1 = Allocation(consumer_uuid="c3", host="p1", nodename="p1", resources={"VCPU": 1})
     store.commit(Batch(allocations=[only_p1], replaces=["c3"]))  # c3 leaves the pool
-    store.commit(Batch(delete_hosts=[("p2", None)]))  # the sharing pool goes: c2's record with it, not c3's
-    assert store.snapshot().allocations == [only_p1]
+    with pytest.raises(HostInUse) as refused:
+        store.commit(Batch(delete_hosts=[("p2", None)], refuse_held_hosts=True))
+    assert refused.value.consumers == ["c2"]
+    assert len(store.snapshot().allocations) == 2  # nothing written
+    deleted = store.commit(Batch(delete_hosts=[("p2", None)])).revision  # the sharing pool goes, with c2's part
+    c2_on_p1 = Allocation(consumer_uuid="c2", host="p1", nodename="p1", resources={"VCPU": 1},
+                          project_id="p", user_id="u")
+    assert sorted(store.snapshot().allocations, key=lambda a: a.consumer_uuid) == [c2_on_p1, only_p1]
+    revisions = {(nr.host, nr.node): nr.revision for nr in store.snapshot().node_revisions}
+    assert revisions[("p1", "p1")] == deleted  # c2's record there changed: a claim read before must not land
+    # the index no longer names c2 on p2: a p2 made again holds nothing, and goes without force
+    store.commit(Batch(providers=[provider_record("p2", 0, inventories={"DISK_GB": Inventory(total=100)})],
+                       generations=[Generation("p2", "p2", None)]))
+    store.commit(Batch(delete_hosts=[("p2", None)], refuse_held_hosts=True))
 
 
 def check_placement_writes_check_capacity_and_generations(store: Store) -> None:

@@ -438,7 +438,9 @@ def _check_ints(value: Any, path: str) -> None:
 
 # The query parameters each path takes; any other is a 400, as an unknown body field is: a mistyped ``?nod=``
 # on DELETE /v1/hosts/{host} would otherwise delete every node of the host instead of one.
-_QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}), "/v1/candidates": frozenset({"limit"}),
+_QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}),
+                                     "DELETE /v1/hosts/{host}": frozenset({"node", "force"}),
+                                     "/v1/candidates": frozenset({"limit"}),
                                      "/v1/hosts": frozenset({"limit", "marker"}),
                                      "/v1/allocations": frozenset({"limit", "marker"})}
 # ``limit`` is a number, checked by its handler; a hosts ``marker`` is "host/node", checked by its handler
@@ -455,7 +457,8 @@ def _query(request: Request) -> dict[str, str]:
     if not request.scope.get("query_string"):
         return {}  # every hot request: no QueryParams to parse out of nothing
     route = request.scope.get("route")
-    allowed = _QUERY.get(route.path if route is not None else "", frozenset())
+    path = route.path if route is not None else ""
+    allowed = _QUERY.get(f"{request.method} {path}") or _QUERY.get(path, frozenset())
     seen: dict[str, str] = {}
     for name, value in request.query_params.multi_items():
         if name not in allowed:
@@ -596,7 +599,8 @@ async def report_batch(request: Request) -> Response:
             reports.append(HostReport.of(list(item.name) if isinstance(item.name, tuple) else item.name,
                                          item.stats))
         except InvalidRequest as exc:
-            raise InvalidRequest(f"{exc.message} (at $.reports[{i}].name)", field=f"$.reports[{i}].name") from None
+            where = f"$.reports[{i}]" + (exc.field[1:] if exc.field and exc.field.startswith("$.stats") else ".name")
+            raise InvalidRequest(f"{exc.message} (at {where})", field=where) from None
     if not reports:
         return _json(Written(revision=svc.replica.revision, count=0))
     return _json(Written(revision=await svc.run(svc.replica.report_many, reports), count=len(reports)))
@@ -637,7 +641,12 @@ async def update_host(request: Request) -> Response:
 
 async def delete_host(request: Request) -> Response:
     svc = _svc(request)
-    return _deleted(await svc.run(svc.replica.delete_host, request.path_params["host"], _query(request).get("node")))
+    query = _query(request)
+    force = query.get("force", "false")
+    if force not in ("true", "false"):
+        raise InvalidRequest(f"force must be true or false, not {force[:32]!r}", field="force")
+    return _deleted(await svc.run(partial(svc.replica.delete_host, force=force == "true"),
+                                  request.path_params["host"], query.get("node")))
 
 
 async def list_aggregates(request: Request) -> Response:

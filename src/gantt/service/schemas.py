@@ -381,6 +381,8 @@ def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any
 
 
 _NODE = _query("node", _NAME, "The node of a host with several nodes (bare metal)")
+_FORCE = _query("force", {"type": "string", "enum": ["true", "false"], "default": "false"},
+                "true: delete a host that holds allocations, removing its parts of them")
 _WRITE_ERRORS = (503,)
 
 
@@ -502,8 +504,13 @@ def _paths() -> dict[str, Any]:
                             "this leaves the node's last-report time as it is: a host that stopped reporting "
                             "stays down. Without `node`, every node of the host changes. 409: the host kept "
                             "reporting while the change was made; try again."),
-            "delete": _deleted(_op("Forget a host (or one of its nodes) and the allocations on it", status="204",
-                                   errors=(404, 503), params=[_NODE])),
+            "delete": _deleted(_op(
+                "Forget a host (or one of its nodes)", status="204", errors=(400, 404, 409, 503),
+                params=[_NODE, _FORCE],
+                description="Refused (409) while allocations have parts on it, as Placement refuses to delete a "
+                            "provider with allocations. With `force=true` it goes all the same and takes its "
+                            "parts of those allocations with it: a consumer keeps what it holds on other nodes "
+                            "(its allocation goes only when nothing else is left).")),
         },
         "/v1/aggregates": {"get": _op("Every aggregate", ok="AggregateList")},
         "/v1/aggregates/{id}": {

@@ -2,8 +2,11 @@
 
 Accounting (design §1): per node and resource class ``used = reported + in flight``. An allocation counts in
 flight (the ``inflight`` columns) until it is *confirmed*: its node's report lists its consumer, or, on a node that
-never lists instances, ``claim_timeout`` has passed (the report alone counts it from then on). An allocation that a
-listing node leaves unlisted past ``claim_timeout`` is released (the build never happened).
+never lists instances, ``claim_timeout`` has passed (the report alone counts it from then on). A scheduler claim
+that a listing node leaves unlisted past ``claim_timeout`` is released (the build never happened). Any other
+allocation (written through the Placement face, or a move's migration hold: ``held_until_released``) ends only
+by a release or a rewrite, as in Placement: on a listing node it counts on top of the report for as long as the
+node does not list its consumer.
 
 Claims are compare-and-sets under the table's lock: the node still exists and still has room. A move (design §6)
 books the destination for the instance and keeps the source held under the migration's UUID until confirm or
@@ -34,6 +37,15 @@ class ClaimRejected(Exception):
 
 class SourceMoved(ClaimRejected):
     """A move's source allocation is no longer the instance's: no other node can take the move either."""
+
+
+def held_until_released(allocation: Allocation) -> bool:
+    """Whether only a release or a rewrite may end this allocation, never ``claim_timeout``: one written through
+    the Placement face (it has a consumer generation: a migration's hold, a port's bandwidth, an instance Nova
+    claimed itself; Placement never drops an allocation by itself) or a move's hold on its source (design §6:
+    dropped by confirm, given back by revert). Only the scheduler's own claims expire, whose build may never
+    have happened."""
+    return allocation.consumer_generation is not None or allocation.instance_uuid is not None
 
 
 class Ledger:
@@ -389,8 +401,10 @@ class Ledger:
             self._drop(consumer)
 
     def confirm_listed(self, row: int, key: NodeKey, reported: frozenset[str], now: float) -> None:
-        """A report of a node that lists its instances: confirm the allocations it lists, expire the ones left
-        unlisted past ``claim_timeout``."""
+        """A report of a node that lists its instances: confirm the allocations it lists, expire the scheduler's
+        claims left unlisted past ``claim_timeout``. An allocation held until released that the node does not
+        list stays in flight: the node's reported usage covers what it lists, and nothing else (a migration's
+        hold is confirmed by listing the migration, or for a Gantt move, the instance)."""
         expired: list[Allocation] = []
         for consumer in list(self._node_allocations.get(key, ())):
             alloc = self._allocations[consumer]
@@ -401,7 +415,8 @@ class Ledger:
                 self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
                 if alloc.numa:
                     self.count_numa(row, key)
-            elif alloc.created_at and now - self._seen.get(consumer, now) > self.claim_timeout:
+            elif alloc.created_at and now - self._seen.get(consumer, now) > self.claim_timeout \
+                    and not held_until_released(alloc):
                 log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
                             consumer, key[0], key[1], now - self._seen.get(consumer, now))
                 expired.append(alloc)

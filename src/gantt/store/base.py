@@ -46,6 +46,7 @@ from msgspec import Struct, field
 from gantt.model import (
     Aggregate,
     Allocation,
+    Conflict,
     GanttError,
     HostReport,
     InstanceInfo,
@@ -66,6 +67,18 @@ class StoreConflict(GanttError):
     def __init__(self, keys: list[NodeKey]) -> None:
         super().__init__(f"usage changed on {len(keys)} node(s): " + ", ".join(f"{h}/{n}" for h, n in keys[:5]))
         self.keys = keys
+
+
+class HostInUse(Conflict):
+    """A host to delete still holds allocations, and the batch asked to refuse then (``refuse_held_hosts``)."""
+
+    def __init__(self, node: NodeKey, consumers: list[str]) -> None:
+        shown = ", ".join(consumers[:5]) + (", …" if len(consumers) > 5 else "")
+        super().__init__(f"host {node[0]!r} node {node[1]!r} holds allocations of {len(consumers)} consumer(s) "
+                         f"({shown}); release them first, or delete with force to remove the host's parts of "
+                         "them (their parts on other hosts stay)", field="host")
+        self.node = node
+        self.consumers = consumers
 
 
 class ConsumerHeld(GanttError):
@@ -160,6 +173,9 @@ class Batch(Struct, omit_defaults=True):
     instances: list[InstanceInfo] = field(default_factory=list)  # replaces what the host runs
     # Releases of consumers the store does not hold are an error unless this is set (expiry races are benign).
     lenient_releases: bool = False
+    # A node of ``delete_hosts`` that an allocation has a part on: HostInUse when this is set (Placement's rule),
+    # else that part goes and the consumer keeps its parts on other nodes (its allocation goes when none is left).
+    refuse_held_hosts: bool = False
     # Consumers whose current allocation an entry of ``allocations`` replaces (a move, or its revert): each must
     # hold one (NotFound otherwise), and the node it leaves counts as changed. Any other consumer in
     # ``allocations`` that holds one is ConsumerHeld: outside a move, a booking is never moved.

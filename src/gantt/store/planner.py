@@ -23,6 +23,7 @@ from gantt import providers
 from gantt.model import (
     Aggregate,
     Allocation,
+    AllocationPart,
     ConsumerConflict,
     GenerationConflict,
     HostReport,
@@ -36,7 +37,7 @@ from gantt.model import (
     merge_reports,
     repeats,
 )
-from gantt.store.base import Batch, Change, ConsumerHeld, Expect, RepeatOf, StoreConflict
+from gantt.store.base import Batch, Change, ConsumerHeld, Expect, HostInUse, RepeatOf, StoreConflict
 
 
 class Reads(Protocol):
@@ -100,6 +101,8 @@ class Plan:
     # Consumers whose stored record, replaced or deleted here, had parts on further nodes (a backend that indexes
     # those parts by node drops the old entries; every other consumer has none to drop).
     unindexed: set[str] = field(default_factory=set)
+    # Nodes written here whose capacity may have gone below their allocations (``_plan_held_over``)
+    reshaped: set[NodeKey] = field(default_factory=set)
 
     def _leaving(self, allocation: Allocation) -> None:
         if allocation.extra:
@@ -133,6 +136,7 @@ def plan(batch: Batch, reads: Reads) -> Plan:
         out.changes.append(Change(revision=0, kind="aggregate_deleted", aggregate_id=aggregate_id))
     _plan_memberships(batch, reads, out)
     _plan_allocations(batch, reads, out)
+    _plan_held_over(batch, reads, out)
     _check_capacity(batch, reads, out)
     _check_vacated(batch, reads, out)
     _plan_generation_bumps(batch, reads, out)
@@ -213,6 +217,42 @@ def _plan_providers(batch: Batch, out: Plan) -> None:
         out.hosts[key] = record
         out.bumped[key] = None
         out.changes.append(Change(revision=0, kind="host", host=record))
+        out.reshaped.add(key)  # Placement's inventory writes and reshapes may lower capacity under allocations
+
+
+def _capacity_lowered(old: HostReport, new: HostReport) -> bool:
+    """Whether some class of the node offers less in ``new`` than in ``old`` (or is gone)."""
+    a, b = old.stats, new.stats
+    if (a.vcpus, a.memory_mb, a.local_gb, a.cpu_allocation_ratio, a.ram_allocation_ratio, a.disk_allocation_ratio,
+            a.inventories) == (b.vcpus, b.memory_mb, b.local_gb, b.cpu_allocation_ratio, b.ram_allocation_ratio,
+                               b.disk_allocation_ratio, b.inventories):
+        return False  # most reports that change something change usage, not capacity: no inventory built
+    before, after = providers.inventories(old, {}), providers.inventories(new, {})
+    return any(rc not in after or after[rc].capacity < inv.capacity for rc, inv in before.items())
+
+
+def _plan_held_over(batch: Batch, reads: Reads, out: Plan) -> None:
+    """Placement lets a write lower a provider's capacity below what its allocations hold (it logs the provider
+    over capacity), and so does Gantt, for Placement's inventories and a host's own reports alike; no allocation
+    write may then take it further (``_check_capacity``). The record keeps what was held then (``held_over``), so
+    that ``gantt audit`` tells that state from an overcommit; a write that leaves the node within capacity clears
+    it. Counted from the allocations after the batch (a reshape moves them in the same commit)."""
+    if not out.reshaped:
+        return
+    ratios = batch.capacity.default_ratios if batch.capacity is not None else {}
+    keys = [key for key in out.reshaped if out.hosts.get(key) is not None]
+    held = reads.allocations_on(set(keys)) if keys else []
+    after = [a for a in held if a.consumer_uuid not in out.allocations]
+    after += [a for a in out.allocations.values() if a is not None]
+    for key in keys:
+        record = out.hosts[key]
+        assert record is not None
+        offered = providers.inventories(record, ratios)
+        over = {rc: amount for rc, amount in _usage(after, key).items()
+                if rc in offered and amount > offered[rc].capacity}
+        if (over or None) != record.held_over:
+            # in place: the record is this batch's own (merged here, or built for it), and its change carries it
+            record.held_over = over or None
 
 
 def _plan_records(batch: Batch, out: Plan) -> None:
@@ -254,6 +294,8 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
         out.hosts[key] = merged
         out.bumped[key] = None
         out.changes.append(Change(revision=0, kind="host", host=merged))
+        if old is not None and merged.stats is not old.stats and _capacity_lowered(old, merged):
+            out.reshaped.add(key)
 
 
 def _plan_repeat(batch: Batch, reads: Reads, out: Plan, key: NodeKey, seen: RepeatOf,
@@ -310,11 +352,42 @@ def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
             out.touches.pop(key, None)  # its liveness goes with it (backends drop what they keep for a deleted node)
             out.bumped[key] = None
             out.changes.append(Change(revision=0, kind="host_deleted", node=key))
-    if doomed:
-        # A node's allocations go with it; "host_deleted" tells replicas so (no change per allocation).
-        for allocation in reads.allocations_on(set(doomed)):
-            out.allocations[allocation.consumer_uuid] = None
-            out._leaving(allocation)
+    if not doomed:
+        return
+    gone = set(doomed)
+    held = reads.allocations_on(gone)
+    if held and batch.refuse_held_hosts:
+        node = next(key for key in doomed if any(key in a.nodes() for a in held))
+        raise HostInUse(node, sorted(a.consumer_uuid for a in held))
+    for allocation in held:
+        # A node's parts of allocations go with it ("host_deleted" tells replicas so, and they drop every
+        # consumer with a part there); a consumer's parts on other nodes are not the deleted node's to free, so
+        # what is left of it is written again, and announced after the deletion.
+        out._leaving(allocation)
+        kept = _without(allocation, gone)
+        out.allocations[allocation.consumer_uuid] = kept
+        if kept is not None:
+            out._bump(kept)
+            out.changes.append(Change(revision=0, kind="allocation", allocation=kept, replaced=allocation))
+
+
+def _without(allocation: Allocation, gone: set[NodeKey]) -> Allocation | None:
+    """The allocation without its parts on ``gone`` (None: nothing is left). When its first part goes, the next
+    becomes first, without the NUMA cells and PCI devices the first node's claim held; the consumer generation
+    moves on, as on any change of a consumer's allocations."""
+    parts = [(key, resources) for key, resources in allocation.parts() if key not in gone]
+    if not parts:
+        return None
+    (first, resources), rest = parts[0], parts[1:]
+    changes: dict[str, object] = {}
+    if first != (allocation.host, allocation.nodename):
+        changes = {"host": first[0], "nodename": first[1], "resources": dict(resources), "numa": None, "pci": [],
+                   "confirmed": False}
+    if allocation.consumer_generation is not None:
+        changes["consumer_generation"] = allocation.consumer_generation + 1
+    return msgspec.structs.replace(
+        allocation, extra=[AllocationPart(host=key[0], nodename=key[1], resources=dict(r)) for key, r in rest],
+        **changes)
 
 
 def _current(consumer: str, reads: Reads, out: Plan) -> Allocation | None:
