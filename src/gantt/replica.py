@@ -939,8 +939,10 @@ def _load_snapshot(table: HostTable, snap: Snapshot) -> None:
 
 
 def audit_table(snapshot: Snapshot, config: Config | None = None) -> HostTable:
-    """The table a replica of this config builds from ``snapshot``: the audit's accounting is the service's."""
+    """The table a replica of this config builds from ``snapshot``: the audit's accounting is the service's, its
+    claims as old as they were made (a replica that has run since they were made counts them so)."""
     table = HostTable.from_config(config or Config())
+    table.age_claims_by_creation()
     _load_snapshot(table, snap=snapshot)
     return table
 

@@ -69,6 +69,10 @@ class Ledger:
         # or ahead of, and which steps; an allocation loaded from a snapshot is as old as the load (the safe side:
         # it counts in flight for longer, never shorter).
         self._seen: dict[str, float] = {}
+        # The audit's table (``replica.audit_table``) judges claims as the service that has run since they were
+        # made does: as old as ``created_at`` says (the safe side of a restart is the scheduler's, not the audit's,
+        # whose "safe" would be flagging a settled claim as an overcommit).
+        self.ages_from_creation = False
         self._node_allocations: dict[NodeKey, set[str]] = {}
         # server group -> the consumers claimed under its hard policy (Allocation.group), wherever they run
         self._group_allocations: dict[str, set[str]] = {}
@@ -284,7 +288,8 @@ class Ledger:
         consumer = allocation.consumer_uuid
         self._allocations[consumer] = allocation
         if consumer not in self._seen:
-            self._seen[consumer] = self._clock()
+            now = self._clock()
+            self._seen[consumer] = min(allocation.created_at or now, now) if self.ages_from_creation else now
         node_allocations = self._node_allocations
         for key in allocation.nodes():
             holders = node_allocations.get(key)
@@ -302,7 +307,9 @@ class Ledger:
     def _insert(self, row: int, key: NodeKey, allocation: Allocation) -> None:
         if not allocation.created_at:
             allocation.created_at = self._clock()
-        seen = self._seen.setdefault(allocation.consumer_uuid, self._clock())
+        now = self._clock()
+        seen = self._seen.setdefault(allocation.consumer_uuid,
+                                     min(allocation.created_at, now) if self.ages_from_creation else now)
         updated_at = self._columns.cols["updated_at"].item(row)
         listed = allocation.listed_as in self._instances.reported_instances(row)
         if listed and allocation.migration_uuid:

@@ -798,6 +798,11 @@ class HostTable:
     def allocation(self, consumer_uuid: str) -> Allocation | None:
         return self._ledger.allocation(consumer_uuid)
 
+    def age_claims_by_creation(self) -> None:
+        """Claims loaded from now on are as old as their ``created_at`` (the audit's view), not as old as the load
+        (a replica's: ``Ledger._seen``)."""
+        self._ledger.ages_from_creation = True
+
     def allocations(self) -> Collection[Allocation]:
         """Every allocation (a live view: hold the lock to iterate while others may write)."""
         return self._ledger.allocations()
