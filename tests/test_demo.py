@@ -20,7 +20,7 @@ def test_the_demo_says_why_its_rate_is_not_the_benchmarks() -> None:
                           timeout=180, env=ENV)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "not the README's benchmark figure" in done.stdout
-    assert re.search(r"live view: http://127\.0\.0\.1:\d+/ui", done.stdout)
+    assert re.search(r"live view: http://127\.0\.0\.1:\d+/ui/", done.stdout)
 
 
 def test_stay_keeps_the_live_view_up_until_ctrl_c() -> None:
@@ -35,7 +35,7 @@ def test_stay_keeps_the_live_view_up_until_ctrl_c() -> None:
             if not line:
                 break
             seen.append(line)
-            found = re.search(r"open (http://\S+/ui) \(the live view\); Ctrl-C to stop it", line)
+            found = re.search(r"open (http://\S+/ui/) \(the live view\); Ctrl-C to stop it", line)
             if found:
                 url = found.group(1)
         assert url is not None, "".join(seen)[-3000:]

@@ -44,7 +44,8 @@ for t in threads:
 
 def test_every_struct_type_is_prepared_at_import() -> None:
     for info in pkgutil.walk_packages(gantt.__path__, "gantt."):
-        if not info.name.endswith("__main__"):
+        # gantt.nova runs only where Nova is installed (tests/nova checks its types there)
+        if not info.name.endswith("__main__") and not info.name.startswith("gantt.nova"):
             importlib.import_module(info.name)
     pending: list[type] = [msgspec.Struct]
     ours: set[type] = set()

@@ -67,7 +67,7 @@ def test_installed_from_the_wheel_it_serves_the_live_view(wheel: Path, tmp_path:
     assert where.startswith(str(target)), where
     with ServerProcess("memory://", env=env, workdir=tmp_path) as server:
         server.start()
-        page = httpx.get(f"{server.url}/ui", timeout=10)
+        page = httpx.get(f"{server.url}/ui/", timeout=10)
         assert page.status_code == 200 and "<html" in page.text.lower()
         for asset in ("app.js", "style.css"):
             assert httpx.get(f"{server.url}/ui/{asset}", timeout=10).status_code == 200, asset

@@ -138,7 +138,7 @@ def run_demo(*, hosts: int = 300, requests: int = 1000, concurrency: int = 32, s
         try:
             console.print(f"[green]●[/] gantt serve (pid {server.proc.pid if server.proc else '?'}) on "
                           f"{server.url}, store {url}, filters: {', '.join(enabled)}")
-            console.print(f"[green]●[/] live view: {server.url}/ui"
+            console.print(f"[green]●[/] live view: {server.url}/ui/"
                           + ("" if stay else " (gantt demo --stay keeps it up once the demo is done)"))
             names, by_zone, aggregates = _topology(hosts)
             client = SchedulerClient(server.url)
@@ -197,7 +197,7 @@ def run_demo(*, hosts: int = 300, requests: int = 1000, concurrency: int = 32, s
 def _stay(server: Any) -> None:
     """Wait for Ctrl-C while the service runs (it is in a session of its own: the terminal's Ctrl-C reaches only
     this process, which then stops it)."""
-    console.print(f"[green]●[/] the service stays up: open {server.url}/ui (the live view); Ctrl-C to stop it")
+    console.print(f"[green]●[/] the service stays up: open {server.url}/ui/ (the live view); Ctrl-C to stop it")
     try:
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)

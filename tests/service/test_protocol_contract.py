@@ -102,8 +102,7 @@ def test_the_base_instance_has_what_the_subclass_reads() -> None:
         "_head_bytes", "_header_count", "_in_head", "_head_timer", "_rejected", "_tail", "_head_read", "_spread",
         "_leaving", "_fd"}
     needed = sorted(reads - own)
-    assert {"transport", "parser", "cycle", "url", "headers", "loop", "flow", "server_state", "tasks",
-            "pipeline"} <= set(needed)
+    assert {"transport", "parser", "cycle", "url", "headers", "loop", "flow", "tasks", "pipeline"} <= set(needed)
 
     async def run() -> dict[str, bool]:
         config = Config(app=_App(), log_level="warning", lifespan="off", http="httptools")

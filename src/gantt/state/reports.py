@@ -117,7 +117,9 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
     given = stats.inventories or {}
     # An ironic node is one bare-metal machine, offered whole as one custom resource class (Nova's ironic driver
     # reports 0 VCPU, RAM and disk, whatever the node's properties say): the classic fields are not capacity.
-    ironic = (columns.node_caps(row).hypervisor_type or "").lower() == "ironic"
+    # (the report's own type first: a bulk load writes the caps after the inventories, a single report before)
+    kind = stats.hypervisor_type if stats.hypervisor_type is not None else columns.node_caps(row).hypervisor_type
+    ironic = (kind or "").lower() == "ironic"
     for rc, total_f, used_f, ratio_f in CLASSIC:
         if rc in given or ironic:
             continue
@@ -299,6 +301,10 @@ def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats
                                                        "ratio", "reported")}
     usage_rows: list[int] = []
     given_classic = {rc: np.zeros(len(rows), dtype=np.bool_) for rc, _, _, _ in CLASSIC}
+    # ironic nodes: no capacity from the classic fields, a custom class taken whole once an instance is listed
+    # (as ``_update_inventories`` does for one report)
+    ironic = np.fromiter(((stats.hypervisor_type or "").lower() == "ironic" for stats in stats_list),
+                         dtype=np.bool_, count=len(stats_list))
     for k, stats in enumerate(stats_list):
         given = stats.inventories
         if not given:
@@ -310,6 +316,8 @@ def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats
                 given_classic[rc][k] = True
                 if used is None:
                     used = getattr(stats, _CLASSIC_USED[rc])
+            if ironic[k] and stats.instances:
+                used = max(used or 0, item.total)
             inv_rows.append(row)
             inv_js.append(columns.rc_slot(rc))  # may widen the 2-D arrays: they are read after the loop
             inv["total"].append(item.total)
@@ -332,7 +340,10 @@ def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats
     # the classic classes from the compute node's own fields, where the report names a total and no inventory
     for rc, total_f, used_f, ratio_f in CLASSIC:
         j = columns.rc_index[rc]
-        has = named[:, _AT[total_f]] & ~given_classic[rc]
+        # an ironic node keeps its ratio in sight (capability and JSON queries read it) beside no inventory
+        kept = ironic & ~given_classic[rc] & named[:, _AT[ratio_f]]
+        rc_arrays["ratio"][index[kept], j] = numbers[kept, _AT[ratio_f]]
+        has = named[:, _AT[total_f]] & ~given_classic[rc] & ~ironic
         at = index[has]
         total = numbers[has, _AT[total_f]]
         ratio = numbers[has, _AT[ratio_f]]
