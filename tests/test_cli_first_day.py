@@ -16,41 +16,29 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 import gantt
 from gantt import cli
 from gantt.model import Allocation, HostReport
 from gantt.service.process import toml_text
 from gantt.store.base import Batch, open_store
+from tests.cli_helpers import run, serving, widen
 from tests.conftest import host_stats
-from tests.service.server import ServerProcess
 
 SRC = str(Path(gantt.__file__).resolve().parents[1])
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    config = {"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}, "DEFAULT": {"service_down_time": 86400}}
-    with ServerProcess("memory://", config=config, workdir=tmp_path_factory.mktemp("cli-day")) as server:
-        with server.client() as client:
-            client.update_resource_stats_many([(f"day-{i}", host_stats(vcpus=8)) for i in range(3)])
-        yield server.url
+    with serving(tmp_path_factory.mktemp("cli-day"), [(f"day-{i}", host_stats(vcpus=8)) for i in range(3)]) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "console", Console(width=250))
-    monkeypatch.setattr(cli, "err_console", Console(width=250, stderr=True))
+    widen(monkeypatch)
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        status = cli.main(list(argv))
-    except SystemExit as exc:
-        status = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def gantt_command(*argv: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

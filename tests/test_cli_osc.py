@@ -17,39 +17,27 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rich.console import Console
 
 import gantt
 from gantt import cli
+from tests.cli_helpers import run, serving, widen
 from tests.conftest import host_stats
-from tests.service.server import ServerProcess
 
 SRC = str(Path(gantt.__file__).resolve().parents[1])
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    config = {"filter_scheduler": {"enabled_filters": ["ComputeFilter"]}, "DEFAULT": {"service_down_time": 86400}}
-    with ServerProcess("memory://", config=config, workdir=tmp_path_factory.mktemp("cli-osc")) as server:
-        with server.client() as client:
-            client.update_resource_stats_many([("osc-a", host_stats(vcpus=8)), ("osc-b", host_stats(vcpus=32)),
-                                               ("osc-c", host_stats(vcpus=16))])
-        yield server.url
+    hosts = [("osc-a", host_stats(vcpus=8)), ("osc-b", host_stats(vcpus=32)), ("osc-c", host_stats(vcpus=16))]
+    with serving(tmp_path_factory.mktemp("cli-osc"), hosts) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "console", Console(width=250))
-    monkeypatch.setattr(cli, "err_console", Console(width=250, stderr=True))
+    widen(monkeypatch)
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        status = cli.main(list(argv))
-    except SystemExit as exc:  # argparse's usage errors
-        status = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def gantt_command(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
-from gantt import cli
+from tests.cli_helpers import run, widen
 from tests.placement.osc import Osc
 from tests.service.server import ServerProcess
 
@@ -27,18 +26,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Osc]
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "console", Console(width=250))
-    monkeypatch.setattr(cli, "err_console", Console(width=250, stderr=True))
-    monkeypatch.delenv("GANTT_NAMESPACE", raising=False)
+    widen(monkeypatch)
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        status = cli.main(list(argv))
-    except SystemExit as exc:
-        status = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def gantt(capsys: pytest.CaptureFixture[str], url: str, *argv: str) -> Any:

@@ -8,11 +8,11 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from rich.console import Console
 
 from gantt import cli
 from gantt.client import SchedulerClient
 from gantt.sim import cli as sim_cli
+from tests.cli_helpers import run, widen
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess
 
@@ -41,17 +41,9 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "console", Console(width=250))
-    monkeypatch.setattr(cli, "err_console", Console(width=250, stderr=True))
+    widen(monkeypatch)
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        status = cli.main(list(argv))
-    except SystemExit as exc:
-        status = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def candidates(capsys: pytest.CaptureFixture[str], url: str, *argv: str) -> set[str]:

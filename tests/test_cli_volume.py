@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from gantt import cli
+from tests.cli_helpers import run, widen
 from tests.service.server import ServerProcess
 
 CONFIG = {"DEFAULT": {"service_down_time": 86400}, "namespace.volume": {"kind": "volume"}}
@@ -25,18 +25,9 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "console", Console(width=250))
-    monkeypatch.setattr(cli, "err_console", Console(width=250, stderr=True))
-    monkeypatch.delenv("GANTT_NAMESPACE", raising=False)
+    widen(monkeypatch)
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        status = cli.main(list(argv))
-    except SystemExit as exc:
-        status = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def vol(capsys: pytest.CaptureFixture[str], url: str, *argv: str) -> tuple[int, str, str]:
