@@ -381,7 +381,7 @@ def _query(name: str, schema: dict[str, Any], description: str) -> dict[str, Any
 
 
 _NODE = _query("node", _NAME, "The node of a host with several nodes (bare metal)")
-_FORCE = _query("force", {"type": "string", "enum": ["true", "false"], "default": "false"},
+_FORCE = _query("force", {"type": "string", "enum": ["true", "false"], "maxLength": 5, "default": "false"},
                 "true: delete a host that holds allocations, removing its parts of them")
 _WRITE_ERRORS = (503,)
 
