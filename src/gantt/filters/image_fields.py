@@ -18,20 +18,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from gantt.filters.image_meta import LEGACY_NAMES, canonical_arch, canonical_hv_type, canonical_vm_mode
+# Nova's boolean and integer ImageMetaProps fields: one table, image_meta's (which refuses what Nova refuses)
+from gantt.filters.image_meta import (
+    BOOLEANS,
+    INTEGERS,
+    LEGACY_NAMES,
+    canonical_arch,
+    canonical_hv_type,
+    canonical_vm_mode,
+)
 
-BOOLEANS = frozenset({
-    "hw_boot_menu", "hw_ephemeral_encryption", "hw_firmware_stateless", "hw_ipxe_boot", "hw_locked_memory",
-    "hw_mem_encryption", "hw_pmu", "hw_qemu_guest_agent", "hw_time_hpet", "hw_vif_multiqueue_enabled",
-    "hw_virtio_packed_ring", "img_bdm_v2", "img_bittorrent", "img_cache_in_nova", "img_hide_hypervisor_id",
-    "img_linked_clone", "img_use_agent", "os_require_quiesce", "os_skip_agent_inject_files_at_boot",
-    "os_skip_agent_inject_ssh",
-})
-INTEGERS = frozenset({
-    "hw_cpu_cores", "hw_cpu_max_cores", "hw_cpu_max_sockets", "hw_cpu_max_threads", "hw_cpu_sockets",
-    "hw_cpu_threads", "hw_device_id", "hw_maxphysaddr_bits", "hw_numa_nodes", "hw_redirected_usb_ports",
-    "hw_serial_port_count", "hw_video_ram", "img_compression_level", "img_version",
-})
 # Strings, UUIDs, version predicates and the enumerations Nova keeps as given (only checked against their values).
 TEXTS = frozenset({
     "hw_auto_disk_config", "hw_cpu_realtime_mask", "hw_disk_type", "hw_ephemeral_encryption_secret_uuid",

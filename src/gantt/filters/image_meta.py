@@ -113,12 +113,12 @@ _ENUMS: dict[str, frozenset[str]] = {name: frozenset(values.split()) for name, v
     "os_secure_boot": "disabled optional required",
     "os_type": "linux windows",
 }.items()}
-_INTEGERS = frozenset({
+INTEGERS = frozenset({
     "hw_cpu_cores", "hw_cpu_max_cores", "hw_cpu_max_sockets", "hw_cpu_max_threads", "hw_cpu_sockets",
     "hw_cpu_threads", "hw_device_id", "hw_maxphysaddr_bits", "hw_numa_nodes", "hw_redirected_usb_ports",
     "hw_serial_port_count", "hw_video_ram", "img_compression_level", "img_version",
 })
-_BOOLEANS = frozenset({
+BOOLEANS = frozenset({
     "hw_boot_menu", "hw_ephemeral_encryption", "hw_firmware_stateless", "hw_ipxe_boot", "hw_locked_memory",
     "hw_mem_encryption", "hw_pmu", "hw_qemu_guest_agent", "hw_time_hpet", "hw_vif_multiqueue_enabled",
     "hw_virtio_packed_ring", "img_bdm_v2", "img_bittorrent", "img_cache_in_nova", "img_hide_hypervisor_id",
@@ -183,7 +183,7 @@ _FOLDED: dict[str, dict[str, str]] = {
 _KIND: dict[str, str] = {
     "hw_architecture": "arch", "hw_emulation_architecture": "arch", "img_hv_type": "hv_type",
     "hw_vm_mode": "vm_mode", "img_hv_requested_version": "predicate",
-    **dict.fromkeys(_ENUMS, "enum"), **dict.fromkeys(_INTEGERS, "integer"), **dict.fromkeys(_BOOLEANS, "any"),
+    **dict.fromkeys(_ENUMS, "enum"), **dict.fromkeys(INTEGERS, "integer"), **dict.fromkeys(BOOLEANS, "any"),
     **dict.fromkeys(_STRINGS, "string"), **dict.fromkeys(_UUIDS, "any"), **dict.fromkeys(_LISTS_OF_MAPS, "maps"),
 }
 
