@@ -29,6 +29,7 @@ import pytest
 from gantt.service import protocol
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess
+from tests.service.test_connection_limits import _read_all
 
 TOKEN = "hostile-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -51,19 +52,6 @@ def _connect(server: ServerProcess) -> socket.socket:
     sock = socket.create_connection((url.hostname, url.port), timeout=BODY_TIMEOUT + 10)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
-
-
-def _read_all(sock: socket.socket) -> bytes:
-    chunks = []
-    while True:
-        try:
-            chunk = sock.recv(65536)
-        except (ConnectionResetError, BrokenPipeError):
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _head(method: str, path: str, length: int | None, *, token: bool = True, chunked: bool = False,
