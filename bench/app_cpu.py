@@ -28,11 +28,11 @@ from typing import Any
 import msgspec
 import uvloop
 
-from gantt.allocator import collect_less_often, freeze_long_lived
-from gantt.benchmarks import bench_script, cpu_model
+from gantt.base.allocator import collect_less_often, freeze_long_lived
+from gantt.bench.engine import bench_script, cpu_model
 from gantt.config import Config
 from gantt.model import HostReport
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.service.app import create_app
 from gantt.store.sqlite import SQLiteStore
 

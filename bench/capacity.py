@@ -1,4 +1,4 @@
-"""How long a capacity question takes (``gantt.capacity``: POST /v1/capacity, ``gantt capacity``) on the engine
+"""How long a capacity question takes (``gantt.compute.capacity``: POST /v1/capacity, ``gantt capacity``) on the engine
 benchmark's cloud, in process: one flavor per zone and overall, the same with one aggregate's hosts taken away and
 its displaced consumers counted, and a question of several flavors. Medians of ``--rounds`` rounds, thread CPU and
 wall ms, with the CPU model and load.
@@ -15,9 +15,9 @@ import statistics
 import time
 from typing import Any
 
-from gantt.benchmarks import _load, build_aggregates, build_reports, cpu_model, make_config
-from gantt.engine import Engine
-from gantt.scheduler import Scheduler
+from gantt.bench.engine import _load, build_aggregates, build_reports, cpu_model, make_config
+from gantt.compute.engine import Engine
+from gantt.compute.scheduler import Scheduler
 
 FLAVORS = [{"name": "m1.small", "vcpus": 1, "memory_mb": 2048, "root_gb": 20},
            {"name": "m1.large", "vcpus": 4, "memory_mb": 8192, "root_gb": 80},

@@ -12,7 +12,7 @@ filters and weighers with ``shuffle_best_same_weighed_hosts``, 5,000 allocations
 bench/mixed.py's placements cost below HTTP and the store.
 
 ``--namespace volume``: instead, the volume namespace (Cinder's filters and weighers) over ``--hosts`` pools
-(gantt.volume.benchmark).
+(gantt.bench.volume).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import argparse
 import json
 import sys
 
-from gantt.benchmarks import engine_benchmark, mix_benchmark, uniform_benchmark
-from gantt.profiling import Phases
+from gantt.bench.engine import engine_benchmark, mix_benchmark, uniform_benchmark
+from gantt.bench.profiling import Phases
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.namespace == "volume":
         if args.numa_mix is not None:
             parser.error("--numa-mix is for the compute namespace")
-        from gantt.volume.benchmark import volume_benchmark
+        from gantt.bench.volume import volume_benchmark
 
         result = volume_benchmark(args.hosts, args.requests, args.seed, rounds=args.rounds)
     elif args.numa_mix is not None:

@@ -43,9 +43,9 @@ from typing import Any
 
 import msgspec
 
-from gantt.benchmarks import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, cpu_model, host_stats
-from gantt.profiling import Sampler
-from gantt.replica import audit
+from gantt.bench.engine import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, cpu_model, host_stats
+from gantt.bench.profiling import Sampler
+from gantt.replication.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.sqlite import SQLiteStore
 
@@ -429,7 +429,7 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
                       "file_mb": round(sum(p.stat().st_size for p in Path(tmp).glob("gantt.sqlite*")) / 2**20, 1)},
         }
         if profiles:
-            result["profile"] = profiles  # the server's top functions per phase (py-spy: gantt.profiling)
+            result["profile"] = profiles  # the server's top functions per phase (py-spy: gantt.bench.profiling)
         return result
 
 

@@ -20,7 +20,7 @@ import time
 
 import msgspec
 
-from gantt.benchmarks import _load, build_aggregates, build_reports, cpu_model
+from gantt.bench.engine import _load, build_aggregates, build_reports, cpu_model
 from gantt.model import HostReport
 
 

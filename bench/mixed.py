@@ -44,9 +44,9 @@ from typing import Any
 import httpx
 import msgspec
 
-from gantt.benchmarks import bench_script, cpu_model
-from gantt.profiling import Sampler
-from gantt.replica import audit
+from gantt.bench.engine import bench_script, cpu_model
+from gantt.bench.profiling import Sampler
+from gantt.replication.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.base import open_store
 
@@ -256,7 +256,7 @@ def in_process(args: argparse.Namespace) -> dict[str, Any]:
 
     from gantt.config import Config
     from gantt.model import HostReport
-    from gantt.replica import LIVENESS_DELAY, TOUCH_FRACTION, Replica
+    from gantt.replication.replica import LIVENESS_DELAY, TOUCH_FRACTION, Replica
     from gantt.store.sqlite import SQLiteStore
 
     def send(replica: Replica, reports: list[tuple[str, dict[str, Any]]], lock: threading.Lock,
@@ -389,7 +389,7 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
         out["placements"] = placer.figures(*results[0])
     if reporter is not None:
         out["reports"] = reporter.figures(*results[-1])
-    if sampler is not None:  # the server's processes, sampled through the phase (py-spy: gantt.profiling)
+    if sampler is not None:  # the server's processes, sampled through the phase (py-spy: gantt.bench.profiling)
         out["profile"] = sampler.summary
     time.sleep(SHARE_WAIT)
     out["server_latency"] = latency_over(latency_before, server_latency(port))

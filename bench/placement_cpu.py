@@ -20,10 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
 
-from gantt.benchmarks import bench_script, cpu_model
+from gantt.bench.engine import bench_script, cpu_model
 from gantt.config import Config
 from gantt.model import HostReport, RequestSpec
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.sqlite import SQLiteStore
 
 

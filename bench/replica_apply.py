@@ -29,10 +29,10 @@ from typing import Any
 
 import msgspec
 
-from gantt.benchmarks import bench_script, cpu_model
+from gantt.bench.engine import bench_script, cpu_model
 from gantt.config import Config
 from gantt.model import Allocation, HostReport
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.base import Batch, Change
 from gantt.store.sqlite import SQLiteStore
 

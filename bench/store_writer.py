@@ -33,10 +33,10 @@ from typing import Any
 
 import uvloop
 
-from gantt import allocator
-from gantt.benchmarks import bench_script, cpu_model
+from gantt.base import allocator
+from gantt.bench.engine import bench_script, cpu_model
 from gantt.model import Allocation, HostReport
-from gantt.replica import TOUCH_FRACTION
+from gantt.replication.replica import TOUCH_FRACTION
 from gantt.store.base import Batch, Expect, RepeatOf
 from gantt.store.sqlite import SQLiteStore
 
@@ -241,7 +241,7 @@ def one_round(template: str, args: argparse.Namespace, seed: int) -> dict[str, d
         shutil.copy(template, path)
         run = Run(path, args.hosts, seed, args.rate)
         rival = Rival(path, run, args.rival) if args.rival else None
-        # as a served worker runs (gantt.allocator): a young collection walking the bench's own 100,000-entry
+        # as a served worker runs (gantt.base.allocator): a young collection walking the bench's own 100,000-entry
         # maps would be charged to whichever thread allocated
         allocator.collect_less_often()
         allocator.freeze_long_lived()

@@ -133,7 +133,6 @@ def churn_concurrently(sched: Any, *, threads: int = 4, steps: int = 60, zones: 
     import numpy as np
 
     from gantt import NoValidHost
-
     errors: list[BaseException] = []
 
     def worker(index: int) -> None:

@@ -106,7 +106,7 @@ def check_isolation(store: str) -> None:
 def check_feeds(store: str) -> None:
     """A replica of one namespace never sees a change of the other: each has its own feed and revisions."""
     from gantt.model import HostReport, HostStats
-    from gantt.replica import Replica
+    from gantt.replication.replica import Replica
     from gantt.store.base import Batch, open_store
 
     red = Replica.open(open_store(store, namespace="red"))

@@ -8,9 +8,9 @@ import msgspec
 import numpy as np
 
 from gantt import Scheduler
+from gantt.compute.scheduler import describe
 from gantt.config import Config
 from gantt.model import Allocation, AllocationPart, HostReport, HostStats, Inventory
-from gantt.scheduler import describe
 from tests.conftest import FakeClock, host_stats, make_scheduler, request
 
 
@@ -104,7 +104,7 @@ def test_a_host_that_lists_instances_confirms_or_releases() -> None:
 
 
 def test_a_replica_loading_old_claims_on_an_unlisting_host_counts_them_as_settled() -> None:
-    from gantt.replica import Replica
+    from gantt.replication.replica import Replica
     from gantt.store.memory import MemoryStore
 
     clock = FakeClock()

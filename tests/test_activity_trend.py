@@ -3,8 +3,8 @@ in use, for the last hour, a point per minute, oldest first."""
 
 from __future__ import annotations
 
-from gantt.activity import TREND_MINUTES, Activity, ClassUsage
 from gantt.model import Explanation, Flavor, NoValidHost, RequestSpec, Selection
+from gantt.model.activity import TREND_MINUTES, Activity, ClassUsage
 from tests.conftest import FakeClock
 
 

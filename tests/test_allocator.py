@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gantt.allocator import keep_freed_memory
+from gantt.base.allocator import keep_freed_memory
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from gantt import NoValidHost, Scheduler
-from gantt import journal as journal_mod
-from gantt.journal import block_reduce, blocks_with, masked_best, masked_extreme, patch_blocks
+from gantt.compute import journal as journal_mod
+from gantt.compute.journal import block_reduce, blocks_with, masked_best, masked_extreme, patch_blocks
 from gantt.model import Aggregate
 from tests.conftest import FakeClock, churn_concurrently, host_stats, request
 

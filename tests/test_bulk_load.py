@@ -10,13 +10,13 @@ import msgspec
 import numpy as np
 import pytest
 
-from gantt.benchmarks import build_aggregates, build_reports, build_requests, make_config
+from gantt.bench.engine import build_aggregates, build_reports, build_requests, make_config
+from gantt.compute.engine import Engine
+from gantt.compute.state import reports as reports_module
+from gantt.compute.state.table import HostTable
 from gantt.config import Config
-from gantt.engine import Engine
 from gantt.model import Aggregate, Allocation, HostReport, NoValidHost
-from gantt.replica import Replica
-from gantt.state import reports as reports_module
-from gantt.state.table import HostTable
+from gantt.replication.replica import Replica
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import FakeClock, host_stats, request
 from tests.filters.test_numa import cell, numa_host
@@ -172,7 +172,7 @@ def test_a_batch_that_names_a_node_again_or_one_held_applies_in_order() -> None:
 
 @pytest.mark.parametrize("batches", [[5], [3000], [100, 40000], [20000, 7], [32766, 5, 3], [9000, 30000]])
 def test_journal_extend_keeps_what_appends_keep(batches: list[int]) -> None:
-    from gantt.journal import RowJournal
+    from gantt.compute.journal import RowJournal
 
     one, bulk = RowJournal(keep=8192), RowJournal(keep=8192)
     start = 0

@@ -85,7 +85,6 @@ def test_aggregates_set_merges_and_members_change_one_by_one(url: str, capsys: p
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     from gantt import __version__
-
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["--version"])
     assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"gantt {__version__}"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gantt import InvalidRequest, NoValidHost
-from gantt.engine import _Ties
+from gantt.compute.engine import _Ties
 from tests.conftest import FakeClock, make_scheduler, passing, request
 
 FILTERS = ["ComputeFilter"]

@@ -6,7 +6,7 @@ import os
 import re
 import uuid
 
-from gantt.ids import new_uuid, request_id
+from gantt.base.ids import new_uuid, request_id
 
 FORM = re.compile(r"req-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 

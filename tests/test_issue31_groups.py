@@ -8,7 +8,7 @@ import pytest
 
 from gantt.config import Config
 from gantt.model import InvalidRequest
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, request
 
@@ -46,7 +46,6 @@ def test_a_hard_policy_without_a_uuid_is_refused_by_two_replicas_on_one_file(pol
 def test_soft_policies_need_no_uuid() -> None:
     """A soft policy only weighs: nothing to hold at claim time, so it is not refused."""
     from gantt import Scheduler
-
     sched = Scheduler(CONFIG)
     sched.update_resource_stats("h0", host_stats())
     [[chosen, *_]] = sched.select_destinations(request(instance_group={"policy": "soft-anti-affinity"}))

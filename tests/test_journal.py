@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gantt import NoValidHost, Scheduler
-from gantt.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, WeightedSums
+from gantt.compute.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, WeightedSums
 from gantt.model import Aggregate, RequestSpec, decode
 from tests.conftest import FakeClock, churn_concurrently, host_stats, request
 
@@ -257,7 +257,7 @@ def test_patched_data_stays_exact_under_concurrent_decisions(shuffle: bool) -> N
 def test_kept_weighted_sums_equal_the_per_weigher_loop_bitwise() -> None:
     """The weights a decision ranks by (kept sums, per-row multipliers included) are exactly those of the loop a
     dry run takes per weigher to show each one's part, before and after claims patch the kept sums."""
-    from gantt.request import RequestContext
+    from gantt.compute.request import RequestContext
 
     clock = FakeClock()
     sched = _cloud(clock, 3)
@@ -303,7 +303,7 @@ def test_column_bounds_answer_from_a_list_that_is_not_first() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_best_first_is_the_order_of_repeated_argmax(seed: int) -> None:
-    from gantt.engine import BEST_BLOCK, _best_first
+    from gantt.compute.engine import BEST_BLOCK, _best_first
 
     rng = np.random.default_rng(seed)
     n = 300 * BEST_BLOCK + int(rng.integers(0, BEST_BLOCK))  # long enough for blocks, and a partial last one

@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from gantt import lifeline
+from gantt.service import lifeline
 
 PARENT = """
 import subprocess, sys, threading, time
-from gantt import lifeline
+from gantt.service import lifeline
 # Threads busy in the parent while it forks: what made a preexec_fn unsafe.
 for _ in range(4):
     threading.Thread(target=lambda: [time.sleep(0) for _ in iter(int, 1)], daemon=True).start()

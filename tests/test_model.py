@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gantt.compute.request import resources_from_spec, traits_from_spec
 from gantt.model import (
     Aggregate,
     HostReport,
@@ -14,7 +15,6 @@ from gantt.model import (
     decode,
     merge_reports,
 )
-from gantt.request import resources_from_spec, traits_from_spec
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from gantt.compute.scheduler import Scheduler
 from gantt.model import Conflict, NotFound, NoValidHost
-from gantt.replica import Replica
-from gantt.scheduler import Scheduler
+from gantt.replication.replica import Replica
 from gantt.store.base import Store, open_store
 from tests.conftest import FakeClock, host_stats, make_scheduler, request
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gantt import journal as journal_mod
+from gantt.compute import journal as journal_mod
 from gantt.model import Aggregate
 from tests.conftest import make_scheduler, request
 

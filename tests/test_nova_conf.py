@@ -21,8 +21,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from gantt import InvalidRequest, novaconf
-from gantt.config import Config, load_config
+from gantt import InvalidRequest
+from gantt.config import Config, load_config, novaconf
 from tests.parity.reference import python as nova_python
 from tests.venvs import run_json
 

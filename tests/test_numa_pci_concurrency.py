@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from gantt.model import HostReport, HostStats, decode
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.base import Batch
 from gantt.store.sqlite import SQLiteStore
 from tests import numa_pci_load as load

@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from gantt import NoValidHost, Scheduler
+from gantt.compute.engine import Engine
+from gantt.compute.filters import FILTERS
+from gantt.compute.request import RequestContext
 from gantt.config import Config
-from gantt.engine import Engine
-from gantt.filters import FILTERS
 from gantt.model import InvalidRequest, RequestSpec, decode
-from gantt.request import RequestContext
 from tests.parity import numa_cases
 
 NOW = numa_cases.NOW

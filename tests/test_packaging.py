@@ -71,3 +71,11 @@ def test_installed_from_the_wheel_it_serves_the_live_view(wheel: Path, tmp_path:
         assert page.status_code == 200 and "<html" in page.text.lower()
         for asset in ("app.js", "style.css"):
             assert httpx.get(f"{server.url}/ui/{asset}", timeout=10).status_code == 200, asset
+
+
+def test_the_release_number_is_the_same_in_pyproject_and_the_package() -> None:
+    import tomllib
+
+    from gantt.base.version import __version__
+
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] == __version__

@@ -10,26 +10,26 @@ import textwrap
 import time
 from pathlib import Path
 
-from gantt.profiling import Phases, Sampler, collapsed_summary
+from gantt.bench.profiling import Phases, Sampler, collapsed_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_stacks_are_summed_per_function_by_own_and_total_samples() -> None:
-    lines = ['process 7:"python -m gantt serve";main (gantt/cli.py:10);decide (gantt/engine.py:5);'
-             'rank (gantt/ranking.py:7) 6',
-             'process 7:"python -m gantt serve";main (gantt/cli.py:10);decide (gantt/engine.py:9) 3',
-             'process 8:"python -m gantt serve";main (gantt/cli.py:11);report (gantt/state/reports.py:2);'
-             'loads (json/decoder.py:3) 1',
+    lines = ['process 7:"python -m gantt serve";main (gantt/cli/__init__.py:10);decide (gantt/compute/engine.py:5);'
+             'rank (gantt/compute/ranking.py:7) 6',
+             'process 7:"python -m gantt serve";main (gantt/cli/__init__.py:10);decide (gantt/compute/engine.py:9) 3',
+             'process 8:"python -m gantt serve";main (gantt/cli/__init__.py:11);'
+             'report (gantt/compute/state/reports.py:2);loads (json/decoder.py:3) 1',
              "garbage"]
     summary = collapsed_summary(lines)
     assert summary["samples"] == 10
     assert [(e["function"], e["samples"]) for e in summary["self"]] == [
-        ("rank (gantt/ranking.py)", 6), ("decide (gantt/engine.py)", 3), ("loads (json/decoder.py)", 1)]
+        ("rank (gantt/compute/ranking.py)", 6), ("decide (gantt/compute/engine.py)", 3), ("loads (json/decoder.py)", 1)]
     total = {e["function"]: e["share"] for e in summary["total"]}
     # lines of one function and processes are summed; totals name Gantt's functions below the process's entry
-    assert total == {"decide (gantt/engine.py)": 0.9, "rank (gantt/ranking.py)": 0.6,
-                     "report (gantt/state/reports.py)": 0.1}
+    assert total == {"decide (gantt/compute/engine.py)": 0.9, "rank (gantt/compute/ranking.py)": 0.6,
+                     "report (gantt/compute/state/reports.py)": 0.1}
 
 
 def _spin(seconds: float) -> int:

@@ -1,12 +1,12 @@
-"""The provider rules (gantt.providers) and the catalog rules (gantt.catalog), without HTTP."""
+"""The provider rules (gantt.resources.providers) and the catalog rules (gantt.resources.catalog), without HTTP."""
 
 from __future__ import annotations
 
 import pytest
 
-from gantt.catalog import Catalog, check_custom, check_deletable
 from gantt.model import Conflict, HostReport, HostStats, InvalidRequest, Inventory, NotFound, Record
-from gantt.providers import (
+from gantt.resources.catalog import Catalog, check_custom, check_deletable
+from gantt.resources.providers import (
     InventoryInUse,
     ProviderIndex,
     ProviderQuery,

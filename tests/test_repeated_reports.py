@@ -18,7 +18,7 @@ import pytest
 
 from gantt.config import Config
 from gantt.model import HostReport, HostStats, ServiceInfo
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.etcd import EtcdStore
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats

@@ -10,9 +10,9 @@ import msgspec
 import numpy as np
 import pytest
 
+from gantt.compute.state.columns import _ENCODER
+from gantt.compute.state.table import HostTable
 from gantt.model import Allocation, HostReport
-from gantt.state.columns import _ENCODER
-from gantt.state.table import HostTable
 from tests.conftest import host_stats
 
 NOW = 1_000_000.0

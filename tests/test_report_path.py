@@ -16,7 +16,7 @@ import pytest
 
 from gantt.config import Config
 from gantt.model import MAX_DEPTH, HostReport, HostStats, check_depth, merge_reports
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.base import Change
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore

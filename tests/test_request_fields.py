@@ -73,7 +73,6 @@ def test_no_valid_host_names_the_filter_that_removed_the_most_and_says_hosts_are
 
 def test_the_nearest_miss_says_which_unit_constraint_blocks() -> None:
     from gantt import NoValidHost
-
     sched = make_scheduler({}, filters=["ComputeFilter"])
     sched.update_resource_stats("h", {"vcpus": 16, "memory_mb": 4096, "local_gb": 10,
                                       "inventories": {"VCPU": {"total": 1000, "max_unit": 16}}})
@@ -87,7 +86,6 @@ def test_the_nearest_miss_says_which_unit_constraint_blocks() -> None:
 def test_a_node_shows_how_long_ago_it_reported_and_goes_down_past_service_down_time() -> None:
     """Issue 17: hosts went down silently 60 s after their last report; the age of the report is shown."""
     from gantt import Scheduler
-
     now = [1_000_000.0]
     sched = Scheduler({"DEFAULT": {"service_down_time": 60}}, clock=lambda: now[0])
     sched.update_resource_stats("h0", {"vcpus": 4, "memory_mb": 4096, "local_gb": 40})
@@ -99,7 +97,7 @@ def test_a_node_shows_how_long_ago_it_reported_and_goes_down_past_service_down_t
 
 def test_metrics_count_up_disabled_and_down_nodes_apart() -> None:
     """Issue 17: a disabled node that still reports was counted as up."""
-    from gantt.replica import Replica
+    from gantt.replication.replica import Replica
     from gantt.service.metrics import Metrics
     from gantt.store.memory import MemoryStore
 

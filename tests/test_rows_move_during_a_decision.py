@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from gantt.filters.base import Filter
+from gantt.compute.filters.base import Filter
+from gantt.compute.ranking import RANK_ATTEMPTS
+from gantt.compute.request import RequestContext
+from gantt.compute.scheduler import Scheduler
+from gantt.compute.state import HostTable
 from gantt.model import HostReport
-from gantt.ranking import RANK_ATTEMPTS
-from gantt.request import RequestContext
-from gantt.scheduler import Scheduler
-from gantt.state import HostTable
 from tests.conftest import host_stats, request
 
 

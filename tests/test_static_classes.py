@@ -8,10 +8,10 @@ import random
 
 import msgspec
 
-from gantt.benchmarks import FLAVORS, build_aggregates, build_reports, make_config
-from gantt.engine import Engine
+from gantt.bench.engine import FLAVORS, build_aggregates, build_reports, make_config
+from gantt.compute.engine import Engine
+from gantt.compute.state import HostTable
 from gantt.model import Aggregate, NoValidHost, RequestSpec
-from gantt.state import HostTable
 
 NOW = 1_000_000.0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gantt.benchmarks import uniform_benchmark
+from gantt.bench.engine import uniform_benchmark
 
 
 def test_uniform_benchmark_places_and_releases_in_a_small_cloud() -> None:

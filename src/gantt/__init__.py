@@ -24,16 +24,16 @@ from gantt.model import (
 )
 
 if TYPE_CHECKING:
-    from gantt.engine import ClaimConflict, Engine
-    from gantt.scheduler import Scheduler
-    from gantt.state import HostTable
+    from gantt.compute.engine import ClaimConflict, Engine
+    from gantt.compute.scheduler import Scheduler
+    from gantt.compute.state import HostTable
 
-__version__ = "0.1.0"
+from gantt.base.version import __version__
 
 # The scheduler itself (numpy, the engine, the table) loads on first use, so that ``gantt.client`` and the wire
 # types it imports do not pull the server side into a client process.
-_LAZY = {"ClaimConflict": "gantt.engine", "Engine": "gantt.engine", "Scheduler": "gantt.scheduler",
-         "HostTable": "gantt.state"}
+_LAZY = {"ClaimConflict": "gantt.compute.engine", "Engine": "gantt.compute.engine",
+         "Scheduler": "gantt.compute.scheduler", "HostTable": "gantt.compute.state"}
 
 
 def __getattr__(name: str) -> Any:
@@ -69,5 +69,6 @@ __all__ = [
     "Scheduler",
     "Selection",
     "StoreUnavailable",
+    "__version__",
     "load_config",
 ]

@@ -21,7 +21,6 @@ from urllib.parse import quote
 import httpx
 import msgspec
 
-from gantt.activity import Overview
 from gantt.model import (
     Aggregate,
     Allocation,
@@ -34,8 +33,9 @@ from gantt.model import (
     RequestSpec,
     Selection,
 )
-from gantt.namespaces import DEFAULT as DEFAULT_NAMESPACE
-from gantt.namespaces import check_name
+from gantt.model.activity import Overview
+from gantt.model.namespaces import DEFAULT as DEFAULT_NAMESPACE
+from gantt.model.namespaces import check_name
 from gantt.service.schemas import (
     ERRORS,
     REVISION_HEADER,
@@ -289,7 +289,7 @@ def _settings(url: str | None, token: str | None) -> tuple[str, str | None]:
 
 
 def _prefix(namespace: str | None) -> str | None:
-    """Where a namespace's /v1 calls go (``gantt.namespaces``): None for the default one, whose paths are the
+    """Where a namespace's /v1 calls go (``gantt.model.namespaces``): None for the default one, whose paths are the
     plain /v1 ones; ``/health``, ``/metrics`` and the rest are the service's and stay where they are."""
     namespace = namespace or os.environ.get("GANTT_NAMESPACE") or None
     if namespace is None or namespace == DEFAULT_NAMESPACE:
@@ -335,7 +335,7 @@ class SchedulerClient:
         return self._do(_CALLS.candidates(spec, limit))
 
     def capacity(self, question: CapacityQuestion | dict[str, Any]) -> CapacityAnswer:
-        """How many more instances of each request fit (``gantt.capacity``); claims nothing."""
+        """How many more instances of each request fit (``gantt.compute.capacity``); claims nothing."""
         return self._do(_CALLS.capacity(question))
 
     def update_resource_stats(self, name: Name, stats: HostStats | dict[str, Any]) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import grpc
 
-from gantt import lifeline
+from gantt.service import lifeline
 
 ETCD = shutil.which("etcd") or ("/usr/bin/etcd" if os.path.exists("/usr/bin/etcd") else None)
 

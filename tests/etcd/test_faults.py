@@ -9,7 +9,7 @@ import time
 import pytest
 
 from gantt.model import StoreUnavailable
-from gantt.replica import Replica, audit
+from gantt.replication.replica import Replica, audit
 from gantt.store.base import Batch
 from gantt.store.etcd import EtcdStore
 from tests.conftest import host_stats

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.etcd import EtcdStore
 from tests import numa_pci_load as load
 

@@ -14,7 +14,7 @@ import uuid
 
 from gantt.config import Config
 from gantt.model import NoValidHost, StoreUnavailable
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.etcd import EtcdStore
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gantt.filters import ALWAYS_ON, FILTERS, pipeline, register
-from gantt.filters.base import Filter
+from gantt.compute.filters import ALWAYS_ON, FILTERS, pipeline, register
+from gantt.compute.filters.base import Filter
+from gantt.compute.request import RequestContext
+from gantt.compute.state import HostTable
 from gantt.model import NearestMiss
-from gantt.request import RequestContext
-from gantt.state import HostTable
 from tests.conftest import make_scheduler, request
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gantt.filters.extra_specs_ops import parse
+from gantt.compute.filters.extra_specs_ops import parse
 
 
 @pytest.mark.parametrize(("value", "req", "expected"), [

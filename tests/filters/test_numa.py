@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from gantt import Scheduler
+from gantt.compute.request import RequestContext, resources_from_spec, traits_from_spec
 from gantt.model import HostStats, InvalidRequest, RequestSpec, decode
-from gantt.request import RequestContext, resources_from_spec, traits_from_spec
 from tests.conftest import host_stats, make_scheduler, passing, request
 from tests.service.server import ServerProcess
 

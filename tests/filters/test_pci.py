@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from gantt import Scheduler
+from gantt.compute.pci import PciRequest, freeze_pools, parse_aliases, supports
 from gantt.config import Config, load_config
 from gantt.model import HostStats, InvalidRequest, decode
-from gantt.pci import PciRequest, freeze_pools, parse_aliases, supports
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store import open_store
 from tests.conftest import host_stats, make_scheduler, passing, request
 

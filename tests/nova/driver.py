@@ -80,10 +80,10 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
     from nova import objects
     from nova.scheduler import utils as scheduler_utils
 
+    from gantt.compute.request import RequestContext
     from gantt.config import Config
     from gantt.model import RequestSpec, decode, to_builtins
     from gantt.nova.translate import Unsupported, request_spec
-    from gantt.request import RequestContext
 
     spec = _build(case)
     try:

@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from gantt.filters import FILTERS
+from gantt.compute.filters import FILTERS
+from gantt.compute.request import RequestContext
 from gantt.model import RequestSpec, decode
-from gantt.request import RequestContext
 from tests.parity import cases
 
 PRESENT = "s!= x"  # passes wherever the attribute has a value

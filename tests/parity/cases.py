@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 from gantt import Scheduler
+from gantt.compute.filters import FILTERS
+from gantt.compute.request import RequestContext
+from gantt.compute.weighers import WEIGHERS
 from gantt.config import Config
-from gantt.filters import FILTERS
 from gantt.model import GanttError
-from gantt.request import RequestContext
-from gantt.weighers import WEIGHERS
 from tests.parity import pci_cases
 
 NOW = 1_000_000.0

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from gantt import Scheduler
+from gantt.compute.filters import FILTERS
+from gantt.compute.request import RequestContext
 from gantt.config import Config
-from gantt.filters import FILTERS
 from gantt.model import InvalidRequest, RequestSpec, decode
-from gantt.request import RequestContext
 
 NOW = 1_000_000.0
 

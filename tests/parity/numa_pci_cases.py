@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from gantt import Scheduler
+from gantt.compute.filters import FILTERS
+from gantt.compute.pci import pool_key, remaining
+from gantt.compute.request import RequestContext
 from gantt.config import Config
-from gantt.filters import FILTERS
 from gantt.model import InvalidRequest, RequestSpec, decode
-from gantt.pci import pool_key, remaining
-from gantt.request import RequestContext
 from tests.parity import numa_cases, pci_cases
 
 NOW = numa_cases.NOW

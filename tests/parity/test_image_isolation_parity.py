@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from gantt.filters import FILTERS
-from gantt.request import RequestContext
+from gantt.compute.filters import FILTERS
+from gantt.compute.request import RequestContext
 from tests.parity import cases, reference
 from tests.venvs import run_json
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from gantt import Scheduler
+from gantt.compute.filters.image_meta import refusal
 from gantt.config import Config
-from gantt.filters.image_meta import refusal
 from gantt.model import InvalidRequest
 from tests.parity import caps_cases, image_meta_cases, numa_pci_cases, reference
 from tests.venvs import run_json
@@ -140,9 +140,9 @@ def test_a_value_an_operator_cannot_read_fails_the_node_where_nova_fails_the_req
     node only; every other node is decided as Nova decides it."""
     import random
 
-    from gantt.filters import FILTERS
+    from gantt.compute.filters import FILTERS
+    from gantt.compute.request import RequestContext
     from gantt.model import RequestSpec, decode
-    from gantt.request import RequestContext
     from tests.parity import cases
 
     docs = []

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from gantt.compute.numa import HostNUMA
 from gantt.model import HostStats, decode
-from gantt.numa import HostNUMA
 from tests.parity import numa_cases, reference
 from tests.venvs import run_json
 

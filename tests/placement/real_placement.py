@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from gantt import lifeline
+from gantt.service import lifeline
 from tests.venvs import cached_venv
 
 PLACEMENT = "openstack-placement==16.0.0"

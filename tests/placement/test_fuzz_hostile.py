@@ -1,5 +1,5 @@
 """Fuzzing the Placement face, as tests/service/test_fuzz_openapi.py fuzzes ``/v1`` (Placement has no OpenAPI
-document in Gantt; its routes are ``gantt.placement.app.ROUTES``): generated requests for every route and method,
+document in Gantt; its routes are ``gantt.placement.api.app.ROUTES``): generated requests for every route and method,
 with path parameters, query strings, headers and bodies drawn from both valid and hostile values (a known
 provider or consumer, a uuid nobody holds, text of any kind and length; JSON shaped like each route's body with
 fields mutated, arbitrary JSON, and bytes that are no JSON: nesting past any recursion limit, invalid UTF-8),
@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gantt.placement.app import ROUTES
+from gantt.placement.api.app import ROUTES
 from gantt.store.sqlite import path_of
 from tests.service.server import ServerProcess
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from gantt.placement.app import ROUTES, RULE_OF
-from gantt.placement.policy import RULES
+from gantt.placement.api.app import ROUTES, RULE_OF
+from gantt.placement.api.policy import RULES
 from tests.service.server import ServerProcess
 
 V = {"openstack-api-version": "placement latest"}

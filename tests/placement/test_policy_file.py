@@ -16,7 +16,7 @@ import pytest
 
 from gantt.config import load_config
 from gantt.model import InvalidRequest
-from gantt.placement.policy import Credentials, Policy, parse
+from gantt.placement.api.policy import Credentials, Policy, parse
 from tests.placement.real_placement import python
 from tests.service.server import ServerProcess
 

@@ -10,8 +10,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from gantt.placement.errors import PlacementError
-from gantt.placement.wire import ConsumerIn, InventoriesIn, PlacementRequest, ProviderIn114, ProviderTraitsIn, json_body
+from gantt.placement.api.errors import PlacementError
+from gantt.placement.api.wire import (
+    ConsumerIn,
+    InventoriesIn,
+    PlacementRequest,
+    ProviderIn114,
+    ProviderTraitsIn,
+    json_body,
+)
 
 BODIES: list[tuple[Any, bytes]] = [
     (ProviderIn114, b'{"name": "cn1", "uuid": "00000000-0000-0000-0000-000000000001"}'),

@@ -1,4 +1,4 @@
-"""Provider writes as steps (gantt.replica_placement.Steps), driven by the Placement face's ``Call.steps``.
+"""Provider writes as steps (gantt.placement.facade.Steps), driven by the Placement face's ``Call.steps``.
 
 On SQLite the event loop carries them out itself: the store's writer commits, no handler thread is asked for
 unless the replica must catch up with the store. On a store that commits in its caller (memory, etcd) the whole
@@ -18,10 +18,10 @@ import pytest
 
 from gantt.config import Config
 from gantt.model import GenerationConflict, Inventory, NotFound
-from gantt.placement.microversion import MAX_VERSION
-from gantt.placement.wire import Call
-from gantt.providers import ConsumerWrite, DuplicateName
-from gantt.replica import Replica
+from gantt.placement.api.microversion import MAX_VERSION
+from gantt.placement.api.wire import Call
+from gantt.replication.replica import Replica
+from gantt.resources.providers import ConsumerWrite, DuplicateName
 from gantt.store.base import open_store
 from tests.conftest import TableLockHolder
 

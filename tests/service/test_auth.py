@@ -39,7 +39,6 @@ def test_health_is_open_and_the_token_works(secured: ServerProcess) -> None:
 def test_the_version_document_is_open_and_names_v1(secured: ServerProcess) -> None:
     """Issue 17: OpenStack's version discovery at ``/``, answered without a token (it tells nothing else)."""
     from gantt import __version__
-
     answer = httpx.get(f"{secured.url}/")
     assert answer.status_code == 200
     assert answer.json() == {"versions": [{"id": "v1", "status": "CURRENT", "links": [{"rel": "self",

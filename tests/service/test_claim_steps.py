@@ -21,10 +21,10 @@ import pytest
 
 from gantt.config import Config
 from gantt.model import GanttError, HostReport, NoValidHost
-from gantt.replica import Replica, audit
+from gantt.replication.replica import Replica, audit
+from gantt.replication.steps import CONTENDED
 from gantt.service import app
 from gantt.service.app import Service, create_app
-from gantt.steps import CONTENDED
 from tests.conftest import TableLockHolder, host_stats
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """Issue 30, item 3: a clock step or skew must neither drop host reports nor keep a dead host up.
 
 Real ``gantt serve`` processes on real SQLite files; each server's wall clock is moved by the test-only offset
-file (``gantt.clocks.TEST_OFFSET_FILE``), as NTP stepping a server or two servers' clocks differing would move it.
+file (``gantt.base.clocks.TEST_OFFSET_FILE``), as NTP stepping a server or two servers' clocks differing would move it.
 The monotonic clock, as on a real machine, does not move.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gantt.clocks import TEST_OFFSET_FILE
+from gantt.base.clocks import TEST_OFFSET_FILE
 from gantt.store.base import open_store
 from tests.conftest import host_stats, request
 from tests.etcd.cluster import LocalCluster, require_etcd

@@ -36,7 +36,7 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.core.transport import Response
 from schemathesis.hooks import HookContext
 
-from gantt.namespaces import sqlite_table
+from gantt.model.namespaces import sqlite_table
 from gantt.service.schemas import openapi
 from gantt.store.sqlite import path_of
 from tests.conftest import host_stats

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from gantt.config import Config
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.service.app import create_app
 from tests.conftest import host_stats
 from tests.store.full_disk import FullDiskSQLiteStore

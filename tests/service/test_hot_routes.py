@@ -18,7 +18,7 @@ import pytest
 
 from gantt.config import Config
 from gantt.model import HostReport
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.service.app import create_app
 from tests.conftest import host_stats
 

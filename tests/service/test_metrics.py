@@ -317,7 +317,7 @@ def test_replica_lag_is_revisions_not_yet_applied(tmp_path: Path) -> None:
     """gantt_replica_lag_seconds was the time since the feed was last read. The lag is what the store holds that
     the replica has not applied: here a replica that does not follow, while another writes."""
     from gantt.config import Config
-    from gantt.replica import Replica
+    from gantt.replication.replica import Replica
     from gantt.service.metrics import Metrics
     from gantt.store.base import open_store
 

@@ -11,10 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gantt import activity
 from gantt.config import Config
-from gantt.model import HostStats, NoValidHost, ServiceInfo
-from gantt.replica import Replica
+from gantt.model import HostStats, NoValidHost, ServiceInfo, activity
+from gantt.replication.replica import Replica
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import FakeClock, host_stats, request
 from tests.service.conftest import TOKEN

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gantt.config import Config
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import FakeClock, host_stats, request
 

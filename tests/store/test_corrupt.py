@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gantt.model import HostReport, HostStats
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.base import Batch
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats

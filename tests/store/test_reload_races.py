@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gantt.config import Config
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 from gantt.store.base import Change, Snapshot
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, request

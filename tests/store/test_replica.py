@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from gantt import NoValidHost
+from gantt.compute.engine import TableReplaced
+from gantt.compute.scheduler import describe
 from gantt.config import Config
-from gantt.engine import TableReplaced
 from gantt.model import Allocation, HostStats, NotFound, ServiceInfo
-from gantt.replica import DECISION_RELOADS, Replica, audit
-from gantt.scheduler import describe
+from gantt.replication.replica import DECISION_RELOADS, Replica, audit
 from gantt.store.base import Batch, Change, CommitResult, Store, StoreConflict
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore
@@ -245,7 +245,6 @@ def test_a_report_stamped_earlier_is_applied_in_the_stores_order(backend: str, t
 
 def test_the_library_applies_reports_in_the_order_given() -> None:
     from gantt import Scheduler
-
     sched = Scheduler(CONFIG)
     sched.report({"host": "h", "stats": host_stats(vcpus=8, vcpus_used=6), "reported_at": 2000.0})
     sched.report({"host": "h", "stats": host_stats(vcpus=8, vcpus_used=1), "reported_at": 1000.0})
@@ -416,7 +415,6 @@ def test_store_conflicts_are_one_budget_per_request() -> None:
 def test_release_answers_the_released_allocation_on_the_library_and_the_replica_alike() -> None:
     """Issue 12: the façade has the library's calls with the library's answers (release returned a revision)."""
     from gantt import Scheduler
-
     library = Scheduler(CONFIG)
     replica = Replica(MemoryStore(), CONFIG).start(follow=False)
     for face in (library, replica):
@@ -462,9 +460,9 @@ def test_a_table_grown_through_the_feed_is_frozen_out_of_the_collector(monkeypat
     every write in between."""
     import gc
 
-    import gantt.replica
+    import gantt.replication.replica
 
-    monkeypatch.setattr(gantt.replica, "GC_FREEZE_ROWS", 40)
+    monkeypatch.setattr(gantt.replication.replica, "GC_FREEZE_ROWS", 40)
     store = MemoryStore()
     writer = Replica(store, CONFIG).start(follow=False)
     reader = Replica(store, CONFIG).start(follow=False)

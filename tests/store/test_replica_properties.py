@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from gantt import NoValidHost
 from gantt.config import Config
 from gantt.model import Conflict, GanttError, NotFound
-from gantt.replica import Replica, audit
+from gantt.replication.replica import Replica, audit
 from gantt.store.base import Store
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from gantt import NoValidHost
+from gantt.compute.state.table import VECTOR_ROWS
 from gantt.config import Config
 from gantt.model import Allocation, HostReport
-from gantt.replica import TOUCH_FRACTION, Replica, audit
-from gantt.state.table import VECTOR_ROWS
+from gantt.replication.replica import TOUCH_FRACTION, Replica, audit
 from gantt.store.base import Batch, Change, Store, lifted
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore

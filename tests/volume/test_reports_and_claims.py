@@ -12,7 +12,7 @@ import pytest
 from gantt.model import Allocation
 from gantt.store.base import Batch, Store, open_store
 from gantt.volume import BackendReport, PoolReport, VolumeProperties, VolumeRequest
-from gantt.volume_replica import VolumeReplica
+from gantt.volume.facade import VolumeReplica
 
 POOL = {"pool_name": "p", "total_capacity_gb": 100, "free_capacity_gb": 100, "allocated_capacity_gb": 0,
         "provisioned_capacity_gb": 0, "thin_provisioning_support": True, "max_over_subscription_ratio": 2.0}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gantt.weighers import WEIGHERS
-from gantt.weighers.base import Weigher, register
+from gantt.compute.weighers import WEIGHERS
+from gantt.compute.weighers.base import Weigher, register
 
 
 def test_a_multiplier_option_that_is_not_an_option_is_refused() -> None:

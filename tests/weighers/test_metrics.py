@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from gantt import GanttError
-from gantt.weighers.metrics import ComputeHostMetricNotFound, parse_weight_setting
+from gantt.compute.weighers.metrics import ComputeHostMetricNotFound, parse_weight_setting
 from tests.conftest import make_scheduler, request
 from tests.weighers.helpers import ranking, weights
 

@@ -1,10 +1,2 @@
-"""The Placement face: OpenStack Placement's REST API (16.0.0, microversions 1.0-1.39) on Gantt's one model.
-
-Mounted at ``/placement`` on ``gantt serve``. Thin handlers over the façade (``gantt.replica.Replica``) and the
-domain modules (``gantt.providers``, ``gantt.catalog``); this package holds only what is HTTP: microversion
-negotiation, Placement's error bodies and codes, content negotiation, and the wire shapes.
-"""
-
-from gantt.placement.app import create_placement_app, refusal
-
-__all__ = ["create_placement_app", "refusal"]
+"""The Placement domain on Gantt's one model: allocation candidates over provider trees, the façade the Placement
+face calls (``facade``), and the face itself, OpenStack Placement's REST API (``api``)."""

@@ -12,17 +12,6 @@ from typing import Any
 
 import msgspec
 
-from gantt.activity import (
-    ClassUsage,
-    Decision,
-    HostUsage,
-    Overview,
-    Pick,
-    Placed,
-    RecentAllocation,
-    Refusal,
-    ZoneHosts,
-)
 from gantt.model import (
     Aggregate,
     Candidate,
@@ -40,6 +29,17 @@ from gantt.model import (
     RequestSpec,
     Selection,
     Without,
+)
+from gantt.model.activity import (
+    ClassUsage,
+    Decision,
+    HostUsage,
+    Overview,
+    Pick,
+    Placed,
+    RecentAllocation,
+    Refusal,
+    ZoneHosts,
 )
 from gantt.service.schemas import (
     AllocationList,

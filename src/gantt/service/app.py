@@ -1,4 +1,5 @@
-"""The ASGI app: thin handlers over a ``gantt.replica.Replica``; the domain objects and the store do the work.
+"""The ASGI app: thin handlers over a ``gantt.replication.replica.Replica``; the domain objects and the store do
+the work.
 
 Every handler decodes its input completely (msgspec, so a bad field is a 400 naming it) before it touches
 anything, and every write is one store batch: a request is applied whole or not at all.
@@ -37,9 +38,9 @@ from starlette.responses import Response
 from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gantt import __version__
+from gantt.base.ids import request_id as new_request_id
+from gantt.base.version import __version__
 from gantt.config import GANTT_PATHS, Config, load_config
-from gantt.ids import request_id as new_request_id
 from gantt.model import (
     MAX_INT64,
     Aggregate,
@@ -53,8 +54,8 @@ from gantt.model import (
     decode,
     valid_name,
 )
-from gantt.placement import create_placement_app, refusal
-from gantt.replica import (  # a write the facade hands to its store, as it builds it
+from gantt.placement.api import create_placement_app, refusal
+from gantt.replication.replica import (  # a write the facade hands to its store, as it builds it
     CONTENDED,
     LIVENESS_DELAY,
     Batch,

@@ -38,11 +38,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from gantt import __version__
+from gantt.base.version import __version__
 from gantt.model import GanttError, NoValidHost
 
 if TYPE_CHECKING:
-    from gantt.replica import Replica
+    from gantt.replication.replica import Replica
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Named namespaces over HTTP: ``/v1/namespaces/{namespace}/...`` (``gantt.namespaces``).
+"""Named namespaces over HTTP: ``/v1/namespaces/{namespace}/...`` (``gantt.model.namespaces``).
 
 ``create_app`` is the service ``gantt serve`` runs: the default namespace's app (``gantt.service.app``, which knows
 nothing of namespaces: its paths do not change) behind ``NamespaceRouter``, which hands ``/v1/namespaces/{ns}/<rest>``
@@ -31,8 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gantt.config import Config, Namespace, load_config
 from gantt.model import GanttError, InvalidRequest, NotFound
-from gantt.namespaces import DEFAULT, UnknownNamespace, check_name
-from gantt.replica import Replica
+from gantt.model.namespaces import DEFAULT, UnknownNamespace, check_name
+from gantt.replication.replica import Replica
 from gantt.service import app as gantt_app
 from gantt.store.base import Store, open_store
 
@@ -49,7 +49,7 @@ class Served:
     namespace: Namespace
     app: ASGIApp
     service: gantt_app.Service
-    replica: Any = None  # Replica (compute) or gantt.volume_replica.VolumeReplica, once started
+    replica: Any = None  # Replica (compute) or gantt.volume.facade.VolumeReplica, once started
 
 
 def create_app(*, config: Config, store: str | Store | None = None, token: str | None = None, worker: int = 0,
@@ -181,7 +181,7 @@ class NamespaceRouter:
                 continue
             store = open_store(self.store, namespace=name)
             if served.namespace.kind == "volume":
-                from gantt.volume_replica import VolumeReplica
+                from gantt.volume.facade import VolumeReplica
 
                 served.replica = VolumeReplica.open(store, served.namespace.options)
             else:

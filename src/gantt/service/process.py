@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 
-from gantt import lifeline
 from gantt.client import SchedulerClient
+from gantt.service import lifeline
 
 
 def toml_text(config: dict[str, Any]) -> str:

@@ -41,7 +41,7 @@ from typing import Any
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
-from gantt.ids import request_id as new_request_id
+from gantt.base.ids import request_id as new_request_id
 
 log = logging.getLogger(__name__)
 

@@ -12,8 +12,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta, Struct, field
 
-from gantt import __version__
-from gantt.activity import Overview
+from gantt.base.version import __version__
 from gantt.model import (
     MAX_COUNT,
     MAX_INSTANCES,
@@ -44,6 +43,7 @@ from gantt.model import (
     WriteFailure,
     prepare_types,
 )
+from gantt.model.activity import Overview
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -264,7 +264,7 @@ class Health(Struct):
     hosts_up: int
     seconds_since_sync: float
     last_write_error: LastWriteError | None = None
-    # The named namespaces served beside the default one (gantt.namespaces), each with the figures above
+    # The named namespaces served beside the default one (gantt.model.namespaces), each with the figures above
     namespaces: dict[str, dict[str, Any]] | None = None
 
 

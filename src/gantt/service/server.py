@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gantt.config import Config, load_config
-from gantt.lifeline import die_with_parent
+from gantt.service.lifeline import die_with_parent
 from gantt.store.base import redact_url
 
 log = logging.getLogger("gantt.service")
@@ -165,7 +165,7 @@ def worker_config(options: ServeOptions, worker: int) -> Config:
 def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: int = 0) -> int:
     import uvicorn
 
-    from gantt.allocator import collect_less_often, keep_freed_memory
+    from gantt.base.allocator import collect_less_often, keep_freed_memory
     from gantt.service import protocol
     from gantt.service.app import BODY_BUFFER, lane
     from gantt.service.namespaces import create_app
@@ -198,7 +198,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
 
 def _refusals(mount: str) -> Callable[[str, int, str, list[tuple[bytes, bytes]]], Any]:
     """Who answers a request the HTTP layer refuses, by its path: the Placement face under its mount."""
-    from gantt.placement.app import refusal
+    from gantt.placement.api.app import refusal
     from gantt.service.app import placement_paths
 
     is_placement = placement_paths(mount)
@@ -210,7 +210,7 @@ def _uvicorn_server(config: Any) -> Any:
     (uvicorn is imported when a worker starts, not with this module.)"""
     import uvicorn
 
-    from gantt.allocator import freeze_long_lived
+    from gantt.base.allocator import freeze_long_lived
     from gantt.service import protocol
 
     class Server(uvicorn.Server):
@@ -265,8 +265,7 @@ def _log_to_stderr(options: ServeOptions) -> None:
 def _startup_line(options: ServeOptions) -> str:
     """What this service will decide with, said once at start: an operator reads which file and filters apply.
     The store URL's credentials, if any, are not printed."""
-    from gantt import filters, weighers
-
+    from gantt.compute import filters, weighers
     config = _load(options, log_unused=True)
     fs = config.filter_scheduler
     running = ", ".join(cls.name for cls in filters.pipeline(fs.enabled_filters))

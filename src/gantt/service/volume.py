@@ -1,5 +1,5 @@
 """The HTTP face of a volume namespace (``/v1/namespaces/{namespace}/...``): thin handlers over its
-``gantt.volume_replica.VolumeReplica``.
+``gantt.volume.facade.VolumeReplica``.
 
     POST   resource-stats             one backend's capabilities and its pools (Cinder's update_service_capabilities)
     GET    hosts                      every pool, with its state as the scheduler sees it

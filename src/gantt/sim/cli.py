@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from gantt.allocator import keep_freed_memory
+from gantt.base.allocator import keep_freed_memory
 from gantt.sim.report import PlotsUnavailable, print_summary, require_plots, run_title, write_plots, write_sweep_plots
 from gantt.sim.scenario import Scenario, ScenarioError, load_scenario, read_scenario_data
 from gantt.sim.simulator import Simulation, peak_rss_mb

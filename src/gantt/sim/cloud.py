@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from gantt.compute.state import HostTable
 from gantt.model import Aggregate, HostReport, HostStats, decode
 from gantt.sim.scenario import Cloud, HostKind, rack_names
-from gantt.state import HostTable
 
 
 @dataclass

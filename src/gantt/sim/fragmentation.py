@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from gantt.compute.filters import FILTERS
+from gantt.compute.request import RequestContext
+from gantt.compute.state import HostTable
 from gantt.config import Config
-from gantt.filters import FILTERS
 from gantt.model import Flavor, InvalidRequest, RequestSpec
-from gantt.request import RequestContext
-from gantt.state import HostTable
 
 
 def numa_fragmentation(table: HostTable, config: Config, flavors: list[Flavor], up: np.ndarray,

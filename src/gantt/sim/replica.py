@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from gantt.compute.pci import PciRequest
+from gantt.compute.state import ClaimRejected, HostTable
 from gantt.model import Allocation, HostReport, NodeKey, NotFound
-from gantt.pci import PciRequest
-from gantt.state import ClaimRejected, HostTable
 
 # Feed entry kinds
 ALLOC, RELEASE, REPORT, HEARTBEAT = 0, 1, 2, 3

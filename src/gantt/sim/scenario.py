@@ -342,8 +342,7 @@ def parse_scenario(data: dict[str, Any], source: str = "scenario") -> Scenario:
 def _check_plugins(config: Config) -> None:
     """Every filter and weigher the policy names exists: an unknown one is a bad scenario (exit status 2), not
     a traceback mid-run with the status of a broken invariant."""
-    from gantt import filters, weighers
-
+    from gantt.compute import filters, weighers
     fs = config.filter_scheduler
     for field_name, resolve, names in (("enabled_filters", filters.pipeline, fs.enabled_filters),
                                        ("weight_classes", weighers.resolve, fs.weight_classes)):

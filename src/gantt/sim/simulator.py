@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from gantt.compute.scheduler import Scheduler
+from gantt.compute.state import ClaimRejected, HostTable
 from gantt.config import Config
 from gantt.model import (
     Allocation,
@@ -45,13 +47,11 @@ from gantt.model import (
     Selection,
     ServiceInfo,
 )
-from gantt.scheduler import Scheduler
 from gantt.sim.cloud import CloudLayout, build_cloud
 from gantt.sim.fragmentation import numa_fragmentation
 from gantt.sim.replica import ClaimThroughTable, Feed, heartbeat, replay
 from gantt.sim.scenario import Failure, FlavorSpec, Lifetime, Scenario
 from gantt.sim.volumes import VolumeSide
-from gantt.state import ClaimRejected, HostTable
 
 EPOCH = 1_000_000.0  # virtual time 0; non-zero because HostTable treats created_at == 0 as "unset"
 HEARTBEAT_SLOTS = 20  # heartbeats are sent in this many batches per report period

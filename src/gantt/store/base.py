@@ -1,7 +1,7 @@
 """The store interface: snapshot with revision, change feed from a revision, conditional write of a batch.
 
-Every backend (memory, sqlite, etcd) implements exactly this; the replica (``gantt.replica``) is the only caller
-that turns it into HostTable state. The engine never sees a store.
+Every backend (memory, sqlite, etcd) implements exactly this; the replica (``gantt.replication.replica``) is the only
+caller that turns it into HostTable state. The engine never sees a store.
 
 Revisions
 - The store numbers every committed batch (``revision``, strictly increasing). Each change in the feed carries
@@ -267,7 +267,7 @@ class Store(abc.ABC):
     """A narrow, synchronous, thread-safe interface; see the module docstring for the contract."""
 
     url: str = ""
-    namespace: str = "compute"  # the partition this object reads and writes (gantt.namespaces)
+    namespace: str = "compute"  # the partition this object reads and writes (gantt.model.namespaces)
     last_write_error: WriteFailure | None = None
     write_failures: int = 0  # commits the store could not write, since this handle opened (/metrics)
 
@@ -345,7 +345,7 @@ def open_store(url: str, *, create: bool = True, namespace: str = "compute") -> 
     """``memory://``, ``sqlite:///path/to/file.sqlite`` (the default) or ``etcd://host:port[,host:port…]``.
 
     ``create=False``: a SQLite file that does not exist is an error (``gantt audit`` must not make one).
-    ``namespace``: the partition of the store the object reads and writes (``gantt.namespaces``); each is
+    ``namespace``: the partition of the store the object reads and writes (``gantt.model.namespaces``); each is
     separate in every respect (records, revisions, feed). A memory store is new at every call, so each namespace
     opened from ``memory://`` is its own.
     """

@@ -88,7 +88,7 @@ from gantt.model import (
     Record,
     StoreUnavailable,
 )
-from gantt.namespaces import DEFAULT, check_name, etcd_prefix
+from gantt.model.namespaces import DEFAULT, check_name, etcd_prefix
 from gantt.store import etcd_wire as wire
 from gantt.store import planner
 from gantt.store.base import (

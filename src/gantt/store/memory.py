@@ -7,7 +7,7 @@ import threading
 import msgspec
 
 from gantt.model import Aggregate, Allocation, HostReport, InstanceInfo, NodeKey, Record
-from gantt.namespaces import DEFAULT, check_name
+from gantt.model.namespaces import DEFAULT, check_name
 from gantt.store import planner
 from gantt.store.base import Batch, Change, CommitResult, Compacted, Expect, NodeRevision, Snapshot, Store, lifted
 

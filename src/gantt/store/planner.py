@@ -19,7 +19,6 @@ from typing import Protocol
 
 import msgspec
 
-from gantt import providers
 from gantt.model import (
     Aggregate,
     Allocation,
@@ -37,6 +36,7 @@ from gantt.model import (
     merge_reports,
     repeats,
 )
+from gantt.resources import providers
 from gantt.store.base import Batch, Change, ConsumerHeld, Expect, HostInUse, RepeatOf, StoreConflict
 
 

@@ -57,7 +57,7 @@ from gantt.model import (
     WriteFailure,
     prepare_types,
 )
-from gantt.namespaces import DEFAULT, check_name, sqlite_table
+from gantt.model.namespaces import DEFAULT, check_name, sqlite_table
 from gantt.store import planner
 from gantt.store.base import (
     Batch,
@@ -141,7 +141,7 @@ _NAMES = re.compile(r"\b(schema_version|meta|hosts|liveness|node_revisions|aggre
 
 
 class _Namespaced(sqlite3.Connection):
-    """A connection whose statements address one namespace's tables (``gantt.namespaces``): the store's SQL is
+    """A connection whose statements address one namespace's tables (``gantt.model.namespaces``): the store's SQL is
     written once, for the default namespace's bare table names, and rewritten here (once per statement text)."""
 
     namespace = DEFAULT

@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from gantt.base.registry import Registry
 from gantt.model import InvalidRequest
-from gantt.registry import Registry
 from gantt.volume import capacity, expression, specs
 from gantt.volume.model import VolumeRequest
 from gantt.volume.table import INFINITE, MISSING, NONE, NUMBER, UNKNOWN, PoolTable, pool_state

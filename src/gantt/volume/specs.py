@@ -1,6 +1,6 @@
 """Cinder's extra-spec matching (cinder/scheduler/filters/extra_specs_ops.py), on the capability's own value.
 
-Unlike Nova's language (``gantt.filters.extra_specs_ops``), Cinder compares the reported value itself, not its
+Unlike Nova's language (``gantt.compute.filters.extra_specs_ops``), Cinder compares the reported value itself, not its
 string: a plain requirement matches only a value equal to the requirement string (``True`` never equals
 ``"True"``: use ``<is> True``); ``=`` means "at least" on floats; ``<is>`` compares booleans as oslo's
 bool_from_string reads them; ``<or>`` lists alternatives; there is no ``<all-in>``. A requirement Cinder cannot

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from gantt.registry import Registry
+from gantt.base.registry import Registry
 from gantt.volume import capacity
 from gantt.volume.filters import Request, function_results, with_function
 from gantt.volume.model import VolumeOptions

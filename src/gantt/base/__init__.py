@@ -1,0 +1,1 @@
+"""Small pieces every layer may use; they import nothing of Gantt."""

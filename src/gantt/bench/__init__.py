@@ -1,0 +1,1 @@
+"""Benchmark helpers shared by bench/ scripts and `gantt bench`."""

@@ -1,0 +1,1 @@
+"""The compute scheduler: host state in columns, requests, filters, weighers, ranking, the engine."""

@@ -1,0 +1,265 @@
+"""RequestContext: a RequestSpec normalized once per request, shared by every filter and weigher.
+
+Nova derives the resources a request needs from its flavor (and extra specs such as ``resources:VCPU=0`` or
+``trait:HW_CPU_X86_AVX2=required``); this module does that derivation in one place so no filter repeats it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import os_traits
+
+from gantt.compute.numa import GuestTopology, instance_topology
+from gantt.compute.pci import PciRequest, affinity_policy, requests_from_extra_specs
+from gantt.config import Config
+from gantt.model import Allocation, InvalidRequest, NodeKey, RequestSpec, check_resource_class
+
+_DERIVE: Any = object()  # a guest topology not given: derived from the spec
+
+
+def resources_from_spec(spec: RequestSpec, guest: GuestTopology | None = _DERIVE) -> dict[str, int]:
+    """What one instance consumes, by resource class (Nova's resources_from_request_spec, one group).
+
+    ``guest``: the request's NUMA topology, whose CPU policies turn the flavor's vCPUs into PCPU (and VCPU for a
+    mixed policy), one more PCPU for isolated emulator threads, as Nova's scheduler asks Placement."""
+    if guest is _DERIVE:
+        guest = instance_topology(spec)
+    resources: dict[str, int] = {}
+    flavor = spec.flavor
+    if flavor is not None:
+        swap_gb = math.ceil(flavor.swap / 1024) if flavor.swap else 0
+        specs = flavor.extra_specs
+        if guest is not None and guest.resources:
+            resources.update(guest.resources)
+        else:
+            resources["VCPU"] = flavor.vcpus
+        resources["MEMORY_MB"] = flavor.memory_mb
+        resources["DISK_GB"] = flavor.root_gb + flavor.ephemeral_gb + swap_gb
+        for key, value in specs.items():
+            if not key.startswith("resources"):
+                continue
+            # resources:RC=N and granular resources1:RC=N; granular groups are merged onto the one node.
+            prefix, _, rc = key.partition(":")
+            if not rc or not (prefix == "resources" or prefix[len("resources"):].lstrip("_").isalnum()):
+                continue
+            try:
+                check_resource_class(rc, f"flavor.extra_specs.{key}")
+                amount = int(value)
+            except ValueError as exc:
+                raise InvalidRequest(str(exc) if "resource class" in str(exc)
+                                     else f"extra spec {key} must be an integer",
+                                     field=f"$.flavor.extra_specs.{key}") from None
+            if amount < 0:
+                raise InvalidRequest(f"extra spec {key} must be >= 0", field=f"$.flavor.extra_specs.{key}")
+            if prefix == "resources":
+                resources[rc] = amount
+            else:
+                resources[rc] = resources.get(rc, 0) + amount
+    if spec.resources:
+        if flavor is None:
+            resources = dict(spec.resources)
+        else:
+            for rc, amount in spec.resources.items():
+                resources[rc] = resources.get(rc, 0) + amount
+    return {rc: amount for rc, amount in resources.items() if amount > 0}
+
+
+def traits_from_spec(spec: RequestSpec,
+                     guest: GuestTopology | None = _DERIVE) -> tuple[frozenset[str], frozenset[str]]:
+    if guest is _DERIVE:
+        guest = instance_topology(spec)
+    required = set(spec.required_traits or ())
+    forbidden = set(spec.forbidden_traits or ())
+    if guest is not None and guest.hyperthreading is not None:
+        # a thread policy asks Placement for SMT hosts (require) or others (isolate), as Nova's scheduler does
+        (required if guest.hyperthreading == "required" else forbidden).add(os_traits.HW_CPU_HYPERTHREADING)
+    props = dict(spec.image.properties) if spec.image is not None else {}
+    if affinity_policy(dict(spec.flavor.extra_specs) if spec.flavor else {}, props) == "socket":
+        # as Nova's scheduler asks Placement: hosts that know their cells' sockets
+        required.add(os_traits.COMPUTE_SOCKET_PCI_NUMA_AFFINITY)
+    sources: list[tuple[str, dict[str, Any]]] = []
+    if spec.flavor is not None:
+        sources.append(("flavor.extra_specs", spec.flavor.extra_specs))
+    if spec.image is not None:
+        sources.append(("image.properties", spec.image.properties))
+    for where, props in sources:
+        for key, value in props.items():
+            if not key.startswith("trait") or ":" not in key:
+                continue
+            prefix, _, trait = key.partition(":")
+            if prefix != "trait" and not prefix[len("trait"):].isdigit():
+                continue
+            if value == "required":
+                required.add(trait)
+            elif value == "forbidden":
+                forbidden.add(trait)
+            else:
+                raise InvalidRequest(f"{key} must be 'required' or 'forbidden'", field=f"$.{where}.{key}")
+    for where, names in (("$.required_traits", required), ("$.forbidden_traits", forbidden)):
+        for name in names:
+            if not valid_trait(name):
+                raise InvalidRequest(f"{name!r} is not a trait: a standard trait of os-traits, or CUSTOM_ followed "
+                                     "by upper-case letters, digits and underscores", field=where)
+    if required & forbidden:
+        clash = sorted(required & forbidden)[0]
+        raise InvalidRequest(f"trait {clash} is both required and forbidden", field="$.required_traits")
+    return frozenset(required), frozenset(forbidden)
+
+
+_CUSTOM_TRAIT = re.compile(r"CUSTOM_[A-Z0-9_]+")
+
+
+_STANDARD_TRAITS = frozenset(os_traits.get_traits())
+
+
+def valid_trait(name: str) -> bool:
+    """Placement's rule: a standard trait (os-traits) or ``CUSTOM_[A-Z0-9_]+``."""
+    return name in _STANDARD_TRAITS or _CUSTOM_TRAIT.fullmatch(name) is not None
+
+
+def member_of_from_spec(spec: RequestSpec) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
+    """Placement's ``member_of``: (groups each satisfied by any of its aggregates, aggregates forbidden).
+
+    Each inner list of ``spec.member_of`` is one ``member_of`` query parameter: ``["a", "b"]`` or
+    ``["in:a,b"]`` (any of), ``["!a"]`` or ``["!in:a,b"]`` (none of). (``requested_destination.aggregates`` is
+    the engine's pre-selection.)
+    """
+    groups: list[frozenset[str]] = []
+    forbidden: set[str] = set()
+    for i, group in enumerate(spec.member_of or ()):
+        where = f"$.member_of[{i}]"
+        if any(ref.startswith("!") for ref in group):
+            if len(group) != 1:
+                raise InvalidRequest("a forbidden aggregate ('!a' or '!in:a,b') must be the only entry of its "
+                                     "member_of group", field=where)
+            refs = _refs(group[0][1:], where)
+            forbidden |= refs
+            continue
+        refs = frozenset(ref for entry in group for ref in _refs(entry, where))
+        if not refs:
+            raise InvalidRequest("a member_of group names no aggregate", field=where)
+        groups.append(refs)
+    return tuple(groups), frozenset(forbidden)
+
+
+def _refs(entry: str, where: str) -> frozenset[str]:
+    body = entry[3:] if entry.startswith("in:") else entry
+    refs = [ref.strip() for ref in body.split(",")] if entry.startswith("in:") else [body.strip()]
+    if not all(refs) or any(ref.startswith(("!", "in:")) for ref in refs):
+        raise InvalidRequest(f"malformed member_of entry {entry!r}: use 'a', 'in:a,b', '!a' or '!in:a,b'",
+                             field=where)
+    return frozenset(refs)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything a filter or weigher may read about the request; per-instance fields move as instances land."""
+
+    spec: RequestSpec
+    config: Config
+    now: float
+    resources: dict[str, int]
+    required_traits: frozenset[str]
+    forbidden_traits: frozenset[str]
+    extra_specs: dict[str, str]
+    image_props: dict[str, Any]
+    hints: dict[str, Any]
+    numa: GuestTopology | None = None  # the guest NUMA topology flavor and image ask for (gantt.compute.numa)
+    member_of: tuple[frozenset[str], ...] = ()  # each group: in any of these aggregates (ids or uuids)
+    forbidden_aggregates: frozenset[str] = frozenset()
+    # the flavor's pci_passthrough:alias, one request per entry (an alias [pci] alias does not define is refused)
+    pci_requests: tuple[PciRequest, ...] = ()
+    # server group bookkeeping: hosts and members grow as this request's instances are placed
+    group_policy: str | None = None
+    group_hosts: list[str] = field(default_factory=list)
+    group_members: set[str] = field(default_factory=set)
+    group_rules: dict[str, Any] = field(default_factory=dict)
+    instance_index: int = 0
+    placed: list[NodeKey] = field(default_factory=list)
+    # A move: the allocation the instance leaves (set once the engine has found it), and for each move this
+    # request made, (source, the migration's allocation holding it) so a failed commit can undo it.
+    move_source: Allocation | None = None
+    moved: dict[str, tuple[Allocation, Allocation]] = field(default_factory=dict)
+    scratch: dict[str, Any] = field(default_factory=dict)  # per-request memo for filters/weighers
+    # Nova's ``_nova_check_type`` hint: any value makes the filters run for forced hosts too; ``["rebuild"]`` (a
+    # rebuild with a new image on the instance's own host) runs only the filters that matter for a rebuild and
+    # claims nothing (the instance keeps what it holds).
+    check_type: bool = False
+    rebuild: bool = False
+
+    @classmethod
+    def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
+        if spec.image is not None and spec.image.properties:
+            # Nova refuses the request when it builds the image's ImageMeta, whatever filters are enabled.
+            from gantt.compute.filters.image_meta import refusal  # here: the filters package imports this module
+
+            refused = refusal(spec.image.properties)
+            if refused is not None:
+                raise InvalidRequest(f"image property {refused[0]}: {refused[1]}",
+                                     field=f"$.image.properties.{refused[0]}")
+        guest = instance_topology(spec)
+        required, forbidden = traits_from_spec(spec, guest)
+        member_of, forbidden_aggregates = member_of_from_spec(spec)
+        group = spec.instance_group
+        extra_specs = dict(spec.flavor.extra_specs) if spec.flavor else {}
+        image_props = dict(spec.image.properties) if spec.image else {}
+        pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases,
+                                                 affinity_policy(extra_specs, image_props))
+        if group is not None and group.policy in ("affinity", "anti-affinity") and not group.uuid:
+            # The claim holds a hard policy against every replica's claims by the group's uuid; without one, two
+            # schedulers could each place a member by a stale view (two anti-affine members on one host).
+            raise InvalidRequest(f"a server group with the hard policy {group.policy!r} must have a uuid: its "
+                                 "policy is held at claim time by it", field="$.instance_group.uuid")
+        check_type = spec.scheduler_hints.get("_nova_check_type")
+        rebuild = check_type in ("rebuild", ["rebuild"])  # Nova's API sends hints as one-element lists
+        if rebuild and (spec.num_instances > 1 or spec.migration_uuid is not None):
+            raise InvalidRequest("a rebuild checks one instance on its own host: it takes neither several "
+                                 "instances nor a migration_uuid", field="$.scheduler_hints._nova_check_type")
+        return cls(
+            spec=spec,
+            config=config,
+            now=now,
+            resources=resources_from_spec(spec, guest),
+            numa=guest,
+            required_traits=required,
+            forbidden_traits=forbidden,
+            extra_specs=extra_specs,
+            image_props=image_props,
+            hints=dict(spec.scheduler_hints),
+            member_of=member_of,
+            forbidden_aggregates=forbidden_aggregates,
+            pci_requests=pci_requests,
+            group_policy=group.policy if group else None,
+            group_hosts=list(group.hosts) if group else [],
+            group_members=set(group.members) if group else set(),
+            group_rules=dict(group.rules) if group else {},
+            check_type=bool(check_type),
+            rebuild=rebuild,
+        )
+
+    @property
+    def hard_group(self) -> str | None:
+        """The server group whose hard policy (affinity, anti-affinity) a claim must hold atomically."""
+        group = self.spec.instance_group
+        if group is None or not group.uuid or self.group_policy not in ("affinity", "anti-affinity"):
+            return None
+        return group.uuid
+
+    def hint(self, name: str) -> Any:
+        """A scheduler hint; Nova's API delivers single values as one-element lists, so unwrap those."""
+        value = self.hints.get(name)
+        if isinstance(value, list) and len(value) == 1:
+            return value[0]
+        return value
+
+    def hint_list(self, name: str) -> list[Any]:
+        value = self.hints.get(name)
+        if value is None:
+            return []
+        if isinstance(value, list):
+            return value
+        return [value]

@@ -1,0 +1,133 @@
+"""The aggregate index: every aggregate, each host's memberships, and what aggregates say per *aggregate set*.
+
+Hosts in the same aggregates share one aggregate-set code (the table's ``aggset_code`` column): a predicate over a
+set's aggregates or metadata runs once per distinct set and reaches the rows through one lookup table. This is why
+the aggregate filters cost the same at 100 or 100,000 hosts. What is derived per set is kept in the table's
+static cache: an aggregate's change moves ``static_revision``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Hashable
+from typing import Any
+
+import numpy as np
+
+from gantt.compute.state.columns import Interner
+from gantt.model import Aggregate, NotFound
+
+log = logging.getLogger(__name__)
+
+
+class AggregateIndex:
+    def __init__(self, cache: Callable[[Hashable, Callable[[], Any]], Any]) -> None:
+        """``cache(key, build)``: the table's memo of values derived from static state."""
+        self._aggregates: dict[str, Aggregate] = {}
+        self._host_aggregates: dict[str, set[str]] = {}
+        self._aggsets = Interner(frozenset())
+        self._cache = cache
+
+    # ------------------------------------------------------------------------------------------- reading
+
+    def aggregate(self, key: str) -> Aggregate | None:
+        return self._aggregates.get(key)
+
+    def aggregates(self) -> Collection[Aggregate]:
+        return self._aggregates.values()
+
+    def code_of(self, host: str) -> int:
+        """The aggregate-set code of ``host``'s memberships now (a new set gets a new code)."""
+        return self._aggsets.code(frozenset(self._host_aggregates.get(host, ())))
+
+    def sets(self) -> list[frozenset[str]]:
+        """Per aggregate-set code, the keys of its aggregates (a copy: codes are added under the table's lock)."""
+        return list(self._aggsets.values)
+
+    def of_code(self, code: int) -> list[Aggregate]:
+        return [self._aggregates[k] for k in sorted(self._aggsets.values[code])]
+
+    # ------------------------------------------------------------------------------------------- writing
+
+    def update_aggregate(self, aggregate: Aggregate) -> set[str]:
+        """Add or replace ``aggregate``; returns the hosts whose memberships changed."""
+        key = aggregate.key
+        old = self._aggregates.get(key)
+        old_hosts = set(old.hosts) if old else set()
+        new_hosts = set(aggregate.hosts)
+        self._aggregates[key] = aggregate
+        for host in old_hosts - new_hosts:
+            self._host_aggregates.get(host, set()).discard(key)
+        memberships = self._host_aggregates
+        for host in new_hosts - old_hosts:
+            held = memberships.get(host)
+            if held is None:
+                memberships[host] = {key}
+            else:  # (not setdefault: it would build a set per host to throw away; 1,000,000 of them at a load)
+                held.add(key)
+        return old_hosts ^ new_hosts
+
+    def delete_aggregate(self, aggregate_id: int | str) -> tuple[Aggregate, set[str]]:
+        """Remove the aggregate; returns it and the hosts it held."""
+        key = str(aggregate_id)
+        old = self._aggregates.pop(key, None)
+        if old is None:
+            raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
+        for host in old.hosts:
+            self._host_aggregates.get(host, set()).discard(key)
+        return old, set(old.hosts)
+
+    # ------------------------------------------------------------------------------- derived per set
+
+    def metadata_values(self, key: str) -> list[set[str]]:
+        """Per aggregate-set code: the values of metadata ``key`` across those aggregates (empty: not set)."""
+
+        def build() -> list[set[str]]:
+            out: list[set[str]] = []
+            for aggset in self._aggsets.values:
+                values = set()
+                for agg_key in aggset:
+                    agg = self._aggregates.get(agg_key)
+                    if agg is not None and key in agg.metadata:
+                        values.add(agg.metadata[key])
+                out.append(values)
+            return out
+
+        return self._cache(("metadata_values", key), build)  # type: ignore[no-any-return]
+
+    def zones(self) -> list[frozenset[str]]:
+        """Per aggregate-set code: the availability zones its aggregates name (empty: none, the default zone).
+
+        The one derivation of a node's zone, for the filters, the Selection and the host's description: as
+        Nova's aggregate_metadata_get_by_host, each ``availability_zone`` value is split on commas and stripped.
+        """
+
+        def build() -> list[frozenset[str]]:
+            return [frozenset(zone.strip() for value in values for zone in value.split(",") if zone.strip())
+                    for values in self.metadata_values("availability_zone")]
+
+        return self._cache(("zones",), build)  # type: ignore[no-any-return]
+
+    def metadata_min_per_set(self, key: str, number: type[float] | type[int]) -> np.ndarray | None:
+        """Per aggregate-set code: the lowest value of metadata ``key`` parsed as ``number`` (NaN: unset); None
+        when no aggregate sets it at all.
+
+        As Nova's validate_num_values does, one value that does not parse voids the set's whole value (NaN: the
+        caller's default applies), rather than letting the remaining values decide.
+        """
+
+        def build() -> np.ndarray | None:
+            lut = np.full(len(self._aggsets), np.nan)
+            found = False
+            for code, values in enumerate(self.metadata_values(key)):
+                if not values:
+                    continue
+                try:
+                    lut[code] = min(number(value) for value in values)
+                    found = True
+                except ValueError:
+                    log.warning("aggregate metadata %s=%r is not %s; the default applies", key, sorted(values),
+                                "an integer" if number is int else "a number")
+            return lut if found else None
+
+        return self._cache(("metadata_min", key, number.__name__), build)  # type: ignore[no-any-return]

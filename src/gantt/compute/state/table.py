@@ -1,0 +1,902 @@
+"""HostTable: the in-memory replica of every host, columnar so filters and weighers run over all hosts at once.
+
+The table is a façade over parts that each own one piece of state (this package):
+- ``columns.Columns``: the rows and their columns (one row per compute node; row numbers are not identities);
+- ``reports``: how a host report lands in the columns;
+- ``aggregates.AggregateIndex``: aggregates, memberships, and what they say per aggregate set;
+- ``instances.InstanceIndex``: which instances each node runs, and where each instance is;
+- ``ledger.Ledger``: allocations, claims, moves, and what counts in flight.
+Everything else reads and writes through the methods below.
+
+Public data: what filters and weighers read, over the live rows ``0 .. n-1``, without the lock:
+- scalar columns, ``col(name)``: ``num_io_ops``, ``num_instances``, ``running_vms``, ``current_workload``,
+  ``failed_builds``, ``inflight_instances`` (unconfirmed allocations), ``io_ops_load`` and ``instances_load``
+  (reported + in flight), ``hypervisor_version``, ``updated_at``, ``disabled``, ``forced_down``, ``free_ram_mb``,
+  ``free_disk_mb`` (physical, in MB), ``disk_available_least``, ``host_ip4`` (-1: none), ``usage_version``, and
+  the interned codes ``caps_code``, ``traits_code``, ``aggset_code`` (per-code values: ``factor``, ``zones``,
+  ``metadata_values``), ``pci_code`` (the node's PCI pools: ``factor("pci_pools")``; devices per vendor and
+  product: ``pci_devices``);
+- per resource class, ``rc_col(column, rc)`` for ``total``, ``reserved``, ``min_unit``, ``max_unit``,
+  ``step_size``, ``ratio``, ``reported``, ``inflight``, ``capacity``, ``free``; ``has_rc(rc)``, ``used(rc)``;
+  the same as 2-D arrays over every allocated row (``rc[column][row, rc_index[rc]]``, ``has_inventory``) for
+  the filters that index rows directly;
+- ``metric(name)``: one column per metric name, NaN where a node does not report it;
+- row-aligned names: ``host_names``, ``node_names``, ``node_uuids``, ``hypervisor_hostnames``, ``host_ips``;
+  ``node_numa(row)``: the node's NUMA cells (``numa_cells``, ``numa_max_*``, ``numa_threads`` summarize them per
+  node; ``numa_cell_arrays()`` holds them per cell, rows x cells).
+Readers take array references without the lock; growth swaps in new arrays, so a reader holds a consistent (if
+slightly old) array. Claims re-check under the lock.
+
+Revisions
+- ``revision`` moves on every change.
+- ``static_revision`` moves only when something a *static* filter can see changes (interned attributes,
+  aggregates, the set of rows, a service enabled or disabled, an inventory's shape: total, reserved, ratio,
+  units). Static filter masks are cached against it (and ``static_cache`` here), so a stream of usage-only
+  reports does not throw the cache away.
+- The journal lists the rows whose usage or report time changed, in order: what decisions derive from usage
+  columns (fit masks, liveness, extremes, weighted sums) is patched on those rows (``gantt.compute.journal``).
+
+Thread safety: every mutation holds ``lock``; callers hold it to make several calls one atomic step.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import threading
+import time
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
+
+import numpy as np
+
+from gantt.compute.journal import (
+    BlockExtremes,
+    ColumnBounds,
+    Liveness,
+    PatchedMasks,
+    RowJournal,
+    Rows,
+    SumTerm,
+    WeightedSums,
+    weighted_sum,
+)
+from gantt.compute.numa import HostNUMA
+from gantt.compute.pci import PciRequest, Pool
+from gantt.compute.state.aggregates import AggregateIndex
+from gantt.compute.state.cells import CellArrays
+from gantt.compute.state.columns import Columns, Factor, HostCaps
+from gantt.compute.state.instances import InstanceIndex
+from gantt.compute.state.ledger import Ledger
+from gantt.compute.state.reports import DEFAULT_RATIOS, apply_new_rows, apply_stats, simple_for_new_row
+from gantt.config import Config
+from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound, NUMATopologyLimits
+
+_STATIC_EPOCHS = itertools.count(1)  # see HostTable.__init__: one range of static revisions per table
+_IDENTITY = ("host", "nodename", "hypervisor_hostname", "uuid", "host_ip")
+
+
+# From this many rows, figures computed again for the rows together (numpy over an index array) cost less than
+# row by row: one such pass costs about what a few rows do one at a time.
+VECTOR_ROWS = 8
+
+class HostTable:
+    """All hosts, columnar. See the module docstring for the parts, the public data and the revisions."""
+
+    def __init__(self, *, service_down_time: float = 60.0, claim_timeout: float = 600.0,
+                 clock: Callable[[], float] = time.time, initial_rows: int = 1024,
+                 default_ratios: dict[str, float] | None = None,
+                 on_expire: Callable[[list[Allocation]], None] | None = None) -> None:
+        """``on_expire``: with a shared store, expiring an unconfirmed claim must be a store write (every replica
+        must agree), so the owner releases the claims it is given through the store; without it the table drops
+        them itself."""
+        self._lock = threading.RLock()
+        self._clock = clock
+        self._default_ratios = {**DEFAULT_RATIOS, **(default_ratios or {})}
+        self._service_down_time = service_down_time
+        self._revision = 0
+        self._layout = 0
+        # Caches outside the table (the engine's masks, filters' memos) are keyed on the static revision: a table
+        # built by a reload must never repeat a revision an earlier table used, so each starts in its own range.
+        self._static_revision = next(_STATIC_EPOCHS) << 32
+        self._stale_reports = 0  # none since reports are applied in the order given (the store's): kept for callers
+        # Why an operator disabled a node (Nova's service.disabled_reason): shown, never filtered on, so kept
+        # beside the columns for the few nodes that have one.
+        self._disabled_reasons: dict[NodeKey, str] = {}
+        self._listeners: list[Callable[[str, Any], None]] = []
+        self._static_values: tuple[int, dict[Hashable, Any]] = (-1, {})  # see static_cache
+        self._columns = Columns(initial_rows)
+        self._aggregates = AggregateIndex(self.static_cache)
+        self._instances = InstanceIndex()
+        self._ledger = Ledger(self._columns, self._instances, lock=self._lock, clock=clock,
+                              claim_timeout=claim_timeout, touched=self._touched, changed=self._changed,
+                              on_expire=on_expire)
+        # derived data patched on changed rows rather than recomputed per decision (see gantt.compute.journal)
+        self._journal = RowJournal()
+        self._heartbeat_epoch = 0
+        self._liveness = Liveness()
+        self._usage_masks = PatchedMasks()
+        self._usage_verdicts = PatchedMasks()
+        self._column_bounds = ColumnBounds()
+        self._weighted_sums = WeightedSums()
+        self._block_extremes = BlockExtremes()
+        # Below this many rows a full pass over a column costs less than the bookkeeping of a patched value.
+        self.patch_min_rows = 20_000
+
+    @classmethod
+    def from_config(cls, config: Config, **kwargs: Any) -> HostTable:
+        """A table with the options that shape it: ``service_down_time``, ``claim_timeout`` and the allocation
+        ratios a host that reports none gets (Nova: ``cpu_allocation_ratio`` when set, else
+        ``initial_cpu_allocation_ratio``; likewise for RAM and disk)."""
+        d = config.default
+        ratios = {
+            "VCPU": d.cpu_allocation_ratio or d.initial_cpu_allocation_ratio,
+            "MEMORY_MB": d.ram_allocation_ratio or d.initial_ram_allocation_ratio,
+            "DISK_GB": d.disk_allocation_ratio or d.initial_disk_allocation_ratio,
+        }
+        kwargs.setdefault("service_down_time", d.service_down_time)
+        kwargs.setdefault("claim_timeout", config.gantt.claim_timeout)
+        return cls(default_ratios=ratios, **kwargs)
+
+    # ------------------------------------------------------------------------- options and revisions
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
+
+    @property
+    def default_ratios(self) -> dict[str, float]:
+        """The allocation ratio of a classic class (VCPU, MEMORY_MB, DISK_GB) whose host reports none."""
+        return dict(self._default_ratios)
+
+    @property
+    def service_down_time(self) -> float:
+        return self._service_down_time
+
+    @property
+    def claim_timeout(self) -> float:
+        return self._ledger.claim_timeout
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    @property
+    def layout(self) -> int:
+        """Moves when rows are renumbered (a removal moves the last row into the freed one). A decision reads
+        columns without the lock: row numbers it took under one layout name other nodes under the next, so it
+        checks this before it turns a row into a node (and ranks again if it moved)."""
+        return self._layout
+
+    @property
+    def static_revision(self) -> int:
+        return self._static_revision
+
+    @property
+    def stale_reports(self) -> int:
+        return self._stale_reports
+
+    @property
+    def expired_claims(self) -> int:
+        return self._ledger.expired_claims
+
+    @property
+    def settled_claims(self) -> int:
+        return self._ledger.settled_claims
+
+    def subscribe(self, listener: Callable[[str, Any], None]) -> None:
+        """Called (under the lock) with ("host"|"aggregate"|"allocation"|..., object) after each change."""
+        self._listeners.append(listener)
+
+    def _changed(self, kind: str, obj: Any, *, static: bool = False) -> None:
+        self._revision += 1
+        if static:
+            self._static_revision += 1
+        for listener in self._listeners:
+            listener(kind, obj)
+
+    def _touched(self, row: int) -> None:
+        """After a row's usage or report time is written: a new usage version, and a journal entry (last, so a
+        reader that sees the entry sees the values)."""
+        versions = self._columns.cols["usage_version"]
+        versions[row] = versions.item(row) + 1  # a Python int: a numpy scalar's += costs several times more
+        self._journal.append(row)
+
+    # ------------------------------------------------------------------------------------------- rows
+
+    @property
+    def n(self) -> int:
+        return self._columns.n
+
+    def __len__(self) -> int:
+        return self._columns.n
+
+    def __contains__(self, key: NodeKey) -> bool:
+        return key in self._columns.row_of
+
+    def __iter__(self) -> Iterator[NodeKey]:
+        """The nodes' keys, in row order."""
+        columns = self._columns
+        for i in range(columns.n):
+            yield (columns.host_names[i], columns.node_names[i])
+
+    def row_of(self, key: NodeKey) -> int | None:
+        """The row of node ``key`` exactly, or None."""
+        return self._columns.row_of.get(key)
+
+    def row(self, host: str, node: str | None = None) -> int:
+        """The row the API names: ``host`` alone names its node when it has one (bare metal has several)."""
+        columns = self._columns
+        row = columns.row_of.get((host, node if node is not None else host))
+        if row is None:
+            rows = columns.rows_of_host.get(host)
+            if node is None and rows and len(rows) == 1:
+                return next(iter(rows))
+            raise NotFound(f"no such host {host!r}" + (f" node {node!r}" if node else ""), field="host")
+        return row
+
+    def rows_of_host(self, host: str) -> AbstractSet[int]:
+        return self._columns.rows_of_host.get(host, frozenset())
+
+    # ---------------------------------------------------------------------------------- public data
+
+    @property
+    def host_names(self) -> Sequence[str]:
+        return self._columns.host_names
+
+    @property
+    def node_names(self) -> Sequence[str]:
+        return self._columns.node_names
+
+    @property
+    def node_uuids(self) -> Sequence[str | None]:
+        return self._columns.node_uuids
+
+    @property
+    def hypervisor_hostnames(self) -> Sequence[str | None]:
+        return self._columns.hypervisor_hostnames
+
+    @property
+    def host_ips(self) -> Sequence[str | None]:
+        return self._columns.host_ips
+
+    def col(self, name: str) -> np.ndarray:
+        """A scalar column trimmed to the live rows (a view, no copy)."""
+        return self._columns.col(name)
+
+    def rc_col(self, column: str, rc: str) -> np.ndarray | None:
+        """One resource class's column (``free``, ``capacity``, ``total`` …) for the live rows, or None."""
+        return self._columns.rc_col(column, rc)
+
+    def has_rc(self, rc: str) -> np.ndarray:
+        return self._columns.has_rc(rc)
+
+    def used(self, rc: str) -> np.ndarray:
+        return self._columns.used(rc)
+
+    @property
+    def rc(self) -> Mapping[str, np.ndarray]:
+        return self._columns.rc
+
+    @property
+    def has_inventory(self) -> np.ndarray:
+        return self._columns.has_inventory
+
+    @property
+    def rc_index(self) -> Mapping[str, int]:
+        """Resource class -> its column in ``rc`` and ``has_inventory``, in the order classes were first seen."""
+        return self._columns.rc_index
+
+    def metric(self, name: str) -> np.ndarray | None:
+        return self._columns.metric(name)
+
+    def pci_overbooked(self, row: int) -> list[tuple[tuple[tuple[str, Any], ...], int, int]]:
+        """(pool, devices held by unconfirmed claims, devices it has) for each of the node's PCI pools held
+        beyond its count (an audit's finding: claims never do it)."""
+        return self._columns.pci_overbooked(row)
+
+    def has_pci(self) -> bool:
+        """Whether a node may have PCI devices (False: no node has any)."""
+        return len(self._columns.pci_source[1]) > 1
+
+    def pci_pools(self) -> tuple[Factor, int]:
+        """Each live row's PCI pools left (gantt.compute.pci.freeze_pools tuples: reported, less what unconfirmed claims
+        hold) as codes and values, and the epoch those codes belong to: a value cached by code is valid for
+        that epoch only (the sets are renumbered now and then). Values are shared, not copied: never modify."""
+        n = self._columns.n
+        codes, values, epoch = self._columns.pci_source
+        return Factor(codes[:n], values), epoch
+
+    def pci_devices(self, pair: tuple[str, str]) -> np.ndarray | None:
+        """Per live row, how many PCI devices of (vendor_id, product_id) (lower-cased) its pools hold; None when
+        no node reported any."""
+        j = self._columns.pci_index.get(pair)
+        return None if j is None else self._columns.pci_devices[: self._columns.n, j]
+
+    def inventories(self, row: int) -> dict[str, dict[str, float]]:
+        """The node's inventories: resource class -> each of its columns' value."""
+        return self._columns.inventories(row)
+
+    def node_caps(self, row: int) -> HostCaps:
+        return self._columns.node_caps(row)
+
+    def disabled_reason(self, key: NodeKey) -> str | None:
+        return self._disabled_reasons.get(key)
+
+    def node_traits(self, row: int) -> frozenset[str]:
+        return self._columns.node_traits(row)
+
+    def node_numa(self, row: int) -> HostNUMA | None:
+        return self._columns.numa[row]
+
+    def numa_cell_arrays(self) -> CellArrays:
+        """The per-cell NUMA figures, rows x cells over every allocated row: ``fields[name]`` for each of
+        ``gantt.compute.state.cells.FIELDS``, ``pages[size_kb]`` free MiB in pages of that size (-1: none in that cell).
+        Take it once per evaluation: a wider report swaps in a new object (never resizes the arrays in place)."""
+        return self._columns.cells.arrays
+
+    def numa_limits(self, row: int) -> NUMATopologyLimits:
+        """The CPU and RAM allocation ratios a NUMA guest's cells are fitted under on node ``row``."""
+        cpu, ram = self.rc_col("ratio", "VCPU"), self.rc_col("ratio", "MEMORY_MB")
+        return NUMATopologyLimits(cpu_allocation_ratio=float(cpu[row]) if cpu is not None else 0.0,
+                                  ram_allocation_ratio=float(ram[row]) if ram is not None else 0.0)
+
+    def node_pci_pools(self, row: int) -> tuple[Pool, ...]:
+        """The PCI pools node ``row`` has left (``gantt.compute.pci.freeze_pools`` tuples; never modify)."""
+        codes, values, _ = self._columns.pci_source
+        return values[codes[row]]
+
+    def node_aggregates(self, row: int) -> list[Aggregate]:
+        return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
+
+    def factor(self, attribute: str) -> Factor:
+        """A node attribute as codes + distinct values: interned ones (capabilities, each or whole as ``caps``,
+        traits, aggregates) and names."""
+        columns = self._columns
+        if attribute in HostCaps.__struct_fields__:
+            return Factor(columns.col("caps_code"), [getattr(c, attribute) for c in columns.caps.values])
+        if attribute == "caps":
+            return Factor(columns.col("caps_code"), list(columns.caps.values))
+        if attribute == "traits":
+            return Factor(columns.col("traits_code"), list(columns.traitsets.values))
+        if attribute == "aggregates":
+            return Factor(columns.col("aggset_code"), self._aggregates.sets())
+        if attribute == "pci_pools":
+            return self.pci_pools()[0]
+        if attribute in _IDENTITY:
+            source = {"host": columns.host_names, "nodename": columns.node_names,
+                      "hypervisor_hostname": columns.hypervisor_hostnames, "uuid": columns.node_uuids,
+                      "host_ip": columns.host_ips}[attribute]
+            n = columns.n
+            return Factor(np.arange(n, dtype=np.int64), source[:n])
+        raise KeyError(attribute)  # numbers are filters/hoststate.numeric_attribute's, with Nova's semantics
+
+    # ------------------------------------------------------------------------------------ derived data
+
+    def alive(self, now: float | None = None) -> np.ndarray:
+        """Nodes whose last report is within ``service_down_time`` (do not modify the result: it is shared)."""
+        now = self._clock() if now is None else now
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return self._columns.col("updated_at") >= now - self._service_down_time
+        return self._liveness.get(self._columns.cols["updated_at"], now - self._service_down_time, n=n,
+                                  static_revision=self._static_revision, epoch=self._heartbeat_epoch,
+                                  journal=self._journal)
+
+    def usage_mask(self, key: Hashable, compute: Callable[[Rows], np.ndarray], *, costly: bool = False) -> np.ndarray:
+        """A boolean mask over usage columns, memoized under ``key`` and patched on the rows changed since
+        (``compute(rows)`` evaluates it for an index array or ``slice(0, n)``). Do not modify the result.
+
+        ``costly``: ``compute`` does per-row work (NUMA fits), so the mask is memoized at any table size; a
+        vectorized one is cheaper recomputed than patched below ``patch_min_rows``."""
+        n = self._columns.n
+        if n < self.patch_min_rows and not costly:
+            return compute(slice(0, n))
+        return self._usage_masks.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
+                                     compute=compute)
+
+    def usage_verdicts(self, key: Hashable) -> np.ndarray:
+        """Per row, a verdict kept under ``key`` (int8: 0 unknown, 1 passes, 2 fails), reset to unknown on the rows
+        changed since. Unlike a mask the caller fills it in place, row by row, as it learns verdicts: a verdict
+        written from a row's state is reset by the next reader if the row changed after this array was taken
+        (its journal entry comes later), so a stale verdict never outlives one decision."""
+        n = self._columns.n
+
+        def unknown(rows: Rows) -> np.ndarray:
+            return np.zeros(n if isinstance(rows, slice) else len(rows), dtype=np.int8)
+
+        return self._usage_verdicts.get(key, n=n, static_revision=self._static_revision, journal=self._journal,
+                                        compute=unknown)
+
+    def candidate_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, *, highest: bool,
+                          everyone: bool = False) -> float | None:
+        """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks
+        (``everyone``: every row), when a shortlist of the column's extreme rows can tell; None means: take a
+        full pass."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return None
+        return self._column_bounds.get(name, column, mask, highest=highest, n=n,
+                                       static_revision=self._static_revision, journal=self._journal,
+                                       everyone=everyone)
+
+    def block_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, *,
+                      highest: bool) -> float | None:
+        """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks
+        (``has``: ``journal.blocks_with(mask)``), reading only the blocks of rows that can hold it; None for no
+        candidate, or below ``patch_min_rows`` (take a full pass)."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return None
+        return self._block_extremes.get(name, column, mask, has, highest=highest, n=n,
+                                        static_revision=self._static_revision, journal=self._journal)
+
+    def block_beyond(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, limit: float, *,
+                     below: bool) -> bool | None:
+        """Whether a row ``mask`` marks holds a value of the usage column ``name`` below (above) ``limit``, from the
+        block bounds of ``block_extreme``; None below ``patch_min_rows`` (take a full pass)."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            return None
+        return self._block_extremes.beyond(name, column, mask, has, limit, below=below, n=n,
+                                           static_revision=self._static_revision, journal=self._journal)
+
+    def weighted_sum_blocks(self, key: Hashable, terms: list[SumTerm]) -> tuple[np.ndarray, np.ndarray]:
+        """``weighted_sum`` over every row, kept (never modify it; a later call patches it in place), with its
+        maxima per block of ``journal.BLOCK`` rows."""
+        return self._weighted_sums.get_blocks(key, terms, n=self._columns.n, static_revision=self._static_revision,
+                                              journal=self._journal)
+
+    def weighted_sum(self, key: Hashable, terms: list[SumTerm], rows: np.ndarray | None = None, *,
+                     copy: bool = True) -> np.ndarray:
+        """The weighers' per-row sum (``journal.weighted_sum``) for ``terms`` of usage columns (live rows), over
+        every row or over ``rows``; memoized under ``key`` (naming the columns, factors and any per-row multiplier)
+        and patched on the rows changed since. A new array, the caller's to modify; without ``copy`` (over every
+        row) possibly the kept one, to read at once and never modify."""
+        n = self._columns.n
+        if n < self.patch_min_rows:
+            total = weighted_sum(terms, slice(0, n))
+            return total.take(rows) if rows is not None else total
+        return self._weighted_sums.get(key, terms, n=n, static_revision=self._static_revision,
+                                       journal=self._journal, rows=rows, copy=copy)
+
+    def static_cache(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """``build()``, memoized under ``key`` until ``static_revision`` moves (callable without the lock)."""
+        # The (revision, values) pair is swapped as one object so that a value built from state of revision r can
+        # never land in the dict of a later revision (which a separate "reset dict, then set revision" sequence
+        # allowed when another thread reset it mid-build).
+        rev = self._static_revision
+        entry = self._static_values
+        if entry[0] != rev:
+            entry = (rev, {})
+            self._static_values = entry
+        values = entry[1]
+        if key in values:
+            return values[key]
+        value = build()
+        if self._static_revision == rev:  # state moved during the build: use the value once, do not keep it
+            values[key] = value
+        return value
+
+    # --------------------------------------------------------------------------------------- reports
+
+    def update(self, report: HostReport, *, now: float | None = None, whole: bool = False,
+               observed: bool = False) -> int:
+        """Apply one host report (a full replacement of what it names). Returns the node's row.
+
+        ``whole``: the report is the node's whole stored record (from a store), so inventories it lacks are gone.
+        The node's report time (``updated_at``) becomes ``now``; without it, the report's ``reported_at`` or,
+        ``observed`` (a replica applying its store's feed), this table's clock: the stamp is another server's
+        wall clock, which may be behind or ahead of ours, or have stepped since. Either way a record that carries
+        the stamp the node holds already is no new report (an operator's change, a Placement write, rewriting
+        the node's last report): its time stays."""
+        with self._lock:
+            columns = self._columns
+            key = (report.host, report.nodename)
+            row = columns.row_of.get(key)
+            stamp = report.reported_at
+            if now is None:
+                if row is not None and stamp is not None and stamp == columns.cols["reported_at"].item(row):
+                    now = columns.cols["updated_at"].item(row)
+                elif observed or stamp is None:
+                    now = self._clock()
+                else:
+                    now = stamp
+            static = False
+            if row is None:
+                row = self._add_row(report.host, report.nodename)
+                static = True
+            columns.cols["reported_at"][row] = np.nan if stamp is None else stamp
+            return self._apply_report(report, row, key, now, static=static, whole=whole)
+
+    def load(self, reports: Iterable[HostReport], *, now: float | None = None, whole: bool = False) -> None:
+        """``update`` with each of ``reports`` in turn, leaving the table as those updates would; a cold start's
+        path. The reports of nodes the table does not hold yet are written column by column, in bulk (a
+        million per-report updates cost ~30 s of Python); the others (and every report while a listener watches
+        the table, which must see each change) go through ``update``.
+
+        Two differences: a report without ``reported_at`` (and no ``now``) is stamped with one clock reading for
+        the whole batch rather than one each; and without ``now`` no node's report time is later than that
+        reading (a snapshot's stamps are other servers' wall clocks, or ours before a step back: a node stamped
+        in the future is taken as reported now, and goes down ``service_down_time`` after it if it is silent)."""
+        with self._lock:
+            pending = list(reports)
+            clock_now = self._clock()
+
+            def at(report: HostReport) -> float:
+                if now is not None:
+                    return now
+                return clock_now if report.reported_at is None else min(report.reported_at, clock_now)
+
+            if self._listeners:
+                for report in pending:
+                    self.update(report, now=at(report), whole=whole)
+                return
+            columns = self._columns
+            row_of = columns.row_of
+            fresh: list[HostReport] = []
+            keys: list[NodeKey] = []
+            seen: set[NodeKey] = set()
+            for report in pending:
+                key = (report.host, report.nodename)
+                if key in row_of or key in seen:  # a node already held, or named twice: the rest one by one
+                    break
+                seen.add(key)
+                fresh.append(report)
+                keys.append(key)
+            if fresh:
+                # The batch allocates a few objects per node and frees none, with no cycles among them: the
+                # cyclic collector would walk the growing heap again and again for nothing (a third of the time).
+                collecting = gc.isenabled()
+                gc.disable()
+                try:
+                    self._load_new(fresh, keys, now, clock_now, whole)
+                finally:
+                    if collecting:
+                        gc.enable()
+            for report in pending[len(fresh):]:
+                self.update(report, now=at(report), whole=whole)
+
+    def _load_new(self, reports: list[HostReport], keys: list[NodeKey], now: float | None, clock_now: float,
+                  whole: bool) -> None:
+        """``load``'s bulk part: ``reports`` of nodes the table does not hold, ``keys`` theirs, all distinct; their
+        report times ``now``, or their stamps no later than ``clock_now`` (see ``load``)."""
+        columns = self._columns
+        first = columns.add_rows(keys)
+        end = first + len(keys)
+        self._instances.add_rows(len(keys))
+        code_of = self._aggregates.code_of
+        codes: dict[str, int] = {}
+        aggset = [codes[host] if host in codes else codes.setdefault(host, code_of(host)) for host, _ in keys]
+        columns.cols["aggset_code"][first:end] = aggset
+        held = self._ledger.holds
+        simple_rows: list[int] = []
+        simple_stats: list[Any] = []
+        complex_rows: list[int] = []
+        for row, report, key in zip(range(first, end), reports, keys, strict=True):
+            stats = report.stats
+            child = report.provider is not None and report.provider.parent_provider_uuid is not None
+            if simple_for_new_row(stats) and not child and not held(key):
+                simple_rows.append(row)
+                simple_stats.append(stats)
+                service = stats.service
+                if service is not None and service.disabled and service.disabled_reason:
+                    self._disabled_reasons[key] = service.disabled_reason
+            else:
+                complex_rows.append(row)
+        apply_new_rows(columns, simple_rows, simple_stats, self._default_ratios)
+        # what ``update`` writes besides the stats: the report time; the usage version and the journal, once for
+        # the new row (``Ledger.restore_row``), once for a whole record's cells (``Ledger.count_numa``) and once
+        # for the report; a revision and a static revision (a new row) per report
+        raw = np.fromiter((np.nan if r.reported_at is None else r.reported_at for r in reports), dtype=np.float64,
+                          count=len(reports))
+        columns.cols["reported_at"][first:end] = raw
+        stamps = np.full(len(reports), now) if now is not None else np.fmin(raw, clock_now)  # fmin: NaN -> clock
+        columns.cols["updated_at"][first:end] = stamps
+        touches = 3 if whole else 2
+        simple = np.asarray(simple_rows, dtype=np.intp)
+        columns.cols["usage_version"][simple] += touches
+        self._journal.extend(np.repeat(simple, touches))
+        self._revision += len(simple_rows)
+        self._static_revision += len(simple_rows)
+        for row in complex_rows:
+            i = row - first
+            self._ledger.restore_row(row, keys[i])
+            self._apply_report(reports[i], row, keys[i], stamps.item(i), static=True, whole=whole)
+        columns.refresh_rows(slice(first, end))
+
+    def _apply_report(self, report: HostReport, row: int, key: NodeKey, now: float, *, static: bool,
+                      whole: bool) -> int:
+        """``update`` once the row is known (``static``: it is new). Holds the lock (the caller's)."""
+        columns = self._columns
+        stats = report.stats
+        static |= apply_stats(columns, row, stats, self._default_ratios, whole=whole)
+        if stats.service is not None:
+            if stats.service.disabled and stats.service.disabled_reason:
+                self._disabled_reasons[key] = stats.service.disabled_reason
+            else:
+                self._disabled_reasons.pop(key, None)
+        child = report.provider is not None and report.provider.parent_provider_uuid is not None
+        if bool(columns.cols["child"][row]) != child:
+            columns.cols["child"][row] = child
+            static = True
+        if stats.instances is not None:
+            listed = self._instances.report(row, key[0], stats.instances, held=self._ledger)
+            columns.reports_instances[row] = True
+            self._ledger.confirm_listed(row, key, listed, now)
+        elif not columns.reports_instances[row]:
+            self._ledger.settle_unlisted(row, key, now)
+        if stats.numa_topology is not None or whole:  # new cells: the claims in flight count on them again
+            self._ledger.count_numa(row, key)
+        columns.refresh_load(row)
+        columns.refresh_free(row, shape=static)  # not static: no inventory changed shape, the capacity stands
+        columns.cols["updated_at"][row] = now
+        self._touched(row)
+        self._changed("host", key, static=static)
+        return row
+
+    def roots(self) -> np.ndarray | None:
+        """The rows that are root providers (design §5: only they are candidates for a Nova-shaped request);
+        None when every row is one (the common case: no provider trees)."""
+
+        def build() -> np.ndarray | None:
+            child = self._columns.col("child")
+            return ~child if child.any() else None
+
+        return self.static_cache(("roots",), build)  # type: ignore[no-any-return]
+
+    def touch(self, host: str, node: str, now: float) -> None:
+        """``update`` with the node's own record at a later time (the store's touch: a report that changed nothing
+        but its time). What a report does besides writing its figures is done alike, so nothing tells the two
+        apart but cost: the instances it lists are listed again, claims settle or expire on its time."""
+        self.touch_many([((host, node), now)])
+
+    def touch_many(self, touches: list[tuple[NodeKey, float]], *, observed: bool = False) -> None:
+        """``touch`` for each (node, time) in order, under one hold of the lock, the touched rows' load and free
+        figures computed again together (row by row they were half of what a replica spent per touch).
+
+        ``observed``: the times are the touches' stamps (other servers' wall clocks), and each node's report time
+        is this table's clock now instead, as ``update`` does with a report from the feed."""
+        with self._lock:
+            columns = self._columns
+            updated_at = columns.cols["updated_at"]
+            stamps = columns.cols["reported_at"]
+            clock_now = self._clock() if observed else 0.0
+            touched: list[tuple[int, NodeKey]] = []
+            for key, stamp in touches:
+                row = columns.row_of.get(key)
+                if row is None:
+                    continue
+                stamps[row] = stamp
+                now = clock_now if observed else stamp
+                if columns.reports_instances[row]:
+                    listed = self._instances.report(row, key[0], self._instances.reported_instances(row),
+                                                    held=self._ledger)
+                    self._ledger.confirm_listed(row, key, listed, now)
+                else:
+                    self._ledger.settle_unlisted(row, key, now)
+                self._ledger.count_numa(row, key)
+                updated_at[row] = now
+                touched.append((row, key))
+            if not touched:
+                return
+            # a touch repeats the record: no inventory's shape moved, so the capacity stands (computed again, it is
+            # the one held); claims settled or expired above move only the free figures
+            if len(touched) < VECTOR_ROWS:
+                for row, _ in touched:
+                    columns.refresh_load(row)
+                    columns.refresh_free(row, shape=False)
+            else:
+                columns.refresh_rows(np.fromiter((row for row, _ in touched), dtype=np.intp, count=len(touched)))
+            for row, key in touched:
+                self._touched(row)
+                self._changed("host", key)
+
+    def heartbeat(self, rows: np.ndarray, now: float) -> None:
+        """``update(HostReport(host))`` for many rows at once: a report naming nothing only says "alive at now"."""
+        if not len(rows):
+            return
+        with self._lock:
+            self._columns.cols["updated_at"][rows] = now
+            self._columns.cols["usage_version"][rows] += 1
+            self._heartbeat_epoch += 1
+            self._revision += 1
+
+    def remove(self, host: str, node: str | None = None) -> list[NodeKey]:
+        """Remove a node (or, without ``node``, every node of the host) and the allocations on it."""
+        with self._lock:
+            columns = self._columns
+            if node is not None:
+                keys = [(host, node)] if (host, node) in columns.row_of else []
+            else:
+                keys = [(host, columns.node_names[r]) for r in sorted(columns.rows_of_host.get(host, ()))]
+            if not keys:
+                raise NotFound(f"no such host {host!r}" + (f" node {node!r}" if node else ""), field="host")
+            self._layout += 1  # before any row moves: see ``layout``
+            for key in keys:
+                self._ledger.drop_node(key)
+                self._disabled_reasons.pop(key, None)
+                row = columns.row_of[key]
+                last = columns.remove_row(row)
+                self._instances.remove_row(row, last, key[0])
+            self._changed("host_deleted", keys, static=True)
+            return keys
+
+    def _add_row(self, host: str, node: str) -> int:
+        row = self._columns.add_row(host, node)
+        self._instances.add_row()
+        self._columns.cols["aggset_code"][row] = self._aggregates.code_of(host)
+        self._ledger.restore_row(row, (host, node))
+        return row
+
+    # ------------------------------------------------------------------------------------ aggregates
+
+    def aggregate(self, key: str) -> Aggregate | None:
+        return self._aggregates.aggregate(key)
+
+    def aggregates(self) -> Collection[Aggregate]:
+        """Every aggregate (a live view: hold the lock to iterate while others may write)."""
+        return self._aggregates.aggregates()
+
+    def zones(self) -> list[frozenset[str]]:
+        """Per aggregate-set code, the availability zones its aggregates name (see ``AggregateIndex.zones``)."""
+        return self._aggregates.zones()
+
+    def zone(self, row: int) -> str | None:
+        """The node's availability zone (None: in no zoned aggregate). Nova's Selection takes any one of a set
+        that should have one member; the first in sorted order is the same answer on every replica."""
+        zones = self._aggregates.zones()[int(self._columns.cols["aggset_code"][row])]
+        return min(zones) if zones else None
+
+    def metadata_values(self, key: str) -> list[set[str]]:
+        """Per aggregate-set code: the values of metadata ``key`` across those aggregates (empty: not set)."""
+        return self._aggregates.metadata_values(key)
+
+    def metadata_min(self, key: str, number: type[float] | type[int] = float) -> np.ndarray | None:
+        """Per live row: the lowest value of metadata ``key``, parsed as ``number``, across the node's aggregates
+        (NaN: unset, or a value that does not parse); None when no aggregate sets the key at all (the common
+        case: callers skip the work). Read-only: shared by every caller until static state moves."""
+
+        def rows() -> np.ndarray | None:
+            lut = self._aggregates.metadata_min_per_set(key, number)
+            if lut is None:
+                return None
+            per_row = lut[self._columns.col("aggset_code")]
+            per_row.flags.writeable = False
+            return per_row
+
+        # Memoized per row, not just per aggregate set: aggset codes and the row set are static state, and the
+        # ratio filters ask for this on every decision (a 100,000-row gather each time otherwise).
+        return self.static_cache(("metadata_min_rows", key, number.__name__), rows)  # type: ignore[no-any-return]
+
+    def update_aggregate(self, aggregate: Aggregate) -> None:
+        with self._lock:
+            self._recode_hosts(self._aggregates.update_aggregate(aggregate))
+            self._changed("aggregate", aggregate, static=True)
+
+    def delete_aggregate(self, aggregate_id: int | str) -> Aggregate:
+        with self._lock:
+            old, hosts = self._aggregates.delete_aggregate(aggregate_id)
+            self._recode_hosts(hosts)
+            self._changed("aggregate_deleted", old, static=True)
+            return old
+
+    def _recode_hosts(self, hosts: Iterable[str]) -> None:
+        codes = self._columns.cols["aggset_code"]
+        for host in hosts:
+            code = self._aggregates.code_of(host)
+            for row in self._columns.rows_of_host.get(host, ()):
+                codes[row] = code
+
+    # ------------------------------------------------------------------------------------ accounting
+
+    def allocation(self, consumer_uuid: str) -> Allocation | None:
+        return self._ledger.allocation(consumer_uuid)
+
+    def age_claims_by_creation(self) -> None:
+        """Claims loaded from now on are as old as their ``created_at`` (the audit's view), not as old as the load
+        (a replica's: ``Ledger._seen``)."""
+        self._ledger.ages_from_creation = True
+
+    def allocations(self) -> Collection[Allocation]:
+        """Every allocation (a live view: hold the lock to iterate while others may write)."""
+        return self._ledger.allocations()
+
+    def node_allocations(self, key: NodeKey) -> frozenset[str]:
+        """The consumers holding an allocation on node ``key`` (also one removed while they held it)."""
+        return self._ledger.node_allocations(key)
+
+    def group_allocations(self, group: str) -> set[str]:
+        """The consumers claimed under server group ``group``'s hard policy, wherever they run."""
+        return self._ledger.group_allocations(group)
+
+    def fits(self, row: int, resources: dict[str, int], limits: dict[str, float] | None = None) -> str | None:
+        """None if the node can take ``resources`` now; else the first resource class that does not fit."""
+        return self._ledger.fits(row, resources, limits)
+
+    def within_capacity(self, key: NodeKey) -> bool:
+        """The node exists and none of its classes is counted beyond its capacity."""
+        return self._ledger.within_capacity(key)
+
+    def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
+              pci: Sequence[PciRequest] = ()) -> Allocation:
+        """Consume ``allocation.resources`` (and the PCI devices ``pci`` asks for, recorded on the allocation) on
+        node ``key`` atomically, or raise ClaimRejected; a consumer that already holds an allocation gets it
+        back."""
+        return self._ledger.claim(key, allocation, limits=limits, pci=pci)
+
+    def put_allocation(self, allocation: Allocation) -> None:
+        """Record an allocation decided elsewhere (the store committed it): no capacity check."""
+        self._ledger.put_allocation(allocation)
+
+    def release(self, consumer_uuid: str) -> Allocation:
+        return self._ledger.release(consumer_uuid)
+
+    def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
+             limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = ()) -> Allocation:
+        """Move ``source``'s consumer to node ``key`` as ``allocation`` in one compare-and-set, holding the source
+        under the migration; returns the migration's allocation (see ``Ledger.move``)."""
+        return self._ledger.move(key, allocation, source, limits=limits, pci=pci)
+
+    def unmove(self, allocation: Allocation, held: Allocation, source: Allocation) -> bool:
+        """Undo ``move`` while nothing else has replaced its allocations (a failed commit). Whether it did."""
+        return self._ledger.unmove(allocation, held, source)
+
+    def migration(self, migration_uuid: str) -> Allocation:
+        """The allocation holding a move's source, under the migration's UUID."""
+        return self._ledger.migration(migration_uuid)
+
+    def revertible(self, migration_uuid: str) -> tuple[Allocation, Allocation]:
+        """(the source held, the instance's allocation) of a move that can still be reverted."""
+        return self._ledger.revertible(migration_uuid)
+
+    def reverted(self, held: Allocation) -> Allocation:
+        """The instance's allocation a revert gives back: the source, as the migration holds it."""
+        return self._ledger.reverted(held)
+
+    def confirm_move(self, migration_uuid: str) -> Allocation:
+        """Drop the source a move held (returned); the instance keeps its new allocation, if it still has one."""
+        with self._lock:
+            return self.release(self.migration(migration_uuid).consumer_uuid)
+
+    def revert_move(self, migration_uuid: str) -> Allocation:
+        """Give the instance its source back and drop the destination; returns the restored allocation."""
+        with self._lock:
+            held, _ = self.revertible(migration_uuid)
+            restored = self.reverted(held)
+            self.release(held.consumer_uuid)
+            self.put_allocation(restored)
+            return restored
+
+    # ------------------------------------------------------------------------------------- instances
+
+    def instances(self, row: int) -> AbstractSet[str]:
+        """What the node runs: what its host lists and what is allocated on it."""
+        return self._instances.instances(row)
+
+    def instance_host(self, instance_uuid: str) -> str | None:
+        """The host an instance runs on, if the table knows it."""
+        return self._instances.instance_host(instance_uuid)
+
+    def set_instances(self, host: str, instances: Iterable[str], *, replace: bool) -> None:
+        """Nova's update/sync_instance_info: what runs on a host, for the affinity filters."""
+        with self._lock:
+            rows = self._columns.rows_of_host.get(host)
+            if not rows:
+                raise NotFound(f"no such host {host!r}", field="host")
+            self._instances.set_instances(host, rows, instances, replace=replace, held=self._ledger)
+            self._changed("instances", host)
+
+    def delete_instance(self, host: str, instance_uuid: str) -> None:
+        with self._lock:
+            rows = self._columns.rows_of_host.get(host)
+            if not rows:
+                raise NotFound(f"no such host {host!r}", field="host")
+            if not self._instances.delete_instance(host, rows, instance_uuid):
+                raise NotFound(f"instance {instance_uuid!r} is not on host {host!r}", field="instance_uuid")
+            self._changed("instances", host)

@@ -1,0 +1,10 @@
+"""The Placement face: OpenStack Placement's REST API (16.0.0, microversions 1.0-1.39) on Gantt's one model.
+
+Mounted at ``/placement`` on ``gantt serve``. Thin handlers over the façade (``gantt.placement.facade``) and the
+domain modules (``gantt.resources``); this package holds only what is HTTP: microversion negotiation, Placement's
+error bodies and codes, content negotiation, and the wire shapes.
+"""
+
+from gantt.placement.api.app import create_placement_app, refusal
+
+__all__ = ["create_placement_app", "refusal"]

@@ -1,0 +1,1 @@
+"""A replica of the store in memory: it follows the change feed and commits claims."""

@@ -1,0 +1,1 @@
+"""The resource-provider model: provider trees, inventories, resource classes and traits."""
