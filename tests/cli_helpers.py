@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from gantt import cli
+from gantt.cli import terminal
 from tests.service.server import ServerProcess
 
 
@@ -28,8 +29,8 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
 def widen(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rich wraps and elides to the terminal width; captured output has none, so give it room (and no namespace
     from the environment)."""
-    monkeypatch.setattr(cli, "console", Console(width=250))
-    monkeypatch.setattr(cli, "err_console", Console(width=250, stderr=True))
+    monkeypatch.setattr(terminal, "console", Console(width=250))
+    monkeypatch.setattr(terminal, "err_console", Console(width=250, stderr=True))
     monkeypatch.delenv("GANTT_NAMESPACE", raising=False)
 
 

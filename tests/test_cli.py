@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from gantt import cli
+from gantt.cli import launch, terminal
 from gantt.model import Allocation, HostReport
 from gantt.store.base import Batch, open_store
 from tests.conftest import host_stats
@@ -29,8 +30,8 @@ def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rich wraps and elides to the terminal width; captured output has none, so give it room."""
-    monkeypatch.setattr(cli, "console", Console(width=250))
-    monkeypatch.setattr(cli, "err_console", Console(width=250, stderr=True))
+    monkeypatch.setattr(terminal, "console", Console(width=250))
+    monkeypatch.setattr(terminal, "err_console", Console(width=250, stderr=True))
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -169,10 +170,10 @@ def test_bench_and_simulate_dispatch(tmp_path: Path, monkeypatch: pytest.MonkeyP
     (tmp_path / "bench").mkdir()
     (tmp_path / "bench" / "http_api.py").write_text(
         "import sys\ndef main(argv):\n    print('fake http bench', argv)\n    return 0\n")
-    monkeypatch.setattr(cli, "_repo_root", lambda: tmp_path)
+    monkeypatch.setattr(launch, "_repo_root", lambda: tmp_path)
     status, out, _ = run(capsys, "bench", "http_api", "--hosts", "10")
     assert status == 0 and "fake http bench ['--hosts', '10']" in out
-    monkeypatch.setattr(cli, "load_entry", lambda candidates, func="main": None)
+    monkeypatch.setattr(launch, "load_entry", lambda candidates, func="main": None)
     status, _, err = run(capsys, "bench", "cluster")
     assert status == 2 and "no benchmark found" in err
     status, _, err = run(capsys, "simulate", "--help")
@@ -180,7 +181,7 @@ def test_bench_and_simulate_dispatch(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_load_entry_skips_missing_modules() -> None:
-    assert cli.load_entry(["bench/definitely_missing.py", "gantt.no_such_module"]) is None
+    assert launch.load_entry(["bench/definitely_missing.py", "gantt.no_such_module"]) is None
 
 
 def test_python_dash_m_gantt() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import gantt
-from gantt import cli
+from gantt.cli import terminal
 from gantt.model import Allocation, HostReport
 from gantt.service.process import toml_text
 from gantt.store.base import Batch, open_store
@@ -54,7 +54,7 @@ def gantt_command(*argv: str, cwd: Path | None = None, timeout: float = 60) -> s
 
 def test_unreachable_is_not_a_refusal(capsys: pytest.CaptureFixture[str]) -> None:
     status, _, err = run(capsys, "hosts", "--url", "http://127.0.0.1:9")
-    assert status == cli.NO_ANSWER == 4 and "cannot reach Gantt" in err
+    assert status == terminal.NO_ANSWER == 4 and "cannot reach Gantt" in err
     status, out, _ = run(capsys, "select", "--url", "http://127.0.0.1:9", "-f", "json")
     assert status == 4 and json.loads(out)["error"]["status"] == 503
 

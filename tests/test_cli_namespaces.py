@@ -6,6 +6,7 @@ import pytest
 from rich.console import Console
 
 from gantt import cli
+from gantt.cli import terminal
 from gantt.client import SchedulerClient
 from gantt.service.process import ServerProcess
 from tests.namespaces import CONFIG
@@ -13,8 +14,8 @@ from tests.namespaces import CONFIG
 
 def test_namespace_option_talks_to_that_namespace(capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "console", Console(width=250))
-    monkeypatch.setattr(cli, "err_console", Console(width=250, stderr=True))
+    monkeypatch.setattr(terminal, "console", Console(width=250))
+    monkeypatch.setattr(terminal, "err_console", Console(width=250, stderr=True))
     monkeypatch.delenv("GANTT_NAMESPACE", raising=False)
     with ServerProcess("memory://", config=CONFIG) as server:
         SchedulerClient(server.url).update_resource_stats("in-compute", {"vcpus": 4, "memory_mb": 1024,

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 import gantt
-from gantt import cli
+from gantt.cli import options
+from gantt.cli.dispatch import build_parser
 from tests.cli_helpers import run, serving, widen
 from tests.conftest import host_stats
 
@@ -59,7 +60,7 @@ def test_every_option_and_argument_has_help() -> None:
             if not action.help or action.help == argparse.SUPPRESS:
                 missing.append(f"{path}: {'/'.join(action.option_strings) or action.dest}")
 
-    walk(cli.build_parser(), "gantt")
+    walk(build_parser(), "gantt")
     assert missing == []
 
 
@@ -179,7 +180,7 @@ def test_weights_rounded_in_tables_whole_in_json(url: str, capsys: pytest.Captur
     status, out, _ = run(capsys, "select", "--dry-run", "--url", url, "-f", "json", "--vcpus", "3")
     assert status == 0
     rows = json.loads(out)
-    with cli._client(argparse.Namespace(url=url, token=None)) as client:
+    with options.open_client(argparse.Namespace(url=url, token=None)) as client:
         exact = {c.host: c.weight for c in client.candidates({"flavor": {"vcpus": 3, "memory_mb": 512,
                                                                           "root_gb": 1}}).candidates}
     assert {r["host"]: r["weight"] for r in rows} == exact

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gantt import cli
+from gantt.cli.dispatch import build_parser
 from gantt.client import SchedulerClient
 from gantt.sim import cli as sim_cli
 from tests.cli_helpers import run, widen
@@ -65,7 +65,7 @@ def _parsers() -> Iterator[tuple[str, argparse.ArgumentParser]]:
                 for name, sub in action.choices.items():
                     yield from walk(sub, f"{path} {name}")
 
-    yield from walk(cli.build_parser(), "gantt")
+    yield from walk(build_parser(), "gantt")
     yield "gantt simulate", sim_cli._parser()
 
 
@@ -89,7 +89,7 @@ def test_no_option_of_any_command_drops_repeated_values() -> None:
 
 def test_every_list_option_keeps_both_spellings_of_a_repeat() -> None:
     """``--x a --x b`` and ``--x a b`` parse to the same list, for every accumulating option of every command."""
-    parser = cli.build_parser()
+    parser = build_parser()
     checked = 0
     for path, sub in _parsers():
         command = path.split()[1:] if path != "gantt simulate" else None

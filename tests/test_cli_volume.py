@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gantt import cli
+from gantt.cli.dispatch import build_parser
 from tests.cli_helpers import run, widen
 from tests.service.server import ServerProcess
 
@@ -122,7 +122,7 @@ def test_size_is_for_volume_namespaces(url: str, capsys: pytest.CaptureFixture[s
 
 def _actions() -> Iterator[tuple[str, str]]:
     """Every (command, action) of the client commands that take --namespace."""
-    for action in cli.build_parser()._actions:
+    for action in build_parser()._actions:
         if not isinstance(action, argparse._SubParsersAction):
             continue
         seen = set()

@@ -38,7 +38,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("gantt.service.process", "gantt.client"),
 }
 KNOWN_CIRCLES: set[frozenset[str]] = {
-    frozenset({"gantt.cli", "gantt.cli.demo", "gantt.cli.volume"}),
     frozenset({"gantt.service.apidoc", "gantt.service.schemas", "gantt.service.volume"}),
     frozenset({"gantt.store.base", "gantt.store.etcd", "gantt.store.etcd_feed", "gantt.store.etcd_keys",
                "gantt.store.memory", "gantt.store.planner", "gantt.store.sqlite"}),

@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from gantt import cli
+from gantt.cli import terminal
 from gantt.model import Allocation, HostReport
 from gantt.store.base import Batch, open_store
 from gantt.volume import PoolReport
@@ -64,8 +65,8 @@ def _audit(tmp_path: Path, capsys: pytest.CaptureFixture[str], url: str, *extra:
 
 @pytest.fixture(autouse=True)
 def _wide(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli, "console", Console(width=400))
-    monkeypatch.setattr(cli, "err_console", Console(width=400, stderr=True))
+    monkeypatch.setattr(terminal, "console", Console(width=400))
+    monkeypatch.setattr(terminal, "err_console", Console(width=400, stderr=True))
 
 
 def test_volume_namespace_within_cinders_limits_is_ok(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

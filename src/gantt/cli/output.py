@@ -24,6 +24,8 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
+from gantt.model import NotFound
+
 FORMATS = ("table", "json", "yaml", "value", "csv")
 SHOW_FORMATS = ("table", "json", "yaml", "value")  # one item: csv is for lists, as in cliff
 
@@ -87,6 +89,21 @@ def show_value(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}={show_value(v)}" for k, v in value.items())
     return str(value)
+
+
+def page(records: list[dict[str, Any]], args: argparse.Namespace,
+         key: Callable[[dict[str, Any]], str]) -> tuple[list[dict[str, Any]], str | None]:
+    """--limit and --marker over a list the service gives whole (the volume face takes no paging parameters):
+    the page, and the caption that says how to ask for the next one."""
+    if args.marker:
+        keys = [key(r) for r in records]
+        if args.marker not in keys:
+            raise NotFound(f"marker {args.marker!r} is not in the list", field="marker")
+        records = records[keys.index(args.marker) + 1:]
+    if args.limit and len(records) > args.limit:
+        records = records[: args.limit]
+        return records, f"first {args.limit} shown: --marker {key(records[-1])} for the next ones"
+    return records, None
 
 
 class OutputError(Exception):

@@ -3,26 +3,21 @@
 A volume namespace speaks Cinder's language: a host is a backend (``node1@lvm``) with pools, a request is a volume
 of a size. The commands keep their names and options where they mean the same (``hosts``, ``hosts show``,
 ``hosts create`` with ``--disk-gb`` as the pool's capacity and ``--node`` as the pool, ``hosts delete``,
-``select`` with ``--size``, ``allocations``); what has no meaning there (aggregates, moves, vCPUs, traits, a dry
-run) is refused before anything is sent, naming what to use instead.
+``select`` with ``--size``, ``allocations``, listed by gantt.cli.allocations); what has no meaning there
+(aggregates, moves, vCPUs, traits, a dry run) is refused before anything is sent, naming what to use instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import uuid as uuidlib
 from typing import Any
 
-from gantt.cli import (
-    ALLOCATION_COLUMNS,
-    UsageError,
-    _allocation_record,
-    _done,
-    _hints,
-    _pairs,
-    console,
-)
-from gantt.cli.output import Column, Listing, emit_list, emit_one
+from gantt.cli import terminal
+from gantt.cli.options import hints, pairs
+from gantt.cli.output import Column, Listing, emit_list, emit_one, page
+from gantt.cli.terminal import UsageError, done
 from gantt.model import Conflict, NotFound
 
 POOL_COLUMNS = [
@@ -61,20 +56,6 @@ def _records(client: Any) -> list[dict[str, Any]]:
     return [_pool_record(p, held.get((p["host"], p["pool"]), 0)) for p in client.pools()]
 
 
-def _page(records: list[dict[str, Any]], args: argparse.Namespace, key: Any) -> tuple[list[dict[str, Any]],
-                                                                                       str | None]:
-    """--limit and --marker over a list the volume face gives whole (it takes no paging parameters)."""
-    if args.marker:
-        keys = [key(r) for r in records]
-        if args.marker not in keys:
-            raise NotFound(f"marker {args.marker!r} is not in the list", field="marker")
-        records = records[keys.index(args.marker) + 1:]
-    if args.limit and len(records) > args.limit:
-        records = records[: args.limit]
-        return records, f"first {args.limit} shown: --marker {key(records[-1])} for the next ones"
-    return records, None
-
-
 def _refuse(args: argparse.Namespace, names: tuple[str, ...], what: str) -> None:
     defaults = {"root_gb": 1, "vcpus": 1, "memory_mb": 512}
     given = [n for n in names if getattr(args, n, None) not in (None, defaults.get(n) if args.command == "select"
@@ -84,12 +65,27 @@ def _refuse(args: argparse.Namespace, names: tuple[str, ...], what: str) -> None
         raise UsageError(f"{options}: {what}")
 
 
+def is_volume(client: Any, args: argparse.Namespace) -> bool:
+    """Whether ``--namespace`` (or GANTT_NAMESPACE) names a volume namespace: its face is Cinder's (pools,
+    volumes), so the commands speak it. One /health read, only for a named namespace."""
+    from gantt.model.namespaces import DEFAULT
+
+    name = getattr(args, "namespace", None) or os.environ.get("GANTT_NAMESPACE") or None
+    if name is None or name == DEFAULT:
+        return False
+    served = client.health().namespaces or {}
+    if name in served:
+        args.namespace = name
+    return bool(served.get(name, {}).get("kind") == "volume")  # unknown: the call's 404 names the namespace
+
+
 def hosts(client: Any, args: argparse.Namespace) -> int:
     namespace = args.namespace
     if args.action == "list":
-        records, caption = _page(_records(client), args, lambda r: f"{r['host']}#{r['pool']}")
-        emit_list(console, Listing(POOL_COLUMNS, records, title=f"{len(records)} pools (volume namespace "
-                                                                 f"{namespace})", caption=caption), args)
+        records, caption = page(_records(client), args, lambda r: f"{r['host']}#{r['pool']}")
+        emit_list(terminal.console, Listing(POOL_COLUMNS, records, title=f"{len(records)} pools (volume "
+                                                                          f"namespace {namespace})",
+                                            caption=caption), args)
         return 0
     if args.action in ("set", "disable", "enable"):
         raise UsageError(f"hosts {args.action}: a volume backend changes by its own report (Cinder's "
@@ -104,7 +100,8 @@ def hosts(client: Any, args: argparse.Namespace) -> int:
         if len(pools) > 1:
             names = ", ".join(p["pool"] for p in pools)
             raise UsageError(f"backend {args.name} has pools {names}: name one with --node POOL")
-        emit_one(console, POOL_COLUMNS, pools[0], args, title=f"pool {pools[0]['backend_id'] or what}")
+        emit_one(terminal.console, POOL_COLUMNS, pools[0], args,
+                 title=f"pool {pools[0]['backend_id'] or what}")
         return 0
     if args.action == "delete":
         held = [a.consumer_uuid for a in client.allocations()
@@ -117,8 +114,8 @@ def hosts(client: Any, args: argparse.Namespace) -> int:
                            field="host")
         revision = client.delete_backend(args.name, args.node)
         released = f", released {len(held)} volume(s)" if held else ""
-        return _done(args, f"deleted {what}{released} (revision {revision})", host=args.name, pool=args.node,
-                     released=held, revision=revision)
+        return done(args, f"deleted {what}{released} (revision {revision})", host=args.name, pool=args.node,
+                    released=held, revision=revision)
     # create: one pool of --disk-gb, as a backend with a single pool reports it
     _refuse(args, _COMPUTE_CAPACITY, "a volume pool has a capacity in GiB only (--disk-gb)")
     if args.disk_gb is None:
@@ -139,8 +136,8 @@ def hosts(client: Any, args: argparse.Namespace) -> int:
     if args.disable:
         report["service"] = {"disabled": True}
     revision = client.report_backend(report)
-    return _done(args, f"created pool {args.name}#{pool} of {args.disk_gb} GiB (revision {revision})",
-                 host=args.name, pool=pool, revision=revision)
+    return done(args, f"created pool {args.name}#{pool} of {args.disk_gb} GiB (revision {revision})",
+                host=args.name, pool=pool, revision=revision)
 
 
 def select(client: Any, args: argparse.Namespace, spec: dict[str, Any] | None) -> int:
@@ -161,23 +158,15 @@ def select(client: Any, args: argparse.Namespace, spec: dict[str, Any] | None) -
                 properties[key] = value
         spec = {"volume_id": volume, "volume_properties": properties}
         if args.extra_spec:
-            spec["volume_type"] = {"extra_specs": _pairs(args.extra_spec, "--extra-spec")}
+            spec["volume_type"] = {"extra_specs": pairs(args.extra_spec, "--extra-spec")}
         if args.hint:
-            spec["scheduler_hints"] = _hints(args.hint)
+            spec["scheduler_hints"] = hints(args.hint)
     picks = client.select_volume(spec)
     first = picks[0]
     records = [{"volume_id": spec.get("volume_id"), "host": first["host"], "pool": first["pool"],
                 "backend_id": first["backend_id"], "alternates": [p["backend_id"] for p in picks[1:]],
                 "weight": first["weight"]}]
-    emit_list(console, Listing(SELECTION_COLUMNS, records, title="placed"), args)
-    return 0
-
-
-def allocations(client: Any, args: argparse.Namespace) -> int:
-    """list pages on this side (the volume face lists whole); show and release are the compute face's calls."""
-    held = client.allocations()
-    records, caption = _page([_allocation_record(a) for a in held], args, lambda r: r["consumer_uuid"])
-    emit_list(console, Listing(ALLOCATION_COLUMNS, records, title=f"{len(records)} volumes", caption=caption), args)
+    emit_list(terminal.console, Listing(SELECTION_COLUMNS, records, title="placed"), args)
     return 0
 
 
