@@ -12,7 +12,7 @@ import pytest
 
 from gantt.sim import ScenarioError, Simulation, parse_scenario
 from gantt.sim.cli import main
-from gantt.sim.simulator import EPOCH
+from gantt.sim.clock import EPOCH
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -44,7 +44,7 @@ def assert_truth_sound(sim: Simulation) -> None:
 
 def assert_disk_matches_the_truth(sim: Simulation, r: dict[str, Any]) -> None:
     """The disk figure is the truth's DISK_GB used over capacity, on the hosts really up at the end."""
-    up = ~sim.dead
+    up = ~sim.failures.dead
     cap = sim.truth.rc_col("capacity", "DISK_GB")
     assert cap is not None
     used = sim.truth.used("DISK_GB")
@@ -294,7 +294,7 @@ def test_a_long_run_can_log_its_progress_in_plain_lines(tmp_path: Path, capsys: 
 def test_the_timelines_floor_division_is_numpys_bit_for_bit() -> None:
     # Issue 16: a timeline sample's "how many of the biggest flavor fit" divides three 1,000,000-row columns;
     # numpy's float // costs ~20 ms per column, a division and a floor a few. The values must not move.
-    from gantt.sim.simulator import floor_divide
+    from gantt.sim.metrics import floor_divide
 
     rng = np.random.default_rng(16)
     whole = rng.integers(0, 5_000_000, 100_000).astype(np.float64)

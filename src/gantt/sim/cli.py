@@ -26,9 +26,11 @@ from rich.progress import (
 from rich.table import Table
 
 from gantt.base.allocator import keep_freed_memory
+from gantt.sim.loader import load_scenario, read_scenario_data
+from gantt.sim.metrics import peak_rss_mb
 from gantt.sim.report import PlotsUnavailable, print_summary, require_plots, run_title, write_plots, write_sweep_plots
-from gantt.sim.scenario import Scenario, ScenarioError, load_scenario, read_scenario_data
-from gantt.sim.simulator import Simulation, peak_rss_mb
+from gantt.sim.scenario import Scenario, ScenarioError
+from gantt.sim.simulator import Simulation
 from gantt.sim.sweep import (
     format_estimate,
     headline_figures,

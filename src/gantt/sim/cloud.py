@@ -14,7 +14,7 @@ import numpy as np
 
 from gantt.compute.state import HostTable
 from gantt.model import Aggregate, HostReport, HostStats, decode
-from gantt.sim.scenario import Cloud, HostKind, rack_names
+from gantt.sim.scenario import Cloud, HostKind
 
 
 @dataclass
@@ -43,6 +43,11 @@ class CloudLayout:
             table.update_aggregate(aggregate)
         if table.host_names[: self.n] != self.names:  # pragma: no cover - a HostTable change broke alignment
             raise RuntimeError("HostTable rows do not follow insertion order; the simulator relies on it")
+
+
+def rack_names(cloud: Cloud) -> list[str]:
+    width = len(str(cloud.racks_per_az - 1))
+    return [f"{az}-r{r:0{width}d}" for az in cloud.azs for r in range(cloud.racks_per_az)]
 
 
 def numa_topology(kind: HostKind) -> tuple[dict[str, Any], int, int]:

@@ -34,6 +34,22 @@ import numpy as np
 from gantt.compute.pci import PciRequest
 from gantt.compute.state import ClaimRejected, HostTable
 from gantt.model import Allocation, HostReport, NodeKey, NotFound
+from gantt.sim.cloud import CloudLayout
+
+
+def load_snapshot(table: HostTable, truth: HostTable, layout: CloudLayout, fenced: list[HostReport]) -> None:
+    """What a (re)starting scheduler instance loads into its empty ``table``: a snapshot of the store (the hosts,
+    every allocation, the fenced hosts' reports, each host's last heartbeat). It then follows the feed from its
+    current end."""
+    layout.populate(table)
+    for allocation in truth.allocations():
+        HostTable.put_allocation(table, allocation)
+    for report in fenced:
+        table.update(report)
+    live = truth.col("updated_at")
+    for value in np.unique(live):
+        heartbeat(table, np.flatnonzero(live == value), float(value))
+
 
 # Feed entry kinds
 ALLOC, RELEASE, REPORT, HEARTBEAT = 0, 1, 2, 3

@@ -255,14 +255,24 @@ def _legend(ax: Any) -> None:
         ax.legend(fontsize=7, loc="best")
 
 
+_STYLES = ["-", "--", ":", "-."]
+
+
 def timeline_figures(results: list[dict[str, Any]], point: str | None = None) -> dict[str, Any]:
     """The timeline plots as matplotlib Figures, by kind: utilization, retries, capacity (failures marked)."""
     names = [f"{r['scenario']} ({r['policy']})" for r in results]
     where = " vs ".join(names) + (f" — {point}" if point else "")
-    styles = ["-", "--", ":", "-."]
-    figures: dict[str, Any] = {}
+    figures = {"utilization": _utilization_figure(results, names, where),
+               "retries": _retries_figure(results, names, where),
+               "capacity": _capacity_figure(results, names, where)}
+    with_volumes = [(r, name) for r, name in zip(results, names, strict=True) if "volumes" in r]
+    if with_volumes:
+        figures["volumes"] = volume_figure(with_volumes, where)
+    return figures
 
-    # 1. utilization per zone, one row per resource class, one column per run
+
+def _utilization_figure(results: list[dict[str, Any]], names: list[str], where: str) -> Any:
+    """Utilization per zone, one row per resource class, one column per run."""
     classes: list[str] = []
     for r in results:
         classes.extend(rc for rc in r["timeline"]["utilization"] if rc not in classes)
@@ -281,14 +291,16 @@ def timeline_figures(results: list[dict[str, Any]], point: str | None = None) ->
             _mark_failures(ax, r, label=(row == 0))
         axes[-1, col].set_xlabel("virtual time (s)")
     fig.suptitle(f"Utilization per zone and resource class: {where}")
-    figures["utilization"] = fig
+    return fig
 
-    # 2. retries, conflicts, failures per sample interval (the runs overlaid)
+
+def _retries_figure(results: list[dict[str, Any]], names: list[str], where: str) -> Any:
+    """Retries, conflicts, failures per sample interval (the runs overlaid)."""
     fig = _new_figure(11, 10)
     axes = fig.subplots(3, 1, sharex=True)
     for i, (r, name) in enumerate(zip(results, names, strict=True)):
         tl = r["timeline"]
-        style = styles[i % len(styles)]
+        style = _STYLES[i % len(_STYLES)]
         axes[0].plot(tl["t"], _per_interval(tl["retries"]), style, label=f"{name} retries")
         axes[0].plot(tl["t"], _per_interval(tl["conflicts"]), style, alpha=0.6, label=f"{name} conflicts")
         axes[1].plot(tl["t"], _per_interval(tl["failed"]), style, label=f"{name} failed, all reasons")
@@ -309,14 +321,16 @@ def timeline_figures(results: list[dict[str, Any]], point: str | None = None) ->
     for ax in axes:
         _legend(ax)
     fig.suptitle(f"Retries, conflicts and failures over time: {where}")
-    figures["retries"] = fig
+    return fig
 
-    # 3. capacity and fragmentation: hosts up (real vs what the truth believes), stranded share
+
+def _capacity_figure(results: list[dict[str, Any]], names: list[str], where: str) -> Any:
+    """Capacity and fragmentation: hosts up (real vs what the truth believes), stranded share."""
     fig = _new_figure(11, 7)
     axes = fig.subplots(2, 1, sharex=True)
     for i, (r, name) in enumerate(zip(results, names, strict=True)):
         tl = r["timeline"]
-        style = styles[i % len(styles)]
+        style = _STYLES[i % len(_STYLES)]
         axes[0].plot(tl["t"], tl["hosts_up"], style, label=f"{name} hosts really up")
         axes[0].plot(tl["t"], tl["hosts_seen_up"], style, alpha=0.6, label=f"{name} hosts the truth sees up")
         for rc, values in tl["stranded"].items():
@@ -333,11 +347,7 @@ def timeline_figures(results: list[dict[str, Any]], point: str | None = None) ->
     for ax in axes:
         _legend(ax)
     fig.suptitle(f"Capacity and fragmentation: {where}")
-    figures["capacity"] = fig
-    with_volumes = [(r, name) for r, name in zip(results, names, strict=True) if "volumes" in r]
-    if with_volumes:
-        figures["volumes"] = volume_figure(with_volumes, where)
-    return figures
+    return fig
 
 
 def volume_figure(runs: list[tuple[dict[str, Any], str]], where: str) -> Any:

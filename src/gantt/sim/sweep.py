@@ -30,8 +30,9 @@ from typing import Any
 
 import msgspec
 
+from gantt.sim.loader import parse_scenario
 from gantt.sim.report import class_label
-from gantt.sim.scenario import Cloud, Scenario, ScenarioError, parse_scenario
+from gantt.sim.scenario import Cloud, Scenario, ScenarioError
 from gantt.sim.simulator import Simulation
 from gantt.sim.stats import mean_ci, t_quantile
 

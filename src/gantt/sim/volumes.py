@@ -32,6 +32,7 @@ import math
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -278,6 +279,22 @@ class VolumeSide:
             self.report(backend.host, now)
 
     # -- the workload's hooks ---------------------------------------------------------------------------------
+
+    def schedule(self, call: Callable[[float, Callable[[float], None]], None], start: float) -> None:
+        """Put the backends' periodic reports and the scenario's pool events on the simulator's clock: ``call(t,
+        fn)`` runs ``fn(t)`` at virtual time ``t``, and ``start`` is the virtual time 0 the events count from."""
+        period = self.spec.report_period
+
+        def report(now: float) -> None:
+            self.report_all(now - start)
+            call(now + period, report)
+
+        call(start + period, report)
+        for event in self.spec.events:
+            call(start + event.at, lambda now, e=event: self.event(e, now - start))
+            if event.kind == "backend_lost":
+                down = event.at + self.spec.service_down_time
+                call(start + down, lambda now, h=event.backend: self.service_down(h, now - start))
 
     def wants(self) -> int:
         """How many volumes the next VM boots with (0: none)."""
