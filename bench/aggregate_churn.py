@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from gantt.bench.engine import cpu_model
+from gantt.bench.scripts import cpu_model
 from gantt.service.process import ServerProcess
 
 

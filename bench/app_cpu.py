@@ -29,7 +29,7 @@ import msgspec
 import uvloop
 
 from gantt.base.allocator import collect_less_often, freeze_long_lived
-from gantt.bench.engine import bench_script, cpu_model
+from gantt.bench.scripts import bench_script, cpu_model
 from gantt.config import Config
 from gantt.model import HostReport
 from gantt.replication.replica import Replica

@@ -15,7 +15,8 @@ import statistics
 import time
 from typing import Any
 
-from gantt.bench.engine import _load, build_aggregates, build_reports, cpu_model, make_config
+from gantt.bench.cloud import build_aggregates, build_reports, load_table, make_config
+from gantt.bench.scripts import cpu_model
 from gantt.compute.engine import Engine
 from gantt.compute.scheduler import Scheduler
 
@@ -40,7 +41,7 @@ def main() -> None:
     reports = build_reports(args.hosts, seed=1)
     aggregates = build_aggregates(reports, seed=1)
     config, _, _ = make_config(1)
-    table = _load(reports, aggregates, now)
+    table = load_table(reports, aggregates, now)
     sched = Scheduler(config, table=table)
     engine: Engine = sched.engine
     for _ in range(args.held):

@@ -41,7 +41,7 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "src")]
 
 from gantt.base.allocator import collect_less_often, keep_freed_memory  # noqa: E402
-from gantt.bench.engine import cpu_model  # noqa: E402
+from gantt.bench.scripts import cpu_model  # noqa: E402
 from gantt.config import Config  # noqa: E402
 from gantt.model import HostReport, HostStats, NoValidHost, StoreUnavailable  # noqa: E402
 from gantt.replication.replica import Replica, audit  # noqa: E402

@@ -21,7 +21,8 @@ import argparse
 import json
 import sys
 
-from gantt.bench.engine import engine_benchmark, mix_benchmark, uniform_benchmark
+from gantt.bench.engine import engine_benchmark, uniform_benchmark
+from gantt.bench.mix import mix_benchmark
 from gantt.bench.profiling import Phases
 
 

@@ -31,7 +31,7 @@ import grpc  # noqa: E402
 from aetcd.rpc import rpc_pb2 as pb  # noqa: E402
 from aetcd.rpc import rpc_pb2_grpc as rpc  # noqa: E402
 
-from gantt.bench.engine import cpu_model  # noqa: E402
+from gantt.bench.scripts import cpu_model  # noqa: E402
 from gantt.store import etcd_wire as wire  # noqa: E402
 
 DEFAULTS = {"claims": 8, "keys": 3, "value": 250, "failure": True, "watchers": 1, "member": 0, "seconds": 6.0}

@@ -43,8 +43,9 @@ from typing import Any
 
 import msgspec
 
-from gantt.bench.engine import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, cpu_model, host_stats
+from gantt.bench.cloud import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, host_stats
 from gantt.bench.profiling import Sampler
+from gantt.bench.scripts import cpu_model
 from gantt.replication.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.sqlite import SQLiteStore

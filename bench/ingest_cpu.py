@@ -20,7 +20,8 @@ import time
 
 import msgspec
 
-from gantt.bench.engine import _load, build_aggregates, build_reports, cpu_model
+from gantt.bench.cloud import build_aggregates, build_reports, load_table
+from gantt.bench.scripts import cpu_model
 from gantt.model import HostReport
 
 
@@ -34,7 +35,7 @@ def main() -> None:
     now = 1_000_000.0
     load_before = os.getloadavg()[0]
     reports = build_reports(args.hosts, args.seed)
-    table = _load(reports, build_aggregates(reports, args.seed), now)
+    table = load_table(reports, build_aggregates(reports, args.seed), now)
     gc.collect()
     gc.freeze()
     per_update: list[float] = []

@@ -44,8 +44,8 @@ from typing import Any
 import httpx
 import msgspec
 
-from gantt.bench.engine import bench_script, cpu_model
 from gantt.bench.profiling import Sampler
+from gantt.bench.scripts import bench_script, cpu_model
 from gantt.replication.replica import audit
 from gantt.service.process import ServerProcess
 from gantt.store.base import open_store

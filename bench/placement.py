@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.placement.real_placement import RealPlacement
 
-from gantt.bench.engine import cpu_model
+from gantt.bench.scripts import cpu_model
 from gantt.service.process import ServerProcess
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.36", "accept": "application/json"}

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import msgspec
 
-from gantt.bench.engine import bench_script, cpu_model
+from gantt.bench.scripts import bench_script, cpu_model
 from gantt.config import Config
 from gantt.model import HostReport, RequestSpec
 from gantt.replication.replica import Replica

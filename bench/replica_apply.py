@@ -29,7 +29,7 @@ from typing import Any
 
 import msgspec
 
-from gantt.bench.engine import bench_script, cpu_model
+from gantt.bench.scripts import bench_script, cpu_model
 from gantt.config import Config
 from gantt.model import Allocation, HostReport
 from gantt.replication.replica import Replica

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gantt.bench.engine import bench_script, cpu_model
+from gantt.bench.scripts import bench_script, cpu_model
 from gantt.service.process import ServerProcess
 
 

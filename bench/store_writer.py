@@ -34,7 +34,7 @@ from typing import Any
 import uvloop
 
 from gantt.base import allocator
-from gantt.bench.engine import bench_script, cpu_model
+from gantt.bench.scripts import bench_script, cpu_model
 from gantt.model import Allocation, HostReport
 from gantt.replication.replica import TOUCH_FRACTION
 from gantt.store.base import Batch, Expect, RepeatOf

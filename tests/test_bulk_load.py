@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from gantt.bench.engine import build_aggregates, build_reports, build_requests, make_config
+from gantt.bench.cloud import build_aggregates, build_reports, build_requests, make_config
 from gantt.compute.engine import Engine
 from gantt.compute.state import reports as reports_module
 from gantt.compute.state.table import HostTable

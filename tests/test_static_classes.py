@@ -8,7 +8,7 @@ import random
 
 import msgspec
 
-from gantt.bench.engine import FLAVORS, build_aggregates, build_reports, make_config
+from gantt.bench.cloud import FLAVORS, build_aggregates, build_reports, make_config
 from gantt.compute.engine import Engine
 from gantt.compute.state import HostTable
 from gantt.model import Aggregate, NoValidHost, RequestSpec

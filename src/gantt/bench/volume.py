@@ -111,7 +111,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def volume_benchmark(pools: int, requests: int = 2000, seed: int = 1, *, rounds: int = 3) -> dict[str, Any]:
-    from gantt.bench.engine import cpu_model
+    from gantt.bench.scripts import cpu_model
 
     backends = build_backends(pools, seed)
     t0 = time.perf_counter()
