@@ -66,13 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_NEEDS = {("hosts", "show"): "name", ("hosts", "delete"): "name", ("hosts", "create"): "name",
-          ("hosts", "set"): "name", ("hosts", "disable"): "name", ("hosts", "enable"): "name",
-          ("aggregates", "set"): "id", ("aggregates", "create"): "id", ("aggregates", "show"): "id",
-          ("aggregates", "add-host"): "host", ("aggregates", "remove-host"): "host",
-          ("aggregates", "delete"): "id", ("allocations", "show"): "consumer",
-          ("allocations", "release"): "consumer", ("migrations", "confirm"): "migration",
-          ("migrations", "revert"): "migration"}
+# (command, action): the argument that action cannot do without
+_NEEDS: dict[tuple[str, str | None], str] = {
+    ("hosts", "show"): "name", ("hosts", "delete"): "name", ("hosts", "create"): "name", ("hosts", "set"): "name",
+    ("hosts", "disable"): "name", ("hosts", "enable"): "name", ("aggregates", "set"): "id",
+    ("aggregates", "create"): "id", ("aggregates", "show"): "id", ("aggregates", "add-host"): "host",
+    ("aggregates", "remove-host"): "host", ("aggregates", "delete"): "id", ("allocations", "show"): "consumer",
+    ("allocations", "release"): "consumer", ("migrations", "confirm"): "migration",
+    ("migrations", "revert"): "migration"}
 
 _HOST_CAPACITY = ("vcpus", "memory_mb", "disk_gb", "cpu_ratio", "ram_ratio", "disk_ratio", "inventory", "trait",
                   "hypervisor_type")

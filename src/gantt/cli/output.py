@@ -66,7 +66,7 @@ class Column:
 @dataclass
 class Listing:
     columns: Sequence[Column]
-    records: list[Mapping[str, Any]]
+    records: Sequence[Mapping[str, Any]]
     title: str | None = None
     caption: str | None = None
     extras: list[Any] = field(default_factory=list)  # further rich renderables after a table (explanations)
@@ -133,7 +133,7 @@ def _sort_key(value: Any) -> tuple[int, Any]:
     return (1, show_value(value))
 
 
-def _sorted(listing: Listing, args: argparse.Namespace) -> list[Mapping[str, Any]]:
+def _sorted(listing: Listing, args: argparse.Namespace) -> Sequence[Mapping[str, Any]]:
     keys = getattr(args, "sort_column", None) or []
     records = listing.records
     if keys:

@@ -162,7 +162,7 @@ def _run(scenario: Scenario, label: str, *, requests: int | None, quiet: bool, c
         return sim.run()
     by_requests = sim.max_requests is not None
     # A run ends after its requests, or after its duration: the bar counts whichever bounds it.
-    total = float(sim.max_requests) if by_requests else sim.expected_duration
+    total = float(sim.max_requests) if sim.max_requests is not None else sim.expected_duration
     with _progress(console, quiet, label, total, "requests" if by_requests else "virtual s",
                    "t={task.fields[vt]:.0f}s" if by_requests else "") as update:
         if update is not None:

@@ -29,6 +29,7 @@ def numa_fragmentation(table: HostTable, config: Config, flavors: list[Flavor], 
     with_cells = table.col("numa_cells")[:n] > 0
     out: dict[str, Any] = {}
     for flavor in flavors:
+        assert flavor.name is not None  # the scenario names every flavor
         try:
             ctx = RequestContext.build(RequestSpec(flavor=flavor), config, now)
         except InvalidRequest:

@@ -384,7 +384,7 @@ def volume_figure(runs: list[tuple[dict[str, Any], str]], where: str) -> Any:
 def run_title(summary: dict[str, Any]) -> str:
     """``small (gantt)``, or the scenario's name alone when a sweep varies the policy."""
     policy = summary["policy"]
-    return summary["scenario"] + (f" ({policy})" if isinstance(policy, str) else "")
+    return str(summary["scenario"]) + (f" ({policy})" if isinstance(policy, str) else "")
 
 
 def sweep_figure(summary: dict[str, Any]) -> Any:

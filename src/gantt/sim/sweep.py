@@ -18,6 +18,7 @@ and integer ranges ``A..B`` (both ends included), mixed at will: ``1..4,8,16``.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import itertools
 import multiprocessing
@@ -267,6 +268,14 @@ class Headline:
         return 0.0, (100.0 if self.unit.startswith("%") else None)
 
 
+def _failed_by(reason: str, r: dict[str, Any]) -> Any:
+    return r["failed_instances"]["by_reason"].get(reason, 0)
+
+
+def _final_percent(figure: str, rc: str, r: dict[str, Any]) -> float:
+    return float(100.0 * r["final"][figure].get(rc, 0.0))
+
+
 def headline_figures(runs: list[dict[str, Any]]) -> list[Headline]:
     """The figures a sweep summarizes. Classes and failure reasons are those any run has (0 where one lacks)."""
     reasons = sorted({reason for r in runs for reason in r["failed_instances"]["by_reason"]})
@@ -281,12 +290,11 @@ def headline_figures(runs: list[dict[str, Any]]) -> list[Headline]:
         Headline("instances.failed", "instances failed", "instances", lambda r: r["instances"]["failed"]),
     ]
     figures += [Headline(f"failed_instances.{reason}", f"instances failed: {reason}", "instances",
-                       lambda r, reason=reason: r["failed_instances"]["by_reason"].get(reason, 0))
-                for reason in reasons]
+                         functools.partial(_failed_by, reason)) for reason in reasons]
     figures += [Headline(f"utilization.{rc}", f"{class_label(rc)} utilization at the end", "% of capacity",
-                       lambda r, rc=rc: 100.0 * r["final"]["utilization_all"].get(rc, 0.0)) for rc in classes]
+                         functools.partial(_final_percent, "utilization_all", rc)) for rc in classes]
     figures += [Headline(f"stranded.{rc}", f"stranded {class_label(rc)} at the end", "% of free",
-                       lambda r, rc=rc: 100.0 * r["final"]["stranded"].get(rc, 0.0)) for rc in classes]
+                         functools.partial(_final_percent, "stranded", rc)) for rc in classes]
     figures += [
         Headline("fragmentation", "fragmentation at the end", "% of free vCPU",
                lambda r: 100.0 * r["final"]["fragmentation"]),

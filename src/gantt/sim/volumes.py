@@ -28,6 +28,7 @@ pool the scheduler had been told was gone.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import time
@@ -291,10 +292,16 @@ class VolumeSide:
 
         call(start + period, report)
         for event in self.spec.events:
-            call(start + event.at, lambda now, e=event: self.event(e, now - start))
+            call(start + event.at, functools.partial(self._happen, event, start))
             if event.kind == "backend_lost":
                 down = event.at + self.spec.service_down_time
-                call(start + down, lambda now, h=event.backend: self.service_down(h, now - start))
+                call(start + down, functools.partial(self._seen_down, event.backend, start))
+
+    def _happen(self, event: PoolEvent, start: float, now: float) -> None:
+        self.event(event, now - start)
+
+    def _seen_down(self, host: str, start: float, now: float) -> None:
+        self.service_down(host, now - start)
 
     def wants(self) -> int:
         """How many volumes the next VM boots with (0: none)."""
@@ -310,7 +317,7 @@ class VolumeSide:
                 return self.types[i]
         return self.types[-1]
 
-    def attach(self, vm: str, count: int, zone: str, project: str, now: float) -> str | None:
+    def attach(self, vm: str, count: int, zone: str, project: str | None, now: float) -> str | None:
         """Create the VM's ``count`` volumes; None when every one was placed, else the reason the build fails
         (the volumes created so far are deleted)."""
         self.now = now

@@ -32,7 +32,8 @@ def numeric(table: PoolTable, rows: np.ndarray | None = None) -> np.ndarray:
     n = table.n
     total_kind = table.total_kind[:n] if rows is None else table.total_kind[rows]
     free_kind = table.free_kind[:n] if rows is None else table.free_kind[rows]
-    return (total_kind == NUMBER) & (free_kind == NUMBER)
+    both: np.ndarray = (total_kind == NUMBER) & (free_kind == NUMBER)
+    return both
 
 
 def factors(table: PoolTable, thin: bool, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -70,7 +70,8 @@ class AvailabilityZoneFilter(VolumeFilter):
         for zone in zones:
             if zone in table.az_names:
                 wanted[table.az_names[zone]] = True
-        return wanted[table.az[:table.n]]
+        passing: np.ndarray = wanted[table.az[:table.n]]
+        return passing
 
 
 @register

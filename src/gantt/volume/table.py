@@ -41,7 +41,7 @@ def max_over_subscription_ratio(caps: dict[str, Any], default: float | str) -> f
     if ratio == "auto":
         provisioned = caps.get("provisioned_capacity_gb", caps.get("allocated_capacity_gb", 0))
         if provisioned != 0:
-            return 1 + float(provisioned) / (total - free + 1)
+            return 1 + float(provisioned) / float(total - free + 1)
         return INITIAL_AUTO_MOSR
     return float(ratio)
 
@@ -249,7 +249,9 @@ class PoolTable:
         generation = self.generation[:n]
         cached = self._factors.get(scope)
         if cached is None:
-            seen, codes, values, index = np.zeros(0, np.int64), np.zeros(0, np.int32), [], {}
+            values: list[Any] = []
+            index: dict[Any, int] = {}
+            seen, codes = np.zeros(0, np.int64), np.zeros(0, np.int32)
         else:
             seen, codes, values, index = cached
         if len(seen) < n:

@@ -90,7 +90,8 @@ class AllocatedCapacityWeigher(VolumeWeigher):
     option = "allocated_capacity_weight_multiplier"
 
     def raw(self, table: PoolTable, req: Request, rows: np.ndarray) -> np.ndarray:
-        return table.allocated[rows]
+        allocated: np.ndarray = table.allocated[rows]
+        return allocated
 
 
 @register
@@ -101,7 +102,8 @@ class VolumeNumberWeigher(VolumeWeigher):
     option = "volume_number_multiplier"
 
     def raw(self, table: PoolTable, req: Request, rows: np.ndarray) -> np.ndarray:
-        return table.volume_count[rows].astype(np.float64)
+        counts: np.ndarray = table.volume_count[rows].astype(np.float64)
+        return counts
 
 
 def _rating(result: object) -> float:
@@ -125,4 +127,5 @@ class GoodnessWeigher(VolumeWeigher):
         values = np.zeros(table.n)
         for row in np.intersect1d(with_function(table, "goodness_function"), rows).tolist():
             values[row] = max(_rating(r) for r in function_results(table, row, req, "goodness_function"))
-        return values[rows]
+        rated: np.ndarray = values[rows]
+        return rated
