@@ -13,6 +13,7 @@ import pytest
 from gantt.sim import ScenarioError, Simulation, parse_scenario
 from gantt.sim.cli import main
 from gantt.sim.clock import EPOCH
+from gantt.sim.metrics import Overcommit
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -128,7 +129,7 @@ def test_an_overcommit_is_seen_when_the_claim_makes_it_not_at_the_next_full_pass
 def test_the_final_audit_finds_every_node_over_capacity_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     # The full pass at the end stands on its own: without the per-claim check it still counts every node that is
     # over capacity when the run ends.
-    monkeypatch.setattr(Simulation, "_check_room", lambda self, row: None)
+    monkeypatch.setattr(Overcommit, "check", lambda self, row: None)
     sim = overfilling(scenario_data())
     r = sim.run()
     assert r["invariants"]["overcommitted_nodes"] == over_by_a_full_pass(sim) > 0

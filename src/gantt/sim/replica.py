@@ -26,15 +26,35 @@ batch of rows in one step.
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gantt.compute.pci import PciRequest
+from gantt.compute.scheduler import Scheduler
 from gantt.compute.state import ClaimRejected, HostTable
 from gantt.model import Allocation, HostReport, NodeKey, NotFound
 from gantt.sim.cloud import CloudLayout
+from gantt.sim.workload import Request
+
+
+@dataclass(slots=True)
+class SchedulerInstance:
+    """One scheduler instance: its Scheduler over its replica table, how far it has read the feed, and the
+    requests waiting for it."""
+
+    index: int
+    lag: float
+    scheduler: Scheduler
+    table: HostTable
+    cursor: int = 0
+    alive: bool = True
+    busy: bool = False
+    queue: deque[Request] = field(default_factory=deque)
+    decisions: int = 0
 
 
 def load_snapshot(table: HostTable, truth: HostTable, layout: CloudLayout, fenced: list[HostReport]) -> None:

@@ -27,7 +27,6 @@ import random
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,7 +40,7 @@ from gantt.sim.cloud import CloudLayout, build_cloud
 from gantt.sim.failures import HostFailures
 from gantt.sim.fragmentation import numa_fragmentation
 from gantt.sim.metrics import Overcommit, capacity_sample, final_figures, invariants, timeline, wall_clock
-from gantt.sim.replica import ClaimThroughTable, Feed, heartbeat, load_snapshot, replay
+from gantt.sim.replica import ClaimThroughTable, Feed, SchedulerInstance, heartbeat, load_snapshot, replay
 from gantt.sim.scenario import Failure, Scenario
 from gantt.sim.volumes import VolumeSide
 from gantt.sim.workload import Request, Workload
@@ -50,19 +49,6 @@ HEARTBEAT_SLOTS = 20  # heartbeats are sent in this many batches per report peri
 
 # event kinds (ints: the heap compares them when times tie, and they are cheap)
 ARRIVE, DONE, BUILD, DEPART, TICK, SAMPLE, CALL = range(7)
-
-
-@dataclass(slots=True)
-class SchedulerInstance:
-    index: int
-    lag: float
-    scheduler: Scheduler
-    table: HostTable
-    cursor: int = 0
-    alive: bool = True
-    busy: bool = False
-    queue: deque[Request] = field(default_factory=deque)
-    decisions: int = 0
 
 
 class Simulation:
