@@ -19,6 +19,20 @@ from gantt.model.limits import (
 )
 from gantt.model.prepare import prepare_types
 
+# Nova's names for a CPU architecture (nova.objects.fields.Architecture), hypervisor type (HVType) and VM mode
+# (VMMode): what an image's hw_architecture, img_hv_type and hw_vm_mode and a host's supported_instances name.
+ARCHITECTURES = frozenset({
+    "alpha", "armv6", "armv7l", "armv7b", "aarch64", "cris", "i686", "ia64", "lm32", "m68k", "microblaze",
+    "microblazeel", "mips", "mipsel", "mips64", "mips64el", "openrisc", "parisc", "parisc64", "ppc", "ppcle",
+    "ppc64", "ppc64le", "ppcemb", "s390", "s390x", "sh4", "sh4eb", "sparc", "sparc64", "unicore32", "x86_64",
+    "xtensa", "xtensaeb",
+})
+HV_TYPES = frozenset({
+    "baremetal", "bhyve", "docker", "fake", "hyperv", "ironic", "kqemu", "kvm", "lxc", "lxd", "openvz",
+    "parallels", "phyp", "qemu", "test", "uml", "vbox", "vz", "vmware", "xen", "zvm", "prsm",
+})
+VM_MODES = frozenset({"hvm", "xen", "uml", "exe"})
+
 
 class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
     name: Text | None = None
@@ -29,7 +43,9 @@ class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
     swap: int = 0  # MB, as in Nova
     extra_specs: Annotated[dict[Key, Text], Meta(max_length=MAX_LIST)] = field(default_factory=dict)
     flavorid: Text | None = None
-    id: int | Text | None = None
+    # written as PciPool's values are: typing caches a union by its members as a set, so whichever module spells it
+    # first would set the order of both (and of their JSON schemas)
+    id: Text | int | None = None
 
     def __post_init__(self) -> None:
         for name in ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap"):
