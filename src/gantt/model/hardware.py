@@ -12,7 +12,6 @@ from gantt.model.decoding import MSGSPEC_PATH
 from gantt.model.limits import MAX_COUNT, MAX_LIST, FreeForm, Key, Text, check_json
 from gantt.model.prepare import prepare_types
 
-# ------------------------------------------------------------------------------------------- NUMA topology
 # What nova-compute keeps in compute_nodes.numa_topology (Nova's NUMATopology, NUMACell, NUMAPagesTopology), in
 # Nova's field names. A host may send the plain form or the versioned-object primitive Nova stores
 # ({"nova_object.name": "NUMATopology", "nova_object.data": {...}}, nested objects wrapped alike).

@@ -1,9 +1,5 @@
-"""The bounds on every input: the annotated string types, list sizes and number ranges every Struct's fields use,
-and the checks of free-form JSON.
-
-Kept in one place so that a field cannot be bounded in one module and unbounded in another (tests/test_input_limits.py
-walks every request type for one without a bound).
-"""
+"""The bounds on every input, in one place so that a field cannot be bounded in one module and unbounded in another:
+the annotated string types, list sizes and number ranges the Structs' fields use, and the checks of free-form JSON."""
 
 from __future__ import annotations
 
