@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from gantt import NoValidHost, Scheduler
+from gantt.compute import blocks as blocks_mod
 from gantt.compute import journal as journal_mod
-from gantt.compute.journal import block_reduce, blocks_with, masked_best, masked_extreme, patch_blocks
+from gantt.compute.blocks import block_reduce, blocks_with, masked_best, masked_extreme, patch_blocks
 from gantt.model import Aggregate
 from tests.conftest import FakeClock, churn_concurrently, host_stats, request
 
@@ -41,8 +42,8 @@ def test_masked_best_and_extreme_equal_the_full_scan(seed: int, monkeypatch: pyt
     extremes as a reduction over the candidates."""
     rng = np.random.default_rng(seed)
     for _ in range(300):
-        monkeypatch.setattr(journal_mod, "BLOCK", int(rng.choice([8, 16, 64])))
-        monkeypatch.setattr(journal_mod, "EXTREME_BUDGET", int(rng.choice([1, 4, 84])))
+        monkeypatch.setattr(blocks_mod, "BLOCK", int(rng.choice([8, 16, 64])))
+        monkeypatch.setattr(blocks_mod, "EXTREME_BUDGET", int(rng.choice([1, 4, 84])))
         n = int(rng.integers(1, 4000))
         values = rng.integers(0, int(rng.integers(1, 20)), n).astype(float)
         mask = rng.random(n) < rng.random()
@@ -104,7 +105,7 @@ def test_decisions_by_blocks_equal_the_full_scan_under_churn(seed: int, monkeypa
     """Two identical clouds take the same stream of requests (zones, an isolated tenant's few nodes, every
     flavor), claims, releases, reports (some overcommitted), heartbeats and clock moves; one decides by blocks,
     the other by full scans: every answer (hosts, alternates, weights) is the same."""
-    monkeypatch.setattr(journal_mod, "BLOCK", 8)  # 375 blocks of rows
+    monkeypatch.setattr(blocks_mod, "BLOCK", 8)  # 375 blocks of rows
     clocks = (FakeClock(), FakeClock())
     fast, plain = _cloud(clocks[0], seed, blocks=True), _cloud(clocks[1], seed, blocks=False)
     rng = random.Random(seed)
@@ -164,7 +165,7 @@ def test_block_extremes_follow_the_journal(monkeypatch: pytest.MonkeyPatch) -> N
     """The kept block bounds of a column are patched from the row journal (rows rising above and falling below
     their block's bounds), rebuilt when the static revision or row count moves: every extreme equals a reduction
     over the candidates, and every "does a candidate pass this limit" a full comparison."""
-    monkeypatch.setattr(journal_mod, "BLOCK", 16)
+    monkeypatch.setattr(blocks_mod, "BLOCK", 16)
     rng = np.random.default_rng(7)
     n = 2000
     column = rng.integers(0, 100, n).astype(float)
@@ -218,7 +219,7 @@ def test_block_bounds_stay_exact_under_concurrent_decisions(monkeypatch: pytest.
     """Threads deciding by blocks, releasing and reporting on one table at once: no node overcommitted, and
     afterwards a decision by the kept block bounds equals one by full scans (a lost patch of a block bound would
     show as a different pick)."""
-    monkeypatch.setattr(journal_mod, "BLOCK", 8)
+    monkeypatch.setattr(blocks_mod, "BLOCK", 8)
     sched = _cloud(FakeClock(), 4, blocks=True)
     churn_concurrently(sched, zones=(None, "az-run"), report_hosts=HOSTS)
     for zone in (None, "az-run"):

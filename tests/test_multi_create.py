@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gantt.compute import journal as journal_mod
+from gantt.compute import blocks as blocks_mod
 from gantt.model import Aggregate
 from tests.conftest import make_scheduler, request
 
@@ -29,7 +29,7 @@ def _sched(hosts: dict[str, dict[str, Any]], path: str, monkeypatch: pytest.Monk
     if path in ("kept_sum", "blocks"):
         sched.table.patch_min_rows = 0
     if path == "blocks":
-        monkeypatch.setattr(journal_mod, "BLOCK", 8)
+        monkeypatch.setattr(blocks_mod, "BLOCK", 8)
         sched.engine.ranker.block_min_rows = 0
     return sched
 

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from gantt import Scheduler
-from gantt.compute.pci import PciRequest, freeze_pools, parse_aliases, supports
+from gantt.compute.pci import PciRequest, freeze_pools, supports
 from gantt.config import Config, load_config
+from gantt.config.pci import parse_aliases
 from gantt.model import HostStats, InvalidRequest, decode
 from gantt.replication.replica import Replica
 from gantt.store import open_store

@@ -19,10 +19,12 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from gantt.config import VolumeOptions
+from gantt.config.volume import FILTER_NAMES, WEIGHER_NAMES
 from gantt.model import InvalidRequest
-from gantt.volume import BackendReport, PoolTable, VolumeOptions, VolumeRequest, VolumeScheduler, capacity
+from gantt.volume import BackendReport, PoolTable, VolumeRequest, VolumeScheduler, capacity
 from gantt.volume.filters import Request
-from gantt.volume.model import FILTER_NAMES, WEIGHER_NAMES, SchedulerHints, VolumeProperties, VolumeType
+from gantt.volume.model import SchedulerHints, VolumeProperties, VolumeType
 
 ZONES = ("nova", "az1", "az2")
 PROTOCOLS = ("iSCSI", "FC", "NFS", "ceph", "NVMe-oF", "iscsi")

@@ -26,8 +26,9 @@ from typing import Any
 
 import pytest
 
+from gantt.config.volume import FILTER_NAMES, WEIGHER_NAMES
 from gantt.volume.filters import Request, function_results
-from gantt.volume.model import FILTER_NAMES, WEIGHER_NAMES, VolumeRequest
+from gantt.volume.model import VolumeRequest
 from gantt.volume.table import NUMBER
 from tests.parity import cinder_cases, cinder_reference
 from tests.venvs import run_json

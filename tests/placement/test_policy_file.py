@@ -100,11 +100,13 @@ def test_what_oslo_policy_cannot_read_we_refuse() -> None:
             parse(text)
 
 
-def _config(tmp_path: Path, policy_text: str, name: str = "policy.yaml", **options: Any) -> Any:
+def _policy(tmp_path: Path, policy_text: str, name: str = "policy.yaml", **options: Any) -> Policy:
+    """The Placement face's policy as a configuration file's ``[oslo_policy]`` sets it."""
     (tmp_path / name).write_text(policy_text)
     lines = [f"policy_file = {json.dumps(name)}", *(f"{k} = {json.dumps(v)}" for k, v in options.items())]
     (tmp_path / "gantt.toml").write_text("[oslo_policy]\n" + "\n".join(lines) + "\n")
-    return load_config(tmp_path / "gantt.toml")  # the file is named relative to the config file's directory
+    # the file is named relative to the config file's directory
+    return Policy.of(load_config(tmp_path / "gantt.toml").oslo_policy)
 
 
 @pytest.mark.parametrize(("text", "named"), [
@@ -121,21 +123,20 @@ def _config(tmp_path: Path, policy_text: str, name: str = "policy.yaml", **optio
 def test_a_file_that_cannot_be_enforced_as_written_is_refused_naming_the_rule(tmp_path: Path, text: str,
                                                                              named: str) -> None:
     with pytest.raises(InvalidRequest) as refused:
-        _config(tmp_path, text)
+        _policy(tmp_path, text)
     assert named in str(refused.value) and "policy_file" in str(refused.value)
 
 
 def test_a_missing_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "gantt.toml").write_text('[oslo_policy]\npolicy_file = "nowhere.yaml"\n')
     with pytest.raises(InvalidRequest, match=r"nowhere\.yaml"):
-        load_config(tmp_path / "gantt.toml")
+        Policy.of(load_config(tmp_path / "gantt.toml").oslo_policy)
 
 
 def test_an_edited_file_is_read_anew_by_the_next_load(tmp_path: Path) -> None:
-    assert _config(tmp_path, '"placement:traits:list": "@"\n').oslo_policy.policy.allows("placement:traits:list",
-                                                                                    _who())
+    assert _policy(tmp_path, '"placement:traits:list": "@"\n').allows("placement:traits:list", _who())
     with pytest.raises(InvalidRequest, match="placement:traits:list"):
-        _config(tmp_path, '"placement:traits:list": "@ or"  \n')
+        _policy(tmp_path, '"placement:traits:list": "@ or"  \n')
 
 
 def _who(*roles: str, project: str | None = "p1", system: str | None = None) -> Credentials:
@@ -147,7 +148,7 @@ def test_overrides_replace_defaults_and_the_legacy_rule_only_where_not_overridde
             '"placement:traits:list": "rule:custom or rule:admin_or_service_api"\n'
             '"custom": "role:auditor and not role:banned"\n'  # ... a rule of the file's own, referred to
             '"placement:resource_classes:list": [["role:a", "role:b"], ["role:c"]]\n')  # oslo's list form
-    new = _config(tmp_path, text).oslo_policy.policy
+    new = _policy(tmp_path, text)
     assert not new.allows("placement:resource_providers:list", _who("admin"))
     assert new.allows("placement:resource_providers:list", _who("service"))
     assert new.allows("placement:traits:list", _who("auditor"))
@@ -157,12 +158,12 @@ def test_overrides_replace_defaults_and_the_legacy_rule_only_where_not_overridde
     assert not new.allows("placement:resource_classes:list", _who("a"))
     # enforce_scope: a system-scoped token is refused whatever the file says (Placement's rules are project's)
     assert not new.allows("placement:traits:list", _who("auditor", system="all"))
-    legacy = _config(tmp_path, text, enforce_new_defaults=False).oslo_policy.policy
+    legacy = _policy(tmp_path, text, enforce_new_defaults=False)
     # legacy mode ORs role:admin into the deprecated base rules the file leaves alone, not into the overridden
     assert not legacy.allows("placement:resource_providers:list", _who("admin"))
     assert legacy.allows("placement:reshaper:reshape", _who("admin"))
     assert not Policy().allows("placement:reshaper:reshape", _who("admin"))
-    unscoped = _config(tmp_path, text, enforce_scope=False).oslo_policy.policy
+    unscoped = _policy(tmp_path, text, enforce_scope=False)
     assert unscoped.allows("placement:traits:list", _who("auditor", system="all"))
 
 

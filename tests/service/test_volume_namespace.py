@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import msgspec
 
+from gantt.config import VolumeOptions
 from gantt.service.process import ServerProcess
-from gantt.volume import BackendReport, PoolTable, VolumeOptions, VolumeRequest, VolumeScheduler
+from gantt.volume import BackendReport, PoolTable, VolumeRequest, VolumeScheduler
 
 CONFIG: dict[str, Any] = {
     "DEFAULT": {"service_down_time": 86400},

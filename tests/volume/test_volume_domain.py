@@ -9,13 +9,13 @@ import msgspec
 import numpy as np
 import pytest
 
+from gantt.config import VolumeOptions
 from gantt.model import InvalidRequest, NoValidHost, decode
 from gantt.volume import (
     BackendReport,
     PoolReport,
     PoolTable,
     SchedulerHints,
-    VolumeOptions,
     VolumeProperties,
     VolumeRequest,
     VolumeScheduler,

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from gantt.config import VolumeOptions
 from gantt.model import NoValidHost
-from gantt.volume.model import BackendReport, PoolService, VolumeOptions, VolumeProperties, VolumeRequest, VolumeType
+from gantt.volume.model import BackendReport, PoolService, VolumeProperties, VolumeRequest, VolumeType
 from gantt.volume.scheduler import VolumeScheduler
 from gantt.volume.table import PoolTable
 

@@ -23,12 +23,14 @@ BENCHMARKS = ["engine", "http_api", "cluster"]
 def cmd_serve(args: argparse.Namespace) -> int:
     from gantt.compute.scheduler import Scheduler
     from gantt.config import load_config
+    from gantt.placement.api import Policy
     from gantt.service.server import ServeError, ServeOptions, serve
 
     config_path = args.config or os.environ.get("GANTT_CONFIG") or None
     try:
         config = load_config(config_path, log_unused=False)  # listed once by the server's start-up line
         Scheduler(config)  # unknown filters or weighers: say so now, not in every worker's log
+        Policy.of(config.oslo_policy)  # likewise a policy file that cannot be enforced as written
     except (GanttError, ValueError, OSError) as exc:
         terminal.err_console.print(f"gantt serve: bad configuration: {exc}", markup=False, soft_wrap=True)
         return 2

@@ -14,6 +14,7 @@ releases in between, a few reports), so anything derived from usage columns can 
 - ``ColumnBounds``: the lowest / highest value of a column over a set of candidate rows, from cached
   shortlists of the column's extreme rows.
 - ``WeightedSums``: the weighers' ``sum(factor * column)`` per row, kept per set of factors.
+- (``gantt.compute.blocks``: a column's bounds per block of rows, patched on the journaled rows.)
 
 Each is valid only for the rows and static state it was built on: it is keyed on ``static_revision`` and the
 row count (both move when rows come or go or an inventory's shape changes). ``HostTable`` uses them from
@@ -26,11 +27,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+
+# the module, not its names: tests shrink blocks.BLOCK and blocks.EXTREME_BUDGET to reach every path
+from gantt.compute import blocks
 
 Rows = np.ndarray | slice
 # One weigher's part of the per-row sum: (column, factor, lo, per-row multiplier or None); see ``weighted_sum``.
@@ -45,7 +49,7 @@ class RowJournal:
         self.keep = keep
         # [absolute index of buffer[0], buffer, entries used]: replaced as one object when trimmed, so a reader
         # never pairs one buffer's contents with another's base
-        self._state: list = [0, np.empty(min(4 * keep, 1024), dtype=np.intp), 0]  # grows up to 4 * keep
+        self._state: list[Any] = [0, np.empty(min(4 * keep, 1024), dtype=np.intp), 0]  # grows up to 4 * keep
 
     @property
     def seq(self) -> int:
@@ -268,11 +272,12 @@ class ColumnBounds:
                             lists.remove(entry)
                             lists.insert(0, entry)
                         return best
-            built, best = self._build(column, mask, highest=highest, n=n, static_revision=static_revision, seq=seq)
+            built, extreme = self._build(column, mask, highest=highest, n=n, static_revision=static_revision,
+                                         seq=seq)
             if built is not None:
                 lists.insert(0, built)
                 del lists[self.lists:]
-            return best
+            return extreme
 
     def _catch_up(self, entry: _Shortlist, column: np.ndarray, journal: RowJournal, seq: int,
                   highest: bool) -> bool:
@@ -380,7 +385,7 @@ class WeightedSums:
         with self._lock:
             entry = self._entry(key, terms, n=n, static_revision=static_revision, journal=journal)
             if entry.blockmax is None:
-                entry.blockmax = block_reduce(entry.total, highest=True)
+                entry.blockmax = blocks.block_reduce(entry.total, highest=True)
             return entry.total, entry.blockmax
 
     def _entry(self, key: Hashable, terms: list[SumTerm], *, n: int, static_revision: int,
@@ -408,7 +413,7 @@ class WeightedSums:
         if len(changed):
             entry.total[changed] = weighted_sum(terms, changed)
             if entry.blockmax is not None:
-                patch_blocks(entry.blockmax, entry.total, changed, highest=True)
+                blocks.patch_blocks(entry.blockmax, entry.total, changed, highest=True)
         entry.seq = seq
         return True
 
@@ -440,158 +445,6 @@ def weighted_sum(terms: list[SumTerm], rows: Rows) -> np.ndarray:
     return total
 
 
-# ------------------------------------------------------------------------------------- blocks of rows
-
-BLOCK = 1024  # rows per block: the unit of the block bounds below
-EXTREME_BUDGET = 84  # blocks ``masked_extreme`` reads (chunks of 4, 16, 64) before it takes a full pass instead
-
-
-def block_reduce(values: np.ndarray, *, highest: bool) -> np.ndarray:
-    """The highest (lowest) of ``values`` per block of ``BLOCK`` rows, the last block possibly shorter."""
-    n = len(values)
-    full = n - n % BLOCK
-    reduce = np.maximum if highest else np.minimum
-    out = reduce.reduce(values[:full].reshape(-1, BLOCK), axis=1)
-    if full < n:
-        out = np.append(out, reduce.reduce(values[full:]))
-    return out  # type: ignore[no-any-return]
-
-
-def patch_blocks(bounds: np.ndarray, values: np.ndarray, changed: np.ndarray, *, highest: bool) -> None:
-    """Recompute ``bounds`` (from ``block_reduce``) on the blocks holding the ``changed`` rows."""
-    reduce = np.maximum if highest else np.minimum
-    if len(changed) <= 8:  # a decision's few claims: a reduction per block beats a gather of whole blocks
-        for block in {row // BLOCK for row in changed.tolist()}:
-            bounds[block] = reduce.reduce(values[block * BLOCK:(block + 1) * BLOCK])
-        return
-    n = len(values)
-    blocks = np.unique(changed // BLOCK)
-    # every row of those blocks; the last block's missing rows read its own last row, which changes nothing
-    rows = np.minimum(blocks[:, None] * BLOCK + np.arange(BLOCK), n - 1)
-    bounds[blocks] = reduce.reduce(values[rows], axis=1)
-
-
-def blocks_with(mask: np.ndarray) -> np.ndarray:
-    """Per block of ``BLOCK`` rows: does ``mask`` mark any row of it (a pass over the mask's bytes as words)."""
-    n = len(mask)
-    full = n - n % BLOCK
-    head = np.ascontiguousarray(mask[:full]).view(np.uint64).reshape(-1, BLOCK // 8)
-    out = np.bitwise_or.reduce(head, axis=1) != 0
-    if full < n:
-        out = np.append(out, bool(mask[full:].any()))
-    return out  # type: ignore[no-any-return]
-
-
-def _chunks(order: np.ndarray, bounds: np.ndarray) -> Iterator[tuple[float, int, np.ndarray]]:
-    """The blocks of ``order`` in growing chunks (few first: the best few rows usually lie in the first blocks):
-    (bound of the chunk's first block, that block, the chunk's blocks)."""
-    start, size = 0, 4
-    while start < len(order):
-        first = int(order[start])
-        yield float(bounds[first]), first, order[start:start + size]
-        start += size
-        size = min(size * 4, 256)
-
-
-def _rows_of(blocks: np.ndarray, n: int) -> np.ndarray:
-    rows = (blocks[:, None] * BLOCK + np.arange(BLOCK)).ravel()
-    return rows[rows < n] if len(blocks) and int(blocks.max()) * BLOCK + BLOCK > n else rows
-
-
-def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has: np.ndarray, *,
-                   highest: bool) -> float | None:
-    """max (min) of ``values`` over the rows ``mask`` marks, or None when it marks none. ``bounds`` is
-    ``block_reduce(values)``, ``has`` is ``blocks_with(mask)``. Blocks are read in order of their bound, most
-    extreme first, until no block left can hold a more extreme value than the one found."""
-    n = len(mask)
-    if highest:
-        keyed = np.where(has, bounds, -np.inf)
-        order = np.argsort(-keyed, kind="stable")
-    else:
-        keyed = np.where(has, bounds, np.inf)
-        order = np.argsort(keyed, kind="stable")
-    best: float | None = None
-    visited = 0
-    for bound, _, chunk in _chunks(order, keyed):
-        if bound in (np.inf, -np.inf):
-            break  # no candidate in this block nor in any after it
-        if best is not None and (bound <= best if highest else bound >= best):
-            break
-        if visited >= EXTREME_BUDGET:
-            # the extreme rows are not candidates (down, another aggregate): one pass over every row instead
-            shadow = np.where(mask, values, -np.inf if highest else np.inf)
-            value = float(shadow.max() if highest else shadow.min())
-            return None if value in (np.inf, -np.inf) else value
-        visited += len(chunk)
-        rows = _rows_of(chunk, n)
-        picked = values.take(rows[mask.take(rows)])
-        if len(picked):
-            value = float(picked.max() if highest else picked.min())
-            if best is None or (value > best if highest else value < best):
-                best = value
-    return best
-
-
-def masked_best(values: np.ndarray, mask: np.ndarray, blockmax: np.ndarray, has: np.ndarray, k: int,
-                taken: AbstractSet[int] = frozenset(), *, budget: int | None = None) -> list[int] | None:
-    """The ``k`` rows ``mask`` marks (``taken`` left out) with the highest ``values``, highest first, the lowest
-    row first among equals: the order repeated ``argmax`` gives. ``blockmax`` is an upper bound of the marked
-    values per block of ``BLOCK`` rows (``block_reduce(values)``, or of the masked values), ``has`` is
-    ``blocks_with(mask)``. Blocks are read in order of their bound (the lower block first among equals) until no
-    block left can hold a row that beats the k-th found: one whose bound is lower, or equal and whose first row
-    lies past the k-th found. None when that takes more than ``budget`` blocks (the bounds are too loose: the
-    caller tightens them)."""
-    n = len(mask)
-    keyed = np.where(has, blockmax, -np.inf)
-    order = np.argsort(-keyed, kind="stable")
-    best_rows = np.empty(0, dtype=np.intp)
-    best_values = np.empty(0, dtype=values.dtype)
-    excluded = np.fromiter(taken, dtype=np.intp, count=len(taken)) if taken else None
-    visited = 0
-    for bound, first, chunk in _chunks(order, keyed):
-        if bound == -np.inf:
-            break
-        if len(best_rows) >= k:
-            kth = float(best_values[k - 1])
-            if bound < kth or (bound == kth and first * BLOCK > int(best_rows[k - 1])):
-                break
-        if budget is not None and visited >= budget:
-            return None
-        visited += len(chunk)
-        rows = _rows_of(np.sort(chunk), n)  # ascending: the first of equal values is the lowest row
-        rows = rows[mask.take(rows)]
-        if excluded is not None:
-            rows = rows[~np.isin(rows, excluded)]
-        if not len(rows):
-            continue
-        found = values.take(rows)
-        if len(best_rows) >= k:  # only rows that can still enter the best k
-            keep = found >= best_values[k - 1]
-            rows, found = rows[keep], found[keep]
-        rows, found = _top(rows, found, k)
-        rows = np.concatenate((best_rows, rows))
-        found = np.concatenate((best_values, found))
-        keep = np.lexsort((rows, -found))[:k]
-        best_rows, best_values = rows[keep], found[keep]
-    return best_rows.tolist()  # type: ignore[no-any-return]
-
-
-def _top(rows: np.ndarray, values: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The (at most) ``k`` of ``rows`` (ascending) with the highest ``values`` (a copy of the caller's, consumed),
-    the lowest rows among equals: ``k`` argmax passes, far cheaper than a partition for the few rows a pick
-    wants."""
-    if len(values) <= k:
-        return rows, values
-    picked = np.empty(k, dtype=np.intp)
-    best = np.empty(k, dtype=values.dtype)
-    for j in range(k):
-        i = int(values.argmax())
-        picked[j] = i
-        best[j] = values[i]
-        values[i] = -np.inf
-    return rows[picked], best
-
-
 @dataclass(slots=True)
 class _Blocks:
     static_revision: int
@@ -615,7 +468,7 @@ class BlockExtremes:
         """The candidates' highest (lowest) value of ``column``; None when ``mask`` marks no row."""
         entry = self._entry(name, column, n=n, static_revision=static_revision, journal=journal)
         bounds = entry.highest if highest else entry.lowest
-        return masked_extreme(column[:n], mask[:n], bounds, has, highest=highest)
+        return blocks.masked_extreme(column[:n], mask[:n], bounds, has, highest=highest)
 
     def beyond(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, limit: float, *,
                below: bool, n: int, static_revision: int, journal: RowJournal) -> bool:
@@ -624,13 +477,13 @@ class BlockExtremes:
         entry = self._entry(name, column, n=n, static_revision=static_revision, journal=journal)
         values = column[:n]
         bounds = entry.lowest if below else entry.highest
-        blocks = np.flatnonzero(has & ((bounds < limit) if below else (bounds > limit)))
-        for start in range(0, min(len(blocks), EXTREME_BUDGET), 16):  # the first hit answers
-            rows = _rows_of(blocks[start:start + 16], n)
+        beyond = np.flatnonzero(has & ((bounds < limit) if below else (bounds > limit)))
+        for start in range(0, min(len(beyond), blocks.EXTREME_BUDGET), 16):  # the first hit answers
+            rows = blocks.rows_of(beyond[start:start + 16], n)
             picked = values.take(rows[mask.take(rows)])
             if np.any((picked < limit) if below else (picked > limit)):
                 return True
-        if len(blocks) > EXTREME_BUDGET:
+        if len(beyond) > blocks.EXTREME_BUDGET:
             return bool(np.any(mask[:n] & ((values < limit) if below else (values > limit))))
         return False
 
@@ -647,13 +500,13 @@ class BlockExtremes:
                 if changed is None or len(changed) * 16 > n:
                     entry = None
                 elif len(changed):
-                    patch_blocks(entry.highest, column, changed, highest=True)
-                    patch_blocks(entry.lowest, column, changed, highest=False)
+                    blocks.patch_blocks(entry.highest, column, changed, highest=True)
+                    blocks.patch_blocks(entry.lowest, column, changed, highest=False)
                     entry.seq = seq
                 else:
                     entry.seq = seq
             if entry is None:
-                entry = _Blocks(static_revision, n, seq, block_reduce(column, highest=True),
-                                block_reduce(column, highest=False))
+                entry = _Blocks(static_revision, n, seq, blocks.block_reduce(column, highest=True),
+                                blocks.block_reduce(column, highest=False))
                 self._entries[name] = entry
             return entry

@@ -1,10 +1,7 @@
-"""PCI passthrough: the ``[pci] alias`` definitions, a flavor's PCI requests, and whether a host's pools support them.
+"""PCI passthrough: a flavor's PCI requests (of the ``[pci] alias`` definitions, gantt.config.pci), and whether a
+host's pools support them.
 
 The semantics are Nova 34's:
-- an alias (nova.pci.request) is a JSON object: ``name`` (required), ``vendor_id`` and ``product_id`` (required,
-  four hex digits), ``device_type`` (type-PCI, type-PF, type-VF), ``numa_policy`` (required, legacy, preferred,
-  socket; legacy when absent), ``capability_type`` ("pci"), ``live_migratable`` (a boolean word). Definitions
-  sharing a name are ORed device specs and must agree on numa_policy and give the same device_type;
 - a flavor asks with the extra spec ``pci_passthrough:alias`` = ``"a1:2,a2:1"``: one request per entry, in order;
   an alias no definition names is refused;
 - a host supports the requests (``PciDeviceStats.support_requests`` without NUMA cells, which is what
@@ -22,36 +19,21 @@ numa_cells), and a claim takes the devices with the cells it fitted.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gantt.config.pci import NUMA_POLICIES, TRUE_WORDS, Alias, Spec
 from gantt.model import InvalidRequest
 
 ALIAS_SPEC = "pci_passthrough:alias"
-NUMA_POLICIES = ("required", "legacy", "preferred", "socket")
-DEVICE_TYPES = ("type-PCI", "type-PF", "type-VF")
-_HEX4 = re.compile(r"^[0-9a-fA-F]{4}$")
-_ALIAS_KEYS = {"name", "capability_type", "product_id", "vendor_id", "device_type", "numa_policy",
-               "live_migratable", "resource_class", "traits"}
-_TRUE = ("1", "t", "true", "on", "y", "yes")
-_FALSE = ("0", "f", "false", "off", "n", "no")
 # Keys an alias spec carries that Nova leaves to Placement when matching pools.
 _IGNORED_SPEC_KEYS = ("resource_class", "traits", "rp_uuids")
 # Nova's extra-spec validator: one or more comma-separated "alias:count".
 _REQUEST_RE = re.compile(r"[^:]+:\d+(?:\s*,\s*[^:]+:\d+)*")
 
-Spec = dict[str, str]
 Pool = tuple[tuple[str, Any], ...]  # one pool's keys and values (count included), sorted by key: hashable
-
-
-@dataclass(frozen=True, slots=True)
-class Alias:
-    name: str
-    numa_policy: str
-    specs: tuple[Spec, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,70 +53,6 @@ class PciRequest:
     def pairs(self) -> frozenset[tuple[str, str]]:
         """The (vendor_id, product_id) pairs, lower-cased, a device must have to serve this request."""
         return frozenset((spec["vendor_id"].lower(), spec["product_id"].lower()) for spec in self.specs)
-
-
-def parse_aliases(entries: Sequence[str]) -> dict[str, Alias]:
-    """``[pci] alias`` (one JSON object per entry) -> aliases by name; ValueError says which entry is wrong."""
-    found: dict[str, tuple[str, list[Spec]]] = {}
-    for i, text in enumerate(entries):
-        where = f"[pci] alias entry {i + 1}"
-        try:
-            raw = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"{where} is not JSON: {exc}") from None
-        name, policy, spec = _alias_spec(raw, where)
-        if name not in found:
-            found[name] = (policy, [spec])
-            continue
-        if found[name][0] != policy:
-            raise ValueError(f"{where}: NUMA policy mismatch for alias '{name}'")
-        first = found[name][1][0]
-        if "dev_type" not in first or "dev_type" not in spec:
-            # Nova compares the two definitions' device types and refuses either one without it
-            raise ValueError(f"{where}: alias '{name}' is defined more than once, so each definition must give "
-                             "device_type")
-        if first["dev_type"] != spec["dev_type"]:
-            raise ValueError(f"{where}: Device type mismatch for alias '{name}'")
-        found[name][1].append(spec)
-    return {name: Alias(name, policy, tuple(specs)) for name, (policy, specs) in found.items()}
-
-
-def _alias_spec(raw: Any, where: str) -> tuple[str, str, Spec]:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where} must be a JSON object")
-    unknown = sorted(set(raw) - _ALIAS_KEYS)
-    if unknown:
-        raise ValueError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_ALIAS_KEYS))})")
-    for key, value in raw.items():
-        if not isinstance(value, str):
-            raise ValueError(f"{where}: {key} must be a string")
-    if "resource_class" in raw or "traits" in raw:
-        raise ValueError(f"{where}: resource_class and traits take effect only with [filter_scheduler] "
-                         "pci_in_placement, which Gantt does not support")
-    name = raw.get("name")
-    if name is None or not 1 <= len(name) <= 256:
-        raise ValueError(f"{where}: name must be given, 1-256 characters")
-    for key in ("vendor_id", "product_id"):
-        if key not in raw:
-            raise ValueError(f"{where}: alias '{name.strip()}' must give vendor_id and product_id")
-        if not _HEX4.match(raw[key]):
-            raise ValueError(f"{where}: {key} must be four hexadecimal digits, not {raw[key]!r}")
-    if raw.get("capability_type", "pci") != "pci":
-        raise ValueError(f"{where}: capability_type must be 'pci'")
-    if raw.get("device_type", DEVICE_TYPES[0]) not in DEVICE_TYPES:
-        raise ValueError(f"{where}: device_type must be one of {', '.join(DEVICE_TYPES)}")
-    policy = raw.get("numa_policy") or "legacy"
-    if policy not in NUMA_POLICIES:
-        raise ValueError(f"{where}: numa_policy must be one of {', '.join(NUMA_POLICIES)}")
-    spec = {k: v for k, v in raw.items() if k not in ("name", "numa_policy", "device_type", "live_migratable")}
-    if "device_type" in raw:
-        spec["dev_type"] = raw["device_type"]
-    if "live_migratable" in raw:
-        word = raw["live_migratable"].strip().lower()
-        if word not in _TRUE + _FALSE:
-            raise ValueError(f"{where}: live_migratable must be a boolean word (true, false, yes, no, 1, 0, …)")
-        spec["live_migratable"] = "true" if word in _TRUE else "false"
-    return name.strip(), policy, spec
 
 
 POLICY_SPEC = "hw:pci_numa_affinity_policy"
@@ -210,7 +128,7 @@ def _matches(pool: dict[str, Any], specs: tuple[Spec, ...]) -> bool:
 
 
 def _truthy(value: Any) -> bool:
-    return isinstance(value, str) and value.strip().lower() in _TRUE
+    return isinstance(value, str) and value.strip().lower() in TRUE_WORDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,8 @@ import numpy as np
 
 from gantt.compute import filters as filter_pkg
 from gantt.compute import weighers as weigher_pkg
-from gantt.compute.journal import SumTerm, block_reduce, blocks_with, masked_best
+from gantt.compute.blocks import block_reduce, blocks_with, masked_best
+from gantt.compute.journal import SumTerm
 from gantt.compute.request import RequestContext
 from gantt.compute.state import HostTable
 from gantt.compute.weighers.base import Weigher
@@ -44,7 +45,7 @@ class BlockPick:
     """A decision's scores read lazily: the weight of candidate row ``i`` is ``total[i]`` (the table's kept
     weighted sum, shared and never modified), -inf off the mask or once taken. Stands in for ``Ranking.score``
     in the engine's pick (``__getitem__``; writing -inf takes a row), and finds the best rows by blocks
-    (``journal.masked_best``) in the order repeated ``argmax`` over the masked scores gives."""
+    (``blocks.masked_best``) in the order repeated ``argmax`` over the masked scores gives."""
 
     __slots__ = ("blockmax", "has", "mask", "taken", "tight", "total")
 

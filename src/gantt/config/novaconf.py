@@ -231,6 +231,18 @@ NOT_USED: dict[str, dict[str, str]] = {
 LENIENT = {"DEFAULT", "compute"}
 
 
+def set_aside_unused(data: dict[str, Any]) -> dict[str, list[str]]:
+    """Take Nova's options that change nothing Gantt decides (``NOT_USED``) out of ``data``'s sections;
+    returns their names by section."""
+    out: dict[str, list[str]] = {}
+    for section, names in NOT_USED.items():
+        values = data.get(section)
+        if isinstance(values, dict) and any(name in values for name in names):
+            out[section] = [name for name in values if name in names]
+            data[section] = {k: v for k, v in values.items() if k not in names}
+    return out
+
+
 def unknown_option(section: str, name: str, known: set[str]) -> InvalidRequest:
     near = difflib.get_close_matches(name, sorted(known), n=1)
     hint = f" (did you mean {near[0]}?)" if near else ""

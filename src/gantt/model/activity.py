@@ -19,7 +19,10 @@ from typing import Any
 
 from msgspec import Struct, field
 
-from gantt.model import Explanation, NoValidHost, RequestSpec, Selection, prepare_types
+from gantt.model.answers import Explanation, Selection
+from gantt.model.errors import NoValidHost
+from gantt.model.prepare import prepare_types
+from gantt.model.request_spec import RequestSpec
 
 # How many decisions and refusals each process remembers (and the overview shows).
 DECISIONS = 20

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from gantt.model import NotFound
+from gantt.model.errors import NotFound
 
 DEFAULT = "compute"
 Kind = Literal["compute", "volume"]

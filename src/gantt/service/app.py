@@ -54,7 +54,7 @@ from gantt.model import (
     decode,
     valid_name,
 )
-from gantt.placement.api import create_placement_app, refusal
+from gantt.placement.api import Policy, create_placement_app, refusal
 from gantt.replication.replica import (  # a write the facade hands to its store, as it builds it
     CONTENDED,
     LIVENESS_DELAY,
@@ -1208,7 +1208,7 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
     app.state.ui = _ui_assets()
     mount = config.gantt.placement_mount
     placement = create_placement_app(lambda: service.replica, service.run, token, "" if mount == "/" else mount,
-                                     policy=config.oslo_policy.policy, cors=config.cors,
+                                     policy=Policy.of(config.oslo_policy), cors=config.cors,
                                      max_body=service.max_body)
     is_placement = placement_paths(mount)
     hot = HotRoutes(app, ROUTES) if hot_routes else None

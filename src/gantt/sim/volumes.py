@@ -42,8 +42,9 @@ import numpy as np
 from msgspec import Struct
 from msgspec import field as sfield
 
+from gantt.config import VolumeOptions
 from gantt.model import NoValidHost, prepare_types
-from gantt.volume import BackendReport, PoolService, VolumeOptions, VolumeRequest, VolumeScheduler
+from gantt.volume import BackendReport, PoolService, VolumeRequest, VolumeScheduler
 from gantt.volume.model import VolumeProperties, VolumeType
 from gantt.volume.table import PoolTable, max_over_subscription_ratio
 

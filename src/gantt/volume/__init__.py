@@ -1,6 +1,6 @@
 """The volume namespace's domain: Cinder's pools, requests, filters and weighers (no HTTP, no store).
 
-See ``model`` (PoolReport, BackendReport, VolumeRequest, VolumeOptions, Pick), ``table`` (PoolTable),
+See ``model`` (PoolReport, BackendReport, VolumeRequest, Pick), ``table`` (PoolTable),
 ``scheduler`` (VolumeScheduler), ``filters`` / ``weighers`` (Cinder's, vectorized), ``expression`` (the
 filter_function / goodness_function language) and ``specs`` (Cinder's extra-spec operators).
 """
@@ -11,7 +11,6 @@ from gantt.volume.model import (
     PoolReport,
     PoolService,
     SchedulerHints,
-    VolumeOptions,
     VolumeProperties,
     VolumeRequest,
     VolumeType,
@@ -19,5 +18,5 @@ from gantt.volume.model import (
 from gantt.volume.scheduler import VolumeScheduler
 from gantt.volume.table import PoolTable
 
-__all__ = ["BackendReport", "Pick", "PoolReport", "PoolService", "PoolTable", "SchedulerHints", "VolumeOptions",
+__all__ = ["BackendReport", "Pick", "PoolReport", "PoolService", "PoolTable", "SchedulerHints",
            "VolumeProperties", "VolumeRequest", "VolumeScheduler", "VolumeType"]

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from gantt.config import VolumeOptions
 from gantt.model import Allocation, InvalidRequest, NodeKey, NotFound, NoValidHost
 from gantt.replication.follower import Follower
 from gantt.store.base import (
@@ -46,7 +47,6 @@ from gantt.volume import (
     Pick,
     PoolReport,
     PoolTable,
-    VolumeOptions,
     VolumeRequest,
     VolumeScheduler,
     capacity,

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from gantt.config import VolumeOptions
 from gantt.model import Explanation, FilterStep, InvalidRequest, NoValidHost, emptied_by
 from gantt.volume.filters import FILTERS, CapacityFilter, Request, VolumeFilter
-from gantt.volume.model import Pick, VolumeOptions, VolumeRequest
+from gantt.volume.model import Pick, VolumeRequest
 from gantt.volume.table import PoolTable
 from gantt.volume.weighers import WEIGHERS, VolumeWeigher
 

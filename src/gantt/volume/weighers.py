@@ -14,9 +14,9 @@ from typing import ClassVar
 import numpy as np
 
 from gantt.base.registry import Registry
+from gantt.config import VolumeOptions
 from gantt.volume import capacity
 from gantt.volume.filters import Request, function_results, with_function
-from gantt.volume.model import VolumeOptions
 from gantt.volume.table import PoolTable
 
 OFFSET_MIN = 10000.0

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gantt.model import ARCHITECTURES, HV_TYPES, VM_MODES
+
 # Pre-Liberty property names and the names that replaced them; when both are given the current one wins.
 LEGACY_NAMES = {
     "architecture": "hw_architecture",
@@ -33,18 +35,6 @@ LEGACY_NAMES = {
     "bdm_v2": "img_bdm_v2",
     "root_device_name": "img_root_device_name",
 }
-
-ARCHITECTURES = frozenset({
-    "alpha", "armv6", "armv7l", "armv7b", "aarch64", "cris", "i686", "ia64", "lm32", "m68k", "microblaze",
-    "microblazeel", "mips", "mipsel", "mips64", "mips64el", "openrisc", "parisc", "parisc64", "ppc", "ppcle",
-    "ppc64", "ppc64le", "ppcemb", "s390", "s390x", "sh4", "sh4eb", "sparc", "sparc64", "unicore32", "x86_64",
-    "xtensa", "xtensaeb",
-})
-HV_TYPES = frozenset({
-    "baremetal", "bhyve", "docker", "fake", "hyperv", "ironic", "kqemu", "kvm", "lxc", "lxd", "openvz",
-    "parallels", "phyp", "qemu", "test", "uml", "vbox", "vz", "vmware", "xen", "zvm", "prsm",
-})
-VM_MODES = frozenset({"hvm", "xen", "uml", "exe"})
 
 _ARCH_ALIASES = {"i386": "i686", "i486": "i686", "i586": "i686", "x86_32": "i686", "x86_32p": "i686",
                  "amd64": "x86_64"}

@@ -24,18 +24,10 @@ import numpy as np
 
 from gantt.compute.filters.base import Filter, register
 from gantt.compute.filters.hoststate import caps_factor, descend
-from gantt.compute.filters.image_meta import (
-    ARCHITECTURES,
-    HV_TYPES,
-    VM_MODES,
-    canonical_arch,
-    canonical_hv_type,
-    canonical_vm_mode,
-    current_names,
-)
+from gantt.compute.filters.image_meta import canonical_arch, canonical_hv_type, canonical_vm_mode, current_names
 from gantt.compute.request import RequestContext
 from gantt.compute.state import HostCaps, HostTable
-from gantt.model import InvalidRequest
+from gantt.model import ARCHITECTURES, HV_TYPES, VM_MODES, InvalidRequest
 
 _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,

@@ -428,7 +428,7 @@ class HostTable:
     def block_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, *,
                       highest: bool) -> float | None:
         """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks
-        (``has``: ``journal.blocks_with(mask)``), reading only the blocks of rows that can hold it; None for no
+        (``has``: ``blocks.blocks_with(mask)``), reading only the blocks of rows that can hold it; None for no
         candidate, or below ``patch_min_rows`` (take a full pass)."""
         n = self._columns.n
         if n < self.patch_min_rows:
@@ -448,7 +448,7 @@ class HostTable:
 
     def weighted_sum_blocks(self, key: Hashable, terms: list[SumTerm]) -> tuple[np.ndarray, np.ndarray]:
         """``weighted_sum`` over every row, kept (never modify it; a later call patches it in place), with its
-        maxima per block of ``journal.BLOCK`` rows."""
+        maxima per block of ``blocks.BLOCK`` rows."""
         return self._weighted_sums.get_blocks(key, terms, n=self._columns.n, static_revision=self._static_revision,
                                               journal=self._journal)
 

@@ -6,5 +6,6 @@ error bodies and codes, content negotiation, and the wire shapes.
 """
 
 from gantt.placement.api.app import create_placement_app, refusal
+from gantt.placement.api.policy import Policy
 
-__all__ = ["create_placement_app", "refusal"]
+__all__ = ["Policy", "create_placement_app", "refusal"]

@@ -23,11 +23,13 @@ its deprecated form, ``role:admin``, as oslo.policy does.
 from __future__ import annotations
 
 import ast
+import functools
 import json
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
@@ -261,6 +263,14 @@ def read_policy_file(path: str | Path) -> dict[str, str]:
     return rules
 
 
+class PolicyOptions(Protocol):
+    """``[oslo_policy]``'s options (gantt.config.OsloPolicySection)."""
+
+    enforce_new_defaults: bool
+    enforce_scope: bool
+    policy_file: str | None
+
+
 class Policy:
     """Placement's rules as configured: its defaults, the file's overrides, the deprecated forms in legacy mode.
     InvalidRequest, naming the rule, if the overrides cannot be enforced as written."""
@@ -303,6 +313,14 @@ class Policy:
         overrides = read_policy_file(path) if path else {}
         return cls(enforce_new_defaults, enforce_scope, overrides, f"policy_file {path}" if path else "policy")
 
+    @staticmethod
+    def of(options: PolicyOptions) -> Policy:
+        """Placement's rules as ``[oslo_policy]`` sets them. The configuration holds the file's name; it is read
+        here, when the face is built (``gantt serve`` builds it once before it starts its workers, so that a file
+        that cannot be enforced as written refuses the start, naming the rule)."""
+        path = options.policy_file
+        return _policy(options.enforce_new_defaults, options.enforce_scope, path, _version(path))
+
     def allows(self, rule: str, who: Credentials, target: Mapping[str, Any] | None = None) -> bool:
         if self.enforce_scope and who.system_scope:  # every API rule is project-scoped
             return False
@@ -325,6 +343,21 @@ class Policy:
         if not self.allows(rule, who, target):
             raise PlacementError(403, f"Access was denied to this resource.\n\n Policy does not allow {rule} to be "
                                       "performed.  ")
+
+
+def _version(path: str | None) -> tuple[int, int]:
+    try:
+        stat = os.stat(path) if path else None
+    except OSError:
+        return (0, 0)  # the read that follows names the problem
+    return (stat.st_mtime_ns, stat.st_size) if stat else (0, 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _policy(enforce_new_defaults: bool, enforce_scope: bool, path: str | None, version: tuple[int, int]) -> Policy:
+    # Config copies (with_overrides, a worker's load after the start-up check) share one parse of the file as it
+    # is; a load after the file was edited reads it anew (a running app keeps the Policy it was built with).
+    return Policy.from_file(path, enforce_new_defaults=enforce_new_defaults, enforce_scope=enforce_scope)
 
 
 def _refuse_cycles(graph: Mapping[str, set[str]], source: str) -> None:

@@ -1,35 +1,19 @@
-"""NUMA placement as Nova decides it: the guest topology a flavor and image ask for, and whether (and how) it fits
-a host's NUMA cells.
-
-Two halves, both with Nova 34's semantics (``nova/virt/hardware.py``):
-
-- ``instance_topology(spec)``: the guest's NUMA cells from ``hw:numa_nodes``, ``hw:numa_cpus.N`` /
-  ``hw:numa_mem.N``, the CPU policy (``shared``, ``dedicated``, ``mixed`` with ``hw:cpu_dedicated_mask`` or a
-  realtime mask), the thread policy, the page size and the emulator-threads policy, with the image properties
-  that may set or must not contradict them. None when the request asks for no NUMA topology; a request Nova's API
-  would refuse (or that asks for something Gantt does not model yet) raises InvalidRequest naming the key.
-- ``fit(host, guest, ...)``: Nova's ``numa_fit_instance_to_host``: host cells ordered as Nova orders them, every
-  permutation tried in turn, each guest cell checked against page sizes, memory, shared CPUs under the allocation
-  ratios and dedicated CPUs packed onto thread siblings, and a guest's PCI devices taken with the NUMA affinity
-  their policy asks for (``gantt.compute.pci.take`` with the cells chosen). Nova mutates the guest cells while it
-  searches (a cell keeps the page size and the cell id of its last fit, and its memo is keyed by those); the
-  search below keeps that state the same way, because the answer for a host depends on it.
-
-This module knows nothing of tables or filters: ``HostNUMA`` is one host's cells, prepared once per report.
+"""The guest NUMA topology a request asks for, as Nova decides it (``numa_get_constraints`` in
+``nova/virt/hardware.py``): the guest's cells from ``hw:numa_nodes``, ``hw:numa_cpus.N`` / ``hw:numa_mem.N``, the
+CPU policy (``shared``, ``dedicated``, ``mixed`` with ``hw:cpu_dedicated_mask`` or a realtime mask), the thread
+policy, the page size and the emulator-threads policy, with the image properties that may set or must not
+contradict them. None when the request asks for no NUMA topology; a request Nova's API would refuse (or that asks
+for something Gantt does not model yet) raises InvalidRequest naming the key.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gantt.compute.pci import Affinity, PciRequest, Pool, devices_per_node, take
-from gantt.model import InvalidRequest, NUMACell, NUMACellClaim, NUMATopology, RequestSpec
+from gantt.model import InvalidRequest, RequestSpec
 
 MEMPAGES_SMALL = -1
 MEMPAGES_LARGE = -2
@@ -58,10 +42,6 @@ _NOT_MODELED_PROPS = {
 _TRUE = ("1", "t", "true", "on", "y", "yes")
 _BYTES = re.compile(r"(^[-+]?\d*\.?\d+)([KMGTPEZYRQ]i?)?(b|bit|B)$")
 _PREFIX_EXPONENT = {p: i + 1 for i, p in enumerate("KMGTPEZYRQ")}
-
-
-# ------------------------------------------------------------------------------------------- the guest
-
 
 @dataclass(frozen=True, slots=True)
 class GuestCell:
@@ -163,14 +143,15 @@ class _Sources:
     def both(self, key: str) -> tuple[Any, Any]:
         return self.specs.get(f"hw:{key}"), self.props.get(f"hw_{key}")
 
-    def choice(self, key: str, allowed: tuple[str, ...]) -> tuple[Any, Any]:
+    def choice(self, key: str, allowed: tuple[str, ...]) -> tuple[str | None, str | None]:
         """``both(key)``, refusing a value outside ``allowed`` from either side, named where it was written."""
         flavor, image = self.both(key)
         if flavor and flavor not in allowed:
             raise _bad(f"hw:{key} must be one of {', '.join(allowed)}, not {flavor!r}", self.spec_where(f"hw:{key}"))
         if image and image not in allowed:
             raise _bad(f"hw_{key} must be one of {', '.join(allowed)}, not {image!r}", self.prop_where(f"hw_{key}"))
-        return flavor, image
+        # what is left of the image's value is one of ``allowed``, or nothing (a falsy JSON value)
+        return flavor, image if isinstance(image, str) else None
 
     @staticmethod
     def spec_where(key: str) -> str:
@@ -422,21 +403,25 @@ def instance_topology(spec: RequestSpec) -> GuestTopology | None:
     if not (nodes or pagesize or cpu_policy in (DEDICATED, MIXED)):
         return None
     vcpus = set(range(src.vcpus)) - pcpus
-    nodes = nodes or 1
+    cells = _cells(src, nodes or 1, vcpus, pcpus, pagesize)
+    return GuestTopology(cells=cells, cpu_policy=cpu_policy, cpu_thread_policy=thread_policy,
+                         emulator_threads_policy=emulator, resources=translated, hyperthreading=hyperthreading)
+
+
+def _cells(src: _Sources, nodes: int, vcpus: set[int], pcpus: set[int],
+           pagesize: float | None) -> tuple[GuestCell, ...]:
+    """The guest's cells: vCPUs and memory split evenly over ``nodes``, or as hw:numa_cpus.N / hw:numa_mem.N say."""
     cpu_list, cpu_where = _mappings(src, "numa_cpus")
     mem_list, mem_where = _mappings(src, "numa_mem")
     if cpu_list is None and mem_list is None:
-        cells = _auto_cells(src, nodes, vcpus, pcpus, pagesize)
-    elif cpu_list is not None and mem_list is not None:
+        return _auto_cells(src, nodes, vcpus, pcpus, pagesize)
+    if cpu_list is not None and mem_list is not None:
         if len(cpu_list) != nodes or len(mem_list) != nodes:
             raise _bad(f"hw:numa_cpus.N and hw:numa_mem.N must be given for each of the {nodes} NUMA nodes",
                        cpu_where if len(cpu_list) != nodes else mem_where)
-        cells = _manual_cells(src, vcpus, pcpus, pagesize, cpu_list, cpu_where, mem_list, mem_where)
-    else:
-        raise _bad("hw:numa_cpus.N and hw:numa_mem.N must be given together",
-                   cpu_where if cpu_list is not None else mem_where)
-    return GuestTopology(cells=cells, cpu_policy=cpu_policy, cpu_thread_policy=thread_policy,
-                         emulator_threads_policy=emulator, resources=translated, hyperthreading=hyperthreading)
+        return _manual_cells(src, vcpus, pcpus, pagesize, cpu_list, cpu_where, mem_list, mem_where)
+    raise _bad("hw:numa_cpus.N and hw:numa_mem.N must be given together",
+               cpu_where if cpu_list is not None else mem_where)
 
 
 def _translated(src: _Sources, policy: str | None, emulator: str | None, dedicated: set[int] | None,
@@ -491,356 +476,3 @@ def _manual_cells(src: _Sources, vcpus: set[int], pcpus: set[int], pagesize: flo
     if total != src.memory_mb:
         raise _bad(f"the NUMA nodes' memory adds up to {total} MiB, not the flavor's {src.memory_mb}", mem_where)
     return tuple(cells)
-
-
-# -------------------------------------------------------------------------------------------- the host
-
-
-@dataclass(frozen=True, slots=True)
-class HostCell:
-    """One host cell, prepared for fitting (sets instead of lists, free figures computed once)."""
-
-    id: int
-    cpuset: frozenset[int]
-    pcpuset: frozenset[int]
-    memory: int
-    cpu_usage: int
-    memory_usage: int
-    free_pcpus: frozenset[int]
-    siblings: tuple[frozenset[int], ...]
-    pages: tuple[tuple[int, int, int], ...]  # (size_kb, total, free) in the order reported
-    socket: int | None = None
-
-    @classmethod
-    def of(cls, cell: NUMACell) -> HostCell:
-        pcpus = frozenset(cell.pcpuset)
-        return cls(id=cell.id, cpuset=frozenset(cell.cpuset), pcpuset=pcpus, memory=cell.memory,
-                   cpu_usage=cell.cpu_usage, memory_usage=cell.memory_usage,
-                   free_pcpus=pcpus - frozenset(cell.pinned_cpus),
-                   siblings=tuple(frozenset(s) for s in cell.siblings),
-                   pages=tuple((p.size_kb, p.total, p.total - p.used - p.reserved) for p in cell.mempages),
-                   socket=cell.socket)
-
-    @property
-    def avail_memory(self) -> int:
-        return self.memory - self.memory_usage
-
-    @property
-    def has_threads(self) -> bool:
-        return any(len(s) > 1 for s in self.siblings)
-
-    def page_fits(self, size_kb: float, memory_kb: int, *, use_free: bool = True) -> bool | None:
-        """Whether ``memory_kb`` fits in pages of ``size_kb`` (None: the cell has no such pages)."""
-        for size, total, free in self.pages:
-            if size == size_kb:
-                return memory_kb <= (free if use_free else total) * size and memory_kb % size == 0
-        return None
-
-    @property
-    def largest_guest_memory(self) -> float:
-        """No guest cell larger than this (MiB) can fit here, whatever it asks for (the prefilter's bound)."""
-        pages = max((total * size for size, total, _ in self.pages), default=0) / 1024
-        return max(float(self.memory), pages)
-
-
-@dataclass(frozen=True, slots=True)
-class HostNUMA:
-    cells: tuple[HostCell, ...]
-
-    @classmethod
-    def of(cls, topology: NUMATopology | None) -> HostNUMA | None:
-        if topology is None or not topology.cells:
-            return None
-        return cls(tuple(HostCell.of(c) for c in topology.cells))
-
-    @property
-    def has_threads(self) -> bool:
-        return any(c.has_threads for c in self.cells)
-
-    def affinity(self, cells: list[int]) -> Affinity:
-        """The guest cells landing on host ``cells``, as the PCI devices' NUMA affinity reads them."""
-        return Affinity(tuple(cells), tuple((c.id, c.socket) for c in self.cells))
-
-
-# --------------------------------------------------------------------------------------------- the fit
-
-
-@dataclass(frozen=True, slots=True)
-class CellFit:
-    """Where one guest cell landed: the host cell, the page size chosen, guest vCPU -> host CPU for its
-    dedicated vCPUs, and the host CPUs reserved for its emulator threads."""
-
-    host_cell: int
-    pagesize: float | None
-    pinning: tuple[tuple[int, int], ...]
-    reserved: frozenset[int]
-
-
-def _pinning(threads: int, cores: list[frozenset[int]], vcpus: frozenset[int]) -> list[tuple[int, int]] | None:
-    if threads * len(cores) < len(vcpus):
-        return None
-    usable = itertools.chain.from_iterable(sorted(core)[:threads] for core in cores)
-    return list(zip(sorted(vcpus), usable, strict=False))
-
-
-def _reserved(cores: list[frozenset[int]], pinning: list[tuple[int, int]] | None, count: int,
-              isolate: bool = False) -> set[int] | None:
-    """Host CPUs left for the emulator threads once ``pinning`` is taken (None: none, or none asked for)."""
-    if not pinning:
-        return None
-    if not count:
-        return None
-    left = [sorted(core) for core in cores]
-    for _, cpu in pinning:
-        for core in left:
-            if cpu in core:
-                if isolate:
-                    left.remove(core)  # a core one of our vCPUs takes whole
-                else:
-                    core.remove(cpu)
-    return set(list(itertools.chain.from_iterable(left))[:count]) or None
-
-
-def _pack(cell: HostCell, vcpus: frozenset[int], thread_policy: str | None,
-          reserve: int) -> tuple[list[tuple[int, int]], set[int] | None] | None:
-    """Dedicated vCPUs onto the cell's free thread siblings (Nova's ``_pack_instance_onto_cores``)."""
-    threads_per_core = max((len(s) for s in cell.siblings), default=0) or 1
-    by_threads: dict[int, list[frozenset[int]]] = defaultdict(list)
-    for sib in cell.siblings:
-        free = sib & cell.free_pcpus
-        for n in range(1, len(free) + 1):
-            by_threads[n].append(free)
-    if thread_policy == ISOLATE:
-        if threads_per_core not in by_threads:
-            return None  # no wholly free core
-        if threads_per_core != 1 and cell.pcpuset != cell.cpuset:
-            return None  # SMT host with cpu_dedicated_set: isolate cannot be emulated (Nova bug 1889633)
-        pinning = _pinning(1, by_threads[threads_per_core], vcpus)
-        reserved = _reserved(by_threads[1], pinning, reserve, isolate=True)
-        if not pinning or (reserve and not reserved):
-            return None
-        return pinning, reserved
-    if thread_policy == REQUIRE and threads_per_core <= 1:
-        return None
-    pinning, reserved, threads = None, None, 1
-    for threads, cores in sorted(by_threads.items(), reverse=True):
-        if thread_policy == REQUIRE and threads <= 1:
-            continue
-        pinning = _pinning(threads, cores, vcpus)
-        reserved = _reserved(by_threads[1], pinning, reserve)
-        if pinning is None or (reserve and not reserved):
-            continue
-        break
-    if thread_policy != REQUIRE and not pinning:
-        # No siblings to spare: every free thread counts as a core of its own.
-        singles = [frozenset((cpu,)) for core in by_threads[1] for cpu in sorted(core)]
-        pinning = _pinning(threads, singles, vcpus)
-        reserved = _reserved(singles, pinning, reserve)
-    if pinning is None or (reserve and not reserved):
-        return None
-    return pinning, reserved
-
-
-_Placed = tuple[list[tuple[int, int]], set[int] | None]  # (pinning, host CPUs reserved for emulator threads)
-
-
-def _fit_cell(host: HostCell, guest: GuestCell, pagesize: float | None, guest_policy: str | None,
-              thread_policy: str | None, cpu_ratio: float, ram_ratio: float,
-              reserve: int) -> tuple[float | None, bool, _Placed | None]:
-    """One guest cell on one host cell (Nova's ``_numa_fit_instance_cell``).
-
-    Returns the guest cell's state afterwards as Nova leaves it even when a later check fails (the page size it
-    found; whether its CPUs were packed here, which gives it this cell's id), and (pinning, reserved), or None
-    when the cell does not fit."""
-    pinned = guest_policy in (DEDICATED, MIXED)
-    memory_kb = guest.memory * 1024
-    if pagesize:
-        sizes = sorted((size for size, _, _ in host.pages), reverse=True)
-        if pagesize == MEMPAGES_SMALL:
-            tried: list[float] = sizes[-1:]
-        elif pagesize == MEMPAGES_LARGE:
-            tried = sizes[:-1]
-        elif pagesize == MEMPAGES_ANY:
-            tried = sizes
-        else:
-            tried = [pagesize]
-        chosen = next((size for size in tried if host.page_fits(size, memory_kb)), None)
-        if not chosen:
-            return pagesize, False, None
-        pagesize = chosen
-    elif host.pages:
-        smallest = min(size for size, _, _ in host.pages)
-        # Small pages may be overcommitted, except by pinned guests (Nova's legacy rule).
-        if not host.page_fits(smallest, memory_kb, use_free=pinned):
-            return pagesize, False, None
-    elif pinned:
-        if host.avail_memory < guest.memory:
-            return pagesize, False, None
-    elif host.memory < guest.memory:
-        return pagesize, False, None  # an instance may not overcommit a cell against itself
-    if pinned and len(guest.pcpuset) + reserve > len(host.pcpuset):
-        return pagesize, False, None
-    if guest_policy in (SHARED, MIXED, None) and len(guest.cpuset) > len(host.cpuset):
-        return pagesize, False, None
-    placed: _Placed = ([], None)
-    packed = False
-    if pinned:
-        if len(guest.pcpuset) + reserve > len(host.free_pcpus):
-            return pagesize, False, None
-        got = _pack(host, guest.pcpuset, thread_policy, reserve)
-        if got is None:
-            return pagesize, False, None
-        packed = True
-        if not (guest.cpuset or guest.pcpuset):
-            return pagesize, packed, None  # Nova reads a packed cell without vCPUs as a failed packing
-        placed = got
-    if guest_policy in (SHARED, MIXED, None):
-        if host.cpu_usage + len(guest.cpuset) > len(host.cpuset) * cpu_ratio:
-            return pagesize, packed, None
-        if host.memory_usage + guest.memory > host.memory * ram_ratio:
-            return pagesize, packed, None
-    return pagesize, packed, placed
-
-
-def _ordered(host: HostNUMA, guest: GuestTopology, pack: bool,
-             pci_per_cell: dict[int | None, int] | None, wants_pci: bool) -> list[HostCell]:
-    cells = list(host.cells)
-    if len(cells) <= len(guest.cells):
-        return cells
-    # Spread (the default) tries the emptiest cells first, pack the fullest; stable sorts, as Nova's.
-    cells = sorted(cells, key=lambda c: c.avail_memory, reverse=not pack)
-    if guest.cpu_policy in (None, SHARED):
-        cells = sorted(cells, key=lambda c: c.cpu_usage, reverse=pack)
-    else:
-        cells = sorted(cells, key=lambda c: len(c.free_pcpus), reverse=not pack)
-    if pci_per_cell:
-        cells = sorted(cells, key=lambda c: pci_per_cell.get(c.id, 0), reverse=wants_pci)
-    return cells
-
-
-def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float, ram_ratio: float,
-        pack: bool = False, pools: Sequence[Pool] = (),
-        pci_requests: Sequence[PciRequest] = ()) -> list[CellFit] | None:
-    """The first way ``guest`` fits ``host`` in Nova's search order (Nova's ``numa_fit_instance_to_host``), one
-    CellFit per guest cell, or None when it does not fit.
-
-    ``pack``: ``[compute] packing_host_numa_cells_allocation_strategy``. ``pools``: the host's PCI pools left
-    (``gantt.compute.pci.freeze_pools`` tuples); Nova orders the cells by their free devices, those with devices first
-    when the guest asks for some (``pci_requests``), last otherwise; and a way of fitting the cells holds only
-    when the devices can be taken with the NUMA affinity each request's policy asks for.
-    """
-    if host is None or guest is None or not host.cells or not guest.cells:
-        return None
-    if len(host.cells) < len(guest.cells) or (pci_requests and not pools):  # no pool serves any request
-        return None
-    cells = _ordered(host, guest, pack, devices_per_node(pools) if pools else None, bool(pci_requests))
-    # Nova's search state: each guest cell's current id and page size change as it fits (see the module doc).
-    ids = [c.id for c in guest.cells]
-    sizes = [c.pagesize for c in guest.cells]
-    fits: list[CellFit | None] = [None] * len(guest.cells)
-    misfit: set[tuple[int, int]] = set()
-    fitted: set[tuple[int, int]] = set()
-    for perm in itertools.permutations(cells, len(guest.cells)):
-        chosen: list[CellFit] = []
-        for i, (hcell, gcell) in enumerate(zip(perm, guest.cells, strict=True)):
-            pair = (hcell.id, ids[i])
-            if pair in misfit:
-                break
-            if pair in fitted:
-                ids[i] = hcell.id
-                last = fits[i]
-                chosen.append(CellFit(hcell.id, sizes[i], last.pinning if last else (),
-                                      last.reserved if last else frozenset()))
-                continue
-            reserve = 1 if guest.emulator_threads_isolated and not chosen else 0
-            sizes[i], packed, placed = _fit_cell(hcell, gcell, sizes[i], guest.cpu_policy, guest.cpu_thread_policy,
-                                                 cpu_ratio, ram_ratio, reserve)
-            if packed:
-                ids[i] = hcell.id
-            if placed is None:
-                misfit.add(pair)
-                break
-            ids[i] = hcell.id
-            cell_fit = CellFit(hcell.id, sizes[i], tuple(placed[0]), frozenset(placed[1] or ()))
-            fits[i] = cell_fit
-            chosen.append(cell_fit)
-            fitted.add(pair)
-        if len(chosen) == len(guest.cells):
-            if pci_requests and take(pools, pci_requests, host.affinity([c.host_cell for c in chosen])) is None:
-                continue
-            return chosen
-    return None
-
-
-# ------------------------------------------------------------------------------------------- the claim
-
-
-def claims_of(host: HostNUMA, guest: GuestTopology, fits: list[CellFit]) -> list[NUMACellClaim]:
-    """What the instance takes of each host cell it fits on (Nova's ``numa_usage_from_instance_numa``)."""
-    cells = {c.id: c for c in host.cells}
-    out = []
-    for gcell, cell_fit in zip(guest.cells, fits, strict=True):
-        hcell = cells[cell_fit.host_cell]
-        pinned = {cpu for _, cpu in cell_fit.pinning} | set(cell_fit.reserved)
-        if guest.pinned and guest.cpu_thread_policy == ISOLATE:
-            for sib in hcell.siblings:  # the whole core goes with each CPU pinned under isolate
-                if sib & pinned:
-                    pinned |= sib
-        size = cell_fit.pagesize if cell_fit.pagesize else min((s for s, _, _ in hcell.pages), default=None)
-        out.append(NUMACellClaim(cell=hcell.id, memory_mb=gcell.memory, cpus=len(gcell.cpuset),
-                                 pinned_cpus=sorted(pinned) if guest.pinned else [],
-                                 pagesize_kb=int(size) if size else None))
-    return out
-
-
-def claim(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float, ram_ratio: float,
-          pack: bool = False, pools: Sequence[Pool] = (),
-          pci_requests: Sequence[PciRequest] = ()) -> list[NUMACellClaim] | None:
-    """The cells, CPUs and pages the guest would take on ``host`` now (None: it does not fit, devices included)."""
-    fits = fit(host, guest, cpu_ratio=cpu_ratio, ram_ratio=ram_ratio, pack=pack, pools=pools,
-               pci_requests=pci_requests)
-    if fits is None or host is None or guest is None:
-        return None
-    return claims_of(host, guest, fits)
-
-
-def with_claims(host: HostNUMA, claims: list[NUMACellClaim]) -> tuple[HostNUMA, bool]:
-    """``host`` with ``claims`` counted, and whether they all hold: every CPU pinned is one of the cell's
-    dedicated CPUs and free (pinned by no report and no other claim), no page size is used beyond its free
-    pages."""
-    ok = True
-    memory: dict[int, int] = defaultdict(int)
-    cpus: dict[int, int] = defaultdict(int)
-    pinned: dict[int, set[int]] = defaultdict(set)
-    pages: dict[tuple[int, float], int] = defaultdict(int)
-    cells = {c.id: c for c in host.cells}
-    for c in claims:
-        cell = cells.get(c.cell)
-        if cell is None:
-            ok = False
-            continue
-        taken = set(c.pinned_cpus)
-        if not taken <= cell.free_pcpus or taken & pinned[c.cell]:
-            ok = False
-        pinned[c.cell] |= taken
-        memory[c.cell] += c.memory_mb
-        cpus[c.cell] += c.cpus
-        if c.pagesize_kb:
-            pages[(c.cell, c.pagesize_kb)] += c.memory_mb * 1024 // c.pagesize_kb
-    new_cells = []
-    for cell in host.cells:
-        if cell.id not in memory:
-            new_cells.append(cell)
-            continue
-        new_pages = []
-        for size, total, free in cell.pages:
-            left = free - pages.get((cell.id, size), 0)
-            if left < 0 and pages.get((cell.id, size)) and size != min(s for s, _, _ in cell.pages):
-                ok = False  # huge pages are never overcommitted; small ones may be (as Nova)
-            new_pages.append((size, total, left))
-        new_cells.append(HostCell(
-            id=cell.id, cpuset=cell.cpuset, pcpuset=cell.pcpuset, memory=cell.memory,
-            cpu_usage=cell.cpu_usage + cpus[cell.id], memory_usage=cell.memory_usage + memory[cell.id],
-            free_pcpus=cell.free_pcpus - pinned[cell.id], siblings=cell.siblings, pages=tuple(new_pages),
-            socket=cell.socket))
-    return HostNUMA(tuple(new_cells)), ok

@@ -1,0 +1,155 @@
+"""What a caller asks for: Nova's RequestSpec and its parts (flavor, image, server group, requested destination)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta, Struct, field
+
+from gantt.model.classes import check_resource_class
+from gantt.model.limits import (
+    MAX_LIST,
+    MAX_NUM_INSTANCES,
+    AggregateRefs,
+    FreeForm,
+    Key,
+    Name,
+    Text,
+    check_json,
+)
+from gantt.model.prepare import prepare_types
+
+# Nova's names for a CPU architecture (nova.objects.fields.Architecture), hypervisor type (HVType) and VM mode
+# (VMMode): what an image's hw_architecture, img_hv_type and hw_vm_mode and a host's supported_instances name.
+ARCHITECTURES = frozenset({
+    "alpha", "armv6", "armv7l", "armv7b", "aarch64", "cris", "i686", "ia64", "lm32", "m68k", "microblaze",
+    "microblazeel", "mips", "mipsel", "mips64", "mips64el", "openrisc", "parisc", "parisc64", "ppc", "ppcle",
+    "ppc64", "ppc64le", "ppcemb", "s390", "s390x", "sh4", "sh4eb", "sparc", "sparc64", "unicore32", "x86_64",
+    "xtensa", "xtensaeb",
+})
+HV_TYPES = frozenset({
+    "baremetal", "bhyve", "docker", "fake", "hyperv", "ironic", "kqemu", "kvm", "lxc", "lxd", "openvz",
+    "parallels", "phyp", "qemu", "test", "uml", "vbox", "vz", "vmware", "xen", "zvm", "prsm",
+})
+VM_MODES = frozenset({"hvm", "xen", "uml", "exe"})
+
+
+class Flavor(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    name: Text | None = None
+    vcpus: int = 0
+    memory_mb: int = 0
+    root_gb: int = 0
+    ephemeral_gb: int = 0
+    swap: int = 0  # MB, as in Nova
+    extra_specs: Annotated[dict[Key, Text], Meta(max_length=MAX_LIST)] = field(default_factory=dict)
+    flavorid: Text | None = None
+    # written as PciPool's values are: typing caches a union by its members as a set, so whichever module spells it
+    # first would set the order of both (and of their JSON schemas)
+    id: Text | int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+        for key, value in self.extra_specs.items():
+            if not isinstance(value, str):
+                raise ValueError(f"extra_specs must map keys to strings ({key!r} does not)")
+
+
+class Image(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    id: Text | None = None
+    name: Text | None = None
+    disk_format: Text | None = None  # Glance's (qcow2, raw, …): [scheduler] query_placement_for_image_type_support
+    properties: FreeForm = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_json("properties", self.properties)
+
+
+Policy = Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]
+
+
+class InstanceGroup(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    uuid: Text | None = None
+    name: Text | None = None
+    policy: Policy | None = None
+    policies: Annotated[list[Policy], Meta(max_length=1)] | None = None  # older Nova: a one-element list
+    members: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
+    hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
+    rules: FreeForm = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_json("rules", self.rules)
+        if self.policy is None and self.policies:
+            self.policy = self.policies[0]
+        if "max_server_per_host" in self.rules:
+            value = self.rules["max_server_per_host"]
+            try:
+                number = int(value)
+            except (TypeError, ValueError):
+                raise ValueError("rules.max_server_per_host must be a positive integer") from None
+            if number < 1 or isinstance(value, bool):
+                raise ValueError("rules.max_server_per_host must be a positive integer")
+            self.rules["max_server_per_host"] = number
+
+
+class RequestedDestination(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    host: Text | None = None
+    node: Text | None = None
+    # Each a comma-separated "any of" group, as in Nova.
+    aggregates: Annotated[list[AggregateRefs], Meta(max_length=MAX_LIST)] | None = None
+
+
+class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    flavor: Flavor | None = None
+    image: Image | None = None
+    project_id: Text | None = None
+    user_id: Text | None = None
+    availability_zone: Text | None = None
+    num_instances: Annotated[int, Meta(ge=1, le=MAX_NUM_INSTANCES)] = 1
+    instance_uuids: Annotated[list[Name], Meta(max_length=MAX_NUM_INSTANCES)] | None = None
+    scheduler_hints: FreeForm = field(default_factory=dict)
+    instance_group: InstanceGroup | None = None
+    ignore_hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
+    force_hosts: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
+    force_nodes: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
+    requested_destination: RequestedDestination | None = None
+    resources: Annotated[dict[Key, int], Meta(max_length=MAX_LIST)] | None = None
+    required_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
+    forbidden_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] | None = None
+    # Each inner list: "in any of these"; all inner lists must hold.
+    member_of: Annotated[list[Annotated[list[AggregateRefs], Meta(max_length=MAX_LIST)]],
+                         Meta(max_length=MAX_LIST)] | None = None
+    request_id: Text | None = None
+    # A move (resize, migration, evacuation) of the one instance named in instance_uuids (design §6): the
+    # instance is placed anew and its current allocation is held under this UUID until confirm or revert.
+    migration_uuid: Name | None = None
+
+    def __post_init__(self) -> None:
+        check_json("scheduler_hints", self.scheduler_hints)
+        # The type's bounds hold for decoded input; a RequestSpec built in Python is checked here.
+        if not 1 <= self.num_instances <= MAX_NUM_INSTANCES:
+            raise ValueError(f"num_instances must be >= 1 and <= {MAX_NUM_INSTANCES}")
+        if self.instance_uuids is not None:
+            if len(self.instance_uuids) != self.num_instances:
+                if self.num_instances == 1 and len(self.instance_uuids) > 1:
+                    self.num_instances = len(self.instance_uuids)
+                else:
+                    raise ValueError("instance_uuids must have num_instances entries")
+            if len(set(self.instance_uuids)) != len(self.instance_uuids):
+                raise ValueError("instance_uuids must be unique")
+        if self.resources:
+            for rc, amount in self.resources.items():
+                check_resource_class(rc, "resources")
+                if amount < 0:
+                    raise ValueError(f"resources.{rc} must be >= 0")
+        if self.flavor is None and not self.resources:
+            raise ValueError("flavor must be given when resources is not")
+        if self.migration_uuid is not None:
+            if not self.instance_uuids or len(self.instance_uuids) != 1:
+                raise ValueError("a move (migration_uuid) names exactly one instance in instance_uuids")
+            if self.migration_uuid == self.instance_uuids[0]:
+                raise ValueError("migration_uuid must differ from the instance's UUID")
+
+
+prepare_types(globals())
