@@ -15,8 +15,9 @@ from gantt.config import Config
 from gantt.model import Aggregate, HostReport, HostStats, InstanceInfo, NotFound, StoreUnavailable
 from gantt.replication.replica import Replica, audit
 from gantt.store import sqlite
-from gantt.store.base import Batch, Compacted, Expect, RepeatOf, Store, StoreConflict, open_store
+from gantt.store.base import Batch, Compacted, Expect, RepeatOf, Store, StoreConflict
 from gantt.store.sqlite import SQLiteStore, path_of
+from gantt.store.urls import open_store
 from tests.conftest import host_stats, request
 from tests.store.contract import CONTRACT, alloc, at, report
 from tests.store.full_disk import FullDiskSQLiteStore

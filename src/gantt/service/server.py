@@ -27,7 +27,7 @@ from typing import Any
 
 from gantt.config import Config, load_config
 from gantt.service.lifeline import die_with_parent
-from gantt.store.base import redact_url
+from gantt.store.urls import redact_url
 
 log = logging.getLogger("gantt.service")
 
@@ -78,7 +78,7 @@ def check_store(url: str) -> None:
     missing directory, a foreign or damaged file, an etcd cluster nobody answers for (exit status 3) is one
     line, not "serving …" and then a traceback in every worker."""
     from gantt.model import StoreUnavailable
-    from gantt.store.base import open_store
+    from gantt.store.urls import open_store
 
     if url.startswith("memory:"):
         return  # cannot fail
