@@ -179,8 +179,8 @@ def _check(batch: Batch, reads: Reads) -> None:
         if reads.record((kind, name)) is None:
             raise NotFound(f"no such {kind} {name!r}", field="name")
     for expected in batch.consumers:
-        held = reads.allocation(expected.consumer)
-        generation = None if held is None else held.consumer_generation or 0
+        holding = reads.allocation(expected.consumer)
+        generation = None if holding is None else holding.consumer_generation or 0
         if generation != expected.generation:
             raise ConsumerConflict(expected.consumer, generation, expected.generation)
 
@@ -357,8 +357,8 @@ def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
     gone = set(doomed)
     held = reads.allocations_on(gone)
     if held and batch.refuse_held_hosts:
-        node = next(key for key in doomed if any(key in a.nodes() for a in held))
-        raise HostInUse(node, sorted(a.consumer_uuid for a in held))
+        refused = next(key for key in doomed if any(key in a.nodes() for a in held))
+        raise HostInUse(refused, sorted(a.consumer_uuid for a in held))
     for allocation in held:
         # A node's parts of allocations go with it ("host_deleted" tells replicas so, and they drop every
         # consumer with a part there); a consumer's parts on other nodes are not the deleted node's to free, so
