@@ -48,7 +48,7 @@ def describe_store(url: str) -> str:
     shown = redact_url(url)
     if not url.startswith("sqlite:"):
         return shown
-    from gantt.store.sqlite import path_of  # type: ignore[import-not-found,unused-ignore]
+    from gantt.store.sqlite_file import path_of
 
     try:
         path = path_of(url)
@@ -60,7 +60,7 @@ def describe_store(url: str) -> str:
 def _relative_without_directory(url: str) -> str | None:
     """A relative SQLite path whose directory does not exist: the operator most likely meant the absolute path
     (``sqlite:///tmp/x`` for /tmp/x); say so rather than create ./tmp/ in the working directory."""
-    from gantt.store.sqlite import path_of  # type: ignore[import-not-found,unused-ignore]
+    from gantt.store.sqlite_file import path_of
 
     try:
         path = Path(path_of(url))

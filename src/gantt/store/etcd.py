@@ -800,8 +800,8 @@ class EtcdStore(Store):
             txn.ops[self.keys.touched(*key)] = None  # the record is newer than its touch (store.base: lifted)
         for aggregate_id, aggregate in decided.aggregates.items():
             txn.ops[self.keys.aggregate(aggregate_id)] = None if aggregate is None else encode(aggregate)
-        for key in txn.stale:
-            txn.ops[key] = None
+        for stale in txn.stale:
+            txn.ops[stale] = None
         for consumer, allocation in decided.allocations.items():
             txn.ops[self.keys.allocation(consumer)] = None if allocation is None else encode(allocation)
             before = reads.before(consumer)
