@@ -186,7 +186,7 @@ class SQLiteStore(Store):
 
     # ---------------------------------------------------------------------------------- the files themselves
 
-    @property  # type: ignore[override]  # the base's plain attribute, here looking at the files too
+    @property
     def last_write_error(self) -> WriteFailure | None:
         """The last write the store could not make; a store whose files were deleted or replaced says so here for
         as long as it is open (/health then answers 503), writes or not. Read per host report (``Replica.heartbeat``):
