@@ -20,7 +20,8 @@ CHECKED = Capacity(default_ratios={})
 def entries(store: EtcdStore) -> set[tuple[str, str]]:
     """(node, consumer) of every index entry."""
     keys = store.keys
-    resp = store._client.call("Range", pb.RangeRequest(key=keys.placed, range_end=prefix_end(keys.placed), keys_only=True))
+    resp = store._client.call("Range", pb.RangeRequest(key=keys.placed, range_end=prefix_end(keys.placed),
+                                                       keys_only=True))
     out = set()
     for kv in resp.kvs:
         host, _, rest = kv.key[len(keys.placed):].decode().partition("/")
