@@ -80,7 +80,6 @@ def _millis(query: dict[str, str], name: str, default: float) -> float:
     return ms / 1000
 
 
-
 class EtcdStore(Store):
     def __init__(self, url: str, *, timeout: float | None = None, budget: float | None = None,
                  history: int = 200_000, page: int = 2_000, namespace: str = DEFAULT) -> None:
@@ -166,8 +165,8 @@ class EtcdStore(Store):
         resp = self._client.call("Range", pb.RangeRequest(key=self.keys.last_write, keys_only=True))
         if not resp.kvs:
             resp = self._client.call("Range", pb.RangeRequest(key=self.keys.root, range_end=self.keys.end, limit=1,
-                                                       keys_only=True, sort_order=pb.RangeRequest.DESCEND,
-                                                       sort_target=pb.RangeRequest.MOD))
+                                                              keys_only=True, sort_order=pb.RangeRequest.DESCEND,
+                                                              sort_target=pb.RangeRequest.MOD))
         newest = int(resp.kvs[0].mod_revision) if resp.kvs else 0
         self._client.saw(newest)  # so changes() waits for the stream to deliver it
         return newest

@@ -77,7 +77,6 @@ class EtcdStats:
     group_timeouts: int = 0  # claims whose committer did not answer in time (StoreUnavailable; should stay 0)
 
 
-
 class EtcdClient:
     """Unary calls to an etcd cluster (``endpoints``): each attempt within ``timeout``, the whole call within
     ``budget``; ranges read ``page`` keys at a time."""

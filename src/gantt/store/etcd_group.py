@@ -67,7 +67,6 @@ class _Pending:
     error: BaseException | None = None
 
 
-
 def claim_keys(batch: Batch) -> frozenset[tuple[str, ...]]:
     """What a claim compares or writes, by node and by consumer: every key of its txn derives from one of them
     (usage keys from nodes; allocation keys and index entries from consumers)."""

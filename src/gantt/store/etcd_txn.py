@@ -219,7 +219,6 @@ class Transactions:
         return ConsumerHeld(held, revision)
 
 
-
 class Reads:
     """The planner's reads: fetched in one txn up front, each guarded by a compare of the commit's txn.
 
