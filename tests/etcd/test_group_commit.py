@@ -164,6 +164,34 @@ def test_a_refused_claim_fails_alone_and_the_others_of_its_txn_land(store_url: s
         assert sorted(a.consumer_uuid for a in store.snapshot().allocations) == ["c-n0", "c-n1", "c-n3"]
 
 
+def test_a_shared_txn_is_read_back_without_an_error_escaping_its_committer(store_url: str,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shared txn answers one response per claim and one more, for ``last-write``: the claims are read back
+    from the first ones alone, and the committer ends its group cleanly (an error escaping it would be charged to
+    every claim of the group not yet answered)."""
+    with EtcdStore(store_url + "?group_workers=1") as store:
+        revisions = {f"n{i}": store.commit(Batch(reports=[report(f"n{i}")])).revision for i in range(3)}
+        escaped: list[BaseException] = []
+        real = store._group.commit_group
+
+        def watched(group: list) -> None:  # type: ignore[type-arg]
+            try:
+                real(group)
+            except BaseException as exc:
+                escaped.append(exc)
+                raise
+
+        monkeypatch.setattr(store._group, "commit_group", watched)
+
+        def claim(node: str) -> None:
+            store.commit(Batch(expect=[Expect(node, node, revisions[node])], allocations=[alloc(f"c-{node}", node)]))
+
+        claim_behind_a_held_committer(store, monkeypatch, [partial(claim, node) for node in revisions])
+        assert store.stats.group_commits == 1
+        assert escaped == []
+        assert sorted(a.consumer_uuid for a in store.snapshot().allocations) == ["c-n0", "c-n1", "c-n2"]
+
+
 def test_claims_with_overlapping_keys_never_share_a_txn(store_url: str) -> None:
     """Two claims expecting one node at one revision: in one txn, etcd would check both against the state
     before it, and both would land. They go one after the other: exactly one lands, the other conflicts."""

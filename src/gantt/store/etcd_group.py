@@ -263,7 +263,8 @@ class GroupCommit:
             self._client.count("group_refused", refused)
             if refused < len(live):
                 self._client.count("group_split")
-        for (item, plan), r in zip(live, resp.responses, strict=True):
+        # one response per claim, then last-write's
+        for (item, plan), r in zip(live, resp.responses[:len(live)], strict=True):
             nested = r.response_txn
             try:
                 if nested.succeeded:
