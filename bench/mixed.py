@@ -48,7 +48,7 @@ from gantt.bench.profiling import Sampler
 from gantt.bench.scripts import bench_script, cpu_model
 from gantt.replication.replica import audit
 from gantt.service.process import ServerProcess
-from gantt.store.base import open_store
+from gantt.store.urls import open_store
 
 _HERE = Path(__file__).resolve().parent
 

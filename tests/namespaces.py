@@ -107,7 +107,8 @@ def check_feeds(store: str) -> None:
     """A replica of one namespace never sees a change of the other: each has its own feed and revisions."""
     from gantt.model import HostReport, HostStats
     from gantt.replication.replica import Replica
-    from gantt.store.base import Batch, open_store
+    from gantt.store.base import Batch
+    from gantt.store.urls import open_store
 
     red = Replica.open(open_store(store, namespace="red"))
     green = Replica.open(open_store(store, namespace="green"))

@@ -13,7 +13,8 @@ from rich.console import Console
 from gantt import cli
 from gantt.cli import launch, terminal
 from gantt.model import Allocation, HostReport
-from gantt.store.base import Batch, open_store
+from gantt.store.base import Batch
+from gantt.store.urls import open_store
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess
 

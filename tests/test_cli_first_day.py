@@ -21,7 +21,8 @@ import gantt
 from gantt.cli import terminal
 from gantt.model import Allocation, HostReport
 from gantt.service.process import toml_text
-from gantt.store.base import Batch, open_store
+from gantt.store.base import Batch
+from gantt.store.urls import open_store
 from tests.cli_helpers import run, serving, widen
 from tests.conftest import host_stats
 

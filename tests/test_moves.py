@@ -15,7 +15,8 @@ import pytest
 from gantt.compute.scheduler import Scheduler
 from gantt.model import Conflict, NotFound, NoValidHost
 from gantt.replication.replica import Replica
-from gantt.store.base import Store, open_store
+from gantt.store.base import Store
+from gantt.store.urls import open_store
 from tests.conftest import FakeClock, host_stats, make_scheduler, request
 
 FILTERS = ["ComputeFilter", "ServerGroupAntiAffinityFilter"]

@@ -20,7 +20,8 @@ CHECKED = Capacity(default_ratios={})
 def entries(store: EtcdStore) -> set[tuple[str, str]]:
     """(node, consumer) of every index entry."""
     keys = store.keys
-    resp = store._call("Range", pb.RangeRequest(key=keys.placed, range_end=prefix_end(keys.placed), keys_only=True))
+    resp = store._client.call("Range", pb.RangeRequest(key=keys.placed, range_end=prefix_end(keys.placed),
+                                                       keys_only=True))
     out = set()
     for kv in resp.kvs:
         host, _, rest = kv.key[len(keys.placed):].decode().partition("/")
@@ -34,7 +35,7 @@ def forget_the_index(store: EtcdStore) -> None:
     """What a store written before the index looks like: allocations, no entries, no completion mark."""
     keys = store.keys
     for key, end in ((keys.placed, prefix_end(keys.placed)), (keys.placed_complete, b""), (keys.last_write, b"")):
-        store._call("DeleteRange", pb.DeleteRangeRequest(key=key, range_end=end))
+        store._client.call("DeleteRange", pb.DeleteRangeRequest(key=key, range_end=end))
 
 
 def put(store: EtcdStore, allocation: Allocation, generation: int | None = None, replaces: bool = False) -> int:
@@ -77,7 +78,7 @@ def test_a_stale_entry_is_skipped_and_dropped(store: EtcdStore) -> None:
     two_providers(store)
     put(store, spanning("c1", 4, 10, 1))
     stale = store.keys.placement(("p1", "p1"), "gone")
-    store._call("Put", pb.PutRequest(key=stale))
+    store._client.call("Put", pb.PutRequest(key=stale))
     with pytest.raises(InsufficientCapacity):
         put(store, Allocation(consumer_uuid="c2", host="p1", nodename="p1", resources={"VCPU": 1}))
     store.commit(Batch(releases=["c1"]))
@@ -91,5 +92,5 @@ def test_barrier_is_the_last_commit_with_or_without_last_write(store: EtcdStore)
     assert store.barrier() == r2 > r1
     forget_the_index(store)
     r3 = store.commit(Batch(reports=[report("h2")])).revision
-    store._call("DeleteRange", pb.DeleteRangeRequest(key=store.keys.last_write))
+    store._client.call("DeleteRange", pb.DeleteRangeRequest(key=store.keys.last_write))
     assert store.barrier() == r3  # an older store: the newest key's revision

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gantt.store.base import open_store
+from gantt.store.urls import open_store
 from tests.placement.conftest import CONFIG, LATEST, store_url
 from tests.service.server import ServerProcess
 

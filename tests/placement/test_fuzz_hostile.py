@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gantt.placement.api.app import ROUTES
-from gantt.store.sqlite import path_of
+from gantt.store.sqlite_file import path_of
 from tests.service.server import ServerProcess
 
 # Hypothesis warns of the long reprs of the bodies it makes (megabytes, on purpose).

@@ -22,7 +22,7 @@ from gantt.placement.api.microversion import MAX_VERSION
 from gantt.placement.api.wire import Call
 from gantt.replication.replica import Replica
 from gantt.resources.providers import ConsumerWrite, DuplicateName
-from gantt.store.base import open_store
+from gantt.store.urls import open_store
 from tests.conftest import TableLockHolder
 
 

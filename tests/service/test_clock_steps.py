@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from gantt.base.clocks import TEST_OFFSET_FILE
-from gantt.store.base import open_store
+from gantt.store.urls import open_store
 from tests.conftest import host_stats, request
 from tests.etcd.cluster import LocalCluster, require_etcd
 from tests.service.server import ServerProcess

@@ -14,7 +14,7 @@ import pytest
 
 from gantt import __version__
 from gantt.service.metrics import CLOUD_WIDE, merge, number
-from gantt.store.base import redact_url
+from gantt.store.urls import redact_url
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess
 
@@ -319,7 +319,7 @@ def test_replica_lag_is_revisions_not_yet_applied(tmp_path: Path) -> None:
     from gantt.config import Config
     from gantt.replication.replica import Replica
     from gantt.service.metrics import Metrics
-    from gantt.store.base import open_store
+    from gantt.store.urls import open_store
 
     url = f"sqlite:///{tmp_path}/lag.sqlite"
     writer = Replica(open_store(url), Config()).start_owning(follow=False)

@@ -14,9 +14,11 @@ from gantt import NoValidHost
 from gantt.config import Config
 from gantt.model import Aggregate, HostReport, HostStats, InstanceInfo, NotFound, StoreUnavailable
 from gantt.replication.replica import Replica, audit
-from gantt.store import sqlite
-from gantt.store.base import Batch, Compacted, Expect, RepeatOf, Store, StoreConflict, open_store
-from gantt.store.sqlite import SQLiteStore, path_of
+from gantt.store import sqlite_batch
+from gantt.store.base import Batch, Compacted, Expect, RepeatOf, Store, StoreConflict
+from gantt.store.sqlite import SQLiteStore
+from gantt.store.sqlite_file import path_of
+from gantt.store.urls import open_store
 from tests.conftest import host_stats, request
 from tests.store.contract import CONTRACT, alloc, at, report
 from tests.store.full_disk import FullDiskSQLiteStore
@@ -114,9 +116,7 @@ def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore
     must still leave no row behind and sink no other batch of its group."""
     import sqlite3
 
-    from gantt.store import sqlite as sqlite_module
-
-    real = sqlite_module._write
+    real = sqlite_batch.write
     torn = []
 
     def write(conn: sqlite3.Connection, plan: object, rev: int, *rest: object) -> object:
@@ -126,7 +126,7 @@ def test_a_batch_torn_half_way_through_its_writes_fails_alone(store: SQLiteStore
             raise sqlite3.OperationalError("disk I/O error")
         return out
 
-    monkeypatch.setattr(sqlite_module, "_write", write)
+    monkeypatch.setattr(sqlite_batch, "write", write)
     rev = store.commit(Batch(reports=[report("h1")])).revision
     batches = {"first": Batch(reports=[report("h2")]), "ok1": Batch(reports=[report("h3")]),
                "torn": Batch(reports=[report("torn")]), "ok2": Batch(reports=[report("h4")])}
@@ -441,16 +441,17 @@ def test_the_in_memory_feed_cache_is_bounded_by_what_it_holds(store: SQLiteStore
     for _ in range(12):
         store.commit(Batch(aggregates=[Aggregate(id="big", hosts=hosts)]))
         store.commit(Batch(delete_aggregates=["big"]))
-    held = sum(len(c.aggregate.hosts) for changes in store._recent.values() for c in changes if c.aggregate)
+    held = sum(len(c.aggregate.hosts) for changes in store._kept.recent.values() for c in changes if c.aggregate)
     assert held <= 400_000
     assert len(store.changes(0, timeout=0)) == 24  # the file still serves every revision the cache dropped
 
 
 def test_the_in_memory_feed_cache_lets_the_oldest_revisions_go(store: SQLiteStore) -> None:
-    store._recent_limit = 3
+    store._kept.limit = 3
     revisions = [store.commit(Batch(reports=[report(f"h{i}")])).revision for i in range(6)]
-    assert list(store._recent) == revisions[-3:]
-    assert [c.host.host for c in store._cached(revisions[2], revisions[-1], 100) or [] if c.host] == ["h3", "h4", "h5"]
+    assert list(store._kept.recent) == revisions[-3:]
+    kept = store._kept.cached(revisions[2], revisions[-1], 100) or []
+    assert [c.host.host for c in kept if c.host] == ["h3", "h4", "h5"]
 
 
 def test_commit_soon_queues_for_the_writer_and_fails_only_the_refused_batch(store: SQLiteStore) -> None:
@@ -538,7 +539,7 @@ def test_a_record_written_earlier_in_the_group_is_not_taken_for_a_named_repeat(s
 
 def test_named_repeats_past_one_statements_worth_are_all_read(store: SQLiteStore,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite, "LIVENESS_KEYS", 2)
+    monkeypatch.setattr(sqlite_batch, "LIVENESS_KEYS", 2)
     hosts = [f"h{i}" for i in range(5)]
     rev = store.commit(Batch(reports=[at(1000.0, h, vcpus_used=2) for h in hosts])).revision
     store.commit(Batch(reports=[at(1030.0, "h3", vcpus_used=2)]))  # a touch stamped later than the repeat of h3
@@ -581,7 +582,7 @@ def test_a_release_reads_its_allocation_once(store: SQLiteStore) -> None:
     store.commit(Batch(reports=[report("h1")]))
     store.commit(Batch(allocations=[alloc("a", "h1"), alloc("b", "h1")]))
     reads: list[str] = []
-    conn = store._writer_conn
+    conn = store._writer.conn
     assert conn is not None
     wanted = "SELECT data FROM allocations WHERE consumer"
     conn.set_trace_callback(lambda sql: reads.append(sql) if sql.startswith(wanted) else None)

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from gantt.model import Allocation
-from gantt.store.base import Batch, Store, open_store
+from gantt.store.base import Batch, Store
+from gantt.store.urls import open_store
 from gantt.volume import BackendReport, PoolReport, VolumeProperties, VolumeRequest
 from gantt.volume.facade import VolumeReplica
 

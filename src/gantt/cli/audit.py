@@ -26,7 +26,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from gantt.config import DEFAULT_NAMESPACE, load_config
     from gantt.model import StoreUnavailable
     from gantt.replication.replica import audit
-    from gantt.store.base import open_store
+    from gantt.store.urls import open_store
     from gantt.volume.facade import audit as audit_volume
 
     as_json = args.format == "json"

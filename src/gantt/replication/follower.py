@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Self
 
 from gantt.model import StoreUnavailable, WriteFailure
-from gantt.store.base import Change, Compacted, Store, redact_url
+from gantt.store.base import Change, Compacted, Store
+from gantt.store.urls import redact_url
 
 log = logging.getLogger(__name__)
 

@@ -79,8 +79,8 @@ from gantt.store.base import (
     Store,
     StoreConflict,
     lifted,
-    open_store,
 )
+from gantt.store.urls import open_store
 
 log = logging.getLogger(__name__)
 

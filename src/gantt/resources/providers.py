@@ -26,6 +26,7 @@ from gantt.model import (
     Conflict,
     HostReport,
     HostStats,
+    InsufficientCapacity,
     InvalidRequest,
     Inventory,
     NodeKey,
@@ -148,6 +149,46 @@ def used(allocations: Iterable[Allocation], key: NodeKey) -> dict[str, int]:
 def _class_order(rc: str) -> tuple[int, str]:
     """Placement's order of classes: the standard ones in os-resource-classes' order (their ids), then custom."""
     return (_STANDARD_ORDER.get(rc, len(_STANDARD_ORDER)), rc)
+
+
+def capacity_lowered(old: HostReport, new: HostReport) -> bool:
+    """Whether some class of the node offers less in ``new`` than in ``old`` (or is gone)."""
+    a, b = old.stats, new.stats
+    if (a.vcpus, a.memory_mb, a.local_gb, a.cpu_allocation_ratio, a.ram_allocation_ratio, a.disk_allocation_ratio,
+            a.inventories) == (b.vcpus, b.memory_mb, b.local_gb, b.cpu_allocation_ratio, b.ram_allocation_ratio,
+                               b.disk_allocation_ratio, b.inventories):
+        return False  # most reports that change something change usage, not capacity: no inventory built
+    before, after = inventories(old, {}), inventories(new, {})
+    return any(rc not in after or after[rc].capacity < inv.capacity for rc, inv in before.items())
+
+
+def over_capacity(record: HostReport, default_ratios: dict[str, float],
+                  allocations: Iterable[Allocation]) -> dict[str, int]:
+    """What the allocations use on the provider beyond its capacity, per class (a record's ``held_over``)."""
+    offered = inventories(record, default_ratios)
+    return {rc: amount for rc, amount in used(allocations, (record.host, record.nodename)).items()
+            if rc in offered and amount > offered[rc].capacity}
+
+
+def check_room(record: HostReport, default_ratios: dict[str, float], amounts: Iterable[dict[str, int]],
+               before: dict[str, int], after: dict[str, int]) -> None:
+    """Placement's rule on an allocation write, for one provider: each of ``amounts`` (per class) within the
+    inventory's min_unit, max_unit and step_size, and what the provider's allocations use ``after`` the write within
+    ``(total - reserved) * allocation_ratio`` per class, unless they used more ``before`` it (a write that leaves a
+    provider less over its capacity than it was may land). InsufficientCapacity otherwise."""
+    found = view(record)
+    name = found.uuid if found is not None else record.nodename
+    offered = inventories(record, default_ratios)
+    for amount_of in amounts:
+        for rc, amount in amount_of.items():
+            inv = offered.get(rc)
+            if inv is None:
+                raise InsufficientCapacity(rc, name, "inventory")
+            max_unit = inv.max_unit if inv.max_unit is not None else inv.total
+            if amount < inv.min_unit or amount > max_unit or amount % inv.step_size:
+                raise InsufficientCapacity(rc, name, "constraints")
+            if after[rc] > inv.capacity and after[rc] > before.get(rc, 0):
+                raise InsufficientCapacity(rc, name, "capacity")
 
 
 def check_not_in_use(uuid: str, removed: Iterable[str], in_use: dict[str, int]) -> None:

@@ -34,7 +34,8 @@ from gantt.model import GanttError, InvalidRequest, NotFound
 from gantt.model.namespaces import DEFAULT, UnknownNamespace, check_name
 from gantt.replication.replica import Replica
 from gantt.service import app as gantt_app
-from gantt.store.base import Store, open_store
+from gantt.store.base import Store
+from gantt.store.urls import open_store
 
 log = logging.getLogger("gantt.service")
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from gantt.config import Config, load_config
 from gantt.service.lifeline import die_with_parent
-from gantt.store.base import redact_url
+from gantt.store.urls import redact_url
 
 log = logging.getLogger("gantt.service")
 
@@ -48,7 +48,7 @@ def describe_store(url: str) -> str:
     shown = redact_url(url)
     if not url.startswith("sqlite:"):
         return shown
-    from gantt.store.sqlite import path_of  # type: ignore[import-not-found,unused-ignore]
+    from gantt.store.sqlite_file import path_of
 
     try:
         path = path_of(url)
@@ -60,7 +60,7 @@ def describe_store(url: str) -> str:
 def _relative_without_directory(url: str) -> str | None:
     """A relative SQLite path whose directory does not exist: the operator most likely meant the absolute path
     (``sqlite:///tmp/x`` for /tmp/x); say so rather than create ./tmp/ in the working directory."""
-    from gantt.store.sqlite import path_of  # type: ignore[import-not-found,unused-ignore]
+    from gantt.store.sqlite_file import path_of
 
     try:
         path = Path(path_of(url))
@@ -78,7 +78,7 @@ def check_store(url: str) -> None:
     missing directory, a foreign or damaged file, an etcd cluster nobody answers for (exit status 3) is one
     line, not "serving …" and then a traceback in every worker."""
     from gantt.model import StoreUnavailable
-    from gantt.store.base import open_store
+    from gantt.store.urls import open_store
 
     if url.startswith("memory:"):
         return  # cannot fail

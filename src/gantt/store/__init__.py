@@ -1,4 +1,5 @@
-"""Stores: one narrow interface (``base.Store``), interchangeable backends (memory, sqlite, etcd)."""
+"""Stores: one narrow interface (``base.Store``), interchangeable backends (memory, sqlite, etcd), opened by URL
+(``urls.open_store``)."""
 
 from gantt.store.base import (
     Batch,
@@ -10,8 +11,8 @@ from gantt.store.base import (
     Snapshot,
     Store,
     StoreConflict,
-    open_store,
 )
+from gantt.store.urls import open_store
 
 __all__ = ["Batch", "Change", "CommitResult", "Compacted", "ConsumerHeld", "Expect", "Snapshot", "Store",
            "StoreConflict", "open_store"]

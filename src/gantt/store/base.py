@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import re
 import time
 from concurrent.futures import Future
 from typing import Literal
@@ -328,40 +327,6 @@ class Store(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/?#]*@", re.I)
-_SECRET_PARAMETER = re.compile(r"([?&](?:password|passwd|pass|token|secret|credentials?|api_?key|key)=)[^&#]*",
-                               re.I)
-
-
-def redact_url(url: str) -> str:
-    """A store URL fit for a log line or ``/health``: a user and password before the host and secret-named query
-    parameters show as ``***``."""
-    return _SECRET_PARAMETER.sub(r"\1***", _USERINFO.sub(r"\1***@", url))
-
-
-def open_store(url: str, *, create: bool = True, namespace: str = "compute") -> Store:
-    """``memory://``, ``sqlite:///path/to/file.sqlite`` (the default) or ``etcd://host:port[,host:port…]``.
-
-    ``create=False``: a SQLite file that does not exist is an error (``gantt audit`` must not make one).
-    ``namespace``: the partition of the store the object reads and writes (``gantt.model.namespaces``); each is
-    separate in every respect (records, revisions, feed). A memory store is new at every call, so each namespace
-    opened from ``memory://`` is its own.
-    """
-    if url.startswith("memory:"):
-        from gantt.store.memory import MemoryStore
-
-        return MemoryStore(namespace=namespace)
-    if url.startswith("sqlite:"):
-        from gantt.store.sqlite import SQLiteStore  # type: ignore[import-not-found,unused-ignore]
-
-        return SQLiteStore(url, create=create, namespace=namespace)
-    if url.startswith("etcd:"):
-        from gantt.store.etcd import EtcdStore  # type: ignore[import-not-found,unused-ignore]
-
-        return EtcdStore(url, namespace=namespace)
-    raise ValueError(f"unknown store URL {url!r}: use sqlite:///path, etcd://host:port[,…] or memory://")
 
 
 prepare_types(globals())  # build msgspec type info before any thread decodes (see model.prepare_types)

@@ -4,6 +4,8 @@ A backend supplies *reads* of its state before the batch (``Reads``) and carries
 its own medium (dicts, SQL, an etcd txn). Everything that decides — what conflicts, what is missing, which
 report is stale, which node a change bumps, which changes the feed gets and in what order — lives here, so the
 three backends cannot drift apart; the contract suite (``tests/store/test_contract.py``) is the safety net.
+Placement's rules about a provider's inventories (what it offers, whether a write leaves room, what is held over
+its capacity) are the provider model's (``gantt.resources.providers``); the planner applies them to the batch.
 
 Two reads may be *guards* instead of reads: a backend that cannot read and write atomically (etcd) answers
 "holds" for an ``expect`` and "not booked" for a claimed consumer, and turns each into a compare of its
@@ -27,7 +29,6 @@ from gantt.model import (
     GenerationConflict,
     HostReport,
     InstanceInfo,
-    InsufficientCapacity,
     NodeKey,
     NotFound,
     Record,
@@ -179,8 +180,8 @@ def _check(batch: Batch, reads: Reads) -> None:
         if reads.record((kind, name)) is None:
             raise NotFound(f"no such {kind} {name!r}", field="name")
     for expected in batch.consumers:
-        held = reads.allocation(expected.consumer)
-        generation = None if held is None else held.consumer_generation or 0
+        holding = reads.allocation(expected.consumer)
+        generation = None if holding is None else holding.consumer_generation or 0
         if generation != expected.generation:
             raise ConsumerConflict(expected.consumer, generation, expected.generation)
 
@@ -220,17 +221,6 @@ def _plan_providers(batch: Batch, out: Plan) -> None:
         out.reshaped.add(key)  # Placement's inventory writes and reshapes may lower capacity under allocations
 
 
-def _capacity_lowered(old: HostReport, new: HostReport) -> bool:
-    """Whether some class of the node offers less in ``new`` than in ``old`` (or is gone)."""
-    a, b = old.stats, new.stats
-    if (a.vcpus, a.memory_mb, a.local_gb, a.cpu_allocation_ratio, a.ram_allocation_ratio, a.disk_allocation_ratio,
-            a.inventories) == (b.vcpus, b.memory_mb, b.local_gb, b.cpu_allocation_ratio, b.ram_allocation_ratio,
-                               b.disk_allocation_ratio, b.inventories):
-        return False  # most reports that change something change usage, not capacity: no inventory built
-    before, after = providers.inventories(old, {}), providers.inventories(new, {})
-    return any(rc not in after or after[rc].capacity < inv.capacity for rc, inv in before.items())
-
-
 def _plan_held_over(batch: Batch, reads: Reads, out: Plan) -> None:
     """Placement lets a write lower a provider's capacity below what its allocations hold (it logs the provider
     over capacity), and so does Gantt, for Placement's inventories and a host's own reports alike; no allocation
@@ -247,9 +237,7 @@ def _plan_held_over(batch: Batch, reads: Reads, out: Plan) -> None:
     for key in keys:
         record = out.hosts[key]
         assert record is not None
-        offered = providers.inventories(record, ratios)
-        over = {rc: amount for rc, amount in _usage(after, key).items()
-                if rc in offered and amount > offered[rc].capacity}
+        over = providers.over_capacity(record, ratios, after)
         if (over or None) != record.held_over:
             # in place: the record is this batch's own (merged here, or built for it), and its change carries it
             record.held_over = over or None
@@ -294,7 +282,7 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
         out.hosts[key] = merged
         out.bumped[key] = None
         out.changes.append(Change(revision=0, kind="host", host=merged))
-        if old is not None and merged.stats is not old.stats and _capacity_lowered(old, merged):
+        if old is not None and merged.stats is not old.stats and providers.capacity_lowered(old, merged):
             out.reshaped.add(key)
 
 
@@ -357,8 +345,8 @@ def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
     gone = set(doomed)
     held = reads.allocations_on(gone)
     if held and batch.refuse_held_hosts:
-        node = next(key for key in doomed if any(key in a.nodes() for a in held))
-        raise HostInUse(node, sorted(a.consumer_uuid for a in held))
+        refused = next(key for key in doomed if any(key in a.nodes() for a in held))
+        raise HostInUse(refused, sorted(a.consumer_uuid for a in held))
     for allocation in held:
         # A node's parts of allocations go with it ("host_deleted" tells replicas so, and they drop every
         # consumer with a part there); a consumer's parts on other nodes are not the deleted node's to free, so
@@ -415,11 +403,8 @@ def _plan_allocations(batch: Batch, reads: Reads, out: Plan) -> None:
 
 
 def _check_capacity(batch: Batch, reads: Reads, out: Plan) -> None:
-    """Placement's rule on write, for every node the batch's allocations touch: each amount within the
-    inventory's min_unit, max_unit and step_size, and the node's allocations, after the batch, within
-    ``(total - reserved) * allocation_ratio`` per class, unless they were more before it (a write that leaves a
-    node less over its capacity than it was may land). Counted from the allocations alone, as Placement does:
-    a host's own reported usage is the replica's concern."""
+    """Placement's rule on write (``providers.check_room``), for every node the batch's allocations touch, counted
+    from the allocations alone, as Placement does: a host's own reported usage is the replica's concern."""
     if batch.capacity is None or not batch.allocations:
         return
     nodes = list(dict.fromkeys(key for a in batch.allocations for key in a.nodes()))
@@ -428,25 +413,14 @@ def _check_capacity(batch: Batch, reads: Reads, out: Plan) -> None:
         record = out.hosts[key] if key in out.hosts else reads.host(key)
         if record is None:
             raise NotFound(f"Allocation for resource provider '{key[1]}' that does not exist.", field="allocations")
-        found = providers.view(record)
-        name = found.uuid if found is not None else key[1]
-        offered = providers.inventories(record, batch.capacity.default_ratios)
-        before = _usage(held, key)
-        after = _usage([a for a in held if a.consumer_uuid not in out.allocations], key)
+        before = providers.used(held, key)
+        after = providers.used([a for a in held if a.consumer_uuid not in out.allocations], key)
         for allocation in out.allocations.values():
             if allocation is not None:
                 for rc, amount in allocation.on(key).items():
                     after[rc] = after.get(rc, 0) + amount
-        for allocation in batch.allocations:
-            for rc, amount in allocation.on(key).items():
-                inv = offered.get(rc)
-                if inv is None:
-                    raise InsufficientCapacity(rc, name, "inventory")
-                max_unit = inv.max_unit if inv.max_unit is not None else inv.total
-                if amount < inv.min_unit or amount > max_unit or amount % inv.step_size:
-                    raise InsufficientCapacity(rc, name, "constraints")
-                if after[rc] > inv.capacity and after[rc] > before.get(rc, 0):
-                    raise InsufficientCapacity(rc, name, "capacity")
+        providers.check_room(record, batch.capacity.default_ratios, (a.on(key) for a in batch.allocations),
+                             before, after)
 
 
 def _check_vacated(batch: Batch, reads: Reads, out: Plan) -> None:
@@ -463,14 +437,6 @@ def _check_vacated(batch: Batch, reads: Reads, out: Plan) -> None:
             raise providers.InventoryInUse(
                 f"Inventory for '{rc}' on resource provider '{found.uuid if found else node}' in use.",
                 field="inventories")
-
-
-def _usage(allocations: list[Allocation], key: NodeKey) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for allocation in allocations:
-        for rc, amount in allocation.on(key).items():
-            out[rc] = out.get(rc, 0) + amount
-    return out
 
 
 def _plan_generation_bumps(batch: Batch, reads: Reads, out: Plan) -> None:
