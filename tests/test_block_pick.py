@@ -205,9 +205,9 @@ def test_projects_no_aggregate_names_share_one_combined_static_mask() -> None:
     ranker = sched.engine.ranker
     for k in range(40):
         sched.candidates(request(project_id=f"p{k}"))
-    assert len(ranker._combined) == 1
+    assert len(ranker.masks._combined) == 1
     hosts = {c.host for c in sched.candidates(request(project_id="p-iso"))}
-    assert {"h0", "h1"} <= hosts and len(ranker._combined) == 2
+    assert {"h0", "h1"} <= hosts and len(ranker.masks._combined) == 2
     assert {c.host for c in sched.candidates(request(project_id="p7", availability_zone="az-x"))} == {"h2", "h3"}
     sched.update_aggregate(Aggregate(id=1, name="iso", hosts=["h4"], metadata={"filter_tenant_id": "p-iso"}))
     hosts = {c.host for c in sched.candidates(request(project_id="p8"))}

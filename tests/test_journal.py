@@ -303,7 +303,7 @@ def test_column_bounds_answer_from_a_list_that_is_not_first() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_best_first_is_the_order_of_repeated_argmax(seed: int) -> None:
-    from gantt.compute.engine import BEST_BLOCK, _best_first
+    from gantt.compute.order import BEST_BLOCK, best_first
 
     rng = np.random.default_rng(seed)
     n = 300 * BEST_BLOCK + int(rng.integers(0, BEST_BLOCK))  # long enough for blocks, and a partial last one
@@ -317,7 +317,7 @@ def test_best_first_is_the_order_of_repeated_argmax(seed: int) -> None:
         expected.append(i)
         expected_score[i] = -np.inf
     got = []
-    best = _best_first(score, 6)  # several batches
+    best = best_first(score, 6)  # several batches
     for _ in range(40):
         i = next(best)
         got.append(i)

@@ -42,7 +42,6 @@ KNOWN_CIRCLES: set[frozenset[str]] = {
     frozenset({"gantt.service.apidoc", "gantt.service.schemas", "gantt.service.volume"}),
     frozenset({"gantt.store.base", "gantt.store.etcd", "gantt.store.etcd_feed", "gantt.store.etcd_keys",
                "gantt.store.memory", "gantt.store.planner", "gantt.store.sqlite"}),
-    frozenset({"gantt.compute.engine", "gantt.compute.ranking"}),
     frozenset({"gantt.sim.cloud", "gantt.sim.scenario"}),
 }
 

@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 
 from gantt.compute.capacity import capacity
-from gantt.compute.engine import CommitHook, CommitSteps, Engine, EngineStats
+from gantt.compute.commit import CommitHook, CommitSteps
+from gantt.compute.engine import Engine
 from gantt.compute.state import HostTable
+from gantt.compute.stats import EngineStats
 from gantt.config import Config, load_config
 from gantt.model import (
     Aggregate,
