@@ -78,7 +78,7 @@ def _cloud(clock: FakeClock, seed: int, *, blocks: bool) -> Scheduler:
         "gantt": {"seed": seed},
     }
     sched = Scheduler(config, clock=clock)
-    sched.table.patch_min_rows = 0
+    sched.table.derived.patch_min_rows = 0
     sched.engine.ranker.block_min_rows = 0 if blocks else 1 << 62
     for i in range(HOSTS):
         kind = rng.choice([(8, 16384, 200), (16, 65536, 1000), (64, 262144, 2000)])
@@ -154,10 +154,10 @@ def test_decisions_by_blocks_equal_the_full_scan_under_churn(seed: int, monkeypa
                 clock.advance(seconds)
     assert decided > 100
     # the fast side really decided by blocks (kept block maxima, block extremes for the zones' minorities)
-    assert any(e.blockmax is not None for e in fast.table._weighted_sums._entries.values())
-    assert fast.table._block_extremes._entries
-    assert all(e.blockmax is None for e in plain.table._weighted_sums._entries.values())
-    assert not plain.table._block_extremes._entries
+    assert any(e.blockmax is not None for e in fast.table.derived._weighted_sums._entries.values())
+    assert fast.table.derived._block_extremes._entries
+    assert all(e.blockmax is None for e in plain.table.derived._weighted_sums._entries.values())
+    assert not plain.table.derived._block_extremes._entries
 
 
 def test_block_extremes_follow_the_journal(monkeypatch: pytest.MonkeyPatch) -> None:

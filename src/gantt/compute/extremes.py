@@ -70,14 +70,14 @@ class Extremes:
         lo, hi = minval, maxval
         if column is not None and self.rows is None and self.by_blocks:
             if lo is None:
-                lo = self.table.block_extreme(column, raw, self.mask, self.has, highest=False)
+                lo = self.table.derived.block_extreme(column, raw, self.mask, self.has, highest=False)
             if hi is None:
-                hi = self.table.block_extreme(column, raw, self.mask, self.has, highest=True)
+                hi = self.table.derived.block_extreme(column, raw, self.mask, self.has, highest=True)
         elif column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
             if lo is None:
-                lo = self.table.candidate_extreme(column, raw, self.mask, highest=False, everyone=self.everyone)
+                lo = self.table.derived.candidate_extreme(column, raw, self.mask, highest=False, everyone=self.everyone)
             if hi is None:
-                hi = self.table.candidate_extreme(column, raw, self.mask, highest=True, everyone=self.everyone)
+                hi = self.table.derived.candidate_extreme(column, raw, self.mask, highest=True, everyone=self.everyone)
         if lo is None or hi is None:
             if self.rows is not None:
                 low, high = self._over_rows(raw)
@@ -105,7 +105,7 @@ class Extremes:
         """Whether a candidate's value of ``raw`` lies below (above) ``limit``; ``bounds`` the (lo, hi) found
         for the weigher, whose other end the full question reuses."""
         if self.by_blocks and column is not None and self.rows is None:
-            found = self.table.block_beyond(column, raw, self.mask, self.has, limit, below=below)
+            found = self.table.derived.block_beyond(column, raw, self.mask, self.has, limit, below=below)
             if found is not None:
                 return found
         actual = self.bounds(raw, None, bounds[1], column) if below else self.bounds(raw, bounds[0], None, column)

@@ -1,6 +1,6 @@
 """Nova's weighing over the candidates of one ranking: per weigher ``multiplier * (x - min) / (max - min)``,
 summed, without per-row Python. Over usage columns with scalar multipliers the sum is the table's kept one
-(``HostTable.weighted_sum``), patched on changed rows rather than recomputed per decision."""
+(``Derived.weighted_sum``), patched on changed rows rather than recomputed per decision."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ class Weighing:
         return terms
 
     def _kept(self, terms: list[Term], extremes: Extremes, rows: np.ndarray | None, by_blocks: bool) -> Weighed:
-        """The same arithmetic as ``_summed``, kept per row across decisions (``HostTable.weighted_sum``). A per-row
+        """The same arithmetic as ``_summed``, kept per row across decisions (``Derived.weighted_sum``). A per-row
         multiplier only moves with static state, which the kept sums are tied to."""
         table = self.table
         offset = 0.0
@@ -96,9 +96,9 @@ class Weighing:
                 key.append((column, weigher.name, lo, factor))
                 sum_terms.append((raw, factor, lo, multiplier))
         if by_blocks or (self._tops and rows is None and extremes.everyone):
-            total, blockmax = table.weighted_sum_blocks(tuple(key), sum_terms)
+            total, blockmax = table.derived.weighted_sum_blocks(tuple(key), sum_terms)
             return total, offset, True, blockmax
-        return table.weighted_sum(tuple(key), sum_terms, rows, copy=False), offset, rows is None, None
+        return table.derived.weighted_sum(tuple(key), sum_terms, rows, copy=False), offset, rows is None, None
 
     def _summed(self, terms: list[Term], mask: np.ndarray, rows: np.ndarray | None,
                 contributions: dict[str, np.ndarray] | None) -> Weighed:

@@ -47,7 +47,7 @@ class ResourceFilter(Filter):
             wanted.append((j, amount))
         # Patched on the rows whose usage changed since the last request of the same size, not recomputed.
         key = (self.name, tuple(sorted(wanted)))
-        mask = table.usage_mask(key, lambda rows: _fits(table, wanted, rows))
+        mask = table.derived.usage_mask(key, lambda rows: _fits(table, wanted, rows))
         if ctx.instance_index == 0 and max(ctx.spec.num_instances, len(ctx.spec.instance_uuids or ())) > 1:
             ctx.scratch[self.FIRST] = (table.layout, mask.copy())  # the kept mask is patched in place
         return mask

@@ -69,7 +69,7 @@ class _AggregateRatioFilter(Filter):
             return ok
 
         # Patched on the rows whose usage changed since the last request of the same size, not recomputed.
-        return table.usage_mask((self.name, amount), fits)
+        return table.derived.usage_mask((self.name, amount), fits)
 
     def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         """Each claim takes ``amount`` off ``free``; under an aggregate's ratio ``(free - delta) // amount`` more
