@@ -1,4 +1,4 @@
-"""The static filters' masks are kept per request class (``Ranker._static_class``): decisions that read them must
+"""The static filters' masks are kept per request class (``MaskCache.static_class``): decisions that read them must
 be those that look every static mask up one filter at a time, while aggregates move (zones, tenant isolation,
 flavor affinity, extra specs, a weigher's multiplier) and requests alternate between classes and instances."""
 

@@ -159,17 +159,18 @@ class Ranker:
                     ranking.layout = table.layout
                     return ranking
             layout, n = table.layout, table.n
+            found: Ranking | None
             try:
-                ranking = self._rank(ctx, contributions, lazy)
+                found = self._rank(ctx, contributions, lazy)
             except (ValueError, IndexError):
                 if table.layout == layout and table.n == n:
                     raise
-                ranking = None
+                found = None
             # Rows joining meanwhile (the feed adding hosts) renumber nothing, but masks and columns taken before
             # and after do not line up either: rank again rather than trust arrays of two lengths.
-            if ranking is not None and table.layout == layout and table.n == n:
-                ranking.layout = layout
-                return ranking
+            if found is not None and table.layout == layout and table.n == n:
+                found.layout = layout
+                return found
             if contributions is not None:
                 contributions.clear()
         raise AssertionError("unreachable")

@@ -257,7 +257,7 @@ class Scheduler:
             lut = np.array([code[zone] for zone in per_set], dtype=np.intp)
             return lut[table.col("aggset_code")], names
 
-        return table.static_cache(("zone_rows", default), build)  # type: ignore[no-any-return]
+        return table.static_cache(("zone_rows", default), build)
 
     def _liveness(self) -> dict[str, int]:
         """Nodes that report (up) and, of those, the disabled ones (ComputeFilter removes them as it does down

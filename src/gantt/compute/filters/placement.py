@@ -36,9 +36,9 @@ class ResourceFilter(Filter):
         if not ctx.resources:
             return None
         if ctx.instance_index > 0:
-            first = ctx.scratch.get(self.FIRST)
+            first: tuple[int, np.ndarray] | None = ctx.scratch.get(self.FIRST)  # (layout, mask), as set below
             if first is not None and first[0] == table.layout and len(first[1]) >= table.n:
-                return first[1]  # type: ignore[no-any-return]
+                return first[1]
         wanted: list[tuple[int, int]] = []
         for rc, amount in ctx.resources.items():
             j = table.rc_index.get(rc)

@@ -64,11 +64,15 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
             static = True
     if stats.metrics is not None:
         _update_metrics(columns, row, stats)
-    if stats.numa_topology is not None or whole:
-        columns.set_numa(row, HostNUMA.of(stats.numa_topology))
+    topology = stats.numa_topology
+    if topology is not None or whole:
+        assert not isinstance(topology, str), "HostStats.__post_init__ decodes a stored topology's JSON text"
+        columns.set_numa(row, HostNUMA.of(topology))
     static |= _update_inventories(columns, row, stats, default_ratios, whole)
-    if stats.pci_stats is not None:
-        _update_pci(columns, row, stats.pci_stats)
+    pools = stats.pci_stats
+    if pools is not None:
+        assert isinstance(pools, list), "HostStats.__post_init__ turns every form of pci_stats into the plain list"
+        _update_pci(columns, row, pools)
     return static
 
 

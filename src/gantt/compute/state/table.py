@@ -47,7 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -64,6 +64,8 @@ from gantt.compute.state.ledger import Ledger
 from gantt.compute.state.reports import DEFAULT_RATIOS
 from gantt.config import Config
 from gantt.model import Aggregate, Allocation, HostReport, NodeKey, NotFound, NUMATopologyLimits
+
+T = TypeVar("T")
 
 _IDENTITY = ("host", "nodename", "hypervisor_hostname", "uuid", "host_ip")
 
@@ -311,7 +313,8 @@ class HostTable:
     def node_pci_pools(self, row: int) -> tuple[Pool, ...]:
         """The PCI pools node ``row`` has left (``gantt.compute.pci.freeze_pools`` tuples; never modify)."""
         codes, values, _ = self._columns.pci_source
-        return values[codes[row]]
+        pools: tuple[Pool, ...] = values[codes[row]]
+        return pools
 
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
@@ -331,11 +334,12 @@ class HostTable:
         if attribute == "pci_pools":
             return self.pci_pools()[0]
         if attribute in _IDENTITY:
-            source = {"host": columns.host_names, "nodename": columns.node_names,
-                      "hypervisor_hostname": columns.hypervisor_hostnames, "uuid": columns.node_uuids,
-                      "host_ip": columns.host_ips}[attribute]
+            sources: dict[str, list[str] | list[str | None]] = {
+                "host": columns.host_names, "nodename": columns.node_names,
+                "hypervisor_hostname": columns.hypervisor_hostnames, "uuid": columns.node_uuids,
+                "host_ip": columns.host_ips}
             n = columns.n
-            return Factor(np.arange(n, dtype=np.int64), source[:n])
+            return Factor(np.arange(n, dtype=np.int64), sources[attribute][:n])
         raise KeyError(attribute)  # numbers are filters/hoststate.numeric_attribute's, with Nova's semantics
 
     # ------------------------------------------------------------------------------------ derived data
@@ -344,7 +348,7 @@ class HostTable:
         """Nodes whose last report is within ``service_down_time`` (do not modify the result: it is shared)."""
         return self.derived.alive(now)
 
-    def static_cache(self, key: Hashable, build: Callable[[], Any]) -> Any:
+    def static_cache(self, key: Hashable, build: Callable[[], T]) -> T:
         """``build()``, memoized under ``key`` until ``static_revision`` moves (callable without the lock)."""
         # The (revision, values) pair is swapped as one object so that a value built from state of revision r can
         # never land in the dict of a later revision (which a separate "reset dict, then set revision" sequence
@@ -356,7 +360,8 @@ class HostTable:
             self._static_values = entry
         values = entry[1]
         if key in values:
-            return values[key]
+            kept: T = values[key]  # built by ``build`` for this key (callers give one builder per key)
+            return kept
         value = build()
         if self._changes.static_revision == rev:  # state moved during the build: use the value once, do not keep it
             values[key] = value
@@ -382,7 +387,7 @@ class HostTable:
             child = self._columns.col("child")
             return ~child if child.any() else None
 
-        return self.static_cache(("roots",), build)  # type: ignore[no-any-return]
+        return self.static_cache(("roots",), build)
 
     def touch(self, host: str, node: str, now: float) -> None:
         """``update`` with the node's own record at a later time (the store's touch: a report that changed nothing
@@ -450,13 +455,13 @@ class HostTable:
             lut = self._aggregates.metadata_min_per_set(key, number)
             if lut is None:
                 return None
-            per_row = lut[self._columns.col("aggset_code")]
+            per_row: np.ndarray = lut[self._columns.col("aggset_code")]
             per_row.flags.writeable = False
             return per_row
 
         # Memoized per row, not just per aggregate set: aggset codes and the row set are static state, and the
         # ratio filters ask for this on every decision (a 100,000-row gather each time otherwise).
-        return self.static_cache(("metadata_min_rows", key, number.__name__), rows)  # type: ignore[no-any-return]
+        return self.static_cache(("metadata_min_rows", key, number.__name__), rows)
 
     def update_aggregate(self, aggregate: Aggregate) -> None:
         with self._lock:
