@@ -14,16 +14,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from gantt.compute.extremes import Extremes
-from gantt.compute.filters import RUN_ON_REBUILD, Filter
-from gantt.compute.filters import pipeline as filter_pipeline
+from gantt.compute.filters.base import Filter
+from gantt.compute.filters.pipeline import RUN_ON_REBUILD
+from gantt.compute.filters.pipeline import pipeline as filter_pipeline
 from gantt.compute.journal import block_reduce, masked_best
 from gantt.compute.masks import MaskCache
 from gantt.compute.preselect import Steps, preselect
 from gantt.compute.request import RequestContext
 from gantt.compute.state.table import HostTable
 from gantt.compute.stats import EngineStats
-from gantt.compute.weighers import Weigher
-from gantt.compute.weighers import resolve as resolve_weighers
+from gantt.compute.weighers.base import Weigher
+from gantt.compute.weighers.pipeline import resolve as resolve_weighers
 from gantt.compute.weighing import Bounds, Weighing
 from gantt.config import Config
 from gantt.model import Explanation, FilterStep, NearestMiss, NoValidHost, emptied_by
