@@ -79,7 +79,7 @@ def _cloud(clock: FakeClock, seed: int, *, blocks: bool) -> Scheduler:
         "gantt": {"seed": seed},
     }
     sched = Scheduler(config, clock=clock)
-    sched.table.patch_min_rows = 0
+    sched.table.derived.patch_min_rows = 0
     sched.engine.ranker.block_min_rows = 0 if blocks else 1 << 62
     for i in range(HOSTS):
         kind = rng.choice([(8, 16384, 200), (16, 65536, 1000), (64, 262144, 2000)])
@@ -155,10 +155,10 @@ def test_decisions_by_blocks_equal_the_full_scan_under_churn(seed: int, monkeypa
                 clock.advance(seconds)
     assert decided > 100
     # the fast side really decided by blocks (kept block maxima, block extremes for the zones' minorities)
-    assert any(e.blockmax is not None for e in fast.table._weighted_sums._entries.values())
-    assert fast.table._block_extremes._entries
-    assert all(e.blockmax is None for e in plain.table._weighted_sums._entries.values())
-    assert not plain.table._block_extremes._entries
+    assert any(e.blockmax is not None for e in fast.table.derived._weighted_sums._entries.values())
+    assert fast.table.derived._block_extremes._entries
+    assert all(e.blockmax is None for e in plain.table.derived._weighted_sums._entries.values())
+    assert not plain.table.derived._block_extremes._entries
 
 
 def test_block_extremes_follow_the_journal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,9 +206,9 @@ def test_projects_no_aggregate_names_share_one_combined_static_mask() -> None:
     ranker = sched.engine.ranker
     for k in range(40):
         sched.candidates(request(project_id=f"p{k}"))
-    assert len(ranker._combined) == 1
+    assert len(ranker.masks._combined) == 1
     hosts = {c.host for c in sched.candidates(request(project_id="p-iso"))}
-    assert {"h0", "h1"} <= hosts and len(ranker._combined) == 2
+    assert {"h0", "h1"} <= hosts and len(ranker.masks._combined) == 2
     assert {c.host for c in sched.candidates(request(project_id="p7", availability_zone="az-x"))} == {"h2", "h3"}
     sched.update_aggregate(Aggregate(id=1, name="iso", hosts=["h4"], metadata={"filter_tenant_id": "p-iso"}))
     hosts = {c.host for c in sched.candidates(request(project_id="p8"))}

@@ -115,9 +115,9 @@ def assert_same_table(a: HostTable, b: HostTable) -> None:
     assert a._instances._reported_instances == b._instances._reported_instances
     assert a._disabled_reasons == b._disabled_reasons
     assert a.revision == b.revision
-    # each table's static revisions start in a range of their own (HostTable.__init__): compare the moves
+    # each table's static revisions start in a range of their own (state.changes.Changes): compare the moves
     assert a.static_revision % (1 << 32) == b.static_revision % (1 << 32)
-    assert a._journal.seq == b._journal.seq
+    assert a._changes.journal.seq == b._changes.journal.seq
     assert {c.consumer_uuid for c in a.allocations()} == {c.consumer_uuid for c in b.allocations()}
     # what decisions derive from the columns
     for attribute in ("caps", "traits", "aggregates", "pci_pools"):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gantt import InvalidRequest, NoValidHost
-from gantt.compute.engine import _Ties
+from gantt.compute.order import Ties
 from tests.conftest import FakeClock, make_scheduler, passing, request
 
 FILTERS = ["ComputeFilter"]
@@ -119,7 +119,7 @@ def test_ties_are_drawn_uniformly_and_distinct(ties: int, known: bool) -> None:
     score[rng.sample(range(1000), 50)] = -np.inf  # rows that are not candidates
     tied = sorted(rng.sample(range(1000), ties))
     score[tied] = 7.5
-    found = _Ties(score, 7.5 if known else None)
+    found = Ties(score, 7.5 if known else None)
     assert found.top == 7.5
     want = 6
     seen: Counter[int] = Counter()

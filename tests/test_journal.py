@@ -150,7 +150,7 @@ def _cloud(clock: FakeClock, seed: int, *, shuffle: bool = False) -> Scheduler:
         "gantt": {"seed": seed},
     }
     sched = Scheduler(config, clock=clock)
-    sched.table.patch_min_rows = 0  # patch at this size too (the default starts at 20,000 rows)
+    sched.table.derived.patch_min_rows = 0  # patch at this size too (the default starts at 20,000 rows)
     for i in range(HOSTS):
         kind = rng.choice([(8, 16384, 200), (16, 65536, 1000), (64, 262144, 2000)])
         sched.update_resource_stats(f"h{i}", host_stats(vcpus=kind[0], memory_mb=kind[1], local_gb=kind[2],
@@ -168,10 +168,10 @@ def _cloud(clock: FakeClock, seed: int, *, shuffle: bool = False) -> Scheduler:
 def _forget_derived(sched: Scheduler) -> None:
     """Make the next decision compute everything from the columns, as if nothing were memoized."""
     table = sched.table
-    table._liveness = Liveness()
-    table._usage_masks = PatchedMasks()
-    table._column_bounds = ColumnBounds()
-    table._weighted_sums = WeightedSums()
+    table.derived._liveness = Liveness()
+    table.derived._usage_masks = PatchedMasks()
+    table.derived._column_bounds = ColumnBounds()
+    table.derived._weighted_sums = WeightedSums()
 
 
 @pytest.mark.parametrize(("seed", "shuffle"), [(1, False), (2, False), (3, True)])
@@ -230,10 +230,11 @@ def test_decisions_with_patched_data_equal_decisions_from_scratch(seed: int, shu
                 clock.advance(seconds)
     assert decided > 80
     # the patched side really ran the patched paths
-    assert patched.table._column_bounds._entries
-    assert {("failed_builds", True), ("hypervisor_version", False)} <= set(patched.table._column_bounds._entries)
-    assert patched.table._usage_masks._entries
-    assert patched.table._weighted_sums._entries
+    assert patched.table.derived._column_bounds._entries
+    bounds = patched.table.derived._column_bounds._entries
+    assert {("failed_builds", True), ("hypervisor_version", False)} <= set(bounds)
+    assert patched.table.derived._usage_masks._entries
+    assert patched.table.derived._weighted_sums._entries
 
 
 # with the tie shuffle, decisions read the kept sums and their block maxima in place while others patch them
@@ -276,7 +277,7 @@ def test_kept_weighted_sums_equal_the_per_weigher_loop_bitwise() -> None:
             assert np.array_equal(fused.candidate_scores(), looped.candidate_scores()), f"round {round_}"
         for k in range(20):  # claims move usage: the kept sums are patched, not rebuilt
             sched.select_destinations(request(2, 4096, 40, instance_uuids=[f"r{round_}-{k}"]))
-    assert sched.table._weighted_sums._entries
+    assert sched.table.derived._weighted_sums._entries
 
 
 def test_column_bounds_answer_from_a_list_that_is_not_first() -> None:
@@ -303,7 +304,7 @@ def test_column_bounds_answer_from_a_list_that_is_not_first() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_best_first_is_the_order_of_repeated_argmax(seed: int) -> None:
-    from gantt.compute.engine import BEST_BLOCK, _best_first
+    from gantt.compute.order import BEST_BLOCK, best_first
 
     rng = np.random.default_rng(seed)
     n = 300 * BEST_BLOCK + int(rng.integers(0, BEST_BLOCK))  # long enough for blocks, and a partial last one
@@ -317,7 +318,7 @@ def test_best_first_is_the_order_of_repeated_argmax(seed: int) -> None:
         expected.append(i)
         expected_score[i] = -np.inf
     got = []
-    best = _best_first(score, 6)  # several batches
+    best = best_first(score, 6)  # several batches
     for _ in range(40):
         i = next(best)
         got.append(i)

@@ -35,7 +35,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
 }
 KNOWN_CIRCLES: set[frozenset[str]] = {
     frozenset({"gantt.service.apidoc", "gantt.service.schemas", "gantt.service.volume"}),
-    frozenset({"gantt.compute.engine", "gantt.compute.ranking"}),
 }
 
 

@@ -18,7 +18,7 @@ def test_decisions_with_the_kept_liveness_equal_those_with_a_fresh_one() -> None
     clocks = (FakeClock(), FakeClock())
     kept, fresh = _cloud(clocks[0], 4, blocks=False), _cloud(clocks[1], 4, blocks=False)
     # the reference compares every report time afresh (a new mask each decision; nothing else differs)
-    fresh.table._liveness.get = lambda updated_at, cutoff, *, n, **_: updated_at[:n] >= cutoff  # type: ignore
+    fresh.table.derived._liveness.get = lambda updated_at, cutoff, *, n, **_: updated_at[:n] >= cutoff  # type: ignore
     (compute,) = [f for f in fresh.engine.ranker.filters if f.name == "ComputeFilter"]
     compute.mask = lambda table, ctx: table.alive(ctx.now) & ~(  # type: ignore[method-assign]
         table.col("disabled") | table.col("forced_down"))

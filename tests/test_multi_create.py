@@ -27,7 +27,7 @@ def _sched(hosts: dict[str, dict[str, Any]], path: str, monkeypatch: pytest.Monk
     if path == "gathered":
         sched.update_aggregate(Aggregate(id=1, name="z", hosts=list(hosts), availability_zone="z"))
     if path in ("kept_sum", "blocks"):
-        sched.table.patch_min_rows = 0
+        sched.table.derived.patch_min_rows = 0
     if path == "blocks":
         monkeypatch.setattr(blocks_mod, "BLOCK", 8)
         sched.engine.ranker.block_min_rows = 0

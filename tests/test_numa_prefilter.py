@@ -97,7 +97,7 @@ def test_prefilter_keeps_every_node_the_exact_mask_keeps(seed: int) -> None:
 
 def _walk(engine: Engine, ranking: Any, k: int) -> list[tuple[str, float]]:
     out = []
-    for row, weight in engine._order(ranking):
+    for row, weight in engine.order.walk(ranking):
         out.append((engine.table.node_names[row], round(weight, 9)))
         if len(out) >= k:
             break

@@ -1,4 +1,4 @@
-"""The static filters' masks are kept per request class (``Ranker._static_class``): decisions that read them must
+"""The static filters' masks are kept per request class (``MaskCache.static_class``): decisions that read them must
 be those that look every static mask up one filter at a time, while aggregates move (zones, tenant isolation,
 flavor affinity, extra specs, a weigher's multiplier) and requests alternate between classes and instances."""
 
@@ -24,7 +24,7 @@ def _engine(reports: list, aggs: list[Aggregate], per_filter: bool) -> Engine:
         table.update_aggregate(agg)
     engine = Engine(table, config)
     if per_filter:  # the reference: every static mask looked up on its own, as before the class memo
-        engine.ranker._static_class = lambda ctx, n: None  # type: ignore[method-assign]
+        engine.ranker.masks.static_class = lambda ctx, n: None  # type: ignore[method-assign]
     return engine
 
 
@@ -77,5 +77,5 @@ def test_decisions_by_request_class_equal_those_by_filter() -> None:
                 for consumer in held[: len(held) // 3]:
                     engine.release(consumer)
     assert answers > 300  # most requests were placed (the comparison is not between two refusals)
-    assert fast.ranker._classes  # the classes were kept (and read: the reference never fills them)
-    assert not slow.ranker._classes
+    assert fast.ranker.masks.classes  # the classes were kept (and read: the reference never fills them)
+    assert not slow.ranker.masks.classes

@@ -24,7 +24,8 @@ from gantt.model import (
 )
 
 if TYPE_CHECKING:
-    from gantt.compute.engine import ClaimConflict, Engine
+    from gantt.compute.commit import ClaimConflict
+    from gantt.compute.engine import Engine
     from gantt.compute.scheduler import Scheduler
     from gantt.compute.state import HostTable
 
@@ -32,7 +33,7 @@ from gantt.base.version import __version__
 
 # The scheduler itself (numpy, the engine, the table) loads on first use, so that ``gantt.client`` and the wire
 # types it imports do not pull the server side into a client process.
-_LAZY = {"ClaimConflict": "gantt.compute.engine", "Engine": "gantt.compute.engine",
+_LAZY = {"ClaimConflict": "gantt.compute.commit", "Engine": "gantt.compute.engine",
          "Scheduler": "gantt.compute.scheduler", "HostTable": "gantt.compute.state"}
 
 

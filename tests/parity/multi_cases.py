@@ -132,7 +132,7 @@ def answer(c: dict[str, Any], spec: dict[str, Any], script: list[int] | None = N
     ``script``: the picks among the best ``host_subset_size`` (see ``ScriptedRandom``)."""
     sched = _scheduler(c)
     rng = ScriptedRandom(script or [])
-    sched.engine.rng = rng
+    sched.engine.order.rng = rng
     try:
         found = sched.select_destinations(spec)
     except NoValidHost:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gantt import NoValidHost
-from gantt.compute.engine import TableReplaced
+from gantt.compute.commit import TableReplaced
 from gantt.compute.scheduler import describe
 from gantt.config import Config
 from gantt.model import Allocation, HostStats, NotFound, ServiceInfo

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gantt import NoValidHost
-from gantt.compute.state.table import VECTOR_ROWS
+from gantt.compute.state.intake import VECTOR_ROWS
 from gantt.config import Config
 from gantt.model import Allocation, HostReport
 from gantt.replication.replica import TOUCH_FRACTION, Replica, audit

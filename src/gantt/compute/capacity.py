@@ -140,11 +140,11 @@ def _aggregate_rows(engine: Engine) -> list[tuple[str, np.ndarray]]:
             out.append((aggregate.name or str(aggregate.id), np.asarray(rows, dtype=np.int64)))
         return out
 
-    return table.static_cache(("capacity_aggregates",), build)  # type: ignore[no-any-return]
+    return table.static_cache(("capacity_aggregates",), build)
 
 
 def _by_aggregate(engine: Engine, counts: np.ndarray) -> dict[str, int]:
-    out = {}
+    out: dict[str, int] = {}
     for name, rows in _aggregate_rows(engine):
         total = int(counts[rows].sum()) if rows.size else 0
         if total:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,7 +185,7 @@ class RequestContext:
     # request made, (source, the migration's allocation holding it) so a failed commit can undo it.
     move_source: Allocation | None = None
     moved: dict[str, tuple[Allocation, Allocation]] = field(default_factory=dict)
-    scratch: dict[str, Any] = field(default_factory=dict)  # per-request memo for filters/weighers
+    scratch: dict[Hashable, Any] = field(default_factory=dict)  # per-request memo for filters/weighers
     # Nova's ``_nova_check_type`` hint: any value makes the filters run for forced hosts too; ``["rebuild"]`` (a
     # rebuild with a new image on the instance's own host) runs only the filters that matter for a rebuild and
     # claims nothing (the instance keeps what it holds).

@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 
 from gantt.compute.capacity import capacity
-from gantt.compute.engine import CommitHook, CommitSteps, Engine, EngineStats
+from gantt.compute.commit import CommitHook, CommitSteps
+from gantt.compute.engine import Engine
 from gantt.compute.state import HostTable
+from gantt.compute.stats import EngineStats
 from gantt.config import Config, load_config
 from gantt.model import (
     Aggregate,
@@ -255,7 +257,7 @@ class Scheduler:
             lut = np.array([code[zone] for zone in per_set], dtype=np.intp)
             return lut[table.col("aggset_code")], names
 
-        return table.static_cache(("zone_rows", default), build)  # type: ignore[no-any-return]
+        return table.static_cache(("zone_rows", default), build)
 
     def _liveness(self) -> dict[str, int]:
         """Nodes that report (up) and, of those, the disabled ones (ComputeFilter removes them as it does down

@@ -38,7 +38,9 @@ FIRST_CANDIDATES = ("gantt.first_candidates",)
 
 
 @dataclass(slots=True)
-class _Step:
+class Step:
+    """One earlier instance's weights and the row it was placed on."""
+
     values: np.ndarray  # scores by position (a copy, or the kept sum read-only)
     rows: np.ndarray | None  # position -> row when the scores span the candidates only
     mask: np.ndarray | None  # candidate rows, where ``values`` spans every row without -inf off the mask
@@ -75,18 +77,18 @@ class TieHistory:
 
     layout: int  # the table's row layout the rows refer to; when rows are renumbered the history is dropped
     instances: int  # in the request
-    steps: deque[_Step] = field(default_factory=lambda: deque(maxlen=DEPTH))
+    steps: deque[Step] = field(default_factory=lambda: deque(maxlen=DEPTH))
 
-    def snapshot(self, ranking: Any) -> _Step | None:
+    def snapshot(self, ranking: Any) -> Step | None:
         """This instance's weights, taken before the pick writes into them; completed by ``record``."""
         pick = ranking.pick
         if pick is not None:  # the kept sum, never written by the pick
-            return _Step(pick.total, None, pick.mask, -1)
+            return Step(pick.total, None, pick.mask, -1)
         if ranking.shared:  # the kept sum; the pick writes into a copy of its own
-            return _Step(ranking.score, None, None, -1)
-        return _Step(ranking.score.copy(), ranking.rows, None, -1)
+            return Step(ranking.score, None, None, -1)
+        return Step(ranking.score.copy(), ranking.rows, None, -1)
 
-    def record(self, step: _Step | None, chosen: int) -> None:
+    def record(self, step: Step | None, chosen: int) -> None:
         if step is not None:
             step.chosen = chosen
             self.steps.append(step)
@@ -128,7 +130,7 @@ class TieHistory:
         return np.concatenate((ordered[:at], unpicked[1:], ordered[at:]))
 
 
-def _by_history(rows: np.ndarray, steps: deque[_Step]) -> np.ndarray:
+def _by_history(rows: np.ndarray, steps: deque[Step]) -> np.ndarray:
     keys: list[np.ndarray] = [rows]
     for step in steps:  # np.lexsort: the last key is the first compared, so the latest instance last
         keys.append(-step.weights(rows))

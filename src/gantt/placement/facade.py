@@ -34,7 +34,8 @@ from gantt.model import (
     StoreUnavailable,
 )
 from gantt.placement import candidates
-from gantt.placement.candidates import CandidateQuery, Candidates, Forest
+from gantt.placement.candidates import CandidateQuery, Candidates
+from gantt.placement.forest import Forest, build_forest
 from gantt.replication.steps import THREAD, advance
 from gantt.resources import catalog, providers
 from gantt.resources.catalog import Catalog
@@ -273,7 +274,7 @@ class PlacementFacade:
         cached: tuple[Any, Forest] | None = getattr(self, "_forest_cache", None)
         if cached is not None and cached[0] == key:
             return cached[1]
-        forest = candidates.build_forest(self.table, self.providers,
+        forest = build_forest(self.table, self.providers,
                                          {a.key: placement_uuid(a) for a in self.table.aggregates()})
         self._forest_cache = (key, forest)
         return forest

@@ -34,7 +34,7 @@ import numpy as np
 
 from gantt.base import clocks
 from gantt.base.allocator import freeze_long_lived
-from gantt.compute.engine import Attempts, ClaimConflict, TableReplaced
+from gantt.compute.commit import Attempts, ClaimConflict, TableReplaced
 from gantt.compute.scheduler import Scheduler
 from gantt.compute.state import HostTable
 from gantt.config import Config

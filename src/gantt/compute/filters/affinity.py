@@ -170,7 +170,8 @@ class SimpleCIDRAffinityFilter(Filter):
         ip4 = table.col("host_ip4")
         if network.version == 4:
             netmask = int(network.netmask)
-            return (ip4 >= 0) & ((ip4 & netmask) == int(network.network_address))
+            inside: np.ndarray = (ip4 >= 0) & ((ip4 & netmask) == int(network.network_address))
+            return inside
         # IPv6: only the nodes without an IPv4 address can match; look at those few one by one.
         mask = np.zeros(n, dtype=np.bool_)
         for row in np.flatnonzero(ip4 < 0).tolist():

@@ -32,14 +32,15 @@ def metadata_by_aggset(table: HostTable) -> list[Metadata]:
             out.append({name: frozenset(values) for name, values in merged.items()})
         return out
 
-    return table.static_cache(("nova_metadata_by_aggset",), build)  # type: ignore[no-any-return]
+    return table.static_cache(("nova_metadata_by_aggset",), build)
 
 
 def rows_where(table: HostTable, predicate: Callable[[Metadata], bool]) -> np.ndarray:
     """Bool mask over live rows: ``predicate`` of each node's merged aggregate metadata."""
     sets = metadata_by_aggset(table)
     lut = np.fromiter((bool(predicate(meta)) for meta in sets), dtype=np.bool_, count=len(sets))
-    return lut[table.col("aggset_code")]
+    mask: np.ndarray = lut[table.col("aggset_code")]
+    return mask
 
 
 def limit_per_node(table: HostTable, key: str, default: float) -> float | np.ndarray:

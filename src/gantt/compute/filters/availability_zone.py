@@ -32,7 +32,8 @@ def zone_mask(table: HostTable, zones: frozenset[str], default_zone: str) -> np.
     by_code = table.zones()
     lut = np.fromiter(((bool(node_zones & zones) if node_zones else default_zone in zones) for node_zones in by_code),
                       dtype=np.bool_, count=len(by_code))
-    return lut[table.col("aggset_code")]
+    mask: np.ndarray = lut[table.col("aggset_code")]
+    return mask
 
 
 @register

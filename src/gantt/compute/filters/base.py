@@ -18,7 +18,8 @@ What a filter may declare (class attributes, off by default) and the method each
 - ``once_per_request = True``: Nova's run_filter_once_per_request; evaluated for the first instance of a request
   only, its mask reused for the others.
 - ``always_on = True``: runs whatever ``enabled_filters`` says (Placement's query, Nova's request filters), and
-  even for forced hosts. Such a filter must also be named in ``gantt.compute.filters.ALWAYS_ON``, which fixes the order.
+  even for forced hosts. Such a filter must also be named in ``gantt.compute.filters.pipeline.ALWAYS_ON``, which
+  fixes the order.
 - ``explains_miss = True`` + ``nearest_miss(table, ctx, others)``: when nothing fits, the filter can say which
   node came nearest and by how much; ``others`` marks the nodes every other step passes.
 - ``refines = True`` + ``prefilter(table, ctx)`` and ``exact(table, ctx)``: the exact mask costs Python per node
@@ -38,8 +39,9 @@ What a filter may declare (class attributes, off by default) and the method each
 
 A filter that declares a capability without the method it needs is refused when registered.
 
-Order: the always-on filters first, in ``gantt.compute.filters.ALWAYS_ON``'s order, then ``enabled_filters`` in the
-order given (as Nova runs them). Every mask is evaluated either way; the order is the order an explanation lists.
+Order: the always-on filters first, in ``gantt.compute.filters.pipeline.ALWAYS_ON``'s order, then
+``enabled_filters`` in the order given (as Nova runs them). Every mask is evaluated either way; the order is the
+order an explanation lists.
 """
 
 from __future__ import annotations

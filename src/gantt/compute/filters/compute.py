@@ -30,6 +30,6 @@ class ComputeFilter(Filter):
         last = self._last
         if last is not None and last[0] is alive and last[1] is enabled:
             return last[2]
-        both = alive & enabled
+        both: np.ndarray = alive & enabled
         self._last = (alive, enabled, both)
         return both

@@ -87,12 +87,13 @@ class Requirement:
 
     def numeric_mask(self, values: np.ndarray) -> np.ndarray | None:
         """Vectorized ``matches`` over numeric host values (NaN: absent); None when the operator is not numeric."""
-        if not self.numeric:
+        op = self.op
+        if op is None or not self.numeric:
             return None
         if self.number is None:
             return np.zeros(len(values), dtype=np.bool_)
         with np.errstate(invalid="ignore"):
-            out = _NUMPY_OPS[self.op](values, self.number)  # type: ignore[index]
+            out = _NUMPY_OPS[op](values, self.number)
         if self.op == "!=":
             out &= ~np.isnan(values)
         return out

@@ -16,6 +16,7 @@ left out: their ``str()`` is a Python list's, which no aggregate value names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 # Nova's boolean and integer ImageMetaProps fields: one table, image_meta's (which refuses what Nova refuses)
@@ -44,7 +45,7 @@ _SCSI_ALIASES = {"lsilogicsas": "lsisas1068", "paravirtual": "vmpvscsi"}
 _VIF_ALIASES = {"virtuale1000": "e1000", "virtuale1000e": "e1000e", "virtualpcnet32": "pcnet",
                 "virtualsriovethernetcard": "sriov", "virtualvmxnet": "vmxnet", "virtualvmxnet3": "vmxnet3"}
 # Enumerations whose values Nova canonicalizes before it checks them.
-CANONICAL = {
+CANONICAL: dict[str, Callable[[str], str]] = {
     "hw_architecture": canonical_arch,
     "hw_emulation_architecture": canonical_arch,
     "img_hv_type": canonical_hv_type,

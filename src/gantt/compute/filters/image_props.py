@@ -160,11 +160,11 @@ class ImagePropertiesFilter(Filter):
     once_per_request = True
 
     def _needs(self, ctx: RequestContext) -> ImageNeeds:
-        memo = ctx.scratch.get("image_needs")
+        memo: ImageNeeds | None = ctx.scratch.get("image_needs")
         if memo is None:
             memo = ctx.scratch["image_needs"] = image_needs(
                 ctx, self.config.filter_scheduler.image_properties_default_architecture)
-        return memo  # type: ignore[no-any-return]
+        return memo
 
     def cache_key(self, ctx: RequestContext) -> Hashable:
         return self._needs(ctx)

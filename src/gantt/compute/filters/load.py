@@ -27,18 +27,17 @@ class _LoadFilter(Filter):
     per_aggregate: ClassVar[bool] = False
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        limit: float | np.ndarray = float(getattr(self.config.filter_scheduler, self.option))
-        if self.per_aggregate:
-            limit = limit_per_node(table, self.option, limit)
-        return table.col(self.load_column) < limit
+        return table.col(self.load_column) < self._limit(table)
 
     def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         """Each claim adds one to the load (an instance, an I/O operation): ``limit - load`` more pass, rounded
         up."""
-        limit: float | np.ndarray = float(getattr(self.config.filter_scheduler, self.option))
-        if self.per_aggregate:
-            limit = limit_per_node(table, self.option, limit)
-        return np.maximum(np.ceil(limit - table.col(self.load_column)), 0.0)
+        return np.maximum(np.ceil(self._limit(table) - table.col(self.load_column)), 0.0)
+
+    def _limit(self, table: HostTable) -> float | np.ndarray:
+        """The option's limit, or per node the lowest its aggregates set (the aggregate variants)."""
+        limit = float(getattr(self.config.filter_scheduler, self.option))
+        return limit_per_node(table, self.option, limit) if self.per_aggregate else limit
 
 
 @register

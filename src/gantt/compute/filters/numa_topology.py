@@ -80,7 +80,7 @@ class NUMATopologyFilter(Filter):
                 ok[pos] = _fits(table, ask, int(row_numbers[pos]))
             return ok
 
-        return table.usage_mask(ask.key(self.name), fits, costly=True)
+        return table.derived.usage_mask(ask.key(self.name), fits, costly=True)
 
     def selection_limits(self, table: HostTable, ctx: RequestContext, row: int) -> dict[str, NUMATopologyLimits]:
         # Nova's filter leaves the ratios it fitted under in host_state.limits, and the Selection carries them
@@ -93,14 +93,14 @@ class NUMATopologyFilter(Filter):
         if guest is None:
             return None
         needs_smt = _needs_smt(ctx)
-        return table.usage_mask((self.name, "necessary", guest, needs_smt),
+        return table.derived.usage_mask((self.name, "necessary", guest, needs_smt),
                                 lambda rows: _necessary(table, guest, rows, needs_smt))
 
     def exact(self, table: HostTable, ctx: RequestContext) -> Callable[[int], bool] | None:
         ask = self._ask(ctx)
         if ask is None:
             return None
-        verdicts = table.usage_verdicts(ask.key(self.name))
+        verdicts = table.derived.usage_verdicts(ask.key(self.name))
         known = len(verdicts)
 
         def check(row: int) -> bool:

@@ -28,7 +28,7 @@ class PciPassthroughFilter(Filter):
         if not requests:
             return None
         pools, epoch = table.pci_pools()
-        out = pools.codes != 0  # a node without pools serves nothing (not even a request of zero devices)
+        out: np.ndarray = pools.codes != 0  # a node without pools serves nothing (not even a request of zero devices)
         for request in requests:
             columns = [c for c in (table.pci_devices(pair) for pair in request.pairs()) if c is not None]
             if not columns:

@@ -36,9 +36,9 @@ class ResourceFilter(Filter):
         if not ctx.resources:
             return None
         if ctx.instance_index > 0:
-            first = ctx.scratch.get(self.FIRST)
+            first: tuple[int, np.ndarray] | None = ctx.scratch.get(self.FIRST)  # (layout, mask), as set below
             if first is not None and first[0] == table.layout and len(first[1]) >= table.n:
-                return first[1]  # type: ignore[no-any-return]
+                return first[1]
         wanted: list[tuple[int, int]] = []
         for rc, amount in ctx.resources.items():
             j = table.rc_index.get(rc)
@@ -47,7 +47,7 @@ class ResourceFilter(Filter):
             wanted.append((j, amount))
         # Patched on the rows whose usage changed since the last request of the same size, not recomputed.
         key = (self.name, tuple(sorted(wanted)))
-        mask = table.usage_mask(key, lambda rows: _fits(table, wanted, rows))
+        mask = table.derived.usage_mask(key, lambda rows: _fits(table, wanted, rows))
         if ctx.instance_index == 0 and max(ctx.spec.num_instances, len(ctx.spec.instance_uuids or ())) > 1:
             ctx.scratch[self.FIRST] = (table.layout, mask.copy())  # the kept mask is patched in place
         return mask

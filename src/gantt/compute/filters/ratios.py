@@ -69,7 +69,7 @@ class _AggregateRatioFilter(Filter):
             return ok
 
         # Patched on the rows whose usage changed since the last request of the same size, not recomputed.
-        return table.usage_mask((self.name, amount), fits)
+        return table.derived.usage_mask((self.name, amount), fits)
 
     def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         """Each claim takes ``amount`` off ``free``; under an aggregate's ratio ``(free - delta) // amount`` more
@@ -86,7 +86,8 @@ class _AggregateRatioFilter(Filter):
         count[np.isneginf(delta)] = np.inf
         if amount > smallest_total:
             count[~(np.isnan(capacity) | (amount <= table.rc["total"][:n, j]))] = 0.0
-        return np.maximum(count, 0.0)
+        headroom: np.ndarray = np.maximum(count, 0.0)
+        return headroom
 
     def limits(self, table: HostTable, ctx: RequestContext) -> dict[str, np.ndarray] | None:
         if ctx.resources.get(self.resource_class, 0) <= 0:

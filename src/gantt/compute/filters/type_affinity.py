@@ -40,4 +40,5 @@ class AggregateTypeAffinityFilter(Filter):
             return any(flavor in [name.strip() for name in value.split(",")] for value in values)
 
         lut = np.fromiter((passes(v) for v in values_by_code), dtype=np.bool_, count=len(values_by_code))
-        return lut[table.col("aggset_code")]
+        mask: np.ndarray = lut[table.col("aggset_code")]
+        return mask

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Hashable
-from typing import Any
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -19,13 +19,21 @@ from gantt.model import Aggregate, NotFound
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
+
+class StaticCache(Protocol):
+    """The table's memo of values derived from static state (``HostTable.static_cache``)."""
+
+    def __call__(self, key: Hashable, build: Callable[[], T], /) -> T: ...
+
 
 class AggregateIndex:
-    def __init__(self, cache: Callable[[Hashable, Callable[[], Any]], Any]) -> None:
+    def __init__(self, cache: StaticCache) -> None:
         """``cache(key, build)``: the table's memo of values derived from static state."""
         self._aggregates: dict[str, Aggregate] = {}
         self._host_aggregates: dict[str, set[str]] = {}
-        self._aggsets = Interner(frozenset())
+        self._aggsets: Interner[frozenset[str]] = Interner(frozenset())
         self._cache = cache
 
     # ------------------------------------------------------------------------------------------- reading
@@ -93,7 +101,7 @@ class AggregateIndex:
                 out.append(values)
             return out
 
-        return self._cache(("metadata_values", key), build)  # type: ignore[no-any-return]
+        return self._cache(("metadata_values", key), build)
 
     def zones(self) -> list[frozenset[str]]:
         """Per aggregate-set code: the availability zones its aggregates name (empty: none, the default zone).
@@ -106,7 +114,7 @@ class AggregateIndex:
             return [frozenset(zone.strip() for value in values for zone in value.split(",") if zone.strip())
                     for values in self.metadata_values("availability_zone")]
 
-        return self._cache(("zones",), build)  # type: ignore[no-any-return]
+        return self._cache(("zones",), build)
 
     def metadata_min_per_set(self, key: str, number: type[float] | type[int]) -> np.ndarray | None:
         """Per aggregate-set code: the lowest value of metadata ``key`` parsed as ``number`` (NaN: unset); None
@@ -130,4 +138,4 @@ class AggregateIndex:
                                 "an integer" if number is int else "a number")
             return lut if found else None
 
-        return self._cache(("metadata_min", key, number.__name__), build)  # type: ignore[no-any-return]
+        return self._cache(("metadata_min", key, number.__name__), build)

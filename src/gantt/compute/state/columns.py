@@ -15,9 +15,9 @@ this object; code outside ``gantt.compute.state`` reads it through ``HostTable``
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
 import numpy as np
@@ -94,15 +94,18 @@ class HostCaps(msgspec.Struct, frozen=True):
     hypervisor_version: int | None = None
 
 
-class Interner:
+V = TypeVar("V")
+
+
+class Interner(Generic[V]):
     """Distinct values get dense codes; code 0 is the empty/unknown value given at construction."""
 
-    def __init__(self, empty: Any, key: Callable[[Any], Any] = lambda v: v) -> None:
+    def __init__(self, empty: V, key: Callable[[V], Hashable] = lambda v: v) -> None:
         self._key = key
-        self.values: list[Any] = [empty]
-        self._codes: dict[Any, int] = {key(empty): 0}
+        self.values: list[V] = [empty]
+        self._codes: dict[Hashable, int] = {key(empty): 0}
 
-    def code(self, value: Any) -> int:
+    def code(self, value: V) -> int:
         k = self._key(value)
         code = self._codes.get(k)
         if code is None:
@@ -127,7 +130,8 @@ class Factor:
 
     def map(self, predicate: Callable[[Any], bool]) -> np.ndarray:
         lut = np.fromiter((bool(predicate(v)) for v in self.values), dtype=np.bool_, count=len(self.values))
-        return lut[self.codes]
+        mapped: np.ndarray = lut[self.codes]
+        return mapped
 
 
 class Columns:
@@ -163,14 +167,15 @@ class Columns:
         self.reports_instances = np.zeros(self._capacity, dtype=np.bool_)
         for name in CLASSIC_CLASSES:
             self.rc_slot(name)
-        self.caps = Interner(HostCaps(), key=lambda c: _ENCODER.encode(c))
-        self.traitsets = Interner(frozenset())
+        self.caps: Interner[HostCaps] = Interner(HostCaps(), key=lambda c: _ENCODER.encode(c))
+        self.traitsets: Interner[frozenset[str]] = Interner(frozenset())
         # PCI: each row's pools interned (values are gantt.compute.pci.freeze_pools tuples), and devices per
         # (vendor_id, product_id) as a 2-D column so a request's prefilter is one sum per row, no Python per host
-        self.pcisets = Interner(())
+        self.pcisets: Interner[tuple[Pool, ...]] = Interner(())
         # (codes, values, epoch) replaced as one object, so a reader without the lock always gets codes and the
         # values they index together; epoch moves when the sets are renumbered (see _compact_pci)
-        self.pci_source: tuple[np.ndarray, list[Any], int] = (self.cols["pci_code"], self.pcisets.values, 0)
+        self.pci_source: tuple[np.ndarray, list[tuple[Pool, ...]], int] = (
+            self.cols["pci_code"], self.pcisets.values, 0)
         # per row: the pools its host reported, and the devices unconfirmed claims hold (pool key -> count);
         # pci_code and pci_devices describe what is left (gantt.compute.pci.remaining)
         self.pci_reported: list[tuple[Any, ...]] = []
@@ -201,7 +206,8 @@ class Columns:
         j = self.rc_index.get(rc)
         if j is None:
             return np.zeros(self.n)
-        return self.rc["reported"][: self.n, j] + self.rc["inflight"][: self.n, j]
+        used: np.ndarray = self.rc["reported"][: self.n, j] + self.rc["inflight"][: self.n, j]
+        return used
 
     def metric(self, name: str) -> np.ndarray | None:
         column = self.metrics.get(name)
@@ -212,10 +218,10 @@ class Columns:
                 for rc, j in self.rc_index.items() if self.has_inventory[row, j]}
 
     def node_caps(self, row: int) -> HostCaps:
-        return self.caps.values[int(self.cols["caps_code"][row])]  # type: ignore[no-any-return]
+        return self.caps.values[int(self.cols["caps_code"][row])]
 
     def node_traits(self, row: int) -> frozenset[str]:
-        return self.traitsets.values[int(self.cols["traits_code"][row])]  # type: ignore[no-any-return]
+        return self.traitsets.values[int(self.cols["traits_code"][row])]
 
     # ------------------------------------------------------------------------------------------- growing
 
@@ -296,13 +302,13 @@ class Columns:
 
     def pci_pools(self, row: int) -> tuple[Pool, ...]:
         """The pools the row has left (reported, less what unconfirmed claims hold)."""
-        return self.pcisets.values[int(self.cols["pci_code"][row])]  # type: ignore[no-any-return]
+        return self.pcisets.values[int(self.cols["pci_code"][row])]
 
     def _compact_pci(self) -> None:
         """Intern again only the pool sets live rows use. Counts move with every claim, release and report, and
         an interner only grows: without this, a long-running replica would keep every pool set it ever saw.
         Codes and values are replaced, not changed, so a reader keeps the consistent pair it took."""
-        fresh = Interner(())
+        fresh: Interner[tuple[Pool, ...]] = Interner(())
         old = self.cols["pci_code"]
         codes = np.zeros_like(old)
         values = self.pcisets.values

@@ -17,7 +17,8 @@ _NONE: frozenset[str] = frozenset()  # the instances of a node that runs none (a
 
 class InstanceIndex:
     def __init__(self) -> None:
-        self._instances: list[AbstractSet[str]] = []  # row-aligned with the table's columns
+        # row-aligned with the table's columns: a node's own set, or _NONE (shared) while it runs nothing
+        self._instances: list[set[str] | frozenset[str]] = []
         self._reported_instances: list[frozenset[str]] = []  # row-aligned: what the node's last report listed
         self._instance_host: dict[str, str] = {}
 
@@ -47,25 +48,26 @@ class InstanceIndex:
         for uuid in self._instances[row]:
             if self._instance_host.get(uuid) == host:
                 self._instance_host.pop(uuid, None)
-        for lst in (self._instances, self._reported_instances):
-            lst[row] = lst[last]  # type: ignore[index]
-            lst.pop()
+        self._instances[row] = self._instances[last]
+        self._instances.pop()
+        self._reported_instances[row] = self._reported_instances[last]
+        self._reported_instances.pop()
 
     # ------------------------------------------------------------------------------------------- writing
 
     def add(self, row: int, uuids: Iterable[str]) -> None:
         held = self._instances[row]
-        if held is _NONE:
+        if isinstance(held, set):  # the node's own set (else _NONE, shared by every node that runs nothing)
+            held |= set(uuids)
+        else:
             fresh = set(uuids)
             if fresh:
                 self._instances[row] = fresh
-        else:
-            held |= set(uuids)  # type: ignore[operator]
 
     def discard(self, row: int, uuid: str) -> None:
         held = self._instances[row]
-        if uuid in held:
-            held.discard(uuid)  # type: ignore[attr-defined]
+        if isinstance(held, set) and uuid in held:  # (_NONE holds nothing)
+            held.discard(uuid)
             if not held:
                 self._instances[row] = _NONE
 

@@ -7,6 +7,7 @@ the ledger's; the table calls them after ``apply_stats``.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -63,11 +64,15 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
             static = True
     if stats.metrics is not None:
         _update_metrics(columns, row, stats)
-    if stats.numa_topology is not None or whole:
-        columns.set_numa(row, HostNUMA.of(stats.numa_topology))
+    topology = stats.numa_topology
+    if topology is not None or whole:
+        assert not isinstance(topology, str), "HostStats.__post_init__ decodes a stored topology's JSON text"
+        columns.set_numa(row, HostNUMA.of(topology))
     static |= _update_inventories(columns, row, stats, default_ratios, whole)
-    if stats.pci_stats is not None:
-        _update_pci(columns, row, stats.pci_stats)
+    pools = stats.pci_stats
+    if pools is not None:
+        assert isinstance(pools, list), "HostStats.__post_init__ turns every form of pci_stats into the plain list"
+        _update_pci(columns, row, pools)
     return static
 
 
@@ -258,11 +263,25 @@ def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats
     no inventory is dropped (``whole``); classic usage with no total names no inventory and is ignored."""
     if not rows:
         return
-    cols = columns.cols
     index = np.asarray(rows, dtype=np.intp)
+    numbers, named = _write_numbers(columns, index, stats_list)
+    _write_identities(columns, rows, index, stats_list)
+    # ironic nodes: no capacity from the classic fields, a custom class taken whole once an instance is listed
+    # (as ``_update_inventories`` does for one report)
+    ironic = np.fromiter(((stats.hypervisor_type or "").lower() == "ironic" for stats in stats_list),
+                         dtype=np.bool_, count=len(stats_list))
+    given_classic = _write_inventories(columns, rows, stats_list, ironic)
+    _write_classic(columns, index, numbers, named, ironic, given_classic, default_ratios)
+
+
+def _write_numbers(columns: Columns, index: np.ndarray,
+                   stats_list: list[HostStats]) -> tuple[np.ndarray, np.ndarray]:
+    """The scalar counts, ``disk_available_least`` and ``hypervisor_version`` of new rows; returns every number
+    of ``_NUMBERS`` per row (NaN: not named) and where each is named."""
+    cols = columns.cols
     # every number at once: None becomes NaN, which marks "not named" below
-    numbers = np.empty((len(rows), len(_NUMBERS)), dtype=np.float64)
-    for start in range(0, len(rows), _CHUNK):  # in chunks: a million tuples at once would hold ~200 MB more
+    numbers = np.empty((len(index), len(_NUMBERS)), dtype=np.float64)
+    for start in range(0, len(index), _CHUNK):  # in chunks: a million tuples at once would hold ~200 MB more
         part = stats_list[start:start + _CHUNK]
         numbers[start:start + len(part)] = np.array(list(map(_NUMBERS_OF, part)), dtype=np.float64)
     named = ~np.isnan(numbers)
@@ -271,6 +290,12 @@ def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats
     cols["disk_available_least"][index] = numbers[:, _AT["disk_available_least"]]
     k = _AT["hypervisor_version"]
     cols["hypervisor_version"][index[named[:, k]]] = numbers[named[:, k], k]
+    return numbers, named
+
+
+def _write_identities(columns: Columns, rows: list[int], index: np.ndarray, stats_list: list[HostStats]) -> None:
+    """New rows' names and address, their service's state, and their interned capabilities and traits."""
+    cols = columns.cols
     node_uuids, hv_names, host_ips = columns.node_uuids, columns.hypervisor_hostnames, columns.host_ips
     ip_rows: list[int] = []
     ip_values: list[int] = []
@@ -294,17 +319,17 @@ def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats
     cols["caps_code"][index] = [_new_caps_code(stats, caps_code) for stats in stats_list]
     cols["traits_code"][index] = [0 if stats.traits is None else traits_code(frozenset(stats.traits))
                                   for stats in stats_list]
-    # inventories a report names itself: (row, class column) pairs and their values
-    inv_rows: list[int] = []
+
+
+def _write_inventories(columns: Columns, rows: list[int], stats_list: list[HostStats],
+                       ironic: np.ndarray) -> dict[str, np.ndarray]:
+    """The inventories new rows' reports name themselves; returns, per classic class, which rows named it."""
+    inv_rows: list[int] = []  # (row, class column) pairs and their values
     inv_js: list[int] = []
     inv: dict[str, list[Any]] = {name: [] for name in ("total", "reserved", "min_unit", "max_unit", "step_size",
                                                        "ratio", "reported")}
     usage_rows: list[int] = []
     given_classic = {rc: np.zeros(len(rows), dtype=np.bool_) for rc, _, _, _ in CLASSIC}
-    # ironic nodes: no capacity from the classic fields, a custom class taken whole once an instance is listed
-    # (as ``_update_inventories`` does for one report)
-    ironic = np.fromiter(((stats.hypervisor_type or "").lower() == "ironic" for stats in stats_list),
-                         dtype=np.bool_, count=len(stats_list))
     for k, stats in enumerate(stats_list):
         given = stats.inventories
         if not given:
@@ -329,15 +354,20 @@ def apply_new_rows(columns: Columns, rows: list[int], stats_list: list[HostStats
             inv["reported"].append(used or 0)
             if used is not None:
                 usage_rows.append(row)
-    rc_arrays = columns.rc
-    has_inventory = columns.has_inventory
     if inv_rows:
         pairs = (np.asarray(inv_rows, dtype=np.intp), np.asarray(inv_js, dtype=np.intp))
-        has_inventory[pairs] = True
+        columns.has_inventory[pairs] = True
         for name, values in inv.items():
-            rc_arrays[name][pairs] = values
+            columns.rc[name][pairs] = values
     columns.reports_usage[usage_rows] = True
-    # the classic classes from the compute node's own fields, where the report names a total and no inventory
+    return given_classic
+
+
+def _write_classic(columns: Columns, index: np.ndarray, numbers: np.ndarray, named: np.ndarray,
+                   ironic: np.ndarray, given_classic: dict[str, np.ndarray], default_ratios: dict[str, float]) -> None:
+    """The classic classes from the compute node's own fields, where the report names a total and no inventory."""
+    rc_arrays = columns.rc
+    has_inventory = columns.has_inventory
     for rc, total_f, used_f, ratio_f in CLASSIC:
         j = columns.rc_index[rc]
         # an ironic node keeps its ratio in sight (capability and JSON queries read it) beside no inventory
@@ -367,13 +397,13 @@ _AT = {name: k for k, name in enumerate(_NUMBERS)}
 _NUMBERS_OF = operator.attrgetter(*_NUMBERS)
 
 
-def _new_caps_code(stats: HostStats, code: Any) -> int:
+def _new_caps_code(stats: HostStats, code: Callable[[HostCaps], int]) -> int:
     """``_update_caps``'s code for a never-reported row (whose capabilities are the empty ones, code 0)."""
     if stats.hypervisor_type is None and stats.hypervisor_version is None and stats.cpu_info is None \
             and stats.supported_instances is None and stats.stats is None:
         return 0
     supported = stats.supported_instances
-    return code(HostCaps(  # type: ignore[no-any-return]
+    return code(HostCaps(
         hypervisor_type=stats.hypervisor_type, cpu_info=stats.cpu_info,
         supported_instances=() if supported is None else tuple(tuple(x) for x in supported), stats=stats.stats,
         hypervisor_version=stats.hypervisor_version))

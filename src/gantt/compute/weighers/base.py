@@ -17,7 +17,8 @@ What a weigher may declare (class attributes with defaults): ``minval``/``maxval
 bounds), ``multiplier_sign`` (negates the multiplier after the aggregate override), ``usage_column`` (``raw`` is
 exactly that journaled usage column, so the candidates' extremes come from a shortlist kept across decisions).
 
-Order: ``weight_classes``' order; ``all_weighers`` stands for ``gantt.compute.weighers.ALL_WEIGHERS``, in its order.
+Order: ``weight_classes``' order; ``all_weighers`` stands for ``gantt.compute.weighers.pipeline.ALL_WEIGHERS``, in
+its order.
 """
 
 from __future__ import annotations

@@ -24,4 +24,5 @@ class PCIWeigher(Weigher):
         if not table.has_pci():  # no node ever reported a device: every node weighs the same
             return None
         free = table.col("pci_free")
-        return MAX_DEVS - np.minimum(free, MAX_DEVS - 1)
+        raw: np.ndarray = MAX_DEVS - np.minimum(free, MAX_DEVS - 1)
+        return raw
