@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -123,8 +124,10 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
 
 
 def app_from_env() -> ASGIApp:
-    """uvicorn factory (``--factory gantt.service.app:app_from_env``): GANTT_STORE, GANTT_CONFIG, GANTT_TOKEN."""
+    """uvicorn factory (``--factory gantt.service.app:app_from_env``): GANTT_STORE, GANTT_CONFIG, GANTT_TOKEN, and
+    the tuning variables (``gantt.config.tuning.ENVIRONMENT``)."""
     config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    config = msgspec.structs.replace(config, tuning=config.tuning.with_environment(os.environ))
     if config.namespace:  # this app serves the default namespace only: refuse rather than drop the others
         raise GanttError("the configuration declares namespaces: use --factory "
                          "gantt.service.namespaces:app_from_env, which serves them all")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
+import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -75,8 +76,10 @@ def create_app(*, config: Config, store: str | Store | None = None, token: str |
 
 def app_from_env() -> ASGIApp:
     """uvicorn factory (``--factory gantt.service.namespaces:app_from_env``): GANTT_STORE, GANTT_CONFIG,
-    GANTT_TOKEN, every namespace the configuration declares."""
+    GANTT_TOKEN, the tuning variables (``gantt.config.tuning.ENVIRONMENT``), every namespace the configuration
+    declares."""
     config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    config = msgspec.structs.replace(config, tuning=config.tuning.with_environment(os.environ))
     return create_app(config=config, store=os.environ.get("GANTT_STORE") or config.gantt.store)
 
 
@@ -95,7 +98,8 @@ def build(config: Config, token: str | None, worker: int) -> dict[str, Served]:
             routes = VOLUME_ROUTES
         else:
             assert namespace.config is not None
-            service = Service(None, namespace.config, token, worker)
+            # [tuning] sizes the process, as [gantt] does: the file's, not a namespace's own
+            service = Service(None, msgspec.structs.replace(namespace.config, tuning=config.tuning), token, worker)
             routes = ROUTES
         served[name] = Served(namespace=namespace, app=_app(service, routes), service=service)
     return served

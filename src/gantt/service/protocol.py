@@ -222,7 +222,7 @@ class Budget:
         self.held -= size
 
 
-# Set by gantt.service.server (``GANTT_BODY_BUFFER_BYTES``); None: bodies are not counted across connections.
+# Set by gantt.service.server (``[tuning] body_buffer_bytes``); None: bodies are not counted across connections.
 BUFFER: Budget | None = None
 
 
