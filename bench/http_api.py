@@ -45,8 +45,8 @@ import msgspec
 
 from gantt.bench.engine import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, cpu_model, host_stats
 from gantt.bench.profiling import Sampler
+from gantt.cli.server_process import ServerProcess
 from gantt.replication.replica import audit
-from gantt.service.process import ServerProcess
 from gantt.store.sqlite import SQLiteStore
 
 __all__ = ["FLAVOR", "HOST_DISK_GB", "HOST_RAM_MB", "HOST_VCPUS", "host_stats"]  # the HTTP benches' cloud

@@ -35,7 +35,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("gantt.config", "gantt.placement.api.policy"),
     ("gantt.config", "gantt.volume"),
     ("gantt.replication.replica", "gantt.placement.facade"),
-    ("gantt.service.process", "gantt.client"),
 }
 KNOWN_CIRCLES: set[frozenset[str]] = {
     frozenset({"gantt.cli", "gantt.cli.demo", "gantt.cli.volume"}),

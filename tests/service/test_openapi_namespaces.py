@@ -79,7 +79,7 @@ def test_a_volume_namespace_answers_as_the_document_says(doc: dict[str, Any]) ->
     import httpx
     import jsonschema_rs  # schemathesis's validator (a test dependency through it)
 
-    from gantt.service.process import ServerProcess
+    from gantt.cli.server_process import ServerProcess
 
     config = {"DEFAULT": {"service_down_time": 86400}, "namespace.vol": {"kind": "volume"}}
 
