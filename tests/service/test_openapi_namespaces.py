@@ -10,8 +10,8 @@ import msgspec
 import pytest
 
 from gantt.model import decode
+from gantt.service.openapi.document import openapi
 from gantt.service.routes import ROUTES
-from gantt.service.schemas import openapi
 from gantt.service.volume import ROUTES as VOLUME_ROUTES
 from gantt.service.volume import VolumePoolList, VolumeSelections
 from gantt.volume import BackendReport, VolumeRequest

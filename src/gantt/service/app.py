@@ -26,9 +26,9 @@ from gantt.replication.replica import Replica
 from gantt.service.guard import Guard
 from gantt.service.hot import HOT, HotRoutes, Lane
 from gantt.service.liveview import ui_assets
+from gantt.service.openapi.document import openapi
 from gantt.service.routes import PAGES, ROUTES, gantt_error, http_error, unexpected
 from gantt.service.runtime import Service
-from gantt.service.schemas import openapi
 
 log = logging.getLogger("gantt.service")
 
