@@ -179,6 +179,7 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
 
     from gantt.base.allocator import collect_less_often, keep_freed_memory
     from gantt.service import protocol
+    from gantt.service.connections import Budget, Spread
     from gantt.service.hot import lane
     from gantt.service.namespaces import create_app
     from gantt.service.protocol import BoundedHttpToolsProtocol
@@ -194,9 +195,9 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     protocol.LANE = lane(app)
     protocol.MAX_BODY = config.gantt.max_body_bytes  # every mount's, refused before it is read
     # one body always fits
-    protocol.BUFFER = protocol.Budget(max(config.tuning.body_buffer_bytes, config.gantt.max_body_bytes))
+    protocol.BUFFER = Budget(max(config.tuning.body_buffer_bytes, config.gantt.max_body_bytes))
     if options.workers > 1 and options.metrics_dir is not None:
-        protocol.SPREAD = protocol.Spread(os.path.join(options.metrics_dir, "connections"), worker,
+        protocol.SPREAD = Spread(os.path.join(options.metrics_dir, "connections"), worker,
                                           options.workers)
     uv = uvicorn.Config(app, loop="uvloop", http=BoundedHttpToolsProtocol, lifespan="on", access_log=False,
                         log_level=options.log_level, timeout_graceful_shutdown=5, timeout_keep_alive=5)
@@ -219,7 +220,7 @@ def _refusals(mount: str) -> Callable[[str, int, str, list[tuple[bytes, bytes]]]
 
 
 def _uvicorn_server(config: Any) -> Any:
-    """uvicorn's server, telling the other workers (``protocol.Spread``) when this one listens and when it stops.
+    """uvicorn's server, telling the other workers (``connections.Spread``) when this one listens and when it stops.
     (uvicorn is imported when a worker starts, not with this module.)"""
     import uvicorn
 
