@@ -237,14 +237,15 @@ def metric_lines(default: Replica, served: dict[str, Served], worker: int) -> li
     for name, replica in rows:
         for state, n in _states(replica):
             lines.append(f'gantt_namespace_hosts{{namespace="{name}",state="{state}"}} {n}')
-    for metric, kind, help_text, value in (
+    per_replica: tuple[tuple[str, str, str, Callable[[Any], object]], ...] = (
             ("gantt_namespace_replica_revision", "gauge", "Store revision the namespace's replica has applied "
              "(each namespace has its own sequence).", lambda r: r.revision),
             ("gantt_namespace_replica_seconds_since_feed_read", "gauge", "Seconds since the namespace's replica "
              "last read its change feed (not a lag: see gantt_namespace_replica_revisions_behind).",
              lambda r: round(r.lag, 3)),
             ("gantt_namespace_placements_total", "counter", "Instances (volumes) claimed in the namespace.",
-             lambda r: r.counters()["placements"])):
+             lambda r: r.counters()["placements"]))
+    for metric, kind, help_text, value in per_replica:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         lines += [f'{metric}{{{labels},namespace="{name}"}} {value(replica)}' for name, replica in rows]
     behind = "gantt_namespace_replica_revisions_behind"

@@ -34,7 +34,7 @@ import sys
 import urllib.parse
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -418,7 +418,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # the path's start says which face answers (the Placement face's error body under its mount)
             self._reject(431, f"the request line is longer than {MAX_HEAD_BYTES} bytes",
                          target=(self.url + url)[:4096])
-            self.parser.pause()
+            self.parser.pause()  # type: ignore[attr-defined]  # llhttp's pause: httptools has it, its stub not
             return
         super().on_url(url)
 
@@ -428,7 +428,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._header_count += 1
         if self._header_count > MAX_HEADERS or self._head_bytes > MAX_HEAD_BYTES:
             self._reject(431, f"at most {MAX_HEADERS} headers and {MAX_HEAD_BYTES} bytes of request head")
-            self.parser.pause()
+            self.parser.pause()  # type: ignore[attr-defined]  # llhttp's pause: httptools has it, its stub not
             return
         super().on_header(name, value)
 
@@ -500,7 +500,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 return False
         route, params = found
         path = self.url.decode("ascii")
-        scope = self.scope
+        # uvicorn's scope, with the keys Starlette's router would add (route, path_params): a plain dict here
+        scope = cast(dict[str, Any], self.scope)
         scope.update(method=method.decode("ascii"), path=path, raw_path=self.url, query_string=b"", route=route,
                      path_params=params)
         refused = lane.refuse(scope)
@@ -509,17 +510,18 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # would otherwise have to be read through to find the next request).
             self._disarm()
             self._rejected = True
-            data, _ = answer_bytes(self, *refused, keep_alive=False)
+            response, request_id = refused
+            data, _ = answer_bytes(self, response, request_id, keep_alive=False)
             self.send(data)
             self._linger()
             return True
-        self.cycle = HotCycle(self, scope, self.parser.should_keep_alive())  # type: ignore[assignment]
+        self.cycle = HotCycle(self, scope, self.parser.should_keep_alive())  # type: ignore[assignment]  # in the cycle's place
         return True
 
     def on_body(self, body: bytes) -> None:
         if self._rejected:
             return
-        cycle = self.cycle
+        cycle: Any = self.cycle  # uvicorn's cycle, or a HotCycle in its place
         if type(cycle) is HotCycle:
             cycle.body += body  # within the body limit: _hot saw its Content-Length
             return
@@ -540,7 +542,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._rejected:
             return
         self._disarm_body()
-        cycle = self.cycle
+        cycle: Any = self.cycle  # uvicorn's cycle, or a HotCycle in its place
         if type(cycle) is HotCycle:
             if not cycle.started:
                 cycle.started = True

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
@@ -23,7 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from gantt.config import Config
 from gantt.model import MAX_INT64, GanttError, HostReport, InvalidRequest, decode
-from gantt.replication.replica import (  # a write the facade hands to its store, as it builds it
+from gantt.replication.replica import (  # type: ignore[attr-defined]  # Batch, step kinds: not re-exported
     CONTENDED,
     LIVENESS_DELAY,
     Batch,
@@ -72,7 +72,7 @@ class Decider:
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
 
-    async def drive(self, work: Awaitable[T]) -> T:
+    async def drive(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` (a coroutine) on the decider's loop; its answer or error is this call's. Cancelling the
         caller does not stop it, as a handler thread's call is not stopped: a placement under way commits."""
         caller = asyncio.get_running_loop()
@@ -91,7 +91,7 @@ class Decider:
                 answer.set_result(task.result())
 
         def start() -> None:
-            task = self.loop.create_task(work)  # type: ignore[arg-type]
+            task = self.loop.create_task(work)
             task.add_done_callback(lambda task: caller.call_soon_threadsafe(settle, task))
 
         self.loop.call_soon_threadsafe(start)
