@@ -55,14 +55,12 @@ class Dispatch:
             await self.gantt(scope, receive, send)
 
 
-
 def placement_paths(mount: str) -> Callable[[str], bool]:
     """Which paths are the Placement face's (``[gantt] placement_mount``): those under the mount, or, mounted at
     the root, every path but Gantt's own (GANTT_PATHS), "/" included (Placement's version document there)."""
     if mount == "/":
         return lambda path: path.split("/", 2)[1] not in GANTT_PATHS
     return lambda path: path == mount or path.startswith(mount + "/")
-
 
 
 def create_app(replica: Replica | None = None, *, config: Config | None = None, store: Any = None,

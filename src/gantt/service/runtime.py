@@ -50,7 +50,6 @@ def _long_digits(raw: bytes) -> bool:
     return _NINETEEN in raw.translate(_ALL_NINES)
 
 
-
 class Decider:
     """One thread with an event loop of its own, where placements too big to decide on the service's loop are
     decided (``Service.decide``): the claim steps run there as they would on the service's loop (the same
@@ -329,7 +328,6 @@ class Service:
             # Python ints are unbounded but no column or store is; only bodies with 19+ digit runs pay for this.
             _check_ints(msgspec.json.decode(raw), "$")
         return value
-
 
 
 def _check_ints(value: Any, path: str) -> None:
