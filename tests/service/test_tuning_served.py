@@ -51,3 +51,14 @@ def test_the_files_body_buffer_is_the_workers(tmp_path: Path) -> None:
             second.sendall(_head("POST", "/v1/select_destinations", 9_000))
             answer = _read_all(second)
         assert _status(answer) == 503, answer[:300]
+
+
+def test_a_named_compute_namespace_runs_with_the_files_tuning() -> None:
+    """[tuning] is the whole service's, as [gantt] is: a namespace's own Config has none, its Service the file's."""
+    from gantt.config import Config
+    from gantt.service.namespaces import build
+
+    config = Config.from_dict({"tuning": {"threads": 3, "deciders": 0},
+                               "namespace": {"blue": {"kind": "compute"}}})
+    served = build(config, None, 0)
+    assert (served["blue"].service.tuning.threads, served["blue"].service.tuning.deciders) == (3, 0)
