@@ -19,8 +19,8 @@ import pytest
 
 import gantt
 from gantt.cli import terminal
+from gantt.cli.server_process import toml_text
 from gantt.model import Allocation, HostReport
-from gantt.service.process import toml_text
 from gantt.store.base import Batch
 from gantt.store.urls import open_store
 from tests.cli_helpers import run, serving, widen

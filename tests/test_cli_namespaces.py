@@ -7,8 +7,8 @@ from rich.console import Console
 
 from gantt import cli
 from gantt.cli import terminal
+from gantt.cli.server_process import ServerProcess
 from gantt.client import SchedulerClient
-from gantt.service.process import ServerProcess
 from tests.namespaces import CONFIG
 
 

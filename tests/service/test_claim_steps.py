@@ -4,7 +4,7 @@ book past capacity, every acknowledged placement is in the store, and the steps 
 for another on the same node, a conflict's catch-up) go on on a handler thread.
 
 In process: the app over a Replica on a real SQLite file, a second Replica on the same file placing from threads.
-The same above ``LOOP_DECISION_ROWS``, where the worker's decider thread drives the steps on a loop of its own.
+The same above ``[tuning] loop_decision_rows``, where the worker's decider thread drives the steps on a loop of its own.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from gantt.config import Config
 from gantt.model import GanttError, HostReport, NoValidHost
 from gantt.replication.replica import Replica, audit
 from gantt.replication.steps import CONTENDED
-from gantt.service import app
-from gantt.service.app import Service, create_app
+from gantt.service.app import create_app
+from gantt.service.runtime import Service
 from tests.conftest import TableLockHolder, host_stats
 
 T = TypeVar("T")
@@ -32,9 +32,9 @@ HOSTS, VCPUS = 3, 12
 FLAVOR = {"name": "m1.tiny", "vcpus": 1, "memory_mb": 16, "root_gb": 1}
 
 
-# Who hands the claims to the store's writer, by driver: the service's loop (a table of at most
-# ``LOOP_DECISION_ROWS`` rows); above it the worker's decider thread (``Decider``, ``DECIDERS`` of them), which
-# drives the same steps on a loop of its own; with ``DECIDERS`` 0 the handler threads, which commit in place.
+# Who hands the claims to the store's writer, by driver: the service's loop (a table of at most ``[tuning]
+# loop_decision_rows`` rows); above it the worker's decider thread (``Decider``, ``[tuning] deciders`` of them),
+# which drives the same steps on a loop of its own; with no deciders the handler threads, which commit in place.
 _DRIVERS = {"loop": (20_000, 1, {threading.current_thread().name}), "decider": (0, 1, {"gantt-decider"}),
             "two deciders": (0, 2, {"gantt-decider-0", "gantt-decider-1"}), "threads": (0, 0, set())}
 
@@ -43,10 +43,8 @@ _DRIVERS = {"loop": (20_000, 1, {threading.current_thread().name}), "decider": (
 def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                      driver: str) -> None:
     rows, deciders, committers = _DRIVERS[driver]
-    monkeypatch.setattr(app, "LOOP_DECISION_ROWS", rows)
-    monkeypatch.setattr(app, "DECIDERS", deciders)
     url = f"sqlite:///{tmp_path}/claims.sqlite"
-    config = Config.from_dict({"gantt": {"seed": 5}})
+    config = Config.from_dict({"gantt": {"seed": 5}, "tuning": {"loop_decision_rows": rows, "deciders": deciders}})
     on_loop = Replica.open(url, config)
     other = Replica.open(url, config)
     try:

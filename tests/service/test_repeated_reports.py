@@ -15,7 +15,8 @@ import pytest
 
 from gantt.config import Config
 from gantt.replication.replica import LIVENESS_DELAY, Replica
-from gantt.service import app as app_module
+from gantt.service import runtime
+from gantt.service.app import create_app
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess
@@ -52,7 +53,7 @@ def test_a_repeat_is_written_by_the_timer_within_the_delay(tmp_path: Path) -> No
     now = [1_000_000.0]
     replica = _replica(url, now)
     try:
-        app = app_module.create_app(replica)
+        app = create_app(replica)
 
         async def scenario() -> float:
             await _post_twice(app, now)
@@ -76,12 +77,12 @@ def test_a_repeat_is_written_by_the_timer_within_the_delay(tmp_path: Path) -> No
 
 
 def test_closing_the_service_writes_what_it_answered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app_module, "LIVENESS_DELAY", 3600.0)  # the timer never fires here: only close writes
+    monkeypatch.setattr(runtime, "LIVENESS_DELAY", 3600.0)  # the timer never fires here: only close writes
     url = f"sqlite:///{tmp_path}/gantt.sqlite"
     now = [1_000_000.0]
     replica = _replica(url, now)
     try:
-        app = app_module.create_app(replica)
+        app = create_app(replica)
         asyncio.run(_post_twice(app, now))
         first = _held_time(url)
         assert replica.liveness_pending() == 1

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import msgspec
 
+from gantt.cli.server_process import ServerProcess
 from gantt.config import VolumeOptions
-from gantt.service.process import ServerProcess
 from gantt.volume import BackendReport, PoolTable, VolumeRequest, VolumeScheduler
 
 CONFIG: dict[str, Any] = {

@@ -119,8 +119,8 @@ RATE_NOTE = ("not the README's benchmark figure (bench/http_api.py: over 3,000/s
 def run_demo(*, hosts: int = 300, requests: int = 1000, concurrency: int = 32, store: str = "sqlite",
              seed: int = 42, stay: bool = False) -> int:
     """``stay``: once done, keep the service (and its live view) up until Ctrl-C."""
+    from gantt.cli.server_process import ServerProcess
     from gantt.cli.terminal import explanation_table
-    from gantt.service.process import ServerProcess
 
     began = time.perf_counter()
     rng = random.Random(seed)

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gantt.compute.blocks import block_reduce, masked_best
 from gantt.compute.extremes import Extremes
 from gantt.compute.filters.base import Filter
 from gantt.compute.filters.pipeline import RUN_ON_REBUILD
 from gantt.compute.filters.pipeline import pipeline as filter_pipeline
-from gantt.compute.blocks import block_reduce, masked_best
 from gantt.compute.masks import MaskCache
 from gantt.compute.preselect import Steps, preselect
 from gantt.compute.request import RequestContext

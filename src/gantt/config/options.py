@@ -19,6 +19,7 @@ from gantt.config.scheduling import (
     SchedulerSection,
 )
 from gantt.config.service import GanttSection
+from gantt.config.tuning import TuningSection
 from gantt.config.volume import VolumeOptions
 from gantt.model.errors import InvalidRequest
 from gantt.model.namespaces import check_name
@@ -35,6 +36,7 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
     pci: PciSection = field(default_factory=PciSection)
     oslo_policy: OsloPolicySection = field(default_factory=OsloPolicySection)
     cors: CorsSection = field(default_factory=CorsSection)
+    tuning: TuningSection = field(default_factory=TuningSection)  # how a worker is sized (gantt.config.tuning)
     # ``[namespace.<name>]`` tables (``[namespace:<name>]`` in INI): the namespaces served beside the default one
     # (``gantt.model.namespaces``), each as written in the file; ``namespaces()`` reads them, refusing what is wrong.
     namespace: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
+import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -34,6 +35,11 @@ from gantt.model import GanttError, InvalidRequest, NotFound
 from gantt.model.namespaces import DEFAULT, UnknownNamespace, check_name
 from gantt.replication.replica import Replica
 from gantt.service import app as gantt_app
+from gantt.service.guard import Guard
+from gantt.service.handlers import STALE_AFTER
+from gantt.service.responses import problem
+from gantt.service.routes import ROUTES, gantt_error, http_error, unexpected
+from gantt.service.runtime import Service
 from gantt.store.base import Store
 from gantt.store.urls import open_store
 
@@ -49,7 +55,7 @@ class Served:
 
     namespace: Namespace
     app: ASGIApp
-    service: gantt_app.Service
+    service: Service
     replica: Any = None  # Replica (compute) or gantt.volume.facade.VolumeReplica, once started
 
 
@@ -58,12 +64,12 @@ def create_app(*, config: Config, store: str | Store | None = None, token: str |
     """``gantt.service.app.create_app`` for the default namespace, and every named namespace ``config``
     declares beside it; with none declared, exactly the default app."""
     default = gantt_app.create_app(config=config, store=store, token=token, worker=worker, metrics_dir=metrics_dir)
-    assert isinstance(default, gantt_app.Guard)
+    assert isinstance(default, Guard)
     service = default.service
     served = build(config, service.token, worker)
     if not served:
         return default
-    service.named_health = lambda: health(served, gantt_app.STALE_AFTER)
+    service.named_health = lambda: health(served, STALE_AFTER)
     service.metrics.extra = lambda replica: metric_lines(replica, served, worker)
     url = store if isinstance(store, str) else store.url if store is not None else config.gantt.store
     return NamespaceRouter(default, served, url)
@@ -71,8 +77,10 @@ def create_app(*, config: Config, store: str | Store | None = None, token: str |
 
 def app_from_env() -> ASGIApp:
     """uvicorn factory (``--factory gantt.service.namespaces:app_from_env``): GANTT_STORE, GANTT_CONFIG,
-    GANTT_TOKEN, every namespace the configuration declares."""
+    GANTT_TOKEN, the tuning variables (``gantt.config.tuning.ENVIRONMENT``), every namespace the configuration
+    declares."""
     config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    config = msgspec.structs.replace(config, tuning=config.tuning.with_environment(os.environ))
     return create_app(config=config, store=os.environ.get("GANTT_STORE") or config.gantt.store)
 
 
@@ -87,26 +95,27 @@ def build(config: Config, token: str | None, worker: int) -> dict[str, Served]:
         if namespace.kind == "volume":
             from gantt.service.volume import ROUTES as VOLUME_ROUTES
 
-            service = gantt_app.Service(None, config, token, worker)
+            service = Service(None, config, token, worker)
             routes = VOLUME_ROUTES
         else:
             assert namespace.config is not None
-            service = gantt_app.Service(None, namespace.config, token, worker)
-            routes = gantt_app.ROUTES
+            # [tuning] sizes the process, as [gantt] does: the file's, not a namespace's own
+            service = Service(None, msgspec.structs.replace(namespace.config, tuning=config.tuning), token, worker)
+            routes = ROUTES
         served[name] = Served(namespace=namespace, app=_app(service, routes), service=service)
     return served
 
 
 _HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Any]]] = {
-    GanttError: gantt_app._gantt_error, HTTPException: gantt_app._http_error,
-    Exception: gantt_app._unexpected}
+    GanttError: gantt_error, HTTPException: http_error,
+    Exception: unexpected}
 
 
-def _app(service: gantt_app.Service, routes: list[Route]) -> ASGIApp:
+def _app(service: Service, routes: list[Route]) -> ASGIApp:
     inner = Starlette(routes=routes, exception_handlers=_HANDLERS)
     inner.router.redirect_slashes = False  # as the default app: no redirect built from the Host header
     inner.state.service = service
-    return gantt_app.Guard(inner, service, _NO_PLACEMENT)
+    return Guard(inner, service, _NO_PLACEMENT)
 
 
 class _Refusal:
@@ -116,14 +125,14 @@ class _Refusal:
         self.error = error
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await gantt_app._problem(self.error)(scope, receive, send)
+        await problem(self.error)(scope, receive, send)
 
 
 class NamespaceRouter:
     """``/v1/namespaces/{namespace}/<rest>`` to that namespace's app as ``/v1/<rest>``; every other path, and the
     lifespan, to the default app (the lifespan also opening and closing the namespaces' replicas)."""
 
-    def __init__(self, default: gantt_app.Guard, served: dict[str, Served], store: str) -> None:
+    def __init__(self, default: Guard, served: dict[str, Served], store: str) -> None:
         self.default = default
         self.served = served
         self.store = store
@@ -143,7 +152,7 @@ class NamespaceRouter:
         name, slash, rest = path[len(PREFIX):].partition("/")
         served = self.served.get(name)
         if served is None:
-            refusal = gantt_app.Guard(_Refusal(self._unknown(name)), self.default.service, _NO_PLACEMENT)
+            refusal = Guard(_Refusal(self._unknown(name)), self.default.service, _NO_PLACEMENT)
             await refusal(scope, receive, send)
             return
         inner = dict(scope)
@@ -229,14 +238,15 @@ def metric_lines(default: Replica, served: dict[str, Served], worker: int) -> li
     for name, replica in rows:
         for state, n in _states(replica):
             lines.append(f'gantt_namespace_hosts{{namespace="{name}",state="{state}"}} {n}')
-    for metric, kind, help_text, value in (
+    per_replica: tuple[tuple[str, str, str, Callable[[Any], object]], ...] = (
             ("gantt_namespace_replica_revision", "gauge", "Store revision the namespace's replica has applied "
              "(each namespace has its own sequence).", lambda r: r.revision),
             ("gantt_namespace_replica_seconds_since_feed_read", "gauge", "Seconds since the namespace's replica "
              "last read its change feed (not a lag: see gantt_namespace_replica_revisions_behind).",
              lambda r: round(r.lag, 3)),
             ("gantt_namespace_placements_total", "counter", "Instances (volumes) claimed in the namespace.",
-             lambda r: r.counters()["placements"])):
+             lambda r: r.counters()["placements"]))
+    for metric, kind, help_text, value in per_replica:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         lines += [f'{metric}{{{labels},namespace="{name}"}} {value(replica)}' for name, replica in rows]
     behind = "gantt_namespace_replica_revisions_behind"
