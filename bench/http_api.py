@@ -45,7 +45,7 @@ import msgspec
 
 from gantt.bench.engine import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, cpu_model, host_stats
 from gantt.bench.profiling import Sampler
-from gantt.replication.replica import audit
+from gantt.replication.audit import audit
 from gantt.service.process import ServerProcess
 from gantt.store.sqlite import SQLiteStore
 

@@ -46,7 +46,7 @@ import msgspec
 
 from gantt.bench.engine import bench_script, cpu_model
 from gantt.bench.profiling import Sampler
-from gantt.replication.replica import audit
+from gantt.replication.audit import audit
 from gantt.service.process import ServerProcess
 from gantt.store.base import open_store
 
@@ -256,7 +256,8 @@ def in_process(args: argparse.Namespace) -> dict[str, Any]:
 
     from gantt.config import Config
     from gantt.model import HostReport
-    from gantt.replication.replica import LIVENESS_DELAY, TOUCH_FRACTION, Replica
+    from gantt.replication.liveness import LIVENESS_DELAY
+    from gantt.replication.replica import TOUCH_FRACTION, Replica
     from gantt.store.sqlite import SQLiteStore
 
     def send(replica: Replica, reports: list[tuple[str, dict[str, Any]]], lock: threading.Lock,

@@ -21,7 +21,8 @@ import pytest
 
 from gantt.config import Config
 from gantt.model import GanttError, HostReport, NoValidHost
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.replication.steps import CONTENDED
 from gantt.service import app
 from gantt.service.app import Service, create_app

@@ -14,7 +14,8 @@ import httpx
 import pytest
 
 from gantt.config import Config
-from gantt.replication.replica import LIVENESS_DELAY, Replica
+from gantt.replication.liveness import LIVENESS_DELAY
+from gantt.replication.replica import Replica
 from gantt.service import app as app_module
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats

@@ -34,7 +34,7 @@ def _check(call: Call) -> None:
 async def show(call: Call) -> Answer:
     _check(call)
     accept_json(call.request)
-    found, aggregates = await call.call(call.replica.provider_aggregates, call.params["uuid"])
+    found, aggregates = await call.call(call.placement.provider_aggregates, call.params["uuid"])
     return _answer(call, found.generation, aggregates)
 
 
@@ -51,6 +51,6 @@ async def replace(call: Call) -> Answer:
                                   "non-unique elements")
     wanted = [valid_uuid(a, "aggregates") for a in wanted]
     generation = body.resource_provider_generation if isinstance(body, AggregatesIn) else None
-    found, aggregates = await call.steps(call.replica.set_provider_aggregates_steps, uuid, generation, wanted,
+    found, aggregates = await call.steps(call.placement.set_provider_aggregates_steps, uuid, generation, wanted,
                                         bump=with_generation)
     return _answer(call, found.generation, aggregates)
