@@ -172,14 +172,25 @@ def test_the_client_and_its_wire_types_load_no_server_code() -> None:
 
 
 def test_the_http_app_imports_the_facade_the_model_the_wire_types_and_its_options_only() -> None:
-    tree = ast.parse((SRC / "service" / "app.py").read_text())
-    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
-                and node.module.startswith("gantt")}
-    assert imported <= {"gantt.replication.replica", "gantt.model", "gantt.config", "gantt.service.schemas",
-                        "gantt.service.metrics", "gantt.placement.api", "gantt.base.ids",
-                        "gantt.base.version"}, imported
-    source = (SRC / "service" / "app.py").read_text()
-    assert "replica.table" not in source and "replica.scheduler" not in source and "replica.store" not in source
+    """Every module of Gantt's own HTTP app (those gantt.service.app reaches inside gantt.service: the runtime, the
+    guard, the routes and handlers, the fast path) talks to the replica's façade, the model, the options, the
+    Placement face it mounts and the wire types and metrics, never to a table, scheduler or store."""
+    edges = _imports(_modules())
+    leaves = {"gantt.service.schemas", "gantt.service.metrics"}  # the wire types and the counters: no app code
+    app, todo = set(), ["gantt.service.app"]
+    while todo:
+        module = todo.pop()
+        if module not in app:
+            app.add(module)
+            todo.extend(t for t in edges[module] if t.startswith("gantt.service.") and t not in leaves)
+    assert {"gantt.service.runtime", "gantt.service.handlers", "gantt.service.routes", "gantt.service.hot"} <= app
+    allowed = {"gantt.replication.replica", "gantt.model", "gantt.config", "gantt.placement.api", "gantt.base.ids",
+               "gantt.base.version", *leaves}
+    for module in sorted(app):
+        source = _modules()[module].read_text()
+        outside = {target for target in edges[module] if target not in app}
+        assert outside <= allowed, (module, outside - allowed)
+        assert "replica.table" not in source and "replica.scheduler" not in source and "replica.store" not in source
 
 
 def test_the_placement_face_imports_the_facade_and_the_domain_only() -> None:

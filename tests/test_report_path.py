@@ -96,7 +96,7 @@ def test_the_long_digit_scan_finds_what_the_regex_finds() -> None:
     import random
     import re
 
-    from gantt.service.app import _long_digits
+    from gantt.service.runtime import _long_digits
 
     regex = re.compile(rb"\d{19}")
     rng = random.Random(7)

@@ -11,7 +11,7 @@ import pytest
 
 from gantt.config import GANTT_PATHS, Config
 from gantt.model import InvalidRequest
-from gantt.service.app import PAGES, ROUTES
+from gantt.service.routes import PAGES, ROUTES
 from tests.service.server import ServerProcess
 
 PLACEMENT = {"x-auth-token": "s3cret", "openstack-api-version": "placement latest"}

@@ -10,7 +10,7 @@ import pytest
 
 from gantt.client import AsyncSchedulerClient, SchedulerClient
 from gantt.model import Aggregate, InvalidRequest, NotFound, NoValidHost
-from gantt.service.app import ROUTES
+from gantt.service.routes import ROUTES
 from tests.conftest import host_stats, request
 from tests.service.conftest import MAX_BODY
 from tests.service.server import ServerProcess

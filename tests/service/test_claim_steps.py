@@ -24,8 +24,9 @@ from gantt.model import GanttError, HostReport, NoValidHost
 from gantt.replication.audit import audit
 from gantt.replication.replica import Replica
 from gantt.replication.steps import CONTENDED
-from gantt.service import app
-from gantt.service.app import Service, create_app
+from gantt.service import handlers, runtime
+from gantt.service.app import create_app
+from gantt.service.runtime import Service
 from tests.conftest import TableLockHolder, host_stats
 
 T = TypeVar("T")
@@ -44,8 +45,9 @@ _DRIVERS = {"loop": (20_000, 1, {threading.current_thread().name}), "decider": (
 def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                      driver: str) -> None:
     rows, deciders, committers = _DRIVERS[driver]
-    monkeypatch.setattr(app, "LOOP_DECISION_ROWS", rows)
-    monkeypatch.setattr(app, "DECIDERS", deciders)
+    monkeypatch.setattr(handlers, "LOOP_DECISION_ROWS", rows)
+    monkeypatch.setattr(handlers, "DECIDERS", deciders)
+    monkeypatch.setattr(runtime, "DECIDERS", deciders)
     url = f"sqlite:///{tmp_path}/claims.sqlite"
     config = Config.from_dict({"gantt": {"seed": 5}})
     on_loop = Replica.open(url, config)

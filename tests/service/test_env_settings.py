@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gantt.service.app import env_count
+from gantt.service.runtime import env_count
 
 
 def test_unset_or_empty_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,7 +42,7 @@ def test_below_the_minimum_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_each_setting_of_the_service_is_checked_when_it_starts(name: str) -> None:
     """A worker imports the service's settings as it starts: a bad value stops it there, naming the setting."""
     env = {**os.environ, name: "-1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    done = subprocess.run([sys.executable, "-c", "import gantt.service.app"], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", "import gantt.service.runtime"], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode != 0
     assert f"{name}='-1'" in done.stderr, done.stderr[-2000:]

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from gantt.model import decode
-from gantt.service.app import ROUTES
+from gantt.service.routes import ROUTES
 from gantt.service.schemas import openapi
 from gantt.service.volume import ROUTES as VOLUME_ROUTES
 from gantt.service.volume import VolumePoolList, VolumeSelections

@@ -16,7 +16,8 @@ import pytest
 from gantt.config import Config
 from gantt.replication.liveness import LIVENESS_DELAY
 from gantt.replication.replica import Replica
-from gantt.service import app as app_module
+from gantt.service import runtime
+from gantt.service.app import create_app
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess
@@ -53,7 +54,7 @@ def test_a_repeat_is_written_by_the_timer_within_the_delay(tmp_path: Path) -> No
     now = [1_000_000.0]
     replica = _replica(url, now)
     try:
-        app = app_module.create_app(replica)
+        app = create_app(replica)
 
         async def scenario() -> float:
             await _post_twice(app, now)
@@ -77,12 +78,12 @@ def test_a_repeat_is_written_by_the_timer_within_the_delay(tmp_path: Path) -> No
 
 
 def test_closing_the_service_writes_what_it_answered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(app_module, "LIVENESS_DELAY", 3600.0)  # the timer never fires here: only close writes
+    monkeypatch.setattr(runtime, "LIVENESS_DELAY", 3600.0)  # the timer never fires here: only close writes
     url = f"sqlite:///{tmp_path}/gantt.sqlite"
     now = [1_000_000.0]
     replica = _replica(url, now)
     try:
-        app = app_module.create_app(replica)
+        app = create_app(replica)
         asyncio.run(_post_twice(app, now))
         first = _held_time(url)
         assert replica.liveness_pending() == 1

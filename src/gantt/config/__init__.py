@@ -22,6 +22,7 @@ from msgspec import Struct, field
 
 from gantt.compute.pci import Alias, parse_aliases
 from gantt.config import novaconf
+from gantt.config.tuning import TuningSection
 from gantt.model import InvalidRequest, prepare_types
 
 if TYPE_CHECKING:
@@ -340,6 +341,7 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
     pci: PciSection = field(default_factory=PciSection)
     oslo_policy: OsloPolicySection = field(default_factory=OsloPolicySection)
     cors: CorsSection = field(default_factory=CorsSection)
+    tuning: TuningSection = field(default_factory=TuningSection)  # how a worker is sized (gantt.config.tuning)
     # ``[namespace.<name>]`` tables (``[namespace:<name>]`` in INI): the namespaces served beside the default one
     # (``gantt.model.namespaces``), each as written in the file; ``namespaces()`` reads them, refusing what is wrong.
     namespace: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -552,7 +554,7 @@ def _set_aside_unused(data: dict[str, Any]) -> dict[str, list[str]]:
 _SECTIONS: dict[str, type[Struct]] = {
     "filter_scheduler": FilterSchedulerSection, "scheduler": SchedulerSection, "metrics": MetricsSection,
     "DEFAULT": DefaultSection, "compute": ComputeSection, "gantt": GanttSection, "pci": PciSection,
-    "oslo_policy": OsloPolicySection, "cors": CorsSection,
+    "oslo_policy": OsloPolicySection, "cors": CorsSection, "tuning": TuningSection,
 }
 # oslo.config's MultiStrOpt: the option is given once per value, and every value is kept.
 _MULTI_OPTIONS = {("pci", "alias"), ("DEFAULT", "pci_alias"), ("oslo_policy", "policy_dirs")}

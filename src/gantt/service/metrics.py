@@ -116,7 +116,7 @@ class Metrics:
         self.decision_latency = Histogram()
         self.unhandled = 0  # answers of the catch-all handler: a bug, never bad input
         self.client_disconnects = 0  # requests whose client hung up before its body was read whole
-        self.hot_lane = 0  # requests answered from the HTTP protocol's hot lane (service.app.Lane)
+        self.hot_lane = 0  # requests answered from the HTTP protocol's hot lane (service.hot.Lane)
         self.start_time = _start_time()
         self.extra: Callable[[Replica], list[str]] | None = None  # more series (per namespace: service.namespaces)
 

@@ -34,6 +34,11 @@ from gantt.model import GanttError, InvalidRequest, NotFound
 from gantt.model.namespaces import DEFAULT, UnknownNamespace, check_name
 from gantt.replication.replica import Replica
 from gantt.service import app as gantt_app
+from gantt.service.guard import Guard
+from gantt.service.handlers import STALE_AFTER
+from gantt.service.responses import problem
+from gantt.service.routes import ROUTES, gantt_error, http_error, unexpected
+from gantt.service.runtime import Service
 from gantt.store.base import Store, open_store
 
 log = logging.getLogger("gantt.service")
@@ -48,7 +53,7 @@ class Served:
 
     namespace: Namespace
     app: ASGIApp
-    service: gantt_app.Service
+    service: Service
     replica: Any = None  # Replica (compute) or gantt.volume.facade.VolumeReplica, once started
 
 
@@ -57,12 +62,12 @@ def create_app(*, config: Config, store: str | Store | None = None, token: str |
     """``gantt.service.app.create_app`` for the default namespace, and every named namespace ``config``
     declares beside it; with none declared, exactly the default app."""
     default = gantt_app.create_app(config=config, store=store, token=token, worker=worker, metrics_dir=metrics_dir)
-    assert isinstance(default, gantt_app.Guard)
+    assert isinstance(default, Guard)
     service = default.service
     served = build(config, service.token, worker)
     if not served:
         return default
-    service.named_health = lambda: health(served, gantt_app.STALE_AFTER)
+    service.named_health = lambda: health(served, STALE_AFTER)
     service.metrics.extra = lambda replica: metric_lines(replica, served, worker)
     url = store if isinstance(store, str) else store.url if store is not None else config.gantt.store
     return NamespaceRouter(default, served, url)
@@ -86,26 +91,26 @@ def build(config: Config, token: str | None, worker: int) -> dict[str, Served]:
         if namespace.kind == "volume":
             from gantt.service.volume import ROUTES as VOLUME_ROUTES
 
-            service = gantt_app.Service(None, config, token, worker)
+            service = Service(None, config, token, worker)
             routes = VOLUME_ROUTES
         else:
             assert namespace.config is not None
-            service = gantt_app.Service(None, namespace.config, token, worker)
-            routes = gantt_app.ROUTES
+            service = Service(None, namespace.config, token, worker)
+            routes = ROUTES
         served[name] = Served(namespace=namespace, app=_app(service, routes), service=service)
     return served
 
 
 _HANDLERS: dict[Any, Callable[[Request, Exception], Awaitable[Any]]] = {
-    GanttError: gantt_app._gantt_error, HTTPException: gantt_app._http_error,
-    Exception: gantt_app._unexpected}
+    GanttError: gantt_error, HTTPException: http_error,
+    Exception: unexpected}
 
 
-def _app(service: gantt_app.Service, routes: list[Route]) -> ASGIApp:
+def _app(service: Service, routes: list[Route]) -> ASGIApp:
     inner = Starlette(routes=routes, exception_handlers=_HANDLERS)
     inner.router.redirect_slashes = False  # as the default app: no redirect built from the Host header
     inner.state.service = service
-    return gantt_app.Guard(inner, service, _NO_PLACEMENT)
+    return Guard(inner, service, _NO_PLACEMENT)
 
 
 class _Refusal:
@@ -115,14 +120,14 @@ class _Refusal:
         self.error = error
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await gantt_app._problem(self.error)(scope, receive, send)
+        await problem(self.error)(scope, receive, send)
 
 
 class NamespaceRouter:
     """``/v1/namespaces/{namespace}/<rest>`` to that namespace's app as ``/v1/<rest>``; every other path, and the
     lifespan, to the default app (the lifespan also opening and closing the namespaces' replicas)."""
 
-    def __init__(self, default: gantt_app.Guard, served: dict[str, Served], store: str) -> None:
+    def __init__(self, default: Guard, served: dict[str, Served], store: str) -> None:
         self.default = default
         self.served = served
         self.store = store
@@ -142,7 +147,7 @@ class NamespaceRouter:
         name, slash, rest = path[len(PREFIX):].partition("/")
         served = self.served.get(name)
         if served is None:
-            refusal = gantt_app.Guard(_Refusal(self._unknown(name)), self.default.service, _NO_PLACEMENT)
+            refusal = Guard(_Refusal(self._unknown(name)), self.default.service, _NO_PLACEMENT)
             await refusal(scope, receive, send)
             return
         inner = dict(scope)

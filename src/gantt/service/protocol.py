@@ -79,7 +79,7 @@ def refusal(status: int, detail: str, target: bytes = b"", headers: Headers | No
         problem = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status, "detail": detail}
         if field is not None:
             problem["field"] = field
-        # Named like every answer of the app (service.app: OpenStack's x-openstack-request-id), so that the
+        # Named like every answer of the app (service.guard: OpenStack's x-openstack-request-id), so that the
         # client's log line and ours can be matched for a refusal too.
         made = status, [(b"content-type", b"application/problem+json"),
                         (b"x-openstack-request-id", new_request_id().encode())], json.dumps(problem).encode()
@@ -228,7 +228,7 @@ BUFFER: Budget | None = None
 
 # Set by gantt.service.server in a worker of several; None in a single process (nothing to spread).
 SPREAD: Spread | None = None
-# Set by gantt.service.server: the served app's hot lane (``gantt.service.app.Lane``), or None where there is none.
+# Set by gantt.service.server: the served app's hot lane (``gantt.service.hot.Lane``), or None where there is none.
 LANE: Any = None
 
 

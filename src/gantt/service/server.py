@@ -167,9 +167,10 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
 
     from gantt.base.allocator import collect_less_often, keep_freed_memory
     from gantt.service import protocol
-    from gantt.service.app import BODY_BUFFER, lane
+    from gantt.service.hot import lane
     from gantt.service.namespaces import create_app
     from gantt.service.protocol import BoundedHttpToolsProtocol
+    from gantt.service.runtime import BODY_BUFFER
 
     keep_freed_memory()
     collect_less_often()

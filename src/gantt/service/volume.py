@@ -66,7 +66,7 @@ def _json(value: Any, status: int = 200) -> Response:
 
 
 def _svc(request: Request) -> Any:
-    return request.app.state.service  # gantt.service.app.Service over a VolumeReplica
+    return request.app.state.service  # gantt.service.runtime.Service over a VolumeReplica
 
 
 def _query(request: Request) -> dict[str, str]:

@@ -1,0 +1,375 @@
+"""The runtime behind the handlers (``Service``): the replica they share, the pool of handler threads, the decider
+threads (``Decider``) and loops where placements are decided, the write and catch-up hand-offs, and the body
+decoder.
+
+Calls that decide or touch the store run in a thread pool: a decision is CPU-bound (numpy releases the GIL for
+most of it) and a store commit waits on disk; running them off the event loop keeps other requests' I/O moving
+and lets concurrent claims reach the store together, where a backend can commit them as one group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.requests import ClientDisconnect, Request
+
+from gantt.config import Config
+from gantt.model import MAX_INT64, GanttError, HostReport, InvalidRequest, decode
+from gantt.replication.replica import (  # a write the facade hands to its store, as it builds it
+    CONTENDED,
+    LIVENESS_DELAY,
+    Batch,
+    ClaimSteps,
+    Replica,
+    advance,
+)
+from gantt.service.metrics import Metrics, Shared
+from gantt.service.queries import DIGITS
+from gantt.service.schemas import PayloadTooLarge, UnsupportedMediaType
+
+log = logging.getLogger("gantt.service")
+
+T = TypeVar("T")
+
+
+def env_count(name: str, default: int, minimum: int) -> int:
+    """A whole-number tuning setting from the environment (README, "Tuning by environment"): one that is not a
+    whole number of at least ``minimum`` stops the start with a message naming it, never runs on a guess."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ValueError(f"{name}={raw!r}: expected a whole number of at least {minimum}")
+    return value
+
+
+# How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
+# that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http_api.py; GANTT_THREADS overrides it.
+THREADS = env_count("GANTT_THREADS", 16, 1)
+# Placements are decided on the event loop (``Service.claim``) up to this many rows, where a decision takes half a
+# millisecond or less; above, on the worker's one decider thread (``Decider``), where a decision's 1-4 ms (a
+# million rows) would hold every connection's reads and answers behind it. At 100,000 hosts with reports streaming
+# the loop decided with a lower placement p99 than the decider (47-50 ms against 55-61, bench/RESULTS-mixed.md):
+# each hop to the decider and back waited for the other thread's turn at the interpreter lock.
+LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 200_000, 0)
+# How many decider threads a worker runs for those larger tables; placements take them in turn. 0: decided on
+# the handler threads instead, each blocked in its own commit (what a decider saves: bench/RESULTS-mixed.md).
+DECIDERS = env_count("GANTT_DECIDERS", 1, 0)
+# Bytes of request bodies a worker holds at once over all its connections (gantt.service.protocol.Budget; never
+# less than [gantt] max_body_bytes): many clients each within the body limit cannot together pin its memory.
+BODY_BUFFER = env_count("GANTT_BODY_BUFFER_BYTES", 64 * 1024 * 1024, 1)
+# A body with a run of 19 digits may carry an integer past int64. Found by mapping every digit to "9" and looking
+# for 19 of them: a regex search for \d{19} cost ~11 us per host report (900 bytes), this ~1 us.
+_ALL_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
+_NINETEEN = b"9" * 19
+
+
+def _long_digits(raw: bytes) -> bool:
+    return _NINETEEN in raw.translate(_ALL_NINES)
+
+
+
+class Decider:
+    """One thread with an event loop of its own, where placements too big to decide on the service's loop are
+    decided (``Service.decide``): the claim steps run there as they would on the service's loop (the same
+    ``Service.claim``, commits handed to the store's writer, a step asking for ``THREAD`` sent to the handler
+    pool), and the answer goes back with one wake-up of the service's loop.
+
+    Decided on the 16 handler threads instead, each decision's numpy passes handed the GIL among up to 16
+    deciders, each blocked in its own commit: profiled at 100,000 hosts, ~24 context switches per placement in
+    the handler threads alone (bench/RESULTS-mixed.md). One decider interleaves its placements at their commits
+    as the loop does, and leaves the service's loop free to read and answer meanwhile."""
+
+    def __init__(self, name: str = "gantt-decider") -> None:
+        try:
+            import uvloop  # the service's own kind of loop (gantt serve runs uvicorn on uvloop)
+
+            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+        except ImportError:
+            self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+
+    async def drive(self, work: Awaitable[T]) -> T:
+        """Run ``work`` (a coroutine) on the decider's loop; its answer or error is this call's. Cancelling the
+        caller does not stop it, as a handler thread's call is not stopped: a placement under way commits."""
+        caller = asyncio.get_running_loop()
+        answer: asyncio.Future[T] = caller.create_future()
+
+        def settle(task: asyncio.Task[T]) -> None:
+            if task.cancelled():  # the decider stopped (the service is closing)
+                answer.cancel()
+                return
+            error = task.exception()  # taken even when nobody waits: asyncio logs an error never taken
+            if answer.cancelled():
+                return
+            if error is not None:
+                answer.set_exception(error)
+            else:
+                answer.set_result(task.result())
+
+        def start() -> None:
+            task = self.loop.create_task(work)  # type: ignore[arg-type]
+            task.add_done_callback(lambda task: caller.call_soon_threadsafe(settle, task))
+
+        self.loop.call_soon_threadsafe(start)
+        return await answer
+
+    def close(self) -> None:
+        with contextlib.suppress(RuntimeError):  # already closed
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self.loop.close()
+
+
+class Service:
+    """What the handlers share: the replica, the token, limits and counters."""
+
+    def __init__(self, replica: Replica | None, config: Config, token: str | None, worker: int = 0,
+                 metrics_dir: str | None = None) -> None:
+        self._replica = replica
+        self.config = config
+        self.token = token
+        self.max_body = config.gantt.max_body_bytes
+        self.metrics = Metrics(worker)
+        self.shared = Shared(metrics_dir, self.metrics) if metrics_dir is not None else None
+        self.pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()  # the loop and the decider may both ask for the pool first
+        self._deciders: list[Decider] = []
+        self._turn = 0  # the decider the next placement goes to, of ``_deciders``
+        # The named namespaces served beside this (the default) one, as /health shows them: set by
+        # gantt.service.namespaces, which builds them
+        self.named_health: Callable[[], dict[str, dict[str, Any]]] | None = None
+        self._liveness_timer: asyncio.TimerHandle | None = None  # the next write of repeated reports, if due
+        self._liveness_tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def replica(self) -> Replica:
+        if self._replica is None:
+            raise GanttError("the service is not started")
+        return self._replica
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        # The loop's own executor hand-off, not anyio.to_thread: measured on 2 busy cores, anyio's costs 50 us of
+        # CPU and ~200 us of wall time per call under 16 concurrent requests (its limiter, cancel scope and worker
+        # queue), the executor's 15-30 us, and every write and decision takes one such hop.
+        pool = self.pool
+        if pool is None:
+            with self._pool_lock:
+                if self.pool is None:
+                    self.pool = ThreadPoolExecutor(THREADS, thread_name_prefix="gantt-handler")
+                pool = self.pool
+        return await asyncio.get_running_loop().run_in_executor(pool, partial(fn, *args))
+
+    async def decide(self, steps: ClaimSteps[T]) -> T:
+        """``claim`` driven on a decider's loop (``Decider``; ``DECIDERS`` of them, in turn), for tables too big to
+        decide on this one."""
+        deciders = self._deciders
+        if not deciders:
+            with self._pool_lock:
+                if not self._deciders:
+                    self._deciders = [Decider("gantt-decider" if DECIDERS == 1 else f"gantt-decider-{i}")
+                                      for i in range(DECIDERS)]
+                deciders = self._deciders
+        self._turn = (self._turn + 1) % len(deciders)
+        return await deciders[self._turn].drive(self.claim(steps, decider=True))
+
+    async def write(self, batch: Batch) -> int:
+        """A write without a thread of ours: where the store has a writer of its own (SQLite), the loop hands it
+        the batch and waits; the commit's changes are applied here. Profiled per host report, the hop to a
+        handler thread and back was two of the four thread wake-ups and about a tenth of the server's CPU."""
+        replica = self.replica
+        future = replica.write_on_loop(batch)
+        if future is None:
+            return await self.run(replica.write, batch)
+        result = await future
+        if not replica.uncontended():
+            # the feed is applying a batch under the table lock: apply ours on a thread, not stall the loop
+            return (await self.run(replica.written, batch, result)).revision
+        return replica.written(batch, result).revision
+
+    def heartbeat(self, report: HostReport) -> bool:
+        """``replica.heartbeat`` (a report that repeats its node's record, taken to be written later), with the
+        write of what it took due LIVENESS_DELAY after the first: one batch, on a handler thread, for all the
+        reports repeated meanwhile, where each cost a commit hand-off, a catch-up and an apply on the loop."""
+        if not self.replica.heartbeat(report):
+            return False
+        if self._liveness_timer is None:
+            self._liveness_timer = asyncio.get_running_loop().call_later(LIVENESS_DELAY, self._liveness_due)
+        return True
+
+    def _liveness_due(self) -> None:
+        task = asyncio.ensure_future(self._write_liveness())
+        self._liveness_tasks.add(task)
+        task.add_done_callback(self._liveness_tasks.discard)
+
+    async def _write_liveness(self) -> None:
+        try:
+            await self.run(self.replica.flush_liveness)
+        except GanttError as exc:  # kept by the replica: tried again after the same delay
+            log.warning("repeated host reports not written (%s); retrying in %.2f s", exc, LIVENESS_DELAY)
+        finally:
+            self._liveness_timer = None
+            if isinstance(self._replica, Replica) and self._replica.liveness_pending():
+                self._liveness_timer = asyncio.get_running_loop().call_later(LIVENESS_DELAY, self._liveness_due)
+
+    async def claim(self, steps: ClaimSteps[T], decider: bool = False) -> T:
+        """Claim steps (``Replica.select_steps``) driven on the running loop (the service's, or the decider's:
+        ``decide``): decided here, each commit handed to the store's own writer while the loop waits on its
+        future, applied here. A step asking for a thread (a claim waiting for another on the same node, a
+        conflict's catch-up) sends the rest to a handler thread.
+
+        Deciding on a handler thread cost a hop there and back per placement, and 16 deciders handing the GIL
+        to one another: profiled with 2 workers, the handler threads took half of the server's CPU."""
+        replica = self.replica
+        value: Any = None
+        error: Exception | None = None
+        while True:
+            done, step = advance(steps, value, error)
+            if done:
+                return step  # type: ignore[no-any-return]
+            value = error = None
+            if step is CONTENDED and decider:
+                # Profiled at 100,000 hosts with two workers, the hop a decider made to a handler thread whenever
+                # the feed held the lock was a fifth of its time: waiting for the lock here costs less.
+                continue
+            if not isinstance(step, Batch):  # THREAD, or CONTENDED on the service's loop
+                return await self.run(replica.run_claims, steps)
+            # A future of this loop: the writer completes a group's with one wake-up, where a thread-safe future
+            # wrapped for the loop cost a Condition, a chained callback and a wake-up per claim (~4 % of the
+            # loop's time per placement, profiled).
+            future = replica.write_on_loop(step)
+            assert future is not None, "claim steps are driven here only where the store has its own writer"
+            try:
+                value = await future
+            except Exception as exc:  # raised where the commit was asked for, as Replica.run_claims does
+                error = exc
+
+    async def fresh(self) -> GanttError | None:
+        """Read your writes across processes (``--workers N``, or several services on one file): before a request
+        is served, the replica catches up to every revision the store held when it arrived, so a write another
+        worker acknowledged is seen here too. One indexed read of the store's head per request where the store
+        can tell it locally (SQLite; ``Store.shared_head``), the feed read only when it moved; the error that
+        stopped the catch-up, if any, which the request is answered with.
+
+        ``Guard`` asks for it before every request but those that read nothing of the replica's (``guard._UNREAD``).
+        Not for a host report (the hottest route): it writes a whole record and reads nothing back, and the store
+        compares it with the record the store holds, not the replica's. Under two workers' writes the head's read
+        costs ~45 us of CPU (each read transaction finds the WAL moved and reads its page again), ~3 % of a
+        placement, but ~6 % of a report."""
+        replica: Any = self._replica
+        if replica is None:
+            return None
+        try:
+            head = replica.behind()
+            if head is not None:
+                if isinstance(replica, Replica) and replica.reads_in_place and replica.uncontended():
+                    replica.catch_up_to(head)
+                else:  # the feed holds the table lock (or the store may wait): not on the loop
+                    await self.run(replica.catch_up_to, head)
+        except GanttError as exc:
+            return exc
+        return None
+
+    async def sync(self) -> int:
+        """``replica.sync()``: in place where the store has its own writer (SQLite: one read of the head, then
+        the feed from the file), else on a handler thread (etcd: a round trip)."""
+        replica = self.replica
+        if replica.reads_in_place and replica.uncontended():
+            return replica.sync()
+        return await self.run(replica.sync)  # nor while the feed applies under the table lock: not on the loop
+
+    def close(self) -> None:
+        for decider in self._deciders:
+            decider.close()
+        self._deciders = []
+        if self._liveness_timer is not None:
+            self._liveness_timer.cancel()
+            self._liveness_timer = None
+        if isinstance(self._replica, Replica):  # what was acknowledged is written before the service goes
+            try:
+                self._replica.flush_liveness()
+            except GanttError as exc:
+                log.error("closing: repeated host reports not written: %s", exc)
+        if self.pool is not None:
+            self.pool.shutdown(wait=False)
+            self.pool = None
+
+    async def body(self, request: Request, type_: type[T]) -> T:
+        """Read and decode a JSON body: 415 if it is not JSON, 413 if too big, 400 naming the bad field.
+
+        The headers are read in one pass over the raw list and the body straight from ``receive``: Starlette's
+        ``Headers`` (a scan per lookup) and its ``stream()`` generator cost 18 us per request, three times the
+        decoding itself. The answers are theirs: the first of repeated headers, latin-1 values, a disconnect
+        raised as ``ClientDisconnect``."""
+        encoding = media = declared = None
+        for name, value in request.scope["headers"]:
+            if name == b"content-type":
+                media = value if media is None else media
+            elif name == b"content-length":
+                declared = value if declared is None else declared
+            elif name == b"content-encoding":
+                encoding = value if encoding is None else encoding
+        coding = encoding.decode("latin-1").strip().lower() if encoding is not None else "identity"
+        if coding not in ("", "identity"):
+            raise UnsupportedMediaType(f"Content-Encoding {coding!r} is not accepted: send the JSON as is",
+                                       field="content-encoding")
+        kind = media.decode("latin-1").split(";", 1)[0].strip().lower() if media is not None else ""
+        if kind != "application/json" and not (kind.startswith("application/") and kind.endswith("+json")):
+            raise UnsupportedMediaType(f"expected application/json, got {kind or 'no content type'}",
+                                       field="content-type")
+        if declared is not None:
+            length = declared.decode("latin-1")
+            if DIGITS.fullmatch(length) and int(length) > self.max_body:
+                raise PayloadTooLarge(f"body of {length} bytes exceeds the limit of {self.max_body}")
+        chunks: list[bytes] = []
+        size = 0
+        receive = request.receive
+        while True:
+            message = await receive()
+            if message["type"] == "http.request":
+                chunk = message.get("body", b"")
+                if chunk:
+                    size += len(chunk)
+                    if size > self.max_body:  # chunked bodies declare no length: count as they arrive
+                        raise PayloadTooLarge(f"body exceeds the limit of {self.max_body} bytes")
+                    chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
+            elif message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        value = decode(raw, type_)
+        if _long_digits(raw):
+            # Python ints are unbounded but no column or store is; only bodies with 19+ digit runs pay for this.
+            _check_ints(msgspec.json.decode(raw), "$")
+        return value
+
+
+
+def _check_ints(value: Any, path: str) -> None:
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if abs(value) > MAX_INT64:
+            raise InvalidRequest(f"integer out of range (at {path})", field=path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_ints(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_ints(item, f"{path}[{i}]")
