@@ -256,8 +256,7 @@ def in_process(args: argparse.Namespace) -> dict[str, Any]:
 
     from gantt.config import Config
     from gantt.model import HostReport
-    from gantt.replication.liveness import LIVENESS_DELAY
-    from gantt.replication.replica import TOUCH_FRACTION, Replica
+    from gantt.replication.replica import LIVENESS_DELAY, TOUCH_FRACTION, Replica
     from gantt.store.sqlite import SQLiteStore
 
     def send(replica: Replica, reports: list[tuple[str, dict[str, Any]]], lock: threading.Lock,

@@ -34,7 +34,6 @@ KNOWN_UPWARD: set[tuple[str, str]] = {
     ("gantt.config", "gantt.compute.pci"),
     ("gantt.config", "gantt.placement.api.policy"),
     ("gantt.config", "gantt.volume"),
-    ("gantt.replication.replica", "gantt.placement.facade"),
     ("gantt.service.process", "gantt.client"),
 }
 KNOWN_CIRCLES: set[frozenset[str]] = {
@@ -173,8 +172,8 @@ def test_the_client_and_its_wire_types_load_no_server_code() -> None:
 
 def test_the_http_app_imports_the_facade_the_model_the_wire_types_and_its_options_only() -> None:
     """Every module of Gantt's own HTTP app (those gantt.service.app reaches inside gantt.service: the runtime, the
-    guard, the routes and handlers, the fast path) talks to the replica's façade, the model, the options, the
-    Placement face it mounts and the wire types and metrics, never to a table, scheduler or store."""
+    guard, the routes and handlers, the fast path) talks to the replica, the Placement façade, the model, the
+    options, the Placement face it mounts and the wire types and metrics, never to a table, scheduler or store."""
     edges = _imports(_modules())
     leaves = {"gantt.service.schemas", "gantt.service.metrics"}  # the wire types and the counters: no app code
     app, todo = set(), ["gantt.service.app"]
@@ -184,8 +183,8 @@ def test_the_http_app_imports_the_facade_the_model_the_wire_types_and_its_option
             app.add(module)
             todo.extend(t for t in edges[module] if t.startswith("gantt.service.") and t not in leaves)
     assert {"gantt.service.runtime", "gantt.service.handlers", "gantt.service.routes", "gantt.service.hot"} <= app
-    allowed = {"gantt.replication.replica", "gantt.model", "gantt.config", "gantt.placement.api", "gantt.base.ids",
-               "gantt.base.version", *leaves}
+    allowed = {"gantt.replication.replica", "gantt.placement.facade", "gantt.model", "gantt.config",
+               "gantt.placement.api", "gantt.base.ids", "gantt.base.version", *leaves}
     for module in sorted(app):
         source = _modules()[module].read_text()
         outside = {target for target in edges[module] if target not in app}
@@ -194,12 +193,13 @@ def test_the_http_app_imports_the_facade_the_model_the_wire_types_and_its_option
 
 
 def test_the_placement_face_imports_the_facade_and_the_domain_only() -> None:
-    """Placement's handlers talk to the replica and the domain modules, never to its table or a store."""
-    # gantt.replication.steps: how a write's steps are driven; gantt.base: request ids, uuids, how much of a client's
-    # value a refusal repeats (none has state of Gantt's nor imports anything of it)
-    allowed = {"gantt", "gantt.replication.replica", "gantt.model", "gantt.resources.providers",
-               "gantt.resources.catalog", "gantt.placement.candidates", "gantt.replication.steps", "gantt.base.ids",
-               "gantt.base.quote"}
+    """Placement's handlers talk to the façade and the domain modules, never to its table or a store."""
+    # gantt.replication.steps and .driver: the type of a write's steps and of the runtime the replica runs them with;
+    # gantt.base: request ids, uuids, how much of a client's value a refusal repeats (none has state of Gantt's nor
+    # imports anything of it)
+    allowed = {"gantt", "gantt.placement.facade", "gantt.model", "gantt.resources.providers",
+               "gantt.resources.catalog", "gantt.placement.candidates", "gantt.replication.steps",
+               "gantt.replication.driver", "gantt.base.ids", "gantt.base.quote"}
     for path in (SRC / "placement" / "api").glob("*.py"):
         tree = ast.parse(path.read_text())
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module

@@ -14,8 +14,7 @@ import httpx
 import pytest
 
 from gantt.config import Config
-from gantt.replication.liveness import LIVENESS_DELAY
-from gantt.replication.replica import Replica
+from gantt.replication.replica import LIVENESS_DELAY, Replica
 from gantt.service import runtime
 from gantt.service.app import create_app
 from gantt.store.sqlite import SQLiteStore

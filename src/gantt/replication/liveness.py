@@ -5,8 +5,8 @@
 liveness; its figures, those of the record the replica held, never replace a record the store has written since
 (through another worker or server, before this report or after it: its answer went out first, so only the record
 the store holds is sure to be no older). Until then every replica, this one too, shows the node as of its
-previous report: later by at most LIVENESS_DELAY plus the feed's delay. A process killed outright loses up to
-LIVENESS_DELAY of them (their nodes look as old as their previous report until their next one).
+previous report: later by at most ``replica.LIVENESS_DELAY`` plus the feed's delay. A process killed outright
+loses up to LIVENESS_DELAY of them (their nodes look as old as their previous report until their next one).
 """
 
 from __future__ import annotations
@@ -16,11 +16,6 @@ from collections.abc import Callable
 
 from gantt.model import HostReport, NodeKey
 from gantt.store.base import Batch, RepeatOf, Store
-
-# A report that repeats its node's record is acknowledged at once and written with the others of up to this many
-# seconds in one batch (the service's timer calls ``Replica.flush_liveness``): every replica learns the node's new
-# report time this much later at most (plus the feed's delay), a small fraction of service_down_time.
-LIVENESS_DELAY = 0.25
 
 
 class Liveness:

@@ -57,7 +57,7 @@ from gantt.replication.claims import Claims
 from gantt.replication.driver import Runtime, drive_here, drive_on_loop
 from gantt.replication.follower import Follower
 from gantt.replication.liveness import Liveness
-from gantt.replication.steps import CONTENDED, OFF_LOOP, Steps
+from gantt.replication.steps import CONTENDED, OFF_LOOP, Steps, writing
 from gantt.resources.catalog import Catalog
 from gantt.resources.providers import ProviderIndex
 from gantt.store.base import (
@@ -84,6 +84,11 @@ GC_FREEZE_ROWS = 10_000
 # this fraction early; a host reporting every few seconds costs one small write per period instead of one per
 # report. Claims left unlisted past claim_timeout expire on the written reports, so up to as much later.
 TOUCH_FRACTION = 1 / 6
+# A report that repeats its node's record (``Replica.heartbeat``) is acknowledged at once and written with the
+# others of up to this many seconds in one batch (the service's timer calls ``Replica.flush_liveness``): every
+# replica learns the node's new report time this much later at most (plus the feed's delay), a small fraction of
+# service_down_time.
+LIVENESS_DELAY = 0.25
 # How many reloads (a table swapped in from a snapshot) one request rides out, deciding again on each new table,
 # before the last one's TableReplaced goes through to the caller. Reloads are rare (a compaction past a lagging
 # follower, an unanswered commit), but they come in runs: a feed cut to its last few revisions while followers lag
@@ -246,10 +251,10 @@ class Replica(Follower):
           to a handler thread where the runtime has no deciders.
         """
         if not self.store.queued_commits:
-            return await runtime.run(drive_here, self, steps)
+            return await runtime.run(self.run, steps)
         if decision and len(self.table) > runtime.loop_decision_rows:
             if not runtime.deciders:
-                return await runtime.run(drive_here, self, steps)
+                return await runtime.run(self.run, steps)
             return await runtime.on_decider(drive_on_loop(self, steps, runtime.run, waits_for_lock=True))
         return await drive_on_loop(self, steps, runtime.run)
 
@@ -309,6 +314,10 @@ class Replica(Follower):
         if self.revision < result.revision:
             self.apply(result.changes, own="write")
         return result
+
+    def writing(self, batch: Batch) -> Steps[int]:
+        """``write`` as an operation, for ``perform``: committed and applied; the answer is the revision."""
+        return writing(batch)
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
         return self.write(self.report_batch(report))

@@ -27,7 +27,7 @@ from gantt.replication.replica import Replica
 from gantt.service.guard import authorized
 from gantt.service.queries import host_key, page_limit, paginate, query_params
 from gantt.service.responses import ENCODER, deleted, json_response
-from gantt.service.runtime import DECIDERS, LOOP_DECISION_ROWS, Service
+from gantt.service.runtime import Service
 from gantt.service.schemas import (
     MAX_LIMIT,
     AggregateList,
@@ -193,13 +193,8 @@ async def select_destinations(request: Request) -> Response:
     spec = await svc.body(request, RequestSpec)
     with svc.metrics.deciding():
         replica = svc.replica
-        # A store that commits in its caller (etcd), or no deciders: a handler thread decides and waits for it.
-        if replica.reads_in_place and replica.node_count <= LOOP_DECISION_ROWS:
-            answer = await svc.claim(replica.select_steps(spec, request.state.request_id))
-        elif replica.reads_in_place and DECIDERS:
-            answer = await svc.decide(replica.select_steps(spec, request.state.request_id))
-        else:
-            answer = await svc.run(replica.select_destinations, spec, request.state.request_id)
+        # The replica runs it where it costs least: this loop, a decider's, or a handler thread (Replica.perform).
+        answer = await replica.perform(replica.selecting(spec, request.state.request_id), svc, decision=True)
     return json_response(Selections(selections=answer))
 
 

@@ -22,7 +22,6 @@ from gantt.base.quote import quote
 from gantt.model import GanttError, InvalidRequest, prepare_types
 from gantt.placement.api.errors import PlacementError
 from gantt.placement.api.microversion import Version
-from gantt.placement.facade import Placement
 from gantt.replication.driver import Runtime
 from gantt.replication.steps import Steps
 
@@ -137,7 +136,9 @@ class Call:
 
     request: PlacementRequest
     version: Version
-    placement: Placement
+    # gantt.placement.facade.Placement, typed loosely: gantt.config reads this package's policy, which imports this
+    # module, and the façade's replica imports gantt.config
+    placement: Any
     runtime: Runtime
     prefix: str
     params: dict[str, str] = field(default_factory=dict)
