@@ -239,11 +239,11 @@ def test_allocations_are_written_and_deleted_on_the_loop_on_sqlite(placement: Pl
     hops: list[Callable[..., Any]] = []
     call = _call(placement, hops)
     write = ConsumerWrite(consumer, {made.uuid: {"VCPU": 2}}, "p", "u", None, check_generation=True)
-    asyncio.run(call.steps(placement.write_allocations_steps, [write]))
+    asyncio.run(call.steps(placement.consumers.write_allocations_steps, [write]))
     assert placement.table.allocation(consumer) is not None
     assert placement.provider(made.uuid).generation == made.generation + 2  # applied here: read your own write
-    asyncio.run(call.steps(placement.delete_allocations_steps, consumer))
+    asyncio.run(call.steps(placement.consumers.delete_allocations_steps, consumer))
     assert placement.table.allocation(consumer) is None
     assert len(hops) == (0 if _in_place(placement) else 2)
     with pytest.raises(NotFound):  # nothing left to delete: looked for again after a catch-up, then refused
-        asyncio.run(call.steps(placement.delete_allocations_steps, consumer))
+        asyncio.run(call.steps(placement.consumers.delete_allocations_steps, consumer))

@@ -22,10 +22,7 @@ import msgspec
 from gantt.compute.state import HostTable
 from gantt.model import (
     Aggregate,
-    Allocation,
-    AllocationPart,
     Conflict,
-    ConsumerConflict,
     GenerationConflict,
     HostReport,
     InvalidRequest,
@@ -38,26 +35,21 @@ from gantt.model import (
 )
 from gantt.placement import candidates
 from gantt.placement.candidates import CandidateQuery, Candidates, Forest
+from gantt.placement.consumers import Consumers, used_on
 from gantt.replication.replica import Replica
-from gantt.replication.steps import OFF_LOOP, SYNC, Steps, Write
+from gantt.replication.steps import SYNC, Steps, Write, holding
 from gantt.resources import catalog, providers
 from gantt.resources.catalog import Catalog
 from gantt.resources.providers import (
-    INCOMPLETE_CONSUMER,
-    ConsumerWrite,
     DuplicateName,
     ParentInUse,
     ProviderIndex,
     ProviderInUse,
     ProviderQuery,
     ProviderView,
-    Usage,
 )
 from gantt.store.base import (
     Batch,
-    Capacity,
-    ConsumerGeneration,
-    ConsumerHeld,
     Expect,
     Generation,
     Membership,
@@ -69,20 +61,6 @@ T = TypeVar("T")
 # either is thrown back in where it was asked for, as the call would have raised there); nothing while they hold
 # the table lock; ``OFF_LOOP``, when the lock is busy, to go on where waiting for it stalls nothing else.
 
-
-class _Release:
-    """A lock already taken, released at the end of a ``with``."""
-
-    __slots__ = ("lock",)
-
-    def __init__(self, lock: Any) -> None:
-        self.lock = lock
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        self.lock.release()
 
 # How long a create waits (catching up) for another of its name or uuid in flight here: a commit's fsync on a
 # busy machine takes tens of milliseconds; past this the create goes on unguarded, as on a store without the check.
@@ -105,6 +83,8 @@ class Placement:
         # names and uuids of provider creates built here and not yet applied (create_provider_steps): their marks
         self._creating: dict[str, set[object]] = {}
         self._forest_cache: tuple[Any, Forest] | None = None
+        # the consumers' calls: allocations read and written, usages, the reshaper
+        self.consumers = Consumers(replica)
 
     # What the façade reads of the replica: swapped whole by a reload, so looked up each time.
 
@@ -127,7 +107,7 @@ class Placement:
 
     def provider_steps(self, uuid: str) -> Steps[ProviderView]:
         yield from self._known_steps(uuid)
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             return self.providers.get(uuid)
 
     def provider_as_read(self, uuid: str, generation: int) -> ProviderView:
@@ -155,15 +135,6 @@ class Placement:
         if uuid not in self.providers.by_uuid:
             yield SYNC
 
-    def _lock_steps(self) -> Steps[_Release]:
-        """The table lock, taken for a ``with``: when another thread holds it (a long candidates answer, the
-        feed), the steps first ask to go on on a handler thread, so that the event loop never waits for it."""
-        lock = self.table.lock
-        if not lock.acquire(blocking=False):
-            yield OFF_LOOP
-            lock.acquire()
-        return _Release(lock)
-
     def provider_list(self) -> list[ProviderView]:
         with self.table.lock:
             return list(self.providers.by_uuid.values())
@@ -188,17 +159,13 @@ class Placement:
                         and not query.matches_traits(set(found.record.stats.traits or ())):
                     continue
                 if query.resources and not query.matches_resources(
-                        providers.inventories(found.record, self.table.default_ratios), self._used(found)):
+                        providers.inventories(found.record, self.table.default_ratios), used_on(self.table, found)):
                     continue
                 out.append(found)
         # Placement's order is its ids': creation order. The index keeps it while the process runs; a replica
         # loaded from the store holds the providers in the store's key order, so the creation time decides (a
         # host that only reports through /v1 has none: 0, first, in the index's order, as sorted() is stable).
         return sorted(out, key=_created)
-
-    def _used(self, found: ProviderView) -> dict[str, int]:
-        held = [self.table.allocation(c) for c in self.table.node_allocations(found.key)]
-        return providers.used((a for a in held if a is not None), found.key)
 
     def provider_tree(self, uuid: str) -> list[ProviderView]:
         with self.table.lock:
@@ -209,7 +176,7 @@ class Placement:
 
     def _inventories_steps(self, uuid: str) -> Steps[tuple[ProviderView, dict[str, Inventory]]]:
         yield from self._known_steps(uuid)
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             found = self.providers.get(uuid)
             return found, providers.inventories(found.record, self.table.default_ratios)
 
@@ -217,14 +184,14 @@ class Placement:
         """What the allocations on the provider use, per class."""
         self._known(uuid)
         with self.table.lock:
-            return self._used(self.providers.get(uuid))
+            return used_on(self.table, self.providers.get(uuid))
 
     def provider_aggregates(self, uuid: str) -> tuple[ProviderView, list[str]]:
         return self.replica.run(self._aggregates_steps(uuid))
 
     def _aggregates_steps(self, uuid: str) -> Steps[tuple[ProviderView, list[str]]]:
         yield from self._known_steps(uuid)
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             found = self.providers.get(uuid)
             return found, self._aggregates_of(found)
 
@@ -307,7 +274,7 @@ class Placement:
         token = object()
         deadline: float | None = None
         while True:
-            with (yield from self._lock_steps()):
+            with (yield from holding(self.table.lock)):
                 in_flight = fresh and (name in creating or uuid in creating)
                 if not in_flight:
                     taken = [f"uuid: {uuid}"] if uuid in self.providers.by_uuid else []
@@ -450,7 +417,7 @@ class Placement:
         """Replace the provider's inventories with ``given`` (``merge``: add or change only those, and drop
         ``remove``; ``existing``: only change classes it has). Classes must exist; a class dropped while
         allocated is InventoryInUse."""
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             missing = self.catalog.missing("resource_class", given)
         if missing:
             raise InvalidRequest(f"Unknown resource class in inventory for resource provider {uuid}: No such "
@@ -468,7 +435,7 @@ class Placement:
             new = {**old, **given} if merge else dict(given)
             for rc in dropped:
                 new.pop(rc, None)
-            providers.check_not_in_use(uuid, set(old) - set(new), self._used(current))
+            providers.check_not_in_use(uuid, set(old) - set(new), used_on(self.table, current))
             return [providers.with_inventories(current, new, self.replica.clock())]
 
         yield from self._edit_steps(uuid, generation, build)
@@ -480,7 +447,7 @@ class Placement:
         return self.replica.run(self.set_provider_traits_steps(uuid, generation, names))
 
     def set_provider_traits_steps(self, uuid: str, generation: int | None, names: list[str]) -> Steps[ProviderView]:
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             missing = self.catalog.missing("trait", names)
         if missing:
             raise InvalidRequest(f"No such trait(s): {', '.join(missing)}.", field="traits")
@@ -521,7 +488,7 @@ class Placement:
         node revision. ``generation``: what the client read (None: whatever is current)."""
         yield from self._known_steps(uuid)
         for attempt in range(_ATTEMPTS):
-            with (yield from self._lock_steps()):
+            with (yield from holding(self.table.lock)):
                 current = self.providers.get(uuid)
                 if generation is not None and current.generation != generation and attempt == 0:
                     stale = True
@@ -557,196 +524,6 @@ class Placement:
         return Batch(expect=[Expect(h, n, self.replica.node_revisions.get((h, n), 0)) for h, n in keys],
                      generations=[Generation(h, n, views[(h, n)].generation) for h, n in keys],
                      providers=records, memberships=memberships)
-
-    # ------------------------------------------------------------------------------------ allocations
-
-    def consumer_allocations(self, consumer: str) -> tuple[Allocation | None, dict[str, ProviderView]]:
-        """The consumer's allocation (None: it holds none), and the providers of its parts by node."""
-        if self.table.allocation(consumer) is None:
-            self.replica.sync()  # another instance may have written it an instant ago
-        with self.table.lock:
-            held = self.table.allocation(consumer)
-            return held, self._views_of([held] if held is not None else [])
-
-    def _views_of(self, held: list[Allocation]) -> dict[tuple[str, str], ProviderView]:
-        return {key: self.providers.by_key[key] for a in held for key in a.nodes() if key in self.providers.by_key}
-
-    def provider_allocations(self, uuid: str) -> tuple[ProviderView, list[Allocation]]:
-        """The provider, and every allocation with a part on it."""
-        self._known(uuid)
-        with self.table.lock:
-            found = self.providers.get(uuid)
-            held = [self.table.allocation(c) for c in sorted(self.table.node_allocations(found.key))]
-            return found, [a for a in held if a is not None]
-
-    def provider_usages(self, uuid: str) -> tuple[ProviderView, dict[str, int]]:
-        """Placement's usages of a provider: every class it has inventory of, with what its allocations use."""
-        self._known(uuid)
-        with self.table.lock:
-            found = self.providers.get(uuid)
-            in_use = self._used(found)
-            offered = providers.inventories(found.record, self.table.default_ratios)
-            return found, {rc: in_use.get(rc, 0) for rc in offered}
-
-    def usages(self, project_id: str, user_id: str | None, *, by_type: bool,
-               consumer_type: str | None) -> dict[str, Usage]:
-        with self.table.lock:
-            return providers.usages(list(self.table.allocations()), project_id, user_id, by_type=by_type,
-                                    consumer_type=consumer_type)
-
-    def write_allocations(self, writes: list[ConsumerWrite]) -> None:
-        self.replica.run(self.write_allocations_steps(writes))
-
-    def write_allocations_steps(self, writes: list[ConsumerWrite]) -> Steps[None]:
-        """Replace each consumer's allocations with what ``writes`` gives, all in one commit (Placement's PUT
-        /allocations/{consumer} and POST /allocations). The store checks every touched provider for room,
-        compares the consumer generations and moves the touched providers' generations on (store.planner)."""
-        yield from self._check_names_steps(writes)
-        yield from self._commit_allocations_steps(writes, "allocate")
-
-    def reshape(self, inventories: dict[str, tuple[int, dict[str, Inventory]]], writes: list[ConsumerWrite], *,
-                reserved_may_equal_total: bool) -> None:
-        """Placement's reshaper: replace the named providers' inventories (each guarded by the generation the
-        client read) and the named consumers' allocations in one commit, so that inventory can move between
-        providers (a parent's VCPU to its NUMA children) with the allocations on it. Capacity is checked against
-        the new inventories, and a class that goes away must have no allocation left on it, both by the store
-        (store.planner) after the allocations, as Placement checks them."""
-        missing = self.missing_records("resource_class", {rc for _, given in inventories.values() for rc in given})
-        if missing:
-            raise NotFound(f"No such resource class {', '.join(missing)}.", field="inventories")
-        for _, given in inventories.values():
-            for rc, inv in given.items():
-                providers.check_inventory(rc, inv, reserved_may_equal_total=reserved_may_equal_total)
-        self.replica.run(self._check_names_steps(writes))
-
-        def add_inventories(batch: Batch) -> None:
-            for uuid, (generation, given) in inventories.items():
-                current = self.providers.get(uuid)
-                if current.generation != generation:
-                    raise GenerationConflict([current.key])
-                old = providers.inventories(current.record, self.table.default_ratios)
-                batch.vacated += [(*current.key, rc) for rc in sorted(set(old) - set(given))]
-                # Placement sets an interim inventory (when any is given) and then the final one: two
-                # generations, one more when allocations touch the provider too (as here, bump_providers)
-                batch.providers.append(providers.with_inventories(current, given, self.replica.clock(),
-                                                                  steps=2 if given else 1))
-                batch.generations.append(Generation(*current.key, current.generation))
-                batch.expect.append(Expect(*current.key, self.replica.node_revisions.get(current.key, 0)))
-
-        self.replica.run(self._commit_allocations_steps(writes, "reshape", add_inventories))
-
-    def _commit_allocations_steps(self, writes: list[ConsumerWrite], verb: str,
-                                  extend: Callable[[Batch], None] | None = None) -> Steps[None]:
-        """The allocation batch (``extend``-ed, under the table lock) written; a replica that was behind the store
-        catches up and builds it again. A generation the client named and the store no longer holds is the
-        client's conflict: a consumer's always, a provider's only when ``extend`` named one."""
-        for attempt in range(_ATTEMPTS):
-            if attempt:
-                yield SYNC
-            try:
-                with (yield from self._lock_steps()):
-                    batch = self._allocation_batch(writes)
-                    if extend is not None:
-                        extend(batch)
-            except GenerationConflict:
-                if attempt:
-                    raise
-                continue  # the client may have read a generation this replica has not seen yet: catch up first
-            try:
-                yield Write(batch)
-                return
-            except ConsumerConflict as exc:
-                if any(w.check_generation for w in writes if w.consumer == exc.consumer):
-                    with contextlib.suppress(StoreUnavailable):  # caught up before refusing (_edit_steps)
-                        yield SYNC
-                    raise
-            except GenerationConflict:
-                if extend is not None:
-                    with contextlib.suppress(StoreUnavailable):
-                        yield SYNC
-                    raise
-            except (StoreConflict, ConsumerHeld, NotFound):
-                pass  # this replica was behind the store: catch up and build the batch again
-        if verb == "allocate":
-            raise Conflict("Inventory and/or allocations changed while attempting to allocate: allocations kept "
-                           "changing; try again")
-        raise Conflict("Inventory and/or allocations changed while attempting to reshape; try again")
-
-    def delete_allocations(self, consumer: str) -> None:
-        self.replica.run(self.delete_allocations_steps(consumer))
-
-    def delete_allocations_steps(self, consumer: str) -> Steps[None]:
-        """Drop every allocation of the consumer (NotFound when it holds none)."""
-        if self.table.allocation(consumer) is None:
-            yield SYNC  # another instance may have written it an instant ago
-        if self.table.allocation(consumer) is None:
-            raise NotFound(f"No allocations for consumer '{consumer}'", field="consumer_uuid")
-        try:
-            yield Write(Batch(releases=[consumer]))
-        except NotFound:
-            raise NotFound(f"No allocations for consumer '{consumer}'", field="consumer_uuid") from None
-
-    def _check_names_steps(self, writes: list[ConsumerWrite]) -> Steps[None]:
-        """Every provider and class the writes name exists. One created by another instance an instant ago
-        exists too: a name not found here is looked for again after a catch-up (a name found here needs none:
-        one deleted elsewhere meanwhile is the store's NotFound, and the batch is built again after a catch-up)."""
-        for attempt in range(2):
-            if attempt:
-                yield SYNC
-            with (yield from self._lock_steps()):
-                error = self._missing_names(writes)
-            if error is None:
-                return
-        raise error
-
-    def _missing_names(self, writes: list[ConsumerWrite]) -> InvalidRequest | None:
-        for write in writes:
-            for uuid in write.allocations:
-                if uuid not in self.providers.by_uuid:
-                    return InvalidRequest(f"Allocation for resource provider '{uuid}' that does not exist.",
-                                          field="allocations")
-        missing = self.catalog.missing("resource_class", {rc for w in writes for r in w.allocations.values()
-                                                          for rc in r})
-        if missing:
-            return InvalidRequest(f"No such resource class {', '.join(sorted(missing))}.", field="allocations")
-        return None
-
-    def _allocation_batch(self, writes: list[ConsumerWrite]) -> Batch:
-        batch = Batch(capacity=Capacity(default_ratios=dict(self.table.default_ratios)))
-        now = self.replica.clock()
-        for write in writes:
-            held = self.table.allocation(write.consumer)
-            current = None if held is None else held.consumer_generation or 0
-            expected = write.generation if write.check_generation else current
-            batch.consumers.append(ConsumerGeneration(write.consumer, expected))
-            if not write.allocations:
-                if held is not None:
-                    batch.releases.append(write.consumer)
-                    batch.bump_providers += held.nodes()
-                continue
-            parts = []
-            for uuid, resources in write.allocations.items():
-                found = self.providers.by_uuid.get(uuid)
-                if found is None:  # deleted since _check_names_steps
-                    raise InvalidRequest(f"Allocation for resource provider '{uuid}' that does not exist.",
-                                         field="allocations")
-                parts.append((found, dict(resources)))
-            # The first part is where the consumer runs: a root provider (a compute node) when there is one.
-            parts.sort(key=lambda part: part[0].parent_provider_uuid is not None)
-            (first, resources), rest = parts[0], parts[1:]
-            allocation = Allocation(
-                consumer_uuid=write.consumer, host=first.key[0], nodename=first.key[1], resources=resources,
-                extra=[AllocationPart(host=p.key[0], nodename=p.key[1], resources=r) for p, r in rest],
-                project_id=write.project_id or INCOMPLETE_CONSUMER, user_id=write.user_id or INCOMPLETE_CONSUMER,
-                created_at=now,
-                consumer_generation=(expected or 0) + 1,
-                consumer_type=write.consumer_type or (held.consumer_type if held is not None else None))
-            if held is not None:
-                batch.replaces.append(write.consumer)
-            batch.allocations.append(allocation)
-            batch.bump_providers += allocation.nodes()
-        batch.bump_providers = list(dict.fromkeys(batch.bump_providers))
-        return batch
 
     # ---------------------------------------------------------------------------------------- records
 

@@ -65,9 +65,9 @@ def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
         problems.append(f"{table.host_names[row]}/{table.node_names[row]}: NUMA claims pin a CPU twice (or one "
                         "the node does not have free) or take more huge pages than are free")
     for row in range(n):
-        for pool, held, count in table.pci_overbooked(row):
+        for pool, taken, count in table.pci_overbooked(row):
             described = ", ".join(f"{k}={v}" for k, v in pool if v is not None)
-            problems.append(f"{table.host_names[row]}/{table.node_names[row]} PCI pool {described}: {held} devices "
+            problems.append(f"{table.host_names[row]}/{table.node_names[row]} PCI pool {described}: {taken} devices "
                             f"held > {count}")
     for alloc in snapshot.allocations:
         for host, node in alloc.nodes():

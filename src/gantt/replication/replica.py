@@ -226,17 +226,14 @@ class Replica(Follower):
         if len(table) >= 2 * self._frozen_rows:
             self._freeze_if_grown()
 
-    # -------------------------------------------------------------------------------------------- claims
+    # ----------------------------------------------------------------------------------------- operations
 
     def commit_claims(self, table: HostTable, allocations: list[Allocation], attempts: Attempts) -> None:
         """The engine's commit hook, in the caller's thread (``Claims.commit_steps`` run here)."""
         self.run(self._claims.commit_steps(table, allocations, attempts))
 
-    # ----------------------------------------------------------------------------------------- operations
-
     def run(self, steps: Steps[T]) -> T:
-        """Run an operation (``gantt.replication.steps``) in this thread: a library caller's, a handler thread's.
-        Every commit, write and sync is made here."""
+        """Run an operation (``gantt.replication.steps``) here: every commit, write and sync made in this thread."""
         return drive_here(self, steps)
 
     async def perform(self, steps: Steps[T], runtime: Runtime, *, decision: bool = False) -> T:
@@ -261,22 +258,21 @@ class Replica(Follower):
     async def caught_up(self, runtime: Runtime, head: int | None = None) -> int:
         """``sync`` (or ``catch_up_to(head)``, ``behind``'s answer) from the running loop: in place where the store
         has its own writer and local feed (SQLite: one read of the head, then the feed from the file) and no other
-        thread holds the table's lock; else on a handler thread (etcd's round trip, or the feed
-        applying a batch under the lock). Returns the revision reached."""
+        thread holds the table's lock; else on a handler thread (etcd's round trip, or the feed applying a batch
+        under the lock). Returns the revision reached."""
         if self.store.queued_commits and self._uncontended():
-            return self.sync() if head is None else self._reached(head)
-        if head is None:
-            return await runtime.run(self.sync)
-        return await runtime.run(self._reached, head)
+            return self._reach(head)
+        return await runtime.run(self._reach, head)
 
-    def _reached(self, head: int) -> int:
-        self._catch_up_to(head)
+    def _reach(self, head: int | None) -> int:
+        if head is None:
+            return self.sync()
+        self.catch_up_to(head)
         return self.revision
 
     def _uncontended(self) -> bool:
-        """Whether no other thread holds the table lock now (the feed applying a batch, a long read): steps on
-        the event loop go on on a thread rather than stall every connection behind it. A glance, not a hold: the
-        lock may still be taken a moment later, and is then waited for briefly."""
+        """Whether no other thread holds the table lock now (the feed applying a batch, a long read): steps on the
+        loop go on on a thread rather than stall every connection. A glance: the lock may be taken a moment later."""
         lock = self.table.lock
         if not lock.acquire(blocking=False):
             return False
@@ -316,8 +312,7 @@ class Replica(Follower):
         return result
 
     def writing(self, batch: Batch) -> Steps[int]:
-        """``write`` as an operation, for ``perform``: committed and applied; the answer is the revision."""
-        return writing(batch)
+        return writing(batch)  # ``write`` as an operation, for ``perform``
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
         return self.write(self.report_batch(report))

@@ -20,7 +20,7 @@ either way.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from gantt.store.base import Batch
 
@@ -76,6 +76,39 @@ CONTENDED: Final = Contended()
 # An operation as steps: it yields Steps, gets each one's answer sent back (or its error thrown in), and returns
 # its own answer.
 Steps = Generator[Step, Any, T]
+
+
+class Lock(Protocol):
+    """A lock or re-entrant lock (the host table's)."""
+
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class _Release:
+    """A lock already taken, released at the end of a ``with``."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: Lock) -> None:
+        self.lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+def holding(lock: Lock) -> Steps[_Release]:
+    """``lock`` taken, for a ``with`` (``with (yield from holding(lock)):``): when another thread holds it (a long
+    read, the feed), the steps first ask to go on off the loop (``OFF_LOOP``), so that an event loop never waits
+    for it."""
+    if not lock.acquire(blocking=False):
+        yield OFF_LOOP
+        lock.acquire()
+    return _Release(lock)
 
 
 def writing(batch: Batch) -> Steps[int]:

@@ -44,8 +44,9 @@ async def replace(call: Call) -> Answer:
     uuid = call.params["uuid"]
     await call.check_provider(uuid)
     with_generation = call.version.at_least(19)
-    body = await json_body(call.request, AggregatesIn if with_generation else list[str])
-    wanted: list[str] = body.aggregates if isinstance(body, AggregatesIn) else body
+    body: AggregatesIn | list[str] = await json_body(call.request, AggregatesIn) if with_generation \
+        else await json_body(call.request, list[str])
+    wanted = body.aggregates if isinstance(body, AggregatesIn) else body
     if len(set(wanted)) != len(wanted):
         raise PlacementError(400, f"JSON does not validate: {msgspec.json.encode(wanted).decode()} has "
                                   "non-unique elements")

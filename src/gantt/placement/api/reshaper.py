@@ -47,7 +47,7 @@ async def reshape(call: Call) -> Answer:
         inventories[found.uuid] = (given.resource_provider_generation,
                                    {rc: to_inventory(rc, uuid, inv) for rc, inv in given.inventories.items()})
     try:
-        await call.call(call.placement.reshape, inventories, writes,
+        await call.call(call.placement.consumers.reshape, inventories, writes,
                         reserved_may_equal_total=call.version.at_least(26))
     except NotFound as exc:
         raise PlacementError(400, f"malformed reshaper data: {exc.message}") from None

@@ -42,7 +42,8 @@ def serialize(call: Call, found: ProviderView) -> dict[str, Any]:
 
 
 async def create(call: Call) -> Answer:
-    body = await json_body(call.request, ProviderIn114 if call.version.at_least(14) else ProviderIn)
+    body: ProviderIn114 | ProviderIn = await json_body(call.request, ProviderIn114) if call.version.at_least(14) \
+        else await json_body(call.request, ProviderIn)
     uuid = valid_uuid(body.uuid, "uuid") if body.uuid is not UNSET else None
     parent = getattr(body, "parent_provider_uuid", None) or None
     if parent is not None:
@@ -63,7 +64,8 @@ async def show(call: Call) -> Answer:
 async def update(call: Call) -> Answer:
     require_json(call.request)
     found = await call.steps(call.placement.provider_steps, call.params["uuid"])
-    body = await json_body(call.request, ProviderUpdate114 if call.version.at_least(14) else ProviderUpdate)
+    body: ProviderUpdate114 | ProviderUpdate = await json_body(call.request, ProviderUpdate114) \
+        if call.version.at_least(14) else await json_body(call.request, ProviderUpdate)
     parent = getattr(body, "parent_provider_uuid", UNSET)
     if isinstance(parent, str):
         parent = valid_uuid(parent, "parent_provider_uuid")

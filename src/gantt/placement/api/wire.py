@@ -151,7 +151,8 @@ class Call:
         """A façade write given as steps (``make(*args, **kwargs)``), run by the replica where it costs least
         (``Replica.perform``: on the loop, its commits handed to the store's own writer, where the store has one;
         else on a handler thread)."""
-        return await self.placement.replica.perform(make(*args, **kwargs), self.runtime)
+        answer: T = await self.placement.replica.perform(make(*args, **kwargs), self.runtime)
+        return answer
 
     async def check_provider(self, uuid: str) -> None:
         """404 for an unknown provider, before its body is read (Placement's order). A provider this replica
@@ -204,8 +205,9 @@ async def json_body(request: PlacementRequest, type_: type[T]) -> T:
     """The body as ``type_``: 415 without a JSON content type, 400 for malformed JSON or a schema mismatch."""
     require_json(request)
     raw = await request.body()
+    body_type: Any = type_  # the cache's key (mypy does not take a type variable's class for hashable)
     try:  # one pass, JSON to the body's Struct: a refusal is decoded again below, for its message's words
-        return _decoder(type_).decode(raw)  # type: ignore[no-any-return]
+        return _decoder(body_type).decode(raw)  # type: ignore[no-any-return]  # the decoder of type_ answers a T
     except msgspec.DecodeError:
         pass
     except (RecursionError, UnicodeDecodeError) as exc:  # raised past msgspec's own error: a 400 as /v1's
