@@ -220,3 +220,18 @@ def test_only_gantt_nova_imports_nova() -> None:
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             for name in names:
                 assert name.split(".")[0] != "nova" and not name.startswith("gantt.nova"), (path, name)
+
+
+def test_only_the_replica_drives_an_operation() -> None:
+    """An operation (a claim, a write) is written once as steps and run by ``Replica.run`` or ``Replica.perform``,
+    which choose where; nothing outside gantt.replication drives steps or makes a commit's two halves itself (the
+    HTTP layer once did, four times over)."""
+    # the drivers, the halves of a commit, and the names by which the HTTP layer once drove the replica's commits
+    driving = ("drive_here", "drive_on_loop", "import advance", "._written(", ".uncontended()", "._uncontended()",
+               "commit_on_loop(", ".write_on_loop", ".reads_in_place", "replica.select_steps", "replica.run_claims",
+               "replica.node_count")
+    for path in SRC.rglob("*.py"):
+        if path.is_relative_to(SRC / "replication") or path.is_relative_to(SRC / "store"):
+            continue
+        source = path.read_text()
+        assert not [name for name in driving if name in source], (path.relative_to(SRC), driving)
