@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 
 from gantt.bench.engine import cpu_model
-from gantt.service.process import ServerProcess
+from gantt.cli.server_process import ServerProcess
 
 
 def _rss_mb(pid: int) -> float:

@@ -4,7 +4,7 @@
 
 One replica on a temporary SQLite file (every host registered with bench/http_api.py's report), the app of
 ``gantt serve`` over it (Guard, the hot routes, the handlers, decisions on the event loop up to
-GANTT_LOOP_DECISION_ROWS, the claim handed to the store's writer thread, the feed follower), driven by
+[tuning] loop_decision_rows, the claim handed to the store's writer thread, the feed follower), driven by
 ``--concurrency`` requests at once on one uvloop loop as a worker's connections would drive it. ``--release``
 releases each placement after it (``DELETE /v1/allocations/{consumer}``).
 

@@ -45,8 +45,8 @@ import msgspec
 
 from gantt.bench.engine import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, cpu_model, host_stats
 from gantt.bench.profiling import Sampler
+from gantt.cli.server_process import ServerProcess
 from gantt.replication.audit import audit
-from gantt.service.process import ServerProcess
 from gantt.store.sqlite import SQLiteStore
 
 __all__ = ["FLAVOR", "HOST_DISK_GB", "HOST_RAM_MB", "HOST_VCPUS", "host_stats"]  # the HTTP benches' cloud
@@ -357,8 +357,9 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             fs["shuffle_best_same_weighed_hosts"] = True
         if fs:
             config["filter_scheduler"] = fs
-        env = {"GANTT_THREADS": str(args.threads)} if args.threads else None
-        server = ServerProcess(f"sqlite:///{db}", workers=args.workers, config=config, workdir=tmp, env=env)
+        if args.threads:
+            config["tuning"] = {"threads": args.threads}
+        server = ServerProcess(f"sqlite:///{db}", workers=args.workers, config=config, workdir=tmp)
         try:
             server.start(timeout=120)
             _use_uvloop()
@@ -467,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="[filter_scheduler] shuffle_best_same_weighed_hosts: several schedulers then spread "
                              "over equally good hosts instead of all taking the same first one")
     parser.add_argument("--threads", type=int, default=0,
-                        help="GANTT_THREADS: decision threads per worker (0: the service's default)")
+                        help="[tuning] threads: decision threads per worker (0: the service's default)")
     parser.add_argument("--max-attempts", type=int, default=1, help="[scheduler] max_attempts (alternates)")
     parser.add_argument("--runs", type=int, default=1, help="repeat on a fresh server; figures are medians")
     parser.add_argument("--json", action="store_true", help="print only the JSON figures")

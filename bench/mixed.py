@@ -46,8 +46,8 @@ import msgspec
 
 from gantt.bench.engine import bench_script, cpu_model
 from gantt.bench.profiling import Sampler
+from gantt.cli.server_process import ServerProcess
 from gantt.replication.audit import audit
-from gantt.service.process import ServerProcess
 from gantt.store.base import open_store
 
 _HERE = Path(__file__).resolve().parent

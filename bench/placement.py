@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.placement.real_placement import RealPlacement
 
 from gantt.bench.engine import cpu_model
-from gantt.service.process import ServerProcess
+from gantt.cli.server_process import ServerProcess
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.36", "accept": "application/json"}
 QUERY = {"resources": "VCPU:1,MEMORY_MB:2048,DISK_GB:20"}

@@ -1,5 +1,5 @@
 """Process CPU per placement (select_destinations and the release after it) below HTTP, in the caller's thread
-and through a one-thread executor (the service's hop to a handler thread above GANTT_LOOP_DECISION_ROWS):
+and through a one-thread executor (the service's hop to a handler thread above [tuning] loop_decision_rows):
 
     .venv/bin/python bench/placement_cpu.py --hosts 100000 --placements 300
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from gantt.bench.engine import bench_script, cpu_model
-from gantt.service.process import ServerProcess
+from gantt.cli.server_process import ServerProcess
 
 
 def _children(pid: int) -> list[int]:

@@ -22,9 +22,9 @@ sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from tests.service.browser import chromium, missing  # noqa: E402
 
+from gantt.cli.server_process import ServerProcess  # noqa: E402
 from gantt.client import SchedulerClient  # noqa: E402
 from gantt.model import NoValidHost  # noqa: E402
-from gantt.service.process import ServerProcess  # noqa: E402
 
 ZONES = {"az1": 40, "az2": 32, "az3": 24}
 CONFIG = {"DEFAULT": {"service_down_time": 86400}, "gantt": {"seed": 7}}

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 import pytest
 
+from gantt.cli.server_process import ServerProcess
 from gantt.client import SchedulerClient
 from gantt.model import NotFound
-from gantt.service.process import ServerProcess
 
 # The default namespace runs Nova's load filter with its default limit (50 instances); "blue" runs it with a limit
 # of 1: a host running 5 instances fits in compute and not in blue, so blue's decisions show blue's config only.

@@ -19,8 +19,8 @@ import pytest
 
 import gantt
 from gantt import cli
+from gantt.cli.server_process import toml_text
 from gantt.model import Allocation, HostReport
-from gantt.service.process import toml_text
 from gantt.store.base import Batch, open_store
 from tests.cli_helpers import run, serving, widen
 from tests.conftest import host_stats

@@ -6,8 +6,8 @@ import pytest
 from rich.console import Console
 
 from gantt import cli
+from gantt.cli.server_process import ServerProcess
 from gantt.client import SchedulerClient
-from gantt.service.process import ServerProcess
 from tests.namespaces import CONFIG
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec.inspect as mi
 import pytest
 
-from gantt import Scheduler
+from gantt import Scheduler, model
 from gantt.model import (
     NAME_PATTERN,
     Aggregate,
@@ -32,7 +32,8 @@ from gantt.model import (
     decode,
 )
 from gantt.service import schemas as wire
-from gantt.service.schemas import InstancesIn, ReportBatchIn, ReportIn, openapi
+from gantt.service.openapi.document import openapi
+from gantt.service.schemas import InstancesIn, ReportBatchIn, ReportIn
 from gantt.volume import model as volume
 from tests.conftest import host_stats, make_scheduler, request
 
@@ -254,7 +255,7 @@ def _map_base(path: str) -> dict[str, Any]:
 
 
 def _request_bodies() -> list[type]:
-    """The Struct of every request body the document names (the schemas module defines or imports each)."""
+    """The Struct of every request body the document names: a wire type's, the model's or the volume kind's."""
     names = set()
     for ops in openapi()["paths"].values():
         for method, op in ops.items():
@@ -262,7 +263,8 @@ def _request_bodies() -> list[type]:
                 schema = op["requestBody"]["content"]["application/json"]["schema"]
                 # a namespaced path takes either kind's body: compute's or a volume namespace's
                 names |= {ref["$ref"].rsplit("/", 1)[1] for ref in schema.get("anyOf", [schema])}
-    return [getattr(wire, name, None) or getattr(volume, name) for name in sorted(names)]
+    return [getattr(wire, name, None) or getattr(model, name, None) or getattr(volume, name)
+            for name in sorted(names)]
 
 
 def _all_leaves() -> list[tuple[type, Leaf]]:

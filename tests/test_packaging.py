@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gantt.service.process import ServerProcess
+from gantt.cli.server_process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from gantt.service.process import ServerProcess
+from gantt.cli.server_process import ServerProcess
 from tests.placement.real_placement import RealPlacement, open_policy_file, python
 
 HERE = Path(__file__).resolve().parent

@@ -4,7 +4,7 @@ book past capacity, every acknowledged placement is in the store, and the steps 
 for another on the same node, a conflict's catch-up) go on on a handler thread.
 
 In process: the app over a Replica on a real SQLite file, a second Replica on the same file placing from threads.
-The same above ``LOOP_DECISION_ROWS``, where the worker's decider thread drives the steps on a loop of its own.
+The same above ``[tuning] loop_decision_rows``, where the worker's decider thread drives the steps on a loop of its own.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from gantt.model import GanttError, HostReport, NoValidHost
 from gantt.replication.audit import audit
 from gantt.replication.replica import Replica
 from gantt.replication.steps import CONTENDED, Commit
-from gantt.service import runtime
 from gantt.service.app import create_app
 from gantt.service.runtime import Service
 from tests.conftest import TableLockHolder, host_stats
@@ -34,9 +33,9 @@ HOSTS, VCPUS = 3, 12
 FLAVOR = {"name": "m1.tiny", "vcpus": 1, "memory_mb": 16, "root_gb": 1}
 
 
-# Who hands the claims to the store's writer, by driver: the service's loop (a table of at most
-# ``LOOP_DECISION_ROWS`` rows); above it the worker's decider thread (``Decider``, ``DECIDERS`` of them), which
-# drives the same steps on a loop of its own; with ``DECIDERS`` 0 the handler threads, which commit in place.
+# Who hands the claims to the store's writer, by driver: the service's loop (a table of at most ``[tuning]
+# loop_decision_rows`` rows); above it the worker's decider thread (``Decider``, ``[tuning] deciders`` of them),
+# which drives the same steps on a loop of its own; with no deciders the handler threads, which commit in place.
 _DRIVERS = {"loop": (20_000, 1, {threading.current_thread().name}), "decider": (0, 1, {"gantt-decider"}),
             "two deciders": (0, 2, {"gantt-decider-0", "gantt-decider-1"}), "threads": (0, 0, set())}
 
@@ -45,10 +44,8 @@ _DRIVERS = {"loop": (20_000, 1, {threading.current_thread().name}), "decider": (
 def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                      driver: str) -> None:
     rows, deciders, committers = _DRIVERS[driver]
-    monkeypatch.setattr(runtime, "LOOP_DECISION_ROWS", rows)
-    monkeypatch.setattr(runtime, "DECIDERS", deciders)
     url = f"sqlite:///{tmp_path}/claims.sqlite"
-    config = Config.from_dict({"gantt": {"seed": 5}})
+    config = Config.from_dict({"gantt": {"seed": 5}, "tuning": {"loop_decision_rows": rows, "deciders": deciders}})
     on_loop = Replica.open(url, config)
     other = Replica.open(url, config)
     try:
@@ -228,19 +225,18 @@ def test_a_report_written_while_the_feed_holds_the_table_is_applied_on_a_thread(
 
 
 @pytest.mark.parametrize("decider", [True, False])
-def test_a_decider_waits_for_the_table_where_the_loop_goes_to_a_thread(tmp_path: Path, decider: bool,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_decider_waits_for_the_table_where_the_loop_goes_to_a_thread(tmp_path: Path, decider: bool) -> None:
     """While another thread (the feed) holds the table lock, a placement driven on the service's loop goes on on
     a handler thread (every connection would wait behind it); one driven on a decider, whose loop serves
     decisions only, waits for the lock where it is (no hop), and both are answered once the lock is free."""
-    monkeypatch.setattr(runtime, "LOOP_DECISION_ROWS", 0 if decider else 20_000)
-    monkeypatch.setattr(runtime, "DECIDERS", 1)
+    tuning = {"loop_decision_rows": 0 if decider else 20_000, "deciders": 1}
+    config = Config.from_dict({"gantt": {"seed": 5}, "tuning": tuning})
     replica = _lone_replica(tmp_path)
     try:
         handed = _threads_calling(replica, "run")
 
         async def run() -> Any:
-            svc = Service(replica, replica.config, None)
+            svc = Service(replica, config, None)
             try:
                 steps = replica.selecting({"flavor": FLAVOR})
                 return await _while_held(replica, replica.perform(steps, svc, decision=True))

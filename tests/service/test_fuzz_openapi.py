@@ -37,7 +37,7 @@ from schemathesis.core.transport import Response
 from schemathesis.hooks import HookContext
 
 from gantt.model.namespaces import sqlite_table
-from gantt.service.schemas import openapi
+from gantt.service.openapi.document import openapi
 from gantt.store.sqlite import path_of
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from gantt.service.process import ServerProcess
+from gantt.cli.server_process import ServerProcess
 from gantt.service.protocol import _OneWrite
 
 

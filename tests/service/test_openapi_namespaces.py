@@ -10,8 +10,8 @@ import msgspec
 import pytest
 
 from gantt.model import decode
+from gantt.service.openapi.document import openapi
 from gantt.service.routes import ROUTES
-from gantt.service.schemas import openapi
 from gantt.service.volume import ROUTES as VOLUME_ROUTES
 from gantt.service.volume import VolumePoolList, VolumeSelections
 from gantt.volume import BackendReport, VolumeRequest
@@ -79,7 +79,7 @@ def test_a_volume_namespace_answers_as_the_document_says(doc: dict[str, Any]) ->
     import httpx
     import jsonschema_rs  # schemathesis's validator (a test dependency through it)
 
-    from gantt.service.process import ServerProcess
+    from gantt.cli.server_process import ServerProcess
 
     config = {"DEFAULT": {"service_down_time": 86400}, "namespace.vol": {"kind": "volume"}}
 

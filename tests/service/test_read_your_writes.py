@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from gantt.service.process import ServerProcess
+from gantt.cli.server_process import ServerProcess
 from tests.conftest import host_stats
 
 LATEST = {"x-auth-token": "admin", "openstack-api-version": "placement latest"}

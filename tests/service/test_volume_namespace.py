@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from gantt.service.process import ServerProcess
+from gantt.cli.server_process import ServerProcess
 from gantt.volume import BackendReport, PoolTable, VolumeOptions, VolumeRequest, VolumeScheduler
 
 CONFIG: dict[str, Any] = {

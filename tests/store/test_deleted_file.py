@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gantt.cli.server_process import ServerProcess
 from gantt.model import HostReport, HostStats, StoreUnavailable
-from gantt.service.process import ServerProcess
 from gantt.store.base import Batch
 from gantt.store.sqlite import LOOK_INTERVAL, SQLiteStore
 from tests.conftest import host_stats, request

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from gantt.service.process import ServerProcess
+from gantt.cli.server_process import ServerProcess
 from tests.conftest import host_stats, request
 from tests.test_numa_claims import numa_stats, pinned
 

@@ -120,7 +120,7 @@ def run_demo(*, hosts: int = 300, requests: int = 1000, concurrency: int = 32, s
              seed: int = 42, stay: bool = False) -> int:
     """``stay``: once done, keep the service (and its live view) up until Ctrl-C."""
     from gantt.cli import explanation_table
-    from gantt.service.process import ServerProcess
+    from gantt.cli.server_process import ServerProcess
 
     began = time.perf_counter()
     rng = random.Random(seed)

@@ -11,7 +11,7 @@ steps.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from gantt.replication.steps import CONTENDED, SYNC, Commit, Steps, Write, advance
@@ -52,7 +52,7 @@ class Runtime(Protocol):
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T: ...
 
-    async def on_decider(self, work: Awaitable[T]) -> T: ...
+    async def on_decider(self, work: Coroutine[Any, Any, T]) -> T: ...
 
 
 def drive_here(target: Target, steps: Steps[T]) -> T:

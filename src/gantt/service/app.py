@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -25,9 +26,9 @@ from gantt.replication.replica import Replica
 from gantt.service.guard import Guard
 from gantt.service.hot import HOT, HotRoutes, Lane
 from gantt.service.liveview import ui_assets
+from gantt.service.openapi.document import openapi
 from gantt.service.routes import PAGES, ROUTES, gantt_error, http_error, unexpected
 from gantt.service.runtime import Service
-from gantt.service.schemas import openapi
 
 log = logging.getLogger("gantt.service")
 
@@ -54,14 +55,12 @@ class Dispatch:
             await self.gantt(scope, receive, send)
 
 
-
 def placement_paths(mount: str) -> Callable[[str], bool]:
     """Which paths are the Placement face's (``[gantt] placement_mount``): those under the mount, or, mounted at
     the root, every path but Gantt's own (GANTT_PATHS), "/" included (Placement's version document there)."""
     if mount == "/":
         return lambda path: path.split("/", 2)[1] not in GANTT_PATHS
     return lambda path: path == mount or path.startswith(mount + "/")
-
 
 
 def create_app(replica: Replica | None = None, *, config: Config | None = None, store: Any = None,
@@ -123,8 +122,10 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
 
 
 def app_from_env() -> ASGIApp:
-    """uvicorn factory (``--factory gantt.service.app:app_from_env``): GANTT_STORE, GANTT_CONFIG, GANTT_TOKEN."""
+    """uvicorn factory (``--factory gantt.service.app:app_from_env``): GANTT_STORE, GANTT_CONFIG, GANTT_TOKEN, and
+    the tuning variables (``gantt.config.tuning.ENVIRONMENT``)."""
     config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    config = msgspec.structs.replace(config, tuning=config.tuning.with_environment(os.environ))
     if config.namespace:  # this app serves the default namespace only: refuse rather than drop the others
         raise GanttError("the configuration declares namespaces: use --factory "
                          "gantt.service.namespaces:app_from_env, which serves them all")

@@ -32,7 +32,6 @@ def is_open(path: str) -> bool:
     return path in _OPEN or path == UI or path.startswith(UI + "/")
 
 
-
 class Guard:
     """Outermost layer: the bearer token, per-route status counts, and the catch-all for unexpected errors.
 

@@ -57,7 +57,6 @@ def _svc(request: Request) -> Service:
     return service
 
 
-
 async def health(request: Request) -> Response:
     svc = _svc(request)
     replica = svc.replica

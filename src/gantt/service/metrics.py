@@ -160,70 +160,14 @@ class Metrics:
             decision_latency = self.decision_latency.copy()
         c = replica.counters()
         state = replica.utilization()
-        lines = [
-            *_head("gantt_decisions_total", "counter", "select_destinations requests answered, by outcome (placed, "
-                   "no_valid_host, refused: another 4xx, error: 5xx); they sum to gantt_decision_seconds_count."),
-            *(f'gantt_decisions_total{{{worker},outcome="{outcome}"}} {n}' for outcome, n in sorted(decisions.items())),
-            *_head("gantt_decision_seconds", "histogram", "select_destinations latency inside the service, one "
-                   "observation per gantt_decisions_total."),
-            *decision_latency.lines("gantt_decision_seconds", worker),
-            *_head("gantt_engine_decisions_total", "counter", "Passes through the engine for select_destinations: "
-                   "above gantt_decisions_total by the requests decided again after a claim conflict."),
-            f"gantt_engine_decisions_total{{{worker}}} {c['decisions']}",
-            *_head("gantt_placements_total", "counter", "Instances claimed."),
-            f"gantt_placements_total{{{worker}}} {c['placements']}",
-            *_head("gantt_claim_conflicts_total", "counter",
-                   "Claims that lost a race (local compare-and-set or store commit)."),
-            f'gantt_claim_conflicts_total{{{worker},level="local"}} {c["claim_conflicts"]}',
-            f'gantt_claim_conflicts_total{{{worker},level="store"}} {c["commit_conflicts"]}',
-            *_head("gantt_no_valid_host_total", "counter",
-                   "NoValidHost explanations by the filter that removed the last candidates (per engine pass)."),
-            *(f'gantt_no_valid_host_total{{{worker},reason="{_escape(reason)}"}} {n}'
-              for reason, n in sorted(c["no_valid_host"].items())),
-            *_head("gantt_hosts", "gauge", "Compute nodes in the replica, each in one state: down (no report "
-                   "within service_down_time, or forced down, whether or not disabled), else disabled (by an "
-                   "operator), else up. The cloud's figure: no worker label."),
-            f'gantt_hosts{{state="up"}} {state.hosts_up}',
-            f'gantt_hosts{{state="down"}} {state.hosts_down}',
-            f'gantt_hosts{{state="disabled"}} {state.hosts_disabled}',
-            *_amounts(state.zones),
-            *_head("gantt_allocations", "gauge", "Allocations held (the cloud's figure: no worker label)."),
-            f"gantt_allocations {c['allocations']}",
-            *_head("gantt_replica_revision", "gauge", "Store revision the replica has applied."),
-            f"gantt_replica_revision{{{worker}}} {replica.revision}",
-            *_behind(replica, worker, "gantt_replica_revisions_behind",
-                     "Revisions the store holds that the replica has not applied yet (the store's head minus "
-                     "gantt_replica_revision, read at the scrape): its real lag; 0 when current."),
-            *_head("gantt_replica_seconds_since_feed_read", "gauge",
-                   "Seconds since the replica last read its change feed (it reads at least every 0.5 s: more "
-                   "says the feed is stuck; not a lag: an idle store has nothing to read)."),
-            f"gantt_replica_seconds_since_feed_read{{{worker}}} {replica.lag:.3f}",
-            *_head("gantt_replica_feed_errors_total", "counter", "Change feed reads that failed (retried)."),
-            f"gantt_replica_feed_errors_total{{{worker}}} {replica.feed_errors}",
-            *_head("gantt_stale_reports_total", "counter",
-                   "Host reports not written: their node was deleted after they were taken."),
-            f"gantt_stale_reports_total{{{worker}}} {replica.stale_reports}",
-            *_head("gantt_report_touches_total", "counter",
-                   "Host reports that changed nothing but their time: a liveness touch written, or nothing."),
-            f"gantt_report_touches_total{{{worker}}} {replica.touches}",
-            *_head("gantt_replica_resyncs_total", "counter", "Re-snapshots after the feed was compacted."),
-            f"gantt_replica_resyncs_total{{{worker}}} {replica.resyncs}",
-            *_head("gantt_expired_claims_total", "counter",
-                   "Allocations released because the host never confirmed them."),
-            f"gantt_expired_claims_total{{{worker}}} {c['expired_claims']}",
-            *_head("gantt_store_write_failures_total", "counter", "Commits the store could not write (disk full, "
-                   "I/O error, no quorum); /health shows the last one."),
-            f"gantt_store_write_failures_total{{{worker}}} {c.get('store_write_failures', 0)}",
-            *_head("gantt_http_responses_total", "counter", "HTTP answers by route and status; per route they sum "
-                   "to gantt_http_request_seconds_count."),
-            *(f'gantt_http_responses_total{{{worker},route="{_escape(route)}",status="{status}"}} {n}'
-              for (route, status), n in sorted(responses.items())),
-            *_head("gantt_http_request_seconds", "histogram",
-                   "HTTP answers' latency by route, from the request's arrival to the end of the answer."),
-        ]
-        for route, histogram in sorted(request_latency.items()):
-            lines += histogram.lines("gantt_http_request_seconds", f'{worker},route="{_escape(route)}"')
-        lines += [
+        lines = [*_decision_lines(worker, decisions, decision_latency, c), *_cloud_lines(state, c),
+                 *_replica_lines(replica, worker, c), *_http_lines(worker, responses, request_latency),
+                 *self._own_lines(worker, replica)]
+        return "\n".join(lines) + "\n"
+
+    def _own_lines(self, worker: str, replica: Replica) -> list[str]:
+        """This worker's counters past the routes', what process it is, and what others add (``extra``)."""
+        return [
             *_head("gantt_http_unhandled_total", "counter", "Requests answered by the catch-all handler (a bug)."),
             f"gantt_http_unhandled_total{{{worker}}} {self.unhandled}",
             *_head("gantt_http_client_disconnects_total", "counter", "Requests whose client hung up (or was cut "
@@ -241,7 +185,91 @@ class Metrics:
             *_process_lines(worker, self.start_time),
             *(self.extra(replica) if self.extra is not None else ()),
         ]
-        return "\n".join(lines) + "\n"
+
+
+def _decision_lines(worker: str, decisions: dict[str, int], decision_latency: Histogram,
+                    c: dict[str, Any]) -> list[str]:
+    return [
+        *_head("gantt_decisions_total", "counter", "select_destinations requests answered, by outcome (placed, "
+               "no_valid_host, refused: another 4xx, error: 5xx); they sum to gantt_decision_seconds_count."),
+        *(f'gantt_decisions_total{{{worker},outcome="{outcome}"}} {n}' for outcome, n in sorted(decisions.items())),
+        *_head("gantt_decision_seconds", "histogram", "select_destinations latency inside the service, one "
+               "observation per gantt_decisions_total."),
+        *decision_latency.lines("gantt_decision_seconds", worker),
+        *_head("gantt_engine_decisions_total", "counter", "Passes through the engine for select_destinations: "
+               "above gantt_decisions_total by the requests decided again after a claim conflict."),
+        f"gantt_engine_decisions_total{{{worker}}} {c['decisions']}",
+        *_head("gantt_placements_total", "counter", "Instances claimed."),
+        f"gantt_placements_total{{{worker}}} {c['placements']}",
+        *_head("gantt_claim_conflicts_total", "counter",
+               "Claims that lost a race (local compare-and-set or store commit)."),
+        f'gantt_claim_conflicts_total{{{worker},level="local"}} {c["claim_conflicts"]}',
+        f'gantt_claim_conflicts_total{{{worker},level="store"}} {c["commit_conflicts"]}',
+        *_head("gantt_no_valid_host_total", "counter",
+               "NoValidHost explanations by the filter that removed the last candidates (per engine pass)."),
+        *(f'gantt_no_valid_host_total{{{worker},reason="{_escape(reason)}"}} {n}'
+          for reason, n in sorted(c["no_valid_host"].items())),
+    ]
+
+
+def _cloud_lines(state: Any, c: dict[str, Any]) -> list[str]:
+    """The cloud's figures (no worker label): nodes by state, amounts by zone, allocations."""
+    return [
+        *_head("gantt_hosts", "gauge", "Compute nodes in the replica, each in one state: down (no report "
+               "within service_down_time, or forced down, whether or not disabled), else disabled (by an "
+               "operator), else up. The cloud's figure: no worker label."),
+        f'gantt_hosts{{state="up"}} {state.hosts_up}',
+        f'gantt_hosts{{state="down"}} {state.hosts_down}',
+        f'gantt_hosts{{state="disabled"}} {state.hosts_disabled}',
+        *_amounts(state.zones),
+        *_head("gantt_allocations", "gauge", "Allocations held (the cloud's figure: no worker label)."),
+        f"gantt_allocations {c['allocations']}",
+    ]
+
+
+def _replica_lines(replica: Replica, worker: str, c: dict[str, Any]) -> list[str]:
+    return [
+        *_head("gantt_replica_revision", "gauge", "Store revision the replica has applied."),
+        f"gantt_replica_revision{{{worker}}} {replica.revision}",
+        *_behind(replica, worker, "gantt_replica_revisions_behind",
+                 "Revisions the store holds that the replica has not applied yet (the store's head minus "
+                 "gantt_replica_revision, read at the scrape): its real lag; 0 when current."),
+        *_head("gantt_replica_seconds_since_feed_read", "gauge",
+               "Seconds since the replica last read its change feed (it reads at least every 0.5 s: more "
+               "says the feed is stuck; not a lag: an idle store has nothing to read)."),
+        f"gantt_replica_seconds_since_feed_read{{{worker}}} {replica.lag:.3f}",
+        *_head("gantt_replica_feed_errors_total", "counter", "Change feed reads that failed (retried)."),
+        f"gantt_replica_feed_errors_total{{{worker}}} {replica.feed_errors}",
+        *_head("gantt_stale_reports_total", "counter",
+               "Host reports not written: their node was deleted after they were taken."),
+        f"gantt_stale_reports_total{{{worker}}} {replica.stale_reports}",
+        *_head("gantt_report_touches_total", "counter",
+               "Host reports that changed nothing but their time: a liveness touch written, or nothing."),
+        f"gantt_report_touches_total{{{worker}}} {replica.touches}",
+        *_head("gantt_replica_resyncs_total", "counter", "Re-snapshots after the feed was compacted."),
+        f"gantt_replica_resyncs_total{{{worker}}} {replica.resyncs}",
+        *_head("gantt_expired_claims_total", "counter",
+               "Allocations released because the host never confirmed them."),
+        f"gantt_expired_claims_total{{{worker}}} {c['expired_claims']}",
+        *_head("gantt_store_write_failures_total", "counter", "Commits the store could not write (disk full, "
+               "I/O error, no quorum); /health shows the last one."),
+        f"gantt_store_write_failures_total{{{worker}}} {c.get('store_write_failures', 0)}",
+    ]
+
+
+def _http_lines(worker: str, responses: dict[tuple[str, int], int],
+                request_latency: dict[str, Histogram]) -> list[str]:
+    lines = [
+        *_head("gantt_http_responses_total", "counter", "HTTP answers by route and status; per route they sum "
+               "to gantt_http_request_seconds_count."),
+        *(f'gantt_http_responses_total{{{worker},route="{_escape(route)}",status="{status}"}} {n}'
+          for (route, status), n in sorted(responses.items())),
+        *_head("gantt_http_request_seconds", "histogram",
+               "HTTP answers' latency by route, from the request's arrival to the end of the answer."),
+    ]
+    for route, histogram in sorted(request_latency.items()):
+        lines += histogram.lines("gantt_http_request_seconds", f'{worker},route="{_escape(route)}"')
+    return lines
 
 
 # A worker's snapshot is rewritten this often for the others to serve; one older than SHARE_FRESH is a worker that

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio.to_thread
+import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -75,8 +76,10 @@ def create_app(*, config: Config, store: str | Store | None = None, token: str |
 
 def app_from_env() -> ASGIApp:
     """uvicorn factory (``--factory gantt.service.namespaces:app_from_env``): GANTT_STORE, GANTT_CONFIG,
-    GANTT_TOKEN, every namespace the configuration declares."""
+    GANTT_TOKEN, the tuning variables (``gantt.config.tuning.ENVIRONMENT``), every namespace the configuration
+    declares."""
     config = load_config(os.environ.get("GANTT_CONFIG") or None)
+    config = msgspec.structs.replace(config, tuning=config.tuning.with_environment(os.environ))
     return create_app(config=config, store=os.environ.get("GANTT_STORE") or config.gantt.store)
 
 
@@ -95,7 +98,8 @@ def build(config: Config, token: str | None, worker: int) -> dict[str, Served]:
             routes = VOLUME_ROUTES
         else:
             assert namespace.config is not None
-            service = Service(None, namespace.config, token, worker)
+            # [tuning] sizes the process, as [gantt] does: the file's, not a namespace's own
+            service = Service(None, msgspec.structs.replace(namespace.config, tuning=config.tuning), token, worker)
             routes = ROUTES
         served[name] = Served(namespace=namespace, app=_app(service, routes), service=service)
     return served
@@ -233,14 +237,15 @@ def metric_lines(default: Replica, served: dict[str, Served], worker: int) -> li
     for name, replica in rows:
         for state, n in _states(replica):
             lines.append(f'gantt_namespace_hosts{{namespace="{name}",state="{state}"}} {n}')
-    for metric, kind, help_text, value in (
+    per_replica: tuple[tuple[str, str, str, Callable[[Any], object]], ...] = (
             ("gantt_namespace_replica_revision", "gauge", "Store revision the namespace's replica has applied "
              "(each namespace has its own sequence).", lambda r: r.revision),
             ("gantt_namespace_replica_seconds_since_feed_read", "gauge", "Seconds since the namespace's replica "
              "last read its change feed (not a lag: see gantt_namespace_replica_revisions_behind).",
              lambda r: round(r.lag, 3)),
             ("gantt_namespace_placements_total", "counter", "Instances (volumes) claimed in the namespace.",
-             lambda r: r.counters()["placements"])):
+             lambda r: r.counters()["placements"]))
+    for metric, kind, help_text, value in per_replica:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} {kind}"]
         lines += [f'{metric}{{{labels},namespace="{name}"}} {value(replica)}' for name, replica in rows]
     behind = "gantt_namespace_replica_revisions_behind"

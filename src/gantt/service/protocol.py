@@ -18,7 +18,8 @@ from the head (``Lane.refuse``): a client without one is answered 401 and cut of
 these, 80 tokenless connections each sending 3.9 MB to a hot route and stalling held 211-310 MB, one for 150 s;
 and a 100 MB body for the Placement face was read whole before its 400.
 
-With ``--workers N`` the workers also keep their shares of the keep-alive connections even (``Spread``).
+With ``--workers N`` the workers also keep their shares of the keep-alive connections even
+(``gantt.service.connections.Spread``).
 """
 
 from __future__ import annotations
@@ -27,21 +28,19 @@ import asyncio
 import collections
 import json
 import logging
-import mmap
 import os
 import re
-import struct
 import sys
-import time
 import urllib.parse
 from collections.abc import Callable
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from gantt.base.ids import request_id as new_request_id
+from gantt.service.connections import Budget, Spread
 
 log = logging.getLogger(__name__)
 
@@ -112,117 +111,7 @@ _FRAMING = {"Invalid character in Content-Length": ("content-length", "content-l
 _HEADER_LINE = re.compile(rb"\r\n([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n]*)")
 
 
-_SLOT = struct.Struct("=qq")  # a worker's pid (0: not serving) and its open connections, minus those leaving
-
-
-class Spread:
-    """Keeps ``gantt serve --workers N``'s keep-alive connections evenly shared between the workers.
-
-    Whichever way the kernel hands out connections (a shared listening socket: the first worker to call accept
-    takes every connection waiting; SO_REUSEPORT: a hash of the client's address), a few long-lived clients can
-    all land on one worker. Measured with 32 connections and 2 workers on a shared socket: splits of 32/0 and
-    25/7, so one core decided while the other idled, and the same code placed 480-1,150 per s run to run. Each
-    worker publishes how many connections it holds in a small file shared by the workers (one slot each, written
-    by its owner only); a worker holding two or more than the emptiest live one answers the next request on one
-    of its connections with ``Connection: close``, a standard HTTP/1.1 ending that clients follow by reconnecting,
-    and the new connection lands on a worker the kernel picks. A run of connections moved that way converges to
-    an even split: every move lowers the gap, and none happens once it is below two.
-    """
-
-    LIVENESS = 1.0  # seconds a peer's pid is believed alive between checks
-
-    def __init__(self, path: str, index: int, workers: int) -> None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            size = workers * _SLOT.size
-            if os.fstat(fd).st_size < size:
-                os.ftruncate(fd, size)  # every worker asks for the same size: whoever comes first makes it
-            self._map = mmap.mmap(fd, size)
-        finally:
-            os.close(fd)
-        self.index = index
-        self.workers = workers
-        self.pid = 0
-        self.open = 0
-        self.leaving = 0
-        self._alive: dict[int, float] = {}  # peer pid -> monotonic time it was last seen alive
-
-    def serving(self) -> None:
-        """Listening from now on: peers count this worker (and may send it connections) from here."""
-        self.pid = os.getpid()
-        self._publish()
-
-    def stopped(self) -> None:
-        self.pid = 0
-        self._publish()
-
-    def opened(self) -> None:
-        self.open += 1
-        self._publish()
-
-    def closed(self, leaving: bool) -> None:
-        self.open -= 1
-        if leaving:
-            self.leaving -= 1
-        self._publish()
-
-    def should_leave(self) -> bool:
-        """Whether the connection now answering a request should close after it (and counts as gone from here)."""
-        mine = self.open - self.leaving
-        fewest = None
-        for i in range(self.workers):
-            if i == self.index:
-                continue
-            pid, count = _SLOT.unpack_from(self._map, i * _SLOT.size)
-            if pid and (fewest is None or count < fewest) and mine - count >= 2 and self._is_alive(pid):
-                fewest = count
-        if fewest is None:
-            return False
-        self.leaving += 1
-        self._publish()
-        return True
-
-    def _is_alive(self, pid: int) -> bool:
-        # A worker killed without its clean stop leaves its slot behind until the supervisor's replacement writes
-        # it again; connections sent its way would only come back here.
-        now = time.monotonic()
-        seen = self._alive.get(pid)
-        if seen is not None and now - seen < self.LIVENESS:
-            return True
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass  # exists, under another user: not ours to judge
-        self._alive[pid] = now
-        return True
-
-    def _publish(self) -> None:
-        _SLOT.pack_into(self._map, self.index * _SLOT.size, self.pid, self.open - self.leaving)
-
-
-class Budget:
-    """The request bodies one worker holds at once, over all its connections: a request's declared length (a
-    chunked one's bytes as they come) is taken when its head is read, and given back when it is answered or its
-    connection ends. A request that would pass ``limit`` is refused (503) before its body is read: many clients
-    each sending a body within the limit cannot together pin the worker's memory."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.held = 0
-
-    def take(self, size: int) -> bool:
-        if size and self.held + size > self.limit:
-            return False
-        self.held += size
-        return True
-
-    def give(self, size: int) -> None:
-        self.held -= size
-
-
-# Set by gantt.service.server (``GANTT_BODY_BUFFER_BYTES``); None: bodies are not counted across connections.
+# Set by gantt.service.server (``[tuning] body_buffer_bytes``); None: bodies are not counted across connections.
 BUFFER: Budget | None = None
 
 
@@ -529,7 +418,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # the path's start says which face answers (the Placement face's error body under its mount)
             self._reject(431, f"the request line is longer than {MAX_HEAD_BYTES} bytes",
                          target=(self.url + url)[:4096])
-            self.parser.pause()
+            self.parser.pause()  # type: ignore[attr-defined]  # llhttp's pause: httptools has it, its stub not
             return
         super().on_url(url)
 
@@ -539,7 +428,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._header_count += 1
         if self._header_count > MAX_HEADERS or self._head_bytes > MAX_HEAD_BYTES:
             self._reject(431, f"at most {MAX_HEADERS} headers and {MAX_HEAD_BYTES} bytes of request head")
-            self.parser.pause()
+            self.parser.pause()  # type: ignore[attr-defined]  # llhttp's pause: httptools has it, its stub not
             return
         super().on_header(name, value)
 
@@ -611,7 +500,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 return False
         route, params = found
         path = self.url.decode("ascii")
-        scope = self.scope
+        # uvicorn's scope, with the keys Starlette's router would add (route, path_params): a plain dict here
+        scope = cast(dict[str, Any], self.scope)
         scope.update(method=method.decode("ascii"), path=path, raw_path=self.url, query_string=b"", route=route,
                      path_params=params)
         refused = lane.refuse(scope)
@@ -620,17 +510,18 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # would otherwise have to be read through to find the next request).
             self._disarm()
             self._rejected = True
-            data, _ = answer_bytes(self, *refused, keep_alive=False)
+            response, request_id = refused
+            data, _ = answer_bytes(self, response, request_id, keep_alive=False)
             self.send(data)
             self._linger()
             return True
-        self.cycle = HotCycle(self, scope, self.parser.should_keep_alive())  # type: ignore[assignment]
+        self.cycle = HotCycle(self, scope, self.parser.should_keep_alive())  # type: ignore[assignment]  # in the cycle's place
         return True
 
     def on_body(self, body: bytes) -> None:
         if self._rejected:
             return
-        cycle = self.cycle
+        cycle: Any = self.cycle  # uvicorn's cycle, or a HotCycle in its place
         if type(cycle) is HotCycle:
             cycle.body += body  # within the body limit: _hot saw its Content-Length
             return
@@ -651,7 +542,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         if self._rejected:
             return
         self._disarm_body()
-        cycle = self.cycle
+        cycle: Any = self.cycle  # uvicorn's cycle, or a HotCycle in its place
         if type(cycle) is HotCycle:
             if not cycle.started:
                 cycle.started = True

@@ -19,7 +19,6 @@ T = TypeVar("T")
 DIGITS = re.compile(r"[0-9]{1,9}")  # ASCII only: str.isdigit() takes '²' and '٣'
 
 
-
 # The query parameters each path takes; any other is a 400, as an unknown body field is: a mistyped ``?nod=``
 # on DELETE /v1/hosts/{host} would otherwise delete every node of the host instead of one.
 _QUERY: dict[str, frozenset[str]] = {"/v1/hosts/{host}": frozenset({"node"}),

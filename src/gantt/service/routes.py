@@ -91,13 +91,11 @@ ROUTES = [
 ]
 
 
-
 PAGES = [
     _route(UI, ui_asset, methods=["GET"]),
     _route(UI + "/", ui_asset, methods=["GET"]),
     _route(UI + "/{asset}", ui_asset, methods=["GET"]),
 ]
-
 
 
 async def gantt_error(request: Request, exc: Exception) -> Response:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
@@ -25,7 +24,11 @@ from starlette.requests import ClientDisconnect, Request
 from gantt.config import Config
 from gantt.model import MAX_INT64, GanttError, HostReport, InvalidRequest, decode
 from gantt.placement.facade import Placement
-from gantt.replication.replica import LIVENESS_DELAY, Batch, Replica
+from gantt.replication.replica import (  # type: ignore[attr-defined]  # Batch: the store's, not re-exported
+    LIVENESS_DELAY,
+    Batch,
+    Replica,
+)
 from gantt.service.metrics import Metrics, Shared
 from gantt.service.queries import DIGITS
 from gantt.service.schemas import PayloadTooLarge, UnsupportedMediaType
@@ -35,36 +38,6 @@ log = logging.getLogger("gantt.service")
 T = TypeVar("T")
 
 
-def env_count(name: str, default: int, minimum: int) -> int:
-    """A whole-number tuning setting from the environment (README, "Tuning by environment"): one that is not a
-    whole number of at least ``minimum`` stops the start with a message naming it, never runs on a guess."""
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw.strip().replace("_", ""))
-    except ValueError:
-        value = minimum - 1
-    if value < minimum:
-        raise ValueError(f"{name}={raw!r}: expected a whole number of at least {minimum}")
-    return value
-
-
-# How many decisions/commits may run at once: enough concurrent commits for the store to group them, few enough
-# that CPU-bound decisions do not thrash the GIL. Not yet tuned by bench/http_api.py; GANTT_THREADS overrides it.
-THREADS = env_count("GANTT_THREADS", 16, 1)
-# Placements are decided on the event loop (``Replica.perform``) up to this many rows, where a decision takes half a
-# millisecond or less; above, on the worker's one decider thread (``Decider``), where a decision's 1-4 ms (a
-# million rows) would hold every connection's reads and answers behind it. At 100,000 hosts with reports streaming
-# the loop decided with a lower placement p99 than the decider (47-50 ms against 55-61, bench/RESULTS-mixed.md):
-# each hop to the decider and back waited for the other thread's turn at the interpreter lock.
-LOOP_DECISION_ROWS = env_count("GANTT_LOOP_DECISION_ROWS", 200_000, 0)
-# How many decider threads a worker runs for those larger tables; placements take them in turn. 0: decided on
-# the handler threads instead, each blocked in its own commit (what a decider saves: bench/RESULTS-mixed.md).
-DECIDERS = env_count("GANTT_DECIDERS", 1, 0)
-# Bytes of request bodies a worker holds at once over all its connections (gantt.service.protocol.Budget; never
-# less than [gantt] max_body_bytes): many clients each within the body limit cannot together pin its memory.
-BODY_BUFFER = env_count("GANTT_BODY_BUFFER_BYTES", 64 * 1024 * 1024, 1)
 # A body with a run of 19 digits may carry an integer past int64. Found by mapping every digit to "9" and looking
 # for 19 of them: a regex search for \d{19} cost ~11 us per host report (900 bytes), this ~1 us.
 _ALL_NINES = bytes.maketrans(b"0123456789", b"9" * 10)
@@ -73,7 +46,6 @@ _NINETEEN = b"9" * 19
 
 def _long_digits(raw: bytes) -> bool:
     return _NINETEEN in raw.translate(_ALL_NINES)
-
 
 
 class Decider:
@@ -97,7 +69,7 @@ class Decider:
         self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
         self._thread.start()
 
-    async def drive(self, work: Awaitable[T]) -> T:
+    async def drive(self, work: Coroutine[Any, Any, T]) -> T:
         """Run ``work`` (a coroutine) on the decider's loop; its answer or error is this call's. Cancelling the
         caller does not stop it, as a handler thread's call is not stopped: a placement under way commits."""
         caller = asyncio.get_running_loop()
@@ -116,7 +88,7 @@ class Decider:
                 answer.set_result(task.result())
 
         def start() -> None:
-            task = self.loop.create_task(work)  # type: ignore[arg-type]
+            task = self.loop.create_task(work)
             task.add_done_callback(lambda task: caller.call_soon_threadsafe(settle, task))
 
         self.loop.call_soon_threadsafe(start)
@@ -141,6 +113,7 @@ class Service:
         self.config = config
         self.token = token
         self.max_body = config.gantt.max_body_bytes
+        self.tuning = config.tuning  # the threads and deciders below (gantt.config.tuning)
         self.metrics = Metrics(worker)
         self.shared = Shared(metrics_dir, self.metrics) if metrics_dir is not None else None
         self.pool: ThreadPoolExecutor | None = None
@@ -172,11 +145,11 @@ class Service:
 
     @property
     def loop_decision_rows(self) -> int:
-        return LOOP_DECISION_ROWS
+        return self.tuning.loop_decision_rows
 
     @property
     def deciders(self) -> int:
-        return DECIDERS
+        return self.tuning.deciders
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         # The loop's own executor hand-off, not anyio.to_thread: measured on 2 busy cores, anyio's costs 50 us of
@@ -186,19 +159,20 @@ class Service:
         if pool is None:
             with self._pool_lock:
                 if self.pool is None:
-                    self.pool = ThreadPoolExecutor(THREADS, thread_name_prefix="gantt-handler")
+                    self.pool = ThreadPoolExecutor(self.tuning.threads, thread_name_prefix="gantt-handler")
                 pool = self.pool
         return await asyncio.get_running_loop().run_in_executor(pool, partial(fn, *args))
 
-    async def on_decider(self, work: Awaitable[T]) -> T:
+    async def on_decider(self, work: Coroutine[Any, Any, T]) -> T:
         """``work`` (a coroutine: a placement's steps and their loop driver) run on a decider's loop (``Decider``;
-        ``DECIDERS`` of them, in turn), for tables too big to decide on this one."""
+        ``[tuning] deciders`` of them, in turn), for tables too big to decide on this one."""
         deciders = self._deciders
         if not deciders:
             with self._pool_lock:
                 if not self._deciders:
-                    self._deciders = [Decider("gantt-decider" if DECIDERS == 1 else f"gantt-decider-{i}")
-                                      for i in range(DECIDERS)]
+                    count = self.tuning.deciders
+                    self._deciders = [Decider("gantt-decider" if count == 1 else f"gantt-decider-{i}")
+                                      for i in range(count)]
                 deciders = self._deciders
         self._turn = (self._turn + 1) % len(deciders)
         return await deciders[self._turn].drive(work)
@@ -331,7 +305,6 @@ class Service:
             # Python ints are unbounded but no column or store is; only bodies with 19+ digit runs pay for this.
             _check_ints(msgspec.json.decode(raw), "$")
         return value
-
 
 
 def _check_ints(value: Any, path: str) -> None:

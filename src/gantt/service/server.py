@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from gantt.config import Config, load_config
 from gantt.service.lifeline import die_with_parent
 from gantt.store.base import redact_url
@@ -147,8 +149,18 @@ def _listen(host: str, port: int, *, reuse_port: bool) -> socket.socket:
 
 
 def _load(options: ServeOptions, *, log_unused: bool = False) -> Config:
-    # What the file holds that Gantt reads but does not use is listed once, by the start-up line's load.
-    return load_config(options.config_path or None, log_unused=log_unused)
+    # What the file holds that Gantt reads but does not use is listed once, by the start-up line's load, which is
+    # also where a bad tuning variable stops the start (before any worker is spawned).
+    return tuned(load_config(options.config_path or None, log_unused=log_unused))
+
+
+def tuned(config: Config) -> Config:
+    """``config`` with the tuning the environment gives (``gantt.config.tuning.ENVIRONMENT``) in place of its own."""
+    try:
+        tuning = config.tuning.with_environment(os.environ)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from None
+    return msgspec.structs.replace(config, tuning=tuning)
 
 
 def worker_config(options: ServeOptions, worker: int) -> Config:
@@ -167,10 +179,10 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
 
     from gantt.base.allocator import collect_less_often, keep_freed_memory
     from gantt.service import protocol
+    from gantt.service.connections import Budget, Spread
     from gantt.service.hot import lane
     from gantt.service.namespaces import create_app
     from gantt.service.protocol import BoundedHttpToolsProtocol
-    from gantt.service.runtime import BODY_BUFFER
 
     keep_freed_memory()
     collect_less_often()
@@ -182,9 +194,10 @@ def _serve_sockets(options: ServeOptions, sockets: list[socket.socket], worker: 
     protocol.REFUSAL = _refusals(config.gantt.placement_mount)
     protocol.LANE = lane(app)
     protocol.MAX_BODY = config.gantt.max_body_bytes  # every mount's, refused before it is read
-    protocol.BUFFER = protocol.Budget(max(BODY_BUFFER, config.gantt.max_body_bytes))  # one body always fits
+    # one body always fits
+    protocol.BUFFER = Budget(max(config.tuning.body_buffer_bytes, config.gantt.max_body_bytes))
     if options.workers > 1 and options.metrics_dir is not None:
-        protocol.SPREAD = protocol.Spread(os.path.join(options.metrics_dir, "connections"), worker,
+        protocol.SPREAD = Spread(os.path.join(options.metrics_dir, "connections"), worker,
                                           options.workers)
     uv = uvicorn.Config(app, loop="uvloop", http=BoundedHttpToolsProtocol, lifespan="on", access_log=False,
                         log_level=options.log_level, timeout_graceful_shutdown=5, timeout_keep_alive=5)
@@ -207,7 +220,7 @@ def _refusals(mount: str) -> Callable[[str, int, str, list[tuple[bytes, bytes]]]
 
 
 def _uvicorn_server(config: Any) -> Any:
-    """uvicorn's server, telling the other workers (``protocol.Spread``) when this one listens and when it stops.
+    """uvicorn's server, telling the other workers (``connections.Spread``) when this one listens and when it stops.
     (uvicorn is imported when a worker starts, not with this module.)"""
     import uvicorn
 

@@ -1,5 +1,6 @@
 """The prose of the OpenAPI document: an ``operationId``, a tag and an example for every operation, and a
-description for every property of every schema. ``annotate`` adds them to the document ``schemas.openapi`` builds.
+description for every property of every schema. ``annotate`` adds them to the document
+``gantt.service.openapi.document`` builds.
 
 The examples are built from the wire types themselves (``msgspec.to_builtins`` of real Structs), so that an
 example cannot drift from the schema it illustrates.
@@ -95,10 +96,11 @@ OPERATIONS: dict[tuple[str, str], tuple[str, str]] = {
     ("/v1/instances/{host}/{instance}", "delete"): ("delete_instance_info", "hosts"),
 }
 
-_AT = datetime(2026, 11, 23, 9, 30, tzinfo=UTC)
+EXAMPLE_TIME = datetime(2026, 11, 23, 9, 30, tzinfo=UTC)
 
 
-def _builtins(value: Any) -> Any:
+def decoded(value: Any) -> Any:
+    """``value`` as a client decodes it."""
     # Through JSON, so that the document equals what a client decodes (tuples become lists).
     return msgspec.json.decode(msgspec.json.encode(value))
 
@@ -116,7 +118,7 @@ def _examples() -> dict[tuple[str, str], dict[str, Any]]:
                                    free=118272.0)}
     host = HostInfo(host="compute-1", nodename="compute-1", up=True, disabled=False, inventories=inventories,
                     uuid="4f1c0a36-1f53-4b0e-9c53-6a4f1b1f2d10", host_ip="192.0.2.11", hypervisor_type="QEMU",
-                    updated_at=_AT, last_report_seconds_ago=12.5, num_instances=3, free_ram_mb=118272.0,
+                    updated_at=EXAMPLE_TIME, last_report_seconds_ago=12.5, num_instances=3, free_ram_mb=118272.0,
                     free_disk_mb=1_966_080.0, traits=["HW_CPU_X86_AVX2"], aggregates=["az1"],
                     availability_zone="az1", instances=["i-1", "i-2", "i-3"], allocations=["vm-7"])
     aggregate = Aggregate(id="az1", name="zone one", hosts=["compute-1", "compute-2"],
@@ -125,7 +127,7 @@ def _examples() -> dict[tuple[str, str], dict[str, Any]]:
                        project_id="demo", instance_uuids=["vm-7"], availability_zone="az1")
     allocation = AllocationView(consumer_uuid="vm-7", host="compute-1", nodename="compute-1",
                                 resources={"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}, project_id="demo",
-                                created_at=_AT)
+                                created_at=EXAMPLE_TIME)
     selection = Selection(host="compute-1", nodename="compute-1", availability_zone="az1",
                           allocation=allocation.resources, consumer_uuid="vm-7", weight=1.75)
     explanation = Explanation(hosts=3, steps=[FilterStep("ComputeFilter", 3, 0, 3),
@@ -139,26 +141,9 @@ def _examples() -> dict[tuple[str, str], dict[str, Any]]:
         explanation=explanation)
     written = Written(revision=42)
     moved = AllocationView(consumer_uuid="mig-1", host="compute-2", nodename="compute-2",
-                           resources={"VCPU": 1, "MEMORY_MB": 2048}, instance_uuid="vm-7", created_at=_AT)
+                           resources={"VCPU": 1, "MEMORY_MB": 2048}, instance_uuid="vm-7", created_at=EXAMPLE_TIME)
     health = Health(status="ok", version="0.1.0", pid=4242, store="sqlite:///var/lib/gantt/gantt.sqlite",
                     revision=42, hosts=3, hosts_up=3, seconds_since_sync=0.002)
-    overview = Overview(
-        at=_AT, pid=4242, revision=42, hosts=3,
-        zones=[ZoneHosts(zone="az1", up=1, down=0, disabled=1), ZoneHosts(zone="nova", up=0, down=1, disabled=0)],
-        classes=[ClassUsage(resource_class="VCPU", used=6.0, capacity=384.0, hosts=3)],
-        resource_classes=["VCPU"],
-        utilization=[HostUsage(host="compute-1", nodename="compute-1", zone="az1", state="up", usage=[0.047]),
-                     HostUsage(host="compute-2", nodename="compute-2", zone="az1", state="disabled", usage=[0.0]),
-                     HostUsage(host="compute-3", nodename="compute-3", zone="nova", state="down", usage=[None])],
-        utilization_omitted=0, allocations=1,
-        recent_allocations=[RecentAllocation(consumer_uuid="vm-7", host="compute-1", nodename="compute-1",
-                                             resources=allocation.resources, created_at=_AT, project_id="demo")],
-        decisions=[Decision(at=_AT, request_id="req-9f1c", instances=1, placements=[Placed(
-            consumer_uuid="vm-7", host="compute-1", nodename="compute-1",
-            candidates=[Pick("compute-1", "compute-1", 1.75), Pick("compute-2", "compute-2", 0.5)])])],
-        refusals=[Refusal(at=_AT, request_id=None, instances=1, message=explanation.summary(),
-                          reason="AvailabilityZoneFilter", explanation=explanation)],
-        counters={"decisions": 2, "placements": 1, "no_valid_host": 1})
     return {
         ("/", "get"): {"response": versions()},
         ("/health", "get"): {"response": health},
@@ -177,27 +162,14 @@ def _examples() -> dict[tuple[str, str], dict[str, Any]]:
             "request": {"service": {"disabled": True, "disabled_reason": "disk replacement, ticket 4711"}},
             "response": written},
         ("/v1/hosts/{host}", "delete"): {"revision": 43},
-        ("/v1/aggregates", "get"): {"response": {"aggregates": [_builtins(aggregate)]}},
+        ("/v1/aggregates", "get"): {"response": {"aggregates": [decoded(aggregate)]}},
         ("/v1/aggregates/{id}", "get"): {"response": aggregate},
         ("/v1/aggregates/{id}", "put"): {"request": aggregate, "response": written},
         ("/v1/aggregates/{id}", "delete"): {"revision": 43},
         ("/v1/select_destinations", "post"): {"request": spec, "response": Selections(selections=[[selection]])},
         ("/v1/candidates", "post"): {"request": spec, "response": candidates},
-        ("/v1/capacity", "post"): {
-            "request": CapacityQuestion(requests=[RequestSpec(flavor=Flavor(name="m1.large", vcpus=4, memory_mb=8192,
-                                                                            root_gb=80))],
-                                        without=Without(aggregates=["r07"]), limit=2),
-            "response": CapacityAnswer(
-                requests=[RequestCapacity(flavor="m1.large", resources={"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 80},
-                                          instances=16, nodes=4, by_zone={"az1": 8, "az2": 8},
-                                          by_aggregate={"r08": 8, "r09": 8},
-                                          top=[NodeRoom("compute-3", "compute-3", 4),
-                                               NodeRoom("compute-4", "compute-4", 4)],
-                                          instances_before=21, nodes_before=6)],
-                displaced=Displaced(nodes=2, consumers=3, resources={"VCPU": 12, "MEMORY_MB": 24576, "DISK_GB": 240},
-                                    shapes=[DisplacedShape(resources={"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 80},
-                                                           consumers=3, fit_again=3)]))},
-        ("/v1/overview", "get"): {"response": overview},
+        ("/v1/capacity", "post"): _capacity_example(),
+        ("/v1/overview", "get"): {"response": _overview_example(allocation, explanation)},
         ("/v1/allocations", "get"): {"response": AllocationList(allocations=[allocation])},
         ("/v1/allocations/{consumer}", "get"): {"response": allocation},
         ("/v1/allocations/{consumer}", "delete"): {"revision": 43},
@@ -207,6 +179,44 @@ def _examples() -> dict[tuple[str, str], dict[str, Any]]:
         ("/v1/instances/{host}", "put"): {"request": {"instances": ["i-1", "i-2", "i-4"]}, "response": written},
         ("/v1/instances/{host}/{instance}", "delete"): {"revision": 43},
     }
+
+
+def _overview_example(allocation: AllocationView, explanation: Explanation) -> Overview:
+    return Overview(
+        at=EXAMPLE_TIME, pid=4242, revision=42, hosts=3,
+        zones=[ZoneHosts(zone="az1", up=1, down=0, disabled=1), ZoneHosts(zone="nova", up=0, down=1, disabled=0)],
+        classes=[ClassUsage(resource_class="VCPU", used=6.0, capacity=384.0, hosts=3)],
+        resource_classes=["VCPU"],
+        utilization=[HostUsage(host="compute-1", nodename="compute-1", zone="az1", state="up", usage=[0.047]),
+                     HostUsage(host="compute-2", nodename="compute-2", zone="az1", state="disabled", usage=[0.0]),
+                     HostUsage(host="compute-3", nodename="compute-3", zone="nova", state="down", usage=[None])],
+        utilization_omitted=0, allocations=1,
+        recent_allocations=[RecentAllocation(consumer_uuid="vm-7", host="compute-1", nodename="compute-1",
+                                             resources=allocation.resources, created_at=EXAMPLE_TIME,
+                                             project_id="demo")],
+        decisions=[Decision(at=EXAMPLE_TIME, request_id="req-9f1c", instances=1, placements=[Placed(
+            consumer_uuid="vm-7", host="compute-1", nodename="compute-1",
+            candidates=[Pick("compute-1", "compute-1", 1.75), Pick("compute-2", "compute-2", 0.5)])])],
+        refusals=[Refusal(at=EXAMPLE_TIME, request_id=None, instances=1, message=explanation.summary(),
+                          reason="AvailabilityZoneFilter", explanation=explanation)],
+        counters={"decisions": 2, "placements": 1, "no_valid_host": 1})
+
+
+def _capacity_example() -> dict[str, Any]:
+    return {
+        "request": CapacityQuestion(requests=[RequestSpec(flavor=Flavor(name="m1.large", vcpus=4, memory_mb=8192,
+                                                                        root_gb=80))],
+                                    without=Without(aggregates=["r07"]), limit=2),
+        "response": CapacityAnswer(
+            requests=[RequestCapacity(flavor="m1.large", resources={"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 80},
+                                      instances=16, nodes=4, by_zone={"az1": 8, "az2": 8},
+                                      by_aggregate={"r08": 8, "r09": 8},
+                                      top=[NodeRoom("compute-3", "compute-3", 4),
+                                           NodeRoom("compute-4", "compute-4", 4)],
+                                      instances_before=21, nodes_before=6)],
+            displaced=Displaced(nodes=2, consumers=3, resources={"VCPU": 12, "MEMORY_MB": 24576, "DISK_GB": 240},
+                                shapes=[DisplacedShape(resources={"VCPU": 4, "MEMORY_MB": 8192, "DISK_GB": 80},
+                                                       consumers=3, fit_again=3)]))}
 
 
 _COMMON = {
@@ -511,181 +521,11 @@ def annotate(document: dict[str, Any]) -> None:
             example = examples[(path, method)]
             if "request" in example:
                 media = op["requestBody"]["content"]["application/json"]
-                media["example"] = _builtins(example["request"])
+                media["example"] = decoded(example["request"])
             ok = next(code for code in op["responses"] if code.startswith("2"))
             if "revision" in example:
                 op["responses"][ok]["headers"]["Gantt-Revision"]["example"] = example["revision"]
             else:
                 content = op["responses"][ok]["content"]
                 media_type = example.get("media", "application/json")
-                content[media_type]["example"] = _builtins(example["response"])
-
-
-# --------------------------------------------------------------------------------------------- namespaces
-
-NAMESPACE_PREFIX = "/v1/namespaces/{namespace}"
-_NAMESPACE_PARAM = {
-    "name": "namespace", "in": "path", "required": True,
-    "schema": {"type": "string", "minLength": 1, "maxLength": 32, "pattern": "^[a-z][a-z0-9_-]{0,31}$"},
-    "description": "A namespace the service's configuration declares (`[namespace.<name>]`); the default one, "
-                   "`compute`, is served at the plain `/v1/...` paths and not here (404)"}
-# The routes a volume namespace serves (gantt.service.volume.ROUTES), as the default's path they share:
-# (path, method) -> (request schema, response schema, what differs), None where there is no body.
-_VOLUME_OPERATIONS: dict[tuple[str, str], tuple[str | None, str | None, str]] = {
-    ("/v1/resource-stats", "post"): (
-        "BackendReport", "Written",
-        "one backend's update_service_capabilities (its capabilities and `pools`); its pools no longer listed "
-        "are removed"),
-    ("/v1/hosts", "get"): ("", "VolumePoolList", "every pool with its state as the scheduler sees it (no paging)"),
-    ("/v1/hosts/{host}", "delete"): (None, None, "a backend, or one pool with `?pool=`, and the volumes on it"),
-    ("/v1/select_destinations", "post"): (
-        "VolumeRequest", "VolumeSelections",
-        "Cinder's request_spec for one volume (`volume_id` required; operation create_volume only): the first "
-        "pool is claimed (VOLUME_GB), then up to two alternates"),
-    ("/v1/allocations", "get"): ("", "AllocationList", "every volume's claim (no paging)"),
-    ("/v1/allocations/{consumer}", "get"): ("", "AllocationView", "the claim of the volume named"),
-    ("/v1/allocations/{consumer}", "delete"): (None, None, "release a volume's claim: its pool gets the space back"),
-}
-_POOL_PARAM = {"name": "pool", "in": "query", "required": False, "description": "Volume namespaces: the one pool "
-               "of the backend to remove (without it: every pool of the backend)",
-               "schema": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[^/]*$"}}
-
-VOLUME_PROPERTIES: dict[str, dict[str, str]] = {
-    "BackendReport": {
-        "host": "Cinder's volume service host of the backend (\"node1@lvm\")",
-        "capabilities": "Backend-level capabilities (volume_backend_name, vendor_name, driver_version, "
-                        "storage_protocol, filter_function, goodness_function, vendor keys): every pool gets them",
-        "pools": "The backend's pools, each Cinder's capability dict with `pool_name`; null: the backend is one "
-                 "pool named after volume_backend_name (Cinder's legacy reports)",
-        "service": "The backend's volume service as Cinder's services table holds it"},
-    "PoolService": {"availability_zone": "The service's storage availability zone (AvailabilityZoneFilter)",
-                    "disabled": "Disabled by an operator: its pools are not chosen",
-                    "cluster_name": "The service's cluster (Cinder's active-active backends)"},
-    "VolumeRequest": {
-        "volume_properties": "The volume: size, zone, project, type, metadata",
-        "volume_id": "The volume to place: its claim is keyed by it (asking again returns the pool it holds)",
-        "volume_type": "The volume type: extra specs (CapabilitiesFilter; provisioning:type thick or thin), "
-                       "QoS specs",
-        "availability_zones": "Zones the volume may land in (Cinder's multi-AZ request)",
-        "snapshot_id": "Created from this snapshot: needs `resource_backend` (Gantt holds no snapshots)",
-        "source_volid": "A clone of this volume: lands on that volume's backend",
-        "image_id": "Created from this image: accepted and not used, as Cinder's scheduler does not use it "
-                    "(the volume service copies the image after the placement)",
-        "group_id": "The volume's group: needs `resource_backend`",
-        "consistencygroup_id": "The volume's consistency group: needs `resource_backend`",
-        "backup_id": "Restored from this backup: accepted and not used, as Cinder's scheduler does not use it "
-                     "(the backup service restores into the placed volume)",
-        "resource_backend": "The backend (\"host@backend\") or pool (\"host@backend#pool\") the volume must land on",
-        "operation": "What the placement is for: only create_volume (or none) is served",
-        "new_size": "Extend's new size, GiB (not served)",
-        "scheduler_hints": "Cinder's hints: same_host, different_host, local_to_instance, query (JsonFilter)",
-        "instance_hosts": "Instance UUID -> the compute host it runs on, for local_to_instance "
-                          "(InstanceLocalityFilter; Cinder asks Nova, Gantt takes it here)"},
-    "VolumeProperties": {
-        "size": "GiB", "availability_zone": "The zone asked for (AvailabilityZoneFilter)",
-        "project_id": "The volume's project", "user_id": "The volume's user",
-        "volume_type_id": "The volume type's id", "multiattach": "The volume may attach to several instances",
-        "status": "Cinder's volume status", "attach_status": "Cinder's attach status",
-        "display_name": "The volume's name", "metadata": "The volume's metadata",
-        "qos_specs": "QoS specs (the expression language's `qos`)"},
-    "VolumeType": {"name": "The type's name", "id": "The type's id",
-                   "extra_specs": "Extra specs: capabilities requirements with Cinder's operators, provisioning:type",
-                   "qos_specs": "The type's QoS specs"},
-    "SchedulerHints": {"same_host": "Volume id(s): land on a backend holding them (SameBackendFilter)",
-                       "different_host": "Volume id(s): land on none of their backends (DifferentBackendFilter)",
-                       "local_to_instance": "An instance UUID: land on its compute host (InstanceLocalityFilter)",
-                       "query": "A JsonFilter query (JSON text)"},
-    "VolumeSelections": {"selections": "The claimed pool first, then up to two unclaimed alternates"},
-    "VolumeSelection": {"host": "The backend's service host", "pool": "The pool",
-                        "backend_id": "Cinder's \"host@backend#pool\"",
-                        "weight": "The pool's weight (higher is better)"},
-    "VolumePoolList": {"pools": "Every pool, in (host, pool) order"},
-    "VolumePool": {"host": "The backend's service host", "pool": "The pool's name",
-                   "state": "Cinder's PoolState attributes with the claims made since the pool's last report "
-                            "counted: capacities, ratio, capabilities, service, updated"},
-}
-
-
-def _volume_examples() -> dict[tuple[str, str], Any]:
-    from gantt.service.volume import VolumePool, VolumePoolList, VolumeSelection, VolumeSelections
-    from gantt.volume.model import BackendReport, VolumeProperties, VolumeRequest, VolumeType
-
-    report = BackendReport(host="node1@lvm", capabilities={"volume_backend_name": "lvm", "storage_protocol": "iSCSI"},
-                           pools=[{"pool_name": "fast", "total_capacity_gb": 1000, "free_capacity_gb": 800,
-                                   "allocated_capacity_gb": 150, "provisioned_capacity_gb": 300,
-                                   "reserved_percentage": 5, "max_over_subscription_ratio": 2.0,
-                                   "thin_provisioning_support": True}])
-    request = VolumeRequest(volume_id="vol-1", volume_properties=VolumeProperties(size=10, project_id="demo"),
-                            volume_type=VolumeType(name="fast", extra_specs={"volume_backend_name": "lvm"}))
-    pick = VolumeSelection(host="node1@lvm", pool="fast", backend_id="node1@lvm#fast", weight=1.0)
-    pool = VolumePool(host="node1@lvm", pool="fast", state={"total_capacity_gb": 1000, "free_capacity_gb": 790,
-                                                             "provisioned_capacity_gb": 310})
-    claim = {"consumer_uuid": "vol-1", "host": "node1@lvm", "nodename": "fast", "resources": {"VOLUME_GB": 10},
-             "project_id": "demo", "created_at": _AT.isoformat().replace("+00:00", "Z")}
-    return {("/v1/resource-stats", "post"): (report, {"revision": 42}),
-            ("/v1/hosts", "get"): (None, VolumePoolList(pools=[pool])),
-            ("/v1/select_destinations", "post"): (request, VolumeSelections(selections=[pick])),
-            ("/v1/allocations", "get"): (None, {"allocations": [claim], "allocations_links": []}),
-            ("/v1/allocations/{consumer}", "get"): (None, claim)}
-
-
-def namespaced(document: dict[str, Any]) -> None:
-    """Add ``/v1/namespaces/{namespace}/...`` (after ``annotate``): every ``/v1`` operation a compute namespace
-    serves, and for the ones a volume namespace serves too, the volume kind's body and answer beside the compute
-    kind's (``anyOf``, with an example of each); the volume kind's schemas join the components."""
-    from gantt.service.volume import ROUTES as VOLUME_ROUTES
-    from gantt.service.volume import VolumePoolList, VolumeSelections
-    from gantt.volume.model import BackendReport, VolumeRequest
-
-    _, extra = msgspec.json.schema_components((BackendReport, VolumeRequest, VolumeSelections, VolumePoolList),
-                                              ref_template="#/components/schemas/{name}")
-    components = document["components"]["schemas"]
-    for name, schema in extra.items():
-        if name in components and components[name] != schema:
-            raise AssertionError(f"volume schema {name} would replace the compute one")
-        for prop, spec in schema.get("properties", {}).items():
-            text = VOLUME_PROPERTIES.get(name, {}).get(prop)
-            if text is not None:
-                spec["description"] = text
-        components[name] = schema
-    examples = _volume_examples()
-    # The volume kind's paths as the document spells them (it names an allocation's consumer {consumer} throughout)
-    volume_paths = {route.path.replace("{volume}", "{consumer}") for route in VOLUME_ROUTES}
-    paths = document["paths"]
-    for path in [p for p in paths if p.startswith("/v1/")]:
-        item = msgspec.json.decode(msgspec.json.encode(paths[path]))  # a deep copy
-        item["parameters"] = [_NAMESPACE_PARAM, *item.get("parameters", [])]
-        for method, op in item.items():
-            if method == "parameters":
-                continue
-            op["operationId"] = f"{op['operationId']}_in_namespace"
-            op["responses"].setdefault("404", {"description": "Not found",
-                                               "content": {"application/problem+json": {"schema": {
-                                                   "$ref": "#/components/schemas/Problem"}}}})
-            op["responses"]["404"]["description"] += "; or the namespace is not served (the problem names it)"
-            volume = _VOLUME_OPERATIONS.get((path, method))
-            if volume is None:
-                op["summary"] = f"Compute namespaces: {op['summary']}"
-                if path in volume_paths:  # a volume namespace serves the path, with other methods only
-                    op["responses"].setdefault("405", {
-                        "description": "Method not allowed: a volume namespace serves other methods on this path",
-                        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}})
-                continue
-            body, answer, what = volume
-            op["summary"] = f"{op['summary']} (a volume namespace: {what})"
-            request, response = examples.get((path, method), (None, None))
-            if body:
-                media = op["requestBody"]["content"]["application/json"]
-                media["schema"] = {"anyOf": [media["schema"], {"$ref": f"#/components/schemas/{body}"}]}
-                media["examples"] = {"compute": {"value": media.pop("example")},
-                                     "volume": {"value": _builtins(request)}}
-            if answer:
-                ok = next(code for code in op["responses"] if code.startswith("2"))
-                media = op["responses"][ok]["content"]["application/json"]
-                if media["schema"] != {"$ref": f"#/components/schemas/{answer}"}:
-                    media["schema"] = {"anyOf": [media["schema"], {"$ref": f"#/components/schemas/{answer}"}]}
-                media["examples"] = {"compute": {"value": media.pop("example")},
-                                     "volume": {"value": _builtins(response)}}
-            if (path, method) == ("/v1/hosts/{host}", "delete"):
-                op["parameters"] = [*op.get("parameters", []), _POOL_PARAM]
-        paths[NAMESPACE_PREFIX + path[len("/v1"):]] = item
+                content[media_type]["example"] = decoded(example["response"])
