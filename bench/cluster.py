@@ -44,7 +44,8 @@ from gantt.base.allocator import collect_less_often, keep_freed_memory  # noqa: 
 from gantt.bench.scripts import cpu_model  # noqa: E402
 from gantt.config import Config  # noqa: E402
 from gantt.model import HostReport, HostStats, NoValidHost, StoreUnavailable  # noqa: E402
-from gantt.replication.replica import Replica, audit  # noqa: E402
+from gantt.replication.audit import audit  # noqa: E402
+from gantt.replication.replica import Replica  # noqa: E402
 from gantt.store.base import Batch  # noqa: E402
 from gantt.store.etcd import EtcdStore  # noqa: E402
 

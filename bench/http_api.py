@@ -47,7 +47,7 @@ from gantt.bench.cloud import FLAVOR, HOST_DISK_GB, HOST_RAM_MB, HOST_VCPUS, hos
 from gantt.bench.profiling import Sampler
 from gantt.bench.scripts import cpu_model
 from gantt.cli.server_process import ServerProcess
-from gantt.replication.replica import audit
+from gantt.replication.audit import audit
 from gantt.store.sqlite import SQLiteStore
 
 __all__ = ["FLAVOR", "HOST_DISK_GB", "HOST_RAM_MB", "HOST_VCPUS", "host_stats"]  # the HTTP benches' cloud

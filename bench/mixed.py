@@ -47,7 +47,7 @@ import msgspec
 from gantt.bench.profiling import Sampler
 from gantt.bench.scripts import bench_script, cpu_model
 from gantt.cli.server_process import ServerProcess
-from gantt.replication.replica import audit
+from gantt.replication.audit import audit
 from gantt.store.urls import open_store
 
 _HERE = Path(__file__).resolve().parent

@@ -5,7 +5,7 @@ follower) per revision it reads back.
     PYTHONPATH=src .venv/bin/python bench/store_writer.py --hosts 100000 --ops 2000 --rounds 3
 
 By default each batch is committed alone (one batch per group, as the service commits most of them, each from an
-event loop as ``Replica.write_on_loop`` does for claims and releases). ``--concurrency``/``--rate`` keep several
+event loop as ``Replica.perform`` does for claims and releases). ``--concurrency``/``--rate`` keep several
 in flight; ``--rival`` adds a second writer on the file (another worker), so that the measured writer waits for
 the write lock and finds its page cache stale, as each of two workers does. The store holds ``--hosts`` hosts
 reporting as ``bench/mixed.py``'s do, built once into ``--cache`` and copied for each round; ``--warm`` claims and

@@ -18,7 +18,8 @@ from typing import Any
 from gantt import NoValidHost
 from gantt.config import Config
 from gantt.model import Allocation, StoreUnavailable
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store.base import Snapshot
 
 ALIASES = [json.dumps({"name": "vf", "vendor_id": "8086", "product_id": "1520", "device_type": "type-VF"}),

@@ -14,7 +14,8 @@ import pytest
 from gantt import NoValidHost
 from gantt.config import Config
 from gantt.model import Allocation
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, make_scheduler, request

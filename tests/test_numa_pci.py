@@ -17,7 +17,8 @@ from gantt import NoValidHost, Scheduler
 from gantt.compute.request import RequestContext
 from gantt.config import Config
 from gantt.model import InvalidRequest, NUMATopologyLimits, RequestSpec, Selection, decode
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, make_scheduler, passing, request
 from tests.filters.test_numa import cell, numa_host

@@ -15,7 +15,8 @@ import pytest
 from gantt import NoValidHost
 from gantt.config import Config
 from gantt.model import Allocation, HostReport, PciTaken
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store import Batch, open_store
 from tests.conftest import host_stats, make_scheduler, request
 

@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 
 from gantt.model import AGGREGATE_HOST, Aggregate, HostReport, HostStats, aggregate_node
-from gantt.replication.replica import audit
+from gantt.replication.audit import audit
 from gantt.store import open_store
 from gantt.store.base import Batch, Compacted, ConsumerHeld, Expect, Store
 from gantt.store.etcd import EtcdStore

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from gantt.model import StoreUnavailable
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store.base import Batch
 from gantt.store.etcd import EtcdStore
 from tests.conftest import host_stats

@@ -22,7 +22,8 @@ import msgspec
 import pytest
 
 from gantt.model import StoreUnavailable
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store.base import Batch, ConsumerHeld, Expect, StoreConflict
 from gantt.store.etcd import EtcdStore
 from tests.etcd.cluster import LocalCluster, require_etcd

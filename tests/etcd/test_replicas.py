@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from gantt.model import NoValidHost, StoreUnavailable
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store.base import Snapshot
 from gantt.store.etcd import EtcdStore
 from tests.conftest import host_stats

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gantt.replication.replica import audit
+from gantt.replication.audit import audit
 from gantt.store.etcd import EtcdStore
 from tests.conftest import host_stats
 from tests.service.server import ServerProcess

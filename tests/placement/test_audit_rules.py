@@ -24,7 +24,7 @@ import pytest
 from gantt.compute.scheduler import describe
 from gantt.config import Config
 from gantt.model import Allocation, HostReport, HostStats, Inventory, Provider
-from gantt.replication.replica import audit, audit_table
+from gantt.replication.audit import audit, audit_table
 from gantt.store.base import Batch, Capacity, Generation
 from gantt.store.urls import open_store
 from tests.placement.real_placement import RealPlacement

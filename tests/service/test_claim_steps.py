@@ -1,4 +1,4 @@
-"""Placements decided on the event loop (``Service.claim`` driving ``Replica.select_steps``; SQLite commits them
+"""Placements decided on the event loop (``Replica.perform`` running ``Replica.selecting``; SQLite commits them
 on its writer thread): racing each other on a few nodes and racing another replica on the same file, they never
 book past capacity, every acknowledged placement is in the store, and the steps that must block (a claim waiting
 for another on the same node, a conflict's catch-up) go on on a handler thread.
@@ -21,8 +21,9 @@ import pytest
 
 from gantt.config import Config
 from gantt.model import GanttError, HostReport, NoValidHost
-from gantt.replication.replica import Replica, audit
-from gantt.replication.steps import CONTENDED
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
+from gantt.replication.steps import CONTENDED, Commit
 from gantt.service.app import create_app
 from gantt.service.runtime import Service
 from tests.conftest import TableLockHolder, host_stats
@@ -56,25 +57,26 @@ def test_placements_on_the_loop_never_overbook_racing_another_replica(tmp_path: 
             raise AssertionError("the placement went to a handler thread instead of the loop")
 
         if driver != "threads":
-            # the handler's thread path calls this: refused, so every placement below is decided where asked
+            # the placement's thread path (no deciders) calls this: refused, so every placement below is decided
+            # where asked
             monkeypatch.setattr(on_loop, "select_destinations", not_here)
         handed_over = 0
-        run_claims = on_loop.run_claims
+        run_here = on_loop.run
 
         def counted(steps: Any) -> Any:
             nonlocal handed_over
             handed_over += 1
-            return run_claims(steps)
+            return run_here(steps)
 
-        monkeypatch.setattr(on_loop, "run_claims", counted)
+        monkeypatch.setattr(on_loop, "run", counted)
         committed_from: set[str] = set()  # the threads that handed claims to the store's writer
-        write_on_loop = on_loop.write_on_loop
+        commit_on_loop = on_loop.store.commit_on_loop
 
-        def noted(batch: Any) -> Any:
+        def noted(batch: Any, loop: Any) -> Any:
             committed_from.add(threading.current_thread().name)
-            return write_on_loop(batch)
+            return commit_on_loop(batch, loop)
 
-        monkeypatch.setattr(on_loop, "write_on_loop", noted)
+        monkeypatch.setattr(on_loop.store, "commit_on_loop", noted)
         decided_on: set[str] = set()  # the threads that drove the decisions
         select = on_loop._select
 
@@ -150,15 +152,15 @@ def test_a_claim_on_the_loop_that_loses_its_node_revision_is_checked_again_and_l
     try:
         on_loop.report_many([HostReport.of("h0", host_stats(vcpus=4))])
         other.sync()
-        write_on_loop = on_loop.write_on_loop
+        commit_on_loop = on_loop.store.commit_on_loop
         raced: list[str] = []
 
-        def racing(batch: Any) -> Any:
+        def racing(batch: Any, loop: Any) -> Any:
             if batch.allocations and not raced:  # the first claim: the other replica gets there first
                 raced.append(other.select_destinations({"flavor": FLAVOR})[0][0].consumer_uuid)
-            return write_on_loop(batch)
+            return commit_on_loop(batch, loop)
 
-        on_loop.write_on_loop = racing  # type: ignore[method-assign]
+        on_loop.store.commit_on_loop = racing  # type: ignore[method-assign]
         conflicts = on_loop.revalidations
 
         async def run() -> httpx.Response:
@@ -187,14 +189,14 @@ def test_a_committed_claim_applies_its_result_on_a_thread_while_the_feed_holds_t
     replica = Replica.open(f"sqlite:///{tmp_path}/held.sqlite", Config.from_dict({"gantt": {"seed": 5}}), follow=False)
     try:
         replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
-        steps = replica.select_steps({"flavor": FLAVOR})
-        batch = steps.send(None)
-        assert batch.allocations, batch
-        result = replica.store.commit(batch)
+        steps = replica.selecting({"flavor": FLAVOR})
+        commit = steps.send(None)
+        assert isinstance(commit, Commit) and commit.batch.allocations, commit
+        result = replica.store.commit(commit.batch)
         with TableLockHolder(replica.table):
             step = steps.send(result)  # without the glance: blocks on the lock until released, then finishes
             assert step == CONTENDED, step
-        answer = replica.run_claims(steps)
+        answer = replica.run(steps)
         consumer = answer[0][0].consumer_uuid
         assert replica.table.allocation(consumer) is not None
     finally:
@@ -207,7 +209,7 @@ def test_a_report_written_while_the_feed_holds_the_table_is_applied_on_a_thread(
     replica = Replica.open(f"sqlite:///{tmp_path}/report.sqlite", Config.from_dict({"gantt": {"seed": 5}}))
     try:
         replica.report_many([HostReport.of("h0", host_stats(vcpus=4))])
-        applied_on = _threads_calling(replica, "written")
+        applied_on = _threads_calling(replica, "_written")
 
         async def run() -> httpx.Response:
             transport = httpx.ASGITransport(app=create_app(replica))
@@ -227,15 +229,17 @@ def test_a_decider_waits_for_the_table_where_the_loop_goes_to_a_thread(tmp_path:
     """While another thread (the feed) holds the table lock, a placement driven on the service's loop goes on on
     a handler thread (every connection would wait behind it); one driven on a decider, whose loop serves
     decisions only, waits for the lock where it is (no hop), and both are answered once the lock is free."""
+    tuning = {"loop_decision_rows": 0 if decider else 20_000, "deciders": 1}
+    config = Config.from_dict({"gantt": {"seed": 5}, "tuning": tuning})
     replica = _lone_replica(tmp_path)
     try:
-        handed = _threads_calling(replica, "run_claims")
+        handed = _threads_calling(replica, "run")
 
         async def run() -> Any:
-            svc = Service(replica, replica.config, None)
+            svc = Service(replica, config, None)
             try:
-                steps = replica.select_steps({"flavor": FLAVOR})
-                return await _while_held(replica, svc.decide(steps) if decider else svc.claim(steps))
+                steps = replica.selecting({"flavor": FLAVOR})
+                return await _while_held(replica, replica.perform(steps, svc, decision=True))
             finally:
                 svc.close()
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from gantt.client import SchedulerClient
 from gantt.model import GanttError, NoValidHost
-from gantt.replication.replica import audit
+from gantt.replication.audit import audit
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, request
 from tests.service.server import ServerProcess

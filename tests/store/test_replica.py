@@ -16,7 +16,8 @@ from gantt.compute.commit import TableReplaced
 from gantt.compute.scheduler import describe
 from gantt.config import Config
 from gantt.model import Allocation, HostStats, NotFound, ServiceInfo
-from gantt.replication.replica import DECISION_RELOADS, Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import DECISION_RELOADS, Replica
 from gantt.store.base import Batch, Change, CommitResult, Store, StoreConflict
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore
@@ -531,11 +532,17 @@ class _Reloading(Replica):
 
     reloads = 0
 
-    def _expects(self, table: Any, allocations: list[Allocation]) -> Any:
-        if self.reloads:
-            self.reloads -= 1
-            self.load()
-        return super()._expects(table, allocations)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        expects = self._claims._expects
+
+        def reloading(table: Any, allocations: list[Allocation]) -> Any:
+            if self.reloads:
+                self.reloads -= 1
+                self.load()
+            return expects(table, allocations)
+
+        self._claims._expects = reloading  # type: ignore[method-assign]  # the commit check, reloading first
 
 
 @pytest.mark.parametrize("reloads", [1, 4, DECISION_RELOADS])

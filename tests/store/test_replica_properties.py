@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from gantt import NoValidHost
 from gantt.config import Config
 from gantt.model import Conflict, GanttError, NotFound
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store.base import Store
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore

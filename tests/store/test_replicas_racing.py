@@ -27,7 +27,8 @@ import pytest
 
 from gantt import NoValidHost
 from gantt.config import Config
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats, request
 

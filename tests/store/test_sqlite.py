@@ -13,7 +13,8 @@ import pytest
 from gantt import NoValidHost
 from gantt.config import Config
 from gantt.model import Aggregate, HostReport, HostStats, InstanceInfo, NotFound, StoreUnavailable
-from gantt.replication.replica import Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import Replica
 from gantt.store import sqlite_batch
 from gantt.store.base import Batch, Compacted, Expect, RepeatOf, Store, StoreConflict
 from gantt.store.sqlite import SQLiteStore

@@ -16,7 +16,8 @@ from gantt import NoValidHost
 from gantt.compute.state.intake import VECTOR_ROWS
 from gantt.config import Config
 from gantt.model import Allocation, HostReport
-from gantt.replication.replica import TOUCH_FRACTION, Replica, audit
+from gantt.replication.audit import audit
+from gantt.replication.replica import TOUCH_FRACTION, Replica
 from gantt.store.base import Batch, Change, Store, lifted
 from gantt.store.memory import MemoryStore
 from gantt.store.sqlite import SQLiteStore

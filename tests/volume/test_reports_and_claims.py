@@ -13,7 +13,8 @@ from gantt.model import Allocation
 from gantt.store.base import Batch, Store
 from gantt.store.urls import open_store
 from gantt.volume import BackendReport, PoolReport, VolumeProperties, VolumeRequest
-from gantt.volume.facade import VolumeReplica
+from gantt.volume.facade import Volumes
+from gantt.volume.replica import VolumeReplica
 
 POOL = {"pool_name": "p", "total_capacity_gb": 100, "free_capacity_gb": 100, "allocated_capacity_gb": 0,
         "provisioned_capacity_gb": 0, "thin_provisioning_support": True, "max_over_subscription_ratio": 2.0}
@@ -33,22 +34,26 @@ def store() -> Iterator[Store]:
         yield store
 
 
-def _figures(replica: VolumeReplica) -> dict[str, Any]:
-    [pool] = replica.pools()
+def _figures(volumes: Volumes) -> dict[str, Any]:
+    [pool] = volumes.pools()
     return {k: pool["state"][k] for k in ("free_capacity_gb", "allocated_capacity_gb", "provisioned_capacity_gb")}
 
 
 def _reloaded(store: Store) -> dict[str, Any]:
-    return _figures(VolumeReplica(store).start(follow=False))
+    return _figures(_volumes(store))
 
 
-def _place(replica: VolumeReplica, volume: str, size: int) -> None:
+def _volumes(store: Store, clock: Clock | None = None) -> Volumes:
+    return Volumes(VolumeReplica(store, **({"clock": clock} if clock else {})).start(follow=False))
+
+
+def _place(replica: Volumes, volume: str, size: int) -> None:
     replica.select_destinations(VolumeRequest(volume_id=volume, volume_properties=VolumeProperties(size=size)))
 
 
 def test_a_repeated_report_newer_than_a_claim_counts_it(store: Store) -> None:
     clock = Clock()
-    replica = VolumeReplica(store, clock=clock).start(follow=False)
+    replica = _volumes(store, clock)
     replica.report(BackendReport(host="b@lvm", pools=[POOL]))
     clock.now += 10
     _place(replica, "v1", 10)
@@ -66,7 +71,7 @@ def test_a_repeated_report_newer_than_a_claim_counts_it(store: Store) -> None:
 
 def test_a_report_taken_before_a_claim_does_not_count_it_even_when_it_commits_after(store: Store) -> None:
     clock = Clock()
-    replica = VolumeReplica(store, clock=clock).start(follow=False)
+    replica = _volumes(store, clock)
     replica.report(BackendReport(host="b@lvm", pools=[POOL]))
     clock.now += 10
     _place(replica, "v1", 10)
@@ -74,12 +79,12 @@ def test_a_report_taken_before_a_claim_does_not_count_it_even_when_it_commits_af
     older = {**POOL, "free_capacity_gb": 95, "allocated_capacity_gb": 3, "provisioned_capacity_gb": 3}
     [report] = BackendReport(host="b@lvm", pools=[older]).pool_reports(reported_at=1005.0)
     store.commit(Batch(reports=[report.to_record()]))
-    replica.sync()
+    replica.replica.sync()
     assert _figures(replica) == {"free_capacity_gb": 85, "allocated_capacity_gb": 13, "provisioned_capacity_gb": 13}
     assert _reloaded(store) == _figures(replica)
     # Another scheduler's claim from before that report, arriving through the feed: already counted by it.
     store.commit(Batch(allocations=[Allocation("v0", "b@lvm", "p", {"VOLUME_GB": 3}, created_at=1004.0)]))
-    replica.sync()
+    replica.replica.sync()
     assert _figures(replica)["provisioned_capacity_gb"] == 13 and _reloaded(store) == _figures(replica)
     # A release gives back only what is still on top of the report.
     replica.release("v1")
@@ -105,23 +110,23 @@ def test_table_touch_and_apply_follow_the_claims_times() -> None:
 def test_new_size_is_refused_on_create_rather_than_checked_while_size_is_claimed(store: Store) -> None:
     from gantt.model import InvalidRequest
 
-    replica = VolumeReplica(store).start(follow=False)
+    replica = _volumes(store)
     replica.report(BackendReport(host="b@lvm", pools=[{**POOL, "thin_provisioning_support": False,
                                                        "thick_provisioning_support": True}]))
     # 100 GB thick: new_size - size = 1 GB would pass CapacityFilter, and 150 GB would be claimed.
     request = VolumeRequest(volume_id="v1", volume_properties=VolumeProperties(size=150), new_size=151)
     with pytest.raises(InvalidRequest) as refused:
         replica.select_destinations(request)
-    assert refused.value.field == "$.new_size" and not replica.allocations
+    assert refused.value.field == "$.new_size" and not replica.replica.allocations
 
 
 def test_every_pool_of_a_backend_is_applied_from_the_feed(store: Store) -> None:
     """A backend reports its pools in one revision: the replica that wrote it and one that follows the feed each
     hold them all (the cursor once moved on the first change and skipped the rest of its revision)."""
     pools = [{**POOL, "pool_name": name} for name in ("p1", "p2", "p3")]
-    writer = VolumeReplica(store).start(follow=False)
-    follower = VolumeReplica(store).start(follow=False)
+    writer = _volumes(store)
+    follower = _volumes(store)
     writer.report(BackendReport(host="b@lvm", pools=pools))
-    follower.sync()
-    for replica in (writer, follower, VolumeReplica(store).start(follow=False)):
+    follower.replica.sync()
+    for replica in (writer, follower, _volumes(store)):
         assert len(replica.pools()) == 3

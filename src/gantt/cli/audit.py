@@ -25,9 +25,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     a compute namespace by its resource classes, a volume one by Cinder's capacity rules (volume_replica.audit)."""
     from gantt.config import DEFAULT_NAMESPACE, load_config
     from gantt.model import StoreUnavailable
-    from gantt.replication.replica import audit
+    from gantt.replication.audit import audit
     from gantt.store.urls import open_store
-    from gantt.volume.facade import audit as audit_volume
+    from gantt.volume.replica import audit as audit_volume
 
     as_json = args.format == "json"
 

@@ -1,8 +1,10 @@
-"""The replica's Placement calls: resource providers, inventories, traits, resource classes, provider aggregates.
+"""The Placement façade: resource providers, inventories, traits, resource classes, provider aggregates, allocations.
 
-A mixin of ``gantt.replication.replica.Replica`` (the façade the Placement face talks to), kept apart so that the
-replica's own module stays about following the store. Every write is one store batch that names the provider
-generations it read (``Batch.generations``: the store refuses it with ``GenerationConflict`` when one moved)
+``Placement`` holds a ``gantt.replication.replica.Replica`` and reads its state (the host table, the providers'
+index, the catalog of classes and traits); the Placement face (``gantt.placement.api``) and library callers talk
+to it. Its writes are operations as steps (``gantt.replication.steps``): a blocking call runs them in its thread
+(``Replica.run``), the HTTP face hands them to ``Replica.perform``. Every write is one store batch that names the
+provider generations it read (``Batch.generations``: the store refuses it with ``GenerationConflict`` when one moved)
 and the node revisions it read (``Batch.expect``: a report or claim landed meanwhile); a replica that was
 merely behind catches up and builds the batch again, a client that sent a stale generation gets 409.
 """
@@ -12,17 +14,15 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid as uuidlib
-from collections.abc import Callable, Generator, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import msgspec
 
+from gantt.compute.state import HostTable
 from gantt.model import (
     Aggregate,
-    Allocation,
-    AllocationPart,
     Conflict,
-    ConsumerConflict,
     GenerationConflict,
     HostReport,
     InvalidRequest,
@@ -35,59 +35,33 @@ from gantt.model import (
 )
 from gantt.placement import candidates
 from gantt.placement.candidates import CandidateQuery, Candidates
+from gantt.placement.consumers import Consumers, used_on
 from gantt.placement.forest import Forest, build_forest
-from gantt.replication.steps import THREAD, advance
+from gantt.replication.replica import Replica
+from gantt.replication.steps import SYNC, Steps, Write, holding
 from gantt.resources import catalog, providers
 from gantt.resources.catalog import Catalog
 from gantt.resources.providers import (
-    INCOMPLETE_CONSUMER,
-    ConsumerWrite,
     DuplicateName,
     ParentInUse,
     ProviderIndex,
     ProviderInUse,
     ProviderQuery,
     ProviderView,
-    Usage,
 )
 from gantt.store.base import (
     Batch,
-    Capacity,
-    ConsumerGeneration,
-    ConsumerHeld,
     Expect,
     Generation,
     Membership,
     StoreConflict,
 )
 
-if TYPE_CHECKING:
-    from gantt.compute.state import HostTable
-    from gantt.store.base import Store
-
 T = TypeVar("T")
-# A provider write as steps, so that one code path serves a handler thread and the event loop: each ``None`` it
-# yields asks to catch up with the store (``sync``), each Batch to commit it (an error of either is thrown back in
-# where it was asked for, as the call would have raised there); its return value is the answer. It yields nothing
-# while it holds the table lock; THREAD, yielded when the lock is busy, asks to go on where waiting for it does
-# not stall anything else. ``Replica.run_steps`` carries it out in place; gantt.placement.api.wire.Call.steps on the
-# loop, with the commit handed to the store's own writer where it has one (no handler thread).
-Steps = Generator["Batch | str | None", None, T]
+# A write's steps: ``SYNC`` to catch up with the store, ``Write(batch)`` to commit and apply a batch (an error of
+# either is thrown back in where it was asked for, as the call would have raised there); nothing while they hold
+# the table lock; ``OFF_LOOP``, when the lock is busy, to go on where waiting for it stalls nothing else.
 
-
-class _Release:
-    """A lock already taken, released at the end of a ``with``."""
-
-    __slots__ = ("lock",)
-
-    def __init__(self, lock: Any) -> None:
-        self.lock = lock
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        self.lock.release()
 
 # How long a create waits (catching up) for another of its name or uuid in flight here: a commit's fsync on a
 # busy machine takes tens of milliseconds; past this the create goes on unguarded, as on a store without the check.
@@ -101,46 +75,40 @@ def placement_uuid(aggregate: Aggregate) -> str:
     return aggregate.uuid or str(aggregate.id)
 
 
-class PlacementFacade:
-    """Mixed into ``Replica``: these names are the replica's (see its module)."""
+class Placement:
+    """Placement's calls over one replica (one façade per replica: it keeps the creates in flight and the
+    providers' forest for the replica's state)."""
 
-    table: HostTable
-    node_revisions: dict[tuple[str, str], int]
-    providers: ProviderIndex
-    catalog: Catalog
-    clock: Callable[[], float]
-    store: Store
-    revision: int
-    # names and uuids of provider creates built here and not yet applied (create_provider_steps): their marks
-    _creating: dict[str, set[object]]
+    def __init__(self, replica: Replica) -> None:
+        self.replica = replica
+        # names and uuids of provider creates built here and not yet applied (create_provider_steps): their marks
+        self._creating: dict[str, set[object]] = {}
+        self._forest_cache: tuple[Any, Forest] | None = None
+        # the consumers' calls: allocations read and written, usages, the reshaper
+        self.consumers = Consumers(replica)
 
-    def sync(self) -> int: ...  # pragma: no cover - Replica's
-    def write(self, batch: Batch) -> int: ...  # pragma: no cover - Replica's
+    # What the façade reads of the replica: swapped whole by a reload, so looked up each time.
 
-    def run_steps(self, steps: Steps[T]) -> T:
-        """Carry out a write's steps here (syncs and commits in this thread) and return its answer."""
-        error: Exception | None = None
-        while True:
-            done, step = advance(steps, None, error)
-            if done:
-                return step  # type: ignore[no-any-return]
-            error = None
-            try:
-                if step is None:
-                    self.sync()
-                elif isinstance(step, Batch):
-                    self.write(step)
-            except Exception as exc:  # raised where the step was asked for
-                error = exc
+    @property
+    def table(self) -> HostTable:
+        return self.replica.table
+
+    @property
+    def providers(self) -> ProviderIndex:
+        return self.replica.providers
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.replica.catalog
 
     # ------------------------------------------------------------------------------------------ reads
 
     def provider(self, uuid: str) -> ProviderView:
-        return self.run_steps(self.provider_steps(uuid))
+        return self.replica.run(self.provider_steps(uuid))
 
     def provider_steps(self, uuid: str) -> Steps[ProviderView]:
         yield from self._known_steps(uuid)
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             return self.providers.get(uuid)
 
     def provider_as_read(self, uuid: str, generation: int) -> ProviderView:
@@ -149,7 +117,7 @@ class PlacementFacade:
         holds is the client's conflict."""
         found = self.provider(uuid)
         if found.generation != generation:
-            self.sync()
+            self.replica.sync()
             found = self.provider(uuid)
         return found
 
@@ -162,20 +130,11 @@ class PlacementFacade:
         """Catch up with the store when ``uuid`` is not here: another instance may have made it an instant ago,
         and a client that was told it exists must not hear 404 from this one."""
         if uuid not in self.providers.by_uuid:
-            self.sync()
+            self.replica.sync()
 
     def _known_steps(self, uuid: str) -> Steps[None]:
         if uuid not in self.providers.by_uuid:
-            yield None
-
-    def _lock_steps(self) -> Steps[_Release]:
-        """The table lock, taken for a ``with``: when another thread holds it (a long candidates answer, the
-        feed), the steps first ask to go on on a handler thread, so that the event loop never waits for it."""
-        lock = self.table.lock
-        if not lock.acquire(blocking=False):
-            yield THREAD
-            lock.acquire()
-        return _Release(lock)
+            yield SYNC
 
     def provider_list(self) -> list[ProviderView]:
         with self.table.lock:
@@ -201,7 +160,7 @@ class PlacementFacade:
                         and not query.matches_traits(set(found.record.stats.traits or ())):
                     continue
                 if query.resources and not query.matches_resources(
-                        providers.inventories(found.record, self.table.default_ratios), self._used(found)):
+                        providers.inventories(found.record, self.table.default_ratios), used_on(self.table, found)):
                     continue
                 out.append(found)
         # Placement's order is its ids': creation order. The index keeps it while the process runs; a replica
@@ -209,20 +168,16 @@ class PlacementFacade:
         # host that only reports through /v1 has none: 0, first, in the index's order, as sorted() is stable).
         return sorted(out, key=_created)
 
-    def _used(self, found: ProviderView) -> dict[str, int]:
-        held = [self.table.allocation(c) for c in self.table.node_allocations(found.key)]
-        return providers.used((a for a in held if a is not None), found.key)
-
     def provider_tree(self, uuid: str) -> list[ProviderView]:
         with self.table.lock:
             return self.providers.tree(uuid) if uuid in self.providers.by_uuid else []
 
     def provider_inventories(self, uuid: str) -> tuple[ProviderView, dict[str, Inventory]]:
-        return self.run_steps(self._inventories_steps(uuid))
+        return self.replica.run(self._inventories_steps(uuid))
 
     def _inventories_steps(self, uuid: str) -> Steps[tuple[ProviderView, dict[str, Inventory]]]:
         yield from self._known_steps(uuid)
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             found = self.providers.get(uuid)
             return found, providers.inventories(found.record, self.table.default_ratios)
 
@@ -230,14 +185,14 @@ class PlacementFacade:
         """What the allocations on the provider use, per class."""
         self._known(uuid)
         with self.table.lock:
-            return self._used(self.providers.get(uuid))
+            return used_on(self.table, self.providers.get(uuid))
 
     def provider_aggregates(self, uuid: str) -> tuple[ProviderView, list[str]]:
-        return self.run_steps(self._aggregates_steps(uuid))
+        return self.replica.run(self._aggregates_steps(uuid))
 
     def _aggregates_steps(self, uuid: str) -> Steps[tuple[ProviderView, list[str]]]:
         yield from self._known_steps(uuid)
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             found = self.providers.get(uuid)
             return found, self._aggregates_of(found)
 
@@ -258,7 +213,7 @@ class PlacementFacade:
         if not lock.acquire(blocking=False):
             return None
         try:
-            cached: tuple[Any, Forest] | None = getattr(self, "_forest_cache", None)
+            cached = self._forest_cache
             if cached is None or cached[0] != self._forest_key():
                 return None
             return fn()
@@ -271,7 +226,7 @@ class PlacementFacade:
     def _forest(self) -> Forest:
         """The providers' shape, rebuilt only when a provider, an aggregate or the table's rows changed."""
         key = self._forest_key()
-        cached: tuple[Any, Forest] | None = getattr(self, "_forest_cache", None)
+        cached = self._forest_cache
         if cached is not None and cached[0] == key:
             return cached[1]
         forest = build_forest(self.table, self.providers,
@@ -303,7 +258,7 @@ class PlacementFacade:
     # -------------------------------------------------------------------------------- provider writes
 
     def create_provider(self, name: str, uuid: str | None = None, parent: str | None = None) -> ProviderView:
-        return self.run_steps(self.create_provider_steps(name, uuid, parent))
+        return self.replica.run(self.create_provider_steps(name, uuid, parent))
 
     def create_provider_steps(self, name: str, uuid: str | None = None,
                               parent: str | None = None) -> Steps[ProviderView]:
@@ -313,14 +268,14 @@ class PlacementFacade:
         # then is a catch-up needed (each was a read of the store's head on a handler thread, per create); else
         # the replica catches up first. A create of the same name or uuid in flight here (built, not yet applied)
         # is waited for, by catching up, before this one is checked.
-        fresh = self.store.checks_freshness
+        fresh = self.replica.store.checks_freshness
         if not fresh:
-            yield None
+            yield SYNC
         creating = self._creating
         token = object()
         deadline: float | None = None
         while True:
-            with (yield from self._lock_steps()):
+            with (yield from holding(self.table.lock)):
                 in_flight = fresh and (name in creating or uuid in creating)
                 if not in_flight:
                     taken = [f"uuid: {uuid}"] if uuid in self.providers.by_uuid else []
@@ -333,8 +288,8 @@ class PlacementFacade:
                                              "UUID cannot be same as UUID. Please specify a different parent.",
                                              field="parent_provider_uuid")
                     above = self._parent(parent, uuid)
-                    record = providers.new_record(uuid, name, above, self.clock())
-                    as_of = self.revision if fresh else None
+                    record = providers.new_record(uuid, name, above, self.replica.clock())
+                    as_of = self.replica.revision if fresh else None
                     for key in (name, uuid):
                         creating.setdefault(key, set()).add(token)
             if in_flight:  # catch up until the other is applied (or refused), then check against it
@@ -342,15 +297,15 @@ class PlacementFacade:
                 deadline = deadline or now + _IN_FLIGHT_WAIT
                 if now >= deadline:
                     fresh = False
-                yield None
+                yield SYNC
                 continue
             try:
-                yield Batch(generations=[Generation(uuid, uuid, None)], providers=[record], fresh_as_of=as_of)
+                yield Write(Batch(generations=[Generation(uuid, uuid, None)], providers=[record], fresh_as_of=as_of))
             except GenerationConflict:
                 raise DuplicateName(f"Conflicting resource provider uuid: {uuid} already exists.") from None
             except ReplicaBehind:  # another process wrote meanwhile: catch up (once), check and build again
                 fresh = False
-                yield None
+                yield SYNC
                 continue
             finally:
                 # Not under the table's lock (the loop may not wait for it): set operations are atomic, so no
@@ -376,7 +331,7 @@ class PlacementFacade:
 
     def update_provider(self, uuid: str, name: str | None, parent: str | None, *, set_parent: bool,
                         reparent: bool) -> ProviderView:
-        return self.run_steps(self.update_provider_steps(uuid, name, parent, set_parent=set_parent,
+        return self.replica.run(self.update_provider_steps(uuid, name, parent, set_parent=set_parent,
                                                          reparent=reparent))
 
     def update_provider_steps(self, uuid: str, name: str | None, parent: str | None, *, set_parent: bool,
@@ -397,7 +352,7 @@ class PlacementFacade:
                                      f"because: {what} a provider is not currently allowed.",
                                      field="parent_provider_uuid")
             above = self._parent(new_parent, uuid)
-            record = providers.renamed(current, new_name, above, self.clock())
+            record = providers.renamed(current, new_name, above, self.replica.clock())
             return [record, *self._reroot(current, record)]
 
         yield from self._edit_steps(uuid, None, build)
@@ -418,11 +373,11 @@ class PlacementFacade:
 
     def delete_provider(self, uuid: str) -> None:
         for _ in range(_ATTEMPTS):
-            self.sync()
+            self.replica.sync()
             with self.table.lock:
                 batch = self._deletion(uuid)
             try:
-                self.write(batch)
+                self.replica.write(batch)
                 return
             except StoreConflict:
                 continue  # a report or an allocation landed there meanwhile: look again
@@ -445,7 +400,7 @@ class PlacementFacade:
                                    if host in a.hosts]
         # Its usage as this replica saw it (none): an allocation written there meanwhile moves the node's
         # revision, and the deletion fails instead of taking the allocation with it.
-        return Batch(expect=[Expect(host, node, self.node_revisions.get(found.key, 0))],
+        return Batch(expect=[Expect(host, node, self.replica.node_revisions.get(found.key, 0))],
                      delete_hosts=[found.key], memberships=leaving)
 
     # ------------------------------------------------------------------------------------ inventories
@@ -453,7 +408,7 @@ class PlacementFacade:
     def set_inventories(self, uuid: str, generation: int | None, given: dict[str, Inventory], *,
                         reserved_may_equal_total: bool, merge: bool = False, remove: Iterable[str] = (),
                         existing: bool = False) -> tuple[ProviderView, dict[str, Inventory]]:
-        return self.run_steps(self.set_inventories_steps(uuid, generation, given,
+        return self.replica.run(self.set_inventories_steps(uuid, generation, given,
                                                          reserved_may_equal_total=reserved_may_equal_total,
                                                          merge=merge, remove=remove, existing=existing))
 
@@ -463,7 +418,7 @@ class PlacementFacade:
         """Replace the provider's inventories with ``given`` (``merge``: add or change only those, and drop
         ``remove``; ``existing``: only change classes it has). Classes must exist; a class dropped while
         allocated is InventoryInUse."""
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             missing = self.catalog.missing("resource_class", given)
         if missing:
             raise InvalidRequest(f"Unknown resource class in inventory for resource provider {uuid}: No such "
@@ -481,8 +436,8 @@ class PlacementFacade:
             new = {**old, **given} if merge else dict(given)
             for rc in dropped:
                 new.pop(rc, None)
-            providers.check_not_in_use(uuid, set(old) - set(new), self._used(current))
-            return [providers.with_inventories(current, new, self.clock())]
+            providers.check_not_in_use(uuid, set(old) - set(new), used_on(self.table, current))
+            return [providers.with_inventories(current, new, self.replica.clock())]
 
         yield from self._edit_steps(uuid, generation, build)
         return (yield from self._inventories_steps(uuid))
@@ -490,20 +445,20 @@ class PlacementFacade:
     # ----------------------------------------------------------------------------------- traits, aggs
 
     def set_provider_traits(self, uuid: str, generation: int | None, names: list[str]) -> ProviderView:
-        return self.run_steps(self.set_provider_traits_steps(uuid, generation, names))
+        return self.replica.run(self.set_provider_traits_steps(uuid, generation, names))
 
     def set_provider_traits_steps(self, uuid: str, generation: int | None, names: list[str]) -> Steps[ProviderView]:
-        with (yield from self._lock_steps()):
+        with (yield from holding(self.table.lock)):
             missing = self.catalog.missing("trait", names)
         if missing:
             raise InvalidRequest(f"No such trait(s): {', '.join(missing)}.", field="traits")
         yield from self._edit_steps(uuid, generation,
-                                    lambda current: [providers.with_traits(current, names, self.clock())])
+                                    lambda current: [providers.with_traits(current, names, self.replica.clock())])
         return (yield from self.provider_steps(uuid))
 
     def set_provider_aggregates(self, uuid: str, generation: int | None, wanted: list[str], *,
                                 bump: bool) -> tuple[ProviderView, list[str]]:
-        return self.run_steps(self.set_provider_aggregates_steps(uuid, generation, wanted, bump=bump))
+        return self.replica.run(self.set_provider_aggregates_steps(uuid, generation, wanted, bump=bump))
 
     def set_provider_aggregates_steps(self, uuid: str, generation: int | None, wanted: list[str], *,
                                       bump: bool) -> Steps[tuple[ProviderView, list[str]]]:
@@ -521,7 +476,7 @@ class PlacementFacade:
             changed = [Membership(a.key, host, join=agg_uuid in target) for agg_uuid, a in by_uuid.items()
                        if (host in a.hosts) != (agg_uuid in target)]
             changed += [Membership(u, host, join=True) for u in dict.fromkeys(wanted) if u not in by_uuid]
-            record = providers.bumped(current, self.clock()) if bump else current.record
+            record = providers.bumped(current, self.replica.clock()) if bump else current.record
             return ([record] if bump else []), changed
 
         yield from self._edit_steps(uuid, generation, build)
@@ -534,7 +489,7 @@ class PlacementFacade:
         node revision. ``generation``: what the client read (None: whatever is current)."""
         yield from self._known_steps(uuid)
         for attempt in range(_ATTEMPTS):
-            with (yield from self._lock_steps()):
+            with (yield from holding(self.table.lock)):
                 current = self.providers.get(uuid)
                 if generation is not None and current.generation != generation and attempt == 0:
                     stale = True
@@ -544,13 +499,13 @@ class PlacementFacade:
                         raise GenerationConflict([current.key])
                     batch = self._batch(current, build(current))
             if stale:
-                yield None  # sync: this replica may be the one behind: read everything committed before deciding
+                yield SYNC  # sync: this replica may be the one behind: read everything committed before deciding
                 continue
             try:
-                yield batch
+                yield Write(batch)
                 return
             except StoreConflict:
-                yield None
+                yield SYNC
             except GenerationConflict:
                 if generation is not None:
                     # The store refused a generation the client named: this replica is behind the write that beat
@@ -558,236 +513,47 @@ class PlacementFacade:
                     # or consumer again after a conflict) shows that write; a store too slow to answer leaves the
                     # refusal as it is (it is the true answer).
                     with contextlib.suppress(StoreUnavailable):
-                        yield None
+                        yield SYNC
                     raise
-                yield None
+                yield SYNC
         raise Conflict(f"resource provider {uuid} kept changing; try again")
 
     def _batch(self, current: ProviderView, built: Any) -> Batch:
         records, memberships = built if isinstance(built, tuple) else (built, [])
         keys = list(dict.fromkeys([current.key, *((r.host, r.nodename) for r in records)]))
         views = {key: self.providers.by_key[key] for key in keys}
-        return Batch(expect=[Expect(h, n, self.node_revisions.get((h, n), 0)) for h, n in keys],
+        return Batch(expect=[Expect(h, n, self.replica.node_revisions.get((h, n), 0)) for h, n in keys],
                      generations=[Generation(h, n, views[(h, n)].generation) for h, n in keys],
                      providers=records, memberships=memberships)
-
-    # ------------------------------------------------------------------------------------ allocations
-
-    def consumer_allocations(self, consumer: str) -> tuple[Allocation | None, dict[str, ProviderView]]:
-        """The consumer's allocation (None: it holds none), and the providers of its parts by node."""
-        if self.table.allocation(consumer) is None:
-            self.sync()  # another instance may have written it an instant ago
-        with self.table.lock:
-            held = self.table.allocation(consumer)
-            return held, self._views_of([held] if held is not None else [])
-
-    def _views_of(self, held: list[Allocation]) -> dict[tuple[str, str], ProviderView]:
-        return {key: self.providers.by_key[key] for a in held for key in a.nodes() if key in self.providers.by_key}
-
-    def provider_allocations(self, uuid: str) -> tuple[ProviderView, list[Allocation]]:
-        """The provider, and every allocation with a part on it."""
-        self._known(uuid)
-        with self.table.lock:
-            found = self.providers.get(uuid)
-            held = [self.table.allocation(c) for c in sorted(self.table.node_allocations(found.key))]
-            return found, [a for a in held if a is not None]
-
-    def provider_usages(self, uuid: str) -> tuple[ProviderView, dict[str, int]]:
-        """Placement's usages of a provider: every class it has inventory of, with what its allocations use."""
-        self._known(uuid)
-        with self.table.lock:
-            found = self.providers.get(uuid)
-            in_use = self._used(found)
-            offered = providers.inventories(found.record, self.table.default_ratios)
-            return found, {rc: in_use.get(rc, 0) for rc in offered}
-
-    def usages(self, project_id: str, user_id: str | None, *, by_type: bool,
-               consumer_type: str | None) -> dict[str, Usage]:
-        with self.table.lock:
-            return providers.usages(list(self.table.allocations()), project_id, user_id, by_type=by_type,
-                                    consumer_type=consumer_type)
-
-    def write_allocations(self, writes: list[ConsumerWrite]) -> None:
-        self.run_steps(self.write_allocations_steps(writes))
-
-    def write_allocations_steps(self, writes: list[ConsumerWrite]) -> Steps[None]:
-        """Replace each consumer's allocations with what ``writes`` gives, all in one commit (Placement's PUT
-        /allocations/{consumer} and POST /allocations). The store checks every touched provider for room,
-        compares the consumer generations and moves the touched providers' generations on (store.planner)."""
-        yield from self._check_names_steps(writes)
-        yield from self._commit_allocations_steps(writes, "allocate")
-
-    def reshape(self, inventories: dict[str, tuple[int, dict[str, Inventory]]], writes: list[ConsumerWrite], *,
-                reserved_may_equal_total: bool) -> None:
-        """Placement's reshaper: replace the named providers' inventories (each guarded by the generation the
-        client read) and the named consumers' allocations in one commit, so that inventory can move between
-        providers (a parent's VCPU to its NUMA children) with the allocations on it. Capacity is checked against
-        the new inventories, and a class that goes away must have no allocation left on it, both by the store
-        (store.planner) after the allocations, as Placement checks them."""
-        missing = self.missing_records("resource_class", {rc for _, given in inventories.values() for rc in given})
-        if missing:
-            raise NotFound(f"No such resource class {', '.join(missing)}.", field="inventories")
-        for _, given in inventories.values():
-            for rc, inv in given.items():
-                providers.check_inventory(rc, inv, reserved_may_equal_total=reserved_may_equal_total)
-        self.run_steps(self._check_names_steps(writes))
-
-        def add_inventories(batch: Batch) -> None:
-            for uuid, (generation, given) in inventories.items():
-                current = self.providers.get(uuid)
-                if current.generation != generation:
-                    raise GenerationConflict([current.key])
-                old = providers.inventories(current.record, self.table.default_ratios)
-                batch.vacated += [(*current.key, rc) for rc in sorted(set(old) - set(given))]
-                # Placement sets an interim inventory (when any is given) and then the final one: two
-                # generations, one more when allocations touch the provider too (as here, bump_providers)
-                batch.providers.append(providers.with_inventories(current, given, self.clock(),
-                                                                  steps=2 if given else 1))
-                batch.generations.append(Generation(*current.key, current.generation))
-                batch.expect.append(Expect(*current.key, self.node_revisions.get(current.key, 0)))
-
-        self.run_steps(self._commit_allocations_steps(writes, "reshape", add_inventories))
-
-    def _commit_allocations_steps(self, writes: list[ConsumerWrite], verb: str,
-                                  extend: Callable[[Batch], None] | None = None) -> Steps[None]:
-        """The allocation batch (``extend``-ed, under the table lock) written; a replica that was behind the store
-        catches up and builds it again. A generation the client named and the store no longer holds is the
-        client's conflict: a consumer's always, a provider's only when ``extend`` named one."""
-        for attempt in range(_ATTEMPTS):
-            if attempt:
-                yield None
-            try:
-                with (yield from self._lock_steps()):
-                    batch = self._allocation_batch(writes)
-                    if extend is not None:
-                        extend(batch)
-            except GenerationConflict:
-                if attempt:
-                    raise
-                continue  # the client may have read a generation this replica has not seen yet: catch up first
-            try:
-                yield batch
-                return
-            except ConsumerConflict as exc:
-                if any(w.check_generation for w in writes if w.consumer == exc.consumer):
-                    with contextlib.suppress(StoreUnavailable):  # caught up before refusing (_edit_steps)
-                        yield None
-                    raise
-            except GenerationConflict:
-                if extend is not None:
-                    with contextlib.suppress(StoreUnavailable):
-                        yield None
-                    raise
-            except (StoreConflict, ConsumerHeld, NotFound):
-                pass  # this replica was behind the store: catch up and build the batch again
-        if verb == "allocate":
-            raise Conflict("Inventory and/or allocations changed while attempting to allocate: allocations kept "
-                           "changing; try again")
-        raise Conflict("Inventory and/or allocations changed while attempting to reshape; try again")
-
-    def delete_allocations(self, consumer: str) -> None:
-        self.run_steps(self.delete_allocations_steps(consumer))
-
-    def delete_allocations_steps(self, consumer: str) -> Steps[None]:
-        """Drop every allocation of the consumer (NotFound when it holds none)."""
-        if self.table.allocation(consumer) is None:
-            yield None  # another instance may have written it an instant ago
-        if self.table.allocation(consumer) is None:
-            raise NotFound(f"No allocations for consumer '{consumer}'", field="consumer_uuid")
-        try:
-            yield Batch(releases=[consumer])
-        except NotFound:
-            raise NotFound(f"No allocations for consumer '{consumer}'", field="consumer_uuid") from None
-
-    def _check_names_steps(self, writes: list[ConsumerWrite]) -> Steps[None]:
-        """Every provider and class the writes name exists. One created by another instance an instant ago
-        exists too: a name not found here is looked for again after a catch-up (a name found here needs none:
-        one deleted elsewhere meanwhile is the store's NotFound, and the batch is built again after a catch-up)."""
-        for attempt in range(2):
-            if attempt:
-                yield None
-            with (yield from self._lock_steps()):
-                error = self._missing_names(writes)
-            if error is None:
-                return
-        raise error
-
-    def _missing_names(self, writes: list[ConsumerWrite]) -> InvalidRequest | None:
-        for write in writes:
-            for uuid in write.allocations:
-                if uuid not in self.providers.by_uuid:
-                    return InvalidRequest(f"Allocation for resource provider '{uuid}' that does not exist.",
-                                          field="allocations")
-        missing = self.catalog.missing("resource_class", {rc for w in writes for r in w.allocations.values()
-                                                          for rc in r})
-        if missing:
-            return InvalidRequest(f"No such resource class {', '.join(sorted(missing))}.", field="allocations")
-        return None
-
-    def _allocation_batch(self, writes: list[ConsumerWrite]) -> Batch:
-        batch = Batch(capacity=Capacity(default_ratios=dict(self.table.default_ratios)))
-        now = self.clock()
-        for write in writes:
-            held = self.table.allocation(write.consumer)
-            current = None if held is None else held.consumer_generation or 0
-            expected = write.generation if write.check_generation else current
-            batch.consumers.append(ConsumerGeneration(write.consumer, expected))
-            if not write.allocations:
-                if held is not None:
-                    batch.releases.append(write.consumer)
-                    batch.bump_providers += held.nodes()
-                continue
-            parts = []
-            for uuid, resources in write.allocations.items():
-                found = self.providers.by_uuid.get(uuid)
-                if found is None:  # deleted since _check_names_steps
-                    raise InvalidRequest(f"Allocation for resource provider '{uuid}' that does not exist.",
-                                         field="allocations")
-                parts.append((found, dict(resources)))
-            # The first part is where the consumer runs: a root provider (a compute node) when there is one.
-            parts.sort(key=lambda part: part[0].parent_provider_uuid is not None)
-            (first, resources), rest = parts[0], parts[1:]
-            allocation = Allocation(
-                consumer_uuid=write.consumer, host=first.key[0], nodename=first.key[1], resources=resources,
-                extra=[AllocationPart(host=p.key[0], nodename=p.key[1], resources=r) for p, r in rest],
-                project_id=write.project_id or INCOMPLETE_CONSUMER, user_id=write.user_id or INCOMPLETE_CONSUMER,
-                created_at=now,
-                consumer_generation=(expected or 0) + 1,
-                consumer_type=write.consumer_type or (held.consumer_type if held is not None else None))
-            if held is not None:
-                batch.replaces.append(write.consumer)
-            batch.allocations.append(allocation)
-            batch.bump_providers += allocation.nodes()
-        batch.bump_providers = list(dict.fromkeys(batch.bump_providers))
-        return batch
 
     # ---------------------------------------------------------------------------------------- records
 
     def put_record(self, kind: RecordKind, name: str) -> bool:
         """Create a custom resource class or trait; False when it exists already (nothing written)."""
         catalog.check_custom(kind, name)
-        self.sync()  # another instance may have made it an instant ago: then the answer is "it exists"
+        self.replica.sync()  # another instance may have made it an instant ago: then the answer is "it exists"
         if self.has_record(kind, name):
             return False
-        self.write(Batch(records=[Record(kind=kind, name=name, created_at=time.time())]))
+        self.replica.write(Batch(records=[Record(kind=kind, name=name, created_at=time.time())]))
         return True
 
     def delete_record(self, kind: RecordKind, name: str) -> None:
-        self.sync()
+        self.replica.sync()
         with self.table.lock:
             users = sum(1 for p in self.providers.by_uuid.values() if _uses(p, kind, name, self.table))
             catalog.check_deletable(kind, name, self.catalog, users)
-        self.write(Batch(delete_records=[(kind, name)]))
+        self.replica.write(Batch(delete_records=[(kind, name)]))
 
     def rename_record(self, kind: RecordKind, old: str, new: str) -> None:
         """Placement before 1.7: PUT /resource_classes/{name} renames a custom class nothing uses."""
-        self.sync()
+        self.replica.sync()
         with self.table.lock:
             users = sum(1 for p in self.providers.by_uuid.values() if _uses(p, kind, old, self.table))
             catalog.check_deletable(kind, old, self.catalog, users, verb="update")
             if self.catalog.has(kind, new):
                 raise Conflict(f"Resource class already exists: {new}")
-        self.write(Batch(delete_records=[(kind, old)], records=[Record(kind=kind, name=new, created_at=time.time())]))
+        self.replica.write(Batch(delete_records=[(kind, old)],
+                                 records=[Record(kind=kind, name=new, created_at=time.time())]))
 
 
 def _uses(found: ProviderView, kind: RecordKind, name: str, table: HostTable) -> bool:

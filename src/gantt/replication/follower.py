@@ -5,6 +5,10 @@ A replica (compute's ``Replica``, a volume namespace's ``VolumeReplica``) builds
 the same for both: the follower thread and its back-off when the store is out, re-snapshotting when the feed was
 compacted past our revision, ``sync`` up to the store's head, and the figures ``/health`` reads (lag, the store's
 URL and last write error). ``revision`` is the feed's cursor: only ``apply`` (or a load) moves it.
+
+A base class, not a mixin nor a held object: a replica *is* a follower of its partition (its ``sync``, ``lag`` and
+``close`` are the replica's own, read by the service and the tests), and the contract is two abstract methods
+(``load``, ``apply``) and two hooks, which the follower thread calls back; nothing else is borrowed either way.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Self
 
@@ -22,7 +27,7 @@ from gantt.store.urls import redact_url
 log = logging.getLogger(__name__)
 
 
-class Follower:
+class Follower(ABC):
     FEED_THREAD = "gantt-feed"  # the follower thread's name, as py-spy and faulthandler show it
 
     def __init__(self, store: Store, clock: Callable[[], float]) -> None:
@@ -39,20 +44,23 @@ class Follower:
 
     # What each replica defines: its state from a snapshot, and the feed's changes applied to it.
 
+    @abstractmethod
     def load(self) -> None:
-        raise NotImplementedError
+        """(Re)build the state from ``store.snapshot()`` and set ``revision`` to the snapshot's."""
 
+    @abstractmethod
     def apply(self, changes: list[Change], *, since: int | None = None) -> None:
         """``since``: the cursor the feed was read from. A reload that moved the cursor back meanwhile (its snapshot
         is older than what had been applied to the table it replaced) leaves a gap before these changes: they are
         dropped, and the next read starts at the cursor."""
-        raise NotImplementedError
 
     def _before_read(self) -> None:
-        """Each round of the follower thread, before it reads the feed (a replica's own upkeep)."""
+        """Each round of the follower thread, before it reads the feed (a replica's own upkeep; none here)."""
+        return None
 
     def _after_read(self) -> None:
-        """Each round of the follower thread, after it applied what the feed had."""
+        """Each round of the follower thread, after it applied what the feed had (none here)."""
+        return None
 
     # ------------------------------------------------------------------------------------------ lifecycle
 

@@ -9,28 +9,21 @@
 - A node's usage revision (what a claim expects) means "every usage change on this node up to here is in the
   table". The feed keeps that true by applying in order; our own *claims* may move it too (the store checked
   nothing changed in between); our unconditional writes (reports, releases) leave it to the feed.
-- A claim whose commit failed without an answer (``StoreUnavailable``: a timeout may still have been applied)
-  leaves its nodes unusable until the follower has re-snapshotted, so a lost answer cannot hide a booking.
-- Claims: the engine claims on the local table (the in-process compare-and-set), then calls ``commit_claims``.
-  Under the table lock that re-validates each node (nothing over capacity with every local hold counted) and
-  records the node's usage revision *as that state saw it*; the store commits the allocations only if those
-  revisions still hold. A loser catches up from the feed and the engine decides again.
+- Claims: the engine claims on the local table, then commits through ``gantt.replication.claims``.
+- An operation (a placement, a write, a Placement façade's write) is written once as steps
+  (``gantt.replication.steps``) and run by ``run`` (in the caller's thread) or ``perform`` (from an event loop:
+  the replica chooses the loop, a decider's loop or a handler thread), never driven by its caller.
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import gc
 import logging
 import queue
-import threading
 import time
-from collections.abc import Callable, Generator
-from concurrent.futures import Future
+from collections.abc import Callable
 from typing import Any, TypeVar
-
-import numpy as np
 
 from gantt.base import clocks
 from gantt.base.allocator import freeze_long_lived
@@ -39,7 +32,6 @@ from gantt.compute.scheduler import Scheduler
 from gantt.compute.state import HostTable
 from gantt.config import Config
 from gantt.model import (
-    GROUP_HOST,
     Aggregate,
     Allocation,
     Conflict,
@@ -52,45 +44,36 @@ from gantt.model import (
     NoValidHost,
     RequestSpec,
     Selection,
-    StoreUnavailable,
     Utilization,
-    aggregate_node,
     check_reserved,
     decode,
-    group_node,
     merge_reports,
     repeats,
 )
 from gantt.model.activity import Activity, Overview
-from gantt.placement.facade import PlacementFacade
+from gantt.replication.audit import load_snapshot
+from gantt.replication.changes import apply_locked
+from gantt.replication.claims import Claims
+from gantt.replication.driver import Runtime, drive_here, drive_on_loop
 from gantt.replication.follower import Follower
-from gantt.replication.steps import CONTENDED, THREAD, advance
-from gantt.resources import providers
+from gantt.replication.liveness import Liveness
+from gantt.replication.steps import CONTENDED, OFF_LOOP, Steps, writing
 from gantt.resources.catalog import Catalog
 from gantt.resources.providers import ProviderIndex
 from gantt.store.base import (
     Batch,
     Change,
     CommitResult,
-    ConsumerHeld,
     Expect,
     RepeatOf,
-    Snapshot,
     Store,
     StoreConflict,
-    lifted,
 )
 from gantt.store.urls import open_store
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-# A claim (``Replica.commit_claims_steps``) or a placement (``Replica.select_steps``) as steps, so that the event
-# loop can drive it where the store has a writer of its own: each Batch it yields asks to commit it, and the
-# driver sends back the CommitResult (or throws the commit's error in where it was asked for); THREAD asks to go
-# on where blocking is fine (a wait for another claim on the same node, a catch-up that may wait for the feed):
-# a driver on the event loop hands the rest to a handler thread (``run_claims``), where THREAD asks nothing.
-ClaimSteps = Generator["Batch | str", Any, T]
 
 # From this many rows a (re)load freezes the heap out of the cyclic collector's way (see ``Replica.load``).
 GC_FREEZE_ROWS = 10_000
@@ -102,8 +85,9 @@ GC_FREEZE_ROWS = 10_000
 # report. Claims left unlisted past claim_timeout expire on the written reports, so up to as much later.
 TOUCH_FRACTION = 1 / 6
 # A report that repeats its node's record (``Replica.heartbeat``) is acknowledged at once and written with the
-# others of up to this many seconds in one batch (``Replica.flush_liveness``): every replica learns the node's
-# new report time this much later at most (plus the feed's delay), a small fraction of service_down_time.
+# others of up to this many seconds in one batch (the service's timer calls ``Replica.flush_liveness``): every
+# replica learns the node's new report time this much later at most (plus the feed's delay), a small fraction of
+# service_down_time.
 LIVENESS_DELAY = 0.25
 # How many reloads (a table swapped in from a snapshot) one request rides out, deciding again on each new table,
 # before the last one's TableReplaced goes through to the caller. Reloads are rare (a compaction past a lagging
@@ -112,7 +96,7 @@ LIVENESS_DELAY = 0.25
 DECISION_RELOADS = 10
 
 
-class Replica(Follower, PlacementFacade):
+class Replica(Follower):
     FEED_THREAD = "gantt-replica-feed"
 
     def __init__(self, store: Store, config: Config | None = None, *,
@@ -130,19 +114,15 @@ class Replica(Follower, PlacementFacade):
         self._frozen_rows = 0  # the table's size when the heap was last frozen (``_freeze_if_grown``)
         self.stale_reports = 0  # reports this replica took that the store wrote nothing for (node deleted since)
         self.touches = 0  # reports that changed nothing but their time: written as touches, or not at all (quiet)
-        # Reports that repeat their node's record, acknowledged and not yet written (``heartbeat``): node -> report.
-        self._liveness: dict[NodeKey, tuple[HostReport, RepeatOf]] = {}
-        self._liveness_lock = threading.Lock()  # taking the pending reports to write
-        self._liveness_writing = threading.Lock()  # one batch of them written at a time, in order
+        # Reports that repeat their node's record, acknowledged and not yet written (``heartbeat``).
+        self._liveness = Liveness(self.store, self.write, lambda: self._touch_interval)
         self.revalidations = 0  # store conflicts resolved by re-checking the same nodes (no new decision)
         # What each host runs per the last instance-info write (the store keeps only the latest list per host),
         # so that Nova's additive update_instance_info / delete_instance_info can be written as a full list.
         self.instance_info: dict[str, list[str]] = {}
-        self._claiming: dict[NodeKey, threading.Lock] = {}  # node -> the claim commit in flight on it (held)
-        self._claiming_lock = threading.Lock()
+        self._claims = Claims(self)
         # Placement's view of the same records: providers by uuid and name, and the custom classes and traits.
         self.providers = ProviderIndex()
-        self._creating: dict[str, set[object]] = {}  # names and uuids of creates in flight (their marks)
         self.catalog = Catalog()
         self.scheduler = self._new_scheduler(self._new_table())
         # This process's last decisions and refusals (GET /v1/overview); kept across reloads, as stats are.
@@ -160,7 +140,7 @@ class Replica(Follower, PlacementFacade):
         describe, and its commit hook knows the table its claims were made on (``TableReplaced`` after a
         reload)."""
         return Scheduler(self.config, table=table, commit=functools.partial(self.commit_claims, table),
-                         commit_steps=functools.partial(self.commit_claims_steps, table),
+                         commit_steps=functools.partial(self._claims.commit_steps, table),
                          stats=replaces.engine.stats if replaces is not None else None)
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -184,7 +164,7 @@ class Replica(Follower, PlacementFacade):
         snap = self.store.snapshot()
         table = self._new_table()
         applied: dict[tuple[Any, ...], int] = {}
-        _load_snapshot(table, snap)
+        load_snapshot(table, snap)
         index = ProviderIndex()
         for record in snap.hosts:
             index.put(record)
@@ -241,277 +221,63 @@ class Replica(Follower, PlacementFacade):
                 # changes would be lost with it while the cursor moved past them.
                 if table is self.table:
                     if since is None or since <= self.revision:
-                        self._apply_locked(table, changes, own)
+                        apply_locked(self, table, changes, own)
                     break
         if len(table) >= 2 * self._frozen_rows:
             self._freeze_if_grown()
 
-    def _apply_locked(self, table: HostTable, changes: list[Change], own: str | None) -> None:
-        # Changes at or below the cursor are in the table already: a reload between the feed's read and this apply
-        # took a snapshot that holds them, and applied again they would undo what came after it (an allocation
-        # released since held again, or one booked since gone: room that is not there).
-        loaded = self.revision
-        # The cursor moves past a revision once all of its changes are applied: ``sync`` reads it without the
-        # lock, and moved at a revision's first change it returned while the feed thread was still adding that
-        # revision's rows (a batch of 1,000 reports: a caller's decision then saw the table grow).
-        applying = 0
-        # Touches (a flush of repeated reports is hundreds in one revision) are applied together: before any
-        # other change, and before the cursor moves past their revision.
-        touches: list[Change] = []
-        for change in changes:
-            if change.revision <= loaded:
-                continue
-            if own is None and applying < change.revision:
-                if touches:
-                    self._touch(table, touches)
-                    touches = []
-                if applying > self.revision:
-                    self.revision = applying
-                applying = change.revision
-            if change.kind == "touch":
-                touches.append(change)
-                continue
-            if touches:
-                self._touch(table, touches)
-                touches = []
-            self._apply_one(table, change, bump=own != "write", fed=own is None)
-        if touches:
-            self._touch(table, touches)
-        if own is None and applying > self.revision:
-            self.revision = applying
-
-    def _apply_one(self, table: HostTable, change: Change, *, bump: bool = True, fed: bool = False) -> None:
-        """``fed``: the change comes from the feed (``apply`` moves the cursor past its revision)."""
-        # Read before the change (a release takes the allocation that names its group out of the table), moved
-        # after it: ``heartbeat`` reads a node's usage revision before its record, and so never pairs a revision
-        # with the record as it was before that revision.
-        nodes = _usage_nodes(change, table) if bump else []
-        self._apply_effect(table, change, fed)
-        for node in nodes:
-            self._bump(node[0], node[1], change.revision)
-
-    def _apply_effect(self, table: HostTable, change: Change, fed: bool = False) -> None:
-        rev = change.revision
-        kind = change.kind
-        if kind == "usage":
-            return  # a bump and nothing else
-        if kind == "touch":
-            self._touch(table, [change])
-            return
-        key = _entity(change)
-        applied = self._applied
-        if applied.get(key, 0) >= rev:
-            return
-        applied[key] = rev
-        try:
-            # the changes of every placement and release first: they are most of what a busy feed carries
-            if kind == "allocation" and change.allocation is not None:
-                table.put_allocation(change.allocation)
-            elif kind == "allocation_deleted" and change.allocation is not None:
-                table.release(change.allocation.consumer_uuid)
-            elif kind == "host" and change.host is not None:
-                table.update(change.host, whole=True, observed=True)
-                self.providers.put(change.host)
-            elif kind == "host_deleted" and change.node is not None:
-                self.providers.remove(change.node)
-                table.remove(change.node[0], change.node[1])
-            elif kind == "record" and change.record is not None:
-                self.catalog.put(change.record)
-            elif kind == "record_deleted" and change.record is not None:
-                self.catalog.remove(change.record.key)
-            elif kind == "aggregate" and change.aggregate is not None:
-                table.update_aggregate(change.aggregate)
-            elif kind == "aggregate_deleted" and change.aggregate_id is not None:
-                table.delete_aggregate(change.aggregate_id)
-            elif kind == "instances" and change.instances is not None:
-                self.instance_info[change.instances.host] = list(change.instances.instances)
-                table.set_instances(change.instances.host, change.instances.instances, replace=True)
-        except NotFound:
-            pass  # already gone locally (our own rollback, or a host we never saw): the store is the truth
-        if fed and kind == "allocation_deleted":
-            # Forgotten, or every consumer ever placed would stay here (a thousand a second, for as long as the
-            # process lives): once this revision is applied the cursor is past it, and a change at or below the
-            # cursor is never applied again (``_apply_locked``), so the entry would only repeat what the cursor
-            # says. Not for our own writes: those are applied ahead of the cursor.
-            del applied[key]
-
-    def _touch(self, table: HostTable, changes: list[Change]) -> None:
-        """Apply touch changes, in order."""
-        applied = self._applied
-        touches: list[tuple[NodeKey, float]] = []
-        for change in changes:
-            assert change.node is not None and change.at is not None
-            key = ("node", *change.node)
-            if applied.get(key, 0) >= change.revision:
-                continue  # a later record of the node is applied already (our own write, ahead of the feed)
-            applied[key] = change.revision
-            touches.append((change.node, change.at))
-        table.touch_many(touches, observed=True)
-        providers = self.providers
-        for node, at in touches:
-            view = providers.by_key.get(node)
-            if view is not None:  # Placement's updated_at follows the report time as it would on a rewrite
-                providers.put(lifted(view.record, at))
-
-    def _bump(self, host: str, node: str, revision: int) -> None:
-        key = (host, node)
-        if self.node_revisions.get(key, 0) < revision:
-            self.node_revisions[key] = revision
-
-    # -------------------------------------------------------------------------------------------- claims
+    # ----------------------------------------------------------------------------------------- operations
 
     def commit_claims(self, table: HostTable, allocations: list[Allocation], attempts: Attempts) -> None:
-        """The engine's commit hook: one conditional batch for every instance of a request (all or nothing).
+        """The engine's commit hook, in the caller's thread (``Claims.commit_steps`` run here)."""
+        self.run(self._claims.commit_steps(table, allocations, attempts))
 
-        ``table`` is the one the engine claimed on (bound when the scheduler is built); ``attempts`` the
-        request's conflict budget, which re-validations here spend too.
+    def run(self, steps: Steps[T]) -> T:
+        """Run an operation (``gantt.replication.steps``) here: every commit, write and sync made in this thread."""
+        return drive_here(self, steps)
+
+    async def perform(self, steps: Steps[T], runtime: Runtime, *, decision: bool = False) -> T:
+        """Run an operation from the running event loop, where it costs least, and answer there:
+
+        - a store that commits in its caller (etcd: a round trip): the whole of it on a handler thread;
+        - a store with a writer of its own (SQLite): on this loop, each commit handed to the writer while the loop
+          waits on its future (a hop to a handler thread and back was two of a write's four thread wake-ups), the
+          rest on a handler thread from the first step that may block;
+        - ``decision``: a placement's, which over a table of more than ``runtime.loop_decision_rows`` rows goes to
+          a decider's loop (a decision there takes 1-4 ms, which would hold every connection of this loop), or
+          to a handler thread where the runtime has no deciders.
         """
-        self.run_claims(self.commit_claims_steps(table, allocations, attempts))
+        if not self.store.queued_commits:
+            return await runtime.run(self.run, steps)
+        if decision and len(self.table) > runtime.loop_decision_rows:
+            if not runtime.deciders:
+                return await runtime.run(self.run, steps)
+            return await runtime.on_decider(drive_on_loop(self, steps, runtime.run, waits_for_lock=True))
+        return await drive_on_loop(self, steps, runtime.run)
 
-    def run_claims(self, steps: ClaimSteps[T]) -> T:
-        """Carry out claim steps (``commit_claims_steps``, ``select_steps``) in this thread: each Batch is
-        committed here and its result (or error) goes back where it was asked for; ``THREAD`` needs nothing."""
-        value: Any = None
-        error: Exception | None = None
-        while True:
-            done, step = advance(steps, value, error)
-            if done:
-                return step  # type: ignore[no-any-return]
-            value = error = None
-            if isinstance(step, Batch):
-                try:
-                    value = self.store.commit(step)
-                except Exception as exc:  # raised where the commit was asked for, as a call would
-                    error = exc
+    async def caught_up(self, runtime: Runtime, head: int | None = None) -> int:
+        """``sync`` (or ``catch_up_to(head)``, ``behind``'s answer) from the running loop: in place where the store
+        has its own writer and local feed (SQLite: one read of the head, then the feed from the file) and no other
+        thread holds the table's lock; else on a handler thread (etcd's round trip, or the feed applying a batch
+        under the lock). Returns the revision reached."""
+        if self.store.queued_commits and self._uncontended():
+            return self._reach(head)
+        return await runtime.run(self._reach, head)
 
-    def commit_claims_steps(self, table: HostTable, allocations: list[Allocation], attempts: Attempts,
-                            ) -> ClaimSteps[None]:
-        """``commit_claims`` as steps (see ``ClaimSteps``), so that the event loop may drive a placement whose
-        commit the store's own writer makes (SQLite): no handler thread, no hand-off of the GIL among deciders."""
-        keys = list(dict.fromkeys((a.host, a.nodename) for a in allocations))
-        # Held from here until this claim is committed and applied (a lock, not an Event: a placement builds one
-        # and rarely anyone waits on it; an Event and its Condition cost ~3 % of a placement on the loop).
-        mine = threading.Lock()
-        mine.acquire()
-        # One claim commit at a time per node within this replica: a second claim on a node whose first commit is
-        # still in flight would expect the node's old usage revision and lose to our own first claim. Waiting
-        # until the first has committed and been applied lets the second expect the revision it produced.
-        while True:
-            with self._claiming_lock:
-                busy = [self._claiming[key] for key in keys if key in self._claiming]
-                if not busy:
-                    for key in keys:
-                        self._claiming[key] = mine
-                    break
-            yield THREAD  # the wait below blocks: never on the event loop
-            for held in busy:
-                held.acquire()  # released when that claim is done
-                held.release()
-        try:
-            yield from self._commit_claims_steps(table, allocations, attempts)
-        finally:
-            with self._claiming_lock:
-                for key in keys:
-                    if self._claiming.get(key) is mine:
-                        del self._claiming[key]
-            mine.release()
+    def _reach(self, head: int | None) -> int:
+        if head is None:
+            return self.sync()
+        self.catch_up_to(head)
+        return self.revision
 
-    def _commit_claims_steps(self, table: HostTable, allocations: list[Allocation], attempts: Attempts,
-                             ) -> ClaimSteps[None]:
-        """Commit the request's allocations; on a conflict, re-validate the same nodes before giving up.
-
-        A conflict only says a node's usage moved (another instance claimed or released there), not that our
-        claim no longer fits. So: catch up from the feed, check the nodes again with every allocation now known
-        counted, and re-commit expecting the revisions that state carries. Only a node that really filled up
-        sends the engine back to decide again, which keeps re-decisions rare under contention.
-        """
-        while True:
-            if not self.uncontended():
-                yield CONTENDED
-            expects = self._expects(table, allocations)
-            try:
-                result = yield Batch(expect=list(expects.values()), allocations=allocations,
-                                     replaces=[a.consumer_uuid for a in allocations if a.migration_uuid])
-            except ConsumerHeld as exc:
-                # Another instance booked these consumers first: their booking is the answer, never ours. Catch
-                # up until this replica holds it, so the engine's next round finds and returns it.
-                self.revalidations += 1
-                yield THREAD  # catching up may wait for the feed
-                self._catch_up_to(exc.revision)
-                if table is not self.table:
-                    # A reload meanwhile: the booking is in the new table, not in ours, which still holds our own
-                    # local claims of these consumers (the engine would answer with them): decide on the new one.
-                    raise TableReplaced("the replica re-read its store while this request was committed") from None
-                raise ClaimConflict(str(exc), held=exc.consumers) from None
-            except StoreConflict as exc:
-                yield THREAD  # rare (another instance claimed on these nodes): the catch-up below may wait
-                if any(key[0] == GROUP_HOST for key in exc.keys):
-                    # Another member of a server group was placed or released meanwhile: the policy must be
-                    # decided again on the state that includes it (capacity alone cannot be re-validated).
-                    try:
-                        self.catch_up()
-                    except GanttError as feed_exc:
-                        log.warning("catch-up after conflict failed: %s", feed_exc)
-                    raise ClaimConflict(str(exc), exc.keys) from None
-                self.revalidations += 1
-                try:
-                    self.catch_up()
-                except GanttError as feed_exc:
-                    log.warning("catch-up after conflict failed: %s", feed_exc)
-                if not attempts.spend():
-                    raise ClaimConflict(str(exc), exc.keys) from None
-                continue  # _expects raises ClaimConflict if a node no longer has room
-            except BaseException as exc:
-                if not isinstance(exc, GanttError) or isinstance(exc, StoreUnavailable):
-                    # Unknown outcome (the store did not answer, or whoever drove these steps dropped them while
-                    # the commit was under way): the engine rolls our local claims back, yet the store may hold
-                    # them.
-                    with self.table.lock:
-                        self._dirty.update(expects)
-                raise
-            if not self.uncontended():
-                # Committed; the feed holds the table lock (a batch of other instances' changes): our result is
-                # applied on a thread, as the decision would have been, rather than stall the loop behind it.
-                yield CONTENDED
-            self.apply(result.changes, own="claim")
-            return
-
-    @property
-    def node_count(self) -> int:
-        """How many nodes the replica holds (the service decides small clouds on its event loop)."""
-        return len(self.table)
-
-    def uncontended(self) -> bool:
-        """Whether no other thread holds the table lock now (the feed applying a batch, a long read): steps on
-        the event loop go on on a thread rather than stall every connection behind it. A glance, not a hold: the
-        lock may still be taken a moment later, and is then waited for briefly."""
+    def _uncontended(self) -> bool:
+        """Whether no other thread holds the table lock now (the feed applying a batch, a long read): steps on the
+        loop go on on a thread rather than stall every connection. A glance: the lock may be taken a moment later."""
         lock = self.table.lock
         if not lock.acquire(blocking=False):
             return False
         lock.release()
         return True
-
-    def _expects(self, table: HostTable, allocations: list[Allocation]) -> dict[NodeKey, Expect]:
-        """Under the table lock: every node still has room (our local holds counted), and the usage revision that
-        state reflects, which the store must still hold for the commit to land."""
-        expects: dict[NodeKey, Expect] = {}
-        with table.lock:
-            if table is not self.table:  # a reload swapped tables (under this lock) since the engine claimed
-                raise TableReplaced("the replica re-read its store while this request was decided")
-            for allocation in allocations:
-                key = (allocation.host, allocation.nodename)
-                if table.allocation(allocation.consumer_uuid) is not allocation:
-                    # the feed brought another booking (or the release) of this consumer: decide again from it
-                    raise ClaimConflict(f"{allocation.consumer_uuid} changed meanwhile", [key])
-                if not table.within_capacity(key):
-                    raise ClaimConflict(f"{key[0]}/{key[1]} no longer has room", [key])
-                if key in self._dirty:  # 503 until the follower has re-read the store
-                    raise StoreUnavailable(f"{key[0]}/{key[1]}: an earlier commit went unanswered; resynchronizing")
-                expects[key] = Expect(key[0], key[1], self.node_revisions.get(key, 0))
-                if allocation.group:
-                    group = group_node(allocation.group)
-                    expects[group] = Expect(group[0], group[1], self.node_revisions.get(group, 0))
-        return expects
 
     # --------------------------------------------------------------------------------------------- writes
 
@@ -520,28 +286,9 @@ class Replica(Follower, PlacementFacade):
         return self._write(batch).revision
 
     def _write(self, batch: Batch) -> CommitResult:
-        return self.written(batch, self.store.commit(batch))
+        return self._written(batch, self.store.commit(batch))
 
-    def write_soon(self, batch: Batch) -> Future[CommitResult] | None:
-        """Hand ``batch`` to the store's own writer and return its commit as a future, or None if this store
-        commits in the caller (then use ``write``). Whoever waits for the future passes the result to
-        ``written`` before answering, as ``write`` does."""
-        return self.store.commit_soon(batch) if self.store.queued_commits else None
-
-    def write_on_loop(self, batch: Batch) -> asyncio.Future[CommitResult] | None:
-        """``write_soon`` for a caller on the running event loop: a future of that loop (None: ``write`` instead).
-        Whoever awaits it passes the result to ``written``."""
-        if not self.store.queued_commits:
-            return None
-        return self.store.commit_on_loop(batch, asyncio.get_running_loop())
-
-    @property
-    def reads_in_place(self) -> bool:
-        """The store has a writer thread of its own and a local feed (SQLite): a sync costs no round trip, so
-        the event loop may run it without a hop to a handler thread."""
-        return self.store.queued_commits
-
-    def written(self, batch: Batch, result: CommitResult) -> CommitResult:
+    def _written(self, batch: Batch, result: CommitResult) -> CommitResult:
         """The second half of a write: apply the committed changes here (read your own writes)."""
         if batch.reports:  # what the store wrote nothing for: reports of nodes deleted meanwhile (existing_only)
             touches = sum(1 for c in result.changes if c.kind == "touch") + result.quiet
@@ -564,6 +311,9 @@ class Replica(Follower, PlacementFacade):
             self.apply(result.changes, own="write")
         return result
 
+    def writing(self, batch: Batch) -> Steps[int]:
+        return writing(batch)  # ``write`` as an operation, for ``perform``
+
     def report(self, report: HostReport | dict[str, Any]) -> int:
         return self.write(self.report_batch(report))
 
@@ -576,64 +326,39 @@ class Replica(Follower, PlacementFacade):
 
     def heartbeat(self, report: HostReport) -> bool:
         """Take ``report`` (as ``report_batch`` stamped it) to be written later with others if it repeats the record
-        this replica holds for its node (``model.repeats``: nothing but the time moved, as for most reports of a
-        real cloud); False, taking nothing, for any other report, which the caller writes now.
-
-        A taken report is in no store yet: ``flush_liveness`` writes the pending ones as one batch of touches
-        (``planner._plan_repeat``): each counts for its node's liveness; its figures, those of the record this
-        replica held, never replace a record the store has written since (through another worker or server,
-        before this report or after it: its answer went out first, so only the record the store holds is sure
-        to be no older). Until then every replica, this one too, shows the node as of its previous report:
-        later by at most LIVENESS_DELAY plus the feed's delay. ``stop`` writes what is
-        pending; a process killed outright loses up to LIVENESS_DELAY of them (their nodes look as old as their
-        previous report until their next one)."""
+        this replica holds for its node (``model.repeats``: nothing but the time moved); False, taking nothing, for
+        any other report, which the caller writes now. See ``gantt.replication.liveness``; ``stop`` writes what is
+        pending."""
         if self.store.last_write_error is not None:
             return False  # a store that failed to write (or lost its file): written now, refused if it must be
         key = (report.host, report.nodename)
         # The node's usage revision, then its record as applied (reads of one dict entry each: no lock). In this
-        # order, the record is at least as new as the revision (``_apply_one``): named with the report, the
-        # revision lets the store take it for a touch without reading the record (``RepeatOf``).
+        # order, the record is at least as new as the revision (``changes._apply_one``): named with the report,
+        # the revision lets the store take it for a touch without reading the record (``RepeatOf``).
         revision = self.node_revisions.get(key, 0)
         view = self.providers.by_key.get(key)
         if view is None:
             return False  # no record, or one without a uuid: this replica keeps none to compare with
         old = view.record
-        merged = merge_reports(old, report)
-        with self._liveness_lock:
-            if not repeats(old, merged):
-                # Written now, and it says the node is alive: a taken report of the node, older, is not needed.
-                self._liveness.pop(key, None)
-                return False
-            assert old.reported_at is not None  # repeats() holds
-            self._liveness[key] = (report, RepeatOf(key[0], key[1], revision, old.reported_at))
+        if not repeats(old, merge_reports(old, report)):
+            self._liveness.drop(key)
+            return False
+        assert old.reported_at is not None  # repeats() holds
+        self._liveness.take(report, RepeatOf(key[0], key[1], revision, old.reported_at))
         return True
 
     def liveness_pending(self) -> int:
-        return len(self._liveness)
+        return self._liveness.pending()
 
     def flush_liveness(self) -> int:
-        """Write the reports ``heartbeat`` took, as one batch (see there). Returns how many."""
-        with self._liveness_writing:
-            with self._liveness_lock:
-                taken, self._liveness = list(self._liveness.values()), {}
-            size = self.store.reports_per_batch or max(1, len(taken))
-            for start in range(0, len(taken), size):
-                part = taken[start:start + size]
-                try:
-                    self.write(Batch(reports=[report for report, _ in part], touch_interval=self._touch_interval,
-                                     existing_only=True, repeat_of=[seen for _, seen in part]))
-                except Exception:
-                    with self._liveness_lock:  # kept for the next attempt, unless the node reported since
-                        for report, seen in taken[start:]:
-                            self._liveness.setdefault((report.host, report.nodename), (report, seen))
-                    raise
-            return len(taken)
+        """Write the reports ``heartbeat`` took, as one batch. Returns how many."""
+        return self._liveness.flush()
 
     def stop(self) -> None:
         try:
             self.flush_liveness()
         except GanttError as exc:
-            log.error("stopping: %d repeated report(s) not written: %s", len(self._liveness), exc)
+            log.error("stopping: %d repeated report(s) not written: %s", self._liveness.pending(), exc)
         super().stop()
 
     def update_resource_stats(self, name: str | list[str], stats: dict[str, Any]) -> int:
@@ -740,14 +465,14 @@ class Replica(Follower, PlacementFacade):
     def select_destinations(self, spec: Any, request_id: str | None = None) -> list[list[Selection]]:
         """``request_id``: what the caller's transport calls this request (the HTTP x-openstack-request-id),
         shown in the overview's decisions and refusals when the spec names none of its own."""
-        return self.run_claims(self.select_steps(spec, request_id))
+        return self.run(self.selecting(spec, request_id))
 
-    def select_steps(self, spec: Any, request_id: str | None = None) -> ClaimSteps[list[list[Selection]]]:
-        """``select_destinations`` as steps (``ClaimSteps``): decided where they are driven, committed by the
-        driver."""
+    def selecting(self, spec: Any, request_id: str | None = None) -> Steps[list[list[Selection]]]:
+        """``select_destinations`` as an operation, for ``perform(..., decision=True)``: decided where it is run,
+        committed by its driver."""
         spec = decode(spec, RequestSpec, path="$")
         named = spec.request_id or request_id
-        if not self.uncontended():
+        if not self._uncontended():
             yield CONTENDED  # the feed is applying a batch under the table lock
         try:
             answer = yield from self._select(spec)
@@ -757,15 +482,15 @@ class Replica(Follower, PlacementFacade):
         self.activity.decided(answer, named)
         return answer
 
-    def _select(self, spec: RequestSpec) -> ClaimSteps[list[list[Selection]]]:
+    def _select(self, spec: RequestSpec) -> Steps[list[list[Selection]]]:
         if spec.migration_uuid or (spec.instance_uuids
                                    and any(self.table.allocation(uuid) is not None for uuid in spec.instance_uuids)):
             # A repeat is answered from the table without a commit: read the feed up to now first (sync, not
             # catch_up: a store may serve its own recent revisions before another process's newer ones), so that
             # a booking another instance has released meanwhile is not handed out as if it still held. A move
             # reads it too: the booking it moves may have been made on another instance an instant ago.
-            if not self.reads_in_place:
-                yield THREAD
+            if not self.store.queued_commits:  # a sync that may wait for a round trip: not on the loop
+                yield OFF_LOOP
             self.sync()
         try:
             return (yield from self._decide(spec))
@@ -776,13 +501,13 @@ class Replica(Follower, PlacementFacade):
             before = self.revision
             if not spec.instance_uuids:
                 raise
-            if not self.reads_in_place:
-                yield THREAD
+            if not self.store.queued_commits:  # a sync that may wait for a round trip: not on the loop
+                yield OFF_LOOP
             if self.sync() == before:
                 raise
             return (yield from self._decide(spec))
 
-    def _decide(self, spec: RequestSpec) -> ClaimSteps[list[list[Selection]]]:
+    def _decide(self, spec: RequestSpec) -> Steps[list[list[Selection]]]:
         # A reload while the request decides sends it to the new scheduler (nothing was committed on the old one),
         # up to DECISION_RELOADS times; the last one lets the error through.
         for _ in range(DECISION_RELOADS):
@@ -872,120 +597,3 @@ class Replica(Follower, PlacementFacade):
             consumers.append(self._expired.get_nowait())
         if consumers:
             self.write(Batch(releases=consumers, lenient_releases=True))
-
-
-def _usage_nodes(change: Change, table: HostTable) -> list[NodeKey]:
-    """The nodes (and server-group pseudo-nodes) whose usage revision this change moves, as the store counts."""
-    # placements and releases first: they are most of what a busy feed carries
-    if change.kind in ("allocation", "allocation_deleted") and change.allocation is not None:
-        allocation = change.allocation
-        nodes = allocation.nodes() if allocation.host else []
-        group = allocation.group
-        if not allocation.host:
-            # A deletion from a feed that kept no old value: it names no node (the feed sends that revision's
-            # usage changes instead; a host-less allocation's nodes() would be a phantom node ("", "")), and
-            # its group is in our table.
-            held = table.allocation(allocation.consumer_uuid)
-            group = held.group if held is not None else None
-        if group:
-            nodes.append(group_node(group))
-        if change.kind == "allocation":
-            # A move leaves a node: the store moved that node's usage revision too. (Not guessed from the table:
-            # a local claim of ours for the same consumer may be in flight there.)
-            left = change.replaced
-            if left is not None and left.host:
-                nodes += [key for key in left.nodes() if key not in nodes]
-                if left.group and group_node(left.group) not in nodes:
-                    nodes.append(group_node(left.group))
-        return nodes
-    if change.kind == "host" and change.host is not None:
-        return [(change.host.host, change.host.nodename)]
-    if change.kind in ("host_deleted", "usage") and change.node is not None:
-        return [change.node]
-    if change.kind == "aggregate" and change.aggregate is not None:
-        return [aggregate_node(change.aggregate.key)]
-    if change.kind == "aggregate_deleted" and change.aggregate_id is not None:
-        return [aggregate_node(change.aggregate_id)]
-    return []
-
-
-def _entity(change: Change) -> tuple[Any, ...]:
-    if change.kind in ("host", "host_deleted"):
-        if change.host is not None:
-            return ("node", change.host.host, change.host.nodename)
-        assert change.node is not None
-        return ("node", change.node[0], change.node[1])
-    if change.kind in ("aggregate", "aggregate_deleted"):
-        return ("aggregate", change.aggregate.key if change.aggregate else change.aggregate_id)
-    if change.kind in ("allocation", "allocation_deleted"):
-        assert change.allocation is not None
-        return ("allocation", change.allocation.consumer_uuid)
-    if change.kind in ("record", "record_deleted"):
-        assert change.record is not None
-        return ("record", *change.record.key)
-    assert change.instances is not None
-    return ("instances", change.instances.host)
-
-
-def _load_snapshot(table: HostTable, snap: Snapshot) -> None:
-    with table.lock:
-        for aggregate in snap.aggregates:
-            table.update_aggregate(aggregate)
-        table.load(snap.hosts, whole=True)
-        for allocation in snap.allocations:
-            table.put_allocation(allocation)
-        for info in snap.instances:
-            if table.rows_of_host(info.host):
-                table.set_instances(info.host, info.instances, replace=True)
-
-
-def audit_table(snapshot: Snapshot, config: Config | None = None) -> HostTable:
-    """The table a replica of this config builds from ``snapshot``: the audit's accounting is the service's, its
-    claims as old as they were made (a replica that has run since they were made counts them so)."""
-    table = HostTable.from_config(config or Config())
-    table.age_claims_by_creation()
-    _load_snapshot(table, snap=snapshot)
-    return table
-
-
-def audit(snapshot: Snapshot, config: Config | None = None) -> list[str]:
-    """Rebuild a table from a snapshot exactly as a replica loads one (``_load_snapshot``, the config's
-    ``claim_timeout``: a claim its node's reports have settled counts no more) and list what the service's write
-    rules cannot have let in. A node and class is over capacity when both ways the service counts it exceed its
-    capacity: the scheduler's (reported + in flight: a /v1 claim needs room there) and Placement's (the sum of the
-    allocations: a Placement write needs room there, and ignores what the node reports), the latter beyond what
-    the node held when a write lowered its capacity under it (``HostReport.held_over``: allowed, as Placement
-    allows it). An inventory that reserves more than its total (refused on write) is listed too."""
-    table = audit_table(snapshot, config)
-    records = {(r.host, r.nodename): r for r in snapshot.hosts}
-    problems: list[str] = []
-    n = table.n
-    for rc, j in table.rc_index.items():
-        capacity = table.rc["capacity"][:n, j]
-        for row in np.flatnonzero(table.has_inventory[:n, j] & (capacity < 0)).tolist():
-            problems.append(f"{table.host_names[row]}/{table.node_names[row]} {rc}: reserved "
-                            f"{table.rc['reserved'][row, j]:g} > total {table.rc['total'][row, j]:g}")
-        used = table.rc["reported"][:n, j] + table.rc["inflight"][:n, j]
-        for row in np.flatnonzero(used > capacity + 1e-9).tolist():
-            key = (table.host_names[row], table.node_names[row])
-            held = [a for c in table.node_allocations(key) if (a := table.allocation(c)) is not None]
-            booked = providers.used(held, key).get(rc, 0)
-            record = records.get(key)
-            allowed = max(float(capacity[row]), (record.held_over or {}).get(rc, 0) if record is not None else 0)
-            if booked <= allowed + 1e-9:
-                continue
-            problems.append(f"{key[0]}/{key[1]} {rc}: used {used[row]:g} > capacity {capacity[row]:g} "
-                            f"({booked:g} allocated)")
-    for row in np.flatnonzero(table.col("numa_overbooked")).tolist():
-        problems.append(f"{table.host_names[row]}/{table.node_names[row]}: NUMA claims pin a CPU twice (or one "
-                        "the node does not have free) or take more huge pages than are free")
-    for row in range(n):
-        for pool, held, count in table.pci_overbooked(row):
-            described = ", ".join(f"{k}={v}" for k, v in pool if v is not None)
-            problems.append(f"{table.host_names[row]}/{table.node_names[row]} PCI pool {described}: {held} devices "
-                            f"held > {count}")
-    for alloc in snapshot.allocations:
-        for host, node in alloc.nodes():
-            if (host, node) not in table:
-                problems.append(f"allocation {alloc.consumer_uuid} on unknown node {host}/{node}")
-    return problems

@@ -110,7 +110,7 @@ def create_app(replica: Replica | None = None, *, config: Config | None = None, 
     app.state.openapi = openapi()
     app.state.ui = ui_assets()
     mount = config.gantt.placement_mount
-    placement = create_placement_app(lambda: service.replica, service.run, token, "" if mount == "/" else mount,
+    placement = create_placement_app(lambda: service.placement, service, token, "" if mount == "/" else mount,
                                      policy=Policy.of(config.oslo_policy), cors=config.cors,
                                      max_body=service.max_body)
     is_placement = placement_paths(mount)

@@ -192,13 +192,8 @@ async def select_destinations(request: Request) -> Response:
     spec = await svc.body(request, RequestSpec)
     with svc.metrics.deciding():
         replica = svc.replica
-        # A store that commits in its caller (etcd), or no deciders: a handler thread decides and waits for it.
-        if replica.reads_in_place and replica.node_count <= svc.tuning.loop_decision_rows:
-            answer = await svc.claim(replica.select_steps(spec, request.state.request_id))
-        elif replica.reads_in_place and svc.tuning.deciders:
-            answer = await svc.decide(replica.select_steps(spec, request.state.request_id))
-        else:
-            answer = await svc.run(replica.select_destinations, spec, request.state.request_id)
+        # The replica runs it where it costs least: this loop, a decider's, or a handler thread (Replica.perform).
+        answer = await replica.perform(replica.selecting(spec, request.state.request_id), svc, decision=True)
     return json_response(Selections(selections=answer))
 
 

@@ -56,7 +56,7 @@ class Served:
     namespace: Namespace
     app: ASGIApp
     service: Service
-    replica: Any = None  # Replica (compute) or gantt.volume.facade.VolumeReplica, once started
+    replica: Any = None  # Replica (compute) or gantt.volume.replica.VolumeReplica, once started
 
 
 def create_app(*, config: Config, store: str | Store | None = None, token: str | None = None, worker: int = 0,
@@ -191,7 +191,7 @@ class NamespaceRouter:
                 continue
             store = open_store(self.store, namespace=name)
             if served.namespace.kind == "volume":
-                from gantt.volume.facade import VolumeReplica
+                from gantt.volume.replica import VolumeReplica
 
                 served.replica = VolumeReplica.open(store, served.namespace.options)
             else:

@@ -23,13 +23,11 @@ from starlette.requests import ClientDisconnect, Request
 
 from gantt.config import Config
 from gantt.model import MAX_INT64, GanttError, HostReport, InvalidRequest, decode
-from gantt.replication.replica import (  # type: ignore[attr-defined]  # Batch, step kinds: not re-exported
-    CONTENDED,
+from gantt.placement.facade import Placement
+from gantt.replication.replica import (  # type: ignore[attr-defined]  # Batch: the store's, not re-exported
     LIVENESS_DELAY,
     Batch,
-    ClaimSteps,
     Replica,
-    advance,
 )
 from gantt.service.metrics import Metrics, Shared
 from gantt.service.queries import DIGITS
@@ -52,9 +50,9 @@ def _long_digits(raw: bytes) -> bool:
 
 class Decider:
     """One thread with an event loop of its own, where placements too big to decide on the service's loop are
-    decided (``Service.decide``): the claim steps run there as they would on the service's loop (the same
-    ``Service.claim``, commits handed to the store's writer, a step asking for ``THREAD`` sent to the handler
-    pool), and the answer goes back with one wake-up of the service's loop.
+    decided (``Service.on_decider``, as ``Replica.perform`` asks): the claim steps run there as they would on the
+    service's loop (the same driver, commits handed to the store's writer, a step asking for ``OFF_LOOP`` sent to
+    the handler pool), and the answer goes back with one wake-up of the service's loop.
 
     Decided on the 16 handler threads instead, each decision's numpy passes handed the GIL among up to 16
     deciders, each blocked in its own commit: profiled at 100,000 hosts, ~24 context switches per placement in
@@ -105,7 +103,9 @@ class Decider:
 
 
 class Service:
-    """What the handlers share: the replica, the token, limits and counters."""
+    """What the handlers share: the replica, its Placement façade, the token, limits and counters; and the
+    runtime a replica runs its operations with (``gantt.replication.driver.Runtime``: the handler threads, the
+    deciders)."""
 
     def __init__(self, replica: Replica | None, config: Config, token: str | None, worker: int = 0,
                  metrics_dir: str | None = None) -> None:
@@ -125,12 +125,31 @@ class Service:
         self.named_health: Callable[[], dict[str, dict[str, Any]]] | None = None
         self._liveness_timer: asyncio.TimerHandle | None = None  # the next write of repeated reports, if due
         self._liveness_tasks: set[asyncio.Task[None]] = set()
+        self._placement: Placement | None = None
 
     @property
     def replica(self) -> Replica:
         if self._replica is None:
             raise GanttError("the service is not started")
         return self._replica
+
+    @property
+    def placement(self) -> Placement:
+        """The Placement façade over the replica: one per replica (it keeps the creates in flight), built beside it
+        the first time it is asked for, and again when the replica is replaced (a namespace started anew)."""
+        replica = self.replica
+        placement = self._placement
+        if placement is None or placement.replica is not replica:
+            placement = self._placement = Placement(replica)
+        return placement
+
+    @property
+    def loop_decision_rows(self) -> int:
+        return self.tuning.loop_decision_rows
+
+    @property
+    def deciders(self) -> int:
+        return self.tuning.deciders
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         # The loop's own executor hand-off, not anyio.to_thread: measured on 2 busy cores, anyio's costs 50 us of
@@ -144,9 +163,9 @@ class Service:
                 pool = self.pool
         return await asyncio.get_running_loop().run_in_executor(pool, partial(fn, *args))
 
-    async def decide(self, steps: ClaimSteps[T]) -> T:
-        """``claim`` driven on a decider's loop (``Decider``; ``[tuning] deciders`` of them, in turn), for tables
-        too big to decide on this one."""
+    async def on_decider(self, work: Coroutine[Any, Any, T]) -> T:
+        """``work`` (a coroutine: a placement's steps and their loop driver) run on a decider's loop (``Decider``;
+        ``[tuning] deciders`` of them, in turn), for tables too big to decide on this one."""
         deciders = self._deciders
         if not deciders:
             with self._pool_lock:
@@ -156,21 +175,15 @@ class Service:
                                       for i in range(count)]
                 deciders = self._deciders
         self._turn = (self._turn + 1) % len(deciders)
-        return await deciders[self._turn].drive(self.claim(steps, decider=True))
+        return await deciders[self._turn].drive(work)
 
     async def write(self, batch: Batch) -> int:
-        """A write without a thread of ours: where the store has a writer of its own (SQLite), the loop hands it
-        the batch and waits; the commit's changes are applied here. Profiled per host report, the hop to a
-        handler thread and back was two of the four thread wake-ups and about a tenth of the server's CPU."""
+        """A write run by the replica (``Replica.perform``): where the store has a writer of its own (SQLite), the
+        loop hands it the batch and waits, and the commit's changes are applied here. Profiled per host report,
+        the hop to a handler thread and back was two of the four thread wake-ups and about a tenth of the
+        server's CPU."""
         replica = self.replica
-        future = replica.write_on_loop(batch)
-        if future is None:
-            return await self.run(replica.write, batch)
-        result = await future
-        if not replica.uncontended():
-            # the feed is applying a batch under the table lock: apply ours on a thread, not stall the loop
-            return (await self.run(replica.written, batch, result)).revision
-        return replica.written(batch, result).revision
+        return await replica.perform(replica.writing(batch), self)
 
     def heartbeat(self, report: HostReport) -> bool:
         """``replica.heartbeat`` (a report that repeats its node's record, taken to be written later), with the
@@ -197,38 +210,6 @@ class Service:
             if isinstance(self._replica, Replica) and self._replica.liveness_pending():
                 self._liveness_timer = asyncio.get_running_loop().call_later(LIVENESS_DELAY, self._liveness_due)
 
-    async def claim(self, steps: ClaimSteps[T], decider: bool = False) -> T:
-        """Claim steps (``Replica.select_steps``) driven on the running loop (the service's, or the decider's:
-        ``decide``): decided here, each commit handed to the store's own writer while the loop waits on its
-        future, applied here. A step asking for a thread (a claim waiting for another on the same node, a
-        conflict's catch-up) sends the rest to a handler thread.
-
-        Deciding on a handler thread cost a hop there and back per placement, and 16 deciders handing the GIL
-        to one another: profiled with 2 workers, the handler threads took half of the server's CPU."""
-        replica = self.replica
-        value: Any = None
-        error: Exception | None = None
-        while True:
-            done, step = advance(steps, value, error)
-            if done:
-                return step  # type: ignore[no-any-return]
-            value = error = None
-            if step is CONTENDED and decider:
-                # Profiled at 100,000 hosts with two workers, the hop a decider made to a handler thread whenever
-                # the feed held the lock was a fifth of its time: waiting for the lock here costs less.
-                continue
-            if not isinstance(step, Batch):  # THREAD, or CONTENDED on the service's loop
-                return await self.run(replica.run_claims, steps)
-            # A future of this loop: the writer completes a group's with one wake-up, where a thread-safe future
-            # wrapped for the loop cost a Condition, a chained callback and a wake-up per claim (~4 % of the
-            # loop's time per placement, profiled).
-            future = replica.write_on_loop(step)
-            assert future is not None, "claim steps are driven here only where the store has its own writer"
-            try:
-                value = await future
-            except Exception as exc:  # raised where the commit was asked for, as Replica.run_claims does
-                error = exc
-
     async def fresh(self) -> GanttError | None:
         """Read your writes across processes (``--workers N``, or several services on one file): before a request
         is served, the replica catches up to every revision the store held when it arrived, so a write another
@@ -247,21 +228,17 @@ class Service:
         try:
             head = replica.behind()
             if head is not None:
-                if isinstance(replica, Replica) and replica.reads_in_place and replica.uncontended():
-                    replica.catch_up_to(head)
-                else:  # the feed holds the table lock (or the store may wait): not on the loop
+                if isinstance(replica, Replica):  # in place where that is cheap, else on a handler thread
+                    await replica.caught_up(self, head)
+                else:
                     await self.run(replica.catch_up_to, head)
         except GanttError as exc:
             return exc
         return None
 
     async def sync(self) -> int:
-        """``replica.sync()``: in place where the store has its own writer (SQLite: one read of the head, then
-        the feed from the file), else on a handler thread (etcd: a round trip)."""
-        replica = self.replica
-        if replica.reads_in_place and replica.uncontended():
-            return replica.sync()
-        return await self.run(replica.sync)  # nor while the feed applies under the table lock: not on the loop
+        """``replica.sync()`` from the loop (``Replica.caught_up``: in place where it is cheap)."""
+        return await self.replica.caught_up(self)
 
     def close(self) -> None:
         for decider in self._deciders:

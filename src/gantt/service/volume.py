@@ -1,5 +1,5 @@
 """The HTTP face of a volume namespace (``/v1/namespaces/{namespace}/...``): thin handlers over its
-``gantt.volume.facade.VolumeReplica``.
+façade, ``gantt.volume.facade.Volumes`` (built per call: it keeps nothing of its own) over its ``VolumeReplica``.
 
     POST   resource-stats             one backend's capabilities and its pools (Cinder's update_service_capabilities)
     GET    hosts                      every pool, with its state as the scheduler sees it
@@ -28,6 +28,7 @@ from starlette.routing import Route
 from gantt.model import InvalidRequest, prepare_types, valid_name
 from gantt.service.schemas import REVISION_HEADER, AllocationList, AllocationView, Written
 from gantt.volume import BackendReport, Pick, VolumeRequest
+from gantt.volume.facade import Volumes
 
 _ENCODER = msgspec.json.Encoder()
 # The query parameters each path takes; any other is a 400 (a mistyped ?pol= must not delete a whole backend).
@@ -69,6 +70,10 @@ def _svc(request: Request) -> Any:
     return request.app.state.service  # gantt.service.runtime.Service over a VolumeReplica
 
 
+def _volumes(svc: Any) -> Volumes:
+    return Volumes(svc.replica)
+
+
 def _query(request: Request) -> dict[str, str]:
     route = request.scope.get("route")
     allowed = _QUERY.get(route.path if route is not None else "", frozenset())
@@ -88,18 +93,18 @@ def _query(request: Request) -> dict[str, str]:
 async def report(request: Request) -> Response:
     svc = _svc(request)
     body = await svc.body(request, BackendReport)
-    return _json(Written(revision=await svc.run(svc.replica.report, body)))
+    return _json(Written(revision=await svc.run(_volumes(svc).report, body)))
 
 
 async def list_pools(request: Request) -> Response:
     svc = _svc(request)
-    pools = await svc.run(svc.replica.pools)
+    pools = await svc.run(_volumes(svc).pools)
     return _json(VolumePoolList(pools=[VolumePool(**pool) for pool in pools]))
 
 
 async def delete_backend(request: Request) -> Response:
     svc = _svc(request)
-    revision = await svc.run(svc.replica.delete_backend, request.path_params["host"], _query(request).get("pool"))
+    revision = await svc.run(_volumes(svc).delete_backend, request.path_params["host"], _query(request).get("pool"))
     return Response(status_code=204, headers={REVISION_HEADER: str(revision)})
 
 
@@ -107,7 +112,7 @@ async def select_destinations(request: Request) -> Response:
     svc = _svc(request)
     body = await svc.body(request, VolumeRequest)
     with svc.metrics.deciding():
-        picks = await svc.run(svc.replica.select_destinations, body, request.state.request_id)
+        picks = await svc.run(_volumes(svc).select_destinations, body, request.state.request_id)
     return _json(VolumeSelections(selections=[VolumeSelection.of(p) for p in picks]))
 
 
@@ -118,12 +123,12 @@ async def list_allocations(request: Request) -> Response:
 
 
 async def show_allocation(request: Request) -> Response:
-    return _json(AllocationView.of(_svc(request).replica.allocation(request.path_params["volume"])))
+    return _json(AllocationView.of(_volumes(_svc(request)).allocation(request.path_params["volume"])))
 
 
 async def release(request: Request) -> Response:
     svc = _svc(request)
-    revision = await svc.run(svc.replica.release, request.path_params["volume"])
+    revision = await svc.run(_volumes(svc).release, request.path_params["volume"])
     return Response(status_code=204, headers={REVISION_HEADER: str(revision)})
 
 

@@ -34,7 +34,7 @@ def _check(call: Call) -> None:
 async def show(call: Call) -> Answer:
     _check(call)
     accept_json(call.request)
-    found, aggregates = await call.call(call.replica.provider_aggregates, call.params["uuid"])
+    found, aggregates = await call.call(call.placement.provider_aggregates, call.params["uuid"])
     return _answer(call, found.generation, aggregates)
 
 
@@ -44,13 +44,14 @@ async def replace(call: Call) -> Answer:
     uuid = call.params["uuid"]
     await call.check_provider(uuid)
     with_generation = call.version.at_least(19)
-    body = await json_body(call.request, AggregatesIn if with_generation else list[str])
-    wanted: list[str] = body.aggregates if isinstance(body, AggregatesIn) else body
+    body: AggregatesIn | list[str] = await json_body(call.request, AggregatesIn) if with_generation \
+        else await json_body(call.request, list[str])
+    wanted = body.aggregates if isinstance(body, AggregatesIn) else body
     if len(set(wanted)) != len(wanted):
         raise PlacementError(400, f"JSON does not validate: {msgspec.json.encode(wanted).decode()} has "
                                   "non-unique elements")
     wanted = [valid_uuid(a, "aggregates") for a in wanted]
     generation = body.resource_provider_generation if isinstance(body, AggregatesIn) else None
-    found, aggregates = await call.steps(call.replica.set_provider_aggregates_steps, uuid, generation, wanted,
+    found, aggregates = await call.steps(call.placement.set_provider_aggregates_steps, uuid, generation, wanted,
                                         bump=with_generation)
     return _answer(call, found.generation, aggregates)

@@ -11,6 +11,7 @@ from gantt.placement.api.errors import PlacementError
 from gantt.placement.api.queries import in_tree_param, member_of_param, required_param, resources_param
 from gantt.placement.api.wire import Answer, Call, accept_json, json_response
 from gantt.placement.candidates import CandidateQuery, Candidates, RequestGroup
+from gantt.placement.facade import Placement
 
 _NUMBERED = r"[1-9][0-9]*"
 _VERBOSE = r"[a-zA-Z0-9_-]{1,64}"
@@ -170,7 +171,7 @@ async def listing(call: Call) -> Answer:
         params.setdefault(name, []).append(value)
     query = parse(call, params)
     if query.limit is not None and query.limit <= AT_ONCE_LIMIT:
-        found = call.replica.without_waiting(lambda: _candidates(call.replica, query))
+        found = call.placement.without_waiting(lambda: _candidates(call.placement, query))
         if found is not None:
             return json_response(call, serialize(call, query, found))
     return json_response(call, await call.call(_answer, call, query))
@@ -184,21 +185,21 @@ AT_ONCE_LIMIT = 1000
 def _answer(call: Call, query: CandidateQuery) -> msgspec.Raw:
     """The answer's JSON, made in one trip off the event loop (each trip is a thread hop): the names checked,
     the candidates found, serialized and encoded (10,000 candidates are ~4.7 MB of JSON: not on the loop)."""
-    return msgspec.Raw(msgspec.json.encode(serialize(call, query, _candidates(call.replica, query))))
+    return msgspec.Raw(msgspec.json.encode(serialize(call, query, _candidates(call.placement, query))))
 
 
-def _candidates(replica: Any, query: CandidateQuery) -> Candidates:
-    unknown = replica.missing_records("resource_class", [rc for g in query.groups for rc, _ in g.resources])
+def _candidates(placement: Placement, query: CandidateQuery) -> Candidates:
+    unknown = placement.missing_records("resource_class", [rc for g in query.groups for rc, _ in g.resources])
     if unknown:
         raise PlacementError(400, f"Invalid resource class in resources parameter: No such resource class "
                                   f"{unknown[0]}.")
     traits = set(query.root_required | query.root_forbidden)
     for g in query.groups:
         traits |= {t for any_of in g.required for t in any_of} | g.forbidden_traits
-    unknown = replica.missing_records("trait", sorted(traits))
+    unknown = placement.missing_records("trait", sorted(traits))
     if unknown:
         raise PlacementError(400, f"No such trait(s): {', '.join(unknown)}.")
-    return replica.allocation_candidates(query)  # type: ignore[no-any-return]
+    return placement.allocation_candidates(query)
 
 
 def serialize(call: Call, query: CandidateQuery, found: Candidates) -> Any:

@@ -83,10 +83,10 @@ def to_write(call: Call, consumer: str, body: ConsumerIn, *, post: bool) -> Cons
     """One consumer's body checked against the request's microversion, as Placement's schema for it would."""
     version = call.version
     for name, since in _FIELDS:
-        given = getattr(body, name) is not UNSET
-        if given and not version.at_least(since):
+        present = getattr(body, name) is not UNSET
+        if present and not version.at_least(since):
             raise invalid(f"Additional properties are not allowed ('{name}' was unexpected)")
-        if not given and version.at_least(since) and name != "mappings":
+        if not present and version.at_least(since) and name != "mappings":
             raise invalid(f"'{name}' is a required property", "required")
     listed = not version.at_least(12) and not post
     if listed != isinstance(body.allocations, list):
@@ -124,7 +124,7 @@ def _brief(value: Any) -> str:
 async def write(call: Call, writes: list[ConsumerWrite], *, post: bool) -> None:
     """The replica's write, its refusals in Placement's words."""
     try:
-        await call.steps(call.replica.write_allocations_steps, writes)
+        await call.steps(call.placement.consumers.write_allocations_steps, writes)
     except InvalidRequest as exc:
         message = gantt_error(exc).detail
         if message.startswith("No such resource class"):
@@ -176,13 +176,13 @@ async def post(call: Call) -> Answer:
 
 async def delete(call: Call) -> Answer:
     consumer = call.params["consumer_uuid"]
-    await call.steps(call.replica.delete_allocations_steps, consumer)
+    await call.steps(call.placement.consumers.delete_allocations_steps, consumer)
     return empty()
 
 
 async def show(call: Call) -> Answer:
     accept_json(call.request)
-    held, views = await call.call(call.replica.consumer_allocations, call.params["consumer_uuid"])
+    held, views = await call.call(call.placement.consumers.consumer_allocations, call.params["consumer_uuid"])
     data: dict[str, Any] = {"allocations": _by_provider(held, views)}
     if held is not None and call.version.at_least(12):
         data["project_id"] = held.project_id
@@ -209,7 +209,7 @@ async def for_provider(call: Call) -> Answer:
     accept_json(call.request)
     uuid = call.params["uuid"]
     try:
-        found, held = await call.call(call.replica.provider_allocations, uuid)
+        found, held = await call.call(call.placement.consumers.provider_allocations, uuid)
     except NotFound:
         raise PlacementError(404, f"Resource provider '{uuid}' not found: No resource provider with uuid {uuid} "
                                   "found") from None

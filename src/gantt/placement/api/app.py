@@ -6,7 +6,6 @@ import hmac
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import msgspec
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -28,6 +27,8 @@ from gantt.placement.api.errors import CODE_VERSION, PlacementError
 from gantt.placement.api.microversion import MAX_VERSION, MIN_VERSION, Version, negotiate
 from gantt.placement.api.policy import Policy, credentials
 from gantt.placement.api.wire import Answer, Call, PlacementRequest, gantt_error, json_response
+from gantt.placement.facade import Placement
+from gantt.replication.driver import Runtime
 
 Handler = Callable[[Call], Awaitable[Answer]]
 
@@ -123,14 +124,16 @@ def resolve(method: str, path: str, version: Version) -> tuple[Handler, dict[str
 
 
 class PlacementApp:
-    """Placement's API over ``replica()`` (the façade), mounted at ``prefix``. ``token``: Gantt's token, carried
-    in ``X-Auth-Token`` and worth the service's own roles; without one any token is taken, its roles read as
-    Placement's noauth2 reads them. ``policy``: Placement's rules, as configured (gantt.placement.api.policy)."""
+    """Placement's API over ``placement()`` (the façade, ``gantt.placement.facade.Placement``), mounted at
+    ``prefix``; ``runtime``: where its operations may run off the loop (``gantt.replication.driver.Runtime``).
+    ``token``: Gantt's token, carried in ``X-Auth-Token`` and worth the service's own roles; without one any token
+    is taken, its roles read as Placement's noauth2 reads them. ``policy``: Placement's rules, as configured
+    (gantt.placement.api.policy)."""
 
-    def __init__(self, replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
+    def __init__(self, placement: Callable[[], Placement], runtime: Runtime, token: str | None,
                  prefix: str = "/placement", policy: Policy | None = None, max_body: int | None = None) -> None:
-        self.replica = replica
-        self.run = run
+        self.placement = placement
+        self.runtime = runtime
         self.token = token.encode() if token else None
         self.prefix = prefix
         self.policy = policy or Policy()
@@ -155,7 +158,7 @@ class PlacementApp:
                 target = {"project_id": request.query_params.get("project_id")} if rule == "placement:usages" \
                     else None
                 self.policy.authorize(rule, who, target)
-            call = Call(request, version, self.replica(), self.run, self.prefix, params)
+            call = Call(request, version, self.placement(), self.runtime, self.prefix, params)
             response = await handler(call)
         except PlacementError as exc:
             response = _error(exc, request, version, request_id)
@@ -205,10 +208,10 @@ def refusal(status: int, detail: str, headers: list[tuple[bytes, bytes]]) \
              (b"vary", b"openstack-api-version")], _error_body(error, version, request_id))
 
 
-def create_placement_app(replica: Callable[[], Any], run: Callable[..., Awaitable[Any]], token: str | None,
+def create_placement_app(placement: Callable[[], Placement], runtime: Runtime, token: str | None,
                          prefix: str = "/placement", *, policy: Policy | None = None,
                          cors: CorsOptions | None = None, max_body: int | None = None) -> ASGIApp:
     """Placement's app at ``prefix`` ("" for the root), behind oslo.middleware's CORS when ``[cors]`` names an
     origin (as Placement's deployment adds it). ``max_body``: the largest request body read, in bytes."""
-    app: ASGIApp = PlacementApp(replica, run, token, prefix, policy, max_body)
+    app: ASGIApp = PlacementApp(placement, runtime, token, prefix, policy, max_body)
     return Cors(app, cors) if cors is not None and cors.allowed_origin else app

@@ -50,7 +50,7 @@ async def _set(call: Call, verb: str, uuid: str, generation: int | None, given: 
                **how: Any) -> Any:
     """The replica's set_inventories; a refused inventory is Placement's "Unable to <verb> inventory"."""
     try:
-        return await call.steps(call.replica.set_inventories_steps, uuid, generation, given,
+        return await call.steps(call.placement.set_inventories_steps, uuid, generation, given,
                                reserved_may_equal_total=call.version.at_least(26), **how)
     except InvalidRequest as exc:
         message = gantt_error(exc).detail
@@ -61,7 +61,7 @@ async def _set(call: Call, verb: str, uuid: str, generation: int | None, given: 
 
 async def listing(call: Call) -> Answer:
     accept_json(call.request)
-    found, inventories = await call.call(call.replica.provider_inventories, call.params["uuid"])
+    found, inventories = await call.call(call.placement.provider_inventories, call.params["uuid"])
     return json_response(call, {"resource_provider_generation": found.generation,
                                 "inventories": {rc: serialize(inv) for rc, inv in inventories.items()}},
                          modified=found.updated_at)
@@ -83,18 +83,18 @@ async def delete_all(call: Call) -> Answer:
     if not call.version.at_least(5):
         raise PlacementError(405, "The method DELETE is not allowed for this resource.",
                              headers={"allow": "GET, POST, PUT"})
-    await call.steps(call.replica.set_inventories_steps, call.params["uuid"], None, {}, reserved_may_equal_total=True)
+    await call.steps(call.placement.set_inventories_steps, call.params["uuid"], None, {}, reserved_may_equal_total=True)
     return empty()
 
 
 async def create(call: Call) -> Answer:
     require_json(call.request)
     uuid = call.params["uuid"]
-    found = await call.steps(call.replica.provider_steps, uuid)
+    found = await call.steps(call.placement.provider_steps, uuid)
     body = await json_body(call.request, NewInventoryIn)
     rc = body.resource_class
     inv = to_inventory(rc, uuid, body)
-    _, current = await call.call(call.replica.provider_inventories, uuid)
+    _, current = await call.call(call.placement.provider_inventories, uuid)
     if rc in current:
         raise PlacementError(409, f"Update conflict: inventory of {rc} exists on resource provider {uuid}",
                              code="placement.concurrent_update")
@@ -107,7 +107,7 @@ async def create(call: Call) -> Answer:
 async def show(call: Call) -> Answer:
     accept_json(call.request)
     uuid, rc = call.params["uuid"], call.params["resource_class"]
-    found, inventories = await call.call(call.replica.provider_inventories, uuid)
+    found, inventories = await call.call(call.placement.provider_inventories, uuid)
     if rc not in inventories:
         raise PlacementError(404, f"No inventory of class {rc} for {uuid}")
     return json_response(call, _one(inventories[rc], found.generation), modified=found.updated_at)
@@ -128,9 +128,9 @@ async def update(call: Call) -> Answer:
 
 async def delete(call: Call) -> Answer:
     uuid, rc = call.params["uuid"], call.params["resource_class"]
-    _, current = await call.call(call.replica.provider_inventories, uuid)
+    _, current = await call.call(call.placement.provider_inventories, uuid)
     if rc not in current:
         raise PlacementError(404, f"No inventory of class {rc} found for delete")
-    await call.steps(call.replica.set_inventories_steps, uuid, None, {}, merge=True, remove=[rc],
+    await call.steps(call.placement.set_inventories_steps, uuid, None, {}, merge=True, remove=[rc],
                     reserved_may_equal_total=True)
     return empty()

@@ -36,7 +36,7 @@ async def reshape(call: Call) -> Answer:
     inventories = {}
     for uuid, given in body.inventories.items():
         try:
-            found = await call.call(call.replica.provider_as_read, uuid, given.resource_provider_generation)
+            found = await call.call(call.placement.provider_as_read, uuid, given.resource_provider_generation)
         except NotFound as exc:
             raise PlacementError(400, f"Resource provider {uuid} in inventories not found: {exc.message}",
                                  code="placement.resource_provider.not_found") from None
@@ -47,7 +47,7 @@ async def reshape(call: Call) -> Answer:
         inventories[found.uuid] = (given.resource_provider_generation,
                                    {rc: to_inventory(rc, uuid, inv) for rc, inv in given.inventories.items()})
     try:
-        await call.call(call.replica.reshape, inventories, writes,
+        await call.call(call.placement.consumers.reshape, inventories, writes,
                         reserved_may_equal_total=call.version.at_least(26))
     except NotFound as exc:
         raise PlacementError(400, f"malformed reshaper data: {exc.message}") from None

@@ -42,12 +42,13 @@ def serialize(call: Call, found: ProviderView) -> dict[str, Any]:
 
 
 async def create(call: Call) -> Answer:
-    body = await json_body(call.request, ProviderIn114 if call.version.at_least(14) else ProviderIn)
+    body: ProviderIn114 | ProviderIn = await json_body(call.request, ProviderIn114) if call.version.at_least(14) \
+        else await json_body(call.request, ProviderIn)
     uuid = valid_uuid(body.uuid, "uuid") if body.uuid is not UNSET else None
     parent = getattr(body, "parent_provider_uuid", None) or None
     if parent is not None:
         parent = valid_uuid(parent, "parent_provider_uuid")
-    found = await call.steps(call.replica.create_provider_steps, body.name, uuid, parent)
+    found = await call.steps(call.placement.create_provider_steps, body.name, uuid, parent)
     location = {"location": str(call.request.base_url).rstrip("/") + call.url(f"/resource_providers/{found.uuid}")}
     if call.version.at_least(20):
         return json_response(call, serialize(call, found), modified=found.updated_at, headers=location)
@@ -56,25 +57,26 @@ async def create(call: Call) -> Answer:
 
 async def show(call: Call) -> Answer:
     accept_json(call.request)
-    found = await call.call(call.replica.provider, call.params["uuid"])
+    found = await call.call(call.placement.provider, call.params["uuid"])
     return json_response(call, serialize(call, found), modified=found.updated_at)
 
 
 async def update(call: Call) -> Answer:
     require_json(call.request)
-    found = await call.steps(call.replica.provider_steps, call.params["uuid"])
-    body = await json_body(call.request, ProviderUpdate114 if call.version.at_least(14) else ProviderUpdate)
+    found = await call.steps(call.placement.provider_steps, call.params["uuid"])
+    body: ProviderUpdate114 | ProviderUpdate = await json_body(call.request, ProviderUpdate114) \
+        if call.version.at_least(14) else await json_body(call.request, ProviderUpdate)
     parent = getattr(body, "parent_provider_uuid", UNSET)
     if isinstance(parent, str):
         parent = valid_uuid(parent, "parent_provider_uuid")
-    updated = await call.steps(call.replica.update_provider_steps, found.uuid, body.name,
+    updated = await call.steps(call.placement.update_provider_steps, found.uuid, body.name,
                               None if parent is UNSET else parent, set_parent=parent is not UNSET,
                               reparent=call.version.at_least(37))
     return json_response(call, serialize(call, updated), modified=updated.updated_at)
 
 
 async def delete(call: Call) -> Answer:
-    await call.call(call.replica.delete_provider, call.params["uuid"])
+    await call.call(call.placement.delete_provider, call.params["uuid"])
     return empty()
 
 
@@ -85,16 +87,16 @@ async def listing(call: Call) -> Answer:
     accept_json(call.request)
     params = query(call.request, {name for minor, name in _FILTERS if call.version.at_least(minor)})
     wanted = parse_query(call, params)
-    unknown = await call.call(call.replica.missing_records, "resource_class", [rc for rc, _ in wanted.resources])
+    unknown = await call.call(call.placement.missing_records, "resource_class", [rc for rc, _ in wanted.resources])
     if unknown:
         raise PlacementError(400, f"Invalid resource class in resources parameter: No such resource class "
                                   f"{', '.join(unknown)}.")
     traits = {t for group in wanted.required for t in group} | wanted.forbidden_traits
-    unknown = await call.call(call.replica.missing_records, "trait", traits)
+    unknown = await call.call(call.placement.missing_records, "trait", traits)
     if unknown:
         raise PlacementError(400, f"Invalid trait(s) in \"required\" parameter: No such trait(s): "
                                   f"{', '.join(unknown)}.")
-    found = await call.call(call.replica.find_providers, wanted)
+    found = await call.call(call.placement.find_providers, wanted)
     modified = max((p.updated_at for p in found), default=None)
     return json_response(call, {"resource_providers": [serialize(call, p) for p in found]}, modified=modified)
 

@@ -16,7 +16,7 @@ async def for_provider(call: Call) -> Answer:
     accept_json(call.request)
     uuid = call.params["uuid"]
     try:
-        found, used = await call.call(call.replica.provider_usages, uuid)
+        found, used = await call.call(call.placement.consumers.provider_usages, uuid)
     except NotFound:
         raise PlacementError(404, f"No resource provider with uuid {uuid} found: No resource provider with uuid "
                                   f"{uuid} found") from None
@@ -41,7 +41,7 @@ async def totals(call: Call) -> Answer:
     if consumer_type is not None and not _TYPE_OR_ALL.match(consumer_type):
         raise PlacementError(400, f"Invalid query string parameters: {consumer_type!r} does not match "
                                   f"'{_TYPE_OR_ALL.pattern}'")
-    found = await call.call(call.replica.usages, last["project_id"], last.get("user_id"), by_type=by_type,
+    found = await call.call(call.placement.consumers.usages, last["project_id"], last.get("user_id"), by_type=by_type,
                             consumer_type=consumer_type)
     data: dict[str, Any]
     if by_type:

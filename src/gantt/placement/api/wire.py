@@ -8,7 +8,7 @@ import functools
 import re
 import time
 import uuid as uuidlib
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
@@ -22,7 +22,8 @@ from gantt.base.quote import quote
 from gantt.model import GanttError, InvalidRequest, prepare_types
 from gantt.placement.api.errors import PlacementError
 from gantt.placement.api.microversion import Version
-from gantt.replication.steps import advance
+from gantt.replication.driver import Runtime
+from gantt.replication.steps import Steps
 
 T = TypeVar("T")
 MAX_INT = 2**31 - 1
@@ -130,58 +131,34 @@ class Answer:
 
 @dataclass
 class Call:
-    """One request as the handlers see it: the request, its microversion, the façade, and where it is mounted."""
+    """One request as the handlers see it: the request, its microversion, the façade, where its operations may run
+    off the loop, and where it is mounted."""
 
     request: PlacementRequest
     version: Version
-    replica: Any  # gantt.replication.replica.Replica; typed loosely so that this module imports no server state
-    run: Callable[..., Awaitable[Any]]
+    # gantt.placement.facade.Placement, typed loosely: gantt.config reads this package's policy, which imports this
+    # module, and the façade's replica imports gantt.config
+    placement: Any
+    runtime: Runtime
     prefix: str
     params: dict[str, str] = field(default_factory=dict)
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a façade call off the event loop (it may wait on the store)."""
-        return await self.run(lambda: fn(*args, **kwargs))  # type: ignore[no-any-return]
+        return await self.runtime.run(lambda: fn(*args, **kwargs))
 
-    async def steps(self, make: Callable[..., Generator[Any, None, T]], *args: Any, **kwargs: Any) -> T:
-        """A façade write given as steps (gantt.placement.facade.Steps): built and validated here on the loop,
-        committed by the store's own writer (SQLite) while the loop waits on the future, applied here. Profiled,
-        the hop to a handler thread and back was two of a write's four thread crossings. A store that commits in
-        its caller (etcd: a round trip) runs the whole of it on a handler thread instead. A catch-up (``sync``)
-        reads the store, so it goes to a handler thread (writes to a provider this replica holds need none), and so
-        does the rest of a write that finds the table's lock taken (the loop never waits for it), the apply of a
-        commit included."""
-        replica = self.replica
-        if not replica.reads_in_place:
-            return await self.call(lambda: replica.run_steps(make(*args, **kwargs)))
-        steps = make(*args, **kwargs)
-        error: Exception | None = None
-        while True:
-            done, step = advance(steps, None, error)
-            if done:
-                return step  # type: ignore[no-any-return]
-            error = None
-            try:
-                if step is None:
-                    # On a handler thread, not here: measured under load, the read of the head on the loop (its
-                    # GIL given up and waited for again) cost more writes/s than the hop, though less CPU.
-                    await self.run(replica.sync)
-                elif isinstance(step, str):  # the table's lock is busy: the rest on a handler thread
-                    return await self.run(replica.run_steps, steps)  # type: ignore[no-any-return]
-                else:
-                    result = await replica.write_on_loop(step)
-                    if replica.uncontended():
-                        replica.written(step, result)
-                    else:  # the feed applies a batch under the table lock: apply ours on a thread, not stall here
-                        await self.run(replica.written, step, result)
-            except Exception as exc:  # raised where the step was asked for, as Replica.run_steps does
-                error = exc
+    async def steps(self, make: Callable[..., Steps[T]], *args: Any, **kwargs: Any) -> T:
+        """A façade write given as steps (``make(*args, **kwargs)``), run by the replica where it costs least
+        (``Replica.perform``: on the loop, its commits handed to the store's own writer, where the store has one;
+        else on a handler thread)."""
+        answer: T = await self.placement.replica.perform(make(*args, **kwargs), self.runtime)
+        return answer
 
     async def check_provider(self, uuid: str) -> None:
         """404 for an unknown provider, before its body is read (Placement's order). A provider this replica
         holds costs no thread hop; the write that follows checks it again under the lock."""
-        if not self.replica.has_provider(uuid):
-            await self.call(self.replica.provider, uuid)
+        if not self.placement.has_provider(uuid):
+            await self.call(self.placement.provider, uuid)
 
     def url(self, path: str) -> str:
         return self.prefix + path
@@ -228,8 +205,9 @@ async def json_body(request: PlacementRequest, type_: type[T]) -> T:
     """The body as ``type_``: 415 without a JSON content type, 400 for malformed JSON or a schema mismatch."""
     require_json(request)
     raw = await request.body()
+    body_type: Any = type_  # the cache's key (mypy does not take a type variable's class for hashable)
     try:  # one pass, JSON to the body's Struct: a refusal is decoded again below, for its message's words
-        return _decoder(type_).decode(raw)  # type: ignore[no-any-return]
+        return _decoder(body_type).decode(raw)  # type: ignore[no-any-return]  # the decoder of type_ answers a T
     except msgspec.DecodeError:
         pass
     except (RecursionError, UnicodeDecodeError) as exc:  # raised past msgspec's own error: a 400 as /v1's
