@@ -10,7 +10,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gantt"
 
-# Gantt's packages, bottom first (docs/design.md §1 draws them). A module may import its own package and any package
+# Gantt's packages, bottom first (docs/design.md §2 draws them). A module may import its own package and any package
 # of a lower row; packages in one row are siblings and import neither each other nor anything above them.
 LAYERS: list[tuple[str, ...]] = [
     ("base",),                          # ids, quotes, clocks, the plugin registry: no Gantt imports at all
@@ -27,10 +27,6 @@ LAYERS: list[tuple[str, ...]] = [
     ("__main__",),                      # python -m gantt
 ]
 
-# Known crossings, each removed by the change that mends it (the test fails on an entry that no longer holds, so
-# this list only shrinks).
-KNOWN_UPWARD: set[tuple[str, str]] = set()
-KNOWN_CIRCLES: set[frozenset[str]] = set()
 
 
 def _package(module: str) -> str:
@@ -92,8 +88,7 @@ def test_imports_run_down_the_layers_only() -> None:
             mine, theirs = _package(module), _package(target)
             if mine != theirs and rank[theirs] >= rank[mine]:
                 upward.add((module, target))
-    assert upward - KNOWN_UPWARD == set(), sorted(upward - KNOWN_UPWARD)
-    assert KNOWN_UPWARD - upward == set(), "mended: take these out of KNOWN_UPWARD"
+    assert upward == set(), sorted(upward)
 
 
 def _circles(edges: dict[str, set[str]]) -> set[frozenset[str]]:
@@ -140,8 +135,7 @@ def _circles(edges: dict[str, set[str]]) -> set[frozenset[str]]:
 
 def test_no_module_imports_itself_round_a_circle() -> None:
     circles = _circles(_imports(_modules()))
-    assert circles - KNOWN_CIRCLES == set(), [sorted(c) for c in circles - KNOWN_CIRCLES]
-    assert KNOWN_CIRCLES - circles == set(), "mended: take these out of KNOWN_CIRCLES"
+    assert circles == set(), [sorted(c) for c in circles]
 
 
 def test_the_circle_finder_finds_a_circle() -> None:

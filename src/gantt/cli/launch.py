@@ -95,7 +95,7 @@ def load_entry(candidates: Sequence[str], func: str = "main") -> Callable[[list[
                 raise
         entry = getattr(module, func, None)
         if callable(entry):
-            return entry  # type: ignore[no-any-return]
+            return entry  # type: ignore[no-any-return]  # a module's attribute is Any
     return None
 
 

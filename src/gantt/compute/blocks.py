@@ -23,7 +23,7 @@ def block_reduce(values: np.ndarray, *, highest: bool) -> np.ndarray:
     out = reduce.reduce(values[:full].reshape(-1, BLOCK), axis=1)
     if full < n:
         out = np.append(out, reduce.reduce(values[full:]))
-    return out  # type: ignore[no-any-return]
+    return out  # type: ignore[no-any-return]  # numpy's stubs type a ufunc's reduce as Any
 
 
 def patch_blocks(bounds: np.ndarray, values: np.ndarray, changed: np.ndarray, *, highest: bool) -> None:
@@ -48,7 +48,7 @@ def blocks_with(mask: np.ndarray) -> np.ndarray:
     out = np.bitwise_or.reduce(head, axis=1) != 0
     if full < n:
         out = np.append(out, bool(mask[full:].any()))
-    return out  # type: ignore[no-any-return]
+    return out  # type: ignore[no-any-return]  # numpy's stubs type np.append as Any
 
 
 def _chunks(order: np.ndarray, bounds: np.ndarray) -> Iterator[tuple[float, int, np.ndarray]]:

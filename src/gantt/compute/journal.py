@@ -54,7 +54,7 @@ class RowJournal:
     @property
     def seq(self) -> int:
         state = self._state
-        return state[0] + state[2]  # type: ignore[no-any-return]
+        return state[0] + state[2]  # type: ignore[no-any-return]  # the state list mixes ints and an array
 
     def append(self, row: int) -> None:
         state = self._state
@@ -107,7 +107,7 @@ class RowJournal:
         base, buffer, used = self._state
         if seq < base or until > base + used:
             return None
-        return buffer[seq - base:until - base]  # type: ignore[no-any-return]
+        return buffer[seq - base:until - base]  # type: ignore[no-any-return]  # numpy slicing is typed Any
 
 
 @dataclass(slots=True)

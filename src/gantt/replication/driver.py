@@ -94,7 +94,7 @@ async def drive_on_loop(target: Target, steps: Steps[T], offload: Offload, *, wa
             continue
         if not isinstance(step, (Commit, Write)) and step is not SYNC:
             # OFF_LOOP, or CONTENDED on a loop that serves connections: the rest on a handler thread
-            return await offload(target.run, steps)  # type: ignore[no-any-return]
+            return await offload(target.run, steps)  # type: ignore[no-any-return]  # the offloaded call answers Any: the operation's own T
         try:
             if isinstance(step, Commit):
                 # A future of this loop: the writer completes a group's with one wake-up, where a thread-safe

@@ -51,7 +51,7 @@ class HotRoutes:
         scope["app"] = self.app  # what a handler's request.app reads (the service), as under Starlette
         request = Request(scope, receive)
         try:
-            return await route.endpoint(request)  # type: ignore[no-any-return]
+            return await route.endpoint(request)  # type: ignore[no-any-return]  # Starlette's endpoints are untyped
         except GanttError as exc:
             return await gantt_error(request, exc)
 

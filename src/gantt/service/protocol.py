@@ -263,7 +263,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._current: Any = None  # the cycle of the request being read, once its head is
         self._dropped = 0  # bytes read after a refusal (``_linger``)
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]  # asyncio types it BaseTransport; ours is a Transport
         super().connection_made(transport)
         sock = transport.get_extra_info("socket")
         # never past a TLS layer (gantt serve has none; an embedder's uvicorn might)
@@ -458,7 +458,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._spread_out()
         cycle = self.cycle
         if cycle is not None and cycle is not existing:  # its task has not run yet: nothing is written
-            cycle.transport = _OneWrite(self.transport, cycle, self.loop, self.send)  # type: ignore[assignment]
+            cycle.transport = _OneWrite(self.transport, cycle, self.loop, self.send)  # type: ignore[assignment]  # a stand-in transport
             self._current = cycle
         if length or self._chunked:
             self._arm_body()

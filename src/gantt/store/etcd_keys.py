@@ -182,7 +182,7 @@ class Keys:
             if deleted:
                 kind, name = self.split(key, self.records)
                 return Change(revision=revision, kind="record_deleted",
-                              record=Record(kind=kind, name=name))  # type: ignore[arg-type]
+                              record=Record(kind=kind, name=name))  # type: ignore[arg-type]  # a records key names a RecordKind (its prefix)
             return Change(revision=revision, kind="record", record=decode_record(kv.value))
         if key.startswith(self.live):  # deleted with its node ("host_deleted" says so) or by a write of its record
             return None if deleted else Change(revision=revision, kind="touch", node=self.split(key, self.live),

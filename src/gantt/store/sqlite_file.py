@@ -117,7 +117,7 @@ class Namespaced(sqlite3.Connection):
     def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
         return super().executemany(self._sql(sql), parameters)
 
-    def cursor(self, factory: Any = None) -> sqlite3.Cursor:  # type: ignore[override]
+    def cursor(self, factory: Any = None) -> sqlite3.Cursor:  # type: ignore[override]  # narrower than sqlite3's
         # A cursor's statements are the namespace's too (the writer runs a group's statements on one cursor).
         return super().cursor(factory or NamespacedCursor)
 
@@ -125,10 +125,10 @@ class Namespaced(sqlite3.Connection):
 class NamespacedCursor(sqlite3.Cursor):
     connection: Namespaced
 
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:  # type: ignore[override]
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:  # type: ignore[override]  # narrower than sqlite3's
         return super().execute(self.connection._sql(sql), parameters)
 
-    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:  # type: ignore[override]
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:  # type: ignore[override]  # narrower than sqlite3's
         return super().executemany(self.connection._sql(sql), parameters)
 
 

@@ -69,7 +69,7 @@ class _Parser:
         self.depth = 0
 
     def skip(self) -> None:
-        self.pos = _WS.match(self.text, self.pos).end()  # type: ignore[union-attr]
+        self.pos = _WS.match(self.text, self.pos).end()  # type: ignore[union-attr]  # _WS matches the empty string
 
     def peek(self, options: tuple[str, ...]) -> str | None:
         self.skip()
