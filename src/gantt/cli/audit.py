@@ -22,7 +22,7 @@ from gantt.model import GanttError
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """Audit the store's default namespace and every namespace the config declares (or only ``--namespace``):
-    a compute namespace by its resource classes, a volume one by Cinder's capacity rules (volume_replica.audit)."""
+    a compute namespace by its resource classes, a volume one by Cinder's capacity rules (volume.replica.audit)."""
     from gantt.config import DEFAULT_NAMESPACE, load_config
     from gantt.model import StoreUnavailable
     from gantt.replication.audit import audit
