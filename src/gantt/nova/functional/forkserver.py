@@ -37,10 +37,14 @@ def _preload() -> None:
     import uvicorn  # noqa: F401
     import uvicorn.protocols.http.httptools_impl  # noqa: F401
 
-    import gantt.service.app  # noqa: F401
+    import gantt.service.app
     import gantt.service.namespaces  # noqa: F401
     import gantt.service.protocol  # noqa: F401
     import gantt.service.server  # noqa: F401
+
+    # Each app serves the same OpenAPI document, which takes a second to build: built once here, before the forks.
+    document = gantt.service.app.openapi()
+    gantt.service.app.openapi = lambda: document  # type: ignore[attr-defined]
 
 
 def _child(sock: socket.socket, store: str, config: str | None, log: str) -> int:
