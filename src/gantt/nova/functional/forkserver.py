@@ -31,16 +31,28 @@ from typing import IO, Any
 
 from gantt import lifeline
 
+KEEP_ALIVE = 600  # seconds; longer than any Nova functional test (their timeout: 160 s)
+
 
 def _preload() -> None:
     """Everything a served worker imports, so that a forked child imports (almost) nothing."""
-    import uvicorn  # noqa: F401
+    import uvicorn
     import uvicorn.protocols.http.httptools_impl  # noqa: F401
 
     import gantt.service.app
     import gantt.service.namespaces  # noqa: F401
     import gantt.service.protocol  # noqa: F401
     import gantt.service.server  # noqa: F401
+
+    # uvicorn closes a keep-alive connection idle for 5 s (gantt serve's setting). Nova's report client keeps its
+    # connections pooled, and a request it sends in the instant the server closes one fails with "Remote end closed
+    # connection without response": on a loaded machine Nova's tests pause about that long often enough to hit it.
+    # Each server here lives for one test, so its connections stay open for the test.
+    class Config(uvicorn.Config):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **{**kwargs, "timeout_keep_alive": KEEP_ALIVE})
+
+    uvicorn.Config = Config  # type: ignore[misc]
 
     # Each app serves the same OpenAPI document, which takes a second to build: built once here, before the forks.
     document = gantt.service.app.openapi()
