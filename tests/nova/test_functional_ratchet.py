@@ -54,11 +54,14 @@ def _venv_python() -> Path:
         pytest.skip(f"the Nova functional tests' venv cannot be built here: {str(exc)[:300]}")
 
 
-def run(python: Path, mode: str, tests: list[str], workdir: Path) -> dict[str, str]:
-    """Run ``tests`` in ``mode`` with one worker: test id -> ok / FAILED / SKIPPED…, as stestr printed them."""
+def run(python: Path, mode: str, tests: list[str], workdir: Path, swap: str | None = None) -> tuple[dict[str, str], str]:
+    """Run ``tests`` in ``mode`` with one worker: (test id -> ok / FAILED / SKIPPED…, as stestr printed them; its
+    output)."""
     listed = workdir / "tests.txt"
     listed.write_text("".join(f"{test}\n" for test in tests))
     flags = {"reference": ["--reference"], "placement": ["--placement-only"], "gantt": []}[mode]
+    if swap is not None:
+        flags.append(f"--swap={swap}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(SRC)  # the tree under test, never an installed Gantt
     done = subprocess.run([str(python), "-m", "gantt.nova.functional", *flags, "--workdir", str(workdir / mode),
@@ -67,14 +70,24 @@ def run(python: Path, mode: str, tests: list[str], workdir: Path) -> dict[str, s
     results = {m["test"]: m["status"] for line in done.stdout.splitlines() if (m := RESULT.match(line))}
     if not results:
         raise AssertionError(f"no test ran (exit {done.returncode}):\n{done.stdout[-4000:]}{done.stderr[-4000:]}")
-    return results
+    return results, done.stdout
 
 
 @pytest.mark.timeout(900)
 def test_nova_functional_subset_passes_with_gantts_placement(tmp_path: Path) -> None:
     assert set(CI_SUBSET) <= known()["placement"], "the CI subset must be tests the ratchet lists"
-    results = run(_venv_python(), "placement", CI_SUBSET, tmp_path)
-    assert results == dict.fromkeys(CI_SUBSET, "ok"), results
+    results, output = run(_venv_python(), "placement", CI_SUBSET, tmp_path)
+    assert results == dict.fromkeys(CI_SUBSET, "ok"), (results, output[-6000:])
+
+
+@pytest.mark.timeout(900)
+def test_the_guard_fails_a_test_in_which_novas_own_scheduler_decides(tmp_path: Path) -> None:
+    """The proof that Gantt decides rests on Nova's scheduling code failing the test that calls it: with that
+    guard on and Nova's own scheduler still deciding, a boot must fail, and say why."""
+    results, output = run(_venv_python(), "placement", CI_SUBSET[:1], tmp_path, swap="placement,forbid")
+    assert results == {CI_SUBSET[0]: "FAILED"}, results
+    assert "Nova's own scheduling code ran while Gantt schedules" in output
+    assert "nova.scheduler.manager.SchedulerManager.select_destinations" in output
 
 
 def last_passes(python: Path, mode: str) -> set[str]:

@@ -155,7 +155,7 @@ def _forbid(fixtures: Any, calls: list[str]) -> list[Any]:
     return patches
 
 
-def serve_placement_from_gantt(cls: type, *, scheduler: bool) -> None:
+def serve_placement_from_gantt(cls: type, *, scheduler: bool, forbid: bool) -> None:
     """Nova's PlacementFixture ``cls``, changed in place to be served by Gantt (see the module's docstring).
 
     In place, not by a subclass bound to the module's name: Nova's methods call ``super(PlacementFixture, self)``,
@@ -184,14 +184,16 @@ def serve_placement_from_gantt(cls: type, *, scheduler: bool) -> None:
         self.gantt_url, self.gantt_store, self.gantt_log = url, store, workdir / "server.log"
         self.endpoint = url + "/placement"
         if scheduler:
-            _swap_scheduler(self, store, fixtures)
+            _swap_scheduler(self, store)
+        if forbid:
+            _forbid_nova_scheduling(self, fixtures)
 
     cls.__init__ = __init__  # type: ignore[misc]
     cls._configure_placement = _configure_placement
     cls.setUp = setUp
 
 
-def _swap_scheduler(fixture: Any, store: str, fixtures: Any) -> None:
+def _swap_scheduler(fixture: Any, store: str) -> None:
     import nova.conf
     from oslo_config import fixture as config_fixture
 
@@ -200,6 +202,9 @@ def _swap_scheduler(fixture: Any, store: str, fixtures: Any) -> None:
     gantt_conf.register(nova.conf.CONF)
     conf = fixture.useFixture(config_fixture.Config(nova.conf.CONF))
     conf.config(group=gantt_conf.GROUP, store=store, seed=7)
+
+
+def _forbid_nova_scheduling(fixture: Any, fixtures: Any) -> None:
     calls: list[str] = []
     fixture.addCleanup(_check_not_called, calls)
     for patch in _forbid(fixtures, calls):
@@ -212,16 +217,19 @@ def _check_not_called(calls: list[str]) -> None:
 
 
 def install(parts: set[str]) -> None:
-    """Swap ``parts`` ("placement", "scheduler") as their modules are imported."""
-    unknown = parts - {"placement", "scheduler"}
+    """Swap ``parts`` ("placement", "scheduler") as their modules are imported. ``forbid`` (implied by
+    ``scheduler``) makes Nova's own scheduling code fail the test that calls it: alone, with Nova's scheduler still
+    deciding, it shows that the guard catches a call (tests/nova/test_functional_ratchet.py)."""
+    unknown = parts - {"placement", "scheduler", "forbid"}
     if unknown or not parts:
-        raise ValueError(f"{MODE_ENV} must name placement and/or scheduler, not {sorted(unknown) or 'nothing'}")
+        raise ValueError(f"{MODE_ENV} must name placement, scheduler or forbid, not {sorted(unknown) or 'nothing'}")
     scheduler = "scheduler" in parts
-    if scheduler and "placement" not in parts:
-        raise ValueError("Gantt's scheduler claims in Gantt's store: it needs Gantt's Placement face too")
+    forbid = scheduler or "forbid" in parts
+    if "placement" not in parts:
+        raise ValueError("every swap starts from Gantt's Placement face (Gantt's scheduler claims in its store)")
 
     def fixtures_module(module: ModuleType) -> None:
-        serve_placement_from_gantt(module.PlacementFixture, scheduler=scheduler)
+        serve_placement_from_gantt(module.PlacementFixture, scheduler=scheduler, forbid=forbid)
 
     def service_module(module: ModuleType) -> None:
         module.SERVICE_MANAGERS["nova-scheduler"] = MANAGER
