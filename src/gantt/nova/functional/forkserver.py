@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any
 
-from gantt import lifeline
+from gantt.service import lifeline
 
 KEEP_ALIVE = 600  # seconds; longer than any Nova functional test (their timeout: 160 s)
 
