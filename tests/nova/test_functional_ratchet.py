@@ -54,7 +54,8 @@ def _venv_python() -> Path:
         pytest.skip(f"the Nova functional tests' venv cannot be built here: {str(exc)[:300]}")
 
 
-def run(python: Path, mode: str, tests: list[str], workdir: Path, swap: str | None = None) -> tuple[dict[str, str], str]:
+def run(python: Path, mode: str, tests: list[str], workdir: Path,
+        swap: str | None = None) -> tuple[dict[str, str], str]:
     """Run ``tests`` in ``mode`` with one worker: (test id -> ok / FAILED / SKIPPED…, as stestr printed them; its
     output)."""
     listed = workdir / "tests.txt"

@@ -37,12 +37,12 @@ KEEP_ALIVE = 600  # seconds; longer than any Nova functional test (their timeout
 def _preload() -> None:
     """Everything a served worker imports, so that a forked child imports (almost) nothing."""
     import uvicorn
-    import uvicorn.protocols.http.httptools_impl  # noqa: F401
+    import uvicorn.protocols.http.httptools_impl
 
     import gantt.service.app
-    import gantt.service.namespaces  # noqa: F401
-    import gantt.service.protocol  # noqa: F401
-    import gantt.service.server  # noqa: F401
+    import gantt.service.namespaces
+    import gantt.service.protocol
+    import gantt.service.server
 
     # uvicorn closes a keep-alive connection idle for 5 s (gantt serve's setting). Nova's report client keeps its
     # connections pooled, and a request it sends in the instant the server closes one fails with "Remote end closed

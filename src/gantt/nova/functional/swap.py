@@ -175,7 +175,7 @@ def serve_placement_from_gantt(cls: type, *, scheduler: bool, forbid: bool) -> N
         # Placement's options must parse (the database's is required); nothing opens this one.
         conf_fixture.config(group="placement_database", connection="sqlite://")
 
-    def setUp(self: Any) -> None:  # noqa: N802 - the fixtures API
+    def setUp(self: Any) -> None:
         set_up(self)
         pool = servers()
         pid, url, store, workdir = pool.start("sqlite" if scheduler else "memory")
