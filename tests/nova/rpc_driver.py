@@ -92,7 +92,8 @@ class World:
             "ImagePropertiesFilter,ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter,"
             "DifferentHostFilter,SameHostFilter\n"
             "[gantt]\n"
-            "cell_poll_interval = 0.5\n")
+            # a decision's cheap check must find changes by itself; periodic_read sets its own
+            "cell_poll_interval = 3600\n")
         from gantt.nova import conf as gantt_conf
 
         self.conf = nova.conf.CONF
@@ -174,15 +175,17 @@ class World:
         with _cell(self) as cctxt:
             service = objects.Service(cctxt, host=host, binary="nova-compute", topic="compute", report_count=0)
             service.create()
-            node = objects.ComputeNode(
-                cctxt, host=host, hypervisor_hostname=host, uuid=node_uuid or str(uuidlib.uuid4()),
+            values: dict[str, Any] = dict(
+                host=host, hypervisor_hostname=host, uuid=node_uuid or str(uuidlib.uuid4()),
                 vcpus=vcpus, memory_mb=memory_mb, local_gb=local_gb, vcpus_used=0, memory_mb_used=0,
                 local_gb_used=0, free_ram_mb=memory_mb, free_disk_gb=local_gb, disk_available_least=local_gb,
                 current_workload=0, running_vms=0, hypervisor_type="QEMU", hypervisor_version=8002000,
                 cpu_info="{}", cpu_allocation_ratio=1.0, ram_allocation_ratio=1.0, disk_allocation_ratio=1.0,
                 supported_hv_specs=[objects.HVSpec(arch="x86_64", hv_type="kvm", vm_mode="hvm")],
                 stats={}, host_ip="10.0.0.1", metrics="[]", service_id=service.id,
-                pci_device_pools=objects.PciDevicePoolList(objects=[]), **fields)
+                pci_device_pools=objects.PciDevicePoolList(objects=[]))
+            values.update(fields)
+            node = objects.ComputeNode(cctxt, **values)
             node.create()
         return node
 
@@ -271,7 +274,6 @@ def versions(w: World) -> dict[str, Any]:
     """Every argument form Nova's manager accepts: 4.0 (legacy dicts), 4.3 (spec_obj), 4.4 (+ instance_uuids),
     4.5 (+ return_objects / return_alternates), by capping Nova's own client; and 4.6 / 5.0, which none accepts."""
     from nova import context, objects
-    from oslo_serialization import jsonutils
 
     w.begin()
     for h in ("v1", "v2", "v3"):
@@ -282,10 +284,7 @@ def versions(w: World) -> dict[str, Any]:
     api = w.client()
     # 4.0: what a pre-Mitaka conductor sent, the legacy request_spec and filter_properties dicts
     legacy = spec(1, 256, 1)
-    request_spec = jsonutils.to_primitive(legacy.to_legacy_request_spec_dict())
-    request_spec["instance_properties"] = {"uuid": legacy.instance_uuid, "project_id": "p", "user_id": "u"}
-    request_spec["instance_type"] = objects.Flavor(**{k: getattr(legacy.flavor, k) for k in (
-        "name", "flavorid", "id", "vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap", "extra_specs")})
+    request_spec = legacy.to_legacy_request_spec_dict()
     try:
         got = api.client.prepare(version="4.0").call(
             ctxt, "select_destinations", request_spec=request_spec,
@@ -464,13 +463,56 @@ def new_compute(w: World) -> dict[str, Any]:
         service.forced_down = False
         service.save()
         objects.ComputeNode.get_by_nodename(cctxt, "n1").destroy()
-    out["n1_gone"] = _wait(lambda: not any(h.get("host") == "n1" for h in sched.manager.replica.hosts()), 10)
+    request = spec(1, 256, 1)
+    out["after_delete"] = _select(api, ctxt, request, [request.instance_uuid])
+    out["hosts"] = sorted(h["host"] for h in sched.manager.replica.hosts())
     out["reads"] = sched.manager.reader.reads
     return out
 
 
+def periodic_read(w: World) -> dict[str, Any]:
+    """Without any request, the periodic read brings a new node in, and heartbeats the others."""
+    w.begin()
+    w.conf.set_override("cell_poll_interval", 0.5, group="gantt")
+    w.compute("p1")
+    sched = w.scheduler("sched-p")
+    replica = sched.manager.replica
+    w.compute("p2")
+    seen = _wait(lambda: sorted(h["host"] for h in replica.hosts()) == ["p1", "p2"], 20)
+    reads = sched.manager.reader.reads
+    _wait(lambda: sched.manager.reader.reads >= reads + 2, 10)
+    w.conf.clear_override("cell_poll_interval", group="gantt")
+    return {"seen": seen, "reads_grew": sched.manager.reader.reads >= reads + 2,
+            "written": sched.manager.reader.written}
+
+
+def host_fields(w: World) -> dict[str, Any]:
+    """Every compute node field Nova's filters read reaches Gantt's host record by Nova's name."""
+    from nova import objects
+
+    w.begin()
+    numa = objects.NUMATopology(cells=[objects.NUMACell(
+        id=0, cpuset={0, 1}, pcpuset={2, 3}, memory=4096, cpu_usage=0, memory_usage=0, pinned_cpus=set(),
+        siblings=[{0}, {1}, {2}, {3}], mempages=[objects.NUMAPagesTopology(size_kb=4, total=1048576, used=0)],
+        network_metadata=objects.NetworkMetadata(physnets=set(), tunneled=False), socket=0)])
+    pools = objects.PciDevicePoolList(objects=[objects.PciDevicePool(
+        product_id="1520", vendor_id="8086", numa_node=0, tags={"dev_type": "type-VF", "physical_network": "p"},
+        count=4)])
+    w.compute("f1", numa_topology=numa._to_json(), pci_device_pools=pools,
+              cpu_info='{"arch": "x86_64", "features": ["avx2"]}',
+              metrics='[{"name": "cpu.percent", "value": 0.5, "source": "libvirt", "timestamp": '
+                      '"2026-11-28T00:00:00.000000"}]',
+              **{"stats": {"num_instances": "3", "io_workload": "2", "failed_builds": "1", "custom": "x"}})
+    sched = w.scheduler("sched-f")
+    from gantt.model import to_builtins
+
+    # the record Gantt's store holds for the node, as written by the cell reader
+    record = sched.manager.replica.providers.by_key[("f1", "f1")].record
+    return {"stats": to_builtins(record.stats), "host": sched.manager.replica.host("f1")}
+
+
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
-                                     instance_info, two_schedulers, new_compute)}
+                                     instance_info, two_schedulers, new_compute, periodic_read, host_fields)}
 
 
 if __name__ == "__main__":
