@@ -38,7 +38,8 @@ def require() -> Path:
     found = server()
     if found is not None:
         return found
-    message = "rabbitmq-server not found: install Debian's rabbitmq-server package (scripts/setup --test does it as root)"
+    message = ("rabbitmq-server not found: install Debian's rabbitmq-server package "
+               "(scripts/setup --test does it as root)")
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(message + " - CI must test against the real broker", pytrace=False)
     pytest.skip(message)

@@ -81,6 +81,8 @@ class World:
             f"transport_url = {transport_url}\n"
             f"state_path = {tmp}\n"
             "host = driver\n"
+            "rpc_response_timeout = 30\n"
+            "long_rpc_timeout = 60\n"
             "[database]\n"
             f"connection = sqlite:///{tmp}/main.db\n"
             "[api_database]\n"
@@ -273,7 +275,7 @@ def boot_with_alternates(w: World) -> dict[str, Any]:
 def versions(w: World) -> dict[str, Any]:
     """Every argument form Nova's manager accepts: 4.0 (legacy dicts), 4.3 (spec_obj), 4.4 (+ instance_uuids),
     4.5 (+ return_objects / return_alternates), by capping Nova's own client; and 4.6 / 5.0, which none accepts."""
-    from nova import context, objects
+    from nova import context
 
     w.begin()
     for h in ("v1", "v2", "v3"):
@@ -511,8 +513,78 @@ def host_fields(w: World) -> dict[str, Any]:
     return {"stats": to_builtins(record.stats), "host": sched.manager.replica.host("f1")}
 
 
+def separate_processes(w: World) -> dict[str, Any]:
+    """Two `gantt nova-scheduler --config-file nova.conf` processes, as a deployment runs them, on one SQLite store
+    (needs a broker: with fake:// a process talks only to itself). Asked at once through Nova's client: one-slot
+    hosts never booked twice; then SIGTERM stops them."""
+    import os
+    import signal
+    import subprocess
+
+    from nova import context, objects
+
+    if w.transport_url.startswith("fake"):
+        return {"skipped": "needs a broker"}
+    w.begin()
+    hosts = [f"x{i}" for i in range(3)]
+    for h in hosts:
+        w.compute(h, vcpus=1, memory_mb=1024, local_gb=10)
+    base = w.tmp / "nova.conf"
+    store = w.conf.gantt.store
+    procs = []
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    for name in ("ext-1", "ext-2"):
+        extra = w.tmp / f"{name}.conf"
+        # the cell mapping this scenario made is in the API database; the process finds it there
+        extra.write_text(f"[DEFAULT]\nhost = {name}\nlog_file = {w.tmp / name}.log\n[gantt]\nstore = {store}\n")
+        procs.append(subprocess.Popen([sys.executable, "-m", "gantt", "nova-scheduler", "--config-file", str(base),
+                                       "--config-file", str(extra)], env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, start_new_session=True))
+    out: dict[str, Any] = {}
+    try:
+        ctxt = context.get_admin_context()
+        up = _wait(lambda: {s.host for s in objects.ServiceList.get_by_binary(ctxt, "nova-scheduler")}
+                   >= {"ext-1", "ext-2"} or any(p.poll() is not None for p in procs), 90)
+        time.sleep(2)  # the record is written just before the RPC server starts consuming
+        out["started"] = up and all(p.poll() is None for p in procs)
+        clients = [w.client("ext-1"), w.client("ext-2")]
+        results: list[dict[str, Any]] = [{} for _ in range(6)]
+        barrier = threading.Barrier(6)
+
+        def ask(i: int) -> None:
+            request = spec(1, 512, 1)
+            barrier.wait()
+            results[i] = _select(clients[i % 2], ctxt, request, [request.instance_uuid], alternates=False)
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        out["placed"] = [r["selections"][0][0]["host"] for r in results if "selections" in r]
+        out["refused"] = [r["error"] for r in results if "error" in r]
+        out["hosts"] = hosts
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        out["exit"] = []
+        for p in procs:
+            try:
+                out["exit"].append(p.wait(timeout=60))
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                out["exit"].append(p.wait())
+        out["logs"] = {n: (w.tmp / f"{n}.log").read_text()[-3000:] if (w.tmp / f"{n}.log").exists() else ""
+                       for n in ("ext-1", "ext-2")}
+        for service in objects.ServiceList.get_by_binary(context.get_admin_context(), "nova-scheduler"):
+            service.destroy()
+    return out
+
+
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
-                                     instance_info, two_schedulers, new_compute, periodic_read, host_fields)}
+                                     instance_info, two_schedulers, new_compute, periodic_read, host_fields,
+                                     separate_processes)}
 
 
 if __name__ == "__main__":

@@ -10,13 +10,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+# imported with this module, so that `gantt nova-scheduler` without nova fails at its import (the CLI's clear error)
+from nova import monkey_patch
+
 MANAGER = "gantt.nova.manager.SchedulerManager"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     # as nova-scheduler: the threading backend, patched before the rest of nova is imported
-    from nova import monkey_patch
-
     monkey_patch.patch(backend="threading")
 
     import nova.conf
@@ -40,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     service.SERVICE_MANAGERS["nova-scheduler"] = MANAGER
     server = service.Service.create(binary="nova-scheduler", topic=rpcapi.RPC_TOPIC, manager=MANAGER)
-    service.serve(server, workers=1)
+    service.serve(server, workers=1, no_fork=True)  # one process: its replica's threads live where it serves
     service.wait()
     return 0
 

@@ -62,10 +62,10 @@ def _group(conf: cfg.ConfigOpts, section: str) -> Any:
 def _registered(conf: cfg.ConfigOpts, section: str) -> dict[str, Any]:
     """The options registered in ``section`` (name -> Opt)."""
     if section == "DEFAULT":
-        return {name: info["opt"] for name, info in conf._opts.items()}  # noqa: SLF001 - no public listing
+        return {name: info["opt"] for name, info in conf._opts.items()}
     if section not in conf:
         return {}
-    return {name: info["opt"] for name, info in conf._groups[section]._opts.items()}  # noqa: SLF001
+    return {name: info["opt"] for name, info in conf._groups[section]._opts.items()}
 
 
 def gantt_config(conf: cfg.ConfigOpts) -> Config:

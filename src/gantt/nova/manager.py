@@ -44,10 +44,12 @@ class SchedulerManager(manager.Manager):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         conf.register(CONF)
         objects.register_all()
+        # read (and refused if wrong) here, at construction; the store is opened by the process that serves
+        # (init_host): a launcher may fork after building the manager, and threads and connections do not survive it
         self.gantt_config = conf.gantt_config(CONF)
         self.store_url = conf.store_url(CONF)
-        self.replica: Replica = Replica.open(self.store_url, self.gantt_config)
-        self.reader = cells.CellReader(self.replica)
+        self._replica: Replica | None = None
+        self._reader: cells.CellReader | None = None
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self._started = False
@@ -56,6 +58,21 @@ class SchedulerManager(manager.Manager):
         log.info("Gantt scheduler manager on store %s", self.store_url)
 
     # ------------------------------------------------------------------------------------------ lifecycle
+
+    @property
+    def replica(self) -> Replica:
+        if self._replica is None:
+            with self._start_lock:
+                if self._replica is None:
+                    self._replica = Replica.open(self.store_url, self.gantt_config)
+                    self._reader = cells.CellReader(self._replica)
+        return self._replica
+
+    @property
+    def reader(self) -> cells.CellReader:
+        self.replica  # noqa: B018 - opens the store and makes the reader
+        assert self._reader is not None
+        return self._reader
 
     def init_host(self, service_ref: Any = None) -> None:
         self._ensure_started()
@@ -69,18 +86,20 @@ class SchedulerManager(manager.Manager):
         self._stop.set()
         if self._poller is not None:
             self._poller.join(timeout=10)
-        self.replica.close()
+        if self._replica is not None:
+            self._replica.close()
 
     def _ensure_started(self) -> None:
         """Aggregates from the API database, then a first read of every cell: once, before the first decision."""
         if self._started:
             return
+        reader = self.reader
         with self._start_lock:
             if self._started:
                 return
             context = nova_context.get_admin_context()
             self._load_aggregates(context)
-            self.reader.refresh(context)
+            reader.refresh(context)
             self._started = True
 
     def _load_aggregates(self, context: Any) -> None:
