@@ -884,8 +884,8 @@ def cmd_nova_scheduler(args: argparse.Namespace) -> int:
     try:  # Nova's environment only: gantt.nova imports nova, which core Gantt never does
         from gantt.nova.cmd import main as nova_scheduler
     except ImportError as exc:
-        err_console.print(f"gantt nova-scheduler: nova is not installed in this environment ({exc}); install Gantt "
-                          "into Nova's environment: pip install 'gantt[nova]'", soft_wrap=True)
+        err_console.print(escape(f"gantt nova-scheduler: nova is not installed in this environment ({exc}); install "
+                                 "Gantt into Nova's environment: pip install 'gantt[nova]'"), soft_wrap=True)
         return USAGE
     return nova_scheduler(["gantt nova-scheduler", *args.args])
 
