@@ -513,6 +513,34 @@ def host_fields(w: World) -> dict[str, Any]:
     return {"stats": to_builtins(record.stats), "host": sched.manager.replica.host("f1")}
 
 
+def move(w: World) -> dict[str, Any]:
+    """A repeat of a boot is answered with the claim it made; a move (the conductor's pre-migrating migration in
+    the instance's cell, the RequestSpec naming none) gets a new destination, the source kept under the migration."""
+    from nova import context, objects
+
+    cell = w.begin()
+    w.compute("m1")
+    w.compute("m2")
+    sched = w.scheduler("sched-m")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    instance = str(uuidlib.uuid4())
+    objects.InstanceMapping(ctxt, instance_uuid=instance, cell_mapping=cell, project_id="p").create()
+    out: dict[str, Any] = {"boot": _select(api, ctxt, spec(1, 256, 1, instance_uuid=instance), [instance])}
+    source = out["boot"]["selections"][0][0]["host"]
+    out["repeat"] = _select(api, ctxt, spec(1, 256, 1, instance_uuid=instance), [instance])
+    migration = str(uuidlib.uuid4())
+    with _cell(w) as cctxt:
+        objects.Migration(cctxt, uuid=migration, instance_uuid=instance, status="pre-migrating",
+                          migration_type="migration", source_compute=source, source_node=source,
+                          old_instance_type_id=1, new_instance_type_id=1).create()
+    out["move"] = _select(api, ctxt, spec(1, 256, 1, instance_uuid=instance, ignore_hosts=[source]), [instance],
+                          alternates=False)
+    out["allocations"] = {a.consumer_uuid: a.host for a in sched.manager.replica.allocations()}
+    out.update(source=source, instance=instance, migration=migration)
+    return out
+
+
 def separate_processes(w: World) -> dict[str, Any]:
     """Two `gantt nova-scheduler --config-file nova.conf` processes, as a deployment runs them, on one SQLite store
     (needs a broker: with fake:// a process talks only to itself). Asked at once through Nova's client: one-slot
@@ -584,7 +612,7 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     separate_processes)}
+                                     move, separate_processes)}
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ from tests.venvs import run_json
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
-             "two_schedulers", "new_compute", "periodic_read", "host_fields", "separate_processes"]
+             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move",
+             "separate_processes"]
 
 
 @pytest.fixture(scope="module", params=["fake", "rabbit"])
@@ -190,3 +191,14 @@ def test_gantt_nova_scheduler_processes_share_one_store(run: dict[str, Any]) -> 
     assert sorted(got["placed"]) == sorted(got["hosts"]), got["logs"]
     assert len(got["refused"]) == 3
     assert got["exit"] == [0, 0], got["logs"]
+
+
+def test_repeat_and_move(run: dict[str, Any]) -> None:
+    got = _scenario(run, "move")
+    source = got["source"]
+    # asked again for the same boot: the same claim, nothing booked twice
+    assert got["repeat"]["selections"][0][0]["host"] == source
+    # a move: a new host, the instance booked there and its source kept under the migration (design §6)
+    [[dest]] = got["move"]["selections"]
+    assert dest["host"] != source
+    assert got["allocations"] == {got["instance"]: dest["host"], got["migration"]: source}

@@ -25,9 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import sqlalchemy as sa
 from nova import context as nova_context
 from nova import objects, servicegroup
 from nova.db.main import api as main_db
+from nova.db.main import models
 
 from gantt.model import GanttError, HostReport, HostStats, decode
 
@@ -94,13 +96,16 @@ def _signature(context: Any) -> tuple[Any, ...]:
     latest times (a node created, updated or deleted), and the services' disabled and forced-down sets (as sums of
     their ids). A service's heartbeat is left out: it moves every report_interval, and liveness is time's, read by
     the periodic pass."""
-    from sqlalchemy import text
-
-    nodes = context.session.execute(text(
-        "SELECT count(*), max(created_at), max(updated_at), max(deleted_at) FROM compute_nodes")).one()
-    services = context.session.execute(text(
-        "SELECT count(*), max(created_at), max(deleted_at), sum(id * disabled), sum(id * forced_down) "
-        "FROM services WHERE deleted = 0 AND \"binary\" = 'nova-compute'")).one()
+    # SQLAlchemy's expressions, not SQL text: the cells' databases are MySQL or PostgreSQL in production
+    node, service = models.ComputeNode, models.Service
+    nodes = context.session.execute(sa.select(
+        sa.func.count(), sa.func.max(node.created_at), sa.func.max(node.updated_at),
+        sa.func.max(node.deleted_at))).one()
+    services = context.session.execute(sa.select(
+        sa.func.count(), sa.func.max(service.created_at),
+        sa.func.sum(sa.case((service.disabled == sa.true(), service.id), else_=0)),
+        sa.func.sum(sa.case((service.forced_down == sa.true(), service.id), else_=0)))
+        .where(service.deleted == 0, service.binary == "nova-compute")).one()
     return (*tuple(nodes), *tuple(services))
 
 

@@ -33,6 +33,9 @@ CONF = nova.conf.CONF
 log = logging.getLogger(__name__)
 
 _sentinel = object()
+# A migration's states while the conductor asks for its destination: the conductor's own record of a cold move
+# (pre-migrating), and the API's of a live migration or evacuation (accepted, queued); preparing just after.
+MOVING = ("pre-migrating", "accepted", "queued", "preparing")
 
 
 class SchedulerManager(manager.Manager):
@@ -145,6 +148,7 @@ class SchedulerManager(manager.Manager):
         cell_uuid = self._only_cell()
         try:
             spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid,
+                                          migration_uuid=self._migration_of(instances),
                                           request_id=getattr(context, "request_id", None))
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
@@ -171,6 +175,33 @@ class SchedulerManager(manager.Manager):
                     self.replica.release(choices[0].consumer_uuid)
             log.error("select_destinations for %s: Gantt's answer cannot be given to Nova: %s", instances, exc)
             raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+
+    def _migration_of(self, instances: list[str] | None) -> str | None:
+        """The migration a move is made under, for an instance that already holds a Gantt allocation: the
+        conductor made it (in the instance's cell) before asking, and the RequestSpec does not name it. Without one
+        the request repeats a boot, which Gantt answers with the allocation it made (never a second one)."""
+        if not instances or len(instances) != 1:
+            return None
+        uuid = instances[0]
+        try:
+            self.replica.allocation(uuid)
+        except NotFound:
+            return None
+        context = nova_context.get_admin_context()
+        try:
+            mapping = objects.InstanceMapping.get_by_instance_uuid(context, uuid)
+        except exception.InstanceMappingNotFound:
+            return None
+        if mapping.cell_mapping is None:
+            return None
+        with nova_context.target_cell(context, mapping.cell_mapping) as cctxt:
+            moving = objects.MigrationList.get_by_filters(cctxt, {"instance_uuid": uuid, "status": list(MOVING)})
+        if not moving:
+            return None
+        latest = max(moving, key=lambda m: (m.created_at is not None, m.created_at, m.id))
+        log.info("select_destinations for %s: a move (%s, migration %s)", uuid,
+                 latest.migration_type if latest.obj_attr_is_set("migration_type") else "?", latest.uuid)
+        return str(latest.uuid)
 
     def _only_cell(self) -> str | None:
         """The cell a requested destination may name: the one cell when there is exactly one."""
