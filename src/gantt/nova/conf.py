@@ -16,8 +16,7 @@ from typing import Any
 import msgspec
 from oslo_config import cfg
 
-from gantt import novaconf
-from gantt.config import Config
+from gantt.config import Config, novaconf
 from gantt.model import InvalidRequest
 
 GROUP = "gantt"

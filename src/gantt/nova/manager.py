@@ -27,7 +27,7 @@ from nova import exception, manager, objects
 from gantt.model import GanttError, NotFound
 from gantt.model import NoValidHost as GanttNoValidHost
 from gantt.nova import cells, conf, translate
-from gantt.replica import Replica
+from gantt.replication.replica import Replica
 
 CONF = nova.conf.CONF
 log = logging.getLogger(__name__)
