@@ -880,6 +880,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return _run_entry(entry, args.args)
 
 
+def cmd_nova_scheduler(args: argparse.Namespace) -> int:
+    try:  # Nova's environment only: gantt.nova imports nova, which core Gantt never does
+        from gantt.nova.cmd import main as nova_scheduler
+    except ImportError as exc:
+        err_console.print(escape(f"gantt nova-scheduler: nova is not installed in this environment ({exc}); install "
+                                 "Gantt into Nova's environment: pip install 'gantt[nova]'"), soft_wrap=True)
+        return USAGE
+    return nova_scheduler(["gantt nova-scheduler", *args.args])
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     from gantt.cli.completion import bash_script, zsh_script
 
@@ -1107,6 +1117,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("args", nargs=argparse.REMAINDER, help="passed to the simulator")
     p.set_defaults(func=cmd_simulate)
 
+    p = sub.add_parser("nova-scheduler", help="run as Nova's nova-scheduler service (where nova is installed)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="nova-scheduler's own: --config-file /etc/nova/nova.conf …")
+    p.set_defaults(func=cmd_nova_scheduler)
+
     p = sub.add_parser("demo", help="start a service on a temporary store, register hosts, place a burst")
     p.add_argument("--hosts", type=int, default=300, help="hosts to register (default %(default)s)")
     p.add_argument("--requests", type=int, default=1000, help="requests to place (default %(default)s)")
@@ -1191,9 +1205,11 @@ def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, Any]:
 
 
 def _passthrough(argv: list[str]) -> argparse.Namespace | None:
-    """bench/simulate hand every argument after their name to the module they run, --help included."""
+    """bench, simulate and nova-scheduler hand every argument after their name to what they run, --help too."""
     if argv and argv[0] == "simulate":
         return argparse.Namespace(command="simulate", func=cmd_simulate, args=argv[1:])
+    if argv and argv[0] == "nova-scheduler":  # oslo.config parses the rest, as nova-scheduler's does
+        return argparse.Namespace(command="nova-scheduler", func=cmd_nova_scheduler, args=argv[1:])
     if len(argv) > 1 and argv[0] == "bench" and argv[1] in BENCHMARKS:
         return argparse.Namespace(command="bench", func=cmd_bench, which=argv[1], args=argv[2:])
     return None
