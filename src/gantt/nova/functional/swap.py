@@ -20,6 +20,7 @@ and a test that never imports Nova's scheduler never has it imported for it.
 from __future__ import annotations
 
 import atexit
+import importlib
 import importlib.abc
 import importlib.machinery
 import os
@@ -233,6 +234,9 @@ def install(parts: set[str]) -> None:
 
     def service_module(module: ModuleType) -> None:
         module.SERVICE_MANAGERS["nova-scheduler"] = MANAGER
+        # Imported now, as the tests are loaded, not by the first test's scheduler service: Nova's fixtures fail a
+        # test that calls os.uname, which numpy does once, on import.
+        importlib.import_module(MANAGER.rpartition(".")[0])
 
     hooks: dict[str, Callable[[ModuleType], None]] = {"nova.tests.functional.fixtures": fixtures_module}
     if scheduler:
