@@ -237,6 +237,9 @@ def install(parts: set[str]) -> None:
         # Imported now, as the tests are loaded, not by the first test's scheduler service: Nova's fixtures fail a
         # test that calls os.uname, which numpy does once, on import.
         importlib.import_module(MANAGER.rpartition(".")[0])
+        from gantt.nova.functional import weighers
+
+        weighers.install()
 
     hooks: dict[str, Callable[[ModuleType], None]] = {"nova.tests.functional.fixtures": fixtures_module}
     if scheduler:
