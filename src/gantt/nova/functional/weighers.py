@@ -21,10 +21,10 @@ class HostNameWeigher(Weigher):
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
-        from nova.tests.fixtures import nova as nova_fixtures
+        from nova.tests.fixtures import HostNameWeigher as NovaHostNameWeigher
 
         # Nova's class raises unless the fixture patched get_weights: the same refusal here.
-        self.weights: dict[str, float] = dict(nova_fixtures.HostNameWeigher().weights)
+        self.weights: dict[str, float] = dict(NovaHostNameWeigher().weights)
 
     def multiplier(self) -> float:
         return 1.0  # Nova's BaseHostWeigher default; the fixture sets no multiplier option
