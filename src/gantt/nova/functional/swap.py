@@ -39,8 +39,17 @@ MODE_ENV = "GANTT_NOVA_SWAP"
 LOG_ENV = "GANTT_NOVA_LOG_DIR"
 MANAGER = "gantt.nova.manager.SchedulerManager"
 # The Gantt options every test's server starts with: Nova's services report no Gantt heartbeat here, and the
-# placement face's answers must not depend on a clock.
-SERVER_CONFIG = '[DEFAULT]\nservice_down_time = 86400\n\n[gantt]\nseed = 7\n'
+# placement face's answers must not depend on a clock. The policy options are those Placement's fixture gave
+# Placement (``server_config``).
+SERVER_CONFIG = '[DEFAULT]\nservice_down_time = 86400\n\n[gantt]\nseed = 7\n\n'
+
+
+def server_config(oslo_policy: Any) -> str:
+    """Gantt's options for a test whose Placement would have had ``oslo_policy`` (its fixture's ``[oslo_policy]``:
+    Placement's fixture turns ``enforce_new_defaults`` off, so that an ``admin`` token may do what Placement's
+    deprecated ``role:admin`` rules allowed, such as ``POST /reshaper``)."""
+    return SERVER_CONFIG + (f"[oslo_policy]\nenforce_new_defaults = {str(oslo_policy.enforce_new_defaults).lower()}"
+                            f"\nenforce_scope = {str(oslo_policy.enforce_scope).lower()}\n")
 
 # What must not run when Gantt schedules: (module, attribute path).
 NOVA_SCHEDULING = (
@@ -93,17 +102,17 @@ class Servers:
     def __init__(self) -> None:
         base = os.environ.get(LOG_ENV)
         self.root = Path(tempfile.mkdtemp(prefix="gantt-nova-functional-", dir=base))
-        self.config = self.root / "gantt.toml"
-        self.config.write_text(SERVER_CONFIG)
         self.factory = Factory(self.root)
         atexit.register(self.factory.close)
 
-    def start(self, store_kind: str) -> tuple[int, str, str, Path]:
-        """(pid, url, store URL, directory) of a new server; its log is the directory's server.log."""
+    def start(self, store_kind: str, config: str) -> tuple[int, str, str, Path]:
+        """(pid, url, store URL, directory) of a new server with the options ``config`` (TOML); its log is the
+        directory's server.log."""
         workdir = self.root / uuid.uuid4().hex[:12]
         workdir.mkdir()
+        (workdir / "gantt.toml").write_text(config)
         store = "memory://" if store_kind == "memory" else f"sqlite:///{workdir}/gantt.sqlite"
-        pid, port = self.factory.serve(store, self.config, workdir / "server.log")
+        pid, port = self.factory.serve(store, workdir / "gantt.toml", workdir / "server.log")
         return pid, f"http://127.0.0.1:{port}", store, workdir
 
     def stop(self, pid: int, workdir: Path) -> None:
@@ -179,7 +188,8 @@ def serve_placement_from_gantt(cls: type, *, scheduler: bool, forbid: bool) -> N
     def setUp(self: Any) -> None:
         set_up(self)
         pool = servers()
-        pid, url, store, workdir = pool.start("sqlite" if scheduler else "memory")
+        pid, url, store, workdir = pool.start("sqlite" if scheduler else "memory",
+                                              server_config(self.conf_fixture.conf.oslo_policy))
         self.addCleanup(pool.stop, pid, workdir)
         _wait_ready(url, pid, workdir)
         self.gantt_url, self.gantt_store, self.gantt_log = url, store, workdir / "server.log"
