@@ -48,8 +48,14 @@ def server_config(oslo_policy: Any) -> str:
     """Gantt's options for a test whose Placement would have had ``oslo_policy`` (its fixture's ``[oslo_policy]``:
     Placement's fixture turns ``enforce_new_defaults`` off, so that an ``admin`` token may do what Placement's
     deprecated ``role:admin`` rules allowed, such as ``POST /reshaper``)."""
+    from oslo_config import cfg
+
+    try:
+        scope = bool(oslo_policy.enforce_scope)
+    except cfg.NoSuchOptError:  # oslo.policy without the option always enforces scope
+        scope = True
     return SERVER_CONFIG + (f"[oslo_policy]\nenforce_new_defaults = {str(oslo_policy.enforce_new_defaults).lower()}"
-                            f"\nenforce_scope = {str(oslo_policy.enforce_scope).lower()}\n")
+                            f"\nenforce_scope = {str(scope).lower()}\n")
 
 # What must not run when Gantt schedules: (module, attribute path).
 NOVA_SCHEDULING = (
