@@ -44,10 +44,14 @@ def _preload() -> None:
     import gantt.service.protocol
     import gantt.service.server
 
-    # uvicorn closes a keep-alive connection idle for 5 s (gantt serve's setting). Nova's report client keeps its
-    # connections pooled, and a request it sends in the instant the server closes one fails with "Remote end closed
-    # connection without response": on a loaded machine Nova's tests pause about that long often enough to hit it.
-    # Each server here lives for one test, so its connections stay open for the test.
+    # uvicorn closes a keep-alive connection idle for 5 s (gantt serve's setting), and Gantt's protocol answers 408
+    # and closes one whose next request head has not come 10 s after the last answer. Nova's report client keeps its
+    # connections pooled, and a request it sends in the instant the server closes one fails ("Remote end closed
+    # connection without response", or "Placement API service is not responding"): on a loaded machine Nova's tests
+    # pause about that long often enough to hit it. Each server here lives for one test, and its one client is
+    # Nova's: its connections stay open for the test.
+    gantt.service.protocol.HEAD_TIMEOUT = KEEP_ALIVE
+
     class Config(uvicorn.Config):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **{**kwargs, "timeout_keep_alive": KEEP_ALIVE})
