@@ -5,9 +5,10 @@ face in place of Placement, Nova's scheduler deciding) and ``gantt`` (Gantt's sc
 few of them named in ``CI_SUBSET`` (one stestr worker, about a minute on a quiet machine) and fails if any fails or
 does not run; the whole list is run by hand (see docs/nova.md), and a run's passes are added to it with
 
-    python -m tests.nova.test_functional_ratchet --update MODE
+    python -m tests.nova.test_functional_ratchet --update MODE [WORKDIR ...]
 
-which reads that mode's last stestr run (``~/.cache/gantt/nova-functional/MODE``) and keeps what it lists already.
+which reads the last stestr run in each WORKDIR (by default the mode's, ``~/.cache/gantt/nova-functional/MODE``)
+and keeps what the list holds already.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ PASSING = HERE / "functional_passing.txt"
 # inventory: each asks Gantt's Placement face something different.
 CI_SUBSET = [
     "nova.tests.functional.test_json_filter.JsonFilterTestCase.test_filter_on_hypervisor_hostname",
+    "nova.tests.functional.test_cold_migrate.ColdMigrationDisallowSameHost.test_cold_migrate_same_host_old_compute_disallow",
+    "nova.tests.functional.test_server_group.ServerGroupAntiAffinityConfTest.test_anti_affinity_no_filter",
+    "nova.tests.functional.test_scheduler.AggregateImagePropertiesIsolationTestCase.test_filter_rejects",
+    "nova.tests.functional.test_servers_provider_tree.TraitsTrackingTests.test_resource_provider_traits",
 ]
 RESULT = re.compile(r"^\{\d+\} (?P<test>\S+) \[[^\]]*\] \.\.\. (?P<status>ok|FAILED|SKIPPED.*)$")
 
@@ -91,11 +96,8 @@ def test_the_guard_fails_a_test_in_which_novas_own_scheduler_decides(tmp_path: P
     assert "nova.scheduler.manager.SchedulerManager.select_destinations" in output
 
 
-def last_passes(python: Path, mode: str) -> set[str]:
-    """The tests that passed in ``mode``'s last stestr run (``python -m gantt.nova.functional``'s workdir)."""
-    from gantt.nova.functional.__main__ import default_workdir
-
-    workdir = default_workdir(mode)
+def last_passes(python: Path, workdir: Path) -> set[str]:
+    """The tests that passed in the last stestr run of ``python -m gantt.nova.functional --workdir WORKDIR``."""
     stream = subprocess.run([str(python), "-m", "stestr", "--config", str(workdir / ".stestr.conf"), "last",
                              "--subunit"], cwd=workdir, capture_output=True, check=True).stdout
     table = subprocess.run([str(python.parent / "subunit2csv")], input=stream, capture_output=True,
@@ -103,15 +105,18 @@ def last_passes(python: Path, mode: str) -> set[str]:
     return {row["test"] for row in csv.DictReader(io.StringIO(table)) if row["status"] == "success"}
 
 
-def update(mode: str) -> None:
+def update(mode: str, workdirs: list[Path]) -> None:
+    from gantt.nova.functional.__main__ import default_workdir
+
     python = _venv_python()
     listed = known()
-    listed.setdefault(mode, set()).update(last_passes(python, mode))
+    for workdir in workdirs or [default_workdir(mode)]:
+        listed.setdefault(mode, set()).update(last_passes(python, workdir))
     lines = [f"{m} {test}\n" for m in sorted(listed) for test in sorted(listed[m])]
     PASSING.write_text("# Nova 34 functional tests that pass with Gantt swapped in (mode test_id); see "
                        "test_functional_ratchet.py\n" + "".join(lines))
     print(f"{len(listed[mode])} {mode} tests listed in {PASSING}")
 
 
-if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--update":
-    update(sys.argv[2])
+if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "--update":
+    update(sys.argv[2], [Path(p) for p in sys.argv[3:]])
