@@ -541,6 +541,27 @@ def move(w: World) -> dict[str, Any]:
     return out
 
 
+def unreachable_cell(w: World) -> dict[str, Any]:
+    """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
+    a hung conductor)."""
+    from nova import context, objects
+
+    w.begin()
+    w.compute("ok1")
+    ctxt = context.get_admin_context()
+    bad = objects.CellMapping(ctxt, uuid=str(uuidlib.uuid4()), name="unreachable", transport_url=w.transport_url,
+                              database_connection=f"sqlite:///{w.tmp}/no-such-dir/cell.db")
+    bad.create()
+    try:
+        w.scheduler("sched-b")
+        request = spec(1, 256, 1)
+        started = time.monotonic()
+        answer = _select(w.client(), ctxt, request, [request.instance_uuid])
+        return {"answer": answer, "seconds": time.monotonic() - started}
+    finally:
+        bad.destroy()
+
+
 def separate_processes(w: World) -> dict[str, Any]:
     """Two `gantt nova-scheduler --config-file nova.conf` processes, as a deployment runs them, on one SQLite store
     (needs a broker: with fake:// a process talks only to itself). Asked at once through Nova's client: one-slot
@@ -612,7 +633,7 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     move, separate_processes)}
+                                     move, unreachable_cell, separate_processes)}
 
 
 if __name__ == "__main__":

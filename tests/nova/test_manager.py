@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
              "two_schedulers", "new_compute", "periodic_read", "host_fields", "move",
-             "separate_processes"]
+             "unreachable_cell", "separate_processes"]
 
 
 @pytest.fixture(scope="module", params=["fake", "rabbit"])
@@ -202,3 +202,10 @@ def test_repeat_and_move(run: dict[str, Any]) -> None:
     [[dest]] = got["move"]["selections"]
     assert dest["host"] != source
     assert got["allocations"] == {got["instance"]: dest["host"], got["migration"]: source}
+
+
+def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) -> None:
+    got = _scenario(run, "unreachable_cell")
+    [[sel]] = got["answer"]["selections"]
+    assert sel["host"] == "ok1"
+    assert got["seconds"] < 30  # refused at once, not after a cell timeout per request
