@@ -8,7 +8,8 @@ Nova's own decision path is made to raise for the whole process: ``HostManager.g
 ``HostManager.get_weighed_hosts`` and ``SchedulerReportClient.get_allocation_candidates`` (each call is counted
 too), so every answer here is Gantt's.
 
-stdin: {"src": checkout's src, "tmp": a directory, "transport_url": "fake:/" or "rabbit://…", "scenarios": [names]}
+stdin: {"src": checkout's src, "tmp": a directory, "transport_url": "fake:/" or "rabbit://…", "scenarios": [names],
+        "store": an optional store URL (etcd://…/prefix) the scenarios use instead of SQLite files}
 stdout: {"scenarios": {name: result or {"error": traceback}}, "nova_calls": {...}}
 """
 
@@ -36,7 +37,7 @@ def main() -> None:
     import gantt
 
     assert gantt.__file__.startswith(payload["src"]), gantt.__file__
-    world = World(Path(payload["tmp"]), payload["transport_url"])
+    world = World(Path(payload["tmp"]), payload["transport_url"], payload.get("store"))
     out: dict[str, Any] = {}
     for name in payload["scenarios"]:
         try:
@@ -68,13 +69,14 @@ def _forbid_nova_decisions() -> None:
 class World:
     """One process's Nova: configuration, the API database, RPC; a cell and Gantt store per scenario."""
 
-    def __init__(self, tmp: Path, transport_url: str) -> None:
+    def __init__(self, tmp: Path, transport_url: str, store: str | None = None) -> None:
         import nova.conf
         from nova import config, objects, rpc
         from nova.db import migration
 
         self.tmp = tmp
         self.transport_url = transport_url
+        self.store = store  # a store URL for every scenario (each under its own suffix), else a SQLite file each
         conf_file = tmp / "nova.conf"
         conf_file.write_text(
             "[DEFAULT]\n"
@@ -125,7 +127,8 @@ class World:
         self.cell = objects.CellMapping(ctxt, uuid=str(uuidlib.uuid4()), name=f"cell{self.n}",
                                         transport_url=self.transport_url, database_connection=f"sqlite:///{db}")
         self.cell.create()
-        self.conf.set_override("store", store or f"sqlite:///{self.tmp}/gantt{self.n}.sqlite", group="gantt")
+        default = f"{self.store}-{self.n}" if self.store else f"sqlite:///{self.tmp}/gantt{self.n}.sqlite"
+        self.conf.set_override("store", store or default, group="gantt")
         return self.cell
 
     def end_scenario(self) -> None:

@@ -209,3 +209,21 @@ def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) 
     [[sel]] = got["answer"]["selections"]
     assert sel["host"] == "ok1"
     assert got["seconds"] < 30  # refused at once, not after a cell timeout per request
+
+
+def test_two_schedulers_on_etcd_never_double_book(tmp_path: Path) -> None:
+    """The same race with the schedulers' replicas on an etcd store (schedulers on several machines)."""
+    from tests.etcd.cluster import LocalCluster, require_etcd
+
+    require_etcd()
+    python = _venv_python()
+    work = tmp_path / "nova"
+    work.mkdir()
+    with LocalCluster(tmp_path / "etcd", size=1) as cluster:
+        out = run_json(python, HERE / "rpc_driver.py",
+                       {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
+                        "scenarios": ["two_schedulers"], "store": cluster.url("/nova-two")}, timeout=600)
+    assert out["nova_calls"] == {}
+    got = _scenario(out, "two_schedulers")
+    assert sorted(got["placed"]) == sorted(got["hosts"])
+    assert len(got["refused"]) == 5
