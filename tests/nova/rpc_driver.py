@@ -38,6 +38,7 @@ def main() -> None:
 
     assert gantt.__file__.startswith(payload["src"]), gantt.__file__
     world = World(Path(payload["tmp"]), payload["transport_url"], payload.get("store"))
+    world.store_pid = payload.get("store_pid")
     out: dict[str, Any] = {}
     for name in payload["scenarios"]:
         try:
@@ -77,6 +78,7 @@ class World:
         self.tmp = tmp
         self.transport_url = transport_url
         self.store = store  # a store URL for every scenario (each under its own suffix), else a SQLite file each
+        self.store_pid: int | None = None  # the store's process (an etcd member), for store_down
         conf_file = tmp / "nova.conf"
         conf_file.write_text(
             "[DEFAULT]\n"
@@ -565,6 +567,31 @@ def unreachable_cell(w: World) -> dict[str, Any]:
         bad.destroy()
 
 
+def store_down(w: World) -> dict[str, Any]:
+    """Gantt's store goes away (the test's one etcd member, killed): a decision is a NoValidHost saying so, in
+    bounded time, and nothing is booked."""
+    import os
+    import signal
+
+    from nova import context
+
+    if w.store_pid is None:
+        return {"skipped": "needs a store process to kill"}
+    w.begin()
+    w.compute("d1")
+    w.scheduler("sched-d")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    request = spec(1, 256, 1)
+    out: dict[str, Any] = {"before": _select(api, ctxt, request, [request.instance_uuid])}
+    os.kill(w.store_pid, signal.SIGKILL)
+    request = spec(1, 256, 1)
+    started = time.monotonic()
+    out["down"] = _select(api, ctxt, request, [request.instance_uuid])
+    out["seconds"] = time.monotonic() - started
+    return out
+
+
 def separate_processes(w: World) -> dict[str, Any]:
     """Two `gantt nova-scheduler --config-file nova.conf` processes, as a deployment runs them, on one SQLite store
     (needs a broker: with fake:// a process talks only to itself). Asked at once through Nova's client: one-slot
@@ -636,7 +663,7 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     move, unreachable_cell, separate_processes)}
+                                     move, unreachable_cell, store_down, separate_processes)}
 
 
 if __name__ == "__main__":

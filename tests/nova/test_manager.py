@@ -211,8 +211,9 @@ def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) 
     assert got["seconds"] < 30  # refused at once, not after a cell timeout per request
 
 
-def test_two_schedulers_on_etcd_never_double_book(tmp_path: Path) -> None:
-    """The same race with the schedulers' replicas on an etcd store (schedulers on several machines)."""
+def test_on_etcd_two_schedulers_never_double_book_and_a_store_down_is_refused(tmp_path: Path) -> None:
+    """The same race with the schedulers' replicas on an etcd store (schedulers on several machines); then the store
+    goes down (its one member killed): a NoValidHost saying so, in bounded time, never a hung conductor."""
     from tests.etcd.cluster import LocalCluster, require_etcd
 
     require_etcd()
@@ -222,8 +223,15 @@ def test_two_schedulers_on_etcd_never_double_book(tmp_path: Path) -> None:
     with LocalCluster(tmp_path / "etcd", size=1) as cluster:
         out = run_json(python, HERE / "rpc_driver.py",
                        {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
-                        "scenarios": ["two_schedulers"], "store": cluster.url("/nova-two")}, timeout=600)
+                        "scenarios": ["two_schedulers", "store_down"], "store": cluster.url("/nova-two"),
+                        "store_pid": cluster.members[0].proc.pid}, timeout=600)
     assert out["nova_calls"] == {}
     got = _scenario(out, "two_schedulers")
     assert sorted(got["placed"]) == sorted(got["hosts"])
     assert len(got["refused"]) == 5
+    got = _scenario(out, "store_down")
+    [[sel]] = got["before"]["selections"]
+    assert sel["host"] == "d1"
+    message = _refusal(got["down"])
+    assert "etcd" in message and "unavailable" in message
+    assert got["seconds"] < 30
