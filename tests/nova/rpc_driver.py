@@ -39,6 +39,7 @@ def main() -> None:
     assert gantt.__file__.startswith(payload["src"]), gantt.__file__
     world = World(Path(payload["tmp"]), payload["transport_url"], payload.get("store"))
     world.store_pid = payload.get("store_pid")
+    world.handshake = Path(payload["handshake"]) if payload.get("handshake") else None
     out: dict[str, Any] = {}
     for name in payload["scenarios"]:
         try:
@@ -79,6 +80,7 @@ class World:
         self.transport_url = transport_url
         self.store = store  # a store URL for every scenario (each under its own suffix), else a SQLite file each
         self.store_pid: int | None = None  # the store's process (an etcd member), for store_down
+        self.handshake: Path | None = None  # where broker_restart and the test tell each other when
         conf_file = tmp / "nova.conf"
         conf_file.write_text(
             "[DEFAULT]\n"
@@ -592,6 +594,28 @@ def store_down(w: World) -> dict[str, Any]:
     return out
 
 
+def broker_restart(w: World) -> dict[str, Any]:
+    """A request, then the broker restarts (the test does it when it sees ``ready``, and says ``go``), then another
+    request through the same client and scheduler."""
+    from nova import context
+
+    if w.handshake is None:
+        return {"skipped": "needs the test to restart the broker"}
+    w.begin()
+    w.compute("r1")
+    w.scheduler("sched-r")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    request = spec(1, 256, 1)
+    out: dict[str, Any] = {"before": _select(api, ctxt, request, [request.instance_uuid])}
+    (w.handshake / "ready").touch()
+    out["restarted"] = _wait(lambda: (w.handshake / "go").exists(), 300)
+    time.sleep(2)  # the scheduler's consumer reconnects on its own schedule (oslo.messaging's retry interval)
+    request = spec(1, 256, 1)
+    out["after"] = _select(api, ctxt, request, [request.instance_uuid])
+    return out
+
+
 def separate_processes(w: World) -> dict[str, Any]:
     """Two `gantt nova-scheduler --config-file nova.conf` processes, as a deployment runs them, on one SQLite store
     (needs a broker: with fake:// a process talks only to itself). Asked at once through Nova's client: one-slot
@@ -663,7 +687,7 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     move, unreachable_cell, store_down, separate_processes)}
+                                     move, unreachable_cell, store_down, broker_restart, separate_processes)}
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ every answer is Gantt's."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +33,8 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         out = _drive(python, tmp, "fake:/")
         out["transport"] = "fake"
         return out
-    with rabbit.broker(tmp / "rabbit") as url:
-        out = _drive(python, tmp, url)
+    with rabbit.broker(tmp / "rabbit") as broker:
+        out = _drive(python, tmp, broker.url)
     out["transport"] = "rabbit"
     return out
 
@@ -235,3 +237,43 @@ def test_on_etcd_two_schedulers_never_double_book_and_a_store_down_is_refused(tm
     message = _refusal(got["down"])
     assert "etcd" in message and "unavailable" in message
     assert got["seconds"] < 30
+
+
+def test_broker_restart(tmp_path: Path) -> None:
+    """RabbitMQ restarts between two requests (same node, same port): the scheduler and Nova's client reconnect,
+    and the next request is answered."""
+    python = _venv_python()
+    work = tmp_path / "nova"
+    work.mkdir()
+    handshake = tmp_path / "handshake"
+    handshake.mkdir()
+    with rabbit.broker(tmp_path / "rabbit") as broker:
+        failures: list[BaseException] = []
+
+        def restart() -> None:
+            try:
+                deadline = time.monotonic() + 300
+                while not (handshake / "ready").exists():
+                    if time.monotonic() > deadline:
+                        return
+                    time.sleep(0.2)
+                broker.stop()
+                broker.start()
+            except BaseException as exc:  # the driver times out waiting; this says why
+                failures.append(exc)
+            finally:
+                (handshake / "go").touch()
+
+        thread = threading.Thread(target=restart)
+        thread.start()
+        try:
+            out = run_json(python, HERE / "rpc_driver.py",
+                           {"src": str(SRC), "tmp": str(work), "transport_url": broker.url,
+                            "scenarios": ["broker_restart"], "handshake": str(handshake)}, timeout=600)
+        finally:
+            (handshake / "ready").touch()  # the thread stops waiting whatever the driver did
+            thread.join()
+    assert not failures, failures
+    got = _scenario(out, "broker_restart")
+    assert got["before"]["selections"][0][0]["host"] == "r1"
+    assert got["after"]["selections"][0][0]["host"] == "r1", got["after"]
