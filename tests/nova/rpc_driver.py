@@ -616,6 +616,37 @@ def broker_restart(w: World) -> dict[str, Any]:
     return out
 
 
+def configuration(w: World) -> dict[str, Any]:
+    """Gantt's options come from Nova's parsed configuration (flags included); an option Gantt does not implement,
+    set away from Nova's default, stops the manager at construction, naming it."""
+    from gantt.model import InvalidRequest
+    from gantt.nova import conf as gantt_conf
+    from gantt.nova.manager import SchedulerManager
+
+    w.begin()
+    out: dict[str, Any] = {}
+    w.conf.set_override("host_subset_size", 3, group="filter_scheduler")
+    w.conf.set_override("max_attempts", 5, group="scheduler")
+    w.conf.set_override("alias", ['{"name": "a1", "vendor_id": "8086", "product_id": "1520"}'], group="pci")
+    try:
+        config = gantt_conf.gantt_config(w.conf)
+        out["read"] = [config.filter_scheduler.host_subset_size, config.scheduler.max_attempts,
+                       sorted(config.pci.aliases), config.gantt.store == w.conf.gantt.store]
+    finally:
+        for name, group in (("host_subset_size", "filter_scheduler"), ("max_attempts", "scheduler"),
+                            ("alias", "pci")):
+            w.conf.clear_override(name, group=group)
+    w.conf.set_override("pci_in_placement", True, group="filter_scheduler")
+    try:
+        SchedulerManager()
+        out["refused"] = None
+    except InvalidRequest as exc:
+        out["refused"] = [exc.field, exc.message]
+    finally:
+        w.conf.clear_override("pci_in_placement", group="filter_scheduler")
+    return out
+
+
 def separate_processes(w: World) -> dict[str, Any]:
     """Two `gantt nova-scheduler --config-file nova.conf` processes, as a deployment runs them, on one SQLite store
     (needs a broker: with fake:// a process talks only to itself). Asked at once through Nova's client: one-slot
@@ -687,7 +718,8 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     move, unreachable_cell, store_down, broker_restart, separate_processes)}
+                                     move, unreachable_cell, store_down, broker_restart, configuration,
+                                     separate_processes)}
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
              "two_schedulers", "new_compute", "periodic_read", "host_fields", "move",
-             "unreachable_cell", "separate_processes"]
+             "unreachable_cell", "configuration", "separate_processes"]
 
 
 @pytest.fixture(scope="module", params=["fake", "rabbit"])
@@ -277,3 +277,10 @@ def test_broker_restart(tmp_path: Path) -> None:
     got = _scenario(out, "broker_restart")
     assert got["before"]["selections"][0][0]["host"] == "r1"
     assert got["after"]["selections"][0][0]["host"] == "r1", got["after"]
+
+
+def test_options_come_from_nova_conf(run: dict[str, Any]) -> None:
+    got = _scenario(run, "configuration")
+    assert got["read"] == [3, 5, ["a1"], True]
+    field, message = got["refused"]
+    assert field == "$.filter_scheduler" and "pci_in_placement" in message
