@@ -543,8 +543,21 @@ def move(w: World) -> dict[str, Any]:
                           old_instance_type_id=1, new_instance_type_id=1).create()
     out["move"] = _select(api, ctxt, spec(1, 256, 1, instance_uuid=instance, ignore_hosts=[source]), [instance],
                           alternates=False)
-    out["allocations"] = {a.consumer_uuid: a.host for a in sched.manager.replica.allocations()}
+    replica = sched.manager.replica
+    out["allocations"] = {a.consumer_uuid: a.host for a in replica.allocations()}
     out.update(source=source, instance=instance, migration=migration)
+    # the source compute casts that the instance left it: the claim on the destination stays
+    api.delete_instance_info(ctxt, source, instance)
+    dest = out["move"]["selections"][0][0]["host"] if "selections" in out["move"] else None
+    _wait(lambda: replica.instance_info.get(source) == [] or False, 3)
+    time.sleep(0.5)
+    out["after_source_left"] = {a.consumer_uuid: a.host for a in replica.allocations()}
+    # then the instance is deleted on the destination: its claim goes
+    api.sync_instance_info(ctxt, dest, [instance])
+    _wait(lambda: replica.instance_info.get(dest) == [instance])
+    api.delete_instance_info(ctxt, dest, instance)
+    out["deleted"] = _wait(lambda: instance not in {a.consumer_uuid for a in replica.allocations()})
+    out["after_delete"] = {a.consumer_uuid: a.host for a in replica.allocations()}
     return out
 
 

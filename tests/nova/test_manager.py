@@ -204,6 +204,11 @@ def test_repeat_and_move(run: dict[str, Any]) -> None:
     [[dest]] = got["move"]["selections"]
     assert dest["host"] != source
     assert got["allocations"] == {got["instance"]: dest["host"], got["migration"]: source}
+    # delete_instance_info from the source leaves the instance's claim on its destination
+    assert got["after_source_left"] == got["allocations"]
+    # from the host it runs on (the instance deleted): its claim is released
+    assert got["deleted"]
+    assert got["after_delete"] == {got["migration"]: source}
 
 
 def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) -> None:

@@ -226,10 +226,23 @@ class SchedulerManager(manager.Manager):
         self._instances(self.replica.update_instance_info, host_name, [str(i.uuid) for i in many])
 
     def delete_instance_info(self, context: Any, host_name: str, instance_uuid: str) -> None:
+        """The instance left the host (deleted, shelved, or the source of a finished move). Its Gantt claim on that
+        host goes too: Nova drops its allocation in Placement then, which Gantt's store does not see yet. A claim
+        on another host (the instance moved) stays."""
+        uuid = str(instance_uuid)
         try:
-            self.replica.delete_instance_info(host_name, str(instance_uuid))
+            self.replica.delete_instance_info(host_name, uuid)
         except NotFound as exc:
-            log.debug("delete_instance_info(%s, %s): %s", host_name, instance_uuid, exc.message)
+            log.debug("delete_instance_info(%s, %s): %s", host_name, uuid, exc.message)
+        try:
+            held = self.replica.allocation(uuid)
+        except NotFound:
+            return
+        if held.host == host_name:
+            try:
+                self.replica.release(uuid)
+            except GanttError as exc:  # released meanwhile (another scheduler got the same cast)
+                log.debug("releasing %s on %s: %s", uuid, host_name, exc.message)
 
     def sync_instance_info(self, context: Any, host_name: str, instance_uuids: list[str]) -> None:
         self._instances(self.replica.sync_instance_info, host_name, [str(u) for u in instance_uuids])
