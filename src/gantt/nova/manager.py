@@ -78,7 +78,11 @@ class SchedulerManager(manager.Manager):
         return self._reader
 
     def init_host(self, service_ref: Any = None) -> None:
-        self._ensure_started()
+        try:
+            self._ensure_started()
+        except Exception:  # Nova's databases not reachable yet: serve anyway, as nova-scheduler does, and retry
+            log.exception("reading Nova's databases at start failed; retried by the periodic read and by each "
+                          "request (answered NoValidHost until then)")
 
     def post_start_hook(self) -> None:
         if self._poller is None:
