@@ -8,7 +8,8 @@ Nova's own decision path is made to raise for the whole process: ``HostManager.g
 ``HostManager.get_weighed_hosts`` and ``SchedulerReportClient.get_allocation_candidates`` (each call is counted
 too), so every answer here is Gantt's.
 
-stdin: {"src": checkout's src, "tmp": a directory, "transport_url": "fake:/" or "rabbit://…", "scenarios": [names]}
+stdin: {"src": checkout's src, "tmp": a directory, "transport_url": "fake:/" or "rabbit://…", "scenarios": [names],
+        "store": an optional store URL (etcd://…/prefix) the scenarios use instead of SQLite files}
 stdout: {"scenarios": {name: result or {"error": traceback}}, "nova_calls": {...}}
 """
 
@@ -36,7 +37,9 @@ def main() -> None:
     import gantt
 
     assert gantt.__file__.startswith(payload["src"]), gantt.__file__
-    world = World(Path(payload["tmp"]), payload["transport_url"])
+    world = World(Path(payload["tmp"]), payload["transport_url"], payload.get("store"))
+    world.store_pid = payload.get("store_pid")
+    world.handshake = Path(payload["handshake"]) if payload.get("handshake") else None
     out: dict[str, Any] = {}
     for name in payload["scenarios"]:
         try:
@@ -68,13 +71,16 @@ def _forbid_nova_decisions() -> None:
 class World:
     """One process's Nova: configuration, the API database, RPC; a cell and Gantt store per scenario."""
 
-    def __init__(self, tmp: Path, transport_url: str) -> None:
+    def __init__(self, tmp: Path, transport_url: str, store: str | None = None) -> None:
         import nova.conf
         from nova import config, objects, rpc
         from nova.db import migration
 
         self.tmp = tmp
         self.transport_url = transport_url
+        self.store = store  # a store URL for every scenario (each under its own suffix), else a SQLite file each
+        self.store_pid: int | None = None  # the store's process (an etcd member), for store_down
+        self.handshake: Path | None = None  # where broker_restart and the test tell each other when
         conf_file = tmp / "nova.conf"
         conf_file.write_text(
             "[DEFAULT]\n"
@@ -125,7 +131,8 @@ class World:
         self.cell = objects.CellMapping(ctxt, uuid=str(uuidlib.uuid4()), name=f"cell{self.n}",
                                         transport_url=self.transport_url, database_connection=f"sqlite:///{db}")
         self.cell.create()
-        self.conf.set_override("store", store or f"sqlite:///{self.tmp}/gantt{self.n}.sqlite", group="gantt")
+        default = f"{self.store}-{self.n}" if self.store else f"sqlite:///{self.tmp}/gantt{self.n}.sqlite"
+        self.conf.set_override("store", store or default, group="gantt")
         return self.cell
 
     def end_scenario(self) -> None:
@@ -536,8 +543,120 @@ def move(w: World) -> dict[str, Any]:
                           old_instance_type_id=1, new_instance_type_id=1).create()
     out["move"] = _select(api, ctxt, spec(1, 256, 1, instance_uuid=instance, ignore_hosts=[source]), [instance],
                           alternates=False)
-    out["allocations"] = {a.consumer_uuid: a.host for a in sched.manager.replica.allocations()}
+    replica = sched.manager.replica
+    out["allocations"] = {a.consumer_uuid: a.host for a in replica.allocations()}
     out.update(source=source, instance=instance, migration=migration)
+    # the source compute casts that the instance left it: the claim on the destination stays
+    api.delete_instance_info(ctxt, source, instance)
+    dest = out["move"]["selections"][0][0]["host"] if "selections" in out["move"] else None
+    _wait(lambda: replica.instance_info.get(source) == [] or False, 3)
+    time.sleep(0.5)
+    out["after_source_left"] = {a.consumer_uuid: a.host for a in replica.allocations()}
+    # then the instance is deleted on the destination: its claim goes
+    api.sync_instance_info(ctxt, dest, [instance])
+    _wait(lambda: replica.instance_info.get(dest) == [instance])
+    api.delete_instance_info(ctxt, dest, instance)
+    out["deleted"] = _wait(lambda: instance not in {a.consumer_uuid for a in replica.allocations()})
+    out["after_delete"] = {a.consumer_uuid: a.host for a in replica.allocations()}
+    return out
+
+
+def unreachable_cell(w: World) -> dict[str, Any]:
+    """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
+    a hung conductor)."""
+    from nova import context, objects
+
+    w.begin()
+    w.compute("ok1")
+    ctxt = context.get_admin_context()
+    bad = objects.CellMapping(ctxt, uuid=str(uuidlib.uuid4()), name="unreachable", transport_url=w.transport_url,
+                              database_connection=f"sqlite:///{w.tmp}/no-such-dir/cell.db")
+    bad.create()
+    try:
+        w.scheduler("sched-b")
+        request = spec(1, 256, 1)
+        started = time.monotonic()
+        answer = _select(w.client(), ctxt, request, [request.instance_uuid])
+        return {"answer": answer, "seconds": time.monotonic() - started}
+    finally:
+        bad.destroy()
+
+
+def store_down(w: World) -> dict[str, Any]:
+    """Gantt's store goes away (the test's one etcd member, killed): a decision is a NoValidHost saying so, in
+    bounded time, and nothing is booked."""
+    import os
+    import signal
+
+    from nova import context
+
+    if w.store_pid is None:
+        return {"skipped": "needs a store process to kill"}
+    w.begin()
+    w.compute("d1")
+    w.scheduler("sched-d")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    request = spec(1, 256, 1)
+    out: dict[str, Any] = {"before": _select(api, ctxt, request, [request.instance_uuid])}
+    os.kill(w.store_pid, signal.SIGKILL)
+    request = spec(1, 256, 1)
+    started = time.monotonic()
+    out["down"] = _select(api, ctxt, request, [request.instance_uuid])
+    out["seconds"] = time.monotonic() - started
+    return out
+
+
+def broker_restart(w: World) -> dict[str, Any]:
+    """A request, then the broker restarts (the test does it when it sees ``ready``, and says ``go``), then another
+    request through the same client and scheduler."""
+    from nova import context
+
+    if w.handshake is None:
+        return {"skipped": "needs the test to restart the broker"}
+    w.begin()
+    w.compute("r1")
+    w.scheduler("sched-r")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    request = spec(1, 256, 1)
+    out: dict[str, Any] = {"before": _select(api, ctxt, request, [request.instance_uuid])}
+    (w.handshake / "ready").touch()
+    out["restarted"] = _wait(lambda: (w.handshake / "go").exists(), 300)
+    time.sleep(2)  # the scheduler's consumer reconnects on its own schedule (oslo.messaging's retry interval)
+    request = spec(1, 256, 1)
+    out["after"] = _select(api, ctxt, request, [request.instance_uuid])
+    return out
+
+
+def configuration(w: World) -> dict[str, Any]:
+    """Gantt's options come from Nova's parsed configuration (flags included); an option Gantt does not implement,
+    set away from Nova's default, stops the manager at construction, naming it."""
+    from gantt.model import InvalidRequest
+    from gantt.nova import conf as gantt_conf
+    from gantt.nova.manager import SchedulerManager
+
+    w.begin()
+    out: dict[str, Any] = {}
+    w.conf.set_override("host_subset_size", 3, group="filter_scheduler")
+    w.conf.set_override("max_attempts", 5, group="scheduler")
+    w.conf.set_override("alias", ['{"name": "a1", "vendor_id": "8086", "product_id": "1520"}'], group="pci")
+    try:
+        config = gantt_conf.gantt_config(w.conf)
+        out["read"] = [config.filter_scheduler.host_subset_size, config.scheduler.max_attempts,
+                       sorted(config.pci.aliases), config.gantt.store == w.conf.gantt.store]
+    finally:
+        for name, group in (("host_subset_size", "filter_scheduler"), ("max_attempts", "scheduler"),
+                            ("alias", "pci")):
+            w.conf.clear_override(name, group=group)
+    w.conf.set_override("pci_in_placement", True, group="filter_scheduler")
+    try:
+        SchedulerManager()
+        out["refused"] = None
+    except InvalidRequest as exc:
+        out["refused"] = [exc.field, exc.message]
+    finally:
+        w.conf.clear_override("pci_in_placement", group="filter_scheduler")
     return out
 
 
@@ -612,7 +731,8 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     move, separate_processes)}
+                                     move, unreachable_cell, store_down, broker_restart, configuration,
+                                     separate_processes)}
 
 
 if __name__ == "__main__":

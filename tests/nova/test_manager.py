@@ -7,6 +7,8 @@ every answer is Gantt's."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
              "two_schedulers", "new_compute", "periodic_read", "host_fields", "move",
-             "separate_processes"]
+             "unreachable_cell", "configuration", "separate_processes"]
 
 
 @pytest.fixture(scope="module", params=["fake", "rabbit"])
@@ -31,8 +33,8 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         out = _drive(python, tmp, "fake:/")
         out["transport"] = "fake"
         return out
-    with rabbit.broker(tmp / "rabbit") as url:
-        out = _drive(python, tmp, url)
+    with rabbit.broker(tmp / "rabbit") as broker:
+        out = _drive(python, tmp, broker.url)
     out["transport"] = "rabbit"
     return out
 
@@ -202,3 +204,88 @@ def test_repeat_and_move(run: dict[str, Any]) -> None:
     [[dest]] = got["move"]["selections"]
     assert dest["host"] != source
     assert got["allocations"] == {got["instance"]: dest["host"], got["migration"]: source}
+    # delete_instance_info from the source leaves the instance's claim on its destination
+    assert got["after_source_left"] == got["allocations"]
+    # from the host it runs on (the instance deleted): its claim is released
+    assert got["deleted"]
+    assert got["after_delete"] == {got["migration"]: source}
+
+
+def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) -> None:
+    got = _scenario(run, "unreachable_cell")
+    [[sel]] = got["answer"]["selections"]
+    assert sel["host"] == "ok1"
+    assert got["seconds"] < 30  # refused at once, not after a cell timeout per request
+
+
+def test_on_etcd_two_schedulers_never_double_book_and_a_store_down_is_refused(tmp_path: Path) -> None:
+    """The same race with the schedulers' replicas on an etcd store (schedulers on several machines); then the store
+    goes down (its one member killed): a NoValidHost saying so, in bounded time, never a hung conductor."""
+    from tests.etcd.cluster import LocalCluster, require_etcd
+
+    require_etcd()
+    python = _venv_python()
+    work = tmp_path / "nova"
+    work.mkdir()
+    with LocalCluster(tmp_path / "etcd", size=1) as cluster:
+        out = run_json(python, HERE / "rpc_driver.py",
+                       {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
+                        "scenarios": ["two_schedulers", "store_down"], "store": cluster.url("/nova-two"),
+                        "store_pid": cluster.members[0].proc.pid}, timeout=600)
+    assert out["nova_calls"] == {}
+    got = _scenario(out, "two_schedulers")
+    assert sorted(got["placed"]) == sorted(got["hosts"])
+    assert len(got["refused"]) == 5
+    got = _scenario(out, "store_down")
+    [[sel]] = got["before"]["selections"]
+    assert sel["host"] == "d1"
+    message = _refusal(got["down"])
+    assert "etcd" in message and "unavailable" in message
+    assert got["seconds"] < 30
+
+
+def test_broker_restart(tmp_path: Path) -> None:
+    """RabbitMQ restarts between two requests (same node, same port): the scheduler and Nova's client reconnect,
+    and the next request is answered."""
+    python = _venv_python()
+    work = tmp_path / "nova"
+    work.mkdir()
+    handshake = tmp_path / "handshake"
+    handshake.mkdir()
+    with rabbit.broker(tmp_path / "rabbit") as broker:
+        failures: list[BaseException] = []
+
+        def restart() -> None:
+            try:
+                deadline = time.monotonic() + 300
+                while not (handshake / "ready").exists():
+                    if time.monotonic() > deadline:
+                        return
+                    time.sleep(0.2)
+                broker.stop()
+                broker.start()
+            except BaseException as exc:  # the driver times out waiting; this says why
+                failures.append(exc)
+            finally:
+                (handshake / "go").touch()
+
+        thread = threading.Thread(target=restart)
+        thread.start()
+        try:
+            out = run_json(python, HERE / "rpc_driver.py",
+                           {"src": str(SRC), "tmp": str(work), "transport_url": broker.url,
+                            "scenarios": ["broker_restart"], "handshake": str(handshake)}, timeout=600)
+        finally:
+            (handshake / "ready").touch()  # the thread stops waiting whatever the driver did
+            thread.join()
+    assert not failures, failures
+    got = _scenario(out, "broker_restart")
+    assert got["before"]["selections"][0][0]["host"] == "r1"
+    assert got["after"]["selections"][0][0]["host"] == "r1", got["after"]
+
+
+def test_options_come_from_nova_conf(run: dict[str, Any]) -> None:
+    got = _scenario(run, "configuration")
+    assert got["read"] == [3, 5, ["a1"], True]
+    field, message = got["refused"]
+    assert field == "$.filter_scheduler" and "pci_in_placement" in message

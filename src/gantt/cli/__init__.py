@@ -887,7 +887,8 @@ def cmd_nova_scheduler(args: argparse.Namespace) -> int:
         err_console.print(escape(f"gantt nova-scheduler: nova is not installed in this environment ({exc}); install "
                                  "Gantt into Nova's environment: pip install 'gantt[nova]'"), soft_wrap=True)
         return USAGE
-    return nova_scheduler(["gantt nova-scheduler", *args.args])
+    status: int = nova_scheduler(["gantt nova-scheduler", *args.args])
+    return status
 
 
 def cmd_completion(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ from gantt.model import GanttError, HostReport, HostStats, decode
 log = logging.getLogger(__name__)
 
 NodeKey = tuple[str, str]
+CHECK_TIMEOUT = 5.0  # seconds the cheap check waits for a cell before deciding without it
 
 
 @dataclass
@@ -151,7 +152,8 @@ class CellReader:
         mappings = self._mappings(context)
         if {cm.uuid for cm in mappings} != set(self.cells):
             return True
-        results = nova_context.scatter_gather_cells(context, mappings, self.timeout, _signature)
+        # short: it runs before every decision, and a cell that hangs must not hold each one for a full timeout
+        results = nova_context.scatter_gather_cells(context, mappings, min(self.timeout, CHECK_TIMEOUT), _signature)
         for uuid, result in results.items():
             if nova_context.is_cell_failure_sentinel(result):
                 continue  # the periodic read logs it; nothing to read from it now

@@ -78,7 +78,11 @@ class SchedulerManager(manager.Manager):
         return self._reader
 
     def init_host(self, service_ref: Any = None) -> None:
-        self._ensure_started()
+        try:
+            self._ensure_started()
+        except Exception:  # Nova's databases not reachable yet: serve anyway, as nova-scheduler does, and retry
+            log.exception("reading Nova's databases at start failed; retried by the periodic read and by each "
+                          "request (answered NoValidHost until then)")
 
     def post_start_hook(self) -> None:
         if self._poller is None:
@@ -226,10 +230,23 @@ class SchedulerManager(manager.Manager):
         self._instances(self.replica.update_instance_info, host_name, [str(i.uuid) for i in many])
 
     def delete_instance_info(self, context: Any, host_name: str, instance_uuid: str) -> None:
+        """The instance left the host (deleted, shelved, or the source of a finished move). Its Gantt claim on that
+        host goes too: Nova drops its allocation in Placement then, which Gantt's store does not see yet. A claim
+        on another host (the instance moved) stays."""
+        uuid = str(instance_uuid)
         try:
-            self.replica.delete_instance_info(host_name, str(instance_uuid))
+            self.replica.delete_instance_info(host_name, uuid)
         except NotFound as exc:
-            log.debug("delete_instance_info(%s, %s): %s", host_name, instance_uuid, exc.message)
+            log.debug("delete_instance_info(%s, %s): %s", host_name, uuid, exc.message)
+        try:
+            held = self.replica.allocation(uuid)
+        except NotFound:
+            return
+        if held.host == host_name:
+            try:
+                self.replica.release(uuid)
+            except GanttError as exc:  # released meanwhile (another scheduler got the same cast)
+                log.debug("releasing %s on %s: %s", uuid, host_name, exc.message)
 
     def sync_instance_info(self, context: Any, host_name: str, instance_uuids: list[str]) -> None:
         self._instances(self.replica.sync_instance_info, host_name, [str(u) for u in instance_uuids])
