@@ -53,10 +53,8 @@ def prepare(workdir: Path) -> Path:
 
 
 def environment(swap: str, workdir: Path) -> dict[str, str]:
-    import gantt
-
     env = dict(os.environ)
-    src = str(Path(gantt.__file__).resolve().parents[1])
+    src = str(Path(__file__).resolve().parents[3])  # the directory holding this gantt package
     # The workers import this Gantt, wherever it comes from (a checkout's src or site-packages).
     env["PYTHONPATH"] = os.pathsep.join([src, *[p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]])
     # As Nova's tox runs them: output and logs captured per test, a test stopped after 160 s.
