@@ -191,13 +191,24 @@ def test_the_placement_face_imports_the_facade_and_the_domain_only() -> None:
         assert "replica.table" not in source and "replica.store" not in source and ".scheduler" not in source
 
 
+# The one exception: `gantt nova-scheduler` imports gantt.nova inside its command function, where nova is installed
+# (it refuses with a clear error where it is not), so importing the CLI never imports nova.
+LAZY_NOVA = {("cli/nova.py", "cmd_nova_scheduler")}
+
+
 def test_only_gantt_nova_imports_nova() -> None:
     """Core Gantt runs where nova is not installed: nova (and gantt.nova, which needs it) is imported by gantt.nova
     alone."""
     for path in SRC.rglob("*.py"):
         if path.is_relative_to(SRC / "nova"):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        lazy = [f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+                and (str(path.relative_to(SRC)), f.name) in LAZY_NOVA]
+        skipped = {id(n) for f in lazy for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
             for name in names:

@@ -66,6 +66,9 @@ def _build(case: dict[str, Any]) -> Any:
     pci = [objects.InstancePCIRequest(count=1, spec=[{"vendor_id": "8086"}], alias_name=None,
                                       request_id=r) for r in case.get("port_pci_requests", ())]
     spec.pci_requests = objects.InstancePCIRequests(requests=pci)
+    if (nets := case.get("requested_networks")) is not None:
+        spec.requested_networks = objects.NetworkRequestList(objects=[
+            objects.NetworkRequest(network_id=n.get("network_id"), port_id=n.get("port_id")) for n in nets])
     if case.get("network_metadata") is not None:
         spec.network_metadata = objects.NetworkMetadata(physnets=set(case["network_metadata"]["physnets"]),
                                                         tunneled=case["network_metadata"]["tunneled"])

@@ -55,7 +55,7 @@ IMAGE_PROPS = [
 HINTS = {"same_host": 2, "different_host": 1, "query": '[">=","$free_ram_mb",1024]', "build_near_host_ip": "10.0.0.1",
          "cidr": "/24", "target_cell": "cell1", "group": None}
 UNSUPPORTED = ["same_subtree", "requested_resources", "rebuild", "cross_cell", "other_cell", "port_pci",
-               "network_metadata"]
+               "network_metadata", "port_id"]
 
 
 def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
@@ -123,6 +123,9 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
             "root_forbidden": rng.sample(["COMPUTE_STATUS_DISABLED"], rng.randint(0, 1))}
     if rng.random() < 0.2 and not numa_image and not any(k.startswith("hw:") for k in extra):
         case["network_metadata"] = {"physnets": ["physnet1"], "tunneled": rng.random() < 0.5}  # unread without NUMA
+    if rng.random() < 0.5:  # Nova's API sets it on nearly every boot: networks by id, or none/auto
+        case["requested_networks"] = rng.choice([[{"network_id": _uuid(rng)}], [{"network_id": "none"}],
+                                                 [{"network_id": "auto"}], []])
     if rng.random() < 0.25:
         _make_unsupported(rng, case, rng.choice(UNSUPPORTED))
     return case
@@ -134,6 +137,7 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
         "same_subtree": "request_level_params.same_subtree", "requested_resources": "requested_resources",
         "rebuild": "scheduler_hints._nova_check_type", "cross_cell": "requested_destination.allow_cross_cell_move",
         "other_cell": "requested_destination.cell", "port_pci": "pci_requests", "network_metadata": "network_metadata",
+        "port_id": "requested_networks",
     }[kind]
     if kind == "same_subtree":
         case["request_level_params"] = {"same_subtree": [["_a", "_b"]]}
@@ -147,6 +151,8 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
         case.setdefault("requested_destination", {})["cell"] = _uuid(rng)
     elif kind == "port_pci":
         case["port_pci_requests"] = [_uuid(rng)]
+    elif kind == "port_id":
+        case["requested_networks"] = [{"network_id": _uuid(rng)}, {"port_id": _uuid(rng)}]
     else:
         case["network_metadata"] = {"physnets": ["physnet1"], "tunneled": False}
         case["flavor"]["extra_specs"]["hw:numa_nodes"] = "1"

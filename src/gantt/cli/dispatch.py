@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from rich.markup import escape
 
 from gantt.base.version import __version__
-from gantt.cli import allocations, audit, hosts, launch, scheduling, terminal
+from gantt.cli import allocations, audit, hosts, launch, nova, scheduling, terminal
 from gantt.cli.output import OutputError, json_requested, write_json_error
 from gantt.cli.terminal import EXIT_STATUS, NO_ANSWER, UsageError, report_error
 from gantt.model import GanttError
@@ -52,7 +52,7 @@ def cmd_completion(args: argparse.Namespace) -> int:
 COMMANDS: tuple[Callable[[Any], None], ...] = (
     launch.add_serve, hosts.add_hosts, hosts.add_aggregates, scheduling.add_select, scheduling.add_capacity,
     allocations.add_allocations, allocations.add_migrations, audit.add_audit, launch.add_bench, launch.add_simulate,
-    launch.add_demo, add_completion)
+    nova.add_nova_scheduler, launch.add_demo, add_completion)
 # openstackclient's nouns are singular ("openstack host list", "aggregate show"): the same commands answer to them
 ALIASES = {"host": "hosts", "aggregate": "aggregates", "allocation": "allocations", "migration": "migrations"}
 
@@ -132,9 +132,11 @@ def _defaults(parser: argparse.ArgumentParser, command: str) -> dict[str, Any]:
 
 
 def _passthrough(argv: list[str]) -> argparse.Namespace | None:
-    """bench/simulate hand every argument after their name to the module they run, --help included."""
+    """bench, simulate and nova-scheduler hand every argument after their name to what they run, --help too."""
     if argv and argv[0] == "simulate":
         return argparse.Namespace(command="simulate", func=launch.cmd_simulate, args=argv[1:])
+    if argv and argv[0] == "nova-scheduler":  # oslo.config parses the rest, as nova-scheduler's does
+        return argparse.Namespace(command="nova-scheduler", func=nova.cmd_nova_scheduler, args=argv[1:])
     if len(argv) > 1 and argv[0] == "bench" and argv[1] in launch.BENCHMARKS:
         return argparse.Namespace(command="bench", func=launch.cmd_bench, which=argv[1], args=argv[2:])
     return None

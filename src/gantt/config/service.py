@@ -27,6 +27,8 @@ class GanttSection(Struct, forbid_unknown_fields=True, kw_only=True):
     subset_slots: int = 1
     subset_slot: int = 0
     store: str = "sqlite:///gantt.sqlite"
+    # gantt.nova's manager (nova.conf's [gantt]): seconds between reads of the cell databases' compute nodes
+    cell_poll_interval: float = 10.0
     bind: str = "127.0.0.1"
     port: int = 8780
     token: str | None = None

@@ -47,6 +47,12 @@ pci_requests from the flavor's pci_passthrough:alias   not sent: Gantt derives t
 pci_requests without an alias (SR-IOV ports)           refused
 network_metadata with physnets or tunneled, when the   refused (NUMA affinity of networks); without a guest NUMA
 guest has a NUMA topology                              topology Nova's scheduler never reads it
+requested_networks: networks by id, none or auto      not sent: Nova 34's scheduler reads them only for routed
+                                                       networks (``[scheduler]
+                                                       query_placement_for_routed_network_aggregates``, which
+                                                       Gantt refuses unless off, Nova's default)
+requested_networks: a port given by id                 refused: Nova asks Neutron whether the port is
+                                                       remote-managed (COMPUTE_REMOTE_MANAGED_PORTS)
 retry / limits / security_groups / id                  not read by Nova 34's scheduler: not sent
 (a move's migration)                                   migration_uuid, given by the caller: a RequestSpec does not
                                                        name the migration holding the source allocation
@@ -73,7 +79,7 @@ _KNOWN = frozenset({
     "id", "image", "numa_topology", "pci_requests", "project_id", "user_id", "availability_zone", "flavor",
     "num_instances", "ignore_hosts", "force_hosts", "force_nodes", "requested_destination", "retry", "limits",
     "instance_group", "scheduler_hints", "instance_uuid", "security_groups", "network_metadata", "is_bfv",
-    "requested_resources", "request_level_params",
+    "requested_resources", "request_level_params", "requested_networks",
 })
 _FLAVOR_FIELDS = ("name", "flavorid", "id", "vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap")
 
@@ -104,6 +110,10 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     for name in spec.fields:
         if name not in _KNOWN and spec.obj_attr_is_set(name):
             raise Unsupported(name, "a RequestSpec field this translation does not know (newer Nova?)")
+    for network in _get(spec, "requested_networks") or ():
+        if _get(network, "port_id"):
+            raise Unsupported("requested_networks", "a port given by id, which Nova asks Neutron about "
+                              "(a remote-managed port requires COMPUTE_REMOTE_MANAGED_PORTS)")
     out: dict[str, Any] = {"flavor": _flavor(spec.flavor, bool(_get(spec, "is_bfv")))}
     image = _get(spec, "image")
     if image is not None:

@@ -1,0 +1,258 @@
+"""Compute nodes read from every cell's database, as Gantt host reports: host state without touching nova-compute.
+
+Nova's HostManager reads every compute node and service of every cell on each request. Gantt reads them once per
+``[gantt] cell_poll_interval`` (and before a decision when a cheap check sees a change), turns each node into the
+host report of Gantt's data contract (the fields Nova's filters read, by Nova's names), and writes only the nodes
+whose report differs from the last one written; the others are heartbeats (Gantt's liveness: a node nobody has
+reported for ``service_down_time`` is down, so a reader that stops makes the cloud unschedulable instead of stale).
+
+Liveness, as Nova judges it: a node is a candidate when its nova-compute service is up by Nova's servicegroup
+driver (``service_is_up``: recent ``last_seen_up`` and not forced down) and not disabled. Gantt's report carries the
+service as ``service {disabled, disabled_reason, forced_down}``; ``forced_down`` there is Nova's verdict "not up"
+(a forced-down service, or one whose heartbeats stopped), which ComputeFilter reads as Nova's does.
+
+A cell that does not answer keeps its nodes as they were, unheartbeaten: they go down in Gantt after
+``service_down_time``, as Nova's HostManager leaves an unreachable cell's hosts out. A node that disappears from
+its cell (deleted) is deleted from Gantt, its allocations with it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from nova import context as nova_context
+from nova import objects, servicegroup
+from nova.db.main import api as main_db
+from nova.db.main import models
+
+from gantt.model import GanttError, HostReport, HostStats, decode
+
+log = logging.getLogger(__name__)
+
+NodeKey = tuple[str, str]
+CHECK_TIMEOUT = 5.0  # seconds the cheap check waits for a cell before deciding without it
+
+
+@dataclass
+class CellView:
+    """What the reader last took from one cell."""
+
+    uuid: str
+    name: str
+    signature: tuple[Any, ...] | None = None
+    nodes: dict[NodeKey, HostReport] = field(default_factory=dict)
+
+
+def report_of(node: Any, service: Any | None, up: bool) -> HostReport | None:
+    """The host report of one ``objects.ComputeNode`` and its nova-compute ``objects.Service`` (None: no service
+    row, which Nova's HostManager also skips). None for a node nova-compute has not filled in yet (Nova skips it:
+    "has not been updated yet")."""
+    if service is None or any(_v(node, name) is None for name in ("vcpus", "memory_mb", "local_gb")):
+        return None
+    stats: dict[str, Any] = {}
+    for name in ("uuid", "vcpus", "vcpus_used", "memory_mb", "memory_mb_used", "local_gb", "local_gb_used",
+                 "disk_available_least", "cpu_allocation_ratio", "ram_allocation_ratio", "disk_allocation_ratio",
+                 "hypervisor_type", "hypervisor_version", "hypervisor_hostname", "running_vms", "current_workload"):
+        if (value := _v(node, name)) is not None:
+            stats[name] = str(value) if name == "uuid" else value
+    if (ip := _v(node, "host_ip")) is not None:
+        stats["host_ip"] = str(ip)
+    if (cpu_info := _v(node, "cpu_info")) is not None:
+        stats["cpu_info"] = cpu_info  # the JSON text the compute stored
+    specs = _v(node, "supported_hv_specs") or []
+    stats["supported_instances"] = [spec.to_list() for spec in specs]
+    node_stats = dict(_v(node, "stats") or {})
+    stats["stats"] = node_stats
+    # HostState reads these three from the stats dict, not from columns
+    stats["num_instances"] = int(node_stats.get("num_instances", 0))
+    stats["num_io_ops"] = int(node_stats.get("io_workload", 0))
+    stats["failed_builds"] = int(node_stats.get("failed_builds", 0))
+    if metrics := _v(node, "metrics"):
+        stats["metrics"] = [{k: m[k] for k in ("name", "value", "source", "timestamp") if k in m}
+                            for m in json.loads(metrics)]
+    if numa := _v(node, "numa_topology"):
+        stats["numa_topology"] = numa  # the NUMATopology primitive's JSON text
+    pools = _v(node, "pci_device_pools")
+    if pools is not None:
+        stats["pci_stats"] = pools.obj_to_primitive()
+    stats["service"] = {"disabled": bool(service.disabled), "forced_down": not up}
+    if service.disabled and service.disabled_reason:
+        stats["service"]["disabled_reason"] = service.disabled_reason
+    return HostReport(host=node.host, node=node.hypervisor_hostname, stats=decode(stats, HostStats))
+
+
+def _v(obj: Any, name: str) -> Any:
+    return getattr(obj, name) if obj.obj_attr_is_set(name) else None
+
+
+@main_db.pick_context_manager_reader
+def _signature(context: Any) -> tuple[Any, ...]:
+    """What changes when a compute node or a service's state does, in one cheap query per cell: counts and the
+    latest times (a node created, updated or deleted), and the services' disabled and forced-down sets (as sums of
+    their ids). A service's heartbeat is left out: it moves every report_interval, and liveness is time's, read by
+    the periodic pass."""
+    # SQLAlchemy's expressions, not SQL text: the cells' databases are MySQL or PostgreSQL in production
+    node, service = models.ComputeNode, models.Service
+    nodes = context.session.execute(sa.select(
+        sa.func.count(), sa.func.max(node.created_at), sa.func.max(node.updated_at),
+        sa.func.max(node.deleted_at))).one()
+    services = context.session.execute(sa.select(
+        sa.func.count(), sa.func.max(service.created_at),
+        sa.func.sum(sa.case((service.disabled == sa.true(), service.id), else_=0)),
+        sa.func.sum(sa.case((service.forced_down == sa.true(), service.id), else_=0)))
+        .where(service.deleted == 0, service.binary == "nova-compute")).one()
+    return (*tuple(nodes), *tuple(services))
+
+
+def _read_cell(context: Any) -> tuple[tuple[Any, ...], list[Any], list[Any]]:
+    # the signature first: a change landing between it and the lists is seen again by the next check
+    signature = _signature(context)
+    nodes = list(objects.ComputeNodeList.get_all(context))
+    services = list(objects.ServiceList.get_by_binary(context, "nova-compute", include_disabled=True))
+    return signature, nodes, services
+
+
+class CellReader:
+    """Reads every cell's compute nodes into a replica. ``replica``: a ``gantt`` Replica (its ``report_many``,
+    ``heartbeat``, ``flush_liveness``, ``delete_host``). Thread-safe: one read at a time."""
+
+    def __init__(self, replica: Any, *, timeout: float = nova_context.CELL_TIMEOUT,
+                 on_cells: Callable[[dict[str, CellView]], None] | None = None) -> None:
+        self.replica = replica
+        self.timeout = timeout
+        self.cells: dict[str, CellView] = {}
+        self.servicegroup = servicegroup.API()
+        self._lock = threading.Lock()
+        self.reads = 0  # full reads done
+        self.written = 0  # node reports written (changed)
+        self.deleted = 0
+        self._on_cells = on_cells
+
+    def cell_of(self, host: str) -> str | None:
+        for cell in self.cells.values():
+            if any(key[0] == host for key in cell.nodes):
+                return cell.uuid
+        return None
+
+    def host_cells(self) -> dict[str, str]:
+        return {key[0]: cell.uuid for cell in self.cells.values() for key in cell.nodes}
+
+    def _mappings(self, context: Any) -> list[Any]:
+        return [cm for cm in objects.CellMappingList.get_all(context)
+                if not cm.is_cell0() and not cm.disabled]
+
+    def changed(self, context: Any) -> bool:
+        """The cheap check: has any cell's signature moved since the last read (or a cell come or gone)?"""
+        mappings = self._mappings(context)
+        if {cm.uuid for cm in mappings} != set(self.cells):
+            return True
+        # short: it runs before every decision, and a cell that hangs must not hold each one for a full timeout
+        results = nova_context.scatter_gather_cells(context, mappings, min(self.timeout, CHECK_TIMEOUT), _signature)
+        for uuid, result in results.items():
+            if nova_context.is_cell_failure_sentinel(result):
+                continue  # the periodic read logs it; nothing to read from it now
+            if tuple(result) != self.cells[uuid].signature:
+                return True
+        return False
+
+    def refresh_if_changed(self, context: Any) -> int:
+        with self._lock:
+            if self.cells and not self.changed(context):
+                return 0
+            return self._read(context)
+
+    def refresh(self, context: Any) -> int:
+        """Read every cell; write the nodes whose report changed, heartbeat the others, delete the gone ones.
+        Returns how many reports were written."""
+        with self._lock:
+            return self._read(context)
+
+    def _read(self, context: Any) -> int:
+        mappings = self._mappings(context)
+        results = nova_context.scatter_gather_cells(context, mappings, self.timeout, _read_cell)
+        changed: list[HostReport] = []
+        unchanged: list[HostReport] = []
+        gone: list[NodeKey] = []
+        views: dict[str, CellView] = {}
+        for mapping in mappings:
+            view = self.cells.get(mapping.uuid) or CellView(mapping.uuid, mapping.name or mapping.uuid)
+            views[mapping.uuid] = view
+            result = results.get(mapping.uuid, nova_context.did_not_respond_sentinel)
+            if nova_context.is_cell_failure_sentinel(result):
+                log.error("cell %s (%s) did not answer (%s): its %d node(s) are not heartbeaten and go down after "
+                          "service_down_time", view.name, view.uuid,
+                          "timeout" if result is nova_context.did_not_respond_sentinel else result, len(view.nodes))
+                continue
+            signature, nodes, services = result
+            by_host = {s.host: s for s in services}
+            fresh: dict[NodeKey, HostReport] = {}
+            for node in nodes:
+                service = by_host.get(node.host)
+                up = service is not None and self.servicegroup.service_is_up(service)
+                try:
+                    report = report_of(node, service, up)
+                except (GanttError, ValueError) as exc:
+                    log.error("compute node %s/%s of cell %s cannot be read as a Gantt host report, left out: %s",
+                              node.host, _v(node, "hypervisor_hostname"), view.name, exc)
+                    continue
+                if report is None:
+                    continue
+                key = (report.host, report.nodename)
+                fresh[key] = report
+                (unchanged if view.nodes.get(key) == report else changed).append(report)
+            gone.extend(key for key in view.nodes if key not in fresh)
+            view.nodes = fresh
+            view.signature = tuple(signature)
+        # a cell whose mapping is gone (deleted) takes its nodes with it
+        for uuid, view in self.cells.items():
+            if uuid not in views:
+                gone.extend(view.nodes)
+        self.cells = views
+        if changed:
+            self.replica.report_many([_copy(r) for r in changed])
+            self.written += len(changed)
+        for report in unchanged:
+            stamped = _copy(report)
+            if not self.replica.heartbeat(self.replica.report_batch(stamped).reports[0]):
+                self.replica.report(stamped)
+        self.replica.flush_liveness()
+        for host, node in gone:
+            try:
+                self.replica.delete_host(host, node, force=True)
+                self.deleted += 1
+            except GanttError as exc:
+                log.info("compute node %s/%s is gone from its cell; Gantt had no record to delete: %s",
+                         host, node, exc)
+        self.reads += 1
+        if self._on_cells is not None:
+            self._on_cells(views)
+        return len(changed)
+
+
+def _copy(report: HostReport) -> HostReport:
+    """A report to hand the replica, which stamps it: the reader keeps its own unstamped one to compare with."""
+    return HostReport(host=report.host, node=report.node, stats=report.stats)
+
+
+def load_aggregates(context: Any) -> list[dict[str, Any]]:
+    """Every host aggregate of Nova's API database, as Gantt aggregates."""
+    return [aggregate_of(agg) for agg in objects.AggregateList.get_all(context)]
+
+
+def aggregate_of(aggregate: Any) -> dict[str, Any]:
+    """A ``nova.objects.Aggregate`` as Gantt's Aggregate (builtins): Nova's id, uuid, name, hosts and metadata."""
+    out: dict[str, Any] = {"id": int(aggregate.id)}
+    for name in ("uuid", "name"):
+        if aggregate.obj_attr_is_set(name) and getattr(aggregate, name) is not None:
+            out[name] = str(getattr(aggregate, name))
+    out["hosts"] = list(aggregate.hosts or []) if aggregate.obj_attr_is_set("hosts") else []
+    metadata = dict(aggregate.metadata or {}) if aggregate.obj_attr_is_set("metadata") else {}
+    out["metadata"] = {str(k): str(v) for k, v in metadata.items()}
+    return out
+

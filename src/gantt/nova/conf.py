@@ -1,0 +1,97 @@
+"""nova.conf's ``[gantt]`` section, and Gantt's Config read from Nova's own oslo.config object.
+
+The manager runs inside Nova's service framework, which has parsed nova.conf (and, in Nova's functional tests,
+had options set with ``self.flags``) into ``nova.conf.CONF``: Gantt's options are read from that object, not from
+the file again, so what Nova's code sees and what Gantt decides with are the same values. Nova's options Gantt
+implements come from their sections by Gantt's field names; those Gantt refuses unless at Nova's default
+(``gantt.config``'s ``*_WITHOUT_EFFECT``) are refused here too; an option set away from its default in a section
+that decides placements and that Gantt neither implements nor lists as not used (``novaconf.NOT_USED``) is refused,
+as ``gantt serve`` refuses it in a file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from oslo_config import cfg
+
+from gantt.config import Config, novaconf
+from gantt.model import InvalidRequest
+
+GROUP = "gantt"
+
+OPTS = [
+    cfg.StrOpt("store", help="Gantt's store URL: sqlite:///path (one machine; every nova-scheduler on it shares the "
+               "file), etcd://host:port[,host:port...] (several machines) or memory:// (one process, tests). "
+               "Default: sqlite:///$state_path/gantt.sqlite."),
+    cfg.FloatOpt("cell_poll_interval", default=10.0, min=0.5,
+                 help="Seconds between two reads of the cell databases' compute nodes and services. A read writes "
+                      "only what changed; a decision also reads first when a cheap check sees a change. Must be "
+                      "well below [DEFAULT] service_down_time: each read is the nodes' heartbeat in Gantt."),
+    cfg.FloatOpt("claim_timeout", default=600.0, min=1.0,
+                 help="A claim a compute node has not listed (instance info) by then is released."),
+    cfg.IntOpt("claim_retries", default=8, min=0,
+               help="How many store conflicts one select_destinations absorbs before it fails."),
+    cfg.IntOpt("seed", help="Seed of Gantt's random choices (tests only)."),
+]
+
+# The sections of Gantt's Config filled from Nova's options of the same names ([gantt] apart).
+_SECTIONS = ("filter_scheduler", "scheduler", "metrics", "DEFAULT", "compute", "pci")
+# Sections whose options decide placements: one Gantt neither implements nor lists as not used must be at its default.
+_DECIDING = ("filter_scheduler", "scheduler", "metrics", "pci")
+
+
+def register(conf: cfg.ConfigOpts) -> None:
+    """Register ``[gantt]`` (idempotent: the options are the same objects each time)."""
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def store_url(conf: cfg.ConfigOpts) -> str:
+    register(conf)
+    if conf.gantt.store:
+        return str(conf.gantt.store)
+    return f"sqlite:///{conf.state_path}/gantt.sqlite"
+
+
+def _group(conf: cfg.ConfigOpts, section: str) -> Any:
+    return conf if section == "DEFAULT" else conf[section]
+
+
+def _registered(conf: cfg.ConfigOpts, section: str) -> dict[str, Any]:
+    """The options registered in ``section`` (name -> Opt)."""
+    if section == "DEFAULT":
+        return {name: info["opt"] for name, info in conf._opts.items()}
+    if section not in conf:
+        return {}
+    return {name: info["opt"] for name, info in conf._groups[section]._opts.items()}
+
+
+def gantt_config(conf: cfg.ConfigOpts) -> Config:
+    """Gantt's Config from Nova's parsed options. Raises ``gantt.model.InvalidRequest`` naming the option Gantt
+    cannot honour."""
+    register(conf)
+    data: dict[str, Any] = {}
+    for section in _SECTIONS:
+        known = {f.name for f in msgspec.structs.fields(_section_type(section))}
+        opts = _registered(conf, section)
+        group = _group(conf, section)
+        values: dict[str, Any] = {}
+        for name, opt in opts.items():
+            value = getattr(group, name)
+            if name in known:
+                values[name] = list(value) if isinstance(value, list | tuple) else value
+            elif (section in _DECIDING and name not in novaconf.NOT_USED.get(section, {})
+                  and value != opt.default):
+                raise InvalidRequest(f"[{section}] {name} = {value!r}: Gantt does not implement this option; "
+                                     "leave it at Nova's default", field=f"{section}.{name}")
+        data[section] = values
+    gantt = conf[GROUP]
+    data["gantt"] = {"store": store_url(conf), "claim_timeout": gantt.claim_timeout,
+                     "claim_retries": gantt.claim_retries, "seed": gantt.seed,
+                     "cell_poll_interval": gantt.cell_poll_interval}
+    return Config.from_dict(data)
+
+
+def _section_type(section: str) -> type[msgspec.Struct]:
+    return type(getattr(Config(), "default" if section == "DEFAULT" else section))

@@ -1,0 +1,263 @@
+"""Gantt as nova-scheduler: the manager Nova's service framework runs in place of
+``nova.scheduler.manager.SchedulerManager``, serving Nova 34's scheduler RPC API (4.0-4.5) over oslo.messaging.
+
+``select_destinations`` translates the RequestSpec (``gantt.nova.translate``), lets Gantt's replica decide and
+claim (one compare-and-set in Gantt's store, which every manager sharing ``[gantt] store`` sees: several schedulers
+never double-book), and answers Nova's Selections. Nova's HostManager, filters, weighers and Placement's allocation
+candidates are never called. What Gantt cannot honour is a NoValidHost saying why, never a field dropped.
+
+Host state comes from the cell databases (``gantt.nova.cells``), aggregates from the API database at start and then
+from the ``update_aggregates`` / ``delete_aggregate`` fanout, instance lists from the instance-info casts.
+
+Use: ``nova.service.SERVICE_MANAGERS['nova-scheduler'] = 'gantt.nova.manager.SchedulerManager'`` in process, or
+``gantt nova-scheduler --config-file /etc/nova/nova.conf`` (``gantt.nova.cmd``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import nova.conf
+import oslo_messaging as messaging
+from nova import context as nova_context
+from nova import exception, manager, objects
+
+from gantt.model import GanttError, NotFound
+from gantt.model import NoValidHost as GanttNoValidHost
+from gantt.nova import cells, conf, translate
+from gantt.replication.replica import Replica
+
+CONF = nova.conf.CONF
+log = logging.getLogger(__name__)
+
+_sentinel = object()
+# A migration's states while the conductor asks for its destination: the conductor's own record of a cold move
+# (pre-migrating), and the API's of a live migration or evacuation (accepted, queued); preparing just after.
+MOVING = ("pre-migrating", "accepted", "queued", "preparing")
+
+
+class SchedulerManager(manager.Manager):
+    """Nova's scheduler manager, deciding with Gantt. Built with no arguments by ``nova.service.Service.create``;
+    reads ``nova.conf.CONF`` (its ``[gantt]`` section, and Nova's scheduler options Gantt implements)."""
+
+    target = messaging.Target(version="4.5")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        conf.register(CONF)
+        objects.register_all()
+        # read (and refused if wrong) here, at construction; the store is opened by the process that serves
+        # (init_host): a launcher may fork after building the manager, and threads and connections do not survive it
+        self.gantt_config = conf.gantt_config(CONF)
+        self.store_url = conf.store_url(CONF)
+        self._replica: Replica | None = None
+        self._reader: cells.CellReader | None = None
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._started = False
+        self._start_lock = threading.Lock()
+        super().__init__(*args, service_name="scheduler", **kwargs)
+        log.info("Gantt scheduler manager on store %s", self.store_url)
+
+    # ------------------------------------------------------------------------------------------ lifecycle
+
+    @property
+    def replica(self) -> Replica:
+        if self._replica is None:
+            with self._start_lock:
+                if self._replica is None:
+                    self._replica = Replica.open(self.store_url, self.gantt_config)
+                    self._reader = cells.CellReader(self._replica)
+        return self._replica
+
+    @property
+    def reader(self) -> cells.CellReader:
+        self.replica  # noqa: B018 - opens the store and makes the reader
+        assert self._reader is not None
+        return self._reader
+
+    def init_host(self, service_ref: Any = None) -> None:
+        try:
+            self._ensure_started()
+        except Exception:  # Nova's databases not reachable yet: serve anyway, as nova-scheduler does, and retry
+            log.exception("reading Nova's databases at start failed; retried by the periodic read and by each "
+                          "request (answered NoValidHost until then)")
+
+    def post_start_hook(self) -> None:
+        if self._poller is None:
+            self._poller = threading.Thread(target=self._poll, name="gantt-nova-cells", daemon=True)
+            self._poller.start()
+
+    def cleanup_host(self) -> None:
+        self._stop.set()
+        if self._poller is not None:
+            self._poller.join(timeout=10)
+        if self._replica is not None:
+            self._replica.close()
+
+    def _ensure_started(self) -> None:
+        """Aggregates from the API database, then a first read of every cell: once, before the first decision."""
+        if self._started:
+            return
+        reader = self.reader
+        with self._start_lock:
+            if self._started:
+                return
+            context = nova_context.get_admin_context()
+            self._load_aggregates(context)
+            reader.refresh(context)
+            self._started = True
+
+    def _load_aggregates(self, context: Any) -> None:
+        nova_aggs = cells.load_aggregates(context)
+        keep = {str(a["id"]) for a in nova_aggs}
+        for agg in nova_aggs:
+            self.replica.update_aggregate(agg)
+        for agg in self.replica.aggregates():
+            if agg.key not in keep:  # deleted while no scheduler listened to the fanout
+                self.replica.delete_aggregate(agg.key)
+        log.info("loaded %d aggregate(s) from Nova's API database", len(nova_aggs))
+
+    def _poll(self) -> None:
+        interval = self.gantt_config.gantt.cell_poll_interval
+        while not self._stop.wait(interval):
+            try:
+                self._ensure_started()
+                self.reader.refresh(nova_context.get_admin_context())
+            except Exception:  # the next pass tries again; nodes not heartbeaten go down on their own
+                log.exception("reading the cells' compute nodes failed")
+
+    def reset(self) -> None:
+        """SIGHUP: read the cell mappings and every node again (Nova refreshes its cell caches)."""
+        self.reader.refresh(nova_context.get_admin_context())
+
+    # ------------------------------------------------------------------------------------ select_destinations
+
+    @messaging.expected_exceptions(exception.NoValidHost)
+    def select_destinations(self, context: Any, request_spec: Any = None, filter_properties: Any = None,
+                            spec_obj: Any = _sentinel, instance_uuids: Any = None, return_objects: bool = False,
+                            return_alternates: bool = False) -> Any:
+        """As Nova's: one list of Selections per instance (the claimed host, then alternates when
+        ``return_objects`` and ``return_alternates``), or without ``return_objects`` the legacy host dicts."""
+        if spec_obj is _sentinel:  # a 4.0-4.2 caller: the legacy dicts
+            spec_obj = objects.RequestSpec.from_primitives(context, request_spec, filter_properties)
+        instances = list(instance_uuids) if instance_uuids else None
+        try:
+            self._ensure_started()
+            self.reader.refresh_if_changed(nova_context.get_admin_context())
+        except Exception as exc:  # a cell or API database down: a clear refusal, never a hung conductor
+            log.exception("select_destinations for %s: cannot read Nova's databases", instances)
+            raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
+        cell_uuid = self._only_cell()
+        try:
+            spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid,
+                                          migration_uuid=self._migration_of(instances),
+                                          request_id=getattr(context, "request_id", None))
+        except translate.Unsupported as exc:
+            log.warning("select_destinations for %s refused: %s", instances, exc)
+            raise exception.NoValidHost(reason=str(exc)) from exc
+        try:
+            answer = self.replica.select_destinations(spec)
+        except GanttNoValidHost as exc:
+            log.info("select_destinations for %s: no valid host: %s", instances, exc.message)
+            raise exception.NoValidHost(reason=exc.message) from exc
+        except GanttError as exc:  # a request Gantt refuses (bad input), or a store that failed
+            log.error("select_destinations for %s failed in Gantt: %s", instances, exc.message)
+            raise exception.NoValidHost(reason=f"Gantt: {exc.message}") from exc
+        host_cells = self.reader.host_cells()
+        try:
+            return translate.selections(
+                answer, return_objects=return_objects, return_alternates=return_alternates,
+                max_attempts=CONF.scheduler.max_attempts,
+                cell_uuid={s.host: host_cells.get(s.host, cell_uuid or "") for c in answer for s in c},
+                groups=translate.request_groups(spec))
+        except ValueError as exc:
+            # booked, but not answerable (a node without a compute node uuid): give the claims back, refuse
+            for choices in answer:
+                if choices and choices[0].consumer_uuid:
+                    self.replica.release(choices[0].consumer_uuid)
+            log.error("select_destinations for %s: Gantt's answer cannot be given to Nova: %s", instances, exc)
+            raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+
+    def _migration_of(self, instances: list[str] | None) -> str | None:
+        """The migration a move is made under, for an instance that already holds a Gantt allocation: the
+        conductor made it (in the instance's cell) before asking, and the RequestSpec does not name it. Without one
+        the request repeats a boot, which Gantt answers with the allocation it made (never a second one)."""
+        if not instances or len(instances) != 1:
+            return None
+        uuid = instances[0]
+        try:
+            self.replica.allocation(uuid)
+        except NotFound:
+            return None
+        context = nova_context.get_admin_context()
+        try:
+            mapping = objects.InstanceMapping.get_by_instance_uuid(context, uuid)
+        except exception.InstanceMappingNotFound:
+            return None
+        if mapping.cell_mapping is None:
+            return None
+        with nova_context.target_cell(context, mapping.cell_mapping) as cctxt:
+            moving = objects.MigrationList.get_by_filters(cctxt, {"instance_uuid": uuid, "status": list(MOVING)})
+        if not moving:
+            return None
+        latest = max(moving, key=lambda m: (m.created_at is not None, m.created_at, m.id))
+        log.info("select_destinations for %s: a move (%s, migration %s)", uuid,
+                 latest.migration_type if latest.obj_attr_is_set("migration_type") else "?", latest.uuid)
+        return str(latest.uuid)
+
+    def _only_cell(self) -> str | None:
+        """The cell a requested destination may name: the one cell when there is exactly one."""
+        uuids = list(self.reader.cells)
+        return uuids[0] if len(uuids) == 1 else None
+
+    # ------------------------------------------------------------------------------------ fanout casts
+
+    def update_aggregates(self, ctxt: Any, aggregates: Any) -> None:
+        many = aggregates if isinstance(aggregates, list | objects.AggregateList) else [aggregates]
+        for agg in many:
+            self.replica.update_aggregate(cells.aggregate_of(agg))
+
+    def delete_aggregate(self, ctxt: Any, aggregate: Any) -> None:
+        try:
+            self.replica.delete_aggregate(str(aggregate.id))
+        except NotFound:
+            log.debug("aggregate %s deleted in Nova was not in Gantt", aggregate.id)
+
+    def update_instance_info(self, context: Any, host_name: str, instance_info: Any) -> None:
+        many = instance_info.objects if isinstance(instance_info, objects.InstanceList) else [instance_info]
+        self._instances(self.replica.update_instance_info, host_name, [str(i.uuid) for i in many])
+
+    def delete_instance_info(self, context: Any, host_name: str, instance_uuid: str) -> None:
+        """The instance left the host (deleted, shelved, or the source of a finished move). Its Gantt claim on that
+        host goes too: Nova drops its allocation in Placement then, which Gantt's store does not see yet. A claim
+        on another host (the instance moved) stays."""
+        uuid = str(instance_uuid)
+        try:
+            self.replica.delete_instance_info(host_name, uuid)
+        except NotFound as exc:
+            log.debug("delete_instance_info(%s, %s): %s", host_name, uuid, exc.message)
+        try:
+            held = self.replica.allocation(uuid)
+        except NotFound:
+            return
+        if held.host == host_name:
+            try:
+                self.replica.release(uuid)
+            except GanttError as exc:  # released meanwhile (another scheduler got the same cast)
+                log.debug("releasing %s on %s: %s", uuid, host_name, exc.message)
+
+    def sync_instance_info(self, context: Any, host_name: str, instance_uuids: list[str]) -> None:
+        self._instances(self.replica.sync_instance_info, host_name, [str(u) for u in instance_uuids])
+
+    def _instances(self, write: Any, host: str, uuids: list[str]) -> None:
+        try:
+            write(host, uuids)
+        except NotFound:
+            # A compute that starts casts before the reader saw its node: read now and try once more.
+            self.reader.refresh(nova_context.get_admin_context())
+            try:
+                write(host, uuids)
+            except NotFound:
+                log.info("instance info from host %s, which has no compute node Gantt knows: not kept", host)

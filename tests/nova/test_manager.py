@@ -1,0 +1,291 @@
+"""Gantt's nova-scheduler manager (gantt.nova.manager) served by Nova 34's own service framework and asked by Nova's
+own ``SchedulerAPI`` client, over a real RabbitMQ broker (Debian's rabbitmq-server, tests/nova/rabbit.py) and over
+oslo.messaging's in-process ``fake://`` transport, on Nova's real databases (SQLite files made by Nova's migrations,
+rows written through ``nova.objects``). The scenarios run in the nova+gantt venv (tests/nova/rpc_driver.py), once per
+transport; Nova's own HostManager filtering and weighing and Placement's allocation candidates raise there, so
+every answer is Gantt's."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.nova import rabbit
+from tests.nova.test_translate import _venv_python
+from tests.venvs import run_json
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "src"
+SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
+             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move",
+             "unreachable_cell", "configuration", "separate_processes"]
+
+
+@pytest.fixture(scope="module", params=["fake", "rabbit"])
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    python = _venv_python()
+    tmp = tmp_path_factory.mktemp(f"nova-{request.param}")
+    if request.param == "fake":
+        out = _drive(python, tmp, "fake:/")
+        out["transport"] = "fake"
+        return out
+    with rabbit.broker(tmp / "rabbit") as broker:
+        out = _drive(python, tmp, broker.url)
+    out["transport"] = "rabbit"
+    return out
+
+
+def _drive(python: Path, tmp: Path, url: str) -> dict[str, Any]:
+    work = tmp / "nova"
+    work.mkdir()
+    out: dict[str, Any] = run_json(python, HERE / "rpc_driver.py",
+                                   {"src": str(SRC), "tmp": str(work), "transport_url": url, "scenarios": SCENARIOS},
+                                   timeout=600)
+    # the decision was never Nova's: its filtering, weighing and Placement's candidates were not called
+    assert out["nova_calls"] == {}
+    return out
+
+
+def _scenario(run: dict[str, Any], name: str) -> dict[str, Any]:
+    result: dict[str, Any] = run["scenarios"][name]
+    assert "error" not in result or not isinstance(result["error"], str), result["error"]
+    return result
+
+
+def _refusal(answer: dict[str, Any]) -> str:
+    """The NoValidHost Nova's client raised (over a broker, the ``_Remote`` subclass Nova's conductor catches)."""
+    assert "error" in answer, answer
+    assert "NoValidHost" in answer["error"]["classes"], answer["error"]
+    message: str = answer["error"]["message"]
+    assert message.startswith("No valid host was found."), message
+    return message
+
+
+def test_boot_with_alternates(run: dict[str, Any]) -> None:
+    got = _scenario(run, "boot_with_alternates")
+    by_uuid = {u: h for h, u in got["nodes"].items()}
+    answer = got["answer"]["selections"]
+    assert len(answer) == 2
+    chosen = [choices[0]["host"] for choices in answer]
+    assert len(set(chosen)) == 2  # two instances, two hosts' worth of claims
+    for choices in answer:
+        # the claimed host, then alternates (max_attempts 3: at most 2), none another instance's host
+        assert 2 <= len(choices) <= 3
+        assert not {c["host"] for c in choices[1:]} & set(chosen)
+        assert len({c["host"] for c in choices}) == len(choices)
+        for sel in choices:
+            assert by_uuid[sel["uuid"]] == sel["host"] == sel["nodename"]
+            assert sel["cell_uuid"] == got["cell"]
+            assert sel["availability_zone"] == "nova"
+            assert sel["allocation_request_version"] == "1.36"
+            assert sel["allocation_request"] == {
+                "allocations": {sel["uuid"]: {"resources": {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 10}}},
+                "mappings": {"": [sel["uuid"]]}}
+    # the claims are in Gantt's store, keyed by the instances
+    assert got["allocations"] == sorted(got["instances"])
+
+
+def test_every_rpc_version_and_unknown_ones_refused(run: dict[str, Any]) -> None:
+    got = _scenario(run, "versions")
+    for version in ("4.0", "4.3", "4.4"):
+        [legacy] = got[version]["legacy"]  # no return_objects: Nova's host dicts
+        assert set(legacy) == {"host", "nodename", "limits"}
+        assert legacy["host"] in {"v1", "v2", "v3"}
+    [[selection]] = got["4.5"]["selections"]  # return_alternates False: no alternates
+    assert selection["host"] in {"v1", "v2", "v3"}
+    for version in ("4.6", "5.0"):
+        error = got[version]["error"]
+        # oslo.messaging's own refusal: raised as is in process, a RemoteError naming it across a broker
+        assert error["type"] == "UnsupportedVersion" or (
+            error["type"] == "RemoteError" and "UnsupportedVersion" in error["message"]), error
+        assert f"does not support RPC version {version}" in error["message"]
+
+
+def test_no_valid_host_says_why(run: dict[str, Any]) -> None:
+    message = _refusal(_scenario(run, "no_valid_host"))
+    assert "VCPU" in message and "64" in message
+
+
+def test_unsupported_field_is_a_no_valid_host_naming_it(run: dict[str, Any]) -> None:
+    got = _scenario(run, "unsupported")
+    message = _refusal(got)
+    assert "request_level_params.same_subtree" in message
+    assert got["allocations"] == 0  # nothing claimed
+
+
+def test_aggregates_loaded_at_start_and_kept_by_the_fanout(run: dict[str, Any]) -> None:
+    got = _scenario(run, "aggregates")
+    assert got["loaded"] == ["early"]
+    assert got["fanout_seen"] and got["fast_hosts"] == [["a3"]]
+    [[sel]] = got["in_zone"]["selections"]
+    assert (sel["host"], sel["availability_zone"]) == ("a3", "az-f")
+    [[sel]] = got["in_early_zone"]["selections"]
+    assert (sel["host"], sel["availability_zone"]) == ("a1", "az-e")
+    assert got["deleted_seen"]
+    assert "AvailabilityZoneFilter" in _refusal(got["zone_gone"])
+
+
+def test_instance_info_casts(run: dict[str, Any]) -> None:
+    got = _scenario(run, "instance_info")
+    assert got["synced"] and got["updated"] and got["deleted"]
+    [[sel]] = got["different_host"]["selections"]
+    assert sel["host"] == "i2"
+    [[sel]] = got["same_host"]["selections"]
+    assert sel["host"] == "i1"
+
+
+def test_two_schedulers_on_one_store_never_double_book(run: dict[str, Any]) -> None:
+    got = _scenario(run, "two_schedulers")
+    # 8 requests at once, through two schedulers, for 3 one-slot hosts: 3 placed, each on its own host
+    assert sorted(got["placed"]) == sorted(got["hosts"])
+    assert len(got["refused"]) == 5
+    for error in got["refused"]:
+        assert "NoValidHost" in error["classes"]
+
+
+def test_cells_read_before_a_decision(run: dict[str, Any]) -> None:
+    got = _scenario(run, "new_compute")
+    [[sel]] = got["new"]["selections"]
+    assert sel["host"] == "n2"  # created after the scheduler started; only it has 8 VCPUs
+    assert "ComputeFilter removed 1" in _refusal(got["disabled"])
+    assert "ComputeFilter removed 1" in _refusal(got["forced_down"])
+    # a deleted compute node leaves Gantt at the next decision
+    assert got["hosts"] == ["n2"]
+    assert got["after_delete"]["selections"][0][0]["host"] == "n2"
+
+
+def test_periodic_read(run: dict[str, Any]) -> None:
+    got = _scenario(run, "periodic_read")
+    assert got["seen"] and got["reads_grew"]
+    assert got["written"] == 2  # one report per node that changed; the later reads are heartbeats
+
+
+def test_host_report_has_every_field_nova_filters_read(run: dict[str, Any]) -> None:
+    stats = _scenario(run, "host_fields")["stats"]
+    for name, value in {"vcpus": 8, "memory_mb": 8192, "local_gb": 100, "disk_available_least": 100,
+                        "hypervisor_type": "QEMU", "hypervisor_version": 8002000, "hypervisor_hostname": "f1",
+                        "host_ip": "10.0.0.1", "supported_instances": [["x86_64", "kvm", "hvm"]],
+                        "cpu_allocation_ratio": 1.0, "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0,
+                        "num_instances": 3, "num_io_ops": 2, "failed_builds": 1}.items():
+        assert stats[name] == value, name
+    assert stats["stats"]["custom"] == "x"
+    assert stats["cpu_info"] == '{"arch": "x86_64", "features": ["avx2"]}'
+    assert stats["metrics"] == [{"name": "cpu.percent", "value": 0.5, "source": "libvirt",
+                                 "timestamp": "2026-11-28T00:00:00.000000"}]
+    [cell] = stats["numa_topology"]["cells"]
+    assert (cell["cpuset"], cell["pcpuset"], cell["memory"]) == ([0, 1], [2, 3], 4096)
+    assert stats["pci_stats"] == [{"vendor_id": "8086", "product_id": "1520", "numa_node": 0, "count": 4,
+                                   "dev_type": "type-VF", "physical_network": "p"}]
+
+
+def test_gantt_nova_scheduler_processes_share_one_store(run: dict[str, Any]) -> None:
+    """`gantt nova-scheduler --config-file nova.conf`, twice, as a deployment runs it: both serve Nova's client
+    through the broker, never book a one-slot host twice, and stop cleanly on SIGTERM."""
+    got = _scenario(run, "separate_processes")
+    if run["transport"] == "fake":
+        assert got == {"skipped": "needs a broker"}  # fake:// reaches no other process
+        return
+    assert got["started"], got["logs"]
+    assert sorted(got["placed"]) == sorted(got["hosts"]), got["logs"]
+    assert len(got["refused"]) == 3
+    assert got["exit"] == [0, 0], got["logs"]
+
+
+def test_repeat_and_move(run: dict[str, Any]) -> None:
+    got = _scenario(run, "move")
+    source = got["source"]
+    # asked again for the same boot: the same claim, nothing booked twice
+    assert got["repeat"]["selections"][0][0]["host"] == source
+    # a move: a new host, the instance booked there and its source kept under the migration (design §6)
+    [[dest]] = got["move"]["selections"]
+    assert dest["host"] != source
+    assert got["allocations"] == {got["instance"]: dest["host"], got["migration"]: source}
+    # delete_instance_info from the source leaves the instance's claim on its destination
+    assert got["after_source_left"] == got["allocations"]
+    # from the host it runs on (the instance deleted): its claim is released
+    assert got["deleted"]
+    assert got["after_delete"] == {got["migration"]: source}
+
+
+def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) -> None:
+    got = _scenario(run, "unreachable_cell")
+    [[sel]] = got["answer"]["selections"]
+    assert sel["host"] == "ok1"
+    assert got["seconds"] < 30  # refused at once, not after a cell timeout per request
+
+
+def test_on_etcd_two_schedulers_never_double_book_and_a_store_down_is_refused(tmp_path: Path) -> None:
+    """The same race with the schedulers' replicas on an etcd store (schedulers on several machines); then the store
+    goes down (its one member killed): a NoValidHost saying so, in bounded time, never a hung conductor."""
+    from tests.etcd.cluster import LocalCluster, require_etcd
+
+    require_etcd()
+    python = _venv_python()
+    work = tmp_path / "nova"
+    work.mkdir()
+    with LocalCluster(tmp_path / "etcd", size=1) as cluster:
+        out = run_json(python, HERE / "rpc_driver.py",
+                       {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
+                        "scenarios": ["two_schedulers", "store_down"], "store": cluster.url("/nova-two"),
+                        "store_pid": cluster.members[0].proc.pid}, timeout=600)
+    assert out["nova_calls"] == {}
+    got = _scenario(out, "two_schedulers")
+    assert sorted(got["placed"]) == sorted(got["hosts"])
+    assert len(got["refused"]) == 5
+    got = _scenario(out, "store_down")
+    [[sel]] = got["before"]["selections"]
+    assert sel["host"] == "d1"
+    message = _refusal(got["down"])
+    assert "etcd" in message and "unavailable" in message
+    assert got["seconds"] < 30
+
+
+def test_broker_restart(tmp_path: Path) -> None:
+    """RabbitMQ restarts between two requests (same node, same port): the scheduler and Nova's client reconnect,
+    and the next request is answered."""
+    python = _venv_python()
+    work = tmp_path / "nova"
+    work.mkdir()
+    handshake = tmp_path / "handshake"
+    handshake.mkdir()
+    with rabbit.broker(tmp_path / "rabbit") as broker:
+        failures: list[BaseException] = []
+
+        def restart() -> None:
+            try:
+                deadline = time.monotonic() + 300
+                while not (handshake / "ready").exists():
+                    if time.monotonic() > deadline:
+                        return
+                    time.sleep(0.2)
+                broker.stop()
+                broker.start()
+            except BaseException as exc:  # the driver times out waiting; this says why
+                failures.append(exc)
+            finally:
+                (handshake / "go").touch()
+
+        thread = threading.Thread(target=restart)
+        thread.start()
+        try:
+            out = run_json(python, HERE / "rpc_driver.py",
+                           {"src": str(SRC), "tmp": str(work), "transport_url": broker.url,
+                            "scenarios": ["broker_restart"], "handshake": str(handshake)}, timeout=600)
+        finally:
+            (handshake / "ready").touch()  # the thread stops waiting whatever the driver did
+            thread.join()
+    assert not failures, failures
+    got = _scenario(out, "broker_restart")
+    assert got["before"]["selections"][0][0]["host"] == "r1"
+    assert got["after"]["selections"][0][0]["host"] == "r1", got["after"]
+
+
+def test_options_come_from_nova_conf(run: dict[str, Any]) -> None:
+    got = _scenario(run, "configuration")
+    assert got["read"] == [3, 5, ["a1"], True]
+    field, message = got["refused"]
+    assert field == "$.filter_scheduler" and "pci_in_placement" in message
