@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.nova.venv import python_or_skip
+
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 PASSING = HERE / "functional_passing.txt"
@@ -48,17 +50,6 @@ def known() -> dict[str, set[str]]:
     return out
 
 
-def _venv_python() -> Path:
-    from tests.nova import functional_venv
-
-    try:
-        return functional_venv.python()
-    except RuntimeError as exc:  # a venv that cannot be built (no network): a skip locally, a failure in CI
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"the Nova functional tests' venv cannot be built here: {str(exc)[:300]}")
-
-
 def run(python: Path, mode: str, tests: list[str], workdir: Path,
         swap: str | None = None) -> tuple[dict[str, str], str]:
     """Run ``tests`` in ``mode`` with one worker: (test id -> ok / FAILED / SKIPPED…, as stestr printed them; its
@@ -82,7 +73,7 @@ def run(python: Path, mode: str, tests: list[str], workdir: Path,
 @pytest.mark.timeout(900)
 def test_nova_functional_subset_passes_with_gantts_placement(tmp_path: Path) -> None:
     assert set(CI_SUBSET) <= known()["placement"], "the CI subset must be tests the ratchet lists"
-    results, output = run(_venv_python(), "placement", CI_SUBSET, tmp_path)
+    results, output = run(python_or_skip(), "placement", CI_SUBSET, tmp_path)
     assert results == dict.fromkeys(CI_SUBSET, "ok"), (results, output[-6000:])
 
 
@@ -90,7 +81,7 @@ def test_nova_functional_subset_passes_with_gantts_placement(tmp_path: Path) -> 
 def test_the_guard_fails_a_test_in_which_novas_own_scheduler_decides(tmp_path: Path) -> None:
     """The proof that Gantt decides rests on Nova's scheduling code failing the test that calls it: with that
     guard on and Nova's own scheduler still deciding, a boot must fail, and say why."""
-    results, output = run(_venv_python(), "placement", CI_SUBSET[:1], tmp_path, swap="placement,forbid")
+    results, output = run(python_or_skip(), "placement", CI_SUBSET[:1], tmp_path, swap="placement,forbid")
     assert results == {CI_SUBSET[0]: "FAILED"}, results
     assert "Nova's own scheduling code ran while Gantt schedules" in output
     assert "nova.scheduler.manager.SchedulerManager.select_destinations" in output
@@ -108,7 +99,7 @@ def last_passes(python: Path, workdir: Path) -> set[str]:
 def update(mode: str, workdirs: list[Path]) -> None:
     from gantt.nova.functional.__main__ import default_workdir
 
-    python = _venv_python()
+    python = python_or_skip()
     listed = known()
     for workdir in workdirs or [default_workdir(mode)]:
         listed.setdefault(mode, set()).update(last_passes(python, workdir))

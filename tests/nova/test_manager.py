@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.nova import rabbit
-from tests.nova.test_translate import _venv_python
+from tests.nova.venv import python_or_skip
 from tests.venvs import run_json
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +27,7 @@ SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported",
 
 @pytest.fixture(scope="module", params=["fake", "rabbit"])
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    python = _venv_python()
+    python = python_or_skip()
     tmp = tmp_path_factory.mktemp(f"nova-{request.param}")
     if request.param == "fake":
         out = _drive(python, tmp, "fake:/")
@@ -224,7 +224,7 @@ def test_on_etcd_two_schedulers_never_double_book_and_a_store_down_is_refused(tm
     from tests.etcd.cluster import LocalCluster, require_etcd
 
     require_etcd()
-    python = _venv_python()
+    python = python_or_skip()
     work = tmp_path / "nova"
     work.mkdir()
     with LocalCluster(tmp_path / "etcd", size=1) as cluster:
@@ -247,7 +247,7 @@ def test_on_etcd_two_schedulers_never_double_book_and_a_store_down_is_refused(tm
 def test_broker_restart(tmp_path: Path) -> None:
     """RabbitMQ restarts between two requests (same node, same port): the scheduler and Nova's client reconnect,
     and the next request is answered."""
-    python = _venv_python()
+    python = python_or_skip()
     work = tmp_path / "nova"
     work.mkdir()
     handshake = tmp_path / "handshake"

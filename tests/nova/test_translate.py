@@ -6,32 +6,19 @@ traits, get_scheduler_hint, the Destination's aggregates, ImageMetaProps). Selec
 
 from __future__ import annotations
 
-import os
 import random
 import uuid
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pytest
-
+from tests.nova.venv import python_or_skip
 from tests.venvs import run_json
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 CELL = "6a3ba9b8-4c1b-4d6e-9a40-3c2a0b1f0e11"
 N_SPECS = 300
-
-
-def _venv_python() -> Path:
-    from tests.nova import venv
-
-    try:
-        return venv.python()
-    except RuntimeError as exc:  # a venv that cannot be built (no network): a skip locally, a failure in CI
-        if os.environ.get("CI") == "true":
-            raise
-        pytest.skip(f"the nova+gantt venv cannot be built here: {str(exc)[:300]}")
 
 
 def _uuid(rng: random.Random) -> str:
@@ -190,7 +177,7 @@ def _run() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     rng = random.Random(3304)
     specs = [generate_spec(rng, i) for i in range(N_SPECS)]
     answers = [generate_answer(rng) for _ in range(60)]
-    result = run_json(_venv_python(), HERE / "driver.py", {"src": str(SRC), "specs": specs, "answers": answers},
+    result = run_json(python_or_skip(), HERE / "driver.py", {"src": str(SRC), "specs": specs, "answers": answers},
                       timeout=120)
     return specs, answers, result
 

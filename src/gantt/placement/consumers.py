@@ -22,11 +22,10 @@ from gantt.model import (
     NotFound,
     StoreUnavailable,
 )
-from gantt.replication.replica import Replica
+from gantt.placement.view import ReplicaView
 from gantt.replication.steps import SYNC, Steps, Write, holding
 from gantt.resources import providers
-from gantt.resources.catalog import Catalog
-from gantt.resources.providers import INCOMPLETE_CONSUMER, ConsumerWrite, ProviderIndex, ProviderView, Usage
+from gantt.resources.providers import INCOMPLETE_CONSUMER, ConsumerWrite, ProviderView, Usage
 from gantt.store.base import Batch, Capacity, ConsumerGeneration, ConsumerHeld, Expect, Generation, StoreConflict
 
 _ATTEMPTS = 8  # a replica behind the store catches up and tries again; past this, the writers contend too hard
@@ -38,28 +37,8 @@ def used_on(table: HostTable, found: ProviderView) -> dict[str, int]:
     return providers.used((a for a in held if a is not None), found.key)
 
 
-class Consumers:
+class Consumers(ReplicaView):
     """The consumers' calls over one replica."""
-
-    def __init__(self, replica: Replica) -> None:
-        self.replica = replica
-
-    @property
-    def table(self) -> HostTable:
-        return self.replica.table
-
-    @property
-    def providers(self) -> ProviderIndex:
-        return self.replica.providers
-
-    @property
-    def catalog(self) -> Catalog:
-        return self.replica.catalog
-
-    def _known(self, uuid: str) -> None:
-        """Catch up with the store when ``uuid`` is not here (another instance may have made it an instant ago)."""
-        if uuid not in self.providers.by_uuid:
-            self.replica.sync()
 
     def consumer_allocations(self, consumer: str) -> tuple[Allocation | None, dict[tuple[str, str], ProviderView]]:
         """The consumer's allocation (None: it holds none), and the providers of its parts by node."""

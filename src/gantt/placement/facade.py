@@ -37,14 +37,13 @@ from gantt.placement import candidates
 from gantt.placement.candidates import CandidateQuery, Candidates
 from gantt.placement.consumers import Consumers, used_on
 from gantt.placement.forest import Forest, build_forest
+from gantt.placement.view import ReplicaView
 from gantt.replication.replica import Replica
 from gantt.replication.steps import SYNC, Steps, Write, holding
 from gantt.resources import catalog, providers
-from gantt.resources.catalog import Catalog
 from gantt.resources.providers import (
     DuplicateName,
     ParentInUse,
-    ProviderIndex,
     ProviderInUse,
     ProviderQuery,
     ProviderView,
@@ -75,31 +74,17 @@ def placement_uuid(aggregate: Aggregate) -> str:
     return aggregate.uuid or str(aggregate.id)
 
 
-class Placement:
+class Placement(ReplicaView):
     """Placement's calls over one replica (one façade per replica: it keeps the creates in flight and the
     providers' forest for the replica's state)."""
 
     def __init__(self, replica: Replica) -> None:
-        self.replica = replica
+        super().__init__(replica)
         # names and uuids of provider creates built here and not yet applied (create_provider_steps): their marks
         self._creating: dict[str, set[object]] = {}
         self._forest_cache: tuple[Any, Forest] | None = None
         # the consumers' calls: allocations read and written, usages, the reshaper
         self.consumers = Consumers(replica)
-
-    # What the façade reads of the replica: swapped whole by a reload, so looked up each time.
-
-    @property
-    def table(self) -> HostTable:
-        return self.replica.table
-
-    @property
-    def providers(self) -> ProviderIndex:
-        return self.replica.providers
-
-    @property
-    def catalog(self) -> Catalog:
-        return self.replica.catalog
 
     # ------------------------------------------------------------------------------------------ reads
 
@@ -125,12 +110,6 @@ class Placement:
         """Whether this replica holds ``uuid`` now: one dict lookup, no lock and no store read, so the HTTP layer
         may ask it on its event loop (False says nothing: ``provider`` then catches up with the store)."""
         return uuid in self.providers.by_uuid
-
-    def _known(self, uuid: str) -> None:
-        """Catch up with the store when ``uuid`` is not here: another instance may have made it an instant ago,
-        and a client that was told it exists must not hear 404 from this one."""
-        if uuid not in self.providers.by_uuid:
-            self.replica.sync()
 
     def _known_steps(self, uuid: str) -> Steps[None]:
         if uuid not in self.providers.by_uuid:

@@ -56,11 +56,11 @@ def _preload() -> None:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **{**kwargs, "timeout_keep_alive": KEEP_ALIVE})
 
-    uvicorn.Config = Config  # type: ignore[misc]
+    uvicorn.Config = Config  # type: ignore[misc]  # a class swapped in for the test servers
 
     # Each app serves the same OpenAPI document, which takes a second to build: built once here, before the forks.
     document = gantt.service.app.openapi()
-    gantt.service.app.openapi = lambda: document  # type: ignore[attr-defined]
+    gantt.service.app.openapi = lambda: document  # type: ignore[attr-defined]  # app imported the name: swapped where it is read
 
 
 def _child(sock: socket.socket, store: str, config: str | None, log: str) -> int:

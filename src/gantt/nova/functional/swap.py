@@ -205,7 +205,7 @@ def serve_placement_from_gantt(cls: type, *, scheduler: bool, forbid: bool) -> N
         if forbid:
             _forbid_nova_scheduling(self, fixtures)
 
-    cls.__init__ = __init__  # type: ignore[misc]
+    cls.__init__ = __init__  # type: ignore[misc]  # Nova's fixture is changed in place: its methods call super(PlacementFixture, self)
     cls._configure_placement = _configure_placement
     cls.setUp = setUp
 
