@@ -22,6 +22,7 @@ from tests.etcd.cluster import free_ports
 # Debian's /usr/sbin/rabbitmq-server wraps this script to run it as the rabbitmq user with the system's directories;
 # the test runs the script itself, as whoever runs the tests, with its own.
 SERVER_SCRIPT = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
+CTL_SCRIPT = SERVER_SCRIPT.with_name("rabbitmqctl")
 EPMD = Path("/usr/bin/epmd")
 
 
@@ -77,6 +78,25 @@ class Broker:
             self.proc = subprocess.Popen([str(self.script)], env=self.env, stdout=out, stderr=subprocess.STDOUT,
                                          cwd=self.tmp, start_new_session=True)
         _wait_ready(self.proc, self.amqp, log, timeout, mark)
+
+    def consumers(self, queue: str) -> int:
+        """How many consumers ``queue`` has now (0 when it does not exist yet), as rabbitmqctl lists them."""
+        done = subprocess.run([str(CTL_SCRIPT), "-q", "list_queues", "name", "consumers"], env=self.env,
+                              capture_output=True, text=True, timeout=60, cwd=self.tmp)
+        for line in done.stdout.splitlines():
+            name, _, count = line.partition("\t")
+            if name == queue and count.strip().isdigit():
+                return int(count)
+        return 0
+
+    def wait_for_consumer(self, queue: str, timeout: float = 120.0) -> None:
+        """Until ``queue`` has a consumer again: after a restart, a message sent before its consumer came back and
+        declared it is dropped by the broker (Nova's queues are not durable), for Nova's own scheduler too."""
+        deadline = time.monotonic() + timeout
+        while self.consumers(queue) == 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no consumer on {queue!r} {timeout:g} s after the broker started")
+            time.sleep(0.5)
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -264,6 +264,7 @@ def test_broker_restart(tmp_path: Path) -> None:
                     time.sleep(0.2)
                 broker.stop()
                 broker.start()
+                broker.wait_for_consumer("scheduler")  # the scheduler has reconnected and declared its queue
             except BaseException as exc:  # the driver times out waiting; this says why
                 failures.append(exc)
             finally:
@@ -281,6 +282,7 @@ def test_broker_restart(tmp_path: Path) -> None:
     assert not failures, failures
     got = _scenario(out, "broker_restart")
     assert got["before"]["selections"][0][0]["host"] == "r1"
+    assert "selections" in got["after"], got["after"]
     assert got["after"]["selections"][0][0]["host"] == "r1", got["after"]
 
 

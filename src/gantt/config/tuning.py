@@ -13,6 +13,8 @@ from collections.abc import Mapping
 import msgspec
 from msgspec import Struct
 
+from gantt.model.prepare import prepare_types
+
 
 class TuningSection(Struct, forbid_unknown_fields=True, kw_only=True):
     # How many decisions and commits may run at once off the event loop: enough concurrent commits for the store
@@ -64,3 +66,6 @@ def _whole_number(environ: Mapping[str, str], name: str, default: int, minimum: 
     if value < minimum:
         raise ValueError(f"{name}={raw!r}: expected a whole number of at least {minimum}")
     return value
+
+
+prepare_types(globals())  # build msgspec type info before any thread decodes (see gantt.model.prepare)
