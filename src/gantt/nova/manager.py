@@ -22,7 +22,7 @@ from typing import Any
 import nova.conf
 import oslo_messaging as messaging
 from nova import context as nova_context
-from nova import exception, manager, objects
+from nova import exception, manager, objects, thread_pool_factory
 
 from gantt.model import GanttError, NotFound
 from gantt.model import NoValidHost as GanttNoValidHost
@@ -89,10 +89,26 @@ class SchedulerManager(manager.Manager):
             self._poller = threading.Thread(target=self._poll, name="gantt-nova-cells", daemon=True)
             self._poller.start()
 
-    def cleanup_host(self) -> None:
+    def graceful_shutdown(self, timeout: float) -> None:
+        """Nova 34's service stop calls this, not cleanup_host (only nova-compute's own graceful_shutdown does).
+        As Nova's scheduler: let in-progress RPC tasks finish (some seconds kept for the rest), then stop the
+        cell reader and close the store, then Nova's thread pools. A cell reader left running would read the
+        cells again through Nova's scatter-gather pool after the service stopped, recreating a pool the stop
+        had just shut down."""
+        reserved = min(20.0, timeout)
+        self._wait_for_in_progress_tasks(max(0.0, timeout - reserved))
+        self.cleanup_host(reserved)
+        try:
+            thread_pool_factory.shutdown_all_executors()
+        except Exception:
+            log.exception("%s service failed to shut down its thread pool executors", self.service_name)
+
+    def cleanup_host(self, timeout: float = 20.0) -> None:
         self._stop.set()
         if self._poller is not None:
-            self._poller.join(timeout=10)
+            self._poller.join(timeout=timeout)
+            if self._poller.is_alive():
+                log.warning("the cell reader did not stop within %.0f s; the store is closed under it", timeout)
         if self._replica is not None:
             self._replica.close()
 
