@@ -21,6 +21,11 @@ What runs (design §4, "several schedulers on a 3-member etcd cluster"):
 - Several instances are deployed as several instances of one service would be: instance i of N has ``[gantt]
   subset_slot = i`` and ``subset_slots = N`` (``--no-spread``: all alike), so they prefer different hosts among
   Nova's best ``host_subset_size``.
+- ``--profile``: every thread of each instance process under cProfile, timed by the thread's own CPU, read at the
+  end of the load window: the top functions of all threads together and of each kind (``client``: decide, apply
+  the claim, hand it to the committer; ``gantt-etcd-commit``: plan, encode, send the shared txn; the watch; the
+  feed), summed over the instances' processes. cProfile slows Python calls several-fold: its proportions are the
+  figure, not that run's rates.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[1] / "src")]
 
 from gantt.base.allocator import collect_less_often, keep_freed_memory  # noqa: E402
+from gantt.bench.profiling import ThreadProfiles, merge_rows, stats_summary  # noqa: E402
 from gantt.bench.scripts import cpu_model  # noqa: E402
 from gantt.config import Config  # noqa: E402
 from gantt.model import HostReport, HostStats, NoValidHost, StoreUnavailable  # noqa: E402
@@ -82,13 +88,14 @@ def seed_hosts(url: str, hosts: int, free: int) -> None:
 
 
 def instance(index: int, url: str, subset: int, slots: int, threads: int, duration: float, ready: Any, go: Any,
-             results: Any, worker: int = 0, workers: int = 1) -> None:
+             results: Any, worker: int = 0, workers: int = 1, profile: bool = False) -> None:
     """One Gantt instance, or worker ``worker`` of an instance's ``workers`` processes (as ``gantt serve
     --workers N`` runs them: its own replica, its share of the instance's subset slot): a Replica in this process,
     ``threads`` clients calling select_destinations."""
     # The memory settings of a served instance (``gantt serve`` makes them in each worker before it loads).
     keep_freed_memory()
     collect_less_often()
+    profiles = ThreadProfiles().start() if profile else None  # the threads the replica and the clients start
     store = EtcdStore(url)
     config = make_config(1000 + index * workers, subset, index % slots, slots).for_worker(worker, workers)
     replica = Replica(store, config).start()
@@ -146,7 +153,9 @@ def instance(index: int, url: str, subset: int, slots: int, threads: int, durati
     for tid, (name, used) in threads1.items():  # a thread started in the window (the committer) counts from 0
         split[name] = split.get(name, 0.0) + used - (threads0[tid][1] if tid in threads0 else 0.0)
     engine = replica.scheduler.engine.stats
-    results.put({"index": index, "worker": worker, "elapsed": elapsed, "cpu_s": cpu, "acknowledged": acknowledged,
+    profile_rows = profiles.rows() if profiles is not None else None
+    results.put({"profile_rows": profile_rows,
+                 "index": index, "worker": worker, "elapsed": elapsed, "cpu_s": cpu, "acknowledged": acknowledged,
                  **outcomes, "latencies": latencies,
                  "commit_conflicts": engine.commit_conflicts, "local_claim_conflicts": engine.claim_conflicts,
                  "store": vars(store.stats), "resyncs": replica.resyncs, "threads_cpu_s": split})
@@ -195,7 +204,8 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     slots = instances if args.spread and instances > 1 else 1
     # instance i's worker w (observers: one process each); each process runs ``--threads`` clients
     procs = [ctx.Process(target=instance, args=(i, url, args.subset, slots, args.threads if i < instances else 0,
-                                                args.duration, ready, go, results, w, n), daemon=True)
+                                                args.duration, ready, go, results, w, n, args.profile),
+                          daemon=True)
              for i in range(instances + args.observers)
              for n in [args.workers if i < instances else 1] for w in range(n)]
     for p in procs:
@@ -290,7 +300,21 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
         "instance_load_s": round(load_s, 2),
         "watch_reconnects": sum(p["store"]["watch_reconnects"] for p in parts),
         "resyncs": sum(p["resyncs"] for p in parts),
+        **({"profile": profile_summary([p["profile_rows"] for p in parts if p["index"] < instances]),
+            "profiled": "cProfile slows Python calls several-fold: read the profile for its proportions, "
+                        "not the rates of this run"} if args.profile else {}),
     }
+
+
+def profile_summary(parts: list[dict[str, Any]], top: int = 25) -> dict[str, Any]:
+    """The instances' profiles (one per process, by thread name) as the top functions of all their threads
+    together (``all``) and of each kind of thread: the clients (decide, apply their claim, wait), the committer,
+    the watch, the feed."""
+    names = sorted({name for part in parts for name in part})
+    out = {"all": stats_summary(merge_rows(rows for part in parts for rows in part.values()), top)}
+    for name in names:
+        out[name] = stats_summary(merge_rows(part[name] for part in parts if name in part), top)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -320,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-spread", dest="spread", action="store_false",
                         help="every instance picks among the whole best host_subset_size; by default instance i "
                              "of N takes its own share of them ([gantt] subset_slot=i, subset_slots=N)")
+    parser.add_argument("--profile", action="store_true",
+                        help="cProfile every thread of the instances' processes and print the top functions of "
+                             "the load window, all threads and by kind (the profiler slows the run: proportions "
+                             "only)")
     parser.add_argument("--json", action="store_true", help="print compact JSON")
     args = parser.parse_args(argv)
     counts = [int(x) for x in args.instances.split(",") if x.strip()]

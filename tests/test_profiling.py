@@ -7,10 +7,11 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
-from gantt.bench.profiling import Phases, Sampler, collapsed_summary
+from gantt.bench.profiling import Phases, Sampler, ThreadProfiles, collapsed_summary, stats_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +51,56 @@ def test_an_in_process_phase_names_its_hot_function() -> None:
     summary = phases.summary()
     assert set(summary) == {"busy", "idle"}
     assert any(e["function"].startswith("_spin (test_profiling.py)") for e in summary["busy"]["self"][:3])
+
+
+def _thread_spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def _seconds_under(rows: dict, function: str) -> float:
+    return sum(ct for (_, _, name), (_, _, _, ct, _) in rows.items() if name == function)
+
+
+def test_every_thread_started_after_start_is_profiled_by_its_cpu_and_read_while_it_runs() -> None:
+    """bench/cluster.py's ``--profile``: the threads a replica starts (its clients, committer, watch, feed), each
+    under its own cProfile timed by the thread's CPU, read together without stopping the ones still running."""
+    before = threading.Thread(target=_thread_spin, args=(0.05,), name="before")
+    before.start()  # started before: not profiled
+    profiles = ThreadProfiles().start()
+    stop = threading.Event()
+
+    def sleeper() -> None:
+        time.sleep(0.3)
+
+    def runner() -> None:  # still running when the profiles are read
+        while not stop.is_set():
+            _thread_spin(0.01)
+
+    threads = [threading.Thread(target=_thread_spin, args=(0.2,), name=f"Thread-{i} (spinner)") for i in (1, 2)]
+    threads += [threading.Thread(target=sleeper, name="sleeper"), threading.Thread(target=runner, name="runner7")]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads[:3]:
+            t.join()
+        time.sleep(0.05)
+        rows = profiles.rows()
+        after = threading.Thread(target=_thread_spin, args=(0.05,), name="after")  # started once read: not profiled
+        after.start()
+        after.join()
+    finally:
+        stop.set()
+        before.join()
+        threads[3].join()
+    assert set(rows) == {"spinner", "sleeper", "runner"}  # named as bench/cluster.py names threads
+    assert 0.4 <= _seconds_under(rows["spinner"], "_thread_spin") < 1.0  # both spinners, summed
+    assert _seconds_under(rows["runner"], "_thread_spin") > 0.02
+    # CPU, not wall: the sleeper's 0.3 s asleep count for (almost) nothing
+    assert sum(tt for _, _, tt, _, _ in rows["sleeper"].values()) < 0.05
+    summary = stats_summary(rows["spinner"])
+    assert any(e["function"].startswith("_thread_spin (test_profiling.py)") for e in summary["total"][:3])
 
 
 def test_a_served_process_is_sampled_from_outside() -> None:

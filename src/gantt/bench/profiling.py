@@ -24,12 +24,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TOP", "Phases", "Sampler", "collapsed_summary"]
+__all__ = ["TOP", "Phases", "Sampler", "ThreadProfiles", "collapsed_summary", "merge_rows", "stats_summary"]
 
 TOP = 15
 RATE = 250  # py-spy samples per second
@@ -143,24 +145,78 @@ class Phases:
             profile.disable()
 
     def summary(self) -> dict[str, dict[str, Any]]:
-        out = {}
-        for name, profile in self._profiles.items():
-            stats = pstats.Stats(profile)
-            rows = stats.stats  # type: ignore[attr-defined]  # (file, line, name) -> (cc, nc, tt, ct, callers)
-            whole = max(sum(tt for _, _, tt, _, _ in rows.values()), 1e-12)
-            own: Counter[str] = Counter()
-            total: Counter[str] = Counter()
-            calls = 0
-            for (file, _, function), (_, nc, tt, ct, _) in rows.items():
-                key = f"{function} ({Path(file).name})" if file != "~" else function
-                own[key] += tt
-                total[key] = max(total[key], ct)
-                calls += nc
-            out[name] = {
-                "seconds": round(whole, 4), "calls": calls,
-                "self": [{"function": k, "share": round(v / whole, 4), "seconds": round(v, 4)}
-                         for k, v in own.most_common(self._top)],
-                "total": [{"function": k, "share": round(v / whole, 4), "seconds": round(v, 4)}
-                          for k, v in total.most_common(self._top)],
-            }
-        return out
+        return {name: stats_summary(pstats.Stats(profile).stats, self._top)  # type: ignore[attr-defined]  # see below
+                for name, profile in self._profiles.items()}
+
+
+# pstats' rows: (file, line, function) -> (primitive calls, calls, own seconds, seconds under it, callers)
+Rows = Mapping[tuple[str, int, str], tuple[Any, Any, Any, Any, Any]]
+
+
+def stats_summary(rows: Rows, top: int = TOP) -> dict[str, Any]:
+    """cProfile's rows summed per function: its own time and the time under it, as shares of the phase's."""
+    whole = max(sum(tt for _, _, tt, _, _ in rows.values()), 1e-12)
+    own: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    calls = 0
+    for (file, _, function), (_, nc, tt, ct, _) in rows.items():
+        key = f"{function} ({Path(file).name})" if file != "~" else function
+        own[key] += tt
+        total[key] = max(total[key], ct)
+        calls += nc
+    return {
+        "seconds": round(whole, 4), "calls": calls,
+        "self": [{"function": k, "share": round(v / whole, 4), "seconds": round(v, 4)}
+                 for k, v in own.most_common(top)],
+        "total": [{"function": k, "share": round(v / whole, 4), "seconds": round(v, 4)}
+                  for k, v in total.most_common(top)],
+    }
+
+
+def merge_rows(parts: Iterable[Rows]) -> Rows:
+    """Rows of several profiles (threads, processes) added up, as ``pstats.Stats.add`` would (callers dropped)."""
+    out: dict[tuple[str, int, str], list[Any]] = {}
+    for rows in parts:
+        for key, (cc, nc, tt, ct, _) in rows.items():
+            acc = out.setdefault(key, [0, 0, 0.0, 0.0, {}])
+            acc[0] += cc
+            acc[1] += nc
+            acc[2] += tt
+            acc[3] += ct
+    return {key: (cc, nc, tt, ct, callers) for key, (cc, nc, tt, ct, callers) in out.items()}
+
+
+class ThreadProfiles:
+    """cProfile on every thread this process starts after ``start()`` (a served replica's clients, its committer,
+    its watch and feed), one profile per thread, read together by ``rows()`` while they still run.
+
+    ``threading.setprofile`` installs a hook in each new thread before it runs; its first call swaps itself for a
+    cProfile of that thread. A profile is read without being stopped (stopping one from another thread would
+    unwind the wrong thread's calls): the calls still open at that moment are not counted."""
+
+    def __init__(self) -> None:
+        self._profiles: list[tuple[str, cProfile.Profile]] = []
+        self._lock = threading.Lock()
+
+    def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        profile = cProfile.Profile(time.thread_time)  # CPU, not wall: a thread waiting for etcd is not working
+        with self._lock:
+            self._profiles.append((threading.current_thread().name, profile))
+        profile.enable()  # replaces this hook for the thread
+
+    def start(self) -> ThreadProfiles:
+        threading.setprofile(self._hook)
+        return self
+
+    def rows(self) -> dict[str, Rows]:
+        """Every thread's rows so far, added up per thread name (``Thread-3 (client)`` and ``Thread-9 (client)``
+        are both ``client``); the hook is removed, so threads started from now on are not profiled."""
+        threading.setprofile(None)  # None clears the hook
+        with self._lock:
+            profiles = list(self._profiles)
+        parts: dict[str, list[Rows]] = {}
+        for name, profile in profiles:
+            profile.snapshot_stats()  # the rows, without disable(): see the class's docstring
+            rows = profile.stats  # set by snapshot_stats
+            parts.setdefault(re.sub(r"\d+$", "", re.sub(r"^Thread-\d+ \((.*)\)$", r"\1", name)), []).append(rows)
+        return {name: merge_rows(rows) for name, rows in parts.items()}

@@ -12,13 +12,14 @@ read, and read again on a conflict (``stats.rmw_retries``).
 from __future__ import annotations
 
 import logging
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 from aetcd.rpc import rpc_pb2 as pb
 
-from gantt.model import Aggregate, Allocation, HostReport, NodeKey, Record, StoreUnavailable
+from gantt.model import Aggregate, Allocation, HostReport, NodeKey, Record, StoreUnavailable, group_node
 from gantt.store import etcd_wire as wire
 from gantt.store import planner
 from gantt.store.base import Batch, Change, CommitResult, ConsumerHeld, Expect, StoreConflict, lifted
@@ -37,6 +38,14 @@ log = logging.getLogger(__name__)
 
 _EQUAL = pb.Compare.EQUAL
 _MOD = pb.Compare.MOD
+# A plain claim sets these two fields of its Batch and leaves every other at its default (each default is falsy)
+_CLAIM_FIELDS = ("expect", "allocations")
+_OTHER_FIELDS = operator.attrgetter(*(f for f in Batch.__struct_fields__ if f not in _CLAIM_FIELDS))
+
+
+def plain_claim(batch: Batch) -> bool:
+    """A batch of allocations (and the usage revisions they expect) and nothing else: no read, no replace."""
+    return bool(batch.allocations) and not any(_OTHER_FIELDS(batch))  # read in C: asked once per claim
 
 
 @dataclass
@@ -151,6 +160,10 @@ class Transactions:
     def plan(self, batch: Batch) -> TxnPlan:
         """Read what the batch needs in one txn, plan it (``store.planner``), and turn the plan into a txn whose
         compares guard every read: the txn commits only if nothing it read has changed since."""
+        return self.plan_claim(batch) if plain_claim(batch) else self.plan_read(batch)
+
+    def plan_read(self, batch: Batch) -> TxnPlan:
+        """``plan`` of any batch: its reads, then ``store.planner``."""
         txn = TxnPlan()
         reads = Reads(self, batch, txn)
         decided = planner.plan(batch, reads)
@@ -180,6 +193,39 @@ class Transactions:
             txn.ops[self.keys.usage(*key)] = None if key in decided.deleted_nodes else b""
         txn.changes = decided.changes
         txn.quiet = decided.quiet
+        return txn
+
+    def plan_claim(self, batch: Batch) -> TxnPlan:
+        """``plan`` of a plain claim, without its machinery: what the planner makes of one, and the txn that
+        ``plan`` builds from that (tests/etcd/test_claim_plan.py checks them equal on generated claims). A claim
+        reads nothing, so its checks are all compares (its nodes' usage revisions, its consumers unbooked), and
+        its effects are its allocations, their index entries and their nodes' usage keys. It is most of what the
+        group committer does per claim: the generic road (an empty read set built, every planner step run to
+        find nothing to do) cost twice as much."""
+        txn = TxnPlan()
+        keys = self.keys
+        for e in batch.expect:  # planner._check: expect_holds
+            usage = keys.usage(e.host, e.node)
+            txn.expects.append(((e.host, e.node), usage, e.revision))
+            txn.compares.append(wire.compare_mod(usage, e.revision))
+        for allocation in batch.allocations:  # planner._check: unbooked (nothing replaced)
+            key = keys.allocation(allocation.consumer_uuid)
+            txn.claimed.append(key)
+            txn.compares.append(wire.compare_mod(key, 0))
+        decided: dict[str, Allocation] = {}
+        bumped: dict[NodeKey, None] = {}
+        for allocation in batch.allocations:  # planner._plan_allocations
+            decided[allocation.consumer_uuid] = allocation
+            bumped.update(dict.fromkeys(allocation.nodes()))
+            if allocation.group:
+                bumped[group_node(allocation.group)] = None
+            txn.changes.append(Change(revision=0, kind="allocation", allocation=allocation))
+        for consumer, allocation in decided.items():  # as plan() writes them
+            txn.ops[keys.allocation(consumer)] = encode(allocation)
+            for node in allocation.nodes():
+                txn.ops[keys.placement(node, consumer)] = b""
+        for node in bumped:
+            txn.ops[keys.usage(*node)] = b""
         return txn
 
     def failure_ops(self, plan: TxnPlan) -> list[bytes]:

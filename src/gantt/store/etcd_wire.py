@@ -35,10 +35,13 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
+_SHORT = [bytes((n,)) for n in range(0x80)]  # the lengths of one byte, made once: most of a claim's fields
+
+
 def _field(tag: bytes, data: bytes) -> bytes:
     """A length-delimited field: its tag (field number << 3 | 2, written out), the length, the bytes."""
     n = len(data)
-    return tag + (bytes((n,)) if n < 0x80 else _varint(n)) + data
+    return tag + (_SHORT[n] if n < 0x80 else _varint(n)) + data
 
 
 def _bytes(tag: bytes, data: bytes) -> bytes:

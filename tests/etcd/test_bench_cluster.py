@@ -1,0 +1,35 @@
+"""bench/cluster.py on the module's cluster, small: one instance of two workers places without double-booking, and
+``--profile`` names where its threads spent their CPU (issue 35: the next lever visible without an ad-hoc build)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.etcd.cluster import LocalCluster
+
+pytestmark = pytest.mark.etcd
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_one_instance_of_two_workers_profiled(healthy: LocalCluster) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "cluster.py"), "--etcd", healthy.url(""),
+                           "--instances", "1", "--workers", "2", "--threads", "4", "--hosts", "300",
+                           "--free-hosts", "20", "--duration", "2", "--profile", "--json"],
+                          capture_output=True, text=True, timeout=280, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [run] = json.loads(done.stdout)["runs"]
+    assert run["placements"] > 0 and run["workers_per_instance"] == 2
+    assert run["overcommit"] == 0 and run["acknowledged_missing"] == 0
+    profile = run["profile"]
+    assert {"all", "client", "gantt-etcd-commit"} <= set(profile)
+    functions = {kind: [e["function"] for e in profile[kind]["total"]] for kind in profile}
+    # the clients decide (the engine) and the committer plans and sends the shared txns (the etcd store)
+    assert any("(engine.py)" in f for f in functions["client"]), functions["client"]
+    assert any(f.startswith("commit_group (etcd_group.py)") for f in functions["gantt-etcd-commit"]), functions
+    assert profile["client"]["seconds"] > 0
