@@ -155,7 +155,7 @@ class Nova:
             shutil.copy(cell, world.cell_db)
             shutil.copy(self.api_template, world.api_db)
             shutil.copy(self.main_template, world.main_db)
-            world.map_cell()
+            world.map_cell(nodes)
             worlds[kind] = world
         return worlds
 
@@ -171,13 +171,17 @@ class World:
         self.cell_db, self.api_db, self.main_db = (work / f"{name}-{db}.db" for db in ("cell", "api", "main"))
         self.instances: dict[str, int] = {}
 
-    def map_cell(self) -> None:
+    def map_cell(self, nodes: int) -> None:
+        """The cell's mapping, and its hosts' (as ``nova-manage cell_v2 discover_hosts`` writes them): Nova's
+        scheduler finds a host's instances through them."""
         now = _now()
         with contextlib.closing(sqlite3.connect(self.api_db)) as conn, conn:
-            conn.execute("INSERT INTO cell_mappings (created_at, uuid, name, transport_url, database_connection, "
-                         "disabled) VALUES (?, ?, ?, ?, ?, 0)",
-                         (now, str(uuidlib.uuid5(NAMESPACE, self.name)), self.name, self.transport_url,
-                          f"sqlite:///{self.cell_db}"))
+            cursor = conn.execute("INSERT INTO cell_mappings (created_at, uuid, name, transport_url, "
+                                  "database_connection, disabled) VALUES (?, ?, ?, ?, ?, 0)",
+                                  (now, str(uuidlib.uuid5(NAMESPACE, self.name)), self.name, self.transport_url,
+                                   f"sqlite:///{self.cell_db}"))
+            conn.executemany("INSERT INTO host_mappings (created_at, cell_id, host) VALUES (?, ?, ?)",
+                             [(now, cursor.lastrowid, node_name(i)) for i in range(nodes)])
 
     def conf(self) -> str:
         return (f"[database]\nconnection = sqlite:///{self.main_db}\n"
@@ -230,6 +234,8 @@ def _clone_rows(db: Path, nodes: int) -> None:
     """``nodes`` services and compute nodes, cloned from the template rows by SQL in one transaction: node i has
     its own name, uuid and memory; every DISABLED_EVERY-th service (from the 3rd) is disabled."""
     now = _now()
+    start = datetime.datetime.now(datetime.UTC).replace(tzinfo=None) - datetime.timedelta(seconds=60)
+    created = start.strftime("%Y-%m-%d %H:%M:%S.%f")
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
         s_cols, s_row = _rows(conn, "services")
         c_cols, c_row = _rows(conn, "compute_nodes")
@@ -244,8 +250,10 @@ def _clone_rows(db: Path, nodes: int) -> None:
             services.append(tuple(s[c] for c in s_cols))
             c = dict(zip(c_cols, c_row, strict=True))
             memory = node_memory(i)
+            # updated over the last minute, as nova-compute's periodic updates leave a cloud's rows
+            updated = (start + datetime.timedelta(seconds=60 * i / nodes)).strftime("%Y-%m-%d %H:%M:%S.%f")
             c.update(id=i + 1, service_id=i + 1, host=node_name(i), hypervisor_hostname=node_name(i),
-                     uuid=node_uuid(i), memory_mb=memory, free_ram_mb=memory, created_at=now, updated_at=now)
+                     uuid=node_uuid(i), memory_mb=memory, free_ram_mb=memory, created_at=created, updated_at=updated)
             computes.append(tuple(c[k] for k in c_cols))
         conn.executemany(f"INSERT INTO services ({','.join(s_cols)}) VALUES ({','.join('?' * len(s_cols))})",
                          services)
@@ -508,7 +516,39 @@ def schedulers(nova: Nova, broker: rabbit.Broker, nodes: int, tag: str, worlds: 
             scheduler.stop()
 
 
-def run_size(nova: Nova, broker: rabbit.Broker, nodes: int, args: argparse.Namespace) -> dict[str, Any]:
+def sync_instances(broker: rabbit.Broker, nodes: int, timeout: float) -> None:
+    """What each nova-compute casts to every scheduler (the fanout) at start and then periodically: the instances
+    it runs (none yet). Twice: Nova's HostManager re-reads an unknown host's instances at the first and trusts the
+    compute's list from the second on, as in a cloud whose computes have been up a while; until then it would query
+    each host's instances at every request. Waits until every scheduler queue is drained."""
+    from nova import context
+    from nova.scheduler import rpcapi
+
+    api, ctxt = rpcapi.SchedulerAPI(), context.get_admin_context()
+    for _ in range(2):
+        for i in range(nodes):
+            api.sync_instance_info(ctxt, node_name(i), [])
+        deadline = time.monotonic() + timeout
+        while _backlog(broker) > 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the schedulers did not take the computes' instance lists within {timeout:g} s")
+            time.sleep(1.0)
+
+
+def _backlog(broker: rabbit.Broker) -> int:
+    """Messages waiting or being handled on the schedulers' queues, as rabbitmqctl lists them."""
+    done = subprocess.run([str(rabbit.CTL_SCRIPT), "-q", "list_queues", "name", "messages"], env=broker.env,
+                          capture_output=True, text=True, timeout=60, cwd=broker.tmp)
+    total = 0
+    for line in done.stdout.splitlines():
+        name, _, count = line.partition("\t")
+        if name.startswith("scheduler") and count.strip().isdigit():
+            total += int(count)
+    return total
+
+
+def run_size(nova: Nova, broker: rabbit.Broker, nodes: int, requests: int,
+             args: argparse.Namespace) -> dict[str, Any]:
     tag = f"n{nodes}"
     made = time.monotonic()
     worlds = nova.cells(tag, nodes, KINDS)
@@ -518,10 +558,13 @@ def run_size(nova: Nova, broker: rabbit.Broker, nodes: int, args: argparse.Names
         setup_s = time.monotonic() - made
         with schedulers(nova, broker, nodes, tag, worlds, placement, args) as started:
             ready = {kind: round(s.wait_ready(args.start_timeout), 1) for kind, s in started.items()}
+            synced = time.monotonic()
+            sync_instances(broker, nodes, args.start_timeout)
+            ready["instance_sync"] = round(time.monotonic() - synced, 1)
             clients = {kind: s.client() for kind, s in started.items()}
             seconds: dict[str, list[float]] = {kind: [] for kind in KINDS}
             answers: dict[str, list[Any]] = {kind: [] for kind in KINDS}
-            for i, (flavor, instance) in enumerate(sequence(args.requests + 1, args.seed)):
+            for i, (flavor, instance) in enumerate(sequence(requests + 1, args.seed)):
                 # interleaved, Nova first then Gantt, so that both meet the same background load
                 for kind in KINDS:
                     took, answer = ask(clients[kind], flavor, instance)
@@ -537,7 +580,7 @@ def run_size(nova: Nova, broker: rabbit.Broker, nodes: int, args: argparse.Names
                         f"{kind} {seconds[kind][-1] * 1000:.1f} ms {_chosen(answers[kind][-1])}" for kind in KINDS),
                         file=sys.stderr, flush=True)
         stats = {kind: summary(seconds[kind][1:], seconds[kind][0]) for kind in KINDS}
-        return {"nodes": nodes, "setup_s": round(setup_s, 1), "ready_s": ready, **stats,
+        return {"nodes": nodes, "requests": requests, "setup_s": round(setup_s, 1), "ready_s": ready, **stats,
                 "speedup": {q: round(stats["nova"][f"{q}_ms"] / stats["gantt"][f"{q}_ms"], 1)
                             for q in ("p50", "p99", "mean")},
                 "agreement": agreement(answers["nova"], answers["gantt"]),
@@ -555,8 +598,9 @@ def machine() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", default="1000,10000", help="comma-separated sizes (fake compute nodes)")
-    parser.add_argument("--requests", type=int, default=20,
-                        help="measured requests per size and scheduler (after one unmeasured first request)")
+    parser.add_argument("--requests", default="20",
+                        help="measured requests per scheduler (after one unmeasured first request): one number, "
+                             "or one per size (20,5)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--nova-max-placement-results", type=int, default=0,
                         help="Nova's [scheduler] max_placement_results (default: the node count)")
@@ -570,6 +614,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--progress", action="store_true", help="each request's latencies on stderr")
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.nodes.split(",") if n]
+    counts = [int(n) for n in args.requests.split(",") if n]
+    if len(counts) not in (1, len(sizes)) or min(counts) < 1:
+        parser.error("--requests: one count, or one per size")
+    requests = dict(zip(sizes, counts * len(sizes) if len(counts) == 1 else counts, strict=True))
     work = Path(tempfile.mkdtemp(prefix="nova-rpc-", dir=args.workdir))
     before = machine()
     results = []
@@ -578,7 +626,9 @@ def main(argv: list[str] | None = None) -> int:
             nova = Nova(work, broker.url)
             try:
                 for nodes in sizes:
-                    results.append(run_size(nova, broker, nodes, args))
+                    results.append(run_size(nova, broker, nodes, requests[nodes], args))
+                    if args.progress:
+                        print(json.dumps(results[-1]), file=sys.stderr, flush=True)
             finally:
                 from nova import rpc
 
@@ -589,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"work directory kept: {work}", file=sys.stderr)
     after = machine()
-    report = {"bench": "nova_rpc", "requests": args.requests, "seed": args.seed,
+    report = {"bench": "nova_rpc", "seed": args.seed,
               "machine": {**before, "load_after": after["load"]}, "sizes": results}
     json.dump(report, sys.stdout, indent=2)
     print()
