@@ -115,7 +115,9 @@ class Nova:
             "host = conductor\n"
             # the compute services' rows are written once and never heartbeat again
             "service_down_time = 86400\n"
-            "rpc_response_timeout = 120\n"
+            # Nova's scheduler at 10,000 nodes on a loaded machine answers after minutes, and its call monitor
+            # (heartbeats while it works) lets the call time out at rpc_response_timeout there
+            "rpc_response_timeout = 1800\n"
             "long_rpc_timeout = 1800\n"
             "[database]\n"
             f"connection = sqlite:///{work}/main.db\n"
