@@ -1,7 +1,7 @@
 """Nova's own scheduler beside Gantt's, through Nova's RPC client and a real RabbitMQ, in one run (issue 33 item 6).
 
     V=~/.cache/gantt/nova-functional-nova-34.0.0-py311/bin/python
-    $V bench/nova_rpc.py [--nodes 1000,10000] [--requests 20] [--seed 1]
+    $V bench/nova_rpc.py [--nodes 1000,10000] [--requests 10,3] [--seed 1] [--progress]
 
 Runs in Nova's environment (nova 34, openstack-placement 16; Gantt from this checkout's ``src``). This process is
 the conductor: it asks with Nova's ``nova.scheduler.rpcapi.SchedulerAPI`` exactly as the conductor does for a boot
@@ -9,9 +9,10 @@ the conductor: it asks with Nova's ``nova.scheduler.rpcapi.SchedulerAPI`` exactl
 (wall clock, through the broker). Around it, started and stopped by this script:
 
 - a throwaway RabbitMQ on loopback (tests/nova/rabbit.py: Debian's ``rabbitmq-server``, its own ports and files);
-- Nova's databases: an API database and, per size, one cell database (SQLite, made by Nova's migrations), whose
-  ``services`` and ``compute_nodes`` rows are written in bulk by SQL (a row made by ``nova.objects`` once, then
-  cloned), not by nova-compute;
+- Nova's databases, per size and scheduler (each its own world, so that what one's simulated computes write the
+  other never reads): API, main and cell databases (SQLite, made by Nova's migrations), the cell's ``services`` and
+  ``compute_nodes`` rows written in bulk by SQL (a row made by ``nova.objects`` once, then cloned), not by
+  nova-compute, with their host mappings;
 - per size, Placement 16 served on loopback (its WSGI app under a threaded server, as tests/placement runs it) on
   a fresh SQLite database, with one provider per compute node (VCPU, MEMORY_MB and DISK_GB inventories) written
   in bulk by SQL;
@@ -19,6 +20,12 @@ the conductor: it asks with Nova's ``nova.scheduler.rpcapi.SchedulerAPI`` exactl
   ``SchedulerManager``, HostManager, default filters and weighers, claiming in that Placement) and
   ``gantt nova-scheduler`` (``gantt.nova.manager.SchedulerManager`` on a SQLite store). Each listens on its own
   server queue (``scheduler.<host>``); the client addresses each with ``prepare(server=…)``.
+
+Before measuring, every compute's (empty) instance list is cast to both schedulers twice, as nova-compute's
+``sync_instance_info`` fanout does: from then on Nova's HostManager trusts the lists instead of querying each
+host's instances per request. After each boot, a simulated nova-compute per scheduler updates the chosen node's row
+(usage, free figures, ``updated_at``) and casts ``update_instance_info``: Nova 34 keeps no consumed host state
+between requests, and without it would choose the same host every time.
 
 The same request sequence (seeded flavors, one instance each) goes to both, interleaved request by request so that
 both see the same background load. Nodes have distinct memory (so RAMWeigher orders them), equal CPU and disk, and
@@ -600,9 +607,9 @@ def machine() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", default="1000,10000", help="comma-separated sizes (fake compute nodes)")
-    parser.add_argument("--requests", default="20",
-                        help="measured requests per scheduler (after one unmeasured first request): one number, "
-                             "or one per size (20,5)")
+    parser.add_argument("--requests", default="10,3",
+                        help="measured requests per scheduler (after one unmeasured first request), per size in "
+                             "order; sizes beyond the list take its last count")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--nova-max-placement-results", type=int, default=0,
                         help="Nova's [scheduler] max_placement_results (default: the node count)")
@@ -617,9 +624,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.nodes.split(",") if n]
     counts = [int(n) for n in args.requests.split(",") if n]
-    if len(counts) not in (1, len(sizes)) or min(counts) < 1:
-        parser.error("--requests: one count, or one per size")
-    requests = dict(zip(sizes, counts * len(sizes) if len(counts) == 1 else counts, strict=True))
+    if not counts or min(counts) < 1:
+        parser.error("--requests: counts of at least 1")
+    # one per size, in order; sizes beyond the list take its last count
+    requests = {nodes: counts[min(i, len(counts) - 1)] for i, nodes in enumerate(sizes)}
     work = Path(tempfile.mkdtemp(prefix="nova-rpc-", dir=args.workdir))
     before = machine()
     results = []
