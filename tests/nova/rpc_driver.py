@@ -484,6 +484,36 @@ def new_compute(w: World) -> dict[str, Any]:
     return out
 
 
+def updated_node(w: World) -> dict[str, Any]:
+    """A compute node's row updated in place (nova-compute's resource tracker after a claim, or a resize of the
+    hypervisor) is seen by the next decision by reading that node alone, not the whole cell again."""
+    from nova import context, objects
+
+    w.begin()
+    for h in ("u1", "u2", "u3"):
+        w.compute(h, vcpus=4)
+    sched = w.scheduler("sched-u")
+    reader = sched.manager.reader
+    api = w.client()
+    ctxt = context.get_admin_context()
+    request = spec(12, 256, 1)
+    out: dict[str, Any] = {"before": _select(api, ctxt, request, [request.instance_uuid])}
+    def partial_reads() -> int:
+        return int(getattr(reader, "partial_reads", 0))  # a reader without them reads the cell again in full
+
+    reads, partial, written = reader.reads, partial_reads(), reader.written
+    with _cell(w) as cctxt:
+        node = objects.ComputeNode.get_by_nodename(cctxt, "u2")
+        node.vcpus = 16
+        node.save()
+    request = spec(12, 256, 1)
+    out["after"] = _select(api, ctxt, request, [request.instance_uuid])
+    out["full_reads"] = reader.reads - reads
+    out["partial_reads"] = partial_reads() - partial
+    out["written"] = reader.written - written
+    return out
+
+
 def periodic_read(w: World) -> dict[str, Any]:
     """Without any request, the periodic read brings a new node in, and heartbeats the others."""
     w.begin()
@@ -744,7 +774,8 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
-                                     instance_info, two_schedulers, new_compute, periodic_read, host_fields,
+                                     instance_info, two_schedulers, new_compute, updated_node, periodic_read,
+                                     host_fields,
                                      move, unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes)}
 

@@ -22,7 +22,7 @@ from tests.venvs import run_json
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
-             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move",
+             "two_schedulers", "new_compute", "updated_node", "periodic_read", "host_fields", "move",
              "unreachable_cell", "configuration", "separate_processes"]
 
 
@@ -163,6 +163,15 @@ def test_cells_read_before_a_decision(run: dict[str, Any]) -> None:
     # a deleted compute node leaves Gantt at the next decision
     assert got["hosts"] == ["n2"]
     assert got["after_delete"]["selections"][0][0]["host"] == "n2"
+
+
+def test_a_node_updated_in_place_is_read_alone(run: dict[str, Any]) -> None:
+    got = _scenario(run, "updated_node")
+    assert "VCPU" in _refusal(got["before"])
+    [[sel]] = got["after"]["selections"]
+    assert sel["host"] == "u2"  # its new size, seen by the decision right after the row changed
+    # by reading the one node that changed (Gantt's decision at 10,000 nodes must not re-read them all)
+    assert (got["full_reads"], got["partial_reads"], got["written"]) == (0, 1, 1)
 
 
 def test_periodic_read(run: dict[str, Any]) -> None:

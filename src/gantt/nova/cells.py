@@ -18,6 +18,7 @@ its cell (deleted) is deleted from Gantt, its allocations with it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -27,7 +28,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from nova import context as nova_context
-from nova import objects, servicegroup
+from nova import exception, objects, servicegroup
 from nova.db.main import api as main_db
 from nova.db.main import models
 
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 
 NodeKey = tuple[str, str]
 CHECK_TIMEOUT = 5.0  # seconds the cheap check waits for a cell before deciding without it
+# Nodes updated since the last read are read one by one up to this many (or a tenth of the cell); more, and the
+# whole cell is read, which costs about as much
+INCREMENTAL_MIN = 100
 
 
 @dataclass
@@ -110,6 +114,34 @@ def _signature(context: Any) -> tuple[Any, ...]:
     return (*tuple(nodes), *tuple(services))
 
 
+def _updates_only(old: tuple[Any, ...] | None, new: tuple[Any, ...]) -> bool:
+    """Whether two signatures differ only by nodes updated in place (the latest ``updated_at``, index 2): no node
+    created or deleted, no service changed. That is what nova-compute's resource tracker does after each claim."""
+    return old is not None and old[:2] == new[:2] and old[3:] == new[3:]
+
+
+@main_db.pick_context_manager_reader
+def _updated_since(context: Any, since: Any) -> list[str]:
+    node = models.ComputeNode
+    # ``>=``: MySQL keeps whole seconds, so a node updated in the same second as the last one read is read again
+    changed = node.updated_at.isnot(None) if since is None else node.updated_at >= since
+    return [row[0] for row in context.session.execute(sa.select(node.uuid).where(node.deleted == 0, changed))]
+
+
+def _read_updated(context: Any, since: Any, limit: int) -> tuple[list[Any], list[Any]] | None:
+    """The nodes updated since ``since`` and their services; None when more than ``limit`` were."""
+    uuids = _updated_since(context, since)
+    if len(uuids) > limit:
+        return None
+    nodes = list(objects.ComputeNodeList.get_all_by_uuids(context, uuids)) if uuids else []
+    services = []
+    for host in {node.host for node in nodes}:
+        # a node without its service makes no report: the full read then skips it, as Nova does
+        with contextlib.suppress(exception.ComputeHostNotFound):
+            services.append(objects.Service.get_by_compute_host(context, host))
+    return nodes, services
+
+
 def _read_cell(context: Any) -> tuple[tuple[Any, ...], list[Any], list[Any]]:
     # the signature first: a change landing between it and the lists is seen again by the next check
     signature = _signature(context)
@@ -130,6 +162,7 @@ class CellReader:
         self.servicegroup = servicegroup.API()
         self._lock = threading.Lock()
         self.reads = 0  # full reads done
+        self.partial_reads = 0  # reads of the nodes updated since the last read
         self.written = 0  # node reports written (changed)
         self.deleted = 0
         self._on_cells = on_cells
@@ -162,10 +195,67 @@ class CellReader:
         return False
 
     def refresh_if_changed(self, context: Any) -> int:
+        """Before a decision: nothing when no cell's signature moved; the nodes updated since the last read when
+        that is all that happened (nova-compute's usage after a claim: one row, not the whole cell); else a full
+        read. Returns how many reports were written."""
         with self._lock:
-            if self.cells and not self.changed(context):
+            if not self.cells:
+                return self._read(context)
+            mappings = self._mappings(context)
+            if {cm.uuid for cm in mappings} != set(self.cells):
+                return self._read(context)
+            results = nova_context.scatter_gather_cells(context, mappings, min(self.timeout, CHECK_TIMEOUT),
+                                                        _signature)
+            moved = {uuid: tuple(result) for uuid, result in results.items()
+                     if not nova_context.is_cell_failure_sentinel(result)
+                     and tuple(result) != self.cells[uuid].signature}
+            if not moved:
                 return 0
+            if all(_updates_only(self.cells[uuid].signature, sig) for uuid, sig in moved.items()):
+                written = self._read_updates(context, [cm for cm in mappings if cm.uuid in moved], moved)
+                if written is not None:
+                    return written
             return self._read(context)
+
+    def _read_updates(self, context: Any, mappings: list[Any], moved: dict[str, tuple[Any, ...]]) -> int | None:
+        """The nodes updated since each cell's last read, written when their report changed; None (nothing
+        written) when a cell must be read in full instead: it did not answer, too many nodes changed, or a node is
+        not one the last read kept."""
+        results = {}
+        for mapping in mappings:
+            view = self.cells[mapping.uuid]
+            limit = max(INCREMENTAL_MIN, len(view.nodes) // 10)
+            got = nova_context.scatter_gather_cells(context, [mapping], self.timeout, _read_updated,
+                                                    view.signature[2] if view.signature else None, limit)
+            result = got.get(mapping.uuid)
+            if result is None or nova_context.is_cell_failure_sentinel(result):
+                return None
+            results[mapping.uuid] = result
+        changed: dict[str, dict[NodeKey, HostReport]] = {}
+        for uuid, (nodes, services) in results.items():
+            view, by_host = self.cells[uuid], {s.host: s for s in services}
+            changed[uuid] = {}
+            for node in nodes:
+                service = by_host.get(node.host)
+                try:
+                    report = report_of(node, service, service is not None and self.servicegroup.service_is_up(service))
+                except (GanttError, ValueError):
+                    return None  # the full read logs it and leaves the node out
+                if report is None or (report.host, report.nodename) not in view.nodes:
+                    return None
+                if view.nodes[(report.host, report.nodename)] != report:
+                    changed[uuid][(report.host, report.nodename)] = report
+        reports = [report for fresh in changed.values() for report in fresh.values()]
+        if reports:
+            self.replica.report_many([_copy(r) for r in reports])
+            self.written += len(reports)
+        for uuid, fresh in changed.items():
+            self.cells[uuid].nodes.update(fresh)
+            self.cells[uuid].signature = moved[uuid]
+        self.partial_reads += 1
+        if self._on_cells is not None:
+            self._on_cells(self.cells)
+        return len(reports)
 
     def refresh(self, context: Any) -> int:
         """Read every cell; write the nodes whose report changed, heartbeat the others, delete the gone ones.
