@@ -223,7 +223,9 @@ class Service:
         if old is not None:
             del self._repeats[old]
         if repeated is not None:
-            self._repeats[digest] = (report, repeated)
+            kept = copy.copy(report)
+            kept.stats = repeated  # the record's: a decoded copy of every host's stats would be ~KBs a host more
+            self._repeats[digest] = (kept, repeated)
             self._repeat_of[key] = digest
 
     def _liveness_due(self) -> None:
