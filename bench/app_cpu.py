@@ -103,6 +103,35 @@ class Driver:
 
         await asyncio.gather(*(one() for _ in range(concurrency)))
 
+    async def report(self, bodies: list[bytes], concurrency: int) -> None:
+        """Each body once, ``POST /v1/resource-stats``, ``concurrency`` at a time."""
+        left = list(reversed(bodies))
+
+        async def one() -> None:
+            while left:
+                status, data = await self.call("POST", "/v1/resource-stats", left.pop())
+                if status != 200:
+                    raise RuntimeError(f"resource-stats answered {status}: {data[:300]!r}")
+
+        await asyncio.gather(*(one() for _ in range(concurrency)))
+
+
+def report_bodies(hosts: int, changing: float, rounds: int, seed: int = 1) -> list[list[bytes]]:
+    """``--reports``: for the priming round and each measured one, every host's report as bench/mixed.py sends
+    it, its figures moved since its last one with probability ``changing`` (the rest repeat it exactly)."""
+    import random
+
+    mixed = bench_script(__file__, "mixed")
+    rng, epoch = random.Random(seed), [0] * hosts
+    out, last = [], [b""] * hosts
+    for r in range(rounds + 1):
+        for i in range(hosts):
+            if r == 0 or rng.random() < changing:
+                epoch[i] += 1
+                last[i] = msgspec.json.encode({"name": f"host-{i:06d}", "stats": mixed.report_stats(i, epoch[i])})
+        out.append(list(last))
+    return out
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -111,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--release", action="store_true", help="release each placement after it")
+    parser.add_argument("--reports", type=float, default=None, metavar="CHANGING",
+                        help="host reports instead of placements: every host's once per round (after one priming "
+                             "round), CHANGING of them moved since the last, the rest repeating it")
     args = parser.parse_args(argv)
     http_api = bench_script(__file__, "http_api")
     config = Config.from_dict({"filter_scheduler": {"shuffle_best_same_weighed_hosts": True},
@@ -128,15 +160,24 @@ def main(argv: list[str] | None = None) -> int:
             body = msgspec.json.encode({"flavor": http_api.FLAVOR, "project_id": "bench", "user_id": "bench"})
             driver = Driver(create_app(replica, config=config), body)
 
+            bodies = report_bodies(args.hosts, args.reports, args.rounds) if args.reports is not None else []
+
             async def run() -> None:
                 await driver.place(300, args.concurrency, args.release)  # warm caches
+                if bodies:
+                    await driver.report(bodies[0], args.concurrency)
+                    await asyncio.sleep(1.0)  # the repeats' liveness batch written
                 collect_less_often()  # as a served worker: its collector settings, its frozen heap
                 freeze_long_lived()
-                for _ in range(args.rounds):
+                for r in range(args.rounds):
                     cpu, loop_cpu, writer_cpu = time.process_time(), time.thread_time(), store.writer_cpu_seconds
                     groups, batches, switched = store.groups, store.batches, switches()
-                    await driver.place(args.placements, args.concurrency, args.release)
-                    per = 1000 / args.placements
+                    if bodies:
+                        await driver.report(bodies[r + 1], args.concurrency)
+                        await asyncio.sleep(0.5)  # and their liveness batch (idle otherwise: ~1 ms of CPU)
+                    else:
+                        await driver.place(args.placements, args.concurrency, args.release)
+                    per = 1000 / (args.hosts if bodies else args.placements)
                     rounds.append({
                         "cpu_ms": round((time.process_time() - cpu) * per, 4),
                         "loop_ms": round((time.thread_time() - loop_cpu) * per, 4),
@@ -148,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             replica.close()
     print(json.dumps({
-        "hosts": args.hosts, "placements_per_round": args.placements, "concurrency": args.concurrency,
+        "hosts": args.hosts, "placements_per_round": args.placements if args.reports is None else 0,
+        "reports_changing": args.reports, "concurrency": args.concurrency,
         "release": args.release, "rounds": rounds,
         "median": {key: statistics.median(r[key] for r in rounds) for key in rounds[0]},
         "load_average_1m_before": round(load_before, 2), "load_average_1m": round(os.getloadavg()[0], 2),

@@ -397,6 +397,17 @@ def phase(name: str, args: argparse.Namespace, port: int, placer: Placer | None,
     return out
 
 
+def prime(args: argparse.Namespace, port: int, reporter: Reporter) -> dict[str, Any]:
+    """``--prime``: every host reports once, one per request, at the phases' report rate, before they start: the
+    servers have then seen each host's last report, as in a cloud that has run for a period (registration alone
+    leaves every host's first report of a phase its first one). Counted with the phases' reports and touches."""
+    sent, seconds = asyncio.run(paced(args.hosts / args.period, args.hosts, 2.0 * args.period + 60.0,
+                                      args.report_connections, "127.0.0.1", port, reporter.send))
+    out = reporter.figures(sent, seconds)
+    reporter.reset()
+    return out
+
+
 def run(args: argparse.Namespace, tmp: Path, store_url: str, pids: dict[str, int]) -> dict[str, Any]:
     config = {"filter_scheduler": {"shuffle_best_same_weighed_hosts": True}, "scheduler": {"max_attempts": 1}}
     server = ServerProcess(store_url, workers=args.workers, config=config, workdir=tmp)
@@ -411,6 +422,7 @@ def run(args: argparse.Namespace, tmp: Path, store_url: str, pids: dict[str, int
         placer = Placer(args.hold)
         reporter = Reporter(args.hosts, args.changing, args.seed)
         asyncio.run(paced(args.rate, 300, 3.0, args.concurrency, "127.0.0.1", server.port, placer.send))  # warm-up
+        primed = prime(args, server.port, reporter) if args.prime else None
         # What the server spends doing nothing (the feed followers' polls, the workers sharing their metrics): at a
         # low rate it is a large part of the CPU per request, so the figures are also given without it.
         idle_from = cpu_seconds(server.proc.pid)
@@ -459,6 +471,7 @@ def run(args: argparse.Namespace, tmp: Path, store_url: str, pids: dict[str, int
         "touches": {"reports": reporter.sent, "changed": reporter.changed_in_all,
                     "identical": reporter.sent - reporter.changed_in_all, "touches": touches},
         "registration": reg,
+        "primed": primed,
         "phases": phases,
         "audit": {"overcommitted": len(problems), "acknowledged_missing": sum(1 for c in held if c not in stored),
                   "allocations": len(snap.allocations), "revision": snap.revision},
@@ -488,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure a report's cost below HTTP instead (two replicas, one SQLite file; see "
                              "in_process): --hosts reports from --concurrency threads, identical then changed")
     parser.add_argument("--json", action="store_true", help="compact JSON")
+    parser.add_argument("--prime", action="store_true",
+                        help="every host reports once, one per request, before the phases (a period's worth)")
     parser.add_argument("--profile", action="store_true",
                         help="sample the server through each phase (py-spy) and print its top functions per phase; "
                              "the sampler takes CPU of its own, so read the figures of such a run for proportions")

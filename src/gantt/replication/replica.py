@@ -86,8 +86,7 @@ GC_FREEZE_ROWS = 10_000
 TOUCH_FRACTION = 1 / 6
 # A report that repeats its node's record (``Replica.heartbeat``) is acknowledged at once and written with the
 # others of up to this many seconds in one batch (the service's timer calls ``Replica.flush_liveness``): every
-# replica learns the node's new report time this much later at most (plus the feed's delay), a small fraction of
-# service_down_time.
+# replica learns the node's new report time this much later at most (plus the feed's delay), << service_down_time.
 LIVENESS_DELAY = 0.25
 # How many reloads (a table swapped in from a snapshot) one request rides out, deciding again on each new table,
 # before the last one's TableReplaced goes through to the caller. Reloads are rare (a compaction past a lagging
@@ -136,9 +135,8 @@ class Replica(Follower):
         return HostTable.from_config(self.config, clock=self.steady, on_expire=self._on_expire)
 
     def _new_scheduler(self, table: HostTable, replaces: Scheduler | None = None) -> Scheduler:
-        """A scheduler deciding on ``table``: its engine's caches and memos start empty with the table they
-        describe, and its commit hook knows the table its claims were made on (``TableReplaced`` after a
-        reload)."""
+        """A scheduler deciding on ``table``: its engine's caches and memos start empty with the table they describe,
+        and its commit hook knows the table its claims were made on (``TableReplaced`` after a reload)."""
         return Scheduler(self.config, table=table, commit=functools.partial(self.commit_claims, table),
                          commit_steps=functools.partial(self._claims.commit_steps, table),
                          stats=replaces.engine.stats if replaces is not None else None)
@@ -324,13 +322,13 @@ class Replica(Follower):
             report.reported_at = self.clock()
         return Batch(reports=[report], touch_interval=self._touch_interval)
 
-    def heartbeat(self, report: HostReport) -> bool:
-        """Take ``report`` (as ``report_batch`` stamped it) to be written later with others if it repeats the record
-        this replica holds for its node (``model.repeats``: nothing but the time moved); False, taking nothing, for
-        any other report, which the caller writes now. See ``gantt.replication.liveness``; ``stop`` writes what is
-        pending."""
+    def heartbeat(self, report: HostReport, stats: HostStats | None = None) -> HostStats | None:
+        """Take ``report`` (stamped) to be written later with others if it repeats its node's record here
+        (``repeats``: only the time moved): the record's stats; else None, taking nothing (the caller writes it now).
+        With ``stats`` (``report`` found to repeat those before), a repeat while the record holds that very object.
+        See ``gantt.replication.liveness``; ``stop`` writes what is pending."""
         if self.store.last_write_error is not None:
-            return False  # a store that failed to write (or lost its file): written now, refused if it must be
+            return None  # a store that failed to write (or lost its file): written now, refused if it must be
         key = (report.host, report.nodename)
         # The node's usage revision, then its record as applied (reads of one dict entry each: no lock). In this
         # order, the record is at least as new as the revision (``changes._apply_one``): named with the report,
@@ -338,14 +336,17 @@ class Replica(Follower):
         revision = self.node_revisions.get(key, 0)
         view = self.providers.by_key.get(key)
         if view is None:
-            return False  # no record, or one without a uuid: this replica keeps none to compare with
+            return None  # no record, or one without a uuid: this replica keeps none to compare with
         old = view.record
-        if not repeats(old, merge_reports(old, report)):
+        if stats is not None:  # as repeats() would find: the same merge into the same record, at another time
+            if old.stats is not stats or old.reported_at in (None, report.reported_at) or report.provider:
+                return None
+        elif not repeats(old, merge_reports(old, report)):
             self._liveness.drop(key)
-            return False
+            return None
         assert old.reported_at is not None  # repeats() holds
         self._liveness.take(report, RepeatOf(key[0], key[1], revision, old.reported_at))
-        return True
+        return old.stats
 
     def liveness_pending(self) -> int:
         return self._liveness.pending()

@@ -27,7 +27,7 @@ from gantt.replication.replica import Replica
 from gantt.service.guard import authorized
 from gantt.service.queries import host_key, page_limit, paginate, query_params
 from gantt.service.responses import ENCODER, deleted, json_response
-from gantt.service.runtime import Service
+from gantt.service.runtime import Service, body_digest, decoded
 from gantt.service.schemas import (
     MAX_LIMIT,
     AggregateList,
@@ -97,10 +97,16 @@ async def openapi_document(request: Request) -> Response:
 
 async def report(request: Request) -> Response:
     svc = _svc(request)
-    body = await svc.body(request, ReportIn)
+    raw = await svc.raw_body(request)
+    digest = body_digest(raw)
+    if svc.report_again(digest):  # the body of a repeat taken before, and the record unchanged since
+        return json_response(Written(revision=svc.replica.revision))
+    body = decoded(raw, ReportIn)
     host_report = HostReport.of(list(body.name) if isinstance(body.name, tuple) else body.name, body.stats)
     batch = svc.replica.report_batch(host_report)
-    if svc.heartbeat(host_report):
+    repeated = svc.heartbeat(host_report)
+    svc.remember(digest, host_report, repeated)
+    if repeated is not None:
         # The replica holds these figures already, at the revision it answers with; only the time is written later.
         return json_response(Written(revision=svc.replica.revision))
     return json_response(Written(revision=await svc.write(batch)))

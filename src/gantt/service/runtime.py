@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import hashlib
 import logging
 import threading
 from collections.abc import Callable, Coroutine
@@ -22,7 +24,7 @@ import msgspec
 from starlette.requests import ClientDisconnect, Request
 
 from gantt.config import Config
-from gantt.model import MAX_INT64, GanttError, HostReport, InvalidRequest, decode
+from gantt.model import MAX_INT64, GanttError, HostReport, HostStats, InvalidRequest, NodeKey, decode
 from gantt.placement.facade import Placement
 from gantt.replication.replica import (  # type: ignore[attr-defined]  # Batch: the store's, not re-exported
     LIVENESS_DELAY,
@@ -126,6 +128,10 @@ class Service:
         self._liveness_timer: asyncio.TimerHandle | None = None  # the next write of repeated reports, if due
         self._liveness_tasks: set[asyncio.Task[None]] = set()
         self._placement: Placement | None = None
+        # Host report bodies taken as repeats, by digest (``report_again``): the report and the record's stats it
+        # repeated; and each node's last such digest, so that a host's changed body drops its old one.
+        self._repeats: dict[bytes, tuple[HostReport, HostStats]] = {}
+        self._repeat_of: dict[NodeKey, bytes] = {}
 
     @property
     def replica(self) -> Replica:
@@ -185,15 +191,42 @@ class Service:
         replica = self.replica
         return await replica.perform(replica.writing(batch), self)
 
-    def heartbeat(self, report: HostReport) -> bool:
-        """``replica.heartbeat`` (a report that repeats its node's record, taken to be written later), with the
-        write of what it took due LIVENESS_DELAY after the first: one batch, on a handler thread, for all the
-        reports repeated meanwhile, where each cost a commit hand-off, a catch-up and an apply on the loop."""
-        if not self.replica.heartbeat(report):
-            return False
-        if self._liveness_timer is None:
+    def heartbeat(self, report: HostReport, stats: HostStats | None = None) -> HostStats | None:
+        """``replica.heartbeat`` (a report that repeats its node's record, taken to be written later; the record's
+        stats it repeats, else None), with the write of what it took due LIVENESS_DELAY after the first: one batch,
+        on a handler thread, for all the reports repeated meanwhile, where each cost a commit hand-off, a catch-up
+        and an apply on the loop."""
+        repeated = self.replica.heartbeat(report, stats)
+        if repeated is not None and self._liveness_timer is None:
             self._liveness_timer = asyncio.get_running_loop().call_later(LIVENESS_DELAY, self._liveness_due)
-        return True
+        return repeated
+
+    def report_again(self, digest: bytes) -> bool:
+        """A host report whose body is byte for byte one this worker took as a repeat (``remember``), taken again
+        as a repeat stamped now without decoding or comparing it, while its node's record still holds the very
+        stats object it repeated (any write of the record since, but a touch, replaced it). False: the caller
+        decodes it and takes the long way. Most reports of a real cloud repeat their host's last one exactly, and
+        decoding, checking and comparing one (~900 bytes, as nova-compute sends) was most of its cost here."""
+        seen = self._repeats.get(digest)
+        if seen is None:
+            return False
+        report, stats = seen
+        again = copy.copy(report)  # the one taken before may still wait in the liveness batch
+        again.reported_at = self.replica.clock()
+        return self.heartbeat(again, stats) is not None
+
+    def remember(self, digest: bytes, report: HostReport, repeated: HostStats | None) -> None:
+        """After the long way: ``report`` (body ``digest``) repeated the record's stats ``repeated``, or was
+        written (None). One digest kept per node, the last repeat's."""
+        key = (report.host, report.nodename)
+        old = self._repeat_of.pop(key, None)
+        if old is not None:
+            del self._repeats[old]
+        if repeated is not None:
+            kept = copy.copy(report)
+            kept.stats = repeated  # the record's: a decoded copy of every host's stats would be ~KBs a host more
+            self._repeats[digest] = (kept, repeated)
+            self._repeat_of[key] = digest
 
     def _liveness_due(self) -> None:
         task = asyncio.ensure_future(self._write_liveness())
@@ -257,7 +290,11 @@ class Service:
             self.pool = None
 
     async def body(self, request: Request, type_: type[T]) -> T:
-        """Read and decode a JSON body: 415 if it is not JSON, 413 if too big, 400 naming the bad field.
+        """Read and decode a JSON body: 415 if it is not JSON, 413 if too big, 400 naming the bad field."""
+        return decoded(await self.raw_body(request), type_)
+
+    async def raw_body(self, request: Request) -> bytes:
+        """Read a JSON body, not decoded: 415 if it is not JSON, 413 if too big.
 
         The headers are read in one pass over the raw list and the body straight from ``receive``: Starlette's
         ``Headers`` (a scan per lookup) and its ``stream()`` generator cost 18 us per request, three times the
@@ -299,12 +336,22 @@ class Service:
                     break
             elif message["type"] == "http.disconnect":
                 raise ClientDisconnect()
-        raw = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        value = decode(raw, type_)
-        if _long_digits(raw):
-            # Python ints are unbounded but no column or store is; only bodies with 19+ digit runs pay for this.
-            _check_ints(msgspec.json.decode(raw), "$")
-        return value
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def decoded(raw: bytes, type_: type[T]) -> T:
+    """A JSON body decoded as ``type_``: 400 naming the bad field."""
+    value = decode(raw, type_)
+    if _long_digits(raw):
+        # Python ints are unbounded but no column or store is; only bodies with 19+ digit runs pay for this.
+        _check_ints(msgspec.json.decode(raw), "$")
+    return value
+
+
+def body_digest(raw: bytes) -> bytes:
+    """What ``Service.report_again`` knows a body by: 128 bits of BLAKE2b, so that no host can send a body taken
+    for another's (a 64-bit hash could be made to collide); ~2 us for a host report."""
+    return hashlib.blake2b(raw, digest_size=16).digest()
 
 
 def _check_ints(value: Any, path: str) -> None:

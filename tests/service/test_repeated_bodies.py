@@ -1,0 +1,154 @@
+"""``POST /v1/resource-stats`` with a body that is, byte for byte, one the worker took as a repeat before
+(``Service.report_again``): taken again from its digest, without decoding it, and still a report in every way a
+repeat is: the node's liveness advances, its claims are confirmed or settled on its time; and never taken for a
+repeat once the node's record holds other figures, whoever wrote them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from gantt.config import Config
+from gantt.model import Allocation
+from gantt.replication.replica import Replica
+from gantt.service import handlers
+from gantt.service.app import create_app
+from gantt.store.base import Batch
+from gantt.store.sqlite import SQLiteStore
+from tests.conftest import host_stats
+
+CONFIG = Config.from_dict({"DEFAULT": {"service_down_time": 60.0}, "gantt": {"claim_timeout": 600.0}})
+T0 = 1_000_000.0
+
+
+class Decodes:
+    """Counts the bodies the report handler decodes (the real decoder runs)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = handlers.decoded
+
+        def counting(raw: bytes, type_: Any) -> Any:
+            self.count += 1
+            return real(raw, type_)
+
+        monkeypatch.setattr(handlers, "decoded", counting)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Replica, Replica, list[float], Any]]:
+    """A service on replica ``a`` and another replica ``b`` of the same SQLite file (another worker), one clock."""
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    now = [T0]
+    a = Replica(SQLiteStore(url), CONFIG, clock=lambda: now[0]).start_owning(follow=False)
+    b = Replica(SQLiteStore(url), CONFIG, clock=lambda: now[0]).start_owning(follow=False)
+    try:
+        yield a, b, now, create_app(a)
+    finally:
+        a.close()
+        b.close()
+
+
+def _body(host: str, **stats: Any) -> bytes:
+    return msgspec.json.encode({"name": host, "stats": host_stats(uuid=f"uuid-{host}", **stats)})
+
+
+def _post(app: Any, now: list[float], *bodies: bytes, step: float = 30.0) -> None:
+    """Each body ``step`` seconds after the last (past the interval within which a repeat writes nothing)."""
+
+    async def send() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gantt") as client:
+            for body in bodies:
+                now[0] += step
+                response = await client.post("/v1/resource-stats", content=body,
+                                             headers={"content-type": "application/json"})
+                assert response.status_code == 200, response.text
+
+    asyncio.run(send())
+
+
+def _held(replica: Replica, host: str) -> tuple[float | None, int | None]:
+    [held] = [h for h in replica.store.snapshot().hosts if h.host == host]
+    return held.reported_at, held.stats.vcpus_used
+
+
+def _used(replica: Replica, host: str) -> int:
+    """The node's reported vCPU usage, as the replica shows it."""
+    return int(replica.host(host)["inventories"]["VCPU"]["reported_used"])
+
+
+def test_a_repeated_body_keeps_the_node_alive_and_confirms_and_settles_its_claims(
+        served: tuple[Replica, Replica, list[float], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past claim_timeout, a node's report settles the claims on a node that lists no instances and expires those a
+    listing node does not list: a report taken from its digest does both, on both workers, as the long way does."""
+    a, b, now, app = served
+    listing, quiet = _body("listing", vcpus_used=1, instances=["i0"]), _body("quiet", vcpus_used=1)
+    _post(app, now, listing, quiet, listing, quiet)  # registered, then taken as repeats the long way
+    a.flush_liveness()
+    a.write(Batch(allocations=[
+        Allocation(consumer_uuid="c0", host="listing", nodename="listing", resources={"VCPU": 1}, created_at=now[0]),
+        Allocation(consumer_uuid="c1", host="quiet", nodename="quiet", resources={"VCPU": 2}, created_at=now[0])]))
+    b.sync()
+    assert {c.consumer_uuid: c.confirmed for c in b.allocations()} == {"c0": False, "c1": False}
+    decodes = Decodes(monkeypatch)
+    _post(app, now, listing, step=CONFIG.gantt.claim_timeout + 60.0)
+    _post(app, now, quiet, step=1.0)
+    assert decodes.count == 0  # both taken from their digests
+    assert a.liveness_pending() == 2
+    assert b.host("quiet")["last_report_seconds_ago"] > CONFIG.gantt.claim_timeout  # nothing written yet
+    assert a.flush_liveness() == 2
+    b.sync()
+    assert _held(a, "listing") == (now[0] - 1.0, 1) and _held(a, "quiet") == (now[0], 1)
+    for replica in (a, b):
+        # each worker shows when it took the touch, on its own clock (issue 30)
+        assert [replica.host(h)["last_report_seconds_ago"] for h in ("listing", "quiet")] == [0, 0]
+        # settled on the quiet node's report time; c0, unlisted, expired (its release queued)
+        assert {c.consumer_uuid: c.confirmed for c in replica.allocations()}["c1"] is True
+        assert replica.counters()["expired_claims"] == 1
+        assert replica.table.settled_claims == 1
+
+
+def test_a_changed_body_is_written_and_the_old_one_is_then_written_too(
+        served: tuple[Replica, Replica, list[float], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    a, _, now, app = served
+    first, changed = _body("h1", vcpus_used=1), _body("h1", vcpus_used=3)
+    _post(app, now, first, first)
+    a.flush_liveness()
+    decodes = Decodes(monkeypatch)
+    _post(app, now, changed)
+    assert decodes.count == 1 and a.liveness_pending() == 0
+    assert _held(a, "h1") == (now[0], 3)
+    _post(app, now, first)  # the body taken before, now a change back: written at once
+    assert decodes.count == 2 and a.liveness_pending() == 0
+    assert _held(a, "h1") == (now[0], 1)
+    assert _used(a, "h1") == 1
+
+
+def test_a_body_taken_before_is_written_once_another_worker_changed_the_record(
+        served: tuple[Replica, Replica, list[float], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The digest names the body, not the record: a record written since through another worker (or an
+    operator) has other figures, and the same body is then a change, written in full."""
+    a, b, now, app = served
+    first = _body("h1", vcpus_used=1)
+    _post(app, now, first, first)
+    a.flush_liveness()
+    now[0] += 30.0
+    b.update_resource_stats("h1", host_stats(uuid="uuid-h1", vcpus_used=5))
+    a.sync()
+    assert _used(a, "h1") == 5
+    decodes = Decodes(monkeypatch)
+    _post(app, now, first)
+    assert decodes.count == 1 and a.liveness_pending() == 0
+    assert _held(a, "h1") == (now[0], 1)
+    b.sync()
+    for replica in (a, b):
+        assert _used(replica, "h1") == 1
+    _post(app, now, first, first)  # a repeat again, the long way and then from its digest
+    assert decodes.count == 2 and a.liveness_pending() == 1
