@@ -561,6 +561,49 @@ def move(w: World) -> dict[str, Any]:
     return out
 
 
+def same_host_resize(w: World) -> dict[str, Any]:
+    """A resize nova-api let stay on the instance's host (``ignore_hosts`` empty: ``allow_resize_to_same_host``,
+    or a cold migration to a node with COMPUTE_SAME_HOST_COLD_MIGRATE while that option stays off, as here): the
+    one host is chosen, the new size claimed beside the old one the migration holds, refused when both do not fit;
+    the confirm's delete_instance_info from that host leaves the instance's claim, a deletion's releases it."""
+    from nova import context, objects
+
+    cell = w.begin()
+    node = w.compute("sh1", vcpus=4)
+    sched = w.scheduler("sched-sh")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    instance = str(uuidlib.uuid4())
+    objects.InstanceMapping(ctxt, instance_uuid=instance, cell_mapping=cell, project_id="p").create()
+    with _cell(w) as cctxt:
+        record = objects.Instance(cctxt, uuid=instance, host="sh1", node="sh1", compute_id=node.id,
+                                  vm_state="active",
+                                  project_id="p", user_id="u")
+        record.create()
+    out: dict[str, Any] = {"boot": _select(api, ctxt, spec(2, 256, 1, instance_uuid=instance), [instance])}
+    migration = str(uuidlib.uuid4())
+    with _cell(w) as cctxt:
+        objects.Migration(cctxt, uuid=migration, instance_uuid=instance, status="pre-migrating",
+                          migration_type="resize", source_compute="sh1", source_node="sh1",
+                          old_instance_type_id=2, new_instance_type_id=3).create()
+    replica = sched.manager.replica
+    out["too_big"] = _select(api, ctxt, spec(3, 256, 1, instance_uuid=instance, ignore_hosts=[]), [instance])
+    out["after_too_big"] = {a.consumer_uuid: a.host for a in replica.allocations()}
+    out["resize"] = _select(api, ctxt, spec(2, 512, 1, instance_uuid=instance, ignore_hosts=[]), [instance])
+    out["allocations"] = {a.consumer_uuid: [a.host, a.resources.get("VCPU")] for a in replica.allocations()}
+    # confirm: the migration's hold goes (Placement), and the "source" casts that the instance left it
+    replica.release(migration)
+    api.delete_instance_info(ctxt, "sh1", instance)
+    time.sleep(1.0)  # a cast: nothing to wait for when it (rightly) leaves the claim alone
+    out["after_confirm"] = {a.consumer_uuid: a.host for a in replica.allocations()}
+    with _cell(w) as cctxt:
+        record.destroy()
+    api.delete_instance_info(ctxt, "sh1", instance)
+    out["deleted"] = _wait(lambda: instance not in {a.consumer_uuid for a in replica.allocations()})
+    out.update(instance=instance, migration=migration)
+    return out
+
+
 def unreachable_cell(w: World) -> dict[str, Any]:
     """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
     a hung conductor)."""
@@ -731,7 +774,7 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     move, unreachable_cell, store_down, broker_restart, configuration,
+                                     move, same_host_resize, unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes)}
 
 

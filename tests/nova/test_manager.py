@@ -22,7 +22,7 @@ from tests.venvs import run_json
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
-             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move",
+             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move", "same_host_resize",
              "unreachable_cell", "configuration", "separate_processes"]
 
 
@@ -216,6 +216,22 @@ def test_repeat_and_move(run: dict[str, Any]) -> None:
     # from the host it runs on (the instance deleted): its claim is released
     assert got["deleted"]
     assert got["after_delete"] == {got["migration"]: source}
+
+
+def test_same_host_resize(run: dict[str, Any]) -> None:
+    """nova-api decides whether a move may stay on its host (ignore_hosts): Gantt never excludes it on its own."""
+    got = _scenario(run, "same_host_resize")
+    instance, migration = got["instance"], got["migration"]
+    assert got["boot"]["selections"][0][0]["host"] == "sh1"
+    # 2 held by the migration + 3 asked > 4: refused, nothing changed
+    assert "VCPU" in _refusal(got["too_big"])
+    assert got["after_too_big"] == {instance: "sh1"}
+    [[dest]] = got["resize"]["selections"]
+    assert dest["host"] == "sh1"
+    assert got["allocations"] == {instance: ["sh1", 2], migration: ["sh1", 2]}
+    # the confirm's cast from the host the instance still runs on keeps its claim; a deletion's releases it
+    assert got["after_confirm"] == {instance: "sh1"}
+    assert got["deleted"]
 
 
 def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) -> None:

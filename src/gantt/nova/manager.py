@@ -23,6 +23,7 @@ import nova.conf
 import oslo_messaging as messaging
 from nova import context as nova_context
 from nova import exception, manager, objects
+from nova.compute import vm_states
 
 from gantt.model import GanttError, NotFound
 from gantt.model import NoValidHost as GanttNoValidHost
@@ -242,11 +243,26 @@ class SchedulerManager(manager.Manager):
             held = self.replica.allocation(uuid)
         except NotFound:
             return
-        if held.host == host_name:
+        if held.host == host_name and not self._lives_on(uuid, host_name):
             try:
                 self.replica.release(uuid)
             except GanttError as exc:  # released meanwhile (another scheduler got the same cast)
                 log.debug("releasing %s on %s: %s", uuid, host_name, exc.message)
+
+    def _lives_on(self, uuid: str, host: str) -> bool:
+        """Whether the instance's cell still has it on ``host``, undeleted and not offloaded: then the cast is a
+        same-host resize's confirm (Nova casts from the source, which is the destination too) and its new claim
+        stays. Deleted or offloaded, Nova has dropped its Placement allocation already."""
+        context = nova_context.get_admin_context()
+        try:
+            mapping = objects.InstanceMapping.get_by_instance_uuid(context, uuid)
+            if mapping.cell_mapping is None:
+                return False
+            with nova_context.target_cell(context, mapping.cell_mapping) as cctxt:
+                instance = objects.Instance.get_by_uuid(cctxt, uuid, expected_attrs=[])
+        except (exception.InstanceMappingNotFound, exception.InstanceNotFound):
+            return False
+        return bool(instance.host == host and instance.vm_state != vm_states.SHELVED_OFFLOADED)
 
     def sync_instance_info(self, context: Any, host_name: str, instance_uuids: list[str]) -> None:
         self._instances(self.replica.sync_instance_info, host_name, [str(u) for u in instance_uuids])
