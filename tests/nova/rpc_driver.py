@@ -604,6 +604,38 @@ def same_host_resize(w: World) -> dict[str, Any]:
     return out
 
 
+def rebuild(w: World) -> dict[str, Any]:
+    """A rebuild with a new image (the conductor's ``_nova_check_type: ['rebuild']``, forced to the instance's
+    host and node): that host checked with the rebuild filters, nothing claimed (the instance's host is full, which
+    a rebuild does not ask about), no allocation request in the answer; an image the host cannot run is a
+    NoValidHost naming the filter."""
+    from nova import context, objects
+
+    w.begin()
+    w.compute("r1", vcpus=2)
+    w.compute("r2", vcpus=8)
+    sched = w.scheduler("sched-r")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    instance = str(uuidlib.uuid4())
+    out: dict[str, Any] = {"boot": _select(api, ctxt, spec(2, 256, 1, instance_uuid=instance,
+                                                         force_hosts=["r1"]), [instance])}
+    replica = sched.manager.replica
+    before = {a.consumer_uuid: a.host for a in replica.allocations()}
+
+    def check(arch: str) -> dict[str, Any]:
+        request = spec(2, 256, 1, instance_uuid=instance, force_hosts=["r1"], force_nodes=["r1"],
+                       scheduler_hints={"_nova_check_type": ["rebuild"]},
+                       image=objects.ImageMeta.from_dict({"properties": {"hw_architecture": arch}}))
+        return _select(api, ctxt, request, [instance], alternates=False)
+
+    out["good"] = check("x86_64")
+    out["bad"] = check("aarch64")
+    out["unchanged"] = {a.consumer_uuid: a.host for a in replica.allocations()} == before
+    out["instance"] = instance
+    return out
+
+
 def unreachable_cell(w: World) -> dict[str, Any]:
     """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
     a hung conductor)."""
@@ -774,7 +806,7 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     move, same_host_resize, unreachable_cell, store_down, broker_restart, configuration,
+                                     move, same_host_resize, rebuild, unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes)}
 
 

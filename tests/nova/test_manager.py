@@ -22,7 +22,7 @@ from tests.venvs import run_json
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
-             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move", "same_host_resize",
+             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move", "same_host_resize", "rebuild",
              "unreachable_cell", "configuration", "separate_processes"]
 
 
@@ -232,6 +232,17 @@ def test_same_host_resize(run: dict[str, Any]) -> None:
     # the confirm's cast from the host the instance still runs on keeps its claim; a deletion's releases it
     assert got["after_confirm"] == {instance: "sh1"}
     assert got["deleted"]
+
+
+def test_rebuild_checks_the_instances_host_and_claims_nothing(run: dict[str, Any]) -> None:
+    got = _scenario(run, "rebuild")
+    assert got["boot"]["selections"][0][0]["host"] == "r1"
+    # as Nova's _legacy_find_hosts answers it: the one host, no allocation request, no alternates
+    [[sel]] = got["good"]["selections"]
+    assert sel["host"] == "r1" and sel["nodename"] == "r1"
+    assert sel["allocation_request"] is None and sel["allocation_request_version"] is None
+    assert "ImagePropertiesFilter" in _refusal(got["bad"])
+    assert got["unchanged"]
 
 
 def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) -> None:

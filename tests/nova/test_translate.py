@@ -41,7 +41,7 @@ IMAGE_PROPS = [
 ]
 HINTS = {"same_host": 2, "different_host": 1, "query": '[">=","$free_ram_mb",1024]', "build_near_host_ip": "10.0.0.1",
          "cidr": "/24", "target_cell": "cell1", "group": None}
-UNSUPPORTED = ["same_subtree", "requested_resources", "rebuild", "cross_cell", "other_cell", "port_pci",
+UNSUPPORTED = ["same_subtree", "requested_resources", "cross_cell", "other_cell", "port_pci",
                "network_metadata", "port_id"]
 
 
@@ -122,7 +122,7 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
     """Set one field Gantt cannot honour; ``expect`` is the field the refusal must name."""
     case["expect"] = {
         "same_subtree": "request_level_params.same_subtree", "requested_resources": "requested_resources",
-        "rebuild": "scheduler_hints._nova_check_type", "cross_cell": "requested_destination.allow_cross_cell_move",
+        "cross_cell": "requested_destination.allow_cross_cell_move",
         "other_cell": "requested_destination.cell", "port_pci": "pci_requests", "network_metadata": "network_metadata",
         "port_id": "requested_networks",
     }[kind]
@@ -130,8 +130,6 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
         case["request_level_params"] = {"same_subtree": [["_a", "_b"]]}
     elif kind == "requested_resources":
         case["requested_resources"] = [{"requester_id": "port-1", "resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}}]
-    elif kind == "rebuild":
-        case["scheduler_hints"]["_nova_check_type"] = ["rebuild"]
     elif kind == "cross_cell":
         case.setdefault("requested_destination", {})["allow_cross_cell_move"] = True
     elif kind == "other_cell":

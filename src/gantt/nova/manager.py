@@ -24,6 +24,7 @@ import oslo_messaging as messaging
 from nova import context as nova_context
 from nova import exception, manager, objects
 from nova.compute import vm_states
+from nova.scheduler import utils as scheduler_utils
 
 from gantt.model import GanttError, NotFound
 from gantt.model import NoValidHost as GanttNoValidHost
@@ -151,9 +152,11 @@ class SchedulerManager(manager.Manager):
             log.exception("select_destinations for %s: cannot read Nova's databases", instances)
             raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
         cell_uuid = self._only_cell()
+        # a rebuild's check (the instance's own host, the new image) claims nothing: never a move
+        rebuild = scheduler_utils.request_is_rebuild(spec_obj)
         try:
             spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid,
-                                          migration_uuid=self._migration_of(instances),
+                                          migration_uuid=None if rebuild else self._migration_of(instances),
                                           request_id=getattr(context, "request_id", None))
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
@@ -172,7 +175,7 @@ class SchedulerManager(manager.Manager):
                 answer, return_objects=return_objects, return_alternates=return_alternates,
                 max_attempts=CONF.scheduler.max_attempts,
                 cell_uuid={s.host: host_cells.get(s.host, cell_uuid or "") for c in answer for s in c},
-                groups=translate.request_groups(spec))
+                groups=translate.request_groups(spec), claimed=not rebuild)
         except ValueError as exc:
             # booked, but not answerable (a node without a compute node uuid): give the claims back, refuse
             for choices in answer:
