@@ -251,3 +251,33 @@ def test_selections_become_nova_selections() -> None:
                 assert sel["allocation_request_version"] == "1.36"
                 numa = (want.get("limits") or {}).get("numa_topology")
                 assert (sel["numa_limits"] or None) == (numa and {**numa}), sel
+
+
+def test_a_rebuild_check_is_translated_with_what_nova_reads_for_it() -> None:
+    """A rebuild (``_nova_check_type: ['rebuild']``, one instance) is Gantt's rebuild check, not a refusal; and the
+    fields only Placement, the request filters and the PCI/NUMA filters read (none of which a rebuild runs in
+    Nova) are not refused then: a server with a port given by id, an SR-IOV port or a QoS port can be rebuilt."""
+    rng = random.Random(3305)
+    kinds = ["port_id", "port_pci", "requested_resources", "network_metadata"]
+    specs = []
+    while len(specs) < 40:
+        i = len(specs)
+        case = generate_spec(rng, i)
+        if "expect" in case:  # refused for a field a rebuild reads too
+            continue
+        case["num_instances"] = 1
+        case["instance_uuids"] = case["instance_uuids"][:1]
+        case.pop("rpc_instance_uuids", None)
+        case["scheduler_hints"]["_nova_check_type"] = ["rebuild"]
+        case["force_hosts"] = ["host1"]
+        if i < len(kinds) * 5:
+            _make_unsupported(rng, case, kinds[i % len(kinds)])
+            case.pop("expect")
+        specs.append(case)
+    result = run_json(python_or_skip(), HERE / "driver.py", {"src": str(SRC), "specs": specs, "answers": []},
+                      timeout=120)
+    for case, got in zip(specs, result["specs"], strict=True):
+        assert "unsupported" not in got, (case, got)
+        assert got["translated"]["scheduler_hints"]["_nova_check_type"] == ["rebuild"]
+        hints = got["pairs"]["hints"]
+        assert hints[0]["_nova_check_type"] == hints[1]["_nova_check_type"] == "rebuild"

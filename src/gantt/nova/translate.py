@@ -26,7 +26,10 @@ instance_uuids                                         counts them (the RPC's li
 scheduler_hints                                        as they are (lists of strings; Gantt unwraps one-element
                                                        lists as RequestSpec.get_scheduler_hint does)
 scheduler_hints._nova_check_type = rebuild             as it is: Gantt checks the forced host (the instance's)
-                                                       with Nova's RUN_ON_REBUILD filters and claims nothing
+                                                       with Nova's RUN_ON_REBUILD filters and claims nothing;
+                                                       requested_resources, ports, SR-IOV PCI requests and
+                                                       network metadata, which that check never reads, are
+                                                       not refused then
 instance_group (uuid, name, policy, members, hosts,    instance_group.*
 rules)
 ignore_hosts / force_hosts / force_nodes               as they are
@@ -110,7 +113,8 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     for name in spec.fields:
         if name not in _KNOWN and spec.obj_attr_is_set(name):
             raise Unsupported(name, "a RequestSpec field this translation does not know (newer Nova?)")
-    for network in _get(spec, "requested_networks") or ():
+    rebuild = _rebuild(spec)  # Nova's rebuild check reads neither Placement's groups nor the request filters
+    for network in () if rebuild else _get(spec, "requested_networks") or ():
         if _get(network, "port_id"):
             raise Unsupported("requested_networks", "a port given by id, which Nova asks Neutron about "
                               "(a remote-managed port requires COMPUTE_REMOTE_MANAGED_PORTS)")
@@ -139,18 +143,25 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     if destination is not None:
         _destination(destination, cell_uuid, out)
     _request_level(spec, out)
-    if _get(spec, "requested_resources"):
+    if _get(spec, "requested_resources") and not rebuild:
         groups = [g.requester_id or "?" for g in spec.requested_resources]
         raise Unsupported("requested_resources",
                           f"request groups from outside the flavor (ports, device profiles: {', '.join(groups)}) "
                           "need child resource providers")
-    _pci(_get(spec, "pci_requests"))
-    _network(spec)
+    if not rebuild:  # nor the PCI and NUMA filters
+        _pci(_get(spec, "pci_requests"))
+        _network(spec)
     if migration_uuid is not None:
         out["migration_uuid"] = migration_uuid
     if request_id is not None:
         out["request_id"] = request_id
     return out
+
+
+def _rebuild(spec: objects.RequestSpec) -> bool:
+    """A rebuild's check (Nova's ``request_is_rebuild``): Nova's scheduler runs only the RUN_ON_REBUILD filters
+    on the instance's own host, without Placement's candidates or the request filters."""
+    return bool((_get(spec, "scheduler_hints") or {}).get("_nova_check_type") == ["rebuild"])
 
 
 def _flavor(flavor: objects.Flavor, bfv: bool) -> dict[str, Any]:
