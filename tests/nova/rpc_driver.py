@@ -273,9 +273,11 @@ def boot_with_alternates(w: World) -> dict[str, Any]:
     uuids = [str(uuidlib.uuid4()), str(uuidlib.uuid4())]
     ctxt = context.get_admin_context()
     answer = _select(w.client(), ctxt, spec(2, 1024, 10, num_instances=2, instance_uuid=uuids[0]), uuids)
+    # the same instances asked again (a conductor's retry of the RPC): their claims, with alternates as Nova's
+    repeat = _select(w.client(), ctxt, spec(2, 1024, 10, num_instances=2, instance_uuid=uuids[0]), uuids)
     allocations = {a.consumer_uuid: [a.host, dict(a.resources) if hasattr(a, "resources") else None]
                    for a in sched.manager.replica.allocations()}
-    return {"answer": answer, "cell": cell.uuid, "nodes": nodes, "instances": uuids,
+    return {"answer": answer, "repeat": repeat, "cell": cell.uuid, "nodes": nodes, "instances": uuids,
             "allocations": sorted(allocations)}
 
 

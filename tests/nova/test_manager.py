@@ -80,9 +80,11 @@ def test_boot_with_alternates(run: dict[str, Any]) -> None:
     chosen = [choices[0]["host"] for choices in answer]
     assert len(set(chosen)) == 2  # two instances, two hosts' worth of claims
     for choices in answer:
-        # the claimed host, then alternates (max_attempts 3: at most 2), none another instance's host
-        assert 2 <= len(choices) <= 3
+        # the claimed host, then max_attempts - 1 = 2 alternates, none another instance's host (replaced, as in
+        # Nova's _get_alternate_hosts, by the next host: 4 hosts leave exactly 2), the same for every instance
+        assert len(choices) == 3
         assert not {c["host"] for c in choices[1:]} & set(chosen)
+        assert [c["host"] for c in choices[1:]] == [c["host"] for c in answer[0][1:]]
         assert len({c["host"] for c in choices}) == len(choices)
         for sel in choices:
             assert by_uuid[sel["uuid"]] == sel["host"] == sel["nodename"]
@@ -94,6 +96,11 @@ def test_boot_with_alternates(run: dict[str, Any]) -> None:
                 "mappings": {"": [sel["uuid"]]}}
     # the claims are in Gantt's store, keyed by the instances
     assert got["allocations"] == sorted(got["instances"])
+    # asked again: the same claims, and alternates too (Nova filters and weighs anew)
+    repeat = got["repeat"]["selections"]
+    assert [choices[0]["host"] for choices in repeat] == chosen
+    assert [sorted(c["host"] for c in choices[1:]) for choices in repeat] == [sorted(set(by_uuid.values()) -
+                                                                               set(chosen))] * 2
 
 
 def test_every_rpc_version_and_unknown_ones_refused(run: dict[str, Any]) -> None:
