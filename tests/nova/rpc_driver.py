@@ -638,6 +638,36 @@ def rebuild(w: World) -> dict[str, Any]:
     return out
 
 
+def seed_instances(w: World) -> dict[str, Any]:
+    """A first start on an empty store: the hosts' instance lists are read from the cell's instance table (as
+    Nova's HostManager does at start), not left empty until nova-compute's periodic sync; deleted instances are
+    not listed; a host whose list the store has already keeps it."""
+    from nova import context, objects
+
+    w.begin()
+    nodes = {h: w.compute(h) for h in ("p1", "p2", "p3")}
+    a, b, c, gone = (str(uuidlib.uuid4()) for _ in range(4))
+    with _cell(w) as cctxt:
+        for uuid, host in ((a, "p1"), (b, "p1"), (c, "p2"), (gone, "p2")):
+            objects.Instance(cctxt, uuid=uuid, host=host, node=host, compute_id=nodes[host].id, vm_state="active",
+                             project_id="p", user_id="u").create()
+        objects.Instance.get_by_uuid(cctxt, gone).destroy()
+    sched = w.scheduler("sched-p")
+    replica = sched.manager.replica
+    out: dict[str, Any] = {"lists": {h: sorted(replica.instance_info.get(h, [])) for h in nodes},
+                           "a": a, "b": b, "c": c}
+    api = w.client()
+    ctxt = context.get_admin_context()
+    request = spec(1, 256, 1, scheduler_hints={"same_host": [c]})
+    out["same_host"] = _select(api, ctxt, request, [request.instance_uuid])
+    # a second scheduler on the same store: p1's list, as a cast left it since, is not replaced by the table's
+    api.sync_instance_info(ctxt, "p1", [a])
+    _wait(lambda: replica.instance_info.get("p1") == [a])
+    second = w.scheduler("sched-p2")
+    out["second"] = sorted(second.manager.replica.instance_info.get("p1", []))
+    return out
+
+
 def unreachable_cell(w: World) -> dict[str, Any]:
     """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
     a hung conductor)."""
@@ -808,7 +838,7 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     move, same_host_resize, rebuild, unreachable_cell, store_down, broker_restart, configuration,
+                                     move, same_host_resize, rebuild, seed_instances, unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes)}
 
 

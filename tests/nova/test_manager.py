@@ -22,7 +22,7 @@ from tests.venvs import run_json
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
-             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move", "same_host_resize", "rebuild",
+             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move", "same_host_resize", "rebuild", "seed_instances",
              "unreachable_cell", "configuration", "separate_processes"]
 
 
@@ -250,6 +250,14 @@ def test_rebuild_checks_the_instances_host_and_claims_nothing(run: dict[str, Any
     assert sel["allocation_request"] is None and sel["allocation_request_version"] is None
     assert "ImagePropertiesFilter" in _refusal(got["bad"])
     assert got["unchanged"]
+
+
+def test_instance_lists_are_seeded_from_the_cells_at_a_first_start(run: dict[str, Any]) -> None:
+    got = _scenario(run, "seed_instances")
+    assert got["lists"] == {"p1": sorted([got["a"], got["b"]]), "p2": [got["c"]], "p3": []}
+    [[sel]] = got["same_host"]["selections"]
+    assert sel["host"] == "p2"  # SameHostFilter reads the seeded list
+    assert got["second"] == [got["a"]]
 
 
 def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) -> None:

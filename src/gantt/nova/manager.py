@@ -109,6 +109,7 @@ class SchedulerManager(manager.Manager):
             context = nova_context.get_admin_context()
             self._load_aggregates(context)
             reader.refresh(context)
+            self._seed_instance_info(context)
             self._started = True
 
     def _load_aggregates(self, context: Any) -> None:
@@ -120,6 +121,15 @@ class SchedulerManager(manager.Manager):
             if agg.key not in keep:  # deleted while no scheduler listened to the fanout
                 self.replica.delete_aggregate(agg.key)
         log.info("loaded %d aggregate(s) from Nova's API database", len(nova_aggs))
+
+    def _seed_instance_info(self, context: Any) -> None:
+        try:
+            seeded = cells.seed_instance_info(self.reader, context)
+        except Exception:  # the lists then wait for the computes' sync_instance_info, as before
+            log.exception("seeding the hosts' instance lists from the cells failed")
+            return
+        if seeded:
+            log.info("instance lists of %d host(s) read from the cells' databases", seeded)
 
     def _poll(self) -> None:
         interval = self.gantt_config.gantt.cell_poll_interval
