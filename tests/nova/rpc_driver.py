@@ -838,7 +838,8 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
-                                     move, same_host_resize, rebuild, seed_instances, unreachable_cell, store_down, broker_restart, configuration,
+                                     move, same_host_resize, rebuild, seed_instances, unreachable_cell,
+                                     store_down, broker_restart, configuration,
                                      separate_processes)}
 
 

@@ -22,8 +22,8 @@ from tests.venvs import run_json
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
-             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move", "same_host_resize", "rebuild", "seed_instances",
-             "unreachable_cell", "configuration", "separate_processes"]
+             "two_schedulers", "new_compute", "periodic_read", "host_fields", "move", "same_host_resize", "rebuild",
+             "seed_instances", "unreachable_cell", "configuration", "separate_processes"]
 
 
 # The real broker wherever it can run (CI must have it: tests/nova/rabbit.py fails the run without it); oslo.messaging's
