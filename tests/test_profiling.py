@@ -30,6 +30,8 @@ def test_stacks_are_summed_per_function_by_own_and_total_samples() -> None:
     # lines of one function and processes are summed; totals name Gantt's functions below the process's entry
     assert total == {"decide (gantt/compute/engine.py)": 0.9, "rank (gantt/compute/ranking.py)": 0.6,
                      "report (gantt/compute/state/reports.py)": 0.1}
+    # a stack counts once per package it runs through
+    assert summary["packages"] == {"cli": 1.0, "compute": 1.0}
 
 
 def _spin(seconds: float) -> int:
@@ -85,5 +87,5 @@ def test_the_http_benchmark_prints_the_servers_top_functions_per_phase() -> None
         assert phase["samples"] > 0 and phase["self"] and phase["total"]
     # the placements phase ran the engine: its decision (gantt/compute/: engine, ranking, order, claim, masks…)
     # appears on the sampled stacks, and a report phase's does not need to
-    placing = profile["placements"]["total"]
-    assert any("gantt/compute/" in e["function"] for e in placing), [e["function"] for e in placing]
+    # (by package: on a loaded machine the top functions of so short a phase can all be the service's)
+    assert profile["placements"]["packages"].get("compute", 0) > 0, profile["placements"]

@@ -34,6 +34,11 @@ def main() -> None:
     from nova import monkey_patch
 
     monkey_patch.patch(backend="threading")
+    from nova import thread_pool_factory
+
+    # Scenarios stop and start services in one process: a stop's shutdown_all_executors would refuse every later
+    # pool for good (Nova's own ServiceFixture stubs it out for the same reason); the pools are still shut down.
+    thread_pool_factory.shutdown_all_executors = thread_pool_factory.reset_all_executors
     import gantt
 
     assert gantt.__file__.startswith(payload["src"]), gantt.__file__
@@ -492,9 +497,18 @@ def periodic_read(w: World) -> dict[str, Any]:
     seen = _wait(lambda: sorted(h["host"] for h in replica.hosts()) == ["p1", "p2"], 20)
     reads = sched.manager.reader.reads
     _wait(lambda: sched.manager.reader.reads >= reads + 2, 10)
+    grew = sched.manager.reader.reads >= reads + 2
+    # Nova 34 stops a service through the manager's graceful_shutdown (never cleanup_host): the reader must stop
+    # with it, or it reads the cells again through a thread pool the stop has shut down
+    w.services.remove(sched)
+    sched.stop()
+    stopped_at = sched.manager.reader.reads
+    time.sleep(1.5)
     w.conf.clear_override("cell_poll_interval", group="gantt")
-    return {"seen": seen, "reads_grew": sched.manager.reader.reads >= reads + 2,
-            "written": sched.manager.reader.written}
+    return {"seen": seen, "reads_grew": grew, "written": sched.manager.reader.written,
+            "reader_alive_after_stop": any(t.name == "gantt-nova-cells" and t.is_alive()
+                                           for t in threading.enumerate()),
+            "reads_after_stop": sched.manager.reader.reads - stopped_at}
 
 
 def host_fields(w: World) -> dict[str, Any]:

@@ -176,6 +176,7 @@ def test_periodic_read(run: dict[str, Any]) -> None:
     got = _scenario(run, "periodic_read")
     assert got["seen"] and got["reads_grew"]
     assert got["written"] == 2  # one report per node that changed; the later reads are heartbeats
+    assert not got["reader_alive_after_stop"] and got["reads_after_stop"] == 0
 
 
 def test_host_report_has_every_field_nova_filters_read(run: dict[str, Any]) -> None:

@@ -7,7 +7,8 @@ Two sources, one summary shape:
 - in-process phases run under cProfile (``Phases``), thread by thread as cProfile sees them.
 
 A summary: ``{"samples" | "calls", "self": [...], "total": [...]}``, each entry a function (``name (file)``) with
-its share of the phase. Sampling perturbs the figures it runs beside (py-spy takes some CPU of its own, cProfile
+its share of the phase; a sampled one also has ``packages``, the share of stacks through each of Gantt's packages.
+Sampling perturbs the figures it runs beside (py-spy takes some CPU of its own, cProfile
 slows Python calls several-fold): read a profiled run for its proportions, not its rates.
 """
 
@@ -36,6 +37,7 @@ _LINE = re.compile(r":\d+\)$")  # a frame's line number: functions are summed ov
 _PROCESS = re.compile(r"^process \d+:")
 SCAFFOLDING = 0.97  # a function on at least this share of a phase's stacks is left out of its "total" list
 _OURS = re.compile(r"\((gantt/|[^()]*/gantt/)")  # a frame in Gantt's package (py-spy names "gantt/store/x.py")
+_PACKAGE = re.compile(r"\((?:[^()]*/)?gantt/(\w+)/")  # a frame's package in Gantt: compute, store, service, …
 _ENTRY = re.compile(r"^<module> |\(gantt/(__main__|cli|service/server|lifeline)\.py\)$")
 
 
@@ -52,6 +54,7 @@ def collapsed_summary(lines: Iterable[str], top: int = TOP) -> dict[str, Any]:
     samples (it was the leaf) and its total (it was anywhere on the stack, counted once per stack)."""
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
+    packages: Counter[str] = Counter()
     samples = 0
     for line in lines:
         stack, _, count = line.rstrip("\n").rpartition(" ")
@@ -66,13 +69,19 @@ def collapsed_summary(lines: Iterable[str], top: int = TOP) -> dict[str, Any]:
         own[frames[-1]] += n
         for name in set(frames):
             total[name] += n
+        for package in {m.group(1) for f in frames if (m := _PACKAGE.search(f))}:
+            packages[package] += n
     whole = max(samples, 1)
     # Totals name Gantt's own functions, below the process's entry (what is under every stack of a thread: its
     # bootstrap, the event loop's run, `gantt serve` starting) says nothing about the phase; the libraries and the
     # interpreter show in the "self" list, where the time is spent.
     ours = Counter({name: n for name, n in total.items() if _OURS.search(name) and not _ENTRY.search(name)
                     and n < SCAFFOLDING * whole})
-    return {"samples": samples, "self": _entries(own, whole, top), "total": _entries(ours, whole, top)}
+    # Per package of Gantt, the share of stacks through it: the top functions of a loaded machine's short phase can
+    # all be one layer's (the service's), and this still says how much was the engine's, the store's, ….
+    shares = {name: round(n / whole, 4) for name, n in sorted(packages.items())}
+    return {"samples": samples, "self": _entries(own, whole, top), "total": _entries(ours, whole, top),
+            "packages": shares}
 
 
 def py_spy() -> str | None:

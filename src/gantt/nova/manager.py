@@ -22,7 +22,7 @@ from typing import Any
 import nova.conf
 import oslo_messaging as messaging
 from nova import context as nova_context
-from nova import exception, manager, objects
+from nova import exception, manager, objects, thread_pool_factory
 from nova.compute import vm_states
 from nova.scheduler import utils as scheduler_utils
 
@@ -33,6 +33,8 @@ from gantt.replication.replica import Replica
 
 CONF = nova.conf.CONF
 log = logging.getLogger(__name__)
+# How long a stopping service waits for a cell read in flight (each cell's read has its own, shorter timeout).
+READER_STOP_TIMEOUT = 30.0
 
 _sentinel = object()
 # A migration's states while the conductor asks for its destination: the conductor's own record of a cold move
@@ -58,6 +60,7 @@ class SchedulerManager(manager.Manager):
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
         self._started = False
+        self._closed = False
         self._start_lock = threading.Lock()
         super().__init__(*args, service_name="scheduler", **kwargs)
         log.info("Gantt scheduler manager on store %s", self.store_url)
@@ -91,11 +94,41 @@ class SchedulerManager(manager.Manager):
             self._poller = threading.Thread(target=self._poll, name="gantt-nova-cells", daemon=True)
             self._poller.start()
 
+    def set_shutdown_in_progress(self) -> None:
+        """Service.stop's first call, made in the stopping thread: the cell reader stops here, before the stop
+        goes on. graceful_shutdown runs in a thread of its own that the stop waits for only
+        ``manager_shutdown_timeout`` seconds (0 in Nova's tests), and a reader still running after the stop reads
+        the cells through Nova's scatter-gather pool again, re-creating a pool the stop has shut down."""
+        super().set_shutdown_in_progress()
+        self._stop_reader(READER_STOP_TIMEOUT)
+
+    def graceful_shutdown(self, timeout: float) -> None:
+        """As Nova's scheduler: in-progress RPC tasks may finish (some seconds kept for the rest), then Nova's
+        thread pools are shut down; then the store is closed."""
+        reserved = min(20.0, timeout)
+        self._wait_for_in_progress_tasks(max(0.0, timeout - reserved))
+        self._stop_reader(reserved)  # stopped already when Service.stop called us
+        try:
+            thread_pool_factory.shutdown_all_executors()
+        except Exception:
+            log.exception("%s service failed to shut down its thread pool executors", self.service_name)
+        self._close()
+
     def cleanup_host(self) -> None:
+        self._stop_reader(READER_STOP_TIMEOUT)
+        self._close()
+
+    def _stop_reader(self, timeout: float) -> None:
         self._stop.set()
-        if self._poller is not None:
-            self._poller.join(timeout=10)
-        if self._replica is not None:
+        poller = self._poller
+        if poller is not None and poller is not threading.current_thread() and poller.is_alive():
+            poller.join(timeout=timeout)  # a read in flight ends within its cells' own timeouts
+            if poller.is_alive():
+                log.warning("the cell reader did not stop within %.0f s", timeout)
+
+    def _close(self) -> None:
+        if self._replica is not None and not self._closed:  # graceful_shutdown, then cleanup_host in a launcher
+            self._closed = True
             self._replica.close()
 
     def _ensure_started(self) -> None:

@@ -37,7 +37,7 @@ from gantt.nova.functional.forkserver import Factory
 # The environment the runner passes to its workers: which parts to swap ("placement", "scheduler").
 MODE_ENV = "GANTT_NOVA_SWAP"
 LOG_ENV = "GANTT_NOVA_LOG_DIR"
-MANAGER = "gantt.nova.manager.SchedulerManager"
+MANAGER = "gantt.nova.functional.manager.FunctionalSchedulerManager"
 # The Gantt options every test's server starts with: Nova's services report no Gantt heartbeat here, and the
 # placement face's answers must not depend on a clock. The policy options are those Placement's fixture gave
 # Placement (``server_config``).
