@@ -159,6 +159,28 @@ def test_a_resize_on_the_same_host_counts_in_flight_until_a_newer_report() -> No
     assert sched.allocation("vm").confirmed and _in_use(sched, "h0") == 6
 
 
+def test_a_new_claim_for_an_instance_its_node_lists_counts_in_flight_until_a_newer_report() -> None:
+    """Nova's way of a same-host resize: the conductor moves the instance's allocation to the migration's consumer
+    (through Placement) before it asks, so the scheduler sees a fresh claim for an instance its node lists already.
+    The report lists it with its old size only: the new claim must stay counted beside it, not pass as reported."""
+    clock = FakeClock()
+    sched = make_scheduler({"h0": {"vcpus": 8}}, filters=FILTERS, clock=clock)
+    _placed(sched, "vm", "h0")
+    sched.update_resource_stats("h0", host_stats(vcpus=8, vcpus_used=2, instances=["vm"]))
+    assert sched.allocation("vm").confirmed
+    sched.release("vm")  # as moved to the migration's consumer, which the report already counts (2)
+    clock.advance(1)
+    [[first]] = sched.select_destinations(request(vcpus=4, instance_uuids=["vm"]))
+    assert first.host == "h0"
+    assert not sched.allocation("vm").confirmed
+    assert _in_use(sched, "h0") == 6  # the report's 2 and the new 4
+    with pytest.raises(NoValidHost):  # 6 + 4 > 8
+        sched.select_destinations(request(vcpus=4, instance_uuids=["other"]))
+    clock.advance(1)
+    sched.update_resource_stats("h0", host_stats(vcpus=8, vcpus_used=6, instances=["vm"]))
+    assert sched.allocation("vm").confirmed and _in_use(sched, "h0") == 6
+
+
 def test_anti_affinity_holds_through_a_move() -> None:
     sched = make_scheduler(4, filters=FILTERS)
     group = {"uuid": "g", "policy": "anti-affinity"}

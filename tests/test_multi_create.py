@@ -65,3 +65,23 @@ def test_later_instances_weigh_the_hosts_the_first_one_could_use(path: str, monk
     assert _place(sched, 2, path, memory_mb=4096) == ["h0", "h1"]
     # the first candidates do not outlive the request: the next one does not see h0 (full) at all
     assert _place(sched, 1, path, "next", memory_mb=4096) == ["h2"]
+
+
+def test_alternates_are_one_list_without_the_requests_hosts_and_a_repeat_has_them() -> None:
+    """Nova's ``_get_alternate_hosts``: after every claim of the request, one list for all its instances, without
+    any host the request took (a host a later instance took is replaced, never dropped); the same instances asked
+    again get their claims back with alternates (Nova filters and weighs anew)."""
+    sched = make_scheduler({f"h{i}": {"vcpus": 8} for i in range(6)}, filters=["ComputeFilter"],
+                           scheduler={"max_attempts": 3})
+    uuids = ["x", "y", "z"]
+    first = sched.select_destinations(request(vcpus=2, num_instances=3, instance_uuids=uuids))
+    chosen = {choices[0].host for choices in first}
+    assert len(chosen) == 3
+    alternates = [[s.host for s in choices[1:]] for choices in first]
+    assert alternates == [alternates[0]] * 3 and len(alternates[0]) == 2
+    assert not set(alternates[0]) & chosen
+    again = sched.select_destinations(request(vcpus=2, num_instances=3, instance_uuids=uuids))
+    assert [c[0].host for c in again] == [c[0].host for c in first]
+    assert [[s.host for s in c[1:]] for c in again] == alternates
+    [[one, *alts]] = sched.select_destinations(request(vcpus=2, instance_uuids=["x"]))
+    assert one.host == first[0][0].host and len(alts) == 2 and one.host not in {a.host for a in alts}

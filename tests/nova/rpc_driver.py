@@ -278,9 +278,11 @@ def boot_with_alternates(w: World) -> dict[str, Any]:
     uuids = [str(uuidlib.uuid4()), str(uuidlib.uuid4())]
     ctxt = context.get_admin_context()
     answer = _select(w.client(), ctxt, spec(2, 1024, 10, num_instances=2, instance_uuid=uuids[0]), uuids)
+    # the same instances asked again (a conductor's retry of the RPC): their claims, with alternates as Nova's
+    repeat = _select(w.client(), ctxt, spec(2, 1024, 10, num_instances=2, instance_uuid=uuids[0]), uuids)
     allocations = {a.consumer_uuid: [a.host, dict(a.resources) if hasattr(a, "resources") else None]
                    for a in sched.manager.replica.allocations()}
-    return {"answer": answer, "cell": cell.uuid, "nodes": nodes, "instances": uuids,
+    return {"answer": answer, "repeat": repeat, "cell": cell.uuid, "nodes": nodes, "instances": uuids,
             "allocations": sorted(allocations)}
 
 
@@ -605,6 +607,111 @@ def move(w: World) -> dict[str, Any]:
     return out
 
 
+def same_host_resize(w: World) -> dict[str, Any]:
+    """A resize nova-api let stay on the instance's host (``ignore_hosts`` empty: ``allow_resize_to_same_host``,
+    or a cold migration to a node with COMPUTE_SAME_HOST_COLD_MIGRATE while that option stays off, as here): the
+    one host is chosen, the new size claimed beside the old one the migration holds, refused when both do not fit;
+    the confirm's delete_instance_info from that host leaves the instance's claim, a deletion's releases it."""
+    from nova import context, objects
+
+    cell = w.begin()
+    node = w.compute("sh1", vcpus=4)
+    sched = w.scheduler("sched-sh")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    instance = str(uuidlib.uuid4())
+    objects.InstanceMapping(ctxt, instance_uuid=instance, cell_mapping=cell, project_id="p").create()
+    with _cell(w) as cctxt:
+        record = objects.Instance(cctxt, uuid=instance, host="sh1", node="sh1", compute_id=node.id,
+                                  vm_state="active",
+                                  project_id="p", user_id="u")
+        record.create()
+    out: dict[str, Any] = {"boot": _select(api, ctxt, spec(2, 256, 1, instance_uuid=instance), [instance])}
+    migration = str(uuidlib.uuid4())
+    with _cell(w) as cctxt:
+        objects.Migration(cctxt, uuid=migration, instance_uuid=instance, status="pre-migrating",
+                          migration_type="resize", source_compute="sh1", source_node="sh1",
+                          old_instance_type_id=2, new_instance_type_id=3).create()
+    replica = sched.manager.replica
+    out["too_big"] = _select(api, ctxt, spec(3, 256, 1, instance_uuid=instance, ignore_hosts=[]), [instance])
+    out["after_too_big"] = {a.consumer_uuid: a.host for a in replica.allocations()}
+    out["resize"] = _select(api, ctxt, spec(2, 512, 1, instance_uuid=instance, ignore_hosts=[]), [instance])
+    out["allocations"] = {a.consumer_uuid: [a.host, a.resources.get("VCPU")] for a in replica.allocations()}
+    # confirm: the migration's hold goes (Placement), and the "source" casts that the instance left it
+    replica.release(migration)
+    api.delete_instance_info(ctxt, "sh1", instance)
+    time.sleep(1.0)  # a cast: nothing to wait for when it (rightly) leaves the claim alone
+    out["after_confirm"] = {a.consumer_uuid: a.host for a in replica.allocations()}
+    with _cell(w) as cctxt:
+        record.destroy()
+    api.delete_instance_info(ctxt, "sh1", instance)
+    out["deleted"] = _wait(lambda: instance not in {a.consumer_uuid for a in replica.allocations()})
+    out.update(instance=instance, migration=migration)
+    return out
+
+
+def rebuild(w: World) -> dict[str, Any]:
+    """A rebuild with a new image (the conductor's ``_nova_check_type: ['rebuild']``, forced to the instance's
+    host and node): that host checked with the rebuild filters, nothing claimed (the instance's host is full, which
+    a rebuild does not ask about), no allocation request in the answer; an image the host cannot run is a
+    NoValidHost naming the filter."""
+    from nova import context, objects
+
+    w.begin()
+    w.compute("r1", vcpus=2)
+    w.compute("r2", vcpus=8)
+    sched = w.scheduler("sched-r")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    instance = str(uuidlib.uuid4())
+    out: dict[str, Any] = {"boot": _select(api, ctxt, spec(2, 256, 1, instance_uuid=instance,
+                                                         force_hosts=["r1"]), [instance])}
+    replica = sched.manager.replica
+    before = {a.consumer_uuid: a.host for a in replica.allocations()}
+
+    def check(arch: str) -> dict[str, Any]:
+        request = spec(2, 256, 1, instance_uuid=instance, force_hosts=["r1"], force_nodes=["r1"],
+                       scheduler_hints={"_nova_check_type": ["rebuild"]},
+                       image=objects.ImageMeta.from_dict({"properties": {"hw_architecture": arch}}))
+        return _select(api, ctxt, request, [instance], alternates=False)
+
+    out["good"] = check("x86_64")
+    out["bad"] = check("aarch64")
+    out["unchanged"] = {a.consumer_uuid: a.host for a in replica.allocations()} == before
+    out["instance"] = instance
+    return out
+
+
+def seed_instances(w: World) -> dict[str, Any]:
+    """A first start on an empty store: the hosts' instance lists are read from the cell's instance table (as
+    Nova's HostManager does at start), not left empty until nova-compute's periodic sync; deleted instances are
+    not listed; a host whose list the store has already keeps it."""
+    from nova import context, objects
+
+    w.begin()
+    nodes = {h: w.compute(h) for h in ("p1", "p2", "p3")}
+    a, b, c, gone = (str(uuidlib.uuid4()) for _ in range(4))
+    with _cell(w) as cctxt:
+        for uuid, host in ((a, "p1"), (b, "p1"), (c, "p2"), (gone, "p2")):
+            objects.Instance(cctxt, uuid=uuid, host=host, node=host, compute_id=nodes[host].id, vm_state="active",
+                             project_id="p", user_id="u").create()
+        objects.Instance.get_by_uuid(cctxt, gone).destroy()
+    sched = w.scheduler("sched-p")
+    replica = sched.manager.replica
+    out: dict[str, Any] = {"lists": {h: sorted(replica.instance_info.get(h, [])) for h in nodes},
+                           "a": a, "b": b, "c": c}
+    api = w.client()
+    ctxt = context.get_admin_context()
+    request = spec(1, 256, 1, scheduler_hints={"same_host": [c]})
+    out["same_host"] = _select(api, ctxt, request, [request.instance_uuid])
+    # a second scheduler on the same store: p1's list, as a cast left it since, is not replaced by the table's
+    api.sync_instance_info(ctxt, "p1", [a])
+    _wait(lambda: replica.instance_info.get("p1") == [a])
+    second = w.scheduler("sched-p2")
+    out["second"] = sorted(second.manager.replica.instance_info.get("p1", []))
+    return out
+
+
 def unreachable_cell(w: World) -> dict[str, Any]:
     """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
     a hung conductor)."""
@@ -775,8 +882,8 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, updated_node, periodic_read,
-                                     host_fields,
-                                     move, unreachable_cell, store_down, broker_restart, configuration,
+                                     host_fields, move, same_host_resize, rebuild, seed_instances,
+                                     unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes)}
 
 

@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
              "two_schedulers", "new_compute", "updated_node", "periodic_read", "host_fields", "move",
-             "unreachable_cell", "configuration", "separate_processes"]
+             "same_host_resize", "rebuild", "seed_instances", "unreachable_cell", "configuration",
+             "separate_processes"]
 
 
 # The real broker wherever it can run (CI must have it: tests/nova/rabbit.py fails the run without it); oslo.messaging's
@@ -80,9 +81,11 @@ def test_boot_with_alternates(run: dict[str, Any]) -> None:
     chosen = [choices[0]["host"] for choices in answer]
     assert len(set(chosen)) == 2  # two instances, two hosts' worth of claims
     for choices in answer:
-        # the claimed host, then alternates (max_attempts 3: at most 2), none another instance's host
-        assert 2 <= len(choices) <= 3
+        # the claimed host, then max_attempts - 1 = 2 alternates, none another instance's host (replaced, as in
+        # Nova's _get_alternate_hosts, by the next host: 4 hosts leave exactly 2), the same for every instance
+        assert len(choices) == 3
         assert not {c["host"] for c in choices[1:]} & set(chosen)
+        assert [c["host"] for c in choices[1:]] == [c["host"] for c in answer[0][1:]]
         assert len({c["host"] for c in choices}) == len(choices)
         for sel in choices:
             assert by_uuid[sel["uuid"]] == sel["host"] == sel["nodename"]
@@ -94,6 +97,11 @@ def test_boot_with_alternates(run: dict[str, Any]) -> None:
                 "mappings": {"": [sel["uuid"]]}}
     # the claims are in Gantt's store, keyed by the instances
     assert got["allocations"] == sorted(got["instances"])
+    # asked again: the same claims, and alternates too (Nova filters and weighs anew)
+    repeat = got["repeat"]["selections"]
+    assert [choices[0]["host"] for choices in repeat] == chosen
+    assert [sorted(c["host"] for c in choices[1:]) for choices in repeat] == [sorted(set(by_uuid.values()) -
+                                                                               set(chosen))] * 2
 
 
 def test_every_rpc_version_and_unknown_ones_refused(run: dict[str, Any]) -> None:
@@ -226,6 +234,41 @@ def test_repeat_and_move(run: dict[str, Any]) -> None:
     # from the host it runs on (the instance deleted): its claim is released
     assert got["deleted"]
     assert got["after_delete"] == {got["migration"]: source}
+
+
+def test_same_host_resize(run: dict[str, Any]) -> None:
+    """nova-api decides whether a move may stay on its host (ignore_hosts): Gantt never excludes it on its own."""
+    got = _scenario(run, "same_host_resize")
+    instance, migration = got["instance"], got["migration"]
+    assert got["boot"]["selections"][0][0]["host"] == "sh1"
+    # 2 held by the migration + 3 asked > 4: refused, nothing changed
+    assert "VCPU" in _refusal(got["too_big"])
+    assert got["after_too_big"] == {instance: "sh1"}
+    [[dest]] = got["resize"]["selections"]
+    assert dest["host"] == "sh1"
+    assert got["allocations"] == {instance: ["sh1", 2], migration: ["sh1", 2]}
+    # the confirm's cast from the host the instance still runs on keeps its claim; a deletion's releases it
+    assert got["after_confirm"] == {instance: "sh1"}
+    assert got["deleted"]
+
+
+def test_rebuild_checks_the_instances_host_and_claims_nothing(run: dict[str, Any]) -> None:
+    got = _scenario(run, "rebuild")
+    assert got["boot"]["selections"][0][0]["host"] == "r1"
+    # as Nova's _legacy_find_hosts answers it: the one host, no allocation request, no alternates
+    [[sel]] = got["good"]["selections"]
+    assert sel["host"] == "r1" and sel["nodename"] == "r1"
+    assert sel["allocation_request"] is None and sel["allocation_request_version"] is None
+    assert "ImagePropertiesFilter" in _refusal(got["bad"])
+    assert got["unchanged"]
+
+
+def test_instance_lists_are_seeded_from_the_cells_at_a_first_start(run: dict[str, Any]) -> None:
+    got = _scenario(run, "seed_instances")
+    assert got["lists"] == {"p1": sorted([got["a"], got["b"]]), "p2": [got["c"]], "p3": []}
+    [[sel]] = got["same_host"]["selections"]
+    assert sel["host"] == "p2"  # SameHostFilter reads the seeded list
+    assert got["second"] == [got["a"]]
 
 
 def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) -> None:

@@ -41,7 +41,7 @@ IMAGE_PROPS = [
 ]
 HINTS = {"same_host": 2, "different_host": 1, "query": '[">=","$free_ram_mb",1024]', "build_near_host_ip": "10.0.0.1",
          "cidr": "/24", "target_cell": "cell1", "group": None}
-UNSUPPORTED = ["same_subtree", "requested_resources", "rebuild", "cross_cell", "other_cell", "port_pci",
+UNSUPPORTED = ["same_subtree", "requested_resources", "cross_cell", "other_cell", "port_pci",
                "network_metadata", "port_id"]
 
 
@@ -122,7 +122,7 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
     """Set one field Gantt cannot honour; ``expect`` is the field the refusal must name."""
     case["expect"] = {
         "same_subtree": "request_level_params.same_subtree", "requested_resources": "requested_resources",
-        "rebuild": "scheduler_hints._nova_check_type", "cross_cell": "requested_destination.allow_cross_cell_move",
+        "cross_cell": "requested_destination.allow_cross_cell_move",
         "other_cell": "requested_destination.cell", "port_pci": "pci_requests", "network_metadata": "network_metadata",
         "port_id": "requested_networks",
     }[kind]
@@ -130,8 +130,6 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
         case["request_level_params"] = {"same_subtree": [["_a", "_b"]]}
     elif kind == "requested_resources":
         case["requested_resources"] = [{"requester_id": "port-1", "resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}}]
-    elif kind == "rebuild":
-        case["scheduler_hints"]["_nova_check_type"] = ["rebuild"]
     elif kind == "cross_cell":
         case.setdefault("requested_destination", {})["allow_cross_cell_move"] = True
     elif kind == "other_cell":
@@ -253,3 +251,33 @@ def test_selections_become_nova_selections() -> None:
                 assert sel["allocation_request_version"] == "1.36"
                 numa = (want.get("limits") or {}).get("numa_topology")
                 assert (sel["numa_limits"] or None) == (numa and {**numa}), sel
+
+
+def test_a_rebuild_check_is_translated_with_what_nova_reads_for_it() -> None:
+    """A rebuild (``_nova_check_type: ['rebuild']``, one instance) is Gantt's rebuild check, not a refusal; and the
+    fields only Placement, the request filters and the PCI/NUMA filters read (none of which a rebuild runs in
+    Nova) are not refused then: a server with a port given by id, an SR-IOV port or a QoS port can be rebuilt."""
+    rng = random.Random(3305)
+    kinds = ["port_id", "port_pci", "requested_resources", "network_metadata"]
+    specs = []
+    while len(specs) < 40:
+        i = len(specs)
+        case = generate_spec(rng, i)
+        if "expect" in case:  # refused for a field a rebuild reads too
+            continue
+        case["num_instances"] = 1
+        case["instance_uuids"] = case["instance_uuids"][:1]
+        case.pop("rpc_instance_uuids", None)
+        case["scheduler_hints"]["_nova_check_type"] = ["rebuild"]
+        case["force_hosts"] = ["host1"]
+        if i < len(kinds) * 5:
+            _make_unsupported(rng, case, kinds[i % len(kinds)])
+            case.pop("expect")
+        specs.append(case)
+    result = run_json(python_or_skip(), HERE / "driver.py", {"src": str(SRC), "specs": specs, "answers": []},
+                      timeout=120)
+    for case, got in zip(specs, result["specs"], strict=True):
+        assert "unsupported" not in got, (case, got)
+        assert got["translated"]["scheduler_hints"]["_nova_check_type"] == ["rebuild"]
+        hints = got["pairs"]["hints"]
+        assert hints[0]["_nova_check_type"] == hints[1]["_nova_check_type"] == "rebuild"

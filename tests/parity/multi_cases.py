@@ -146,7 +146,8 @@ def subsets(c: dict[str, Any], spec: dict[str, Any], script: list[int]) -> list[
     every index the pick may draw, tried."""
     out: list[list[str]] = []
     base = answer(c, spec, script)
-    for k, size in enumerate(base["calls"]):
+    # one pick per instance, then (several instances) one more for the alternates, weighed as Nova's are
+    for k, size in enumerate(base["calls"][:len(spec["instance_uuids"])]):
         picks = set()
         first = {**spec, "num_instances": k + 1, "instance_uuids": spec["instance_uuids"][:k + 1]}
         for j in range(size):  # the later instances cannot change this one's pick (nor refuse the request)

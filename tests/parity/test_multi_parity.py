@@ -108,3 +108,26 @@ def test_the_picks_among_the_best_are_novas(subset: dict[str, Any]) -> None:
     _table("compared (host_subset_size 2-4)", rows)
     assert wrong == []
     assert any(len(s) > 1 for ours in subset["ours"] for s in ours["subsets"])
+
+
+def test_each_instances_alternates_are_novas(deterministic: dict[str, Any]) -> None:
+    """Nova's ``_get_alternate_hosts``: after every instance is claimed, the hosts are filtered and weighed once
+    more (a request of several instances) and each instance gets the first ``max_attempts - 1`` of them that no
+    instance of the request took, an alternate another instance took being replaced by the next one. Gantt's
+    core answers the same lists (one cell here; the Nova seam keeps an alternate's cell as Nova does)."""
+    rows = {"alternates, one instance": [0, 0], "alternates, several instances": [0, 0]}
+    wrong = []
+    for index, (ours, nova) in enumerate(zip(deterministic["ours"], deterministic["nova"], strict=True)):
+        if nova["chosen"] is None or ours["chosen"] != nova["chosen"]:
+            continue  # the chosen nodes are compared above
+        row = rows["alternates, one instance" if len(nova["chosen"]) == 1 else "alternates, several instances"]
+        row[0] += 1
+        if ours["alternates"] == nova["alternates"]:
+            row[1] += 1
+        elif len(wrong) < 20:
+            wrong.append(f"case {index}: gantt {ours['alternates']} nova {nova['alternates']}")
+    _table("compared (alternates)", rows)
+    assert wrong == []
+    several = rows["alternates, several instances"][0]
+    assert several >= 20 and any(len(n["chosen"] or ()) > 1 and any(n["alternates"])
+                                 for n in deterministic["nova"])

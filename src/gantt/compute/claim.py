@@ -171,6 +171,36 @@ class Claims:
             return self.fail(ctx, consumer, placed, error)
         return selections, chosen, True
 
+    def alternates(self, ctx: RequestContext, taken: set[str]) -> list[Selection]:
+        """The alternates Nova's ``_get_alternate_hosts`` gives every instance of a request of several (or of one
+        asked again): the hosts filtered and weighed once more after all the request's claims, in pick order,
+        the first ``max_attempts - 1`` that still have room and that no instance of the request took (one taken is
+        replaced by the next, never dropped). Not claimed."""
+        wanted = self.config.scheduler.max_attempts - 1
+        out: list[Selection] = []
+        if wanted <= 0:
+            return out
+        table = self.table
+        ranking = self.ranker.rank(ctx, lazy=True)
+        if ranking.count == 0:
+            return out
+        history: TieHistory | None = ctx.scratch.get(TIES)
+        if history is not None and history.layout != ranking.layout:
+            history = None  # rows renumbered since the claims: their picks name other rows now
+        for row, weight in self.order.walk(ranking, history if history is not None and history.steps else None):
+            if table.layout != ranking.layout:
+                break  # advice: stop rather than name the wrong nodes
+            if row >= table.n or table.host_names[row] in taken:
+                continue
+            limits = {rc: float(arr[row]) for rc, arr in ranking.limits.items() if arr[row] == arr[row]}
+            if table.fits(row, ctx.resources, limits or None) is not None or not self._takes_devices(row, ctx):
+                continue
+            out.append(self.selections.at(row, dict(ctx.resources), self._shown_limits(ranking, ctx, row, limits),
+                                          None, weight))
+            if len(out) >= wanted:
+                break
+        return out
+
     def _claim_row(self, ctx: RequestContext, consumer: str, placed: list[Allocation], row: int, key: NodeKey,
                    limits: dict[str, float]) -> tuple[Allocation, bool] | None:
         """Claim node ``row`` (``key``) for ``consumer``: (the allocation, whether it is this claim's own rather than

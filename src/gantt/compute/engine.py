@@ -179,9 +179,11 @@ class Engine:
             new_uuid() for _ in range(spec.num_instances)]
         placed: list[Allocation] = []  # claimed by this call: rolled back if the request fails
         borrowed: list[Allocation] = []  # held already (by an earlier or concurrent twin request): not ours
+        repeated = False  # an instance answered with the claim it holds
         answer: list[list[Selection]] = []
-        if len(consumers) > 1:  # later instances order equal weights as Nova's re-sorted list does
-            ctx.scratch[TIES] = TieHistory(self.table.layout, len(consumers))
+        if len(consumers) > 1:  # later instances order equal weights as Nova's re-sorted list does (and so do
+            # the alternates, weighed as one more instance would be)
+            ctx.scratch[TIES] = TieHistory(self.table.layout, len(consumers) + 1)
         with self.stats.lock:
             self.stats.decisions += 1
         try:
@@ -199,6 +201,7 @@ class Engine:
                 held = self.table.allocation(consumer)
                 if held is not None:  # idempotent: this consumer was placed before
                     _check_repeat(ctx, held)
+                    repeated = True
                     answer.append([self.selections.of(held)])
                     borrowed.append(held)
                     self._book(ctx, (held.host, held.nodename), consumer)
@@ -207,6 +210,8 @@ class Engine:
                 (placed if owned else borrowed).append(allocation)
                 answer.append(selections)
                 self._book(ctx, (allocation.host, allocation.nodename), consumer)
+            if not ctx.rebuild and spec.migration_uuid is None and (len(consumers) > 1 or repeated):
+                self._shared_alternates(ctx, answer, len(consumers))
             if borrowed:
                 with self.table.lock:
                     lost = any(self.table.allocation(a.consumer_uuid) is not a for a in borrowed)
@@ -218,6 +223,16 @@ class Engine:
         with self.stats.lock:
             self.stats.placements += sum(1 for a in placed if a.instance_uuid is None)
         return placed, answer
+
+    def _shared_alternates(self, ctx: RequestContext, answer: list[list[Selection]], instances: int) -> None:
+        """Every instance's alternates, as Nova's ``_get_alternate_hosts`` gives them once all are claimed: one
+        list, weighed after the request's claims, without any host the request took."""
+        ctx.instance_index = instances
+        taken = {choices[0].host for choices in answer}
+        alternates = self.claims.alternates(ctx, taken)
+        for choices in answer:
+            del choices[1:]
+            choices.extend(alternates)
 
     def _book(self, ctx: RequestContext, key: NodeKey, consumer: str) -> None:
         """Server-group bookkeeping so the next instance of the same request sees this one (as Nova does)."""

@@ -86,11 +86,20 @@ def gantt_config(conf: cfg.ConfigOpts) -> Config:
                 raise InvalidRequest(f"[{section}] {name} = {value!r}: Gantt does not implement this option; "
                                      "leave it at Nova's default", field=f"{section}.{name}")
         data[section] = values
+    _nova_decides_same_host(data["DEFAULT"])
     gantt = conf[GROUP]
     data["gantt"] = {"store": store_url(conf), "claim_timeout": gantt.claim_timeout,
                      "claim_retries": gantt.claim_retries, "seed": gantt.seed,
                      "cell_poll_interval": gantt.cell_poll_interval}
     return Config.from_dict(data)
+
+
+def _nova_decides_same_host(default: dict[str, Any]) -> None:
+    """Nova's scheduler never excludes a move's source host itself: nova-api does, by putting it in the
+    RequestSpec's ``ignore_hosts`` unless ``allow_resize_to_same_host`` (a resize) or the node's
+    COMPUTE_SAME_HOST_COLD_MIGRATE trait (a cold migration) allows it. Gantt's own exclusion (its
+    ``allow_resize_to_same_host``, for its own API) would refuse what the API allowed, so it is off here."""
+    default["allow_resize_to_same_host"] = True
 
 
 def _section_type(section: str) -> type[msgspec.Struct]:

@@ -23,6 +23,8 @@ import nova.conf
 import oslo_messaging as messaging
 from nova import context as nova_context
 from nova import exception, manager, objects, thread_pool_factory
+from nova.compute import vm_states
+from nova.scheduler import utils as scheduler_utils
 
 from gantt.model import GanttError, NotFound
 from gantt.model import NoValidHost as GanttNoValidHost
@@ -140,6 +142,7 @@ class SchedulerManager(manager.Manager):
             context = nova_context.get_admin_context()
             self._load_aggregates(context)
             reader.refresh(context)
+            self._seed_instance_info(context)
             self._started = True
 
     def _load_aggregates(self, context: Any) -> None:
@@ -151,6 +154,15 @@ class SchedulerManager(manager.Manager):
             if agg.key not in keep:  # deleted while no scheduler listened to the fanout
                 self.replica.delete_aggregate(agg.key)
         log.info("loaded %d aggregate(s) from Nova's API database", len(nova_aggs))
+
+    def _seed_instance_info(self, context: Any) -> None:
+        try:
+            seeded = cells.seed_instance_info(self.reader, context)
+        except Exception:  # the lists then wait for the computes' sync_instance_info, as before
+            log.exception("seeding the hosts' instance lists from the cells failed")
+            return
+        if seeded:
+            log.info("instance lists of %d host(s) read from the cells' databases", seeded)
 
     def _poll(self) -> None:
         interval = self.gantt_config.gantt.cell_poll_interval
@@ -183,9 +195,11 @@ class SchedulerManager(manager.Manager):
             log.exception("select_destinations for %s: cannot read Nova's databases", instances)
             raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
         cell_uuid = self._only_cell()
+        # a rebuild's check (the instance's own host, the new image) claims nothing: never a move
+        rebuild = scheduler_utils.request_is_rebuild(spec_obj)
         try:
             spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid,
-                                          migration_uuid=self._migration_of(instances),
+                                          migration_uuid=None if rebuild else self._migration_of(instances),
                                           request_id=getattr(context, "request_id", None))
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
@@ -204,7 +218,7 @@ class SchedulerManager(manager.Manager):
                 answer, return_objects=return_objects, return_alternates=return_alternates,
                 max_attempts=CONF.scheduler.max_attempts,
                 cell_uuid={s.host: host_cells.get(s.host, cell_uuid or "") for c in answer for s in c},
-                groups=translate.request_groups(spec))
+                groups=translate.request_groups(spec), claimed=not rebuild)
         except ValueError as exc:
             # booked, but not answerable (a node without a compute node uuid): give the claims back, refuse
             for choices in answer:
@@ -275,11 +289,26 @@ class SchedulerManager(manager.Manager):
             held = self.replica.allocation(uuid)
         except NotFound:
             return
-        if held.host == host_name:
+        if held.host == host_name and not self._lives_on(uuid, host_name):
             try:
                 self.replica.release(uuid)
             except GanttError as exc:  # released meanwhile (another scheduler got the same cast)
                 log.debug("releasing %s on %s: %s", uuid, host_name, exc.message)
+
+    def _lives_on(self, uuid: str, host: str) -> bool:
+        """Whether the instance's cell still has it on ``host``, undeleted and not offloaded: then the cast is a
+        same-host resize's confirm (Nova casts from the source, which is the destination too) and its new claim
+        stays. Deleted or offloaded, Nova has dropped its Placement allocation already."""
+        context = nova_context.get_admin_context()
+        try:
+            mapping = objects.InstanceMapping.get_by_instance_uuid(context, uuid)
+            if mapping.cell_mapping is None:
+                return False
+            with nova_context.target_cell(context, mapping.cell_mapping) as cctxt:
+                instance = objects.Instance.get_by_uuid(cctxt, uuid, expected_attrs=[])
+        except (exception.InstanceMappingNotFound, exception.InstanceNotFound):
+            return False
+        return bool(instance.host == host and instance.vm_state != vm_states.SHELVED_OFFLOADED)
 
     def sync_instance_info(self, context: Any, host_name: str, instance_uuids: list[str]) -> None:
         self._instances(self.replica.sync_instance_info, host_name, [str(u) for u in instance_uuids])

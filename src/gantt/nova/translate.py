@@ -25,8 +25,11 @@ num_instances, instance_uuid, the RPC's                num_instances and instanc
 instance_uuids                                         counts them (the RPC's list wins)
 scheduler_hints                                        as they are (lists of strings; Gantt unwraps one-element
                                                        lists as RequestSpec.get_scheduler_hint does)
-scheduler_hints._nova_check_type = rebuild             refused: a rebuild re-checks the instance's own host with
-                                                       no claim, which Gantt has no mode for yet
+scheduler_hints._nova_check_type = rebuild             as it is: Gantt checks the forced host (the instance's)
+                                                       with Nova's RUN_ON_REBUILD filters and claims nothing;
+                                                       requested_resources, ports, SR-IOV PCI requests and
+                                                       network metadata, which that check never reads, are
+                                                       not refused then
 instance_group (uuid, name, policy, members, hosts,    instance_group.*
 rules)
 ignore_hosts / force_hosts / force_nodes               as they are
@@ -110,7 +113,8 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     for name in spec.fields:
         if name not in _KNOWN and spec.obj_attr_is_set(name):
             raise Unsupported(name, "a RequestSpec field this translation does not know (newer Nova?)")
-    for network in _get(spec, "requested_networks") or ():
+    rebuild = _rebuild(spec)  # Nova's rebuild check reads neither Placement's groups nor the request filters
+    for network in () if rebuild else _get(spec, "requested_networks") or ():
         if _get(network, "port_id"):
             raise Unsupported("requested_networks", "a port given by id, which Nova asks Neutron about "
                               "(a remote-managed port requires COMPUTE_REMOTE_MANAGED_PORTS)")
@@ -128,9 +132,6 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     if uuids:
         out["instance_uuids"] = uuids
     hints = dict(_get(spec, "scheduler_hints") or {})
-    if "rebuild" in (hints.get("_nova_check_type") or ()):
-        raise Unsupported("scheduler_hints._nova_check_type",
-                          "a rebuild re-checks the instance's current host without a claim")
     if hints:
         out["scheduler_hints"] = {k: list(v) if isinstance(v, list | tuple) else v for k, v in hints.items()}
     if (group := _get(spec, "instance_group")) is not None:
@@ -142,18 +143,25 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     if destination is not None:
         _destination(destination, cell_uuid, out)
     _request_level(spec, out)
-    if _get(spec, "requested_resources"):
+    if _get(spec, "requested_resources") and not rebuild:
         groups = [g.requester_id or "?" for g in spec.requested_resources]
         raise Unsupported("requested_resources",
                           f"request groups from outside the flavor (ports, device profiles: {', '.join(groups)}) "
                           "need child resource providers")
-    _pci(_get(spec, "pci_requests"))
-    _network(spec)
+    if not rebuild:  # nor the PCI and NUMA filters
+        _pci(_get(spec, "pci_requests"))
+        _network(spec)
     if migration_uuid is not None:
         out["migration_uuid"] = migration_uuid
     if request_id is not None:
         out["request_id"] = request_id
     return out
+
+
+def _rebuild(spec: objects.RequestSpec) -> bool:
+    """A rebuild's check (Nova's ``request_is_rebuild``): Nova's scheduler runs only the RUN_ON_REBUILD filters
+    on the instance's own host, without Placement's candidates or the request filters."""
+    return bool((_get(spec, "scheduler_hints") or {}).get("_nova_check_type") == ["rebuild"])
 
 
 def _flavor(flavor: objects.Flavor, bfv: bool) -> dict[str, Any]:
@@ -261,8 +269,8 @@ def _network(spec: objects.RequestSpec) -> None:
 
 def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, return_objects: bool,
                return_alternates: bool, max_attempts: int, cell_uuid: str | Mapping[str, str],
-               default_availability_zone: str = "nova",
-               groups: Iterable[str] = ("",)) -> list[list[objects.Selection]] | list[dict[str, Any]]:
+               default_availability_zone: str = "nova", groups: Iterable[str] = ("",),
+               claimed: bool = True) -> list[list[objects.Selection]] | list[dict[str, Any]]:
     """What Nova's ``SchedulerManager.select_destinations`` returns for Gantt's answer (one list per instance:
     the claimed node first, then unclaimed alternates).
 
@@ -270,7 +278,8 @@ def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, ret
     ``max_attempts - 1`` of them, from the chosen host's cell, never a host chosen for another instance of the
     request; without ``return_objects``, the legacy list of ``{'host', 'nodename', 'limits'}`` dicts.
     ``cell_uuid``: the one cell, or each host's. ``groups``: the request's group suffixes ("" the unsuffixed one)
-    that an allocation request's ``mappings`` name, all on the one node Gantt places on."""
+    that an allocation request's ``mappings`` name, all on the one node Gantt places on. ``claimed`` False (a
+    rebuild's check): nothing was booked, and the Selections carry no allocation request, as Nova's."""
     objects.register_all()
     per_instance = [[decode(s, Selection) for s in choices] for choices in answer]
     chosen = {(c[0].host, c[0].nodename) for c in per_instance if c}
@@ -281,13 +290,13 @@ def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, ret
         if not choices:
             raise ValueError("Gantt's answer has an instance with no selection")
         first_cell = _cell(cell_uuid, choices[0].host)
-        picked = [_selection(choices[0], first_cell, default_availability_zone, group_names)]
+        picked = [_selection(choices[0], first_cell, default_availability_zone, group_names, claimed)]
         for alt in choices[1:]:
             if len(picked) > alternates:
                 break
             cell = _cell(cell_uuid, alt.host)
             if cell == first_cell and (alt.host, alt.nodename) not in chosen:
-                picked.append(_selection(alt, cell, default_availability_zone, group_names))
+                picked.append(_selection(alt, cell, default_availability_zone, group_names, claimed))
         out.append(picked)
     if not return_objects:
         # Nova's own legacy shape (Selection.to_dict, then jsonutils.to_primitive), for pre-4.5 conductors
@@ -305,7 +314,8 @@ def _cell(cell_uuid: str | Mapping[str, str], host: str) -> str:
         raise ValueError(f"host {host!r} is in no known cell") from None
 
 
-def _selection(selection: Selection, cell: str, default_az: str, groups: list[str]) -> objects.Selection:
+def _selection(selection: Selection, cell: str, default_az: str, groups: list[str],
+               claimed: bool = True) -> objects.Selection:
     if not selection.uuid:
         raise ValueError(f"node {selection.host}/{selection.nodename} has no UUID: Nova needs its compute node's")
     allocation_request = {"allocations": {selection.uuid: {"resources": dict(selection.allocation)}},
@@ -322,7 +332,8 @@ def _selection(selection: Selection, cell: str, default_az: str, groups: list[st
     return objects.Selection(
         compute_node_uuid=selection.uuid, service_host=selection.host, nodename=selection.nodename,
         cell_uuid=cell, limits=objects.SchedulerLimits.from_dict(limits),
-        allocation_request=json.dumps(allocation_request), allocation_request_version=ALLOCATION_REQUEST_VERSION,
+        allocation_request=json.dumps(allocation_request) if claimed else None,
+        allocation_request_version=ALLOCATION_REQUEST_VERSION if claimed else None,
         availability_zone=selection.availability_zone or default_az)
 
 

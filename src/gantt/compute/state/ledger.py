@@ -174,7 +174,7 @@ class Ledger:
             if held is not None:
                 return held
             row = self._row_with_room(key, allocation.resources, limits, allocation, pci)
-            self._insert(row, key, allocation)
+            self._insert(row, key, allocation, claimed=True)
             self._changed("allocation", allocation)
             return allocation
 
@@ -304,7 +304,7 @@ class Ledger:
             if row is not None:
                 self._add_inflight(row, part.resources, +1, instance=False)
 
-    def _insert(self, row: int, key: NodeKey, allocation: Allocation) -> None:
+    def _insert(self, row: int, key: NodeKey, allocation: Allocation, claimed: bool = False) -> None:
         if not allocation.created_at:
             allocation.created_at = self._clock()
         now = self._clock()
@@ -312,9 +312,11 @@ class Ledger:
                                      min(allocation.created_at, now) if self.ages_from_creation else now)
         updated_at = self._columns.cols["updated_at"].item(row)
         listed = allocation.listed_as in self._instances.reported_instances(row)
-        if listed and allocation.migration_uuid:
-            # A moved instance the node already lists (a resize on the same host, a revert's source): only a
-            # report made after the move counts what it now holds; until then it is in flight.
+        if listed and (allocation.migration_uuid or claimed):
+            # A moved instance the node already lists (a resize on the same host, a revert's source), or a claim
+            # made now for one it lists (Nova's conductor moved its old allocation to the migration through
+            # Placement before asking): only a report made after the claim counts what it now holds; until then
+            # it is in flight.
             listed = updated_at > seen
         # On a node that never lists instances, a claim older than the timeout is settled, as settle_unlisted
         # would have done (an allocation put back on a node that came back).
