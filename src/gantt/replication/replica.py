@@ -57,6 +57,7 @@ from gantt.replication.claims import Claims
 from gantt.replication.driver import Runtime, drive_here, drive_on_loop
 from gantt.replication.follower import Follower
 from gantt.replication.liveness import Liveness
+from gantt.replication.naming import reports_batch, write_reports
 from gantt.replication.steps import CONTENDED, OFF_LOOP, Steps, writing
 from gantt.resources.catalog import Catalog
 from gantt.resources.providers import ProviderIndex
@@ -315,14 +316,14 @@ class Replica(Follower):
         return writing(batch)  # ``write`` as an operation, for ``perform``
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
-        return self.write(self.report_batch(report))
+        return write_reports(self, self.report_batch(report).reports, self._touch_interval)
 
     def report_batch(self, report: HostReport | dict[str, Any]) -> Batch:
         """What ``report`` writes."""
         report = decode(report, HostReport)
         if report.reported_at is None:
             report.reported_at = self.clock()
-        return Batch(reports=[report], touch_interval=self._touch_interval)
+        return reports_batch(self, [report], self._touch_interval)  # with its merges: one node, one record
 
     def heartbeat(self, report: HostReport) -> bool:
         """Take ``report`` (as ``report_batch`` stamped it) to be written later with others if it repeats the record
@@ -337,8 +338,8 @@ class Replica(Follower):
         # the revision lets the store take it for a touch without reading the record (``RepeatOf``).
         revision = self.node_revisions.get(key, 0)
         view = self.providers.by_key.get(key)
-        if view is None:
-            return False  # no record, or one without a uuid: this replica keeps none to compare with
+        if view is None or self.providers.twins_of(view.uuid, key):
+            return False  # no record, one without a uuid (none to compare with), or one to merge (naming.py)
         old = view.record
         if not repeats(old, merge_reports(old, report)):
             self._liveness.drop(key)
@@ -370,7 +371,7 @@ class Replica(Follower):
         for report in reports:
             if report.reported_at is None:
                 report.reported_at = now
-        return self.write(Batch(reports=reports, touch_interval=self._touch_interval))
+        return write_reports(self, reports, self._touch_interval)
 
     @property
     def _touch_interval(self) -> float:

@@ -252,6 +252,10 @@ class Reads:
         # A generation is read from the node's record; the record's guard makes the check atomic with the write.
         wanted += [("host", (g.host, g.node), k.node(g.host, g.node), None) for g in batch.generations]
         wanted += [("record", key, k.record(*key), None) for key in batch.delete_records]
+        for m in batch.merges:  # both names' records (and times), and the aggregates the old one may be in
+            for key in ((m.host, m.node), (m.into_host, m.into_node)):
+                wanted += [("host", key, k.node(*key), None), ("live", key, k.touched(*key), None)]
+            wanted += [("agg", a, k.aggregate(a), None) for a in m.aggregates]
         self._found: dict[tuple[str, Any], list[Any]] = {}
         self._before: dict[str, Allocation] = {}
         if not wanted:
