@@ -290,8 +290,8 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
 
 def _plan_merges(batch: Batch, reads: Reads, out: Plan) -> None:
     """One node under two names made one (``Merge``), after the batch's reports: the record at the new name is
-    both merged (``merge_nodes``), the allocations' parts on the old name move to the new one, the old name goes.
-    Replicas see the record first, then the allocations, then the old name deleted (with nothing left on it)."""
+    both merged (``merge_nodes``), the allocations' parts on the old name move to the new one, the old name goes
+    (a replica applies the moved allocations whether it sees the old name deleted before them or after)."""
     for merge in batch.merges:
         gone, into = (merge.host, merge.node), (merge.into_host, merge.into_node)
         src = _held(gone, reads, out)
@@ -309,7 +309,10 @@ def _plan_merges(batch: Batch, reads: Reads, out: Plan) -> None:
         out.changes.append(Change(revision=0, kind="host", host=merged))
         _follow_aggregates(merge.aggregates, src, dst, reads, out)
         for allocation in reads.allocations_on({gone}):
-            current = _current(allocation.consumer_uuid, reads, out)
+            # (as read with the node's, which a backend guards: not ``reads.allocation``, which etcd reads only
+            # for the consumers a batch names)
+            current = out.allocations[allocation.consumer_uuid] if allocation.consumer_uuid in out.allocations \
+                else allocation
             if current is None:
                 continue  # released by this batch
             moved = _renamed(current, gone, into)
