@@ -339,7 +339,7 @@ def check_a_merge_makes_one_node_of_two_names(store: Store) -> None:
                        extra=[AllocationPart(host=u, nodename=u, resources={"PCPU": 1})], consumer_generation=4)
     store.commit(Batch(allocations=[msgspec.structs.replace(alloc("c1", u, vcpu=2), consumer_generation=1), spans]))
     start = store.changes(0, timeout=0)[-1].revision
-    merge = Merge(u, u, "h1", "n1", u, ["a1"])
+    merge = Merge(u, u, "h1", "n1", u)
     store.commit(Batch(reports=[report("h1", "n1", uuid=u, vcpus_used=1)], merges=[merge]))
     snap = store.snapshot()
     assert sorted((h.host, h.nodename) for h in snap.hosts) == [("h1", "n1"), ("x", "x")]

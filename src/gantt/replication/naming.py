@@ -15,13 +15,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gantt.compute.state import HostTable
 from gantt.model import HostReport
 from gantt.resources.providers import ProviderIndex
 from gantt.store.base import Batch, Merge
 
 
-def merges_of(providers: ProviderIndex, table: HostTable, reports: Sequence[HostReport]) -> list[Merge]:
+def merges_of(providers: ProviderIndex, reports: Sequence[HostReport]) -> list[Merge]:
     """The merges the reports ask for: each report's node, by the uuid it carries, with every other record that
     carries that uuid as this replica knows them (the store checks them again as it commits)."""
     out: list[Merge] = []
@@ -30,17 +29,14 @@ def merges_of(providers: ProviderIndex, table: HostTable, reports: Sequence[Host
         if not uuid:
             continue
         key = (report.host, report.nodename)
-        for twin in providers.twins_of(uuid, key):
-            host = twin.key[0]
-            aggregates = [] if host != uuid else [a.key for a in list(table.aggregates()) if host in a.hosts]
-            out.append(Merge(host, twin.key[1], key[0], key[1], uuid, aggregates))
+        out += [Merge(*twin.key, *key, uuid) for twin in providers.twins_of(uuid, key)]
     return out
 
 
 def reports_batch(replica: Any, reports: list[HostReport], touch_interval: float) -> Batch:
     """What ``reports`` write: themselves, and the merges they ask for."""
     return Batch(reports=reports, touch_interval=touch_interval,
-                 merges=merges_of(replica.providers, replica.table, reports))
+                 merges=merges_of(replica.providers, reports))
 
 
 def write_reports(replica: Any, reports: list[HostReport], touch_interval: float) -> int:
@@ -48,7 +44,7 @@ def write_reports(replica: Any, reports: list[HostReport], touch_interval: float
     sees only once it has caught up with its own write (another process's record of the same uuid, committed
     just before it). Returns the last revision written."""
     revision: int = replica.write(reports_batch(replica, reports, touch_interval))
-    late = merges_of(replica.providers, replica.table, reports)
+    late = merges_of(replica.providers, reports)
     if late:
         revision = replica.write(Batch(merges=late))
     return revision

@@ -155,16 +155,14 @@ class Merge(Struct, array_like=True):
     """The record of node ``(host, node)`` is the node ``(into_host, into_node)`` under another name: both carry
     resource provider ``uuid``. The store makes them one at ``into`` (``model.merge_nodes``), moving the parts of
     allocations on the old name to the new one (the consumers' generations stay: Placement sees nothing move) and
-    deleting the old name; of ``aggregates``, those whose members name a node created through Placement by its
-    host (its uuid) name its compute host instead. Skipped when either record is gone or no longer carries
-    ``uuid``."""
+    deleting the old name; the aggregates whose members name a node created through Placement by its host (its
+    uuid) name its compute host instead. Skipped when either record is gone or no longer carries ``uuid``."""
 
     host: str
     node: str
     into_host: str
     into_node: str
     uuid: str
-    aggregates: list[str] = field(default_factory=list)
 
 
 class Capacity(Struct, array_like=True):

@@ -78,6 +78,9 @@ class Reads(Protocol):
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
         """Every allocation with a part on these nodes (host deletion, a capacity check)."""
 
+    def aggregates_with(self, host: str) -> list[Aggregate]:
+        """Every aggregate ``host`` is a member of (a merge; a backend without atomic reads guards them all)."""
+
     def record(self, key: tuple[str, str]) -> Record | None: ...
 
 
@@ -307,12 +310,11 @@ def _plan_merges(batch: Batch, reads: Reads, out: Plan) -> None:
         out.bumped[into] = None
         out.reshaped.add(into)
         out.changes.append(Change(revision=0, kind="host", host=merged))
-        _follow_aggregates(merge.aggregates, src, dst, reads, out)
+        _follow_aggregates(src, dst, reads, out)
         for allocation in reads.allocations_on({gone}):
             # (as read with the node's, which a backend guards: not ``reads.allocation``, which etcd reads only
             # for the consumers a batch names)
-            current = out.allocations[allocation.consumer_uuid] if allocation.consumer_uuid in out.allocations \
-                else allocation
+            current = out.allocations.get(allocation.consumer_uuid, allocation)
             if current is None:
                 continue  # released by this batch
             moved = _renamed(current, gone, into)
@@ -327,13 +329,14 @@ def _plan_merges(batch: Batch, reads: Reads, out: Plan) -> None:
         out.changes.append(Change(revision=0, kind="host_deleted", node=gone))
 
 
-def _follow_aggregates(aggregates: list[str], src: HostReport, dst: HostReport, reads: Reads, out: Plan) -> None:
+def _follow_aggregates(src: HostReport, dst: HostReport, reads: Reads, out: Plan) -> None:
     """A node created through Placement (its host and node are its uuid) is a member of the aggregates Placement
     gave it by that host name: as one node of its compute host it is a member by the host's name."""
     if not (src.host == src.nodename == _uuid(src)) or src.host == dst.host:
         return
-    for key in aggregates:
-        current = out.aggregates[key] if key in out.aggregates else reads.aggregate(key)
+    for stored in reads.aggregates_with(src.host):
+        key = stored.key
+        current = out.aggregates.get(key, stored)
         if current is None or src.host not in current.hosts:
             continue
         hosts = [h for h in current.hosts if h != src.host]
