@@ -85,12 +85,21 @@ def one_claim(w: Any, rpc: Any, url: str, token: str, store_url: str) -> dict[st
     w.compute("c1", hypervisor_hostname="c1-n2", node_uuid=nodes[("c1", "c1-n2")], new_service=False, **sizes)
     # c2: the cell row first, read by the schedulers as they start; its provider after
     w.compute("c2", hypervisor_hostname="c2.example.org", node_uuid=nodes[("c2", "c2.example.org")], **sizes)
+    # a root provider an operator made through Placement, with room for every boot here: no compute node has it,
+    # so no Nova host is named so, and no boot may land on it
+    orphan = str(uuidlib.uuid4())
+    tree = client.get_provider_tree_and_ensure_root(ctxt, orphan, name="orphan")
+    tree.update_inventory(orphan, {rc: {"total": 10 * total, "reserved": 0, "min_unit": 1, "max_unit": 10 * total,
+                                        "step_size": 1, "allocation_ratio": 1.0} for rc, total in INVENTORY.items()})
+    client.update_from_provider_tree(ctxt, tree)
     scheds = [w.scheduler("sched-a"), w.scheduler("sched-b")]
     register(client, ctxt, nodes[("c2", "c2.example.org")], "c2.example.org", [])
     out: dict[str, Any] = {"nodes": {f"{h}/{n}": u for (h, n), u in nodes.items()}}
     listed = placement.get("/resource_providers", microversion="1.36").json()["resource_providers"]
-    out["providers"] = sorted((p["uuid"], p["name"]) for p in listed)
-    records = [sorted((h["host"], h["nodename"]) for h in s.manager.replica.hosts()) for s in scheds]
+    out["providers"] = sorted((p["uuid"], p["name"]) for p in listed if p["uuid"] != orphan)
+    out["orphan_usages"] = {}
+    records = [sorted((h["host"], h["nodename"]) for h in s.manager.replica.hosts() if h["host"] != orphan)
+               for s in scheds]
     out["records"] = records
 
     # A flavor requiring the trait only Placement knows (nova-compute set it): decided and claimed by Gantt
@@ -120,6 +129,7 @@ def one_claim(w: Any, rpc: Any, url: str, token: str, store_url: str) -> dict[st
     out["usages_at_end"] = usages(placement, nodes)
     out["last_placement"] = {i: client.get_allocs_for_consumer(ctxt, i)["allocations"]
                              for i in out["last_slot"]["placed"]}
+    out["orphan_usages"] = usages(placement, {("", ""): orphan})[orphan]
     return out
 
 

@@ -66,3 +66,5 @@ def test_one_claim_through_gantt_serve_as_placement(tmp_path: Path) -> None:
     assert selection["uuid"] == got["freed_node"]
     assert list(got["last_placement"][instance]) == [got["freed_node"]]
     assert all(usage["VCPU"] == 2 for usage in got["usages_at_end"].values())
+    # the Placement-only root (no compute node) was never chosen, though it had room for every boot
+    assert not any(got["orphan_usages"].values())

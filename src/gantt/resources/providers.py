@@ -326,6 +326,9 @@ class ProviderIndex:
         # it and its host's report; a renamed node), until a report merges them (``twins_of``). ``by_uuid`` shows
         # one of them meanwhile, the one Placement wrote when there is one.
         self.twins: dict[str, dict[NodeKey, ProviderView]] = {}
+        # The hosts of root records made through Placement (keyed by their uuid) that no report has merged into a
+        # compute node yet: no Nova host is named so (``gantt.nova.manager`` never answers one).
+        self.placed_roots: set[str] = set()
         self.version = 0  # moves with every change: what is derived from the index (candidates' forest) keys on it
 
     def put(self, record: HostReport) -> None:
@@ -352,6 +355,8 @@ class ProviderIndex:
         if found is None:
             return
         self.by_key[key] = found
+        if key[0] == key[1] == found.uuid and found.parent_provider_uuid is None:
+            self.placed_roots.add(key[0])
         prior = self.by_uuid.get(found.uuid)
         if prior is not None and prior.key != key:
             twins = self.twins.setdefault(found.uuid, {prior.key: prior})
@@ -371,6 +376,8 @@ class ProviderIndex:
         old = self.by_key.pop(key, None)
         if old is None:
             return
+        if key[0] == key[1] == old.uuid:
+            self.placed_roots.discard(key[0])
         twins = self.twins.get(old.uuid)
         if twins is not None:
             twins.pop(key, None)
