@@ -87,3 +87,22 @@ def test_catalog_rules() -> None:
         check_deletable("trait", "CUSTOM_B", catalog, 0)
     with pytest.raises(Conflict):
         check_deletable("trait", "CUSTOM_A", catalog, 1)
+
+
+def test_index_knows_a_uuid_held_under_two_names_until_one_goes() -> None:
+    """Issue 33: nova-compute's provider (keyed by its uuid) and the cells' report of the same node (keyed by host
+    and node) are twins until a report merges them: Placement shows the one it wrote; each name finds the other."""
+    index = ProviderIndex()
+    reported = HostReport(host="compute1", node="node1", stats=HostStats(uuid="u", vcpus=4))
+    index.put(reported)
+    assert index.twins_of("u", ("compute1", "node1")) == [] and index.twins == {}
+    placed = new_record("u", "node1", None, 1.0)
+    index.put(placed)
+    assert index.by_uuid["u"].key == ("u", "u") and index.by_name == {"node1": "u"}
+    assert [v.key for v in index.twins_of("u", ("compute1", "node1"))] == [("u", "u")]
+    assert [v.key for v in index.twins_of("u", ("u", "u"))] == [("compute1", "node1")]
+    index.put(reported)  # a report of the cells' name again: Placement's record stays the one shown
+    assert index.by_uuid["u"].key == ("u", "u")
+    index.remove(("u", "u"))
+    assert index.by_uuid["u"].key == ("compute1", "node1") and index.twins == {}
+    assert index.twins_of("u", ("compute1", "node1")) == [] and index.by_name == {"node1": "u"}

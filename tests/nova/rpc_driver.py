@@ -183,12 +183,17 @@ class World:
         return api
 
     def compute(self, host: str, *, vcpus: int = 8, memory_mb: int = 8192, local_gb: int = 100,
-                node_uuid: str | None = None, **fields: Any) -> Any:
+                node_uuid: str | None = None, new_service: bool = True, **fields: Any) -> Any:
+        """A compute node of nova-compute ``host`` (its service made too, unless ``new_service`` is False: a
+        further node of a multi-node driver)."""
         from nova import objects
 
         with _cell(self) as cctxt:
-            service = objects.Service(cctxt, host=host, binary="nova-compute", topic="compute", report_count=0)
-            service.create()
+            if new_service:
+                service = objects.Service(cctxt, host=host, binary="nova-compute", topic="compute", report_count=0)
+                service.create()
+            else:
+                service = objects.Service.get_by_compute_host(cctxt, host)
             values: dict[str, Any] = dict(
                 host=host, hypervisor_hostname=host, uuid=node_uuid or str(uuidlib.uuid4()),
                 vcpus=vcpus, memory_mb=memory_mb, local_gb=local_gb, vcpus_used=0, memory_mb_used=0,

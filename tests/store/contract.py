@@ -38,6 +38,7 @@ from gantt.store.base import (
     Generation,
     HostInUse,
     Membership,
+    Merge,
     RepeatOf,
     Store,
     StoreConflict,
@@ -323,6 +324,41 @@ def check_provider_puts_replace_whole_records(store: Store) -> None:
     assert [c.kind for c in store.changes(0, timeout=0)] == ["host", "host", "host"]
 
 
+def check_a_merge_makes_one_node_of_two_names(store: Store) -> None:
+    """Issue 33: the record Placement made for provider u (keyed by u) and a report of the same node under its
+    host's name become one record at the report's name, in the report's commit: Placement's provider, generation,
+    inventories and traits kept, the report's figures on top, every allocation's part moved (consumer generations
+    kept), Placement's aggregate membership by the host's name, the old name deleted."""
+    u = "0000000a-0000-0000-0000-000000000001"
+    placed = HostReport(host=u, node=u, stats=HostStats(uuid=u, hypervisor_hostname="n1", traits=["CUSTOM_A"],
+                                                        inventories={"VCPU": Inventory(total=8),
+                                                                     "PCPU": Inventory(total=4)}),
+                        provider=Provider(uuid=u, name="n1", generation=3))
+    store.commit(Batch(reports=[report("x")], providers=[placed], aggregates=[Aggregate(id="a1", hosts=[u, "y"])]))
+    spans = Allocation(consumer_uuid="c2", host="x", nodename="x", resources={"VCPU": 1},
+                       extra=[AllocationPart(host=u, nodename=u, resources={"PCPU": 1})], consumer_generation=4)
+    store.commit(Batch(allocations=[msgspec.structs.replace(alloc("c1", u, vcpu=2), consumer_generation=1), spans]))
+    start = store.changes(0, timeout=0)[-1].revision
+    merge = Merge(u, u, "h1", "n1", u)
+    store.commit(Batch(reports=[report("h1", "n1", uuid=u, vcpus_used=1)], merges=[merge]))
+    snap = store.snapshot()
+    assert sorted((h.host, h.nodename) for h in snap.hosts) == [("h1", "n1"), ("x", "x")]
+    [one] = [h for h in snap.hosts if h.host == "h1"]
+    assert one.provider == placed.provider and one.stats.traits == ["CUSTOM_A"]
+    assert one.stats.inventories == placed.stats.inventories and (one.stats.vcpus, one.stats.vcpus_used) == (8, 1)
+    held = {a.consumer_uuid: a for a in snap.allocations}
+    assert (held["c1"].host, held["c1"].nodename, held["c1"].consumer_generation) == ("h1", "n1", 1)
+    assert held["c2"].parts() == [(("x", "x"), {"VCPU": 1}), (("h1", "n1"), {"PCPU": 1})]
+    assert held["c2"].consumer_generation == 4
+    assert [a.hosts for a in snap.aggregates] == [["y", "h1"]]
+    kinds = [c.kind for c in store.changes(start, timeout=0) if c.kind != "usage"]  # (etcd's feed adds those)
+    assert sorted(kinds) == ["aggregate", "allocation", "allocation", "host", "host_deleted"]
+    # merged already (or the old name gone): nothing to do, and a report's own write is all there is
+    again = store.commit(Batch(reports=[report("h1", "n1", uuid=u, vcpus_used=2)], merges=[merge]))
+    assert [c.kind for c in again.changes] == ["host"]
+    assert sorted(store.snapshot().allocations, key=lambda a: a.consumer_uuid)[0].nodename == "n1"
+
+
 def check_aggregate_writes_move_their_pseudo_node(store: Store) -> None:
     """A write computed from an aggregate's members expects the aggregate's pseudo-node: of two such writes
     that read the same members, the second conflicts instead of dropping the first one's member."""
@@ -466,6 +502,7 @@ CONTRACT: list[Callable[[Store], None]] = [
     check_provider_generations,
     check_aggregate_writes_move_their_pseudo_node,
     check_provider_puts_replace_whole_records,
+    check_a_merge_makes_one_node_of_two_names,
     check_records,
     check_an_allocation_spans_nodes,
     check_placement_writes_check_capacity_and_generations,

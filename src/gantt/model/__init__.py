@@ -85,6 +85,7 @@ from gantt.model.hosts import (
     Provider,
     ServiceInfo,
     check_reserved,
+    merge_nodes,
     merge_reports,
     repeats,
     same_stats,
@@ -143,5 +144,5 @@ __all__ = [
     "RequestCapacity", "RequestSpec", "RequestedDestination", "Selection", "ServiceInfo", "StoreUnavailable",
     "Text", "Utilization", "Without", "WriteFailure", "ZoneUsage", "aggregate_node", "check_depth", "check_json",
     "check_json_text", "check_reserved", "check_resource_class", "decode", "emptied_by", "group_node",
-    "merge_reports", "pci_pools", "prepare_types", "repeats", "same_stats", "to_builtins", "valid_name",
+    "merge_nodes", "merge_reports", "pci_pools", "prepare_types", "repeats", "same_stats", "to_builtins", "valid_name",
 ]

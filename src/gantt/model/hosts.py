@@ -266,6 +266,28 @@ def merge_reports(old: HostReport | None, new: HostReport) -> HostReport:
                       held_over=old.held_over)
 
 
+def merge_nodes(src: HostReport, dst: HostReport) -> HostReport:
+    """One node's two records made one, at ``dst``'s key: the same resource provider uuid kept under two node
+    names (nova-compute's report client created it through Placement, keyed by its uuid, and Nova's cell database
+    names it ``(compute.host, hypervisor_hostname)``; or a node renamed or moved to another compute service).
+
+    The host's figures are ``dst``'s where it names them, ``src``'s otherwise; Placement's part (the provider:
+    identity, generation, tree) is that of the record Placement wrote, the later generation when both were, and
+    its inventories and traits come with it (a host's report names neither, unless it says so itself)."""
+    placed = [r for r in (dst, src) if r.provider is not None]
+    writer = max(placed, key=lambda r: r.provider.generation if r.provider is not None else 0) if placed else None
+    stats = _merged_stats(src.stats, dst.stats)
+    if writer is not None:
+        other = src if writer is dst else dst
+        inventories = {**(other.stats.inventories or {}), **(writer.stats.inventories or {})} \
+            if writer.stats.inventories is not None or other.stats.inventories is not None else None
+        traits = writer.stats.traits if writer.stats.traits is not None else other.stats.traits
+        stats = msgspec.structs.replace(stats, inventories=inventories, traits=traits)
+    reported = [t for t in (src.reported_at, dst.reported_at) if t is not None]
+    return HostReport(host=dst.host, node=dst.node, stats=stats, reported_at=max(reported) if reported else None,
+                      provider=writer.provider if writer is not None else None, held_over=dst.held_over)
+
+
 def same_stats(a: HostStats, b: HostStats) -> bool:
     """The same report: equal, and of the same JSON types throughout the free-form values, where Python's
     ``46 == 46.0`` and ``1 == True`` are different reports that ComputeCapabilitiesFilter tells apart as Nova does

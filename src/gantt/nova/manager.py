@@ -204,6 +204,9 @@ class SchedulerManager(manager.Manager):
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
             raise exception.NoValidHost(reason=str(exc)) from exc
+        placed = self.replica.providers.placed_roots
+        if placed:  # providers made through Placement that no cell has a compute node for: no host Nova has
+            spec["ignore_hosts"] = [*(spec.get("ignore_hosts") or []), *sorted(placed)]
         try:
             answer = self.replica.select_destinations(spec)
         except GanttNoValidHost as exc:

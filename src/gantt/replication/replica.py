@@ -57,6 +57,7 @@ from gantt.replication.claims import Claims
 from gantt.replication.driver import Runtime, drive_here, drive_on_loop
 from gantt.replication.follower import Follower
 from gantt.replication.liveness import Liveness
+from gantt.replication.naming import reports_batch, write_reports
 from gantt.replication.steps import CONTENDED, OFF_LOOP, Steps, writing
 from gantt.resources.catalog import Catalog
 from gantt.resources.providers import ProviderIndex
@@ -313,20 +314,19 @@ class Replica(Follower):
         return writing(batch)  # ``write`` as an operation, for ``perform``
 
     def report(self, report: HostReport | dict[str, Any]) -> int:
-        return self.write(self.report_batch(report))
+        return write_reports(self, self.report_batch(report).reports, self._touch_interval)
 
     def report_batch(self, report: HostReport | dict[str, Any]) -> Batch:
         """What ``report`` writes."""
         report = decode(report, HostReport)
         if report.reported_at is None:
             report.reported_at = self.clock()
-        return Batch(reports=[report], touch_interval=self._touch_interval)
+        return reports_batch(self, [report], self._touch_interval)  # with its merges: one node, one record
 
     def heartbeat(self, report: HostReport, stats: HostStats | None = None) -> HostStats | None:
-        """Take ``report`` (stamped) to be written later with others if it repeats its node's record here
-        (``repeats``: only the time moved): the record's stats; else None, taking nothing (the caller writes it now).
-        With ``stats`` (``report`` found to repeat those before), a repeat while the record holds that very object.
-        See ``gantt.replication.liveness``; ``stop`` writes what is pending."""
+        """Take ``report`` (stamped) to be written later with others if it repeats its node's record here (only the
+        time moved; with ``stats``, found to repeat those before, while the record holds that very object): the
+        record's stats; else None, taking nothing (written now). ``stop`` writes what is pending (liveness.py)."""
         if self.store.last_write_error is not None:
             return None  # a store that failed to write (or lost its file): written now, refused if it must be
         key = (report.host, report.nodename)
@@ -335,8 +335,8 @@ class Replica(Follower):
         # the revision lets the store take it for a touch without reading the record (``RepeatOf``).
         revision = self.node_revisions.get(key, 0)
         view = self.providers.by_key.get(key)
-        if view is None:
-            return None  # no record, or one without a uuid: this replica keeps none to compare with
+        if view is None or self.providers.twins_of(view.uuid, key):
+            return None  # no record, one without a uuid (none to compare with), or one to merge (naming.py)
         old = view.record
         if stats is not None:  # as repeats() would find: the same merge into the same record, at another time
             if old.stats is not stats or old.reported_at in (None, report.reported_at) or report.provider:
@@ -371,7 +371,7 @@ class Replica(Follower):
         for report in reports:
             if report.reported_at is None:
                 report.reported_at = now
-        return self.write(Batch(reports=reports, touch_interval=self._touch_interval))
+        return write_reports(self, reports, self._touch_interval)
 
     @property
     def _touch_interval(self) -> float:

@@ -322,6 +322,13 @@ class ProviderIndex:
         self.by_key: dict[NodeKey, ProviderView] = {}
         self.by_uuid: dict[str, ProviderView] = {}
         self.by_name: dict[str, str] = {}  # name -> uuid
+        # A uuid that more than one node record carries, by node: one node under two names (Placement's record of
+        # it and its host's report; a renamed node), until a report merges them (``twins_of``). ``by_uuid`` shows
+        # one of them meanwhile, the one Placement wrote when there is one.
+        self.twins: dict[str, dict[NodeKey, ProviderView]] = {}
+        # The hosts of root records made through Placement (keyed by their uuid) that no report has merged into a
+        # compute node yet: no Nova host is named so (``gantt.nova.manager`` never answers one).
+        self.placed_roots: set[str] = set()
         self.version = 0  # moves with every change: what is derived from the index (candidates' forest) keys on it
 
     def put(self, record: HostReport) -> None:
@@ -338,6 +345,8 @@ class ProviderIndex:
             # value is replaced), since Placement lists providers in creation order, not by their last change.
             self.by_key[key] = found
             self.by_uuid[found.uuid] = found
+            if found.uuid in self.twins:
+                self.twins[found.uuid][key] = found
             if old.name != found.name and self.by_name.get(old.name) == old.uuid:
                 del self.by_name[old.name]
             self.by_name[found.name] = found.uuid
@@ -346,6 +355,16 @@ class ProviderIndex:
         if found is None:
             return
         self.by_key[key] = found
+        if key[0] == key[1] == found.uuid and found.parent_provider_uuid is None:
+            self.placed_roots.add(key[0])
+        prior = self.by_uuid.get(found.uuid)
+        if prior is not None and prior.key != key:
+            twins = self.twins.setdefault(found.uuid, {prior.key: prior})
+            twins[key] = found
+            if prior.record.provider is not None and found.record.provider is None:
+                return  # Placement's record stays the provider it shows
+            if self.by_name.get(prior.name) == prior.uuid:
+                del self.by_name[prior.name]
         self.by_uuid[found.uuid] = found
         self.by_name[found.name] = found.uuid
 
@@ -357,10 +376,32 @@ class ProviderIndex:
         old = self.by_key.pop(key, None)
         if old is None:
             return
+        if key[0] == key[1] == old.uuid:
+            self.placed_roots.discard(key[0])
+        twins = self.twins.get(old.uuid)
+        if twins is not None:
+            twins.pop(key, None)
+            if len(twins) < 2:
+                del self.twins[old.uuid]
         if self.by_uuid.get(old.uuid) is old:
             del self.by_uuid[old.uuid]
-        if self.by_name.get(old.name) == old.uuid:
-            del self.by_name[old.name]
+            if self.by_name.get(old.name) == old.uuid:
+                del self.by_name[old.name]
+            others = [self.by_key[k] for k in (twins or ()) if k in self.by_key]
+            if others:  # the same provider, under its other name, is the one shown now
+                other = max(others, key=lambda v: v.record.provider is not None)
+                self.by_uuid[other.uuid] = other
+                self.by_name[other.name] = other.uuid
+
+    def twins_of(self, uuid: str | None, key: NodeKey) -> list[ProviderView]:
+        """The records other than ``key``'s that carry provider ``uuid``: the same node under another name."""
+        if uuid is None:
+            return []
+        twins = self.twins.get(uuid)
+        if twins is not None:
+            return [self.by_key[k] for k in twins if k != key and k in self.by_key]
+        found = self.by_uuid.get(uuid)
+        return [found] if found is not None and found.key != key else []
 
     def get(self, uuid: str) -> ProviderView:
         found = self.by_uuid.get(uuid)

@@ -151,6 +151,20 @@ class Membership(Struct, array_like=True):
     join: bool
 
 
+class Merge(Struct, array_like=True):
+    """The record of node ``(host, node)`` is the node ``(into_host, into_node)`` under another name: both carry
+    resource provider ``uuid``. The store makes them one at ``into`` (``model.merge_nodes``), moving the parts of
+    allocations on the old name to the new one (the consumers' generations stay: Placement sees nothing move) and
+    deleting the old name; the aggregates whose members name a node created through Placement by its host (its
+    uuid) name its compute host instead. Skipped when either record is gone or no longer carries ``uuid``."""
+
+    host: str
+    node: str
+    into_host: str
+    into_node: str
+    uuid: str
+
+
 class Capacity(Struct, array_like=True):
     """Check every node a batch's allocations touch for room, as Placement does on write (``store.planner``).
     ``default_ratios``: the allocation ratio of a class a host's classic fields imply without naming one."""
@@ -207,6 +221,8 @@ class Batch(Struct, omit_defaults=True):
     existing_only: bool = False
     # What the replica compared ``reports`` with, for those it took for repeats (a store may plan them from this).
     repeat_of: list[RepeatOf] = field(default_factory=list)
+    # Nodes known under two names, made one after the batch's reports (``Merge``).
+    merges: list[Merge] = field(default_factory=list)
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",

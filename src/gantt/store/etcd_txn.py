@@ -298,6 +298,11 @@ class Reads:
         # A generation is read from the node's record; the record's guard makes the check atomic with the write.
         wanted += [("host", (g.host, g.node), k.node(g.host, g.node), None) for g in batch.generations]
         wanted += [("record", key, k.record(*key), None) for key in batch.delete_records]
+        for m in batch.merges:  # both names' records (and times)
+            for name in ((m.host, m.node), (m.into_host, m.into_node)):
+                wanted += [("host", name, k.node(*name), None), ("live", name, k.touched(*name), None)]
+        if batch.merges:  # and every aggregate, for those the old name is a member of (a prefix, guarded whole)
+            wanted += [("aggs", None, k.aggregates, prefix_end(k.aggregates))]
         self._found: dict[tuple[str, Any], list[Any]] = {}
         self._before: dict[str, Allocation] = {}
         if not wanted:
@@ -340,6 +345,10 @@ class Reads:
     def aggregate(self, aggregate_id: str) -> Aggregate | None:
         kvs = self._found[("agg", aggregate_id)]
         return decode_aggregate(kvs[0].value) if kvs else None
+
+    def aggregates_with(self, host: str) -> list[Aggregate]:
+        found = (decode_aggregate(kv.value) for kv in self._found[("aggs", None)])
+        return [a for a in found if host in a.hosts]
 
     def allocation(self, consumer: str) -> Allocation | None:
         kvs = self._found[("alloc", consumer)]

@@ -131,5 +131,8 @@ class _Reads:
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
         return [a for a in self._s._allocations.values() if any(key in nodes for key in a.nodes())]
 
+    def aggregates_with(self, host: str) -> list[Aggregate]:
+        return [a for a in self._s._aggregates.values() if host in a.hosts]
+
     def record(self, key: tuple[str, str]) -> Record | None:
         return self._s._records.get(key)

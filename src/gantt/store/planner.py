@@ -34,6 +34,7 @@ from gantt.model import (
     Record,
     aggregate_node,
     group_node,
+    merge_nodes,
     merge_reports,
     repeats,
 )
@@ -76,6 +77,9 @@ class Reads(Protocol):
 
     def allocations_on(self, nodes: set[NodeKey]) -> list[Allocation]:
         """Every allocation with a part on these nodes (host deletion, a capacity check)."""
+
+    def aggregates_with(self, host: str) -> list[Aggregate]:
+        """Every aggregate ``host`` is a member of (a merge; a backend without atomic reads guards them all)."""
 
     def record(self, key: tuple[str, str]) -> Record | None: ...
 
@@ -126,6 +130,7 @@ def plan(batch: Batch, reads: Reads) -> Plan:
     out = Plan()
     _plan_reports(batch, reads, out)
     _plan_providers(batch, out)
+    _plan_merges(batch, reads, out)
     _plan_host_deletions(batch, reads, out)
     for aggregate in batch.aggregates:
         out.aggregates[aggregate.key] = aggregate
@@ -284,6 +289,83 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
         out.changes.append(Change(revision=0, kind="host", host=merged))
         if old is not None and merged.stats is not old.stats and providers.capacity_lowered(old, merged):
             out.reshaped.add(key)
+
+
+def _plan_merges(batch: Batch, reads: Reads, out: Plan) -> None:
+    """One node under two names made one (``Merge``), after the batch's reports: the record at the new name is
+    both merged (``merge_nodes``), the allocations' parts on the old name move to the new one, the old name goes
+    (a replica applies the moved allocations whether it sees the old name deleted before them or after)."""
+    for merge in batch.merges:
+        gone, into = (merge.host, merge.node), (merge.into_host, merge.into_node)
+        src = _held(gone, reads, out)
+        dst = _held(into, reads, out)
+        if gone == into or src is None or dst is None or _uuid(src) != merge.uuid or _uuid(dst) != merge.uuid:
+            continue  # merged by another writer already, or no longer the same node
+        if into in out.touches:  # a report of the batch repeated the record: the merged record carries its time
+            dst = msgspec.structs.replace(dst, reported_at=max(dst.reported_at or 0.0, out.touches.pop(into)))
+        merged = merge_nodes(src, dst)
+        out.changes = [c for c in out.changes if not (c.kind == "host" and c.host is not None
+                                                      and (c.host.host, c.host.nodename) in (gone, into))]
+        out.hosts[into] = merged
+        out.bumped[into] = None
+        out.reshaped.add(into)
+        out.changes.append(Change(revision=0, kind="host", host=merged))
+        _follow_aggregates(src, dst, reads, out)
+        for allocation in reads.allocations_on({gone}):
+            # (as read with the node's, which a backend guards: not ``reads.allocation``, which etcd reads only
+            # for the consumers a batch names)
+            current = out.allocations.get(allocation.consumer_uuid, allocation)
+            if current is None:
+                continue  # released by this batch
+            moved = _renamed(current, gone, into)
+            out._leaving(current)
+            out.allocations[allocation.consumer_uuid] = moved
+            out._bump(moved)
+            out.changes.append(Change(revision=0, kind="allocation", allocation=moved, replaced=current))
+        out.hosts[gone] = None
+        out.touches.pop(gone, None)
+        out.deleted_nodes.add(gone)
+        out.bumped[gone] = None
+        out.changes.append(Change(revision=0, kind="host_deleted", node=gone))
+
+
+def _follow_aggregates(src: HostReport, dst: HostReport, reads: Reads, out: Plan) -> None:
+    """A node created through Placement (its host and node are its uuid) is a member of the aggregates Placement
+    gave it by that host name: as one node of its compute host it is a member by the host's name."""
+    if not (src.host == src.nodename == _uuid(src)) or src.host == dst.host:
+        return
+    for stored in reads.aggregates_with(src.host):
+        key = stored.key
+        current = out.aggregates.get(key, stored)
+        if current is None or src.host not in current.hosts:
+            continue
+        hosts = [h for h in current.hosts if h != src.host]
+        changed = msgspec.structs.replace(current, hosts=[*hosts, dst.host] if dst.host not in hosts else hosts)
+        out.aggregates[key] = changed
+        out.bumped[aggregate_node(key)] = None
+        out.changes.append(Change(revision=0, kind="aggregate", aggregate=changed))
+
+
+def _held(key: NodeKey, reads: Reads, out: Plan) -> HostReport | None:
+    return out.hosts[key] if key in out.hosts else reads.host(key)
+
+
+def _uuid(record: HostReport) -> str | None:
+    return record.provider.uuid if record.provider is not None else record.stats.uuid
+
+
+def _renamed(allocation: Allocation, gone: NodeKey, into: NodeKey) -> Allocation:
+    """The allocation with its parts on ``gone`` on ``into`` (summed with a part there): the same provider, so
+    the NUMA cells and PCI devices of its claim, and its consumer generation, stay."""
+    parts: dict[NodeKey, dict[str, int]] = {}
+    for key, resources in allocation.parts():
+        at = parts.setdefault(into if key == gone else key, {})
+        for rc, amount in resources.items():
+            at[rc] = at.get(rc, 0) + amount
+    (first, resources), *rest = parts.items()
+    return msgspec.structs.replace(
+        allocation, host=first[0], nodename=first[1], resources=resources,
+        extra=[AllocationPart(host=key[0], nodename=key[1], resources=r) for key, r in rest])
 
 
 def _plan_repeat(batch: Batch, reads: Reads, out: Plan, key: NodeKey, seen: RepeatOf,

@@ -210,6 +210,10 @@ class Reads:
                                   "ON a.consumer = p.consumer WHERE p.host=? AND p.node=?", (host, node)))
         return [DEC_ALLOC.decode(data) for data in found.values()]
 
+    def aggregates_with(self, host: str) -> list[Aggregate]:
+        found = (DEC_AGG.decode(data) for (data,) in self._ex("SELECT data FROM aggregates"))
+        return [a for a in found if host in a.hosts]
+
     def record(self, key: tuple[str, str]) -> Record | None:
         row = self._ex("SELECT data FROM records WHERE kind=? AND name=?", key).fetchone()
         return DEC_RECORD.decode(row[0]) if row else None
