@@ -34,11 +34,6 @@ def main() -> None:
     from nova import monkey_patch
 
     monkey_patch.patch(backend="threading")
-    from nova import thread_pool_factory
-
-    # Scenarios stop and start services in one process: a stop's shutdown_all_executors would refuse every later
-    # pool for good (Nova's own ServiceFixture stubs it out for the same reason); the pools are still shut down.
-    thread_pool_factory.shutdown_all_executors = thread_pool_factory.reset_all_executors
     import gantt
 
     assert gantt.__file__.startswith(payload["src"]), gantt.__file__

@@ -22,7 +22,7 @@ from typing import Any
 import nova.conf
 import oslo_messaging as messaging
 from nova import context as nova_context
-from nova import exception, manager, objects, thread_pool_factory
+from nova import exception, manager, objects
 from nova.compute import vm_states
 from nova.scheduler import utils as scheduler_utils
 
@@ -103,15 +103,14 @@ class SchedulerManager(manager.Manager):
         self._stop_reader(READER_STOP_TIMEOUT)
 
     def graceful_shutdown(self, timeout: float) -> None:
-        """As Nova's scheduler: in-progress RPC tasks may finish (some seconds kept for the rest), then Nova's
-        thread pools are shut down; then the store is closed."""
+        """In-progress RPC tasks may finish (some seconds kept for the rest, as Nova's scheduler keeps), then the
+        store is closed. Nova's thread pools are left to the process's exit: Nova's scheduler shuts them down here,
+        but this runs in a thread the stop may have stopped waiting for (``manager_shutdown_timeout``), and a
+        shutdown after the stop returned marks the process's pool factory shut for good (in Nova's tests, for every
+        later test of the worker); the pools' threads do not hold the process."""
         reserved = min(20.0, timeout)
         self._wait_for_in_progress_tasks(max(0.0, timeout - reserved))
         self._stop_reader(reserved)  # stopped already when Service.stop called us
-        try:
-            thread_pool_factory.shutdown_all_executors()
-        except Exception:
-            log.exception("%s service failed to shut down its thread pool executors", self.service_name)
         self._close()
 
     def cleanup_host(self) -> None:
