@@ -68,6 +68,11 @@ def _forbid_nova_decisions() -> None:
         "SchedulerReportClient.get_allocation_candidates")
 
 
+# The computes of this world are database rows with no Placement to report traits to: those of a nova-compute
+# older than the one that puts OWNER_NOVA on its providers (73), which Nova's scheduler then does not require.
+COMPUTE_VERSION = 72
+
+
 class World:
     """One process's Nova: configuration, the API database, RPC; a cell and Gantt store per scenario."""
 
@@ -178,12 +183,14 @@ class World:
         return api
 
     def compute(self, host: str, *, vcpus: int = 8, memory_mb: int = 8192, local_gb: int = 100,
-                node_uuid: str | None = None, **fields: Any) -> Any:
+                node_uuid: str | None = None, version: int = COMPUTE_VERSION, **fields: Any) -> Any:
         from nova import objects
+        from nova.db.main import api as db
 
         with _cell(self) as cctxt:
             service = objects.Service(cctxt, host=host, binary="nova-compute", topic="compute", report_count=0)
             service.create()
+            db.service_update(cctxt, service.id, {"version": version})  # the object's version is its own code's
             values: dict[str, Any] = dict(
                 host=host, hypervisor_hostname=host, uuid=node_uuid or str(uuidlib.uuid4()),
                 vcpus=vcpus, memory_mb=memory_mb, local_gb=local_gb, vcpus_used=0, memory_mb_used=0,
@@ -561,6 +568,56 @@ def move(w: World) -> dict[str, Any]:
     return out
 
 
+def request_filters(w: World) -> dict[str, Any]:
+    """Nova's request filters that ask other services: OWNER_NOVA required once every nova-compute reports it (the
+    cells' services tables, asked per request), COMPUTE_REMOTE_MANAGED_PORTS for a port Neutron says is
+    remote-managed (Neutron stood in for by its answers), a refusal when Neutron cannot be asked."""
+    from nova import context, objects
+    from nova.network import neutron
+
+    from gantt.placement.facade import Placement
+
+    ports = {str(uuidlib.uuid4()): answer for answer in (True, False, None)}  # None: Neutron fails
+
+    def is_remote_managed_port(self: Any, ctxt: Any, port_id: str) -> bool:
+        answer = ports[port_id]
+        if answer is None:
+            raise RuntimeError("Neutron is unreachable")
+        return answer
+
+    w.begin()
+    context.CELLS = []  # Nova lists the cells once per process; this world makes one per scenario
+    nodes = {name: w.compute(name, version=73).uuid for name in ("owned", "remote", "bare")}
+    sched = w.scheduler("sched-f")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    sched.manager.reader.refresh(ctxt)
+    placement = Placement(sched.manager.replica)
+    placement.set_provider_traits(nodes["owned"], None, ["OWNER_NOVA"])
+    placement.set_provider_traits(nodes["remote"], None, ["OWNER_NOVA", "COMPUTE_REMOTE_MANAGED_PORTS"])
+    out: dict[str, Any] = {"nodes": nodes}
+
+    def boot(name: str, port: str | None = None, **fields: Any) -> None:
+        request = spec(1, 256, 1, **fields)
+        if port is not None:
+            request.requested_networks = objects.NetworkRequestList(objects=[objects.NetworkRequest(port_id=port)])
+        out[name] = _select(api, ctxt, request, [request.instance_uuid], alternates=False)
+
+    original = neutron.API.is_remote_managed_port
+    neutron.API.is_remote_managed_port = is_remote_managed_port
+    try:
+        boot("owner_required", ignore_hosts=["owned", "remote"])  # bare lacks OWNER_NOVA
+        remote, plain, broken = ports
+        boot("remote_managed", remote)
+        boot("plain_port", plain, ignore_hosts=["remote"])
+        boot("neutron_down", broken)
+        w.compute("old", version=72)  # an older compute joins: OWNER_NOVA is no longer required
+        boot("owner_not_required", ignore_hosts=["owned", "remote", "old"])
+    finally:
+        neutron.API.is_remote_managed_port = original
+    return out
+
+
 def unreachable_cell(w: World) -> dict[str, Any]:
     """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
     a hung conductor)."""
@@ -732,7 +789,7 @@ def separate_processes(w: World) -> dict[str, Any]:
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, periodic_read, host_fields,
                                      move, unreachable_cell, store_down, broker_restart, configuration,
-                                     separate_processes)}
+                                     separate_processes, request_filters)}
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from nova import exception, manager, objects
 
 from gantt.model import GanttError, NotFound
 from gantt.model import NoValidHost as GanttNoValidHost
-from gantt.nova import cells, conf, translate
+from gantt.nova import cells, conf, prefilters, translate
 from gantt.replication.replica import Replica
 
 CONF = nova.conf.CONF
@@ -153,10 +153,11 @@ class SchedulerManager(manager.Manager):
         try:
             spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid,
                                           migration_uuid=self._migration_of(instances),
-                                          request_id=getattr(context, "request_id", None))
+                                          request_id=getattr(context, "request_id", None), ports_asked=True)
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
             raise exception.NoValidHost(reason=str(exc)) from exc
+        self._request_filters(context, spec_obj, spec, instances)
         try:
             answer = self.replica.select_destinations(spec)
         except GanttNoValidHost as exc:
@@ -179,6 +180,18 @@ class SchedulerManager(manager.Manager):
                     self.replica.release(choices[0].consumer_uuid)
             log.error("select_destinations for %s: Gantt's answer cannot be given to Nova: %s", instances, exc)
             raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+
+    def _request_filters(self, context: Any, spec_obj: Any, spec: dict[str, Any], instances: Any) -> None:
+        """Nova's request filters that ask Neutron and the cells (``gantt.nova.prefilters``); a failure to ask is a
+        NoValidHost saying so."""
+        try:
+            prefilters.apply(context, spec_obj, spec)
+        except prefilters.Unanswered as exc:
+            log.warning("select_destinations for %s refused: %s", instances, exc)
+            raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+        except Exception as exc:  # the cells' services tables could not be read
+            log.exception("select_destinations for %s: cannot read Nova's databases", instances)
+            raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
 
     def _migration_of(self, instances: list[str] | None) -> str | None:
         """The migration a move is made under, for an instance that already holds a Gantt allocation: the
