@@ -55,6 +55,10 @@ requested_networks: a port given by id                 not sent: the manager ask
                                                        remote-managed (``gantt.nova.prefilters``, adding
                                                        COMPUTE_REMOTE_MANAGED_PORTS to required_traits);
                                                        refused unless ``ports_asked``
+(Nova's request filters on flavor and image:           derived by Gantt from flavor.extra_specs and
+packed virtqueue, ephemeral encryption, virtio sound,  image.properties (gantt.compute.feature_traits), as
+vTPM secret security, accelerators)                    required traits
+(owner_nova_filter, remote_managed_ports_filter)       the manager's (gantt.nova.prefilters): required_traits
 retry / limits / security_groups / id                  not read by Nova 34's scheduler: not sent
 (a move's migration)                                   migration_uuid, given by the caller: a RequestSpec does not
                                                        name the migration holding the source allocation
