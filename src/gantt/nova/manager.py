@@ -28,7 +28,7 @@ from nova.scheduler import utils as scheduler_utils
 
 from gantt.model import GanttError, NotFound
 from gantt.model import NoValidHost as GanttNoValidHost
-from gantt.nova import cells, conf, translate
+from gantt.nova import cells, conf, prefilters, translate
 from gantt.replication.replica import Replica
 
 CONF = nova.conf.CONF
@@ -199,13 +199,15 @@ class SchedulerManager(manager.Manager):
         try:
             spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid,
                                           migration_uuid=None if rebuild else self._migration_of(instances),
-                                          request_id=getattr(context, "request_id", None))
+                                          request_id=getattr(context, "request_id", None), ports_asked=True)
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
             raise exception.NoValidHost(reason=str(exc)) from exc
         placed = self.replica.providers.placed_roots
         if placed:  # providers made through Placement that no cell has a compute node for: no host Nova has
             spec["ignore_hosts"] = [*(spec.get("ignore_hosts") or []), *sorted(placed)]
+        if not rebuild:  # as Nova's: a rebuild's check runs no request filter
+            self._request_filters(context, spec_obj, spec, instances)
         try:
             answer = self.replica.select_destinations(spec)
         except GanttNoValidHost as exc:
@@ -228,6 +230,18 @@ class SchedulerManager(manager.Manager):
                     self.replica.release(choices[0].consumer_uuid)
             log.error("select_destinations for %s: Gantt's answer cannot be given to Nova: %s", instances, exc)
             raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+
+    def _request_filters(self, context: Any, spec_obj: Any, spec: dict[str, Any], instances: Any) -> None:
+        """Nova's request filters that ask Neutron and the cells (``gantt.nova.prefilters``); a failure to ask is a
+        NoValidHost saying so."""
+        try:
+            prefilters.apply(context, spec_obj, spec)
+        except prefilters.Unanswered as exc:
+            log.warning("select_destinations for %s refused: %s", instances, exc)
+            raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+        except Exception as exc:  # the cells' services tables could not be read
+            log.exception("select_destinations for %s: cannot read Nova's databases", instances)
+            raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
 
     def _migration_of(self, instances: list[str] | None) -> str | None:
         """The migration a move is made under, for an instance that already holds a Gantt allocation: the
