@@ -608,6 +608,11 @@ def incremental_read(w: World) -> dict[str, Any]:
                    (str(stamp),))
         out["tie_same_node"] = one_pass()
         out["tie_same_node_vcpus"] = vcpus("i3")
+        # a writer whose clock lags (or whose transaction committed late): a time older than the latest read
+        db.execute("UPDATE compute_nodes SET vcpus = 5, updated_at = ? WHERE hypervisor_hostname = 'i1'",
+                   (str(now() - datetime.timedelta(seconds=20)),))
+        out["late_writer"] = one_pass()
+        out["late_writer_vcpus"] = vcpus("i1")
         # i1's nova-compute stops reporting; i2 and i3 go on; no node row moves
         passes = []
         deadline = time.monotonic() + 8  # past service_down_time (6 s) since i1's last report

@@ -191,6 +191,8 @@ def test_periodic_pass_reads_only_changed_nodes(run: dict[str, Any]) -> None:
     # a row whose updated_at is not newer than the latest read (another node's, then its own) is still read
     assert got["tie_other_node_vcpus"] == 6 and got["tie_other_node"]["full"] == 0
     assert got["tie_same_node_vcpus"] == 7 and got["tie_same_node"]["full"] == 0
+    # ... and one written with a time 20 s older than the latest read (a lagging clock, a late commit)
+    assert got["late_writer_vcpus"] == 5 and got["late_writer"]["full"] == 0
     later = got["later_passes"]
     assert all(p["full"] == 0 for p in later)
     # the services' heartbeats read no node; i1's service that stopped reporting went down by time alone: its node
