@@ -383,6 +383,9 @@ class CellReader:
             view.nodes, view.uuids, view.stamps, view.services, view.watermark = {}, {}, {}, {}, None
             self.nodes_read += len(nodes)
             for node in nodes:
+                if (uuid := _v(node, "uuid")) is not None and (stamp := _stamp(node)) is not None:
+                    # kept for a node left out too: the periodic pass reads it again only when its row moves
+                    view.stamps[str(uuid)] = stamp
                 service = by_host.get(node.host)
                 up = service is not None and self.servicegroup.service_is_up(service)
                 try:
