@@ -201,6 +201,8 @@ def test_periodic_pass_reads_only_changed_nodes(run: dict[str, Any]) -> None:
     assert got["forced_down"] == {"i1": True, "i2": False, "i3": False}
     # heartbeaten without being read, every node is still up in Gantt past its service_down_time (6 s)
     assert got["up"] == {"i1": True, "i2": True, "i3": True}
+    # (i4, whose service row is gone, is left out by every read, and made no pass a full one)
+    assert got["safety_net"] == [0, 1]
 
 
 def test_host_report_has_every_field_nova_filters_read(run: dict[str, Any]) -> None:
