@@ -533,20 +533,117 @@ def periodic_read(w: World) -> dict[str, Any]:
     replica = sched.manager.replica
     w.compute("p2")
     seen = _wait(lambda: sorted(h["host"] for h in replica.hosts()) == ["p1", "p2"], 20)
-    reads = sched.manager.reader.reads
-    _wait(lambda: sched.manager.reader.reads >= reads + 2, 10)
-    grew = sched.manager.reader.reads >= reads + 2
+    reader = sched.manager.reader
+    passes = reader.passes
+    _wait(lambda: reader.passes >= passes + 2, 10)
+    grew = reader.passes >= passes + 2
     # Nova 34 stops a service through the manager's graceful_shutdown (never cleanup_host): the reader must stop
     # with it, or it reads the cells again through a thread pool the stop has shut down
     w.services.remove(sched)
     sched.stop()
-    stopped_at = sched.manager.reader.reads
+    stopped_at = sched.manager.reader.passes
     time.sleep(1.5)
     w.conf.clear_override("cell_poll_interval", group="gantt")
-    return {"seen": seen, "reads_grew": grew, "written": sched.manager.reader.written,
+    return {"seen": seen, "passes_grew": grew, "written": sched.manager.reader.written,
             "reader_alive_after_stop": any(t.name == "gantt-nova-cells" and t.is_alive()
                                            for t in threading.enumerate()),
-            "reads_after_stop": sched.manager.reader.reads - stopped_at}
+            "reads_after_stop": sched.manager.reader.passes - stopped_at}
+
+
+def incremental_read(w: World) -> dict[str, Any]:
+    """The periodic pass reads the nodes whose row changed, not the cell: a pass with nothing changed reads no
+    node and heartbeats them all; one node updated is read alone; a node written with a time not newer than the
+    latest read (a tie: MySQL keeps whole seconds) is still read; a service that stops reporting goes down by
+    Nova's servicegroup verdict (time's, no row moves); the nodes whose service keeps reporting stay up in Gantt
+    past service_down_time on heartbeats alone."""
+    import datetime
+    import sqlite3
+
+    from nova import context
+
+    w.begin()
+    # short, so "stays up" and "goes down" are seen in seconds; the services report by hand (``beat``)
+    # (Nova's servicegroup raises service_down_time to 2.5 report_intervals when it is not above one)
+    w.conf.set_override("report_interval", 1, group=None)
+    w.conf.set_override("service_down_time", 6, group=None)
+    try:
+        for h in ("i1", "i2", "i3"):
+            w.compute(h, vcpus=4)
+        db = sqlite3.connect(str(w.tmp / f"cell{w.n}.db"), isolation_level=None)
+
+        def now() -> datetime.datetime:
+            return datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+
+        def beat(*hosts: str) -> None:  # nova-compute's servicegroup heartbeat: report_count, last_seen_up
+            for host in hosts:
+                db.execute("UPDATE services SET report_count = report_count + 1, last_seen_up = ?, updated_at = ?"
+                           " WHERE host = ? AND deleted = 0", (str(now()), str(now()), host))
+
+        # a node whose service row is gone: every read leaves it out (as Nova's HostManager does), and that must not
+        # make every periodic pass a full read
+        w.compute("i4", vcpus=4)
+        db.execute("DELETE FROM services WHERE host = 'i4'")
+        beat("i1", "i2", "i3")
+        time.sleep(1.2)  # past the tie window of the start's read
+        sched = w.scheduler("sched-i")
+        reader, replica = sched.manager.reader, sched.manager.replica
+        ctxt = context.get_admin_context()
+        poll = getattr(reader, "poll", reader.refresh)  # a reader without it reads every node each pass
+
+        def one_pass() -> dict[str, Any]:
+            before = (reader.reads, getattr(reader, "nodes_read", None), reader.written)
+            poll(ctxt)
+            after = (reader.reads, getattr(reader, "nodes_read", None), reader.written)
+            read = None if after[1] is None or before[1] is None else after[1] - before[1]
+            return {"full": after[0] - before[0], "nodes_read": read, "written": after[2] - before[2]}
+
+        def vcpus(host: str) -> int:
+            return int(replica.host(host)["inventories"]["VCPU"]["total"])
+
+        out: dict[str, Any] = {"quiet": one_pass()}
+        with _cell(w) as cctxt:
+            from nova import objects
+
+            node = objects.ComputeNode.get_by_nodename(cctxt, "i2")
+            node.vcpus = 16
+            node.save()
+        out["one_changed"] = one_pass()
+        out["one_changed_vcpus"] = vcpus("i2")
+        # a tie: i3 written with the very time of the latest row the reader took (i2's), in whole seconds
+        stamp = now().replace(microsecond=0)
+        db.execute("UPDATE compute_nodes SET updated_at = ? WHERE hypervisor_hostname = 'i2'", (str(stamp),))
+        one_pass()
+        db.execute("UPDATE compute_nodes SET vcpus = 6, updated_at = ? WHERE hypervisor_hostname = 'i3'",
+                   (str(stamp),))
+        out["tie_other_node"] = one_pass()
+        out["tie_other_node_vcpus"] = vcpus("i3")
+        # and the same node again in the same second: its time did not move at all
+        db.execute("UPDATE compute_nodes SET vcpus = 7, updated_at = ? WHERE hypervisor_hostname = 'i3'",
+                   (str(stamp),))
+        out["tie_same_node"] = one_pass()
+        out["tie_same_node_vcpus"] = vcpus("i3")
+        # a writer whose clock lags (or whose transaction committed late): a time older than the latest read
+        db.execute("UPDATE compute_nodes SET vcpus = 5, updated_at = ? WHERE hypervisor_hostname = 'i1'",
+                   (str(now() - datetime.timedelta(seconds=20)),))
+        out["late_writer"] = one_pass()
+        out["late_writer_vcpus"] = vcpus("i1")
+        # i1's nova-compute stops reporting; i2 and i3 go on; no node row moves
+        passes = []
+        deadline = time.monotonic() + 8  # past service_down_time (6 s) since i1's last report
+        while time.monotonic() < deadline:
+            beat("i2", "i3")
+            passes.append(one_pass())
+            time.sleep(1)
+        out["later_passes"] = passes
+        out["up"] = {h["host"]: h["up"] for h in replica.hosts()}
+        out["forced_down"] = {h["host"]: h["forced_down"] for h in replica.hosts()}
+        # the safety net: every full_every-th pass reads every node
+        reader.full_every = 2
+        out["safety_net"] = sorted(one_pass()["full"] for _ in range(2))
+        return out
+    finally:
+        w.conf.clear_override("service_down_time", group=None)
+        w.conf.clear_override("report_interval", group=None)
 
 
 def host_fields(w: World) -> dict[str, Any]:
@@ -939,8 +1036,8 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, updated_node, periodic_read,
-                                     host_fields, move, same_host_resize, rebuild, seed_instances,
-                                     unreachable_cell, store_down, broker_restart, configuration,
+                                     incremental_read, host_fields, move, same_host_resize, rebuild,
+                                     seed_instances, unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes, request_filters)}
 
 

@@ -22,8 +22,8 @@ from tests.venvs import run_json
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
-             "two_schedulers", "new_compute", "updated_node", "periodic_read", "host_fields", "move",
-             "same_host_resize", "rebuild", "seed_instances", "unreachable_cell", "configuration",
+             "two_schedulers", "new_compute", "updated_node", "periodic_read", "incremental_read", "host_fields",
+             "move", "same_host_resize", "rebuild", "seed_instances", "unreachable_cell", "configuration",
              "separate_processes", "request_filters"]
 
 
@@ -184,9 +184,33 @@ def test_a_node_updated_in_place_is_read_alone(run: dict[str, Any]) -> None:
 
 def test_periodic_read(run: dict[str, Any]) -> None:
     got = _scenario(run, "periodic_read")
-    assert got["seen"] and got["reads_grew"]
+    assert got["seen"] and got["passes_grew"]
     assert got["written"] == 2  # one report per node that changed; the later reads are heartbeats
     assert not got["reader_alive_after_stop"] and got["reads_after_stop"] == 0
+
+
+def test_periodic_pass_reads_only_changed_nodes(run: dict[str, Any]) -> None:
+    got = _scenario(run, "incremental_read")
+    # nothing changed: no node read (1,000 nodes took 4-6 s a pass to read in full), none written
+    assert got["quiet"] == {"full": 0, "nodes_read": 0, "written": 0}
+    # one node updated in place: that node alone read and written
+    assert got["one_changed"] == {"full": 0, "nodes_read": 1, "written": 1}
+    assert got["one_changed_vcpus"] == 16
+    # a row whose updated_at is not newer than the latest read (another node's, then its own) is still read
+    assert got["tie_other_node_vcpus"] == 6 and got["tie_other_node"]["full"] == 0
+    assert got["tie_same_node_vcpus"] == 7 and got["tie_same_node"]["full"] == 0
+    # ... and one written with a time 20 s older than the latest read (a lagging clock, a late commit)
+    assert got["late_writer_vcpus"] == 5 and got["late_writer"]["full"] == 0
+    later = got["later_passes"]
+    assert all(p["full"] == 0 for p in later)
+    # the services' heartbeats read no node; i1's service that stopped reporting went down by time alone: its node
+    # read and written once
+    assert sum(p["written"] for p in later) == 1 and later[-1]["nodes_read"] == 0
+    assert got["forced_down"] == {"i1": True, "i2": False, "i3": False}
+    # heartbeaten without being read, every node is still up in Gantt past its service_down_time (6 s)
+    assert got["up"] == {"i1": True, "i2": True, "i3": True}
+    # (i4, whose service row is gone, is left out by every read, and made no pass a full one)
+    assert got["safety_net"] == [0, 1]
 
 
 def test_host_report_has_every_field_nova_filters_read(run: dict[str, Any]) -> None:

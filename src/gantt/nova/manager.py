@@ -168,12 +168,14 @@ class SchedulerManager(manager.Manager):
         while not self._stop.wait(interval):
             try:
                 self._ensure_started()
-                self.reader.refresh(nova_context.get_admin_context())
+                # the nodes changed since the last pass; every cells.FULL_READ_EVERY-th pass reads them all
+                self.reader.poll(nova_context.get_admin_context())
             except Exception:  # the next pass tries again; nodes not heartbeaten go down on their own
                 log.exception("reading the cells' compute nodes failed")
 
     def reset(self) -> None:
-        """SIGHUP: read the cell mappings and every node again (Nova refreshes its cell caches)."""
+        """SIGHUP: read the cell mappings and every node again (Nova refreshes its cell caches): the periodic
+        pass's safety net on demand."""
         self.reader.refresh(nova_context.get_admin_context())
 
     # ------------------------------------------------------------------------------------ select_destinations
