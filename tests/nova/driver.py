@@ -90,7 +90,8 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
 
     spec = _build(case)
     try:
-        translated = request_spec(spec, case.get("rpc_instance_uuids"), cell_uuid=case["cell_uuid"])
+        translated = request_spec(spec, case.get("rpc_instance_uuids"), cell_uuid=case["cell_uuid"],
+                                  cells=case.get("cells"))
     except Unsupported as exc:
         return {"unsupported": exc.field, "message": str(exc)}
     json.dumps(translated)  # builtins only: what the HTTP face or a store would carry

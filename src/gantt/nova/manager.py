@@ -198,7 +198,7 @@ class SchedulerManager(manager.Manager):
         # a rebuild's check (the instance's own host, the new image) claims nothing: never a move
         rebuild = scheduler_utils.request_is_rebuild(spec_obj)
         try:
-            spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid,
+            spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid, cells=self._cell_hosts(),
                                           migration_uuid=None if rebuild else self._migration_of(instances),
                                           request_id=getattr(context, "request_id", None))
         except translate.Unsupported as exc:
@@ -256,6 +256,10 @@ class SchedulerManager(manager.Manager):
         log.info("select_destinations for %s: a move (%s, migration %s)", uuid,
                  latest.migration_type if latest.obj_attr_is_set("migration_type") else "?", latest.uuid)
         return str(latest.uuid)
+
+    def _cell_hosts(self) -> dict[str, set[str]]:
+        """Each cell's hosts, as last read: a requested destination's cell keeps only its own as candidates."""
+        return {uuid: {key[0] for key in cell.nodes} for uuid, cell in self.reader.cells.items()}
 
     def _only_cell(self) -> str | None:
         """The cell a requested destination may name: the one cell when there is exactly one."""
