@@ -216,3 +216,32 @@ def test_a_replica_loads_a_stored_snapshot_as_per_report_updates_would(tmp_path:
                 expected.set_instances(info.host, info.instances, replace=True)
     assert len(snap.allocations) == 5
     assert_same_table(expected, later.table)
+
+
+def _ipv4_by_parts(ip: str) -> int:
+    """The rule ``host_ip4`` follows, read part by part (what reports._ipv4_int did before its C fast path)."""
+    parts = ip.split(".")
+    if len(parts) != 4:
+        return -1
+    try:
+        octets = [int(part) for part in parts]
+    except ValueError:
+        return -1
+    if not all(0 <= octet <= 255 for octet in octets):
+        return -1
+    return (octets[0] << 24) | (octets[1] << 16) | (octets[2] << 8) | octets[3]
+
+
+def test_host_ip4_reads_every_address_as_the_part_by_part_rule_does() -> None:
+    """The fast path (inet_pton) takes only strict dotted quads; whatever it refuses or reads must come out as the
+    part-by-part rule has it: leading zeros, signs, spaces, underscores, non-ASCII digits, short or long forms."""
+    rng = np.random.default_rng(7)
+    cases = ["1.2.3.4", "01.2.3.4", "1.2.3.04", "00.0.0.0", "1.2.3", "1.2.3.4.5", "256.1.1.1", "1.2.3.999",
+             " 1.2.3.4", "1.2.3.4 ", "+1.2.3.4", "1_0.2.3.4", "0x1.2.3.4", "", "...", "1..2.3", "0.0.0.0",
+             "255.255.255.255", "1.2.3.-0", "\u0661.2.3.4", "1.2.3.4\x00", "::1", "10.0.0.1"]
+    alphabet = list("0123456789. +-_x\t\u0661")
+    for _ in range(5000):
+        cases.append("".join(rng.choice(alphabet, size=int(rng.integers(0, 13)))))
+        cases.append(".".join(str(int(rng.integers(0, 300))).zfill(int(rng.choice([1, 1, 2, 3]))) for _ in range(4)))
+    wrong = [ip for ip in cases if reports_module._ipv4_int(ip) != _ipv4_by_parts(ip)]
+    assert not wrong, wrong[:10]

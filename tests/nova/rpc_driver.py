@@ -34,11 +34,6 @@ def main() -> None:
     from nova import monkey_patch
 
     monkey_patch.patch(backend="threading")
-    from nova import thread_pool_factory
-
-    # Scenarios stop and start services in one process: a stop's shutdown_all_executors would refuse every later
-    # pool for good (Nova's own ServiceFixture stubs it out for the same reason); the pools are still shut down.
-    thread_pool_factory.shutdown_all_executors = thread_pool_factory.reset_all_executors
     import gantt
 
     assert gantt.__file__.startswith(payload["src"]), gantt.__file__
@@ -71,6 +66,11 @@ def _forbid_nova_decisions() -> None:
     host_manager.HostManager.get_weighed_hosts = raiser("HostManager.get_weighed_hosts")
     report.SchedulerReportClient.get_allocation_candidates = raiser(
         "SchedulerReportClient.get_allocation_candidates")
+
+
+# The computes of this world are database rows with no Placement to report traits to: those of a nova-compute
+# older than the one that puts OWNER_NOVA on its providers (73), which Nova's scheduler then does not require.
+COMPUTE_VERSION = 72
 
 
 class World:
@@ -194,15 +194,18 @@ class World:
         return api
 
     def compute(self, host: str, *, vcpus: int = 8, memory_mb: int = 8192, local_gb: int = 100,
-                node_uuid: str | None = None, new_service: bool = True, cell: Any = None, **fields: Any) -> Any:
-        """A compute node of nova-compute ``host`` (its service made too, unless ``new_service`` is False: a
-        further node of a multi-node driver)."""
+                node_uuid: str | None = None, new_service: bool = True, version: int = COMPUTE_VERSION,
+                cell: Any = None, **fields: Any) -> Any:
+        """A compute node of nova-compute ``host`` (its service made too, at ``version``, unless ``new_service`` is
+        False: a further node of a multi-node driver) in ``cell`` (default: the scenario's)."""
         from nova import objects
+        from nova.db.main import api as db
 
         with _cell(self, cell) as cctxt:
             if new_service:
                 service = objects.Service(cctxt, host=host, binary="nova-compute", topic="compute", report_count=0)
                 service.create()
+                db.service_update(cctxt, service.id, {"version": version})  # the object's version is its code's
             else:
                 service = objects.Service.get_by_compute_host(cctxt, host)
             values: dict[str, Any] = dict(
@@ -725,6 +728,55 @@ def seed_instances(w: World) -> dict[str, Any]:
     _wait(lambda: replica.instance_info.get("p1") == [a])
     second = w.scheduler("sched-p2")
     out["second"] = sorted(second.manager.replica.instance_info.get("p1", []))
+
+
+def request_filters(w: World) -> dict[str, Any]:
+    """Nova's request filters that ask other services: OWNER_NOVA required once every nova-compute reports it (the
+    cells' services tables, asked per request), COMPUTE_REMOTE_MANAGED_PORTS for a port Neutron says is
+    remote-managed (Neutron stood in for by its answers), a refusal when Neutron cannot be asked."""
+    from nova import context, objects
+    from nova.network import neutron
+
+    from gantt.placement.facade import Placement
+
+    ports = {str(uuidlib.uuid4()): answer for answer in (True, False, None)}  # None: Neutron fails
+
+    def is_remote_managed_port(self: Any, ctxt: Any, port_id: str) -> bool:
+        answer = ports[port_id]
+        if answer is None:
+            raise RuntimeError("Neutron is unreachable")
+        return answer
+
+    w.begin()
+    context.CELLS = []  # Nova lists the cells once per process; this world makes one per scenario
+    nodes = {name: w.compute(name, version=73).uuid for name in ("owned", "remote", "bare")}
+    sched = w.scheduler("sched-f")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    sched.manager.reader.refresh(ctxt)
+    placement = Placement(sched.manager.replica)
+    placement.set_provider_traits(nodes["owned"], None, ["OWNER_NOVA"])
+    placement.set_provider_traits(nodes["remote"], None, ["OWNER_NOVA", "COMPUTE_REMOTE_MANAGED_PORTS"])
+    out: dict[str, Any] = {"nodes": nodes}
+
+    def boot(name: str, port: str | None = None, **fields: Any) -> None:
+        request = spec(1, 256, 1, **fields)
+        if port is not None:
+            request.requested_networks = objects.NetworkRequestList(objects=[objects.NetworkRequest(port_id=port)])
+        out[name] = _select(api, ctxt, request, [request.instance_uuid], alternates=False)
+
+    original = neutron.API.is_remote_managed_port
+    neutron.API.is_remote_managed_port = is_remote_managed_port
+    try:
+        boot("owner_required", ignore_hosts=["owned", "remote"])  # bare lacks OWNER_NOVA
+        remote, plain, broken = ports
+        boot("remote_managed", remote)
+        boot("plain_port", plain, ignore_hosts=["remote"])
+        boot("neutron_down", broken)
+        w.compute("old", version=72)  # an older compute joins: OWNER_NOVA is no longer required
+        boot("owner_not_required", ignore_hosts=["owned", "remote", "old"])
+    finally:
+        neutron.API.is_remote_managed_port = original
     return out
 
 
@@ -929,7 +981,7 @@ SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_ho
                                      instance_info, two_schedulers, new_compute, updated_node, periodic_read,
                                      host_fields, move, same_host_resize, rebuild, seed_instances,
                                      unreachable_cell, store_down, broker_restart, configuration,
-                                     separate_processes, two_cells)}
+                                     separate_processes, request_filters, two_cells)}
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
              "two_schedulers", "new_compute", "updated_node", "periodic_read", "host_fields", "move",
              "same_host_resize", "rebuild", "seed_instances", "unreachable_cell", "configuration",
-             "separate_processes"]
+             "separate_processes", "request_filters"]
 
 
 # The real broker wherever it can run (CI must have it: tests/nova/rabbit.py fails the run without it); oslo.messaging's
@@ -276,6 +276,24 @@ def test_an_unreachable_cell_leaves_the_others_schedulable(run: dict[str, Any]) 
     [[sel]] = got["answer"]["selections"]
     assert sel["host"] == "ok1"
     assert got["seconds"] < 30  # refused at once, not after a cell timeout per request
+
+
+def test_request_filters_that_ask_neutron_and_the_cells(run: dict[str, Any]) -> None:
+    """OWNER_NOVA is required while every nova-compute reports it (not once an older one joins); a port Neutron
+    says is remote-managed requires COMPUTE_REMOTE_MANAGED_PORTS; a port given by id is no longer refused; a
+    Neutron that cannot be asked is a NoValidHost saying so."""
+    got = _scenario(run, "request_filters")
+
+    def host(name: str) -> str:
+        [[sel]] = got[name]["selections"]
+        return str(sel["host"])
+
+    assert "TraitsFilter" in _refusal(got["owner_required"])  # only "bare" left, without OWNER_NOVA
+    assert host("owner_not_required") == "bare"
+    assert host("remote_managed") == "remote"
+    assert host("plain_port") == "owned"
+    assert "remote-managed" in _refusal(got["neutron_down"]) and "Neutron is unreachable" in got["neutron_down"][
+        "error"]["message"]
 
 
 def test_on_etcd_two_schedulers_never_double_book_and_a_store_down_is_refused(tmp_path: Path) -> None:

@@ -115,6 +115,9 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
                                                  [{"network_id": "auto"}], []])
     if rng.random() < 0.25:
         _make_unsupported(rng, case, rng.choice(UNSUPPORTED))
+    elif rng.random() < 0.15:  # the manager asks Neutron about ports given by id (gantt.nova.prefilters)
+        case["requested_networks"] = [{"port_id": _uuid(rng)}, {"network_id": _uuid(rng)}]
+        case["ports_asked"] = True
     return case
 
 
@@ -191,6 +194,12 @@ def test_every_generated_spec_decodes_and_reads_as_nova_reads_it() -> None:
         for name, (gantt_reads, nova_reads) in got["pairs"].items():
             assert gantt_reads == nova_reads, (name, case, got["translated"])
     assert translated > N_SPECS // 2
+
+
+def test_a_port_given_by_id_is_translated_once_the_caller_asks_neutron_about_it() -> None:
+    specs, _, result = _run()
+    asked = [got for case, got in zip(specs, result["specs"], strict=True) if case.get("ports_asked")]
+    assert len(asked) >= 10 and all("unsupported" not in got for got in asked)
 
 
 def test_bfv_drops_the_root_disk_as_nova_does() -> None:

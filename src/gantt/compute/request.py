@@ -156,6 +156,22 @@ def _refs(entry: str, where: str) -> frozenset[str]:
     return frozenset(refs)
 
 
+def _with_features(required: frozenset[str], forbidden: frozenset[str], extra_specs: dict[str, str],
+                   image_props: dict[str, Any]) -> tuple[frozenset[str], frozenset[str]]:
+    """(the required traits with the vTPM's, the root traits only the guest's features add):
+    ``gantt.compute.feature_traits``."""
+    from gantt.compute.feature_traits import feature_traits  # here: it reads the filters' image fields
+
+    features, asked = feature_traits(extra_specs, image_props)
+    required |= asked
+    features -= required
+    if (features | asked) & forbidden:
+        clash = sorted((features | asked) & forbidden)[0]
+        raise InvalidRequest(f"trait {clash}, which the flavor's or image's features require, is forbidden",
+                             field="$.forbidden_traits")
+    return required, features
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything a filter or weigher may read about the request; per-instance fields move as instances land."""
@@ -186,6 +202,9 @@ class RequestContext:
     move_source: Allocation | None = None
     moved: dict[str, tuple[Allocation, Allocation]] = field(default_factory=dict)
     scratch: dict[Hashable, Any] = field(default_factory=dict)  # per-request memo for filters/weighers
+    # the required traits only the guest's features asked for (gantt.compute.feature_traits): the root provider's,
+    # which Nova adds after isolate_aggregates has read what the request asks for
+    feature_traits: frozenset[str] = frozenset()
     # Nova's ``_nova_check_type`` hint: any value makes the filters run for forced hosts too; ``["rebuild"]`` (a
     # rebuild with a new image on the instance's own host) runs only the filters that matter for a rebuild and
     # claims nothing (the instance keeps what it holds).
@@ -220,14 +239,18 @@ class RequestContext:
         if rebuild and (spec.num_instances > 1 or spec.migration_uuid is not None):
             raise InvalidRequest("a rebuild checks one instance on its own host: it takes neither several "
                                  "instances nor a migration_uuid", field="$.scheduler_hints._nova_check_type")
+        features: frozenset[str] = frozenset()
+        if not rebuild:  # Nova runs its request filters for every request but a rebuild
+            required, features = _with_features(required, forbidden, extra_specs, image_props)
         return cls(
             spec=spec,
             config=config,
             now=now,
             resources=resources_from_spec(spec, guest),
             numa=guest,
-            required_traits=required,
+            required_traits=required | features,
             forbidden_traits=forbidden,
+            feature_traits=features,
             extra_specs=extra_specs,
             image_props=image_props,
             hints=dict(spec.scheduler_hints),

@@ -22,13 +22,13 @@ from typing import Any
 import nova.conf
 import oslo_messaging as messaging
 from nova import context as nova_context
-from nova import exception, manager, objects, thread_pool_factory
+from nova import exception, manager, objects
 from nova.compute import vm_states
 from nova.scheduler import utils as scheduler_utils
 
 from gantt.model import GanttError, NotFound
 from gantt.model import NoValidHost as GanttNoValidHost
-from gantt.nova import cells, conf, translate
+from gantt.nova import cells, conf, prefilters, translate
 from gantt.replication.replica import Replica
 
 CONF = nova.conf.CONF
@@ -103,15 +103,14 @@ class SchedulerManager(manager.Manager):
         self._stop_reader(READER_STOP_TIMEOUT)
 
     def graceful_shutdown(self, timeout: float) -> None:
-        """As Nova's scheduler: in-progress RPC tasks may finish (some seconds kept for the rest), then Nova's
-        thread pools are shut down; then the store is closed."""
+        """In-progress RPC tasks may finish (some seconds kept for the rest, as Nova's scheduler keeps), then the
+        store is closed. Nova's thread pools are left to the process's exit: Nova's scheduler shuts them down here,
+        but this runs in a thread the stop may have stopped waiting for (``manager_shutdown_timeout``), and a
+        shutdown after the stop returned marks the process's pool factory shut for good (in Nova's tests, for every
+        later test of the worker); the pools' threads do not hold the process."""
         reserved = min(20.0, timeout)
         self._wait_for_in_progress_tasks(max(0.0, timeout - reserved))
         self._stop_reader(reserved)  # stopped already when Service.stop called us
-        try:
-            thread_pool_factory.shutdown_all_executors()
-        except Exception:
-            log.exception("%s service failed to shut down its thread pool executors", self.service_name)
         self._close()
 
     def cleanup_host(self) -> None:
@@ -201,7 +200,7 @@ class SchedulerManager(manager.Manager):
         try:
             spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid, cells=cells,
                                           migration_uuid=None if rebuild else self._migration_of(instances),
-                                          request_id=getattr(context, "request_id", None))
+                                          request_id=getattr(context, "request_id", None), ports_asked=True)
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
             raise exception.NoValidHost(reason=str(exc)) from exc
@@ -213,6 +212,8 @@ class SchedulerManager(manager.Manager):
         placed = self.replica.providers.placed_roots
         if placed:  # providers made through Placement that no cell has a compute node for: no host Nova has
             spec["ignore_hosts"] = [*(spec.get("ignore_hosts") or []), *sorted(placed)]
+        if not rebuild:  # as Nova's: a rebuild's check runs no request filter
+            self._request_filters(context, spec_obj, spec, instances)
         try:
             answer = self.replica.select_destinations(spec)
         except GanttNoValidHost as exc:
@@ -235,6 +236,18 @@ class SchedulerManager(manager.Manager):
                     self.replica.release(choices[0].consumer_uuid)
             log.error("select_destinations for %s: Gantt's answer cannot be given to Nova: %s", instances, exc)
             raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+
+    def _request_filters(self, context: Any, spec_obj: Any, spec: dict[str, Any], instances: Any) -> None:
+        """Nova's request filters that ask Neutron and the cells (``gantt.nova.prefilters``); a failure to ask is a
+        NoValidHost saying so."""
+        try:
+            prefilters.apply(context, spec_obj, spec)
+        except prefilters.Unanswered as exc:
+            log.warning("select_destinations for %s refused: %s", instances, exc)
+            raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+        except Exception as exc:  # the cells' services tables could not be read
+            log.exception("select_destinations for %s: cannot read Nova's databases", instances)
+            raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
 
     def _migration_of(self, instances: list[str] | None) -> str | None:
         """The migration a move is made under, for an instance that already holds a Gantt allocation: the

@@ -57,8 +57,14 @@ requested_networks: networks by id, none or auto      not sent: Nova 34's schedu
                                                        networks (``[scheduler]
                                                        query_placement_for_routed_network_aggregates``, which
                                                        Gantt refuses unless off, Nova's default)
-requested_networks: a port given by id                 refused: Nova asks Neutron whether the port is
-                                                       remote-managed (COMPUTE_REMOTE_MANAGED_PORTS)
+requested_networks: a port given by id                 not sent: the manager asks Neutron whether it is
+                                                       remote-managed (``gantt.nova.prefilters``, adding
+                                                       COMPUTE_REMOTE_MANAGED_PORTS to required_traits);
+                                                       refused unless ``ports_asked``
+(Nova's request filters on flavor and image:           derived by Gantt from flavor.extra_specs and
+packed virtqueue, ephemeral encryption, virtio sound,  image.properties (gantt.compute.feature_traits), as
+vTPM secret security, accelerators)                    required traits
+(owner_nova_filter, remote_managed_ports_filter)       the manager's (gantt.nova.prefilters): required_traits
 retry / limits / security_groups / id                  not read by Nova 34's scheduler: not sent
 (a move's migration)                                   migration_uuid, given by the caller: a RequestSpec does not
                                                        name the migration holding the source allocation
@@ -108,18 +114,20 @@ def _get(obj: Any, name: str) -> Any:
 def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None = None, *,
                  migration_uuid: str | None = None, cell_uuid: str | None = None,
                  cells: Mapping[str, Collection[str]] | None = None,
-                 request_id: str | None = None) -> dict[str, Any]:
+                 request_id: str | None = None, ports_asked: bool = False) -> dict[str, Any]:
     """Gantt's RequestSpec (builtins, for ``gantt.model.decode``) for what Nova's scheduler would place.
 
     ``instance_uuids``: select_destinations' argument (None from a 4.3 caller). ``migration_uuid``: on a move,
     the migration whose consumer holds the source allocation. ``cell_uuid``: the cell Gantt's hosts are in when
     there is one; ``cells``: each cell's hosts when there are several (it wins over ``cell_uuid``). A requested
-    destination's cell may name one of them. Raises Unsupported naming the first field Gantt cannot honour."""
+    destination's cell may name one of them. ``ports_asked``: the caller asks Neutron about the ports given by id
+    (``gantt.nova.prefilters``); else such a port is refused. Raises Unsupported naming the first field Gantt
+    cannot honour."""
     for name in spec.fields:
         if name not in _KNOWN and spec.obj_attr_is_set(name):
             raise Unsupported(name, "a RequestSpec field this translation does not know (newer Nova?)")
     rebuild = _rebuild(spec)  # Nova's rebuild check reads neither Placement's groups nor the request filters
-    for network in () if rebuild else _get(spec, "requested_networks") or ():
+    for network in () if rebuild or ports_asked else _get(spec, "requested_networks") or ():
         if _get(network, "port_id"):
             raise Unsupported("requested_networks", "a port given by id, which Nova asks Neutron about "
                               "(a remote-managed port requires COMPUTE_REMOTE_MANAGED_PORTS)")

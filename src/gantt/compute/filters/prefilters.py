@@ -81,10 +81,11 @@ class IsolateAggregates(_RequestFilter):
     option = "enable_isolated_aggregate_filtering"
 
     def cache_key(self, ctx: RequestContext) -> Hashable:
-        return ctx.required_traits
+        return ctx.required_traits - ctx.feature_traits
 
     def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        wanted = {f"trait:{t}" for t in ctx.required_traits}
+        # the guest features' traits are the root provider's, which Nova adds after this filter has run
+        wanted = {f"trait:{t}" for t in ctx.required_traits - ctx.feature_traits}
         keys = frozenset(agg.key for agg in table.aggregates()
                          if any(k.startswith("trait:") and v == "required" and k not in wanted
                                 for k, v in agg.metadata.items()))

@@ -7,6 +7,7 @@ the ledger's; the table calls them after ``apply_stats``.
 from __future__ import annotations
 
 import operator
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -232,6 +233,13 @@ def _metric_value(name: str, value: float) -> float:
 
 
 def _ipv4_int(ip: str) -> int:
+    """``ip`` as an integer, -1 when it is not four dot-separated numbers 0-255 (as ``int`` reads each)."""
+    try:
+        # The strict dotted quad (decimal, no leading zeros: all inet_pton takes), read in C: what a cold start
+        # of a million reports meets, at a fifth of the cost. Anything else is read part by part below.
+        return int.from_bytes(socket.inet_pton(socket.AF_INET, ip), "big")
+    except (OSError, ValueError):
+        pass
     parts = ip.split(".")
     if len(parts) != 4:
         return -1
