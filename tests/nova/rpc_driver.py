@@ -728,6 +728,7 @@ def seed_instances(w: World) -> dict[str, Any]:
     _wait(lambda: replica.instance_info.get("p1") == [a])
     second = w.scheduler("sched-p2")
     out["second"] = sorted(second.manager.replica.instance_info.get("p1", []))
+    return out
 
 
 def request_filters(w: World) -> dict[str, Any]:
