@@ -91,7 +91,7 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
     spec = _build(case)
     try:
         translated = request_spec(spec, case.get("rpc_instance_uuids"), cell_uuid=case["cell_uuid"],
-                                  ports_asked=case.get("ports_asked", False))
+                                  cells=case.get("cells"), ports_asked=case.get("ports_asked", False))
     except Unsupported as exc:
         return {"unsupported": exc.field, "message": str(exc)}
     json.dumps(translated)  # builtins only: what the HTTP face or a store would carry

@@ -140,6 +140,17 @@ class World:
         self.conf.set_override("store", store or default, group="gantt")
         return self.cell
 
+    def another_cell(self, name: str) -> Any:
+        """A further cell of this scenario's (its database a copy of the template): the caller destroys it."""
+        from nova import context, objects
+
+        db = self.tmp / f"cell{self.n}-{name}.db"
+        shutil.copy(self.template, db)
+        cell = objects.CellMapping(context.get_admin_context(), uuid=str(uuidlib.uuid4()), name=name,
+                                   transport_url=self.transport_url, database_connection=f"sqlite:///{db}")
+        cell.create()
+        return cell
+
     def end_scenario(self) -> None:
         from nova import context, objects
 
@@ -184,13 +195,13 @@ class World:
 
     def compute(self, host: str, *, vcpus: int = 8, memory_mb: int = 8192, local_gb: int = 100,
                 node_uuid: str | None = None, new_service: bool = True, version: int = COMPUTE_VERSION,
-                **fields: Any) -> Any:
+                cell: Any = None, **fields: Any) -> Any:
         """A compute node of nova-compute ``host`` (its service made too, at ``version``, unless ``new_service`` is
-        False: a further node of a multi-node driver)."""
+        False: a further node of a multi-node driver) in ``cell`` (default: the scenario's)."""
         from nova import objects
         from nova.db.main import api as db
 
-        with _cell(self) as cctxt:
+        with _cell(self, cell) as cctxt:
             if new_service:
                 service = objects.Service(cctxt, host=host, binary="nova-compute", topic="compute", report_count=0)
                 service.create()
@@ -213,10 +224,10 @@ class World:
 
 
 class _cell:
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, cell: Any = None) -> None:
         from nova import context
 
-        self.cm = context.target_cell(context.get_admin_context(), world.cell)
+        self.cm = context.target_cell(context.get_admin_context(), cell or world.cell)
 
     def __enter__(self) -> Any:
         return self.cm.__enter__()
@@ -814,6 +825,7 @@ def seed_instances(w: World) -> dict[str, Any]:
     _wait(lambda: replica.instance_info.get("p1") == [a])
     second = w.scheduler("sched-p2")
     out["second"] = sorted(second.manager.replica.instance_info.get("p1", []))
+    return out
 
 
 def request_filters(w: World) -> dict[str, Any]:
@@ -885,6 +897,35 @@ def unreachable_cell(w: World) -> dict[str, Any]:
         return {"answer": answer, "seconds": time.monotonic() - started}
     finally:
         bad.destroy()
+
+
+def two_cells(w: World) -> dict[str, Any]:
+    """Two cells whose hosts interleave by weight (free RAM): a requested cell keeps only its hosts, alternates
+    come from the chosen host's cell only and still fill max_attempts - 1 (Nova's _get_alternate_hosts walks on
+    down the weighed list), and an unknown cell or a cross-cell move is refused by name."""
+    from nova import context, objects
+
+    a = w.begin()
+    b = w.another_cell("cell-b")
+    try:
+        # by free RAM: b1 > a1 > a2 > b2 > b3 > a3
+        for host, mem, cell in (("b1", 16384, b), ("a1", 15360, a), ("a2", 14336, a), ("b2", 13312, b),
+                                ("b3", 12288, b), ("a3", 11264, a)):
+            w.compute(host, memory_mb=mem, cell=cell)
+        w.scheduler("sched-cells")
+        ctxt = context.get_admin_context()
+        out: dict[str, Any] = {"cells": {"a": a.uuid, "b": b.uuid}}
+        request = spec(1, 256, 1)
+        out["boot"] = _select(w.client(), ctxt, request, [request.instance_uuid])
+        for name, cell, cross in (("in_a", a.uuid, False), ("in_b", b.uuid, False),
+                                  ("unknown", str(uuidlib.uuid4()), False), ("cross", b.uuid, True)):
+            request = spec(1, 256, 1, ignore_hosts=["a1"] if name == "in_a" else None)
+            request.requested_destination = objects.Destination(
+                cell=objects.CellMapping(uuid=cell), allow_cross_cell_move=cross)
+            out[name] = _select(w.client(), ctxt, request, [request.instance_uuid])
+        return out
+    finally:
+        b.destroy()
 
 
 def store_down(w: World) -> dict[str, Any]:
@@ -1038,7 +1079,7 @@ SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_ho
                                      instance_info, two_schedulers, new_compute, updated_node, periodic_read,
                                      incremental_read, host_fields, move, same_host_resize, rebuild,
                                      seed_instances, unreachable_cell, store_down, broker_restart, configuration,
-                                     separate_processes, request_filters)}
+                                     separate_processes, request_filters, two_cells)}
 
 
 if __name__ == "__main__":

@@ -393,3 +393,30 @@ def test_options_come_from_nova_conf(run: dict[str, Any]) -> None:
     assert got["read"] == [3, 5, ["a1"], True]
     field, message = got["refused"]
     assert field == "$.filter_scheduler" and "pci_in_placement" in message
+
+
+def test_two_cells_requested_cell_and_alternates_from_the_chosen_hosts_cell(tmp_path: Path) -> None:
+    """Two cells whose hosts interleave by free RAM (b1 > a1 > a2 > b2 > b3 > a3): a boot's alternates are the
+    chosen host's cell's, filled to max_attempts - 1 as Nova's _get_alternate_hosts walks on down the weighed list;
+    a requested cell leaves only its hosts (and Nova's ignore_hosts still holds); an unknown cell and a
+    cross-cell move are refused by name."""
+    python = python_or_skip()
+    work = tmp_path / "nova"
+    work.mkdir()
+    out = run_json(python, HERE / "rpc_driver.py", {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
+                                                    "scenarios": ["two_cells"]}, timeout=600)
+    assert out["nova_calls"] == {}
+    got = _scenario(out, "two_cells")
+    cells = got["cells"]
+
+    def hosts(answer: dict[str, Any], cell: str) -> list[str]:
+        [choices] = answer["selections"]
+        assert {s["cell_uuid"] for s in choices} == {cells[cell]}, choices
+        return [s["host"] for s in choices]
+
+    assert hosts(got["boot"], "b") == ["b1", "b2", "b3"]
+    assert hosts(got["in_a"], "a") == ["a2", "a3"]  # a1 ignored by the request itself
+    # b1 holds the boot now (an io op, which IoOpsWeigher counts against it): only the order may change
+    assert sorted(hosts(got["in_b"], "b")) == ["b1", "b2", "b3"]
+    assert "requested_destination.cell" in _refusal(got["unknown"])
+    assert "requested_destination.allow_cross_cell_move" in _refusal(got["cross"])

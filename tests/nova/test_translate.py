@@ -290,3 +290,40 @@ def test_a_rebuild_check_is_translated_with_what_nova_reads_for_it() -> None:
         assert got["translated"]["scheduler_hints"]["_nova_check_type"] == ["rebuild"]
         hints = got["pairs"]["hints"]
         assert hints[0]["_nova_check_type"] == hints[1]["_nova_check_type"] == "rebuild"
+
+
+def test_a_requested_cell_leaves_only_its_hosts_as_candidates() -> None:
+    """Several cells (``cells``: each cell's hosts): a requested destination's cell ignores every host of the
+    others, beside the hosts Nova's RequestSpec already ignores (a move's source); a cell Gantt does not read is
+    refused by name, and so is a cross-cell move whatever the cell."""
+    other = str(uuid.UUID(int=77, version=4))
+    cells = {CELL: ["host1", "host2"], other: ["host3", "host4", "host5"]}
+    rng = random.Random(3306)
+    specs = []
+    for i in range(24):
+        case = generate_spec(rng, i)
+        case.pop("expect", None)
+        for key in ("request_level_params", "requested_resources", "port_pci_requests", "network_metadata",
+                    "requested_networks"):
+            case.pop(key, None)  # only the destination may be refused here
+        case["cell_uuid"] = None
+        case["cells"] = cells
+        case["ignore_hosts"] = ["host1"] if i % 2 else []
+        dest = {"cell": [other, CELL, _uuid(rng)][i % 3]}
+        if i % 8 == 7:
+            dest["allow_cross_cell_move"] = True
+        case["requested_destination"] = dest
+        specs.append(case)
+    result = run_json(python_or_skip(), HERE / "driver.py", {"src": str(SRC), "specs": specs, "answers": []},
+                      timeout=120)
+    for case, got in zip(specs, result["specs"], strict=True):
+        dest = case["requested_destination"]
+        if dest.get("allow_cross_cell_move"):
+            assert got.get("unsupported") == "requested_destination.allow_cross_cell_move", got
+        elif dest["cell"] not in cells:
+            assert got.get("unsupported") == "requested_destination.cell", got
+            assert dest["cell"] in got["message"]
+        else:
+            assert "unsupported" not in got, (case, got)
+            others = sorted(h for c, hosts in cells.items() if c != dest["cell"] for h in hosts)
+            assert got["translated"].get("ignore_hosts") == case["ignore_hosts"] + others

@@ -116,7 +116,7 @@ class Claims:
         """Claim the first candidate that still has room, then gather alternates. None when the table's rows
         were renumbered before anything was claimed (the caller ranks again)."""
         table = self.table
-        max_attempts = self.config.scheduler.max_attempts
+        max_attempts = self.attempts(ctx)
         chosen: Allocation | None = None
         selections: list[Selection] = []
         history, step = _tie_history(ctx, ranking)
@@ -171,12 +171,17 @@ class Claims:
             return self.fail(ctx, consumer, placed, error)
         return selections, chosen, True
 
+    def attempts(self, ctx: RequestContext) -> int:
+        """The chosen node and its alternates: [scheduler] max_attempts, or the request's ``alternates`` + 1."""
+        wanted = ctx.spec.alternates
+        return self.config.scheduler.max_attempts if wanted is None else wanted + 1
+
     def alternates(self, ctx: RequestContext, taken: set[str]) -> list[Selection]:
         """The alternates Nova's ``_get_alternate_hosts`` gives every instance of a request of several (or of one
         asked again): the hosts filtered and weighed once more after all the request's claims, in pick order,
         the first ``max_attempts - 1`` that still have room and that no instance of the request took (one taken is
         replaced by the next, never dropped). Not claimed."""
-        wanted = self.config.scheduler.max_attempts - 1
+        wanted = self.attempts(ctx) - 1
         out: list[Selection] = []
         if wanted <= 0:
             return out

@@ -124,6 +124,9 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     # A move (resize, migration, evacuation) of the one instance named in instance_uuids (design §6): the
     # instance is placed anew and its current allocation is held under this UUID until confirm or revert.
     migration_uuid: Name | None = None
+    # How many unclaimed alternates to gather at most (default: [scheduler] max_attempts - 1). A caller that keeps
+    # only some of them (Nova's seam: those in the chosen host's cell) asks for more, then cuts.
+    alternates: Annotated[int, Meta(ge=0, le=MAX_LIST)] | None = None
 
     def __post_init__(self) -> None:
         check_json("scheduler_hints", self.scheduler_hints)

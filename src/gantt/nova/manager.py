@@ -196,15 +196,21 @@ class SchedulerManager(manager.Manager):
             log.exception("select_destinations for %s: cannot read Nova's databases", instances)
             raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
         cell_uuid = self._only_cell()
+        cells = self._cell_hosts()
         # a rebuild's check (the instance's own host, the new image) claims nothing: never a move
         rebuild = scheduler_utils.request_is_rebuild(spec_obj)
         try:
-            spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid,
+            spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid, cells=cells,
                                           migration_uuid=None if rebuild else self._migration_of(instances),
                                           request_id=getattr(context, "request_id", None), ports_asked=True)
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
             raise exception.NoValidHost(reason=str(exc)) from exc
+        wanted = CONF.scheduler.max_attempts - 1
+        if return_objects and return_alternates and len(cells) > 1 and wanted > 0:
+            # Nova fills each instance's alternates from the chosen host's cell, walking on down the weighed list;
+            # the seam keeps only that cell's, so the core gathers more (a cell's worth each) for it to cut
+            spec["alternates"] = wanted * len(cells)
         placed = self.replica.providers.placed_roots
         if placed:  # providers made through Placement that no cell has a compute node for: no host Nova has
             spec["ignore_hosts"] = [*(spec.get("ignore_hosts") or []), *sorted(placed)]
@@ -271,6 +277,10 @@ class SchedulerManager(manager.Manager):
         log.info("select_destinations for %s: a move (%s, migration %s)", uuid,
                  latest.migration_type if latest.obj_attr_is_set("migration_type") else "?", latest.uuid)
         return str(latest.uuid)
+
+    def _cell_hosts(self) -> dict[str, set[str]]:
+        """Each cell's hosts, as last read: a requested destination's cell keeps only its own as candidates."""
+        return {uuid: {key[0] for key in cell.nodes} for uuid, cell in self.reader.cells.items()}
 
     def _only_cell(self) -> str | None:
         """The cell a requested destination may name: the one cell when there is exactly one."""

@@ -35,9 +35,12 @@ rules)
 ignore_hosts / force_hosts / force_nodes               as they are
 requested_destination.host / node / aggregates         requested_destination.*
 requested_destination.forbidden_aggregates             member_of: one ``!in:a,b`` group (Placement's syntax)
-requested_destination.cell                             honoured when it is the one cell Gantt schedules
-                                                       (``cell_uuid``); any other cell is refused
-requested_destination.allow_cross_cell_move = True     refused
+requested_destination.cell                             ignore_hosts gains every host of the other cells
+                                                       (``cells``), so only that cell's hosts are candidates;
+                                                       a cell Gantt does not read (or, with ``cell_uuid``
+                                                       alone, not the one cell) is refused
+requested_destination.allow_cross_cell_move = True     refused: a cross-cell resize is the conductor's
+                                                       CrossCellMigrationTask, which Gantt does not implement
 request_level_params.root_required / root_forbidden    required_traits / forbidden_traits (a Gantt node is its
                                                        tree's root provider)
 request_level_params.same_subtree (non-empty)          refused
@@ -71,7 +74,7 @@ retry / limits / security_groups / id                  not read by Nova 34's sch
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from nova import objects
@@ -110,12 +113,14 @@ def _get(obj: Any, name: str) -> Any:
 
 def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None = None, *,
                  migration_uuid: str | None = None, cell_uuid: str | None = None,
+                 cells: Mapping[str, Collection[str]] | None = None,
                  request_id: str | None = None, ports_asked: bool = False) -> dict[str, Any]:
     """Gantt's RequestSpec (builtins, for ``gantt.model.decode``) for what Nova's scheduler would place.
 
     ``instance_uuids``: select_destinations' argument (None from a 4.3 caller). ``migration_uuid``: on a move,
-    the migration whose consumer holds the source allocation. ``cell_uuid``: the cell Gantt's hosts are in, which
-    a requested destination's cell may name. ``ports_asked``: the caller asks Neutron about the ports given by id
+    the migration whose consumer holds the source allocation. ``cell_uuid``: the cell Gantt's hosts are in when
+    there is one; ``cells``: each cell's hosts when there are several (it wins over ``cell_uuid``). A requested
+    destination's cell may name one of them. ``ports_asked``: the caller asks Neutron about the ports given by id
     (``gantt.nova.prefilters``); else such a port is refused. Raises Unsupported naming the first field Gantt
     cannot honour."""
     for name in spec.fields:
@@ -149,7 +154,7 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
             out[name] = list(value)
     destination = _get(spec, "requested_destination")
     if destination is not None:
-        _destination(destination, cell_uuid, out)
+        _destination(destination, cell_uuid, cells, out)
     _request_level(spec, out)
     if _get(spec, "requested_resources") and not rebuild:
         groups = [g.requester_id or "?" for g in spec.requested_resources]
@@ -226,13 +231,13 @@ def _group(group: objects.InstanceGroup) -> dict[str, Any]:
     return out
 
 
-def _destination(destination: objects.Destination, cell_uuid: str | None, out: dict[str, Any]) -> None:
+def _destination(destination: objects.Destination, cell_uuid: str | None,
+                 cells: Mapping[str, Collection[str]] | None, out: dict[str, Any]) -> None:
     if _get(destination, "allow_cross_cell_move"):
-        raise Unsupported("requested_destination.allow_cross_cell_move", "Gantt schedules within one cell")
-    cell = _get(destination, "cell")
-    if cell is not None and (cell_uuid is None or _get(cell, "uuid") != cell_uuid):
-        raise Unsupported("requested_destination.cell",
-                          f"cell {_get(cell, 'uuid')} is not the cell Gantt schedules ({cell_uuid})")
+        raise Unsupported("requested_destination.allow_cross_cell_move",
+                          "a cross-cell move (the conductor's cross-cell resize); Gantt moves within a cell")
+    if (cell := _get(destination, "cell")) is not None:
+        _restrict_to_cell(str(_get(cell, "uuid")), cell_uuid, cells, out)
     target: dict[str, Any] = {}
     for name in ("host", "node"):
         if (value := _get(destination, name)) is not None:
@@ -243,6 +248,23 @@ def _destination(destination: objects.Destination, cell_uuid: str | None, out: d
         out["requested_destination"] = target
     if forbidden := _get(destination, "forbidden_aggregates"):
         out.setdefault("member_of", []).append(["!in:" + ",".join(sorted(forbidden))])
+
+
+def _restrict_to_cell(wanted: str, cell_uuid: str | None, cells: Mapping[str, Collection[str]] | None,
+                      out: dict[str, Any]) -> None:
+    """Only ``wanted``'s hosts stay candidates, as Nova's host manager reads only that cell's compute nodes: every
+    host of the other cells is ignored (ignore_hosts is exactly "not a candidate", and Nova's own list stays)."""
+    if cells:
+        if wanted not in cells:
+            raise Unsupported("requested_destination.cell",
+                              f"cell {wanted} is not one of the cells Gantt reads ({', '.join(sorted(cells))})")
+        others = {h for uuid, hosts in cells.items() if uuid != wanted for h in hosts}
+        others.difference_update(cells[wanted])  # a host name in two cells: never drop the wanted cell's own
+        if others:
+            out["ignore_hosts"] = [*out.get("ignore_hosts", []), *sorted(others)]
+    elif cell_uuid is None or wanted != cell_uuid:
+        raise Unsupported("requested_destination.cell",
+                          f"cell {wanted} is not the cell Gantt schedules ({cell_uuid})")
 
 
 def _request_level(spec: objects.RequestSpec, out: dict[str, Any]) -> None:

@@ -338,6 +338,7 @@ PROPERTIES: dict[str, dict[str, str]] = {
         "member_of": "Aggregate UUIDs: each inner list is \"in any of these\", and every list must hold",
         "request_id": "The caller's request id, kept with the claims",
         "migration_uuid": "Make this a move of the one instance named: the source is held under this UUID",
+        "alternates": "How many unclaimed alternates to gather (default [scheduler] max_attempts - 1)",
     },
     "Flavor": {"name": "Flavor name (a label)", "vcpus": "vCPUs", "memory_mb": "RAM, MiB",
                "root_gb": "Root disk, GiB", "ephemeral_gb": "Ephemeral disk, GiB", "swap": "Swap, MiB",
