@@ -201,3 +201,29 @@ def test_inventory_under_allocations(http: httpx.Client) -> None:
     refused = http.delete(f"/resource_providers/{rp}/inventories/VCPU")
     assert refused.status_code == 409 and refused.json()["errors"][0]["code"] == "placement.inventory.inuse"
     assert http.get(f"/resource_providers/{rp}/usages").json()["usages"] == {"VCPU": 5}
+
+
+def test_a_v1_claim_reads_as_a_consumer_placement_created(http: httpx.Client, v1: httpx.Client) -> None:
+    """A scheduler claim (one store commit, never written through this face) is a consumer Placement's PUT with
+    consumer_generation null would have left at generation 1: Nova reads it and writes it back with 1 (a move's
+    swap, a resize's claim); 0 and null are Placement's concurrent-update conflict, and nothing changes."""
+    node_uuid = new_uuid()
+    host = f"cmp-{node_uuid[:8]}"
+    assert v1.post("/v1/resource-stats", json={"name": host, "stats": {
+        "uuid": node_uuid, "vcpus": 4, "memory_mb": 4096, "local_gb": 100, "cpu_allocation_ratio": 1.0,
+        "ram_allocation_ratio": 1.0, "disk_allocation_ratio": 1.0}}).status_code == 200
+    instance = new_uuid()
+    claimed = v1.post("/v1/select_destinations", json={"resources": {"VCPU": 2}, "force_hosts": [host],
+                                                       "instance_uuids": [instance]})
+    assert claimed.status_code == 200, claimed.text
+    assert http.get(f"/allocations/{instance}").json()["consumer_generation"] == 1
+    on_node = http.get(f"/resource_providers/{node_uuid}/allocations").json()["allocations"]
+    assert on_node[instance]["consumer_generation"] == 1
+    for stale in (0, None):
+        refused = put(http, instance, {node_uuid: {"VCPU": 3}}, generation=stale)
+        assert refused.status_code == 409, refused.text
+        assert refused.json()["errors"][0]["code"] == "placement.concurrent_update"
+    assert http.get(f"/allocations/{instance}").json()["allocations"][node_uuid]["resources"] == {"VCPU": 2}
+    assert put(http, instance, {node_uuid: {"VCPU": 3}}, generation=1).status_code == 204
+    shown = http.get(f"/allocations/{instance}").json()
+    assert shown["consumer_generation"] == 2 and shown["allocations"][node_uuid]["resources"] == {"VCPU": 3}

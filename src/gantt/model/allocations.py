@@ -81,7 +81,8 @@ class Allocation(Struct, omit_defaults=True):
     instance_uuid: str | None = None
     extra: list[AllocationPart] = field(default_factory=list)
     # Placement's consumer generation (1.28): moves with every write of the consumer's allocations through the
-    # Placement face; None on an allocation that face never wrote (shown there as 0).
+    # Placement face; None on an allocation that face never wrote (a scheduler claim: shown and compared there as 1,
+    # placement_generation; None also keeps such a claim expiring by claim_timeout, compute.state.ledger).
     consumer_generation: int | None = None
     consumer_type: str | None = None  # Placement's (1.38); None shows as "INSTANCE"
     # The NUMA fit the claim took on its first node (NUMATopologyFilter's request): the cells, pinned CPUs and
@@ -89,6 +90,12 @@ class Allocation(Struct, omit_defaults=True):
     numa: list[NUMACellClaim] | None = None
     # PCI devices taken on the first node (the flavor's pci_passthrough:alias), counted in flight like resources
     pci: list[PciTaken] = field(default_factory=list)
+
+    def placement_generation(self) -> int:
+        """The consumer generation Placement shows and compares: the face's own, or 1 on a claim it never wrote.
+        Placement creates a consumer at 0 and moves it on with the write that gives it allocations, so a consumer
+        holding any is at 1 or more; a scheduler claim must read as that, or Nova's next write (1) is refused."""
+        return 1 if self.consumer_generation is None else self.consumer_generation
 
     def parts(self) -> list[tuple[NodeKey, dict[str, int]]]:
         """Every node the consumer holds resources on, with what it holds there; its first part first."""

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from nova import context as nova_context
@@ -47,6 +47,13 @@ from oslo_utils import timeutils
 from gantt.model import GanttError, HostReport, HostStats, decode
 
 log = logging.getLogger(__name__)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _reader(fn: _F) -> _F:
+    """Nova's ``pick_context_manager_reader``, typed (nova is untyped to mypy): ``fn`` runs in a reader session of
+    its context's cell database, called as it was."""
+    return cast(_F, main_db.pick_context_manager_reader(fn))
 
 NodeKey = tuple[str, str]
 CHECK_TIMEOUT = 5.0  # seconds the cheap check waits for a cell before deciding without it
@@ -130,7 +137,7 @@ def _v(obj: Any, name: str) -> Any:
     return getattr(obj, name) if obj.obj_attr_is_set(name) else None
 
 
-@main_db.pick_context_manager_reader
+@_reader
 def _signature(context: Any) -> tuple[Any, ...]:
     """What changes when a compute node or a service's state does, in one cheap query per cell: counts and the
     latest times (a node created, updated or deleted), and the services' disabled and forced-down sets (as sums of
@@ -155,7 +162,7 @@ def _updates_only(old: tuple[Any, ...] | None, new: tuple[Any, ...]) -> bool:
     return old is not None and old[:2] == new[:2] and old[3:] == new[3:]
 
 
-@main_db.pick_context_manager_reader
+@_reader
 def _updated_since(context: Any, since: Any) -> list[str]:
     node = models.ComputeNode
     # ``>=``: MySQL keeps whole seconds, so a node updated in the same second as the last one read is read again
@@ -530,7 +537,7 @@ class CellReader:
 SEED_BATCH = 200  # hosts per query when the instance lists are seeded (IN lists stay short)
 
 
-@main_db.pick_context_manager_reader
+@_reader
 def _instances_on(context: Any, hosts: list[str]) -> dict[str, list[str]]:
     """The undeleted instances a cell's database has on ``hosts`` (uuids per host), in batches."""
     instance = models.Instance

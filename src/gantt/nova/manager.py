@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
 
 import nova.conf
 import oslo_messaging as messaging
@@ -41,8 +42,16 @@ _sentinel = object()
 # (pre-migrating), and the API's of a live migration or evacuation (accepted, queued); preparing just after.
 MOVING = ("pre-migrating", "accepted", "queued", "preparing")
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-class SchedulerManager(manager.Manager):
+
+def _expected(*exceptions: type[Exception]) -> Callable[[_F], _F]:
+    """oslo.messaging's ``expected_exceptions``, typed (oslo is untyped to mypy): the method raises ``exceptions``
+    to its caller without the server logging them as its own failure, and is called as it was."""
+    return cast(Callable[[_F], _F], messaging.expected_exceptions(*exceptions))
+
+
+class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untyped: its Manager is Any to mypy
     """Nova's scheduler manager, deciding with Gantt. Built with no arguments by ``nova.service.Service.create``;
     reads ``nova.conf.CONF`` (its ``[gantt]`` section, and Nova's scheduler options Gantt implements)."""
 
@@ -149,9 +158,9 @@ class SchedulerManager(manager.Manager):
         keep = {str(a["id"]) for a in nova_aggs}
         for agg in nova_aggs:
             self.replica.update_aggregate(agg)
-        for agg in self.replica.aggregates():
-            if agg.key not in keep:  # deleted while no scheduler listened to the fanout
-                self.replica.delete_aggregate(agg.key)
+        for held in self.replica.aggregates():
+            if held.key not in keep:  # deleted while no scheduler listened to the fanout
+                self.replica.delete_aggregate(held.key)
         log.info("loaded %d aggregate(s) from Nova's API database", len(nova_aggs))
 
     def _seed_instance_info(self, context: Any) -> None:
@@ -180,7 +189,7 @@ class SchedulerManager(manager.Manager):
 
     # ------------------------------------------------------------------------------------ select_destinations
 
-    @messaging.expected_exceptions(exception.NoValidHost)
+    @_expected(exception.NoValidHost)
     def select_destinations(self, context: Any, request_spec: Any = None, filter_properties: Any = None,
                             spec_obj: Any = _sentinel, instance_uuids: Any = None, return_objects: bool = False,
                             return_alternates: bool = False) -> Any:

@@ -198,7 +198,7 @@ class Consumers(ReplicaView):
         now = self.replica.clock()
         for write in writes:
             held = self.table.allocation(write.consumer)
-            current = None if held is None else held.consumer_generation or 0
+            current = None if held is None else held.placement_generation()
             expected = write.generation if write.check_generation else current
             batch.consumers.append(ConsumerGeneration(write.consumer, expected))
             if not write.allocations:

@@ -186,7 +186,7 @@ def _check(batch: Batch, reads: Reads) -> None:
             raise NotFound(f"no such {kind} {name!r}", field="name")
     for expected in batch.consumers:
         holding = reads.allocation(expected.consumer)
-        generation = None if holding is None else holding.consumer_generation or 0
+        generation = None if holding is None else holding.placement_generation()
         if generation != expected.generation:
             raise ConsumerConflict(expected.consumer, generation, expected.generation)
 

@@ -41,6 +41,7 @@ def _preload() -> None:
 
     import gantt.service.app
     import gantt.service.namespaces
+    import gantt.service.openapi.document
     import gantt.service.protocol
     import gantt.service.server
 
@@ -59,7 +60,7 @@ def _preload() -> None:
     uvicorn.Config = Config  # type: ignore[misc]  # a class swapped in for the test servers
 
     # Each app serves the same OpenAPI document, which takes a second to build: built once here, before the forks.
-    document = gantt.service.app.openapi()
+    document = gantt.service.openapi.document.openapi()
     gantt.service.app.openapi = lambda: document  # type: ignore[attr-defined]  # app imported the name: swapped where it is read
 
 

@@ -171,7 +171,7 @@ def _forbid(fixtures: Any, calls: list[str]) -> list[Any]:
     return patches
 
 
-def serve_placement_from_gantt(cls: type, *, scheduler: bool, forbid: bool) -> None:
+def serve_placement_from_gantt(cls: type[Any], *, scheduler: bool, forbid: bool) -> None:
     """Nova's PlacementFixture ``cls``, changed in place to be served by Gantt (see the module's docstring).
 
     In place, not by a subclass bound to the module's name: Nova's methods call ``super(PlacementFixture, self)``,
@@ -205,7 +205,8 @@ def serve_placement_from_gantt(cls: type, *, scheduler: bool, forbid: bool) -> N
         if forbid:
             _forbid_nova_scheduling(self, fixtures)
 
-    cls.__init__ = __init__  # type: ignore[misc]  # Nova's fixture is changed in place: its methods call super(PlacementFixture, self)
+    # Nova's fixture is changed in place: its methods call super(PlacementFixture, self)
+    cls.__init__ = __init__
     cls._configure_placement = _configure_placement
     cls.setUp = setUp
 

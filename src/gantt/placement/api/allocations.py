@@ -188,7 +188,7 @@ async def show(call: Call) -> Answer:
         data["project_id"] = held.project_id
         data["user_id"] = held.user_id
         if call.version.at_least(28):
-            data["consumer_generation"] = held.consumer_generation or 0
+            data["consumer_generation"] = held.placement_generation()
         if call.version.at_least(38):
             data["consumer_type"] = held.consumer_type or UNKNOWN_CONSUMER_TYPE
     return json_response(call, data, modified=held.created_at if held is not None else None)
@@ -217,7 +217,7 @@ async def for_provider(call: Call) -> Answer:
     for allocation in held:
         one: dict[str, Any] = {"resources": dict(allocation.on(found.key))}
         if call.version.at_least(28):
-            one["consumer_generation"] = allocation.consumer_generation or 0
+            one["consumer_generation"] = allocation.placement_generation()
         data[allocation.consumer_uuid] = one
     modified = max((a.created_at for a in held), default=None)
     return json_response(call, {"resource_provider_generation": found.generation, "allocations": data},
