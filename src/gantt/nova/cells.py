@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _reader(fn: _F) -> _F:
+def reads_cell(fn: _F) -> _F:
     """Nova's ``pick_context_manager_reader``, typed (nova is untyped to mypy): ``fn`` runs in a reader session of
     its context's cell database, called as it was."""
     return cast(_F, main_db.pick_context_manager_reader(fn))
@@ -137,7 +137,7 @@ def _v(obj: Any, name: str) -> Any:
     return getattr(obj, name) if obj.obj_attr_is_set(name) else None
 
 
-@_reader
+@reads_cell
 def _signature(context: Any) -> tuple[Any, ...]:
     """What changes when a compute node or a service's state does, in one cheap query per cell: counts and the
     latest times (a node created, updated or deleted), and the services' disabled and forced-down sets (as sums of
@@ -162,7 +162,7 @@ def _updates_only(old: tuple[Any, ...] | None, new: tuple[Any, ...]) -> bool:
     return old is not None and old[:2] == new[:2] and old[3:] == new[3:]
 
 
-@_reader
+@reads_cell
 def _updated_since(context: Any, since: Any) -> list[str]:
     node = models.ComputeNode
     # ``>=``: MySQL keeps whole seconds, so a node updated in the same second as the last one read is read again
@@ -532,51 +532,6 @@ class CellReader:
         if self._on_cells is not None:
             self._on_cells(self.cells)
         return len(changed)
-
-
-SEED_BATCH = 200  # hosts per query when the instance lists are seeded (IN lists stay short)
-
-
-@_reader
-def _instances_on(context: Any, hosts: list[str]) -> dict[str, list[str]]:
-    """The undeleted instances a cell's database has on ``hosts`` (uuids per host), in batches."""
-    instance = models.Instance
-    out: dict[str, list[str]] = {}
-    for start in range(0, len(hosts), SEED_BATCH):
-        rows = context.session.execute(
-            sa.select(instance.host, instance.uuid)
-            .where(instance.host.in_(hosts[start:start + SEED_BATCH]), instance.deleted == 0)
-            .order_by(instance.host, instance.id))
-        for host, uuid in rows:
-            out.setdefault(host, []).append(uuid)
-    return out
-
-
-def seed_instance_info(reader: CellReader, context: Any) -> int:
-    """Instance lists for the hosts Gantt's store has none for, from the cells' instance tables (Nova's
-    ``HostManager._init_instance_info`` at its start): on a fresh store, nova-compute's periodic
-    ``sync_instance_info`` would otherwise leave them empty for minutes (and SameHost/DifferentHost, affinity
-    and NumInstances blind). A host with a list already (kept by the casts since) is left as it is. Returns how
-    many hosts were seeded."""
-    replica = reader.replica
-    mappings = {cm.uuid: cm for cm in reader._mappings(context)}
-    seeded = 0
-    for uuid, view in list(reader.cells.items()):
-        hosts = sorted({key[0] for key in view.nodes} - set(replica.instance_info))
-        if not hosts or uuid not in mappings:
-            continue
-        result = nova_context.scatter_gather_cells(context, [mappings[uuid]], reader.timeout, _instances_on,
-                                                   hosts).get(uuid)
-        if result is None or nova_context.is_cell_failure_sentinel(result):
-            log.error("cell %s (%s): its instances could not be read (%s); its hosts' instance lists wait for "
-                      "nova-compute's sync_instance_info", view.name, uuid, result)
-            continue
-        for host, instances in result.items():
-            if host in replica.instance_info:  # a cast got there meanwhile: it is newer than this read
-                continue
-            replica.sync_instance_info(host, instances)
-            seeded += 1
-    return seeded
 
 
 def _copy(report: HostReport) -> HostReport:

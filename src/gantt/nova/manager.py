@@ -29,7 +29,7 @@ from nova.scheduler import utils as scheduler_utils
 
 from gantt.model import GanttError, NotFound
 from gantt.model import NoValidHost as GanttNoValidHost
-from gantt.nova import cells, conf, prefilters, translate
+from gantt.nova import cells, conf, instances, prefilters, translate
 from gantt.replication.replica import Replica
 
 CONF = nova.conf.CONF
@@ -165,7 +165,7 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
 
     def _seed_instance_info(self, context: Any) -> None:
         try:
-            seeded = cells.seed_instance_info(self.reader, context)
+            seeded = instances.seed_instance_info(self.reader, context)
         except Exception:  # the lists then wait for the computes' sync_instance_info, as before
             log.exception("seeding the hosts' instance lists from the cells failed")
             return
