@@ -208,7 +208,7 @@ _SERVICE_COLUMNS = ("host", "binary", "topic", "disabled", "disabled_reason", "f
                     "created_at", "updated_at")
 
 
-@main_db.pick_context_manager_reader
+@reads_cell
 def _poll_cell(context: Any, since: dict[str, datetime.datetime | None]) -> tuple[Any, ...]:
     """One cell's share of a periodic pass: its signature, the (uuid, time) of its nodes whose row time is not
     older than ``since`` (by cell; None: every node), and every nova-compute service's few columns. Tuples, never
@@ -227,7 +227,7 @@ def _poll_cell(context: Any, since: dict[str, datetime.datetime | None]) -> tupl
     return signature, rows, services
 
 
-@main_db.pick_context_manager_reader
+@reads_cell
 def _read_nodes(context: Any, uuids: dict[str, list[str]]) -> list[Any]:
     wanted = uuids.get(context.cell_uuid) or []
     return list(objects.ComputeNodeList.get_all_by_uuids(context, wanted)) if wanted else []
