@@ -265,8 +265,9 @@ def test_placement_owns_the_inventories_it_set_whatever_the_cell_row_says(cloud:
         return {"name": "f", "vcpus": vcpus, "memory_mb": 512, "root_gb": 1, "extra_specs": extra_specs}
 
     for n in range(2):  # node2 has no PCPU: both go to node1, the second after a report of the row again
-        [[chosen, *_]] = cloud.manager.select_destinations({"flavor": flavor(2, **{"resources:PCPU": "2"}),
-                                                            "instance_uuids": [f"00000033-0000-0000-0000-0000000000e{n}"]})
+        pinned = {"flavor": flavor(2, **{"resources:PCPU": "2"}),
+                  "instance_uuids": [f"00000033-0000-0000-0000-0000000000e{n}"]}
+        [[chosen, *_]] = cloud.manager.select_destinations(pinned)
         assert (chosen.host, chosen.nodename) == ("compute1", "node1")
         cloud.cells_report("compute1", "node1", U1, vcpus_used=2 * (n + 1))
     cloud.serve.sync()
