@@ -66,6 +66,14 @@ def test_resources_from_flavor_follow_nova() -> None:
     pinned = decode({"flavor": {"vcpus": 4, "memory_mb": 1, "extra_specs": {"hw:cpu_policy": "dedicated"}}},
                     RequestSpec)
     assert resources_from_spec(pinned) == {"PCPU": 4, "MEMORY_MB": 1}
+    # resources:PCPU=N stands for the flavor's vCPUs: no VCPU besides (Nova's functional NUMA tests' flavors)
+    explicit = decode({"flavor": {"vcpus": 2, "memory_mb": 1, "extra_specs": {"resources:PCPU": "2"}}},
+                      RequestSpec)
+    assert resources_from_spec(explicit) == {"PCPU": 2, "MEMORY_MB": 1}
+    # a granular group naming a class replaces the flavor's figure of it, as in Nova, rather than adding to it
+    granular = decode({"flavor": {"vcpus": 1, "memory_mb": 512, "extra_specs": {"resources1:MEMORY_MB": "64"}}},
+                      RequestSpec)
+    assert resources_from_spec(granular) == {"VCPU": 1, "MEMORY_MB": 64}
     extra = decode({"flavor": {"vcpus": 1}, "resources": {"CUSTOM_FPGA": 2}}, RequestSpec)
     assert resources_from_spec(extra) == {"VCPU": 1, "CUSTOM_FPGA": 2}
     only = decode({"resources": {"DISK_GB": 100}}, RequestSpec)

@@ -232,3 +232,49 @@ def test_several_nodes_per_host_traits_and_pcpu_from_placement_decide(cloud: Clo
     [[plain, *_]] = cloud.manager.select_destinations({"flavor": flavor(**{"trait:CUSTOM_GOLD": "forbidden"}),
                                                       "instance_uuids": ["00000033-0000-0000-0000-0000000000c2"]})
     assert (plain.host, plain.nodename) == ("compute1", "node2")
+
+
+@pytest.mark.parametrize("provider_first", [True, False], ids=["provider-first", "report-first"])
+def test_placement_owns_the_inventories_it_set_whatever_the_cell_row_says(cloud: Cloud, provider_first: bool) -> None:
+    """Nova's libvirt driver with only cpu_dedicated_set: Placement gets PCPU, MEMORY_MB and DISK_GB and no VCPU,
+    while the cell row still carries vcpus. What Nova's Placement would hold is the node's whole offer: the
+    row's figures, reported before or after and again, add no VCPU (to the Placement face or the decisions), and
+    a plain flavor asking ``resources:PCPU`` (without ``resources:VCPU=0``) lands there. A node Placement never
+    heard of still offers what its report names."""
+    def placement_sets() -> None:
+        cloud.serve.sync()
+        if not cloud.face.has_provider(U1):
+            cloud.face.create_provider("node1", U1)
+        cloud.face.set_inventories(U1, cloud.face.provider(U1).generation,
+                                   {"PCPU": Inventory(total=4), "MEMORY_MB": Inventory(total=8192),
+                                    "DISK_GB": Inventory(total=100)}, reserved_may_equal_total=True)
+
+    if provider_first:
+        placement_sets()
+    cloud.manager.sync()
+    cloud.manager.report_many([cell_report("compute1", "node1", U1), cell_report("compute2", "node2", U2)])
+    if not provider_first:
+        placement_sets()
+    cloud.cells_report("compute1", "node1", U1, vcpus_used=1)
+    one_record(cloud, U1, ("compute1", "node1"))
+    cloud.serve.sync()
+    assert sorted(cloud.face.provider_inventories(U1)[1]) == ["DISK_GB", "MEMORY_MB", "PCPU"]
+    assert sorted(cloud.face.provider_inventories(U2)[1]) == ["DISK_GB", "MEMORY_MB", "VCPU"]
+
+    def flavor(vcpus: int, **extra_specs: str) -> dict[str, object]:
+        return {"name": "f", "vcpus": vcpus, "memory_mb": 512, "root_gb": 1, "extra_specs": extra_specs}
+
+    for n in range(2):  # node2 has no PCPU: both go to node1, the second after a report of the row again
+        pinned = {"flavor": flavor(2, **{"resources:PCPU": "2"}),
+                  "instance_uuids": [f"00000033-0000-0000-0000-0000000000e{n}"]}
+        [[chosen, *_]] = cloud.manager.select_destinations(pinned)
+        assert (chosen.host, chosen.nodename) == ("compute1", "node1")
+        cloud.cells_report("compute1", "node1", U1, vcpus_used=2 * (n + 1))
+    cloud.serve.sync()
+    assert cloud.face.provider_usage(U1) == {"PCPU": 4, "MEMORY_MB": 1024, "DISK_GB": 2}
+    [[plain, *_]] = cloud.manager.select_destinations({"flavor": flavor(1),
+                                                      "instance_uuids": ["00000033-0000-0000-0000-0000000000f1"]})
+    assert (plain.host, plain.nodename) == ("compute2", "node2")
+    with pytest.raises(NoValidHost):  # no VCPU on node1, however often its row says vcpus 8
+        cloud.manager.select_destinations({"flavor": flavor(1), "force_hosts": ["compute1"],
+                                           "instance_uuids": ["00000033-0000-0000-0000-0000000000f2"]})

@@ -54,6 +54,8 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
     if not numa_image and rng.random() < 0.15:
         extra["hw:numa_nodes"] = "2"
         vcpus, memory = 4, 4096
+    if not numa_image and not {"hw:cpu_policy", "resources:VCPU"} & set(extra) and i % 7 == 3:  # (rng untouched)
+        extra["resources:PCPU"] = str(vcpus)  # Nova's explicit form of a dedicated policy
     props = dict(rng.sample(IMAGE_PROPS, rng.randint(0, 5)))
     if numa_image:
         props.update({"hw_numa_nodes": "2", "hw_numa_cpus.0": "0,1", "hw_numa_cpus.1": "2,3",
@@ -108,7 +110,7 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
         case["request_level_params"] = {
             "root_required": rng.sample(["HW_CPU_X86_AVX", "COMPUTE_VOLUME_MULTI_ATTACH"], rng.randint(0, 2)),
             "root_forbidden": rng.sample(["COMPUTE_STATUS_DISABLED"], rng.randint(0, 1))}
-    if rng.random() < 0.2 and not numa_image and not any(k.startswith("hw:") for k in extra):
+    if rng.random() < 0.2 and not numa_image and not any(k.startswith(("hw:", "resources:PCPU")) for k in extra):
         case["network_metadata"] = {"physnets": ["physnet1"], "tunneled": rng.random() < 0.5}  # unread without NUMA
     if rng.random() < 0.5:  # Nova's API sets it on nearly every boot: networks by id, or none/auto
         case["requested_networks"] = rng.choice([[{"network_id": _uuid(rng)}], [{"network_id": "none"}],

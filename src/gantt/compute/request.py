@@ -36,10 +36,6 @@ def resources_from_spec(spec: RequestSpec, guest: GuestTopology | None = _DERIVE
         specs = flavor.extra_specs
         if guest is not None and guest.resources:
             resources.update(guest.resources)
-        else:
-            resources["VCPU"] = flavor.vcpus
-        resources["MEMORY_MB"] = flavor.memory_mb
-        resources["DISK_GB"] = flavor.root_gb + flavor.ephemeral_gb + swap_gb
         for key, value in specs.items():
             if not key.startswith("resources"):
                 continue
@@ -60,6 +56,12 @@ def resources_from_spec(spec: RequestSpec, guest: GuestTopology | None = _DERIVE
                 resources[rc] = amount
             else:
                 resources[rc] = resources.get(rc, 0) + amount
+        # The flavor's own figures only for the classes no group names (Nova's from_request_spec): a flavor
+        # asking resources:PCPU=N (or a dedicated policy) asks no VCPU besides, whatever its vcpus say.
+        if "VCPU" not in resources and "PCPU" not in resources:
+            resources["VCPU"] = flavor.vcpus
+        resources.setdefault("MEMORY_MB", flavor.memory_mb)
+        resources.setdefault("DISK_GB", flavor.root_gb + flavor.ephemeral_gb + swap_gb)
     if spec.resources:
         if flavor is None:
             resources = dict(spec.resources)

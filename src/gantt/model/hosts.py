@@ -186,6 +186,10 @@ class Provider(Struct, forbid_unknown_fields=True, omit_defaults=True):
     root_provider_uuid: Text | None = None  # None: the provider is a root
     created_at: float = 0.0
     updated_at: float = 0.0
+    # Placement has set the node's inventories (nova-compute's update_provider_tree): they are its whole offer, as
+    # Nova's Placement holds it. The host's classic fields (a cell's vcpus, memory_mb, local_gb) are then figures
+    # for the filters, never capacity: a host with only PCPU offers no VCPU, whatever its vcpus say.
+    inventories_set: bool = False
 
 
 class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):

@@ -99,10 +99,11 @@ def view(record: HostReport) -> ProviderView | None:
 
 def inventories(record: HostReport, default_ratios: dict[str, float]) -> dict[str, Inventory]:
     """What the provider offers, per class: its inventories, and those a host's classic fields imply (as the
-    table derives them: ``gantt.compute.state.reports``)."""
+    table derives them: ``gantt.compute.state.reports``) unless Placement set its inventories."""
     stats = record.stats
     out: dict[str, Inventory] = {}
-    for rc, total_field, ratio_field in _CLASSIC:
+    placed = record.provider is not None and record.provider.inventories_set
+    for rc, total_field, ratio_field in () if placed else _CLASSIC:
         total = getattr(stats, total_field)
         if total:  # 0 offers nothing: Placement has no inventory of total 0 (and min_unit 1 > max_unit 0)
             ratio = getattr(stats, ratio_field) or default_ratios.get(rc, 1.0)
@@ -243,7 +244,7 @@ def with_inventories(current: ProviderView, given: dict[str, Inventory], now: fl
     (they would imply VCPU, MEMORY_MB and DISK_GB beside what Placement set); a host's next report brings back
     what it names."""
     # One copy of the record (each copy validates it again in __post_init__), not one per part changed.
-    provider = _bumped_provider(current, now, generation=current.generation + steps)
+    provider = _bumped_provider(current, now, generation=current.generation + steps, inventories_set=True)
     stats = msgspec.structs.replace(current.record.stats, inventories=dict(given), **_CLASSIC_TOTALS)
     return msgspec.structs.replace(current.record, provider=provider, stats=stats)
 

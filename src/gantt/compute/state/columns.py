@@ -64,6 +64,8 @@ SCALARS: dict[str, tuple[Any, Any]] = {
     "pci_free": (np.float64, 0),  # devices in those pools (PCIWeigher)
     # a child resource provider (a NUMA cell, a PF under a compute node): never a candidate on its own (design §5)
     "child": (np.bool_, False),
+    # Placement set the node's inventories (``Provider.inventories_set``): its classic fields are no capacity
+    "placed": (np.bool_, False),
     # NUMA summaries for NUMATopologyFilter's vectorized prefilter (gantt.compute.numa.HostNUMA has the cells): how many
     # cells, and per host the largest cell figures no guest cell can exceed and still fit
     "numa_cells": (np.float64, 0),

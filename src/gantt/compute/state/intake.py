@@ -136,7 +136,8 @@ class Intake:
         for row, report, key in zip(range(first, end), reports, keys, strict=True):
             stats = report.stats
             child = report.provider is not None and report.provider.parent_provider_uuid is not None
-            if simple_for_new_row(stats) and not child and not held(key):
+            placed = report.provider is not None and report.provider.inventories_set
+            if simple_for_new_row(stats) and not child and not placed and not held(key):
                 simple_rows.append(row)
                 simple_stats.append(stats)
                 service = stats.service
@@ -170,7 +171,10 @@ class Intake:
         """``update`` once the row is known (``static``: it is new). Holds the lock (the caller's)."""
         columns = self._columns
         stats = report.stats
-        static |= apply_stats(columns, row, stats, self._default_ratios, whole=whole)
+        # a report without its provider (a cell's, a host's own) leaves the row as Placement last set it
+        placed = report.provider.inventories_set if report.provider is not None else bool(columns.cols["placed"][row])
+        columns.cols["placed"][row] = placed
+        static |= apply_stats(columns, row, stats, self._default_ratios, whole=whole, placed=placed)
         if stats.service is not None:
             if stats.service.disabled and stats.service.disabled_reason:
                 self._disabled_reasons[key] = stats.service.disabled_reason

@@ -28,12 +28,13 @@ _COUNTS_OF = operator.attrgetter(*_COUNTS)
 
 
 def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float], *,
-                whole: bool = False) -> bool:
+                whole: bool = False, placed: bool = False) -> bool:
     """Write what ``stats`` names into ``row``. Returns whether something a static filter can see changed (a
     service enabled or disabled, capabilities, traits, an inventory's shape).
 
     ``whole``: ``stats`` is a node's whole stored record (a store's), so a class it no longer has an inventory
-    for is gone (Placement deletes inventories; a report alone never does)."""
+    for is gone (Placement deletes inventories; a report alone never does). ``placed``: Placement set the node's
+    inventories, which are then all it offers (``Provider.inventories_set``)."""
     cols = columns.cols
     if stats.uuid is not None:
         columns.node_uuids[row] = stats.uuid
@@ -69,7 +70,7 @@ def apply_stats(columns: Columns, row: int, stats: HostStats, default_ratios: di
     if topology is not None or whole:
         assert not isinstance(topology, str), "HostStats.__post_init__ decodes a stored topology's JSON text"
         columns.set_numa(row, HostNUMA.of(topology))
-    static |= _update_inventories(columns, row, stats, default_ratios, whole)
+    static |= _update_inventories(columns, row, stats, default_ratios, whole, placed)
     pools = stats.pci_stats
     if pools is not None:
         assert isinstance(pools, list), "HostStats.__post_init__ turns every form of pci_stats into the plain list"
@@ -117,7 +118,7 @@ def _update_metrics(columns: Columns, row: int, stats: HostStats) -> None:
 
 
 def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ratios: dict[str, float],
-                        whole: bool) -> bool:
+                        whole: bool, placed: bool = False) -> bool:
     """Returns True when a static attribute (the set of classes, a min/max/step) changed."""
     static = False
     given = stats.inventories or {}
@@ -126,8 +127,10 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
     # (the report's own type first: a bulk load writes the caps after the inventories, a single report before)
     kind = stats.hypervisor_type if stats.hypervisor_type is not None else columns.node_caps(row).hypervisor_type
     ironic = (kind or "").lower() == "ironic"
+    # no capacity from the classic fields: an ironic node's, or any node's once Placement set its inventories
+    classic_off = ironic or placed
     for rc, total_f, used_f, ratio_f in CLASSIC:
-        if rc in given or ironic:
+        if rc in given or classic_off:
             continue
         total = getattr(stats, total_f)
         j = columns.rc_index[rc]
@@ -159,10 +162,10 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
         static |= _write_inventory(columns, row, j, inv.total, inv.reserved, inv.min_unit, max_unit, inv.step_size,
                                    inv.allocation_ratio, used)
     if whole:
-        static |= _drop_inventories(columns, row, set(given) | (set() if ironic else _classic_kept(stats)))
+        static |= _drop_inventories(columns, row, set(given) | (set() if classic_off else _classic_kept(stats)))
     elif ironic:  # a node that became ironic: what its classic fields made before is no capacity
         static |= _drop_inventories(columns, row, set(columns.rc_index) - ({rc for rc, *_ in CLASSIC} - set(given)))
-    if ironic:
+    if classic_off:
         # Nova's HostState still shows the node's allocation ratios (ComputeCapabilitiesFilter, JsonFilter read
         # them): kept beside no inventory, where a ratio is otherwise 0.
         for rc, _, _, ratio_f in CLASSIC:
