@@ -378,11 +378,8 @@ class CellReader:
         for mapping in mappings:
             view = self.cells.get(mapping.uuid) or CellView(mapping.uuid, mapping.name or mapping.uuid)
             views[mapping.uuid] = view
-            result = results.get(mapping.uuid, nova_context.did_not_respond_sentinel)
-            if nova_context.is_cell_failure_sentinel(result):
-                log.error("cell %s (%s) did not answer (%s): its %d node(s) are not heartbeaten and go down after "
-                          "service_down_time", view.name, view.uuid,
-                          "timeout" if result is nova_context.did_not_respond_sentinel else result, len(view.nodes))
+            result = _answer(view, results)
+            if result is None:
                 continue
             signature, nodes, services = result
             by_host = {s.host: s for s in services}
@@ -469,11 +466,8 @@ class CellReader:
         plan: dict[str, tuple[Any, ...]] = {}
         for mapping in mappings:
             view = self.cells[mapping.uuid]
-            result = results.get(mapping.uuid, nova_context.did_not_respond_sentinel)
-            if nova_context.is_cell_failure_sentinel(result):
-                log.error("cell %s (%s) did not answer (%s): its %d node(s) are not heartbeaten and go down after "
-                          "service_down_time", view.name, view.uuid,
-                          "timeout" if result is nova_context.did_not_respond_sentinel else result, len(view.nodes))
+            result = _answer(view, results)
+            if result is None:
                 continue
             signature, rows, services = result
             if _structural(view.signature, tuple(signature)):
@@ -532,6 +526,18 @@ class CellReader:
         if self._on_cells is not None:
             self._on_cells(self.cells)
         return len(changed)
+
+
+def _answer(view: CellView, results: dict[str, Any]) -> Any | None:
+    """The cell's answer to a scatter-gather, or None (logged) when it did not answer: its nodes are left as they
+    were, unheartbeaten, and go down in Gantt after service_down_time."""
+    result = results.get(view.uuid, nova_context.did_not_respond_sentinel)
+    if nova_context.is_cell_failure_sentinel(result):
+        log.error("cell %s (%s) did not answer (%s): its %d node(s) are not heartbeaten and go down after "
+                  "service_down_time", view.name, view.uuid,
+                  "timeout" if result is nova_context.did_not_respond_sentinel else result, len(view.nodes))
+        return None
+    return result
 
 
 def _copy(report: HostReport) -> HostReport:
