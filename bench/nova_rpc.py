@@ -234,6 +234,14 @@ def _template_rows(cctxt: Any) -> None:
     node.create()
 
 
+def _ids(conn: sqlite3.Connection, table: str, names: tuple[str, ...]) -> dict[str, int]:
+    """Placement's ids of its standard ``names`` in ``table`` (traits, resource classes), all of them or an error."""
+    ids = dict(conn.execute(f"SELECT name, id FROM {table} WHERE name IN ({', '.join('?' * len(names))})",
+                            names).fetchall())
+    if len(ids) != len(names):
+        raise RuntimeError(f"placement's standard {table} are not all in its database: {ids}")
+    return ids
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
 
@@ -331,19 +339,13 @@ class Placement:
         self._get("/traits?name=in:OWNER_NOVA")  # Placement writes the standard traits into its table at first use
         now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S")
         with contextlib.closing(sqlite3.connect(self.db)) as conn, conn:
-            traits = dict(conn.execute("SELECT name, id FROM traits "
-                                       "WHERE name IN ('OWNER_NOVA', 'COMPUTE_STATUS_DISABLED')").fetchall())
-            if len(traits) != 2:
-                raise RuntimeError(f"placement's standard traits are not in its database: {traits}")
+            traits = _ids(conn, "traits", ("OWNER_NOVA", "COMPUTE_STATUS_DISABLED"))
             conn.executemany("INSERT INTO resource_provider_traits (resource_provider_id, trait_id, created_at, "
                              "updated_at) VALUES (?, ?, ?, ?)",
                              [(i + 1, traits[name], now, now) for i in range(nodes)
                               for name in ("OWNER_NOVA", "COMPUTE_STATUS_DISABLED")
                               if name == "OWNER_NOVA" or disabled(i)])
-            classes = dict(conn.execute("SELECT name, id FROM resource_classes "
-                                        "WHERE name IN ('VCPU', 'MEMORY_MB', 'DISK_GB')").fetchall())
-            if len(classes) != 3:
-                raise RuntimeError(f"placement's standard resource classes are not in its database: {classes}")
+            classes = _ids(conn, "resource_classes", ("VCPU", "MEMORY_MB", "DISK_GB"))
             conn.executemany("INSERT INTO resource_providers (id, uuid, name, generation, root_provider_id, "
                              "parent_provider_id, created_at, updated_at) VALUES (?, ?, ?, 1, ?, NULL, ?, ?)",
                              [(i + 1, node_uuid(i), node_name(i), i + 1, now, now) for i in range(nodes)])
