@@ -5,12 +5,17 @@ from __future__ import annotations
 import faulthandler
 import os
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import IO, Any
 
 import pytest
 
 from gantt import Scheduler
+from gantt.config import Config
+from gantt.replication.replica import Replica
+from gantt.store.sqlite import SQLiteStore
 
 # Every process a test starts (servers, workers, spawned claimers) inherits this: a crash prints its stack.
 os.environ["PYTHONFAULTHANDLER"] = "1"
@@ -199,3 +204,19 @@ class TableLockHolder:
         with self.table.lock:
             self.taken.set()
             self.release.wait(5.0)
+
+
+@contextmanager
+def sqlite_replica_pair(directory: Path, config: Config,
+                        start: float) -> Iterator[tuple[Replica, Replica, list[float], str]]:
+    """Two replicas of one SQLite file (two workers of one ``serve``) on one clock the test sets (``now[0]``);
+    neither follows the store on its own, so a test decides when each reads what the other wrote."""
+    url = f"sqlite:///{directory}/gantt.sqlite"
+    now = [start]
+    a = Replica(SQLiteStore(url), config, clock=lambda: now[0]).start_owning(follow=False)
+    b = Replica(SQLiteStore(url), config, clock=lambda: now[0]).start_owning(follow=False)
+    try:
+        yield a, b, now, url
+    finally:
+        a.close()
+        b.close()

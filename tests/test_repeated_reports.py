@@ -21,7 +21,7 @@ from gantt.model import HostReport, HostStats, ServiceInfo
 from gantt.replication.replica import Replica
 from gantt.store.etcd import EtcdStore
 from gantt.store.sqlite import SQLiteStore
-from tests.conftest import host_stats
+from tests.conftest import host_stats, sqlite_replica_pair
 from tests.etcd.cluster import LocalCluster, require_etcd
 
 DOWN = 60.0
@@ -56,15 +56,8 @@ def _all_hold_h1(replicas: tuple[Replica, ...], num_io_ops: int, at: float) -> N
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[Replica, Replica, list[float], str]]:
     """Two replicas of one SQLite file (two workers of one ``serve``) on one clock; neither follows on its own."""
-    url = f"sqlite:///{tmp_path}/gantt.sqlite"
-    now = [T0]
-    a = Replica(SQLiteStore(url), CONFIG, clock=lambda: now[0]).start_owning(follow=False)
-    b = Replica(SQLiteStore(url), CONFIG, clock=lambda: now[0]).start_owning(follow=False)
-    try:
-        yield a, b, now, url
-    finally:
-        a.close()
-        b.close()
+    with sqlite_replica_pair(tmp_path, CONFIG, T0) as replicas:
+        yield replicas
 
 
 def test_a_repeat_is_written_as_a_touch_only_when_flushed_and_then_seen_alike(

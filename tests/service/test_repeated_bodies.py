@@ -20,8 +20,7 @@ from gantt.replication.replica import Replica
 from gantt.service import handlers
 from gantt.service.app import create_app
 from gantt.store.base import Batch
-from gantt.store.sqlite import SQLiteStore
-from tests.conftest import host_stats
+from tests.conftest import host_stats, sqlite_replica_pair
 
 CONFIG = Config.from_dict({"DEFAULT": {"service_down_time": 60.0}, "gantt": {"claim_timeout": 600.0}})
 T0 = 1_000_000.0
@@ -44,15 +43,8 @@ class Decodes:
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Replica, Replica, list[float], Any]]:
     """A service on replica ``a`` and another replica ``b`` of the same SQLite file (another worker), one clock."""
-    url = f"sqlite:///{tmp_path}/gantt.sqlite"
-    now = [T0]
-    a = Replica(SQLiteStore(url), CONFIG, clock=lambda: now[0]).start_owning(follow=False)
-    b = Replica(SQLiteStore(url), CONFIG, clock=lambda: now[0]).start_owning(follow=False)
-    try:
+    with sqlite_replica_pair(tmp_path, CONFIG, T0) as (a, b, now, _):
         yield a, b, now, create_app(a)
-    finally:
-        a.close()
-        b.close()
 
 
 def _body(host: str, **stats: Any) -> bytes:
