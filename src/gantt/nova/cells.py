@@ -278,13 +278,14 @@ class CellReader:
     def host_cells(self) -> dict[str, str]:
         return {key[0]: cell.uuid for cell in self.cells.values() for key in cell.nodes}
 
-    def _mappings(self, context: Any) -> list[Any]:
+    def mappings(self, context: Any) -> list[Any]:
+        """The enabled cells Nova maps (cell0, which holds no hosts, left out)."""
         return [cm for cm in objects.CellMappingList.get_all(context)
                 if not cm.is_cell0() and not cm.disabled]
 
     def changed(self, context: Any) -> bool:
         """The cheap check: has any cell's signature moved since the last read (or a cell come or gone)?"""
-        mappings = self._mappings(context)
+        mappings = self.mappings(context)
         if {cm.uuid for cm in mappings} != set(self.cells):
             return True
         # short: it runs before every decision, and a cell that hangs must not hold each one for a full timeout
@@ -303,7 +304,7 @@ class CellReader:
         with self._lock:
             if not self.cells:
                 return self._read(context)
-            mappings = self._mappings(context)
+            mappings = self.mappings(context)
             if {cm.uuid for cm in mappings} != set(self.cells):
                 return self._read(context)
             results = nova_context.scatter_gather_cells(context, mappings, min(self.timeout, CHECK_TIMEOUT),
@@ -369,7 +370,7 @@ class CellReader:
 
     def _read(self, context: Any) -> int:
         began = _now()
-        mappings = self._mappings(context)
+        mappings = self.mappings(context)
         results = nova_context.scatter_gather_cells(context, mappings, self.timeout, _read_cell)
         changed: list[HostReport] = []
         unchanged: list[HostReport] = []
@@ -448,7 +449,7 @@ class CellReader:
             self.passes += 1
             if not self.cells or self.passes % self.full_every == 0:
                 return self._read(context)
-            mappings = self._mappings(context)
+            mappings = self.mappings(context)
             if {cm.uuid for cm in mappings} != set(self.cells):
                 return self._read(context)
             since = {uuid: None if view.watermark is None else view.watermark - OVERLAP

@@ -39,7 +39,7 @@ def seed_instance_info(reader: CellReader, context: Any) -> int:
     and NumInstances blind). A host with a list already (kept by the casts since) is left as it is. Returns how
     many hosts were seeded."""
     replica = reader.replica
-    mappings = {cm.uuid: cm for cm in reader._mappings(context)}
+    mappings = {cm.uuid: cm for cm in reader.mappings(context)}
     seeded = 0
     for uuid, view in list(reader.cells.items()):
         hosts = sorted({key[0] for key in view.nodes} - set(replica.instance_info))
