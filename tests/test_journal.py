@@ -71,6 +71,37 @@ def test_column_bounds_follow_changes_and_joiners() -> None:
     assert builds < answered / 4  # the shortlists answered most queries
 
 
+def test_column_bounds_keep_a_list_past_many_rows_that_are_never_candidates() -> None:
+    """A twentieth of the rows hold 0 free RAM and are never a VM's candidates (bare-metal nodes): each lies below
+    every candidate. A list that holds them all still answers; without one, each query took a full pass."""
+    rng = np.random.default_rng(5)
+    n = 20_000
+    column = rng.integers(1000, 64_000, n).astype(float)
+    baremetal = np.zeros(n, dtype=np.bool_)
+    baremetal[rng.choice(n, n // 20, replace=False)] = True
+    column[baremetal] = 0.0
+    journal = RowJournal()
+    bounds = ColumnBounds(size=64)
+    builds = 0
+    build = bounds._build
+
+    def counting_build(*args: Any, **kwargs: Any) -> Any:
+        nonlocal builds
+        builds += 1
+        return build(*args, **kwargs)
+
+    bounds._build = counting_build  # type: ignore[method-assign]
+    queries = 300
+    for _ in range(queries):
+        for row in rng.integers(0, n, 3).tolist():  # claims and reports move a few rows between decisions
+            column[row] = 0.0 if baremetal[row] else float(rng.integers(0, 64_000))
+            journal.append(row)
+        mask = ~baremetal & (rng.random(n) > 0.01)
+        got = bounds.get("free_ram_mb", column, mask, highest=False, n=n, static_revision=0, journal=journal)
+        assert got == column[mask].min()
+    assert builds < queries / 10
+
+
 def test_column_bounds_row_that_joins_and_changes_again_keeps_its_latest_value() -> None:
     n = 5000
     column = np.zeros(n)

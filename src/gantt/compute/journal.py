@@ -227,6 +227,7 @@ class _Shortlist:
     values: np.ndarray  # their current values
     position: dict[int, int]  # row -> index in ``rows``
     bound: float  # no row outside ``rows`` is more extreme than this
+    room: int  # how long ``rows`` may grow by joiners before the list is better rebuilt
 
 
 class ColumnBounds:
@@ -240,6 +241,11 @@ class ColumnBounds:
     (every unlisted row is no better). When no list can tell (a spreading weigher used it up, or these candidates
     are not on it: nodes that are down or isolated often hold the extremes) a new one is built for these
     candidates, which also answers the query. A few lists per column serve requests whose candidates differ.
+
+    The rows beyond the candidates' ``size``-th may be many: bare-metal nodes hold no VCPU or RAM, so every one of
+    them is below any VM request's candidates in those columns. A list holds them all, up to an eighth of the
+    table: reading a few thousand listed rows costs a fraction of the full pass (a partition of every row) that
+    each such request paid when no list was kept.
     """
 
     def __init__(self, size: int = 256, lists: int = 3) -> None:
@@ -302,7 +308,7 @@ class ColumnBounds:
                 position[row] = -1  # joins below; a row changed twice joins once, with its latest value
                 joiners.append((row, value))
         if joiners:
-            if len(entry.rows) + len(joiners) > 2 * self.size:
+            if len(entry.rows) + len(joiners) > entry.room:
                 return False
             start = len(entry.rows)
             latest = {row: float(column[row]) for row, _ in joiners}
@@ -331,7 +337,7 @@ class ColumnBounds:
         else:
             bound = float(np.partition(shadow, k - 1)[k - 1])
             beyond = np.flatnonzero(values < bound)
-        if len(beyond) > 4 * self.size:
+        if len(beyond) > max(4 * self.size, n // 8):
             return None, best
         wanted = k - int(np.count_nonzero(candidates[beyond]))
         if wanted > 0:  # candidates tied at the bound complete the list
@@ -340,7 +346,7 @@ class ColumnBounds:
         else:
             rows = beyond
         entry = _Shortlist(static_revision, n, seq, rows, values[rows].copy(),
-                           {row: i for i, row in enumerate(rows.tolist())}, bound)
+                           {row: i for i, row in enumerate(rows.tolist())}, bound, len(rows) + self.size)
         return entry, best
 
 
