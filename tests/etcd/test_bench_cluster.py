@@ -1,5 +1,6 @@
-"""bench/cluster.py on the module's cluster, small: one instance of two workers places without double-booking, and
-``--profile`` names where its threads spent their CPU (issue 35: the next lever visible without an ad-hoc build)."""
+"""bench/cluster.py on the module's cluster, small: one instance of two workers places without double-booking, its
+callers split between them, and ``--profile`` names where its threads spent their CPU (issue 35: the next lever
+visible without an ad-hoc build)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def test_one_instance_of_two_workers_profiled(healthy: LocalCluster) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     [run] = json.loads(done.stdout)["runs"]
     assert run["placements"] > 0 and run["workers_per_instance"] == 2
+    # the instance's 4 callers split between its 2 workers, as a served instance's connections are
+    assert run["threads_per_instance"] == 4 and run["threads_per_process"] == [2, 2]
     assert run["overcommit"] == 0 and run["acknowledged_missing"] == 0
     profile = run["profile"]
     assert {"all", "client", "gantt-etcd-commit"} <= set(profile)
