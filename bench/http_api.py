@@ -400,7 +400,8 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             server_cpu = cpu_seconds(server.proc.pid) - server_cpu
             etcd_cpu = sum(cpu_seconds(pid) for pid in args.etcd_pids) - etcd_cpu
             by_worker = split_cpu(threads_before, thread_cpu(server.proc.pid))
-            client_cpu = cpu_seconds(os.getpid()) - all_cpu - server_cpu
+            # a local etcd cluster's members are children of this process too: theirs is etcd's, not the client's
+            client_cpu = cpu_seconds(os.getpid()) - all_cpu - server_cpu - etcd_cpu
             after = scrape_workers(server.url, args.workers)
             held = placed.pop("held")
         finally:
