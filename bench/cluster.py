@@ -8,7 +8,9 @@ What runs (design §4, "several schedulers on a 3-member etcd cluster"):
   store path of a real instance, without the HTTP layer (bench/http_api.py measures that). With ``--workers N``
   an instance is N such processes, as ``gantt serve --workers N`` runs it (``Config.for_worker``: each worker
   its own replica and its share of the instance's subset slot); figures are then given per instance (its
-  workers summed) and per process.
+  workers summed) and per process. ``--threads`` are the instance's callers, split among its workers as a
+  served instance's connections are (``connections.Spread``): an instance of 2 workers is asked as much as one
+  of 1 worker, not twice as much.
 - Figures per instance count: placements/s, conflict retries (the engine's commit conflicts per request: the
   requests decided again), store-level claim conflicts, p50/p99 latency of select_destinations, and an audit of
   the store at the end (overcommit must be 0, every acknowledged claim in the store).
@@ -202,8 +204,9 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     ctx = mp.get_context("spawn")
     ready, go, results = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
     slots = instances if args.spread and instances > 1 else 1
-    # instance i's worker w (observers: one process each); each process runs ``--threads`` clients
-    procs = [ctx.Process(target=instance, args=(i, url, args.subset, slots, args.threads if i < instances else 0,
+    # instance i's worker w (observers: one process each), with its share of the instance's ``--threads`` clients
+    procs = [ctx.Process(target=instance, args=(i, url, args.subset, slots,
+                                                share(args.threads, w, n) if i < instances else 0,
                                                 args.duration, ready, go, results, w, n, args.profile),
                           daemon=True)
              for i in range(instances + args.observers)
@@ -250,7 +253,8 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     return {
         "instances": instances,
         "workers_per_instance": args.workers,
-        "threads_per_process": args.threads,
+        "threads_per_instance": args.threads,
+        "threads_per_process": [share(args.threads, w, args.workers) for w in range(args.workers)],
         "observers": args.observers,
         "hosts": args.hosts,
         "free_hosts": args.free_hosts,
@@ -306,6 +310,11 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
     }
 
 
+def share(threads: int, worker: int, workers: int) -> int:
+    """Worker ``worker``'s part of an instance's ``threads`` clients, spread evenly over its ``workers``."""
+    return threads // workers + (1 if worker < threads % workers else 0)
+
+
 def profile_summary(parts: list[dict[str, Any]], top: int = 25) -> dict[str, Any]:
     """The instances' profiles (one per process, by thread name) as the top functions of all their threads
     together (``all``) and of each kind of thread: the clients (decide, apply their claim, wait), the committer,
@@ -322,10 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instances", default="1,2,4", help="comma-separated instance counts (default 1,2,4)")
     parser.add_argument("--hosts", type=int, default=10000)
     parser.add_argument("--free-hosts", type=int, default=200, help="hosts with room (the contended few)")
-    parser.add_argument("--threads", type=int, default=16, help="client threads per process")
+    parser.add_argument("--threads", type=int, default=16,
+                        help="client threads per instance, split among its workers (default 16)")
     parser.add_argument("--workers", type=int, default=1,
                         help="processes per instance, each a replica with its share of the instance's subset slot "
-                             "(as `gantt serve --workers N`); --threads clients each")
+                             "(as `gantt serve --workers N`), each with its share of the instance's --threads")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of load per instance count")
     parser.add_argument("--subset", type=int, default=10, help="[filter_scheduler] host_subset_size")
     parser.add_argument("--etcd", help="use this cluster (etcd://h:p,…) instead of starting a local one")

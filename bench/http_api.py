@@ -2,6 +2,10 @@
 
     python bench/http_api.py --hosts 10000 --concurrency 32 --workers 2 --json
 
+``--etcd local`` serves on a throwaway 3-member etcd cluster on this machine instead (``--etcd etcd://h:p,…``: that
+cluster), a fresh prefix per run: one instance as ``gantt serve --store etcd://…`` runs it, HTTP included, beside
+bench/cluster.py's replicas driven in process; the members' CPU per placement is printed too.
+
 Phases (each bounded in count and time; the run stops by itself):
 1. register ``--hosts`` hosts through ``POST /v1/resource-stats/batch`` (batches of ``--batch``): batched reports/s;
 2. ``--single-reports`` reports one by one (``POST /v1/resource-stats``) from ``--concurrency`` connections;
@@ -38,6 +42,7 @@ import re
 import statistics
 import tempfile
 import time
+import uuid
 from collections import deque
 from typing import Any
 
@@ -48,6 +53,7 @@ from gantt.bench.profiling import Sampler
 from gantt.bench.scripts import cpu_model
 from gantt.cli.server_process import ServerProcess
 from gantt.replication.audit import audit
+from gantt.store.etcd import EtcdStore
 from gantt.store.sqlite import SQLiteStore
 
 __all__ = ["FLAVOR", "HOST_DISK_GB", "HOST_RAM_MB", "HOST_VCPUS", "host_stats"]  # the HTTP benches' cloud
@@ -360,7 +366,8 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             config["filter_scheduler"] = fs
         if args.threads:
             config["tuning"] = {"threads": args.threads}
-        server = ServerProcess(f"sqlite:///{db}", workers=args.workers, config=config, workdir=tmp)
+        url = f"{args.etcd_base}/bench-http-{uuid.uuid4().hex[:8]}" if args.etcd else f"sqlite:///{db}"
+        server = ServerProcess(url, workers=args.workers, config=config, workdir=tmp)
         try:
             server.start(timeout=120)
             _use_uvloop()
@@ -384,19 +391,22 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             asyncio.run(placements(host, port, args.concurrency, 5.0, args.warmup, keep, 1))  # warm caches
             # the server is a child of this process: the client's share is the rest of this process tree
             server_cpu, all_cpu = cpu_seconds(server.proc.pid), cpu_seconds(os.getpid())
+            etcd_cpu = sum(cpu_seconds(pid) for pid in args.etcd_pids)
             threads_before = thread_cpu(server.proc.pid)
             with Sampler(server.proc.pid) if args.profile else contextlib.nullcontext() as sampler:
                 placed = drive(host, port, args.clients, args.concurrency, args.duration, args.placements, keep)
             if sampler is not None:
                 profiles["placements"] = sampler.summary
             server_cpu = cpu_seconds(server.proc.pid) - server_cpu
+            etcd_cpu = sum(cpu_seconds(pid) for pid in args.etcd_pids) - etcd_cpu
             by_worker = split_cpu(threads_before, thread_cpu(server.proc.pid))
-            client_cpu = cpu_seconds(os.getpid()) - all_cpu - server_cpu
+            # a local etcd cluster's members are children of this process too: theirs is etcd's, not the client's
+            client_cpu = cpu_seconds(os.getpid()) - all_cpu - server_cpu - etcd_cpu
             after = scrape_workers(server.url, args.workers)
             held = placed.pop("held")
         finally:
             server.stop()
-        with SQLiteStore(f"sqlite:///{db}") as store:
+        with EtcdStore(url, budget=30, timeout=10) if args.etcd else SQLiteStore(url) as store:
             snap = store.snapshot()
         problems = audit(snap)
         stored = {a.consumer_uuid for a in snap.allocations}
@@ -422,7 +432,9 @@ def run_once(args: argparse.Namespace) -> dict[str, Any]:
             "cpu_by_worker": by_worker,
             # the releases run in the same window: their CPU is in the placements' figure
             "cpu_ms_per_placement": {"server": round(server_cpu * 1000 / max(1, placed["placed"]), 3),
-                                     "client": round(client_cpu * 1000 / max(1, placed["placed"]), 3)},
+                                     "client": round(client_cpu * 1000 / max(1, placed["placed"]), 3),
+                                     **({"etcd": round(etcd_cpu * 1000 / max(1, placed["placed"]), 3)}
+                                        if args.etcd_pids else {})},
             "server_cpu_ms_per_report": single["server_cpu_ms"],
             "reports_per_s": {"batched": reg["per_s"], "single": single["per_s"]},
             "reports": {"batched": reg, "single": single},
@@ -452,6 +464,32 @@ def wait_replicas(url: str, workers: int, hosts: int, timeout: float = 60.0) -> 
             time.sleep(0.05)
 
 
+@contextlib.contextmanager
+def _etcd(args: argparse.Namespace) -> Any:
+    """``args.etcd_base`` (the cluster's URL without a prefix) and ``args.etcd_pids`` (its members' processes, when
+    started here) for the runs; a local cluster is stopped after them."""
+    args.etcd_base, args.etcd_pids = "", []
+    if not args.etcd:
+        yield
+        return
+    if args.etcd != "local":
+        args.etcd_base = args.etcd.rstrip("/")
+        yield
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.etcd.cluster, as bench/cluster.py uses
+    from tests.etcd.cluster import LocalCluster
+
+    with tempfile.TemporaryDirectory(prefix="gantt-bench-http-etcd-") as data:
+        cluster = LocalCluster(Path(data))
+        try:
+            cluster.start_all()
+            args.etcd_base = cluster.url("")
+            args.etcd_pids = [m.proc.pid for m in cluster.members if m.proc is not None]
+            yield
+        finally:
+            cluster.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", type=int, default=10_000)
@@ -472,6 +510,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="[tuning] threads: decision threads per worker (0: the service's default)")
     parser.add_argument("--max-attempts", type=int, default=1, help="[scheduler] max_attempts (alternates)")
     parser.add_argument("--runs", type=int, default=1, help="repeat on a fresh server; figures are medians")
+    parser.add_argument("--etcd", help="serve on etcd: 'local' (a throwaway 3-member cluster on loopback) or a "
+                                       "cluster's etcd://h:p,… URL; default: a temporary SQLite file")
     parser.add_argument("--json", action="store_true", help="print only the JSON figures")
     parser.add_argument("--profile", action="store_true",
                         help="sample the server through each phase (py-spy) and print its top functions per phase; "
@@ -480,18 +520,20 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = [round(x, 2) for x in os.getloadavg()]
     runs = []
-    for i in range(args.runs):
-        result = run_once(args)
-        runs.append(result)
-        if not args.json:
-            print(f"run {i + 1}: {result['placements_per_s']} placements/s, p50 {result['latency_ms']['p50']} ms, "
-                  f"p99 {result['latency_ms']['p99']} ms, reports/s {result['reports_per_s']}, load "
-                  f"{os.getloadavg()[0]:.2f}", file=sys.stderr)
+    with _etcd(args):
+        for i in range(args.runs):
+            result = run_once(args)
+            runs.append(result)
+            if not args.json:
+                print(f"run {i + 1}: {result['placements_per_s']} placements/s, p50 {result['latency_ms']['p50']} "
+                      f"ms, p99 {result['latency_ms']['p99']} ms, reports/s {result['reports_per_s']}, load "
+                      f"{os.getloadavg()[0]:.2f}", file=sys.stderr)
     summary: dict[str, Any] = {
         "benchmark": "http",
         "command": "python bench/http_api.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "hosts": args.hosts, "workers": args.workers, "concurrency": args.concurrency, "clients": args.clients,
-        "store": "sqlite (WAL, synchronous=FULL, group commit)", "cpus": os.cpu_count(), "cpu_model": cpu_model(),
+        "store": f"etcd ({args.etcd})" if args.etcd else "sqlite (WAL, synchronous=FULL, group commit)",
+        "cpus": os.cpu_count(), "cpu_model": cpu_model(),
         "load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()], "runs": len(runs),
         "placements_per_s": statistics.median(r["placements_per_s"] for r in runs),
         "latency_ms": {"p50": statistics.median(r["latency_ms"]["p50"] for r in runs),
@@ -500,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         "reports_per_s": {"batched": statistics.median(r["reports_per_s"]["batched"] for r in runs),
                           "single": statistics.median(r["reports_per_s"]["single"] for r in runs)},
         "cpu_ms_per_placement": {k: statistics.median(r["cpu_ms_per_placement"][k] for r in runs)
-                                 for k in ("server", "client")},
+                                 for k in runs[0]["cpu_ms_per_placement"]},
         "server_cpu_ms_per_report": statistics.median(r["server_cpu_ms_per_report"] for r in runs),
         "overcommitted": max(r["audit"]["overcommitted"] for r in runs),
         "acknowledged_missing": max(r["audit"]["acknowledged_missing"] for r in runs),
