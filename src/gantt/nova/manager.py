@@ -27,7 +27,7 @@ from nova import exception, manager, objects
 from nova.compute import vm_states
 from nova.scheduler import utils as scheduler_utils
 
-from gantt.model import GanttError, NotFound
+from gantt.model import GanttError, NotFound, Selection
 from gantt.model import NoValidHost as GanttNoValidHost
 from gantt.nova import cells, conf, instances, prefilters, translate
 from gantt.replication.replica import Replica
@@ -239,7 +239,8 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
                 answer, return_objects=return_objects, return_alternates=return_alternates,
                 max_attempts=CONF.scheduler.max_attempts,
                 cell_uuid={s.host: host_cells.get(s.host, cell_uuid or "") for c in answer for s in c},
-                groups=translate.request_groups(spec), claimed=not rebuild)
+                groups=translate.request_groups(spec), claimed=not rebuild,
+                placement=self._pci_placement(spec_obj, answer))
         except ValueError as exc:
             # booked, but not answerable (a node without a compute node uuid): give the claims back, refuse
             for choices in answer:
@@ -247,6 +248,23 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
                     self.replica.release(choices[0].consumer_uuid)
             log.error("select_destinations for %s: Gantt's answer cannot be given to Nova: %s", instances, exc)
             raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+
+    def _pci_placement(self, spec_obj: objects.RequestSpec, answer: list[list[Selection]]
+                       ) -> dict[str, tuple[dict[str, Any], dict[str, list[str]]]]:
+        """pci_in_placement: what each claim holds on its PCI devices' providers, and the flavor's PCI groups mapped
+        to them, for its allocation request (Nova's conductor and PCI claim read the mappings)."""
+        groups = translate.pci_groups(spec_obj)
+        by_key = self.replica.providers.by_key
+        out: dict[str, tuple[dict[str, Any], dict[str, list[str]]]] = {}
+        if not groups:
+            return out
+        for choices in answer:
+            consumer = choices[0].consumer_uuid if choices else None
+            held = self.replica.table.allocation(consumer) if consumer else None
+            if consumer and held is not None and held.extra:
+                out[consumer] = translate.pci_placement(
+                    held, groups, lambda key: found.uuid if (found := by_key.get(key)) is not None else None)
+        return out
 
     def _request_filters(self, context: Any, spec_obj: Any, spec: dict[str, Any], instances: Any) -> None:
         """Nova's request filters that ask Neutron and the cells (``gantt.nova.prefilters``); a failure to ask is a
