@@ -27,6 +27,7 @@ from nova import exception, manager, objects
 from nova.compute import vm_states
 from nova.scheduler import utils as scheduler_utils
 
+from gantt.compute.pci import take
 from gantt.model import GanttError, NotFound, Selection
 from gantt.model import NoValidHost as GanttNoValidHost
 from gantt.nova import cells, conf, instances, prefilters, translate
@@ -250,20 +251,24 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
             raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
 
     def _pci_placement(self, spec_obj: objects.RequestSpec, answer: list[list[Selection]]
-                       ) -> dict[str, tuple[dict[str, Any], dict[str, list[str]]]]:
-        """pci_in_placement: what each claim holds on its PCI devices' providers, and the flavor's PCI groups mapped
-        to them, for its allocation request (Nova's conductor and PCI claim read the mappings)."""
+                       ) -> dict[Any, tuple[dict[str, Any], dict[str, list[str]]]]:
+        """pci_in_placement: what each claim holds on its PCI devices' providers (by consumer), and what each
+        alternate would (by node: the devices its pools would give now), with the flavor's PCI groups mapped to
+        them, for the allocation requests (Nova's conductor claims an alternate's, and maps the groups of both)."""
+        out: dict[Any, tuple[dict[str, Any], dict[str, list[str]]]] = {}
         groups = translate.pci_groups(spec_obj)
-        by_key = self.replica.providers.by_key
-        out: dict[str, tuple[dict[str, Any], dict[str, list[str]]]] = {}
         if not groups:
             return out
+        requests, table = translate.alias_requests(spec_obj), self.replica.table
         for choices in answer:
             consumer = choices[0].consumer_uuid if choices else None
-            held = self.replica.table.allocation(consumer) if consumer else None
-            if consumer and held is not None and held.extra:
-                out[consumer] = translate.pci_placement(
-                    held, groups, lambda key: found.uuid if (found := by_key.get(key)) is not None else None)
+            if consumer and (held := table.allocation(consumer)) is not None and held.extra:
+                out[consumer] = translate.pci_placement([(t.pool, t.count) for t in held.pci], requests, groups)
+            for alt in choices[1:]:
+                row = table.row_of((alt.host, alt.nodename))
+                taken = take(table.node_pci_pools(row), requests) if row is not None else None
+                if taken:
+                    out[(alt.host, alt.nodename)] = translate.pci_placement(taken, requests, groups)
         return out
 
     def _request_filters(self, context: Any, spec_obj: Any, spec: dict[str, Any], instances: Any) -> None:

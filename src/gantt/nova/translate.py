@@ -77,13 +77,14 @@ retry / limits / security_groups / id                  not read by Nova 34's sch
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from nova import objects
 from oslo_serialization import jsonutils
 
-from gantt.model import Allocation, NUMATopologyLimits, Selection, decode
+from gantt.compute.pci import PciRequest, by_request, placement_class
+from gantt.model import NUMATopologyLimits, Selection, decode
 
 # Placement's microversion Nova 34 asks allocation candidates at (report.SAME_SUBTREE_VERSION): the conductor
 # claims an allocation request at the version it was made for.
@@ -323,18 +324,32 @@ def pci_groups(spec: objects.RequestSpec) -> list[list[str]]:
     return out if any(g in made for ids in out for g in ids) else []
 
 
-def pci_placement(allocation: Allocation, groups: Sequence[Sequence[str]],
-                  uuid_of: Callable[[tuple[str, str]], str | None]) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """What a claim holds on PCI providers (``allocation.extra``, pci_in_placement), as an allocation request's
-    ``allocations`` beside the node's, and the flavor's PCI groups (``pci_groups``) mapped to the provider of the
-    device each took, as Placement's ``mappings`` name them for Nova's PCI claim. The claim took the devices
-    request by request, each request's from its own entries of ``allocation.pci``, in order."""
+def alias_requests(spec: objects.RequestSpec) -> list[PciRequest]:
+    """The flavor's PCI requests as Nova's API made them (an alias each), in Gantt's terms, in order."""
+    out = []
+    for request in _get(_get(spec, "pci_requests"), "requests") or ():
+        if (alias := _get(request, "alias_name")) is not None:
+            out.append(PciRequest(str(alias), request.count, tuple(dict(s) for s in _get(request, "spec") or ()),
+                                  _get(request, "numa_policy") or "legacy"))
+    return out
+
+
+def pci_placement(taken: Sequence[tuple[Any, int]], requests: Sequence[PciRequest], groups: Sequence[Sequence[str]],
+                  ) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The devices ``taken`` (a claim's ``allocation.pci``, or what ``take`` would take on an alternate) of the
+    flavor's ``requests`` (``alias_requests``; taken first, request by request) as an allocation request's
+    ``allocations`` on their providers (the pools' ``rp_uuid``, one device of ``placement_class`` each), and
+    ``groups`` (``pci_groups``) mapped to the provider of the device each took: Placement's ``mappings``, which
+    Nova's conductor and PCI claim read."""
     allocations: dict[str, Any] = {}
-    for part in allocation.extra:
-        if (uuid := uuid_of((part.host, part.nodename))) is not None:
-            allocations[uuid] = {"resources": dict(part.resources)}
-    devices = iter([str(taken.pool.get("rp_uuid")) for taken in allocation.pci for _ in range(taken.count)])
-    mappings = {group: [next(devices)] for ids in groups for group in ids}
+    mappings: dict[str, list[str]] = {}
+    for request, ids, entries in zip(requests, groups, by_request(requests, taken), strict=False):
+        devices = [str(dict(pool).get("rp_uuid")) for pool, count in entries for _ in range(count)]
+        for group, provider in zip(ids, devices, strict=False):
+            mappings[group] = [provider]
+        for provider in devices:
+            resources = allocations.setdefault(provider, {"resources": {}})["resources"]
+            resources[placement_class(request)] = resources.get(placement_class(request), 0) + 1
     return allocations, mappings
 
 
@@ -353,7 +368,7 @@ def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, ret
                return_alternates: bool, max_attempts: int, cell_uuid: str | Mapping[str, str],
                default_availability_zone: str = "nova", groups: Iterable[str] = ("",),
                claimed: bool = True,
-               placement: Mapping[str, tuple[dict[str, Any], dict[str, list[str]]]] | None = None,
+               placement: Mapping[Any, tuple[dict[str, Any], dict[str, list[str]]]] | None = None,
                ) -> list[list[objects.Selection]] | list[dict[str, Any]]:
     """What Nova's ``SchedulerManager.select_destinations`` returns for Gantt's answer (one list per instance:
     the claimed node first, then unclaimed alternates).
@@ -364,8 +379,8 @@ def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, ret
     ``cell_uuid``: the one cell, or each host's. ``groups``: the request's group suffixes ("" the unsuffixed one)
     that an allocation request's ``mappings`` name, all on the one node Gantt places on. ``claimed`` False (a
     rebuild's check): nothing was booked, and the Selections carry no allocation request, as Nova's.
-    ``placement``: by consumer, what its claim holds on PCI providers and the groups mapped to them
-    (``pci_placement``), added to its allocation request."""
+    ``placement``: what a claim (by consumer) or an alternate (by host and node) holds or would hold on PCI
+    providers, and the groups mapped to them (``pci_placement``), added to its allocation request."""
     objects.register_all()
     per_instance = [[decode(s, Selection) for s in choices] for choices in answer]
     chosen = {(c[0].host, c[0].nodename) for c in per_instance if c}
@@ -383,7 +398,8 @@ def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, ret
                 break
             cell = _cell(cell_uuid, alt.host)
             if cell == first_cell and (alt.host, alt.nodename) not in chosen:
-                picked.append(_selection(alt, cell, default_availability_zone, group_names, claimed))
+                picked.append(_selection(alt, cell, default_availability_zone, group_names, claimed,
+                                         (placement or {}).get((alt.host, alt.nodename))))
         out.append(picked)
     if not return_objects:
         # Nova's own legacy shape (Selection.to_dict, then jsonutils.to_primitive), for pre-4.5 conductors
@@ -406,12 +422,13 @@ def _selection(selection: Selection, cell: str, default_az: str, groups: list[st
                ) -> objects.Selection:
     if not selection.uuid:
         raise ValueError(f"node {selection.host}/{selection.nodename} has no UUID: Nova needs its compute node's")
-    allocation_request = {"allocations": {selection.uuid: {"resources": dict(selection.allocation)}},
-                          # 1.34+: which provider each request group got; all of them, the one node
-                          "mappings": {group: [selection.uuid] for group in groups}}
+    allocations: dict[str, Any] = {selection.uuid: {"resources": dict(selection.allocation)}}
+    # 1.34+: which provider each request group got; all of them, the one node (but the PCI devices' groups)
+    mappings: dict[str, list[str]] = {group: [selection.uuid] for group in groups}
     if extra is not None:  # the PCI devices' providers (pci_in_placement)
-        allocation_request["allocations"].update(extra[0])
-        allocation_request["mappings"].update(extra[1])
+        allocations.update(extra[0])
+        mappings.update(extra[1])
+    allocation_request = {"allocations": allocations, "mappings": mappings}
     numa = selection.limits.get("numa_topology")
     limits: dict[str, Any] = {}
     if numa is not None:
