@@ -202,7 +202,7 @@ def _generated(rng: random.Random, kind: str, default: Any, name: str) -> Any:
 
 
 # Refused unless at Nova's default (they would change placements): spelled differently, kept at the default.
-_AT_DEFAULT = {("filter_scheduler", "pci_in_placement"), ("filter_scheduler", "image_props_weight_multiplier"),
+_AT_DEFAULT = {("filter_scheduler", "image_props_weight_multiplier"),
                ("scheduler", "max_placement_results"), ("scheduler", "query_placement_for_routed_network_aggregates"),
                ("oslo_policy", "policy_default_rule"), ("oslo_policy", "policy_dirs")}
 _SKIP = {("oslo_policy", "policy_file"), ("cors", "allowed_origin")}  # a file to read; Nova's default is None

@@ -53,7 +53,6 @@ def test_a_disabled_compute_status_trait_is_always_out() -> None:
 
 @pytest.mark.parametrize(("section", "option", "value"), [
     ("filter_scheduler", "image_props_weight_multiplier", 1.0),
-    ("filter_scheduler", "pci_in_placement", True),
     ("scheduler", "driver", "fake"),
     ("scheduler", "max_placement_results", 10),
     ("scheduler", "query_placement_for_routed_network_aggregates", True),

@@ -63,8 +63,13 @@ def _build(case: dict[str, Any]) -> Any:
             same_subtree=[set(s) for s in p.get("same_subtree", ())])
     spec.requested_resources = [objects.RequestGroup(requester_id=r["requester_id"], resources=r["resources"])
                                 for r in case.get("requested_resources", ())]
-    pci = [objects.InstancePCIRequest(count=1, spec=[{"vendor_id": "8086"}], alias_name=None,
-                                      request_id=r) for r in case.get("port_pci_requests", ())]
+    pci = []
+    for r in case.get("port_pci_requests", ()):
+        request = objects.InstancePCIRequest(count=1, spec=[dict(r["spec"])], alias_name=None,
+                                             request_id=r["request_id"], requester_id=f"port-{r['request_id']}")
+        if r.get("numa_policy"):
+            request.numa_policy = r["numa_policy"]
+        pci.append(request)
     spec.pci_requests = objects.InstancePCIRequests(requests=pci)
     if (nets := case.get("requested_networks")) is not None:
         spec.requested_networks = objects.NetworkRequestList(objects=[
@@ -119,6 +124,9 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
         "translated": translated,
         "pairs": {  # name: [what Gantt reads, what Nova reads]
             "resources": [ctx.resources, dict(nova_req.merged_resources())],
+            # the PCI requests Nova's PciPassthroughFilter hands PciDeviceStats: count, specs, NUMA policy
+            "pci_requests": [[[r.count, list(r.specs), r.numa_policy] for r in ctx.pci_requests],
+                             [[r.count, list(r.spec), r.numa_policy or "legacy"] for r in spec.pci_requests.requests]],
             "required_traits": [sorted(ctx.required_traits), sorted(nova_required)],
             "forbidden_traits": [sorted(ctx.forbidden_traits), sorted(nova_forbidden)],
             "hints": [{k: ctx.hint(k) for k in spec.scheduler_hints},

@@ -995,14 +995,14 @@ def configuration(w: World) -> dict[str, Any]:
         for name, group in (("host_subset_size", "filter_scheduler"), ("max_attempts", "scheduler"),
                             ("alias", "pci")):
             w.conf.clear_override(name, group=group)
-    w.conf.set_override("pci_in_placement", True, group="filter_scheduler")
+    w.conf.set_override("image_props_weight_multiplier", 1.0, group="filter_scheduler")
     try:
         SchedulerManager()
         out["refused"] = None
     except InvalidRequest as exc:
         out["refused"] = [exc.field, exc.message]
     finally:
-        w.conf.clear_override("pci_in_placement", group="filter_scheduler")
+        w.conf.clear_override("image_props_weight_multiplier", group="filter_scheduler")
     return out
 
 

@@ -392,7 +392,7 @@ def test_options_come_from_nova_conf(run: dict[str, Any]) -> None:
     got = _scenario(run, "configuration")
     assert got["read"] == [3, 5, ["a1"], True]
     field, message = got["refused"]
-    assert field == "$.filter_scheduler" and "pci_in_placement" in message
+    assert field == "$.filter_scheduler" and "image_props_weight_multiplier" in message
 
 
 def test_two_cells_requested_cell_and_alternates_from_the_chosen_hosts_cell(tmp_path: Path) -> None:

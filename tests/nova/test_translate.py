@@ -41,8 +41,22 @@ IMAGE_PROPS = [
 ]
 HINTS = {"same_host": 2, "different_host": 1, "query": '[">=","$free_ram_mb",1024]', "build_near_host_ip": "10.0.0.1",
          "cidr": "/24", "target_cell": "cell1", "group": None}
-UNSUPPORTED = ["same_subtree", "requested_resources", "cross_cell", "other_cell", "port_pci",
-               "network_metadata", "port_id"]
+UNSUPPORTED = ["same_subtree", "requested_resources", "cross_cell", "other_cell", "network_metadata", "port_id"]
+
+
+def _port_pci_requests(rng: random.Random) -> list[dict[str, Any]]:
+    """SR-IOV ports' PCI requests as Nova's neutron API makes them (nova.network.neutron.create_resource_requests):
+    one device, a spec by physical network (None for none), remote-managed, maybe a device type and trust."""
+    out = []
+    for _ in range(rng.randint(1, 2)):
+        spec = {"physical_network": rng.choice(["physnet1", None]), "remote_managed": rng.choice(["False", "True"])}
+        if rng.random() < 0.5:
+            spec["dev_type"] = rng.choice(["type-VF", "type-PF", "vdpa"])
+        if rng.random() < 0.3:
+            spec["trusted"] = rng.choice(["True", "False"])
+        out.append({"request_id": _uuid(rng), "spec": spec,
+                    "numa_policy": rng.choice([None, "legacy", "preferred", "required", "socket"])})
+    return out
 
 
 def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
@@ -115,6 +129,8 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
     if rng.random() < 0.5:  # Nova's API sets it on nearly every boot: networks by id, or none/auto
         case["requested_networks"] = rng.choice([[{"network_id": _uuid(rng)}], [{"network_id": "none"}],
                                                  [{"network_id": "auto"}], []])
+    if rng.random() < 0.15:  # translated since Gantt takes the ports' PCI requests
+        case["port_pci_requests"] = _port_pci_requests(rng)
     if rng.random() < 0.25:
         _make_unsupported(rng, case, rng.choice(UNSUPPORTED))
     elif rng.random() < 0.15:  # the manager asks Neutron about ports given by id (gantt.nova.prefilters)
@@ -128,8 +144,8 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
     case["expect"] = {
         "same_subtree": "request_level_params.same_subtree", "requested_resources": "requested_resources",
         "cross_cell": "requested_destination.allow_cross_cell_move",
-        "other_cell": "requested_destination.cell", "port_pci": "pci_requests", "network_metadata": "network_metadata",
-        "port_id": "requested_networks",
+        "other_cell": "requested_destination.cell", "network_metadata": "network_metadata",
+        "port_id": "requested_networks", "port_pci": None,
     }[kind]
     if kind == "same_subtree":
         case["request_level_params"] = {"same_subtree": [["_a", "_b"]]}
@@ -140,7 +156,7 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
     elif kind == "other_cell":
         case.setdefault("requested_destination", {})["cell"] = _uuid(rng)
     elif kind == "port_pci":
-        case["port_pci_requests"] = [_uuid(rng)]
+        case["port_pci_requests"] = _port_pci_requests(rng)
     elif kind == "port_id":
         case["requested_networks"] = [{"network_id": _uuid(rng)}, {"port_id": _uuid(rng)}]
     else:

@@ -141,6 +141,13 @@ def _spec(spec: dict[str, Any]) -> Any:
     # As Nova's API builds them: the flavor's or image's PCI NUMA affinity policy overrides the aliases' own.
     policy = hardware.get_pci_numa_policy_constraint(request.flavor, request.image)
     request.pci_requests = pci_request.get_pci_requests_from_flavor(request.flavor, affinity_policy=policy)
+    for n, port in enumerate(spec.get("pci_requests") or ()):
+        # as Nova's neutron API appends an SR-IOV port's request: the port's NUMA policy, else flavor's or image's
+        port_request = objects.InstancePCIRequest(count=port.get("count", 1), spec=[dict(s) for s in port["spec"]],
+                                                  request_id=f"port-{n}")
+        if port.get("numa_policy") or policy:
+            port_request.numa_policy = port.get("numa_policy") or policy
+        request.pci_requests.requests.append(port_request)
     # Nova's API derives the guest NUMA topology when it creates the request spec (numa_get_constraints).
     request.numa_topology = hardware.numa_get_constraints(request.flavor, request.image)
     group = spec.get("instance_group")

@@ -123,12 +123,22 @@ def _request(rng: random.Random, k: int) -> dict[str, Any]:
     return spec
 
 
+def _ports(rng: random.Random, doc: dict[str, Any]) -> None:
+    """SR-IOV ports' PCI requests (``pci_cases.port_requests``, some with a NUMA policy of their own) on some
+    requests, in place; from a stream of its own, so that the rest of each case is what it was without them."""
+    for spec in doc["requests"]:
+        if rng.random() < 0.5 and (ports := pci_cases.port_requests(rng)):
+            spec["pci_requests"] = ports
+
+
 def cases(seed: int, hosts: int, requests: int) -> dict[str, Any]:
     rng = random.Random(f"numa-pci-{seed}")
-    return {"hosts": [_host(rng, i) for i in range(hosts)],
-            "requests": [_request(rng, k) for k in range(requests)],
-            "options": {"compute": {"packing_host_numa_cells_allocation_strategy": rng.random() < 0.3},
-                        "pci": {"alias": _aliases(rng)}}}
+    doc = {"hosts": [_host(rng, i) for i in range(hosts)],
+           "requests": [_request(rng, k) for k in range(requests)],
+           "options": {"compute": {"packing_host_numa_cells_allocation_strategy": rng.random() < 0.3},
+                       "pci": {"alias": _aliases(rng)}}}
+    _ports(random.Random(f"numa-pci-ports-{seed}"), doc)
+    return doc
 
 
 def _claimable(stats: dict[str, Any]) -> dict[str, Any]:

@@ -87,8 +87,34 @@ def alias_request(rng: random.Random, entries: list[str]) -> str | None:
     return rng.choice([",", ", "]).join(parts)
 
 
+PORT_DEV_TYPES = ["type-VF", "type-PF", "vdpa"]  # nova.pci.request.DEVICE_TYPE_FOR_VNIC_TYPE's values
+
+
+def port_requests(rng: random.Random) -> list[dict[str, Any]] | None:
+    """A RequestSpec's ``pci_requests``: SR-IOV ports' requests as Nova's neutron API makes them (one device, a
+    spec by physical network, remote-managed or not, maybe a device type and trust), or None. Some specs leave
+    out ``remote_managed`` or carry no physical network (None), so that pools without those tags match too."""
+    if rng.random() < 0.6:
+        return None
+    out = []
+    for _ in range(rng.choice([1, 1, 2])):
+        spec: dict[str, Any] = {"physical_network": rng.choice(["physnet1", "physnet2", "PHYSNET1", None])}
+        if rng.random() < 0.6:
+            spec["remote_managed"] = rng.choice(["False", "False", "True"])
+        if rng.random() < 0.6:
+            spec["dev_type"] = rng.choice(PORT_DEV_TYPES)
+        if rng.random() < 0.3:
+            spec["trusted"] = rng.choice(["True", "False"])
+        request: dict[str, Any] = {"spec": [spec]}
+        if rng.random() < 0.3:
+            request["numa_policy"] = rng.choice(["legacy", "preferred", "required", "socket"])
+        out.append(request)
+    return out
+
+
 def decorate(seed: int, hosts: list[dict[str, Any]], options: dict[str, Any], requests: list[dict[str, Any]]) -> None:
-    """Add PCI to a generated cloud, in place."""
+    """Add PCI to a generated cloud, in place (ports' requests from a stream of their own, so that the flavors'
+    aliases stay what they were without them)."""
     rng = random.Random(f"pci-{seed}")
     options["pci"] = {"alias": aliases(rng)}
     for host in hosts:
@@ -99,3 +125,8 @@ def decorate(seed: int, hosts: list[dict[str, Any]], options: dict[str, Any], re
         value = alias_request(rng, options["pci"]["alias"])
         if value is not None:
             case["spec"]["flavor"]["extra_specs"]["pci_passthrough:alias"] = value
+    ports = random.Random(f"pci-ports-{seed}")
+    for case in requests:
+        value = port_requests(ports)
+        if value is not None:
+            case["spec"]["pci_requests"] = value

@@ -88,3 +88,14 @@ def test_the_pci_cases_decide_both_ways(outcome: dict[str, Any]) -> None:
                 if "pci_passthrough:alias" in spec["flavor"]["extra_specs"]
                 and 0 < len(ours["filters"]["PciPassthroughFilter"]) < len(cloud["hosts"]))
     assert split >= len(specs) // 5, split
+
+
+def test_the_port_pci_cases_decide_both_ways(outcome: dict[str, Any]) -> None:
+    """SR-IOV ports' PCI requests (RequestSpec.pci_requests, matched by physical network and tags rather than by
+    vendor and product) must be put to work as well: requests that some nodes pass and others fail."""
+    specs = [(c, case["spec"]) for c in outcome["clouds"] for case in c["requests"]]
+    ported = [(cloud, ours) for (cloud, spec), ours in zip(specs, outcome["ours"], strict=True)
+              if spec.get("pci_requests")]
+    split = sum(1 for cloud, ours in ported if 0 < len(ours["filters"]["PciPassthroughFilter"]) < len(cloud["hosts"]))
+    # (most pools carry no remote_managed tag, which a port's spec names: fewer split than the aliases' cases)
+    assert len(ported) >= len(specs) // 4 and split >= len(ported) // 10, (len(ported), split)

@@ -222,10 +222,12 @@ class Claims:
                 return None  # taken meanwhile by a claim this ranking did not see
         try:
             if ctx.move_source is None:
-                chosen = table.claim(key, allocation, limits=limits or None, pci=ctx.pci_requests)
+                chosen = table.claim(key, allocation, limits=limits or None, pci=ctx.pci_requests,
+                                     pci_parts=self._pci_parts(ctx))
             else:
                 allocation.migration_uuid = spec.migration_uuid
-                held = table.move(key, allocation, ctx.move_source, limits=limits or None, pci=ctx.pci_requests)
+                held = table.move(key, allocation, ctx.move_source, limits=limits or None, pci=ctx.pci_requests,
+                                  pci_parts=self._pci_parts(ctx))
                 ctx.moved[consumer] = (ctx.move_source, held)
                 placed.append(held)
                 chosen = allocation
@@ -236,6 +238,11 @@ class Claims:
                 self.stats.claim_conflicts += 1
             return None
         return chosen, chosen is allocation
+
+    def _pci_parts(self, ctx: RequestContext) -> bool:
+        """Whether the claim holds the flavor's PCI devices on their Placement providers (pci_in_placement)."""
+        asked = ctx.spec.pci_in_placement
+        return self.config.filter_scheduler.pci_in_placement if asked is None else asked
 
     def _chosen(self, ranking: Ranking, ctx: RequestContext, row: int, key: NodeKey, chosen: Allocation,
                 limits: dict[str, float], weight: float) -> Selection:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gantt.config.pci import NUMA_POLICIES, TRUE_WORDS, Alias, Spec
-from gantt.model import InvalidRequest
+from gantt.model import InvalidRequest, PciRequestSpec
 
 ALIAS_SPEC = "pci_passthrough:alias"
 # Keys an alias spec carries that Nova leaves to Placement when matching pools.
@@ -50,9 +50,16 @@ class PciRequest:
         """The request as a hashable value (its specs are dicts)."""
         return (self.alias, self.count, tuple(tuple(sorted(spec.items())) for spec in self.specs), self.numa_policy)
 
-    def pairs(self) -> frozenset[tuple[str, str]]:
-        """The (vendor_id, product_id) pairs, lower-cased, a device must have to serve this request."""
-        return frozenset((spec["vendor_id"].lower(), spec["product_id"].lower()) for spec in self.specs)
+    def pairs(self) -> frozenset[tuple[str, str]] | None:
+        """The (vendor_id, product_id) pairs, lower-cased, a device must have to serve this request; None when a
+        spec does not name both (an SR-IOV port's asks by physical network: any device may do)."""
+        pairs = []
+        for spec in self.specs:
+            vendor, product = spec.get("vendor_id"), spec.get("product_id")
+            if vendor is None or product is None:
+                return None
+            pairs.append((vendor.lower(), product.lower()))
+        return frozenset(pairs)
 
 
 POLICY_SPEC = "hw:pci_numa_affinity_policy"
@@ -101,6 +108,13 @@ def requests_from_extra_specs(extra_specs: dict[str, str], aliases: dict[str, Al
     return tuple(out)
 
 
+def requests_from_ports(requests: Sequence[PciRequestSpec] | None, policy: str | None) -> tuple[PciRequest, ...]:
+    """The PCI requests no alias makes (``RequestSpec.pci_requests``: SR-IOV ports'), each with its own NUMA
+    policy, else ``policy`` (the flavor's or image's, ``affinity_policy``), as Nova's API sets them."""
+    return tuple(PciRequest("", r.count, tuple(dict(spec) for spec in r.spec), r.numa_policy or policy or "legacy")
+                 for r in requests or ())
+
+
 def freeze_pools(pools: Sequence[dict[str, Any]]) -> tuple[Pool, ...]:
     """A host's pools (``HostStats.pci_stats``) as Nova's PciDeviceStats holds them: ordered by how many keys a
     pool has (a stable sort, as Nova's), each one hashable so that equal pool sets can be interned."""
@@ -123,7 +137,8 @@ def _lower(value: Any) -> Any:
 
 
 def _matches(pool: dict[str, Any], specs: tuple[Spec, ...]) -> bool:
-    return any(all(_lower(pool.get(k)) == v.lower() for k, v in spec.items() if k not in _IGNORED_SPEC_KEYS)
+    # A port's spec may hold None (no physical network): only a pool without that key matches it, as in Nova.
+    return any(all(_lower(pool.get(k)) == _lower(v) for k, v in spec.items() if k not in _IGNORED_SPEC_KEYS)
                for spec in specs)
 
 
@@ -232,6 +247,29 @@ def take(pools: Sequence[Pool], requests: Sequence[PciRequest],
             if not wanted:
                 break
     return taken
+
+
+def by_request(requests: Sequence[PciRequest], taken: Sequence[tuple[Any, int]]) -> list[list[tuple[Any, int]]]:
+    """``take``'s answer (or a claim's PciTaken, as (pool, count)) split per request, in order: ``take`` serves
+    the requests one after the other, each from its own entries, which add up to its count."""
+    out: list[list[tuple[Any, int]]] = []
+    entries = iter(taken)
+    for request in requests:
+        mine, wanted = [], request.count
+        while wanted > 0:
+            pool, count = next(entries)
+            mine.append((pool, count))
+            wanted -= count
+        out.append(mine)
+    return out
+
+
+def placement_class(request: PciRequest) -> str:
+    """The resource class Nova asks Placement for one device of a flavor's request when ``[filter_scheduler]
+    pci_in_placement`` is set (``pci_placement_translator.get_resource_class`` of the alias's one spec; Gantt's
+    aliases give no resource_class)."""
+    spec = request.specs[0]
+    return f"CUSTOM_PCI_{spec.get('vendor_id')}_{spec.get('product_id')}".upper()
 
 
 def supports(pools: Sequence[Pool], requests: Sequence[PciRequest], affinity: Affinity | None = None) -> bool:

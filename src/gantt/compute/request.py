@@ -15,7 +15,7 @@ from typing import Any
 import os_traits
 
 from gantt.compute.numa import GuestTopology, instance_topology
-from gantt.compute.pci import PciRequest, affinity_policy, requests_from_extra_specs
+from gantt.compute.pci import PciRequest, affinity_policy, requests_from_extra_specs, requests_from_ports
 from gantt.config import Config
 from gantt.model import Allocation, InvalidRequest, NodeKey, RequestSpec, check_resource_class
 
@@ -190,7 +190,8 @@ class RequestContext:
     numa: GuestTopology | None = None  # the guest NUMA topology flavor and image ask for (gantt.compute.numa)
     member_of: tuple[frozenset[str], ...] = ()  # each group: in any of these aggregates (ids or uuids)
     forbidden_aggregates: frozenset[str] = frozenset()
-    # the flavor's pci_passthrough:alias, one request per entry (an alias [pci] alias does not define is refused)
+    # the flavor's pci_passthrough:alias, one request per entry (an alias [pci] alias does not define is refused),
+    # then the spec's own (SR-IOV ports')
     pci_requests: tuple[PciRequest, ...] = ()
     # server group bookkeeping: hosts and members grow as this request's instances are placed
     group_policy: str | None = None
@@ -229,8 +230,9 @@ class RequestContext:
         group = spec.instance_group
         extra_specs = dict(spec.flavor.extra_specs) if spec.flavor else {}
         image_props = dict(spec.image.properties) if spec.image else {}
-        pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases,
-                                                 affinity_policy(extra_specs, image_props))
+        policy = affinity_policy(extra_specs, image_props)
+        pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases, policy) \
+            + requests_from_ports(spec.pci_requests, policy)
         if group is not None and group.policy in ("affinity", "anti-affinity") and not group.uuid:
             # The claim holds a hard policy against every replica's claims by the group's uuid; without one, two
             # schedulers could each place a member by a stale view (two anti-affine members on one host).

@@ -29,7 +29,7 @@ _ALIAS_KEYS = {"name", "capability_type", "product_id", "vendor_id", "device_typ
 TRUE_WORDS = ("1", "t", "true", "on", "y", "yes")
 FALSE_WORDS = ("0", "f", "false", "off", "n", "no")
 
-Spec = dict[str, str]  # one device spec of an alias: the keys a pool must match
+Spec = dict[str, str | None]  # one device spec (an alias's, or a port's: None = the pool lacks the key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +75,8 @@ def _alias_spec(raw: Any, where: str) -> tuple[str, str, Spec]:
         if not isinstance(value, str):
             raise ValueError(f"{where}: {key} must be a string")
     if "resource_class" in raw or "traits" in raw:
-        raise ValueError(f"{where}: resource_class and traits take effect only with [filter_scheduler] "
-                         "pci_in_placement, which Gantt does not support")
+        raise ValueError(f"{where}: resource_class and traits (Placement's, with [filter_scheduler] "
+                         "pci_in_placement) are not supported by Gantt: an alias names vendor_id and product_id")
     name = raw.get("name")
     if name is None or not 1 <= len(name) <= 256:
         raise ValueError(f"{where}: name must be given, 1-256 characters")

@@ -48,9 +48,11 @@ class FilterSchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
     soft_anti_affinity_weight_multiplier: float = 1.0
     build_failure_weight_multiplier: float = 1000000.0
     pci_weight_multiplier: float = 1.0
+    # A claim holds the flavor's PCI devices on their Placement providers too (the pools' rp_uuid), as Nova's
+    # allocation candidates do once its request groups carry them
+    pci_in_placement: bool = False
     # Nova options Gantt does not implement: see _FILTER_SCHEDULER_WITHOUT_EFFECT.
     image_props_weight_multiplier: float = 0.0
-    pci_in_placement: bool = False
 
     def __post_init__(self) -> None:
         refuse_without_effect("filter_scheduler", self, _FILTER_SCHEDULER_WITHOUT_EFFECT)
@@ -98,7 +100,6 @@ class SchedulerSection(Struct, forbid_unknown_fields=True, kw_only=True):
 
 # Nova options that would change a placement in Nova and that Gantt does not implement (see refuse_without_effect).
 _FILTER_SCHEDULER_WITHOUT_EFFECT = {
-    "pci_in_placement": "Gantt matches PCI requests against the hosts' pci_stats pools, not Placement inventories",
     "image_props_weight_multiplier": "Gantt has no ImagePropertiesWeigher (it needs the images of the instances "
                                      "on each host, which hosts do not report)",
 }

@@ -100,6 +100,21 @@ class RequestedDestination(Struct, forbid_unknown_fields=True, omit_defaults=Tru
     aggregates: Annotated[list[AggregateRefs], Meta(max_length=MAX_LIST)] | None = None
 
 
+PciNumaPolicy = Literal["required", "legacy", "preferred", "socket"]
+
+
+class PciRequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A PCI request that no flavor alias makes: Nova's InstancePCIRequest for an SR-IOV (or vDPA, or
+    remote-managed) port. ``count`` devices of one pool that some entry of ``spec`` describes: the pool has every
+    key's value (compared without case; null: the pool has no such key). ``numa_policy``: the devices' NUMA
+    affinity (the port's, else the flavor's or image's; legacy when null)."""
+
+    spec: Annotated[list[Annotated[dict[Key, Text | None], Meta(max_length=64)]], Meta(min_length=1, max_length=16)]
+    count: Annotated[int, Meta(ge=1, le=MAX_LIST)] = 1
+    numa_policy: PciNumaPolicy | None = None
+    request_id: Text | None = None
+
+
 class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     flavor: Flavor | None = None
     image: Image | None = None
@@ -127,6 +142,13 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     # How many unclaimed alternates to gather at most (default: [scheduler] max_attempts - 1). A caller that keeps
     # only some of them (Nova's seam: those in the chosen host's cell) asks for more, then cuts.
     alternates: Annotated[int, Meta(ge=0, le=MAX_LIST)] | None = None
+    # PCI requests beside the flavor's pci_passthrough:alias (which Gantt derives itself): SR-IOV ports', taken
+    # after the flavor's, in this order, as Nova's API appends them.
+    pci_requests: Annotated[list[PciRequestSpec], Meta(max_length=MAX_LIST)] | None = None
+    # Hold the flavor's PCI devices on their Placement providers too (None: [filter_scheduler] pci_in_placement).
+    # Nova's seam sets it when the RequestSpec carries the devices as request groups, as Nova's API makes them
+    # while that option is on.
+    pci_in_placement: bool | None = None
 
     def __post_init__(self) -> None:
         check_json("scheduler_hints", self.scheduler_hints)

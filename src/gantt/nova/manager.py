@@ -27,7 +27,8 @@ from nova import exception, manager, objects
 from nova.compute import vm_states
 from nova.scheduler import utils as scheduler_utils
 
-from gantt.model import GanttError, NotFound
+from gantt.compute.pci import take
+from gantt.model import GanttError, NotFound, Selection
 from gantt.model import NoValidHost as GanttNoValidHost
 from gantt.nova import cells, conf, instances, prefilters, translate
 from gantt.replication.replica import Replica
@@ -239,7 +240,8 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
                 answer, return_objects=return_objects, return_alternates=return_alternates,
                 max_attempts=CONF.scheduler.max_attempts,
                 cell_uuid={s.host: host_cells.get(s.host, cell_uuid or "") for c in answer for s in c},
-                groups=translate.request_groups(spec), claimed=not rebuild)
+                groups=translate.request_groups(spec), claimed=not rebuild,
+                placement=self._pci_placement(spec_obj, answer))
         except ValueError as exc:
             # booked, but not answerable (a node without a compute node uuid): give the claims back, refuse
             for choices in answer:
@@ -247,6 +249,27 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
                     self.replica.release(choices[0].consumer_uuid)
             log.error("select_destinations for %s: Gantt's answer cannot be given to Nova: %s", instances, exc)
             raise exception.NoValidHost(reason=f"Gantt: {exc}") from exc
+
+    def _pci_placement(self, spec_obj: objects.RequestSpec, answer: list[list[Selection]]
+                       ) -> dict[Any, tuple[dict[str, Any], dict[str, list[str]]]]:
+        """pci_in_placement: what each claim holds on its PCI devices' providers (by consumer), and what each
+        alternate would (by node: the devices its pools would give now), with the flavor's PCI groups mapped to
+        them, for the allocation requests (Nova's conductor claims an alternate's, and maps the groups of both)."""
+        out: dict[Any, tuple[dict[str, Any], dict[str, list[str]]]] = {}
+        groups = translate.pci_groups(spec_obj)
+        if not groups:
+            return out
+        requests, table = translate.alias_requests(spec_obj), self.replica.table
+        for choices in answer:
+            consumer = choices[0].consumer_uuid if choices else None
+            if consumer and (held := table.allocation(consumer)) is not None and held.extra:
+                out[consumer] = translate.pci_placement([(t.pool, t.count) for t in held.pci], requests, groups)
+            for alt in choices[1:]:
+                row = table.row_of((alt.host, alt.nodename))
+                taken = take(table.node_pci_pools(row), requests) if row is not None else None
+                if taken:
+                    out[(alt.host, alt.nodename)] = translate.pci_placement(taken, requests, groups)
+        return out
 
     def _request_filters(self, context: Any, spec_obj: Any, spec: dict[str, Any], instances: Any) -> None:
         """Nova's request filters that ask Neutron and the cells (``gantt.nova.prefilters``); a failure to ask is a

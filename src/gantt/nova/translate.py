@@ -45,12 +45,15 @@ request_level_params.root_required / root_forbidden    required_traits / forbidd
                                                        tree's root provider)
 request_level_params.same_subtree (non-empty)          refused
 requested_resources (non-empty: ports' QoS, Cyborg)    refused: their groups land on child providers
+requested_resources: the flavor's PCI groups           not sent: Gantt's claim holds the devices on their
+(pci_in_placement: ``<request_id>-<n>``)               providers (``pci_placement`` maps the groups to them)
 numa_topology                                          not sent: Gantt derives the guest topology from the flavor
                                                        and image, as Nova's API derived this one
                                                        (hardware.numa_get_constraints)
 pci_requests from the flavor's pci_passthrough:alias   not sent: Gantt derives them from the same extra spec and
                                                        its [pci] alias option (which must match Nova's)
-pci_requests without an alias (SR-IOV ports)           refused
+pci_requests without an alias (SR-IOV, vDPA and       pci_requests: spec, count, numa_policy, request_id,
+remote-managed ports)                                  after the flavor's, as Nova's API orders them
 network_metadata with physnets or tunneled, when the   refused (NUMA affinity of networks); without a guest NUMA
 guest has a NUMA topology                              topology Nova's scheduler never reads it
 requested_networks: networks by id, none or auto      not sent: Nova 34's scheduler reads them only for routed
@@ -80,6 +83,7 @@ from typing import Any
 from nova import objects
 from oslo_serialization import jsonutils
 
+from gantt.compute.pci import PciRequest, by_request, placement_class
 from gantt.model import NUMATopologyLimits, Selection, decode
 
 # Placement's microversion Nova 34 asks allocation candidates at (report.SAME_SUBTREE_VERSION): the conductor
@@ -156,13 +160,18 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     if destination is not None:
         _destination(destination, cell_uuid, cells, out)
     _request_level(spec, out)
-    if _get(spec, "requested_resources") and not rebuild:
-        groups = [g.requester_id or "?" for g in spec.requested_resources]
+    # the flavor's PCI devices as request groups (pci_in_placement): Gantt claims them on their providers itself
+    flavors = {g for ids in pci_groups(spec) for g in ids}
+    if (groups := [g.requester_id or "?" for g in _get(spec, "requested_resources") or ()
+                   if g.requester_id not in flavors]) and not rebuild:
         raise Unsupported("requested_resources",
                           f"request groups from outside the flavor (ports, device profiles: {', '.join(groups)}) "
                           "need child resource providers")
+    if flavors and not rebuild:  # Nova makes them while [filter_scheduler] pci_in_placement is on: per request
+        out["pci_in_placement"] = True
     if not rebuild:  # nor the PCI and NUMA filters
-        _pci(_get(spec, "pci_requests"))
+        if ports := _pci(_get(spec, "pci_requests")):
+            out["pci_requests"] = ports
         _network(spec)
     if migration_uuid is not None:
         out["migration_uuid"] = migration_uuid
@@ -279,11 +288,69 @@ def _request_level(spec: objects.RequestSpec, out: dict[str, Any]) -> None:
         out["forbidden_traits"] = sorted(forbidden)
 
 
-def _pci(requests: objects.InstancePCIRequests | None) -> None:
+def _pci(requests: objects.InstancePCIRequests | None) -> list[dict[str, Any]]:
+    """The PCI requests no flavor alias made (SR-IOV, vDPA and remote-managed ports', which Nova's API appends
+    after the flavor's), as Gantt's ``pci_requests``; the alias ones Gantt derives from the flavor itself."""
+    out: list[dict[str, Any]] = []
     for request in _get(requests, "requests") or ():
-        if _get(request, "alias_name") is None:
-            raise Unsupported("pci_requests", f"a PCI request without a flavor alias (an SR-IOV port's, "
-                              f"request_id {_get(request, 'request_id')})")
+        if _get(request, "alias_name") is not None:
+            continue
+        specs = []
+        for spec in _get(request, "spec") or ():
+            if any(not isinstance(v, str | None) for v in spec.values()):
+                raise Unsupported("pci_requests", f"a PCI request spec with a value that is not a string "
+                                  f"(request_id {_get(request, 'request_id')}: {spec})")
+            specs.append(dict(spec))
+        if not specs:
+            raise Unsupported("pci_requests", f"a PCI request with no spec (request_id "
+                              f"{_get(request, 'request_id')})")
+        item: dict[str, Any] = {"spec": specs, "count": request.count}
+        for name in ("numa_policy", "request_id"):
+            if (value := _get(request, name)) is not None:
+                item[name] = str(value)
+        out.append(item)
+    return out
+
+
+def pci_groups(spec: objects.RequestSpec) -> list[list[str]]:
+    """The request groups Nova makes of the flavor's PCI requests with ``[filter_scheduler] pci_in_placement``
+    (``RequestSpec.generate_request_groups_from_pci_requests``: one group of one device per device asked), per
+    request in order, by requester id; [] when there are none in ``requested_resources``."""
+    made = {g.requester_id for g in _get(spec, "requested_resources") or ()}
+    out = []
+    for request in _get(_get(spec, "pci_requests"), "requests") or ():
+        if _get(request, "alias_name") is not None:
+            out.append([f"{_get(request, 'request_id')}-{i}" for i in range(request.count)])
+    return out if any(g in made for ids in out for g in ids) else []
+
+
+def alias_requests(spec: objects.RequestSpec) -> list[PciRequest]:
+    """The flavor's PCI requests as Nova's API made them (an alias each), in Gantt's terms, in order."""
+    out = []
+    for request in _get(_get(spec, "pci_requests"), "requests") or ():
+        if (alias := _get(request, "alias_name")) is not None:
+            out.append(PciRequest(str(alias), request.count, tuple(dict(s) for s in _get(request, "spec") or ()),
+                                  _get(request, "numa_policy") or "legacy"))
+    return out
+
+
+def pci_placement(taken: Sequence[tuple[Any, int]], requests: Sequence[PciRequest], groups: Sequence[Sequence[str]],
+                  ) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """The devices ``taken`` (a claim's ``allocation.pci``, or what ``take`` would take on an alternate) of the
+    flavor's ``requests`` (``alias_requests``; taken first, request by request) as an allocation request's
+    ``allocations`` on their providers (the pools' ``rp_uuid``, one device of ``placement_class`` each), and
+    ``groups`` (``pci_groups``) mapped to the provider of the device each took: Placement's ``mappings``, which
+    Nova's conductor and PCI claim read."""
+    allocations: dict[str, Any] = {}
+    mappings: dict[str, list[str]] = {}
+    for request, ids, entries in zip(requests, groups, by_request(requests, taken), strict=False):
+        devices = [str(dict(pool).get("rp_uuid")) for pool, count in entries for _ in range(count)]
+        for group, provider in zip(ids, devices, strict=False):
+            mappings[group] = [provider]
+        for provider in devices:
+            resources = allocations.setdefault(provider, {"resources": {}})["resources"]
+            resources[placement_class(request)] = resources.get(placement_class(request), 0) + 1
+    return allocations, mappings
 
 
 def _network(spec: objects.RequestSpec) -> None:
@@ -300,7 +367,9 @@ def _network(spec: objects.RequestSpec) -> None:
 def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, return_objects: bool,
                return_alternates: bool, max_attempts: int, cell_uuid: str | Mapping[str, str],
                default_availability_zone: str = "nova", groups: Iterable[str] = ("",),
-               claimed: bool = True) -> list[list[objects.Selection]] | list[dict[str, Any]]:
+               claimed: bool = True,
+               placement: Mapping[Any, tuple[dict[str, Any], dict[str, list[str]]]] | None = None,
+               ) -> list[list[objects.Selection]] | list[dict[str, Any]]:
     """What Nova's ``SchedulerManager.select_destinations`` returns for Gantt's answer (one list per instance:
     the claimed node first, then unclaimed alternates).
 
@@ -309,7 +378,9 @@ def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, ret
     request; without ``return_objects``, the legacy list of ``{'host', 'nodename', 'limits'}`` dicts.
     ``cell_uuid``: the one cell, or each host's. ``groups``: the request's group suffixes ("" the unsuffixed one)
     that an allocation request's ``mappings`` name, all on the one node Gantt places on. ``claimed`` False (a
-    rebuild's check): nothing was booked, and the Selections carry no allocation request, as Nova's."""
+    rebuild's check): nothing was booked, and the Selections carry no allocation request, as Nova's.
+    ``placement``: what a claim (by consumer) or an alternate (by host and node) holds or would hold on PCI
+    providers, and the groups mapped to them (``pci_placement``), added to its allocation request."""
     objects.register_all()
     per_instance = [[decode(s, Selection) for s in choices] for choices in answer]
     chosen = {(c[0].host, c[0].nodename) for c in per_instance if c}
@@ -320,13 +391,15 @@ def selections(answer: Sequence[Sequence[Selection | Mapping[str, Any]]], *, ret
         if not choices:
             raise ValueError("Gantt's answer has an instance with no selection")
         first_cell = _cell(cell_uuid, choices[0].host)
-        picked = [_selection(choices[0], first_cell, default_availability_zone, group_names, claimed)]
+        extra = (placement or {}).get(choices[0].consumer_uuid or "")
+        picked = [_selection(choices[0], first_cell, default_availability_zone, group_names, claimed, extra)]
         for alt in choices[1:]:
             if len(picked) > alternates:
                 break
             cell = _cell(cell_uuid, alt.host)
             if cell == first_cell and (alt.host, alt.nodename) not in chosen:
-                picked.append(_selection(alt, cell, default_availability_zone, group_names, claimed))
+                picked.append(_selection(alt, cell, default_availability_zone, group_names, claimed,
+                                         (placement or {}).get((alt.host, alt.nodename))))
         out.append(picked)
     if not return_objects:
         # Nova's own legacy shape (Selection.to_dict, then jsonutils.to_primitive), for pre-4.5 conductors
@@ -345,12 +418,17 @@ def _cell(cell_uuid: str | Mapping[str, str], host: str) -> str:
 
 
 def _selection(selection: Selection, cell: str, default_az: str, groups: list[str],
-               claimed: bool = True) -> objects.Selection:
+               claimed: bool = True, extra: tuple[dict[str, Any], dict[str, list[str]]] | None = None
+               ) -> objects.Selection:
     if not selection.uuid:
         raise ValueError(f"node {selection.host}/{selection.nodename} has no UUID: Nova needs its compute node's")
-    allocation_request = {"allocations": {selection.uuid: {"resources": dict(selection.allocation)}},
-                          # 1.34+: which provider each request group got; all of them, the one node
-                          "mappings": {group: [selection.uuid] for group in groups}}
+    allocations: dict[str, Any] = {selection.uuid: {"resources": dict(selection.allocation)}}
+    # 1.34+: which provider each request group got; all of them, the one node (but the PCI devices' groups)
+    mappings: dict[str, list[str]] = {group: [selection.uuid] for group in groups}
+    if extra is not None:  # the PCI devices' providers (pci_in_placement)
+        allocations.update(extra[0])
+        mappings.update(extra[1])
+    allocation_request = {"allocations": allocations, "mappings": mappings}
     numa = selection.limits.get("numa_topology")
     limits: dict[str, Any] = {}
     if numa is not None:

@@ -161,6 +161,9 @@ class Claims:
                 if key in replica._dirty:  # 503 until the follower has re-read the store
                     raise StoreUnavailable(f"{key[0]}/{key[1]}: an earlier commit went unanswered; resynchronizing")
                 expects[key] = Expect(key[0], key[1], replica.node_revisions.get(key, 0))
+                for part in allocation.extra:  # PCI devices on their providers (pci_in_placement)
+                    node = (part.host, part.nodename)
+                    expects[node] = Expect(node[0], node[1], replica.node_revisions.get(node, 0))
                 if allocation.group:
                     group = group_node(allocation.group)
                     expects[group] = Expect(group[0], group[1], replica.node_revisions.get(group, 0))

@@ -160,14 +160,14 @@ class ClaimThroughTable(HostTable):
         self.conflicts = 0
 
     def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
-              pci: Sequence[PciRequest] = ()) -> Allocation:
+              pci: Sequence[PciRequest] = (), pci_parts: bool = False) -> Allocation:
         held = self.allocation(allocation.consumer_uuid)
         if held is not None:
             return held
         try:
             # The truth checks room against what really is (and chooses the PCI devices); the limits (per-aggregate
             # ratios) travel with it.
-            self.truth.claim(key, allocation, limits=limits, pci=pci)
+            self.truth.claim(key, allocation, limits=limits, pci=pci, pci_parts=pci_parts)
         except ClaimRejected:
             self.conflicts += 1
             refresh_node(self, self.truth, key)

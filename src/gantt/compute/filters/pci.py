@@ -30,7 +30,10 @@ class PciPassthroughFilter(Filter):
         pools, epoch = table.pci_pools()
         out: np.ndarray = pools.codes != 0  # a node without pools serves nothing (not even a request of zero devices)
         for request in requests:
-            columns = [c for c in (table.pci_devices(pair) for pair in request.pairs()) if c is not None]
+            pairs = request.pairs()
+            if pairs is None:  # no (vendor, product) to count devices by: the pool-by-pool check decides
+                continue
+            columns = [c for c in (table.pci_devices(pair) for pair in pairs) if c is not None]
             if not columns:
                 return np.zeros(table.n, dtype=np.bool_)
             held = columns[0] if len(columns) == 1 else np.sum(columns, axis=0)

@@ -181,6 +181,8 @@ class Intake:
             else:
                 self._disabled_reasons.pop(key, None)
         child = report.provider is not None and report.provider.parent_provider_uuid is not None
+        if child and report.provider is not None:
+            self._ledger.child_providers[report.provider.uuid] = key
         if bool(columns.cols["child"][row]) != child:
             columns.cols["child"][row] = child
             static = True

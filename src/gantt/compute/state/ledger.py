@@ -23,10 +23,10 @@ from typing import Any
 import msgspec
 
 from gantt.compute.numa import with_claims
-from gantt.compute.pci import PciRequest, take
+from gantt.compute.pci import PciRequest, Pool, by_request, placement_class, take
 from gantt.compute.state.columns import Columns
 from gantt.compute.state.instances import InstanceIndex
-from gantt.model import Allocation, Conflict, NodeKey, NotFound, PciTaken
+from gantt.model import Allocation, AllocationPart, Conflict, NodeKey, NotFound, PciTaken
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,8 @@ class Ledger:
         # and releases through the store; without it the ledger drops expired claims itself.
         self._on_expire = on_expire
         self._allocations: dict[str, Allocation] = {}
+        # Child providers' nodes by uuid (the intake keeps it): a pci_in_placement claim's devices are held there
+        self.child_providers: dict[str, NodeKey] = {}
         # consumer -> when this table first held its allocation, on the table's clock: a claim's age for
         # claim_timeout. Not ``created_at``, the claiming server's wall clock, which another server's may be behind
         # or ahead of, and which steps; an allocation loaded from a snapshot is as old as the load (the safe side:
@@ -162,9 +164,10 @@ class Ledger:
     # ------------------------------------------------------------------------------------------ claiming
 
     def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
-              pci: Sequence[PciRequest] = ()) -> Allocation:
+              pci: Sequence[PciRequest] = (), pci_parts: bool = False) -> Allocation:
         """Consume ``allocation.resources`` (and the PCI devices ``pci`` asks for) on node ``key`` atomically, or
-        raise ClaimRejected.
+        raise ClaimRejected. ``pci_parts`` (``[filter_scheduler] pci_in_placement``): the flavor's devices are
+        allocated on their Placement providers too (``_pci_parts``).
 
         The compare: the node still exists and still has room. A consumer that already holds an allocation gets
         it back.
@@ -173,13 +176,13 @@ class Ledger:
             held = self._allocations.get(allocation.consumer_uuid)
             if held is not None:
                 return held
-            row = self._row_with_room(key, allocation.resources, limits, allocation, pci)
+            row = self._row_with_room(key, allocation.resources, limits, allocation, pci, pci_parts)
             self._insert(row, key, allocation, claimed=True)
             self._changed("allocation", allocation)
             return allocation
 
     def _row_with_room(self, key: NodeKey, resources: dict[str, int], limits: dict[str, float] | None,
-                       allocation: Allocation, pci: Sequence[PciRequest]) -> int:
+                       allocation: Allocation, pci: Sequence[PciRequest], pci_parts: bool = False) -> int:
         """The node's row, if it still exists and can take ``resources`` now; else ClaimRejected. The PCI devices
         ``pci`` asks for are chosen from the pools the node has left and recorded on ``allocation``; the NUMA
         cells, CPUs and pages ``allocation.numa`` names must still be free."""
@@ -202,7 +205,37 @@ class Ledger:
             if taken is None:
                 raise ClaimRejected(f"{key} has no room for the PCI devices asked")
             allocation.pci = [PciTaken(pool=dict(pool), count=count) for pool, count in taken]
+            if pci_parts:
+                allocation.extra = self._pci_parts(key, pci, taken)
         return row
+
+    def _pci_parts(self, key: NodeKey, pci: Sequence[PciRequest], taken: list[tuple[Pool, int]]
+                   ) -> list[AllocationPart]:
+        """What the flavor's devices hold on their Placement providers (Nova's PCI request groups, one device each,
+        of the class ``placement_class`` names): the provider is the one the pool's ``rp_uuid`` tag names, as Nova's
+        PCI claim takes the devices of the providers Placement allocated. An SR-IOV port's devices are not in
+        Placement (Nova 34). ClaimRejected when a device's provider is unknown or has no room for it."""
+        held: dict[str, dict[str, int]] = {}
+        for request, entries in zip(pci, by_request(pci, taken), strict=True):
+            if not request.alias:
+                continue
+            rc = placement_class(request)
+            for pool, count in entries:
+                provider = dict(pool).get("rp_uuid")
+                if provider is None:
+                    raise ClaimRejected(f"{key}: a device the flavor asks for is not reported in Placement")
+                resources = held.setdefault(str(provider), {})
+                resources[rc] = resources.get(rc, 0) + count
+        parts = []
+        for provider, resources in held.items():
+            part_key = self.child_providers.get(provider)
+            row = None if part_key is None else self._columns.row_of.get(part_key)
+            if part_key is None or row is None:
+                raise ClaimRejected(f"{key}: PCI provider {provider} is unknown")
+            if self.fits(row, resources) is not None:
+                raise ClaimRejected(f"{key}: PCI provider {provider} has no room for {resources}")
+            parts.append(AllocationPart(host=part_key[0], nodename=part_key[1], resources=resources))
+        return parts
 
     def put_allocation(self, allocation: Allocation) -> None:
         """Record an allocation decided elsewhere (another instance's claim arriving through the change feed).
@@ -228,7 +261,8 @@ class Ledger:
             self._changed("allocation", allocation)
 
     def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
-             limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = ()) -> Allocation:
+             limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = (),
+             pci_parts: bool = False) -> Allocation:
         """Move ``source``'s consumer to node ``key`` as ``allocation``, holding the source for the migration.
 
         One compare-and-set: the consumer still holds ``source``, the migration holds nothing yet, the node has
@@ -242,7 +276,7 @@ class Ledger:
                 raise SourceMoved(f"{source.consumer_uuid} moved meanwhile")
             if migration in self._allocations:  # a twin request made this move: answer with it
                 raise SourceMoved(f"migration {migration} holds an allocation already")
-            row = self._row_with_room(key, allocation.resources, limits, allocation, pci)
+            row = self._row_with_room(key, allocation.resources, limits, allocation, pci, pci_parts)
             held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
                                            instance_uuid=source.consumer_uuid, confirmed=False)
             self._drop(source.consumer_uuid)

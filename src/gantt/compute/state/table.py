@@ -513,11 +513,11 @@ class HostTable:
         return self._ledger.within_capacity(key)
 
     def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
-              pci: Sequence[PciRequest] = ()) -> Allocation:
+              pci: Sequence[PciRequest] = (), pci_parts: bool = False) -> Allocation:
         """Consume ``allocation.resources`` (and the PCI devices ``pci`` asks for, recorded on the allocation) on
         node ``key`` atomically, or raise ClaimRejected; a consumer that already holds an allocation gets it
-        back."""
-        return self._ledger.claim(key, allocation, limits=limits, pci=pci)
+        back. ``pci_parts``: the flavor's devices are held on their Placement providers too (pci_in_placement)."""
+        return self._ledger.claim(key, allocation, limits=limits, pci=pci, pci_parts=pci_parts)
 
     def put_allocation(self, allocation: Allocation) -> None:
         """Record an allocation decided elsewhere (the store committed it): no capacity check."""
@@ -527,10 +527,11 @@ class HostTable:
         return self._ledger.release(consumer_uuid)
 
     def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
-             limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = ()) -> Allocation:
+             limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = (),
+             pci_parts: bool = False) -> Allocation:
         """Move ``source``'s consumer to node ``key`` as ``allocation`` in one compare-and-set, holding the source
         under the migration; returns the migration's allocation (see ``Ledger.move``)."""
-        return self._ledger.move(key, allocation, source, limits=limits, pci=pci)
+        return self._ledger.move(key, allocation, source, limits=limits, pci=pci, pci_parts=pci_parts)
 
     def unmove(self, allocation: Allocation, held: Allocation, source: Allocation) -> bool:
         """Undo ``move`` while nothing else has replaced its allocations (a failed commit). Whether it did."""

@@ -339,7 +339,18 @@ PROPERTIES: dict[str, dict[str, str]] = {
         "request_id": "The caller's request id, kept with the claims",
         "migration_uuid": "Make this a move of the one instance named: the source is held under this UUID",
         "alternates": "How many unclaimed alternates to gather (default [scheduler] max_attempts - 1)",
+        "pci_requests": "PCI requests beside the flavor's pci_passthrough:alias (SR-IOV ports'), taken after "
+                        "the flavor's, in order",
+        "pci_in_placement": "Hold the flavor's PCI devices on their Placement providers too (the pools' rp_uuid); "
+                            "null: [filter_scheduler] pci_in_placement",
     },
+    "PciRequestSpec": {"spec": "Device specs, any of which a pool may match: each key's value must equal the "
+                               "pool's (without case; null: the pool lacks the key), e.g. physical_network, "
+                               "remote_managed, dev_type, trusted",
+                       "count": "Devices from one matching pool's kind", "numa_policy":
+                       "The devices' NUMA affinity: required, legacy, preferred or socket (null: the flavor's or "
+                       "image's, else legacy)",
+                       "request_id": "The caller's id for the request (Nova's InstancePCIRequest.request_id)"},
     "Flavor": {"name": "Flavor name (a label)", "vcpus": "vCPUs", "memory_mb": "RAM, MiB",
                "root_gb": "Root disk, GiB", "ephemeral_gb": "Ephemeral disk, GiB", "swap": "Swap, MiB",
                "extra_specs": "Flavor extra specs (capabilities:…, aggregate_instance_extra_specs:…, trait:…, "
