@@ -29,6 +29,24 @@ def test_tenant_aggregate_keeps_a_tenant_to_its_aggregate() -> None:
     assert passing(required, request(project_id="p2")) == set()
 
 
+def test_a_switch_turned_on_after_a_decision_applies_to_the_next_one() -> None:
+    """Nova's request filters read their [scheduler] switches at each request; Gantt's Nova seam sets them in the
+    running scheduler's Config when nova.conf's change (gantt.nova.conf.follow_request_filters). The mask a
+    decision cached while a switch was off (every host) must not answer the next decision once it is on."""
+    sched = _cloud()
+    assert passing(sched, request(project_id="p1")) == {"shared", "p1-only", "gold"}
+    assert passing(sched, request(project_id="p2")) == {"shared", "p1-only", "gold"}
+    sched.config.scheduler.limit_tenants_to_placement_aggregate = True
+    assert passing(sched, request(project_id="p1")) == {"p1-only"}
+    assert passing(sched, request(project_id="p2")) == {"shared", "p1-only", "gold"}
+    sched.config.scheduler.placement_aggregate_required_for_tenants = True
+    assert passing(sched, request(project_id="p2")) == set()
+    sched.config.scheduler.limit_tenants_to_placement_aggregate = False
+    assert passing(sched, request(project_id="p2")) == {"shared", "p1-only", "gold"}
+    sched.config.scheduler.enable_isolated_aggregate_filtering = True
+    assert "gold" not in passing(sched, request(project_id="p2"))
+
+
 def test_an_isolated_aggregate_takes_only_requests_for_its_trait() -> None:
     sched = _cloud(enable_isolated_aggregate_filtering=True)
     assert "gold" not in passing(sched, request())

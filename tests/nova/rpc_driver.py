@@ -878,6 +878,48 @@ def request_filters(w: World) -> dict[str, Any]:
     return out
 
 
+def tenant_aggregates(w: World) -> dict[str, Any]:
+    """Nova's [scheduler] limit_tenants_to_placement_aggregate and placement_aggregate_required_for_tenants turned
+    on after the scheduler started, as Nova's TenantAggregateFilterTest does (Nova's request filters read them at
+    each request): the next request follows them, even for a project a decision made while they were off."""
+    from nova import context, objects
+
+    w.begin()
+    for name in ("t1", "t2"):
+        w.compute(name)
+    ctxt = context.get_admin_context()
+    agg = objects.Aggregate(ctxt, name="only-t1", uuid=str(uuidlib.uuid4()),
+                            metadata={"filter_tenant_id0": "other", "filter_tenant_id1": "p"})
+    agg.create()
+    agg.add_host("t1")
+    w.scheduler("sched-t")
+    api = w.client()
+    out: dict[str, Any] = {}
+
+    def boot(project: str) -> Any:
+        request = spec(1, 256, 1, project_id=project)
+        answer = _select(api, ctxt, request, [request.instance_uuid], alternates=False)
+        return answer["selections"][0][0]["host"] if "selections" in answer else answer
+
+    switches = ("limit_tenants_to_placement_aggregate", "placement_aggregate_required_for_tenants",
+                "query_placement_for_routed_network_aggregates")
+    try:
+        out["off"] = sorted(boot("p") for _ in range(4))  # spread over both (RAMWeigher)
+        w.conf.set_override("limit_tenants_to_placement_aggregate", True, group="scheduler")
+        out["on"] = [boot("p") for _ in range(4)]
+        out["no_aggregate"] = sorted(boot("q") for _ in range(2))  # q has none: every host, not required
+        w.conf.set_override("placement_aggregate_required_for_tenants", True, group="scheduler")
+        out["required"] = boot("q")
+        w.conf.clear_override("limit_tenants_to_placement_aggregate", group="scheduler")
+        out["off_again"] = sorted(boot("q") for _ in range(2))
+        w.conf.set_override("query_placement_for_routed_network_aggregates", True, group="scheduler")
+        out["routed"] = boot("p")
+    finally:
+        for name in switches:
+            w.conf.clear_override(name, group="scheduler")
+    return out
+
+
 def unreachable_cell(w: World) -> dict[str, Any]:
     """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
     a hung conductor)."""
@@ -1079,7 +1121,8 @@ SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_ho
                                      instance_info, two_schedulers, new_compute, updated_node, periodic_read,
                                      incremental_read, host_fields, move, same_host_resize, rebuild,
                                      seed_instances, unreachable_cell, store_down, broker_restart, configuration,
-                                     separate_processes, request_filters, two_cells)}
+                                     separate_processes, request_filters, two_cells,
+                                     tenant_aggregates)}
 
 
 if __name__ == "__main__":

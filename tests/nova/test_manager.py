@@ -420,3 +420,22 @@ def test_two_cells_requested_cell_and_alternates_from_the_chosen_hosts_cell(tmp_
     assert sorted(hosts(got["in_b"], "b")) == ["b1", "b2", "b3"]
     assert "requested_destination.cell" in _refusal(got["unknown"])
     assert "requested_destination.allow_cross_cell_move" in _refusal(got["cross"])
+
+
+def test_tenant_aggregate_switches_turned_on_after_start_apply_to_the_next_request(tmp_path: Path) -> None:
+    """Nova reads [scheduler] limit_tenants_to_placement_aggregate / placement_aggregate_required_for_tenants at
+    each request (its TenantAggregateFilterTest turns them on after the scheduler started): so does Gantt's
+    manager, and a mask cached while they were off never answers once they are on."""
+    python = python_or_skip()
+    work = tmp_path / "nova"
+    work.mkdir()
+    out = run_json(python, HERE / "rpc_driver.py", {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
+                                                    "scenarios": ["tenant_aggregates"]}, timeout=600)
+    assert out["nova_calls"] == {}
+    got = _scenario(out, "tenant_aggregates")
+    assert got["off"] == ["t1", "t1", "t2", "t2"]
+    assert got["on"] == ["t1"] * 4
+    assert got["no_aggregate"] == ["t2", "t2"]  # t1 holds six instances' worth more: RAMWeigher spreads to t2
+    _refusal(got["required"])
+    assert got["off_again"] == ["t2", "t2"]
+    assert "query_placement_for_routed_network_aggregates" in _refusal(got["routed"])

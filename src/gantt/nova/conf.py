@@ -94,6 +94,29 @@ def gantt_config(conf: cfg.ConfigOpts) -> Config:
     return Config.from_dict(data)
 
 
+# Nova's request filters (nova.scheduler.request_filter) read these [scheduler] switches at each request, not at
+# start: a change made after start (a functional test's flags; oslo.config's mutate) applies to the next request.
+PER_REQUEST = ("limit_tenants_to_placement_aggregate", "placement_aggregate_required_for_tenants",
+               "enable_isolated_aggregate_filtering", "query_placement_for_image_type_support",
+               "image_metadata_prefilter")
+# Read at each request by Nova too, and not implemented by Gantt: refused at start unless off, and per request.
+_REFUSED_PER_REQUEST = "query_placement_for_routed_network_aggregates"
+
+
+def follow_request_filters(conf: cfg.ConfigOpts, config: Config) -> None:
+    """``config.scheduler``'s request-filter switches become nova.conf's values now, in place: the running
+    replica's filters hold this Config (their cached masks are keyed by the switches). Raises
+    ``gantt.model.InvalidRequest`` naming an option turned on since that Gantt cannot honour."""
+    nova, gantt = conf.scheduler, config.scheduler
+    for name in PER_REQUEST:
+        value = bool(getattr(nova, name))
+        if getattr(gantt, name) != value:
+            setattr(gantt, name, value)
+    if getattr(nova, _REFUSED_PER_REQUEST):
+        raise InvalidRequest(f"[scheduler] {_REFUSED_PER_REQUEST} = True: Gantt does not implement this option; "
+                             "leave it at Nova's default", field=f"scheduler.{_REFUSED_PER_REQUEST}")
+
+
 def _nova_decides_same_host(default: dict[str, Any]) -> None:
     """Nova's scheduler never excludes a move's source host itself: nova-api does, by putting it in the
     RequestSpec's ``ignore_hosts`` unless ``allow_resize_to_same_host`` (a resize) or the node's

@@ -205,6 +205,11 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
         except Exception as exc:  # a cell or API database down: a clear refusal, never a hung conductor
             log.exception("select_destinations for %s: cannot read Nova's databases", instances)
             raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
+        try:
+            conf.follow_request_filters(CONF, self.gantt_config)
+        except GanttError as exc:
+            log.warning("select_destinations for %s refused: %s", instances, exc.message)
+            raise exception.NoValidHost(reason=f"Gantt: {exc.message}") from exc
         cell_uuid = self._only_cell()
         cells = self._cell_hosts()
         # a rebuild's check (the instance's own host, the new image) claims nothing: never a move

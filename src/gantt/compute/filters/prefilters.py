@@ -46,8 +46,21 @@ class _RequestFilter(Filter):
     static = True
     option: ClassVar[str | None] = None  # the [scheduler] switch; None: always applies
 
+    def switched_on(self) -> bool:
+        return self.option is None or bool(getattr(self.config.scheduler, self.option))
+
+    def cache_key(self, ctx: RequestContext) -> Hashable:
+        # The switch is part of the key: Nova reads it at each request, and Gantt's Nova seam follows a change made
+        # after start (gantt.nova.conf.follow_request_filters) in this same Config; a mask cached while off (None)
+        # must not answer once it is on.
+        return (True, self.request_key(ctx)) if self.switched_on() else False
+
+    def request_key(self, ctx: RequestContext) -> Hashable:
+        """The parts of the request (and of the options) the mask depends on, once the switch is on."""
+        raise NotImplementedError
+
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        if self.option is not None and not getattr(self.config.scheduler, self.option):
+        if not self.switched_on():
             return None
         return self.narrow(table, ctx)
 
@@ -61,8 +74,8 @@ class RequireTenantAggregate(_RequestFilter):
     name = "require_tenant_aggregate"
     option = "limit_tenants_to_placement_aggregate"
 
-    def cache_key(self, ctx: RequestContext) -> Hashable:
-        return ctx.spec.project_id
+    def request_key(self, ctx: RequestContext) -> Hashable:
+        return ctx.spec.project_id, self.config.scheduler.placement_aggregate_required_for_tenants
 
     def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         project = ctx.spec.project_id
@@ -80,7 +93,7 @@ class IsolateAggregates(_RequestFilter):
     name = "isolate_aggregates"
     option = "enable_isolated_aggregate_filtering"
 
-    def cache_key(self, ctx: RequestContext) -> Hashable:
+    def request_key(self, ctx: RequestContext) -> Hashable:
         return ctx.required_traits - ctx.feature_traits
 
     def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
@@ -97,7 +110,7 @@ class RequireImageTypeSupport(_RequestFilter):
     name = "require_image_type_support"
     option = "query_placement_for_image_type_support"
 
-    def cache_key(self, ctx: RequestContext) -> Hashable:
+    def request_key(self, ctx: RequestContext) -> Hashable:
         return ctx.spec.image.disk_format if ctx.spec.image else None
 
     def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
@@ -115,7 +128,7 @@ class TransformImageMetadata(_RequestFilter):
     name = "transform_image_metadata"
     option = "image_metadata_prefilter"
 
-    def cache_key(self, ctx: RequestContext) -> Hashable:
+    def request_key(self, ctx: RequestContext) -> Hashable:
         return tuple(sorted((k, str(v)) for k, v in ctx.image_props.items() if k in _IMAGE_TRAIT_PREFIXES))
 
     def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
@@ -133,7 +146,7 @@ class TransformImageMetadata(_RequestFilter):
 class ComputeStatusFilter(_RequestFilter):
     name = "compute_status_filter"
 
-    def cache_key(self, ctx: RequestContext) -> Hashable:
+    def request_key(self, ctx: RequestContext) -> Hashable:
         return None
 
     def narrow(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
