@@ -109,11 +109,19 @@ def test_the_guard_fails_a_test_in_which_novas_own_scheduler_decides(tmp_path: P
 
 def last_passes(python: Path, workdir: Path) -> set[str]:
     """The tests that passed in the last stestr run of ``python -m gantt.nova.functional --workdir WORKDIR``."""
-    stream = subprocess.run([str(python), "-m", "stestr", "--config", str(workdir / ".stestr.conf"), "last",
-                             "--subunit"], cwd=workdir, capture_output=True, check=True).stdout
-    table = subprocess.run([str(python.parent / "subunit2csv")], input=stream, capture_output=True,
-                           check=True).stdout.decode()
+    stream = _tool([str(python), "-m", "stestr", "--config", str(workdir / ".stestr.conf"), "last", "--subunit"],
+                   cwd=workdir)
+    table = _tool([str(python.parent / "subunit2csv")], stdin=stream).decode()
     return {row["test"] for row in csv.DictReader(io.StringIO(table)) if row["status"] == "success"}
+
+
+def _tool(command: list[str], *, cwd: Path | None = None, stdin: bytes | None = None) -> bytes:
+    """Its output; both tools exit 1 when the run they read had a failure, which is what a run to learn from
+    has: only another status is an error."""
+    done = subprocess.run(command, cwd=cwd, input=stdin, capture_output=True)
+    if done.returncode not in (0, 1) or not done.stdout:
+        raise RuntimeError(f"{command[0]} exited {done.returncode}: {done.stderr.decode()[-2000:]}")
+    return done.stdout
 
 
 def update(mode: str, workdirs: list[Path]) -> None:
@@ -131,3 +139,17 @@ def update(mode: str, workdirs: list[Path]) -> None:
 
 if __name__ == "__main__" and len(sys.argv) >= 3 and sys.argv[1] == "--update":
     update(sys.argv[2], [Path(p) for p in sys.argv[3:]])
+
+
+def test_last_passes_reads_a_run_with_failures(tmp_path: Path) -> None:
+    """A run with a failure is what ``--update`` reads most (stestr and subunit2csv then exit 1)."""
+    python = python_or_skip()
+    (tmp_path / "probe_tests").mkdir()
+    (tmp_path / "probe_tests" / "__init__.py").write_text("")
+    (tmp_path / "probe_tests" / "test_probe.py").write_text(
+        "import unittest\n\n\nclass Probe(unittest.TestCase):\n"
+        "    def test_passes(self):\n        pass\n\n    def test_fails(self):\n        self.fail('on purpose')\n")
+    (tmp_path / ".stestr.conf").write_text("[DEFAULT]\ntest_path=./probe_tests\ntop_dir=./\n")
+    run = subprocess.run([str(python), "-m", "stestr", "run"], cwd=tmp_path, capture_output=True)
+    assert run.returncode == 1, run.stdout.decode()[-2000:]
+    assert last_passes(python, tmp_path) == {"probe_tests.test_probe.Probe.test_passes"}
