@@ -120,9 +120,16 @@ def test_every_rpc_version_and_unknown_ones_refused(run: dict[str, Any]) -> None
         assert f"does not support RPC version {version}" in error["message"]
 
 
-def test_no_valid_host_says_why(run: dict[str, Any]) -> None:
-    message = _refusal(_scenario(run, "no_valid_host"))
-    assert "VCPU" in message and "64" in message
+def test_no_valid_host_in_novas_words_and_gantts_explanation_in_the_details(run: dict[str, Any]) -> None:
+    """The fault's message (any tenant reads it) is Nova's scheduler's: empty when Placement would have no
+    candidate, "There are not enough hosts available." past it; Gantt's explanation is in the traceback the
+    conductor keeps as the fault's admin-only details."""
+    got = _scenario(run, "no_valid_host")
+    assert _refusal(got) == "No valid host was found. "
+    assert "VCPU" in got["error"]["details"] and "64" in got["error"]["details"]
+    assert _refusal(got["ignored"]) == "No valid host was found. "  # ignore_hosts is not Placement's: still none
+    assert _refusal(got["group"]) == "No valid host was found. There are not enough hosts available."
+    assert "ServerGroupAntiAffinityFilter" in got["group"]["error"]["details"]
 
 
 def test_unsupported_field_is_a_no_valid_host_naming_it(run: dict[str, Any]) -> None:
