@@ -75,6 +75,23 @@ def test_anti_affinity_counts_members_and_honours_max_server_per_host() -> None:
     assert passing(s, spec) == {"h0", "h2"}
 
 
+def test_an_instance_listed_by_instance_info_stays_on_its_host_when_its_allocation_goes() -> None:
+    """A resize: Nova's conductor moves the instance's allocation to the migration's consumer before it asks, while
+    the instance still runs on its source, as the host's instance info says. Its own host must still pass
+    anti-affinity (Nova: ``spec_obj.instance_uuid in host_state.instances``), or a resize to the same host in an
+    anti-affinity group is refused (Nova's ServerGroupTestV21.test_resize_to_same_host_with_anti_affinity)."""
+    s = make_scheduler(2, filters=["ServerGroupAntiAffinityFilter"])
+    for member, host in (("m0", "h0"), ("m1", "h1")):
+        s.select_destinations(request(instance_uuids=[member], force_hosts=[host]))
+        s.update_instance_info(host, [member])
+    s.release("m1")  # its allocation is the migration's now
+    spec = request(instance_uuids=["m1"], instance_group=group("anti-affinity", members=["m0", "m1"],
+                                                               hosts=["h0", "h1"]))
+    assert passing(s, spec) == {"h1"}
+    s.delete_instance_info("h1", "m1")  # gone from the host (deleted, or moved away and confirmed)
+    assert passing(s, spec) == set()
+
+
 def test_anti_affinity_with_max_two_packs_two_per_host() -> None:
     s = make_scheduler(2, filters=["ServerGroupAntiAffinityFilter"])
     answer = s.select_destinations(request(num_instances=4,

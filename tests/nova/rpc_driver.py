@@ -261,8 +261,10 @@ def _selection(sel: Any) -> dict[str, Any]:
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
+    # details: what Nova's conductor stores as an instance fault's admin-only details (the traceback, with the
+    # causes raised in process, or the server's traceback a broker carried)
     return {"type": type(exc).__name__, "classes": [c.__name__ for c in type(exc).__mro__],
-            "message": str(exc).split("\n")[0]}
+            "message": str(exc).split("\n")[0], "details": "".join(traceback.format_exception(exc))}
 
 
 def _select(api: Any, ctxt: Any, request: Any, uuids: list[str], *, objects_: bool = True,
@@ -352,14 +354,24 @@ def versions(w: World) -> dict[str, Any]:
 
 
 def no_valid_host(w: World) -> dict[str, Any]:
-    from nova import context
+    from nova import context, objects
 
     w.begin()
     w.compute("small", vcpus=2, memory_mb=2048)
     w.scheduler("sched-n")
     ctxt = context.get_admin_context()
+    api = w.client()
     request = spec(64, 1024, 1)
-    return _select(w.client(), ctxt, request, [request.instance_uuid])
+    out = _select(api, ctxt, request, [request.instance_uuid])
+    # no node has room whatever ignore_hosts removed before: still what Placement answers (no candidate)
+    ignored = spec(64, 1024, 1, ignore_hosts=["small"])
+    out["ignored"] = _select(api, ctxt, ignored, [ignored.instance_uuid])
+    # room, but the group's anti-affinity rules the one host out: past Placement, in Nova's filters
+    group = objects.InstanceGroup(uuid=str(uuidlib.uuid4()), name="g", policy="anti-affinity", rules={},
+                                  members=[str(uuidlib.uuid4())], hosts=["small"])
+    grouped = spec(1, 512, 1, instance_group=group, scheduler_hints={"group": [group.uuid]})
+    out["group"] = _select(api, ctxt, grouped, [grouped.instance_uuid])
+    return out
 
 
 def unsupported(w: World) -> dict[str, Any]:

@@ -73,6 +73,15 @@ def _refusal(answer: dict[str, Any]) -> str:
     return message
 
 
+def _explained(answer: dict[str, Any]) -> str:
+    """A NoValidHost for want of a host: Nova's own words in the message (a tenant reads it), Gantt's explanation
+    in the details (the traceback Nova's conductor keeps as the fault's admin-only details)."""
+    assert _refusal(answer) in ("No valid host was found. ",
+                                "No valid host was found. There are not enough hosts available."), answer
+    details: str = answer["error"]["details"]
+    return details
+
+
 def test_boot_with_alternates(run: dict[str, Any]) -> None:
     got = _scenario(run, "boot_with_alternates")
     by_uuid = {u: h for h, u in got["nodes"].items()}
@@ -120,9 +129,16 @@ def test_every_rpc_version_and_unknown_ones_refused(run: dict[str, Any]) -> None
         assert f"does not support RPC version {version}" in error["message"]
 
 
-def test_no_valid_host_says_why(run: dict[str, Any]) -> None:
-    message = _refusal(_scenario(run, "no_valid_host"))
-    assert "VCPU" in message and "64" in message
+def test_no_valid_host_in_novas_words_and_gantts_explanation_in_the_details(run: dict[str, Any]) -> None:
+    """The fault's message (any tenant reads it) is Nova's scheduler's: empty when Placement would have no
+    candidate, "There are not enough hosts available." past it; Gantt's explanation is in the traceback the
+    conductor keeps as the fault's admin-only details."""
+    got = _scenario(run, "no_valid_host")
+    assert _refusal(got) == "No valid host was found. "
+    assert "VCPU" in got["error"]["details"] and "64" in got["error"]["details"]
+    assert _refusal(got["ignored"]) == "No valid host was found. "  # ignore_hosts is not Placement's: still none
+    assert _refusal(got["group"]) == "No valid host was found. There are not enough hosts available."
+    assert "ServerGroupAntiAffinityFilter" in got["group"]["error"]["details"]
 
 
 def test_unsupported_field_is_a_no_valid_host_naming_it(run: dict[str, Any]) -> None:
@@ -141,7 +157,7 @@ def test_aggregates_loaded_at_start_and_kept_by_the_fanout(run: dict[str, Any]) 
     [[sel]] = got["in_early_zone"]["selections"]
     assert (sel["host"], sel["availability_zone"]) == ("a1", "az-e")
     assert got["deleted_seen"]
-    assert "AvailabilityZoneFilter" in _refusal(got["zone_gone"])
+    assert "AvailabilityZoneFilter" in _explained(got["zone_gone"])
 
 
 def test_instance_info_casts(run: dict[str, Any]) -> None:
@@ -166,8 +182,8 @@ def test_cells_read_before_a_decision(run: dict[str, Any]) -> None:
     got = _scenario(run, "new_compute")
     [[sel]] = got["new"]["selections"]
     assert sel["host"] == "n2"  # created after the scheduler started; only it has 8 VCPUs
-    assert "ComputeFilter removed 1" in _refusal(got["disabled"])
-    assert "ComputeFilter removed 1" in _refusal(got["forced_down"])
+    assert "ComputeFilter removed 1" in _explained(got["disabled"])
+    assert "ComputeFilter removed 1" in _explained(got["forced_down"])
     # a deleted compute node leaves Gantt at the next decision
     assert got["hosts"] == ["n2"]
     assert got["after_delete"]["selections"][0][0]["host"] == "n2"
@@ -175,7 +191,7 @@ def test_cells_read_before_a_decision(run: dict[str, Any]) -> None:
 
 def test_a_node_updated_in_place_is_read_alone(run: dict[str, Any]) -> None:
     got = _scenario(run, "updated_node")
-    assert "VCPU" in _refusal(got["before"])
+    assert "VCPU" in _explained(got["before"])
     [[sel]] = got["after"]["selections"]
     assert sel["host"] == "u2"  # its new size, seen by the decision right after the row changed
     # by reading the one node that changed (Gantt's decision at 10,000 nodes must not re-read them all)
@@ -266,7 +282,7 @@ def test_same_host_resize(run: dict[str, Any]) -> None:
     instance, migration = got["instance"], got["migration"]
     assert got["boot"]["selections"][0][0]["host"] == "sh1"
     # 2 held by the migration + 3 asked > 4: refused, nothing changed
-    assert "VCPU" in _refusal(got["too_big"])
+    assert "VCPU" in _explained(got["too_big"])
     assert got["after_too_big"] == {instance: "sh1"}
     [[dest]] = got["resize"]["selections"]
     assert dest["host"] == "sh1"
@@ -283,7 +299,7 @@ def test_rebuild_checks_the_instances_host_and_claims_nothing(run: dict[str, Any
     [[sel]] = got["good"]["selections"]
     assert sel["host"] == "r1" and sel["nodename"] == "r1"
     assert sel["allocation_request"] is None and sel["allocation_request_version"] is None
-    assert "ImagePropertiesFilter" in _refusal(got["bad"])
+    assert "ImagePropertiesFilter" in _explained(got["bad"])
     assert got["unchanged"]
 
 
@@ -312,7 +328,7 @@ def test_request_filters_that_ask_neutron_and_the_cells(run: dict[str, Any]) -> 
         [[sel]] = got[name]["selections"]
         return str(sel["host"])
 
-    assert "TraitsFilter" in _refusal(got["owner_required"])  # only "bare" left, without OWNER_NOVA
+    assert "TraitsFilter" in _explained(got["owner_required"])  # only "bare" left, without OWNER_NOVA
     assert host("owner_not_required") == "bare"
     assert host("remote_managed") == "remote"
     assert host("plain_port") == "owned"

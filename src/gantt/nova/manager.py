@@ -30,7 +30,7 @@ from nova.scheduler import utils as scheduler_utils
 from gantt.compute.pci import take
 from gantt.model import GanttError, NotFound, Selection
 from gantt.model import NoValidHost as GanttNoValidHost
-from gantt.nova import cells, conf, instances, prefilters, translate
+from gantt.nova import cells, conf, instances, prefilters, refusal, translate
 from gantt.replication.replica import Replica
 
 CONF = nova.conf.CONF
@@ -235,7 +235,8 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
             answer = self.replica.select_destinations(spec)
         except GanttNoValidHost as exc:
             log.info("select_destinations for %s: no valid host: %s", instances, exc.message)
-            raise exception.NoValidHost(reason=exc.message) from exc
+            # Nova's words for its users; Gantt's explanation, chained, reaches the fault's admin-only details
+            raise exception.NoValidHost(reason=refusal.reason(self.replica, spec, exc, rebuild=rebuild)) from exc
         except GanttError as exc:  # a request Gantt refuses (bad input), or a store that failed
             log.error("select_destinations for %s failed in Gantt: %s", instances, exc.message)
             raise exception.NoValidHost(reason=f"Gantt: {exc.message}") from exc

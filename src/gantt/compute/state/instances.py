@@ -21,6 +21,9 @@ class InstanceIndex:
         self._instances: list[set[str] | frozenset[str]] = []
         self._reported_instances: list[frozenset[str]] = []  # row-aligned: what the node's last report listed
         self._instance_host: dict[str, str] = {}
+        # per host, what Nova's instance info (update/sync_instance_info) lists: an instance runs there whatever
+        # happens to its allocation (a move re-keys it to the migration while the instance stays on its source)
+        self._info: dict[str, set[str]] = {}
 
     # ------------------------------------------------------------------------------------------- reading
 
@@ -77,8 +80,9 @@ class InstanceIndex:
         self._instance_host[uuid] = host
 
     def unplace(self, row: int, host: str, uuid: str) -> None:
-        """An allocation on ``row`` of ``host`` was dropped: its consumer goes, unless the node's report lists it."""
-        if uuid not in self._reported_instances[row]:
+        """An allocation on ``row`` of ``host`` was dropped: its consumer goes, unless the node's report or the
+        host's instance info lists it."""
+        if uuid not in self._reported_instances[row] and uuid not in self._info.get(host, _NONE):
             self.discard(row, uuid)
             if self._instance_host.get(uuid) == host:
                 del self._instance_host[uuid]
@@ -101,7 +105,10 @@ class InstanceIndex:
             held: Container[str]) -> None:
         """Nova's update (``replace=False``) or sync (``replace=True``) of what ``host`` (its ``rows``) runs."""
         new = set(instances)
-        if replace:
+        if not replace:
+            self._info.setdefault(host, set()).update(new)
+        else:
+            self._info[host] = set(new)
             for r in rows:
                 for uuid in self._instances[r] - new:
                     if uuid not in held and self._instance_host.get(uuid) == host:
@@ -114,6 +121,7 @@ class InstanceIndex:
 
     def delete_instance(self, host: str, rows: AbstractSet[int], uuid: str) -> bool:
         """``host`` no longer runs ``uuid``; whether any of its rows did."""
+        self._info.get(host, set()).discard(uuid)
         found = False
         for r in rows:
             if uuid in self._instances[r]:

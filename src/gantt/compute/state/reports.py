@@ -129,6 +129,11 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
     ironic = (kind or "").lower() == "ironic"
     # no capacity from the classic fields: an ironic node's, or any node's once Placement set its inventories
     classic_off = ironic or placed
+    if placed:
+        # Placement's usage is its allocations, every one of them in this store, counted for as long as held. The
+        # node's own *_used figures count the same instances again (for claim_timeout, as unlisted claims) and
+        # the reserved amount its inventory already holds back: Nova's Placement reads neither.
+        columns.reports_usage[row] = False
     for rc, total_f, used_f, ratio_f in CLASSIC:
         if rc in given or classic_off:
             continue
@@ -153,7 +158,7 @@ def _update_inventories(columns: Columns, row: int, stats: HostStats, default_ra
         static |= _write_inventory(columns, row, j, total, 0, 1, total, 1, float(ratio), used)
     for rc, inv in given.items():
         used = inv.used
-        if used is None and rc in _CLASSIC_USED:
+        if used is None and rc in _CLASSIC_USED and not placed:
             used = getattr(stats, _CLASSIC_USED[rc])
         if ironic and stats.instances:
             used = max(used or 0, inv.total)  # taken: all of it (Nova's driver reserves a node with an instance)
