@@ -273,7 +273,9 @@ def _check_repeat(ctx: RequestContext, held: Allocation) -> None:
         why = "force_nodes does not name its node"
     elif dest is not None and ((dest.host and dest.host != held.host) or (dest.node and dest.node != held.nodename)):
         why = "requested_destination names another host"
-    elif {rc: n for rc, n in ctx.resources.items() if n} != {rc: n for rc, n in held.resources.items() if n}:
+    elif {rc: n for rc, n in held.resources.items() if n} not in [
+            {rc: n for rc, n in asked.items() if n}
+            for asked in (ctx.resources, *((ctx.fallback.resources,) if ctx.fallback else ()))]:
         why = "the requested resources differ from what it holds"
     if why is not None:
         raise Conflict(f"consumer {held.consumer_uuid!r} holds an allocation on {held.host!r} and {why}: a move "

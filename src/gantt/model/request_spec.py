@@ -100,6 +100,15 @@ class RequestedDestination(Struct, forbid_unknown_fields=True, omit_defaults=Tru
     aggregates: Annotated[list[AggregateRefs], Meta(max_length=MAX_LIST)] | None = None
 
 
+class NetworkMetadata(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The instance's networks as NUMA affinity reads them (Nova's RequestSpec.network_metadata): the physical
+    networks of its ports and whether one is tunnelled. A guest with a NUMA topology lands on host cells that have
+    NIC affinity to them, where the host declares any (NUMATopologyFilter)."""
+
+    physnets: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
+    tunneled: bool = False
+
+
 class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     flavor: Flavor | None = None
     image: Image | None = None
@@ -127,6 +136,7 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     # How many unclaimed alternates to gather at most (default: [scheduler] max_attempts - 1). A caller that keeps
     # only some of them (Nova's seam: those in the chosen host's cell) asks for more, then cuts.
     alternates: Annotated[int, Meta(ge=0, le=MAX_LIST)] | None = None
+    network_metadata: NetworkMetadata | None = None
 
     def __post_init__(self) -> None:
         check_json("scheduler_hints", self.scheduler_hints)

@@ -339,7 +339,11 @@ PROPERTIES: dict[str, dict[str, str]] = {
         "request_id": "The caller's request id, kept with the claims",
         "migration_uuid": "Make this a move of the one instance named: the source is held under this UUID",
         "alternates": "How many unclaimed alternates to gather (default [scheduler] max_attempts - 1)",
+        "network_metadata": "The instance's networks (Nova's network_metadata): a NUMA guest lands on host cells "
+                            "with NIC affinity to them (NUMATopologyFilter)",
     },
+    "NetworkMetadata": {"physnets": "Physical networks of the instance's ports",
+                        "tunneled": "Whether one of its networks is tunnelled"},
     "Flavor": {"name": "Flavor name (a label)", "vcpus": "vCPUs", "memory_mb": "RAM, MiB",
                "root_gb": "Root disk, GiB", "ephemeral_gb": "Ephemeral disk, GiB", "swap": "Swap, MiB",
                "extra_specs": "Flavor extra specs (capabilities:…, aggregate_instance_extra_specs:…, trait:…, "
