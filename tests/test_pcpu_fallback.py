@@ -111,8 +111,10 @@ def test_only_a_dedicated_policy_falls_back() -> None:
 
 def test_asking_again_answers_the_fallback_claim() -> None:
     s = make_scheduler({"old": legacy()}, filters=NUMA)
-    first = s.select_destinations(pinned(2, "vm-1"))
-    assert s.select_destinations(pinned(2, "vm-1")) == first  # a repeat, not a move refused as "other resources"
+    [[first]] = s.select_destinations(pinned(2, "vm-1"))
+    [[again]] = s.select_destinations(pinned(2, "vm-1"))  # a repeat, not a move refused as "other resources"
+    expected = ("old", {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 1})
+    assert (first.host, first.allocation) == (again.host, again.allocation) == expected
 
 
 def test_two_replicas_on_one_sqlite_file_never_pin_a_cpu_twice(tmp_path: Path) -> None:
