@@ -156,11 +156,25 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
                                  spec.image is not None else None],
             # numa_topology is not sent: Gantt derives it, and must reach what NUMATopologyFilter reads
             "numa_topology": [_gantt_cells(ctx.numa), _nova_cells(_v(spec, "numa_topology"))],
+            # what NUMATopologyFilter passes numa_fit_instance_to_host (nothing asked: None)
+            "network_metadata": [[sorted(ctx.networks.physnets), ctx.networks.tunneled] if ctx.networks else None,
+                                 _nova_networks(_v(spec, "network_metadata"))],
+            # the manager's second Placement query for a dedicated guest ([workarounds] at Nova's default)
+            "pcpu_fallback": [ctx.fallback.resources if ctx.fallback else None,
+                              dict(scheduler_utils.ResourceRequest.from_request_spec(
+                                  spec, enable_pinning_translate=False).merged_resources())
+                              if nova_req.cpu_pinning_requested else None],
             "image_id": [gantt_spec.image.id if gantt_spec.image else None,
                          spec.image.id if spec.obj_attr_is_set("image") and spec.image is not None else None],
         },
         "decoded": to_builtins(gantt_spec),
     }
+
+
+def _nova_networks(metadata: Any) -> Any:
+    if metadata is None or not (metadata.physnets or metadata.tunneled):
+        return None
+    return [sorted(metadata.physnets), metadata.tunneled]
 
 
 def _gantt_cells(guest: Any) -> Any:

@@ -41,7 +41,7 @@ IMAGE_PROPS = [
 ]
 HINTS = {"same_host": 2, "different_host": 1, "query": '[">=","$free_ram_mb",1024]', "build_near_host_ip": "10.0.0.1",
          "cidr": "/24", "target_cell": "cell1", "group": None}
-UNSUPPORTED = ["same_subtree", "requested_resources", "cross_cell", "other_cell", "network_metadata", "port_id"]
+UNSUPPORTED = ["same_subtree", "requested_resources", "cross_cell", "other_cell", "port_id"]
 
 
 def _port_pci_requests(rng: random.Random) -> list[dict[str, Any]]:
@@ -126,6 +126,9 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
             "root_forbidden": rng.sample(["COMPUTE_STATUS_DISABLED"], rng.randint(0, 1))}
     if rng.random() < 0.2 and not numa_image and not any(k.startswith(("hw:", "resources:PCPU")) for k in extra):
         case["network_metadata"] = {"physnets": ["physnet1"], "tunneled": rng.random() < 0.5}  # unread without NUMA
+    numa = numa_image or {"hw:numa_nodes", "hw:cpu_policy", "hw:mem_page_size"} & set(extra)
+    if numa and i % 3 == 1:  # NUMA affinity of networks (rng untouched)
+        case["network_metadata"] = {"physnets": ["physnet1", "physnet2"][:1 + i % 2], "tunneled": i % 4 == 1}
     if rng.random() < 0.5:  # Nova's API sets it on nearly every boot: networks by id, or none/auto
         case["requested_networks"] = rng.choice([[{"network_id": _uuid(rng)}], [{"network_id": "none"}],
                                                  [{"network_id": "auto"}], []])
@@ -218,6 +221,15 @@ def test_a_port_given_by_id_is_translated_once_the_caller_asks_neutron_about_it(
     specs, _, result = _run()
     asked = [got for case, got in zip(specs, result["specs"], strict=True) if case.get("ports_asked")]
     assert len(asked) >= 10 and all("unsupported" not in got for got in asked)
+
+
+def test_numa_guests_networks_and_dedicated_guests_fallback_are_translated() -> None:
+    """network_metadata reaches what Nova's NUMATopologyFilter reads, and a dedicated guest asks Nova's VCPU
+    fallback query too (the pairs compared above): both must be exercised, not only absent."""
+    specs, _, result = _run()
+    translated = [got for case, got in zip(specs, result["specs"], strict=True) if "expect" not in case]
+    assert sum(got["pairs"]["network_metadata"][0] is not None for got in translated) >= 10
+    assert sum(got["pairs"]["pcpu_fallback"][0] is not None for got in translated) >= 10
 
 
 def test_bfv_drops_the_root_disk_as_nova_does() -> None:

@@ -88,9 +88,15 @@ def _numa_topology(plain: dict[str, Any]) -> Any:
             id=c["id"], cpuset=set(c.get("cpuset", [])), pcpuset=set(c.get("pcpuset", [])), memory=c["memory"],
             cpu_usage=c.get("cpu_usage", 0), memory_usage=c.get("memory_usage", 0),
             pinned_cpus=set(c.get("pinned_cpus", [])), siblings=[set(s) for s in c.get("siblings", [])],
-            mempages=pages, network_metadata=objects.NetworkMetadata(physnets=set(), tunneled=False),
+            mempages=pages, network_metadata=_network_metadata(c.get("network_metadata")),
             socket=c.get("socket")))
     return objects.NUMATopology(cells=cells)
+
+
+def _network_metadata(plain: dict[str, Any] | None) -> Any:
+    """Nova's NetworkMetadata (what nova-compute sets on every cell: empty when nothing is declared)."""
+    plain = plain or {}
+    return objects.NetworkMetadata(physnets=set(plain.get("physnets", ())), tunneled=plain.get("tunneled", False))
 
 
 def _numa_json(plain: dict[str, Any] | None) -> str | None:
@@ -150,6 +156,8 @@ def _spec(spec: dict[str, Any]) -> Any:
         request.pci_requests.requests.append(port_request)
     # Nova's API derives the guest NUMA topology when it creates the request spec (numa_get_constraints).
     request.numa_topology = hardware.numa_get_constraints(request.flavor, request.image)
+    if spec.get("network_metadata") is not None:  # the physnets and tunnelling of the instance's ports
+        request.network_metadata = _network_metadata(spec["network_metadata"])
     group = spec.get("instance_group")
     if group:
         request.instance_group = objects.InstanceGroup(uuid=group["uuid"], policy=group["policy"],

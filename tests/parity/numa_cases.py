@@ -4,7 +4,8 @@ Hosts: 1-4 cells, with or without SMT, CPUs shared, dedicated, both (legacy vcpu
 between the two, some pinned, memory and CPU partly used, 4 KiB pages and sometimes 2 MiB and 1 GiB ones (some
 used, some reserved), or no page list at all; CPU and RAM allocation ratios varied. Half the hosts report their
 topology in Nova's versioned-object form. Requests: every hw: key and image property that shapes a guest
-topology, valid and not, alone and in combination.
+topology, valid and not, alone and in combination; some hosts' cells declare the physnets and tunnelled networks
+their NICs serve, and some requests carry their networks' (NUMA affinity of networks).
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ def _wrapped(plain: dict[str, Any]) -> dict[str, Any]:
                 "nova_object.data": data, "nova_object.changes": sorted(data)}
 
     cells = [obj("NUMACell", {**c, "mempages": [obj("NUMAPagesTopology", p, "1.1") for p in c.get("mempages", [])],
-                              "network_metadata": obj("NetworkMetadata", {"physnets": [], "tunneled": False},
-                                                      "1.0")}, "1.5")
+                              "network_metadata": obj("NetworkMetadata", c.get("network_metadata") or
+                                                      {"physnets": [], "tunneled": False}, "1.0")}, "1.5")
              for c in plain["cells"]]
     return obj("NUMATopology", {"cells": cells}, "1.2")
 
@@ -182,11 +183,34 @@ def _request(rng: random.Random, k: int) -> dict[str, Any]:
             "instance_uuids": [f"req-{k}"], "scheduler_hints": {}}
 
 
+PHYSNETS = ("foo", "bar", "baz")
+
+
+def _networks(rng: random.Random, doc: dict[str, Any]) -> None:
+    """NUMA affinity of networks, drawn apart (the other cases stay as they were): some hosts' cells declare the
+    physnets (and tunnelled networks) their NICs serve, some requests carry the physnets of their ports and
+    whether one is tunnelled (Nova's RequestSpec.network_metadata)."""
+    for host in doc["hosts"]:
+        topology = host["stats"]["numa_topology"]
+        if topology is None or rng.random() < 0.3:
+            continue
+        for cell in topology["cells"]:
+            if rng.random() < 0.7:
+                cell["network_metadata"] = {"physnets": sorted(rng.sample(PHYSNETS, rng.randrange(0, 3))),
+                                            "tunneled": rng.random() < 0.4}
+    for spec in doc["requests"]:
+        if rng.random() < 0.4:
+            spec["network_metadata"] = {"physnets": sorted(rng.sample(PHYSNETS, rng.randrange(0, 3))),
+                                        "tunneled": rng.random() < 0.5}
+
+
 def cases(seed: int, hosts: int, requests: int) -> dict[str, Any]:
     rng = random.Random(seed)
-    return {"hosts": [_host(rng, i) for i in range(hosts)],
-            "requests": [_request(rng, k) for k in range(requests)],
-            "options": {"compute": {"packing_host_numa_cells_allocation_strategy": rng.random() < 0.3}}}
+    doc = {"hosts": [_host(rng, i) for i in range(hosts)],
+           "requests": [_request(rng, k) for k in range(requests)],
+           "options": {"compute": {"packing_host_numa_cells_allocation_strategy": rng.random() < 0.3}}}
+    _networks(random.Random(f"networks-{seed}"), doc)
+    return doc
 
 
 def gantt_answers(doc: dict[str, Any]) -> list[Any]:

@@ -3,7 +3,8 @@
 Generated NUMA hosts and requests (``numa_cases``) go to Gantt and to Nova's ``NUMATopologyFilter.host_passes``
 (with the guest topology from Nova's ``numa_get_constraints``, as Nova's API derives it): per request, the same
 nodes must pass, or both must refuse the request. Nova's own stored form of each host's topology must read as
-the plain form does.
+the plain form does. Some hosts' cells declare the networks their NICs serve and some requests carry their
+networks (NUMA affinity of networks): the same nodes must pass with them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,20 @@ def test_gantt_agrees_with_nova_on_numa(outcome: dict[str, Any]) -> None:
     total = SEEDS * REQUESTS
     assert kinds["some pass"] > total // 4 and kinds["none pass"] > total // 20 and kinds["refused"] > total // 10, \
         kinds
+
+
+def test_network_affinity_decides_some_requests(outcome: dict[str, Any]) -> None:
+    """The cases with network metadata must exercise it: for some, the nodes that pass differ from those that
+    would pass without it (so the agreement above covers Nova's network check, not only the cells' fit)."""
+    decided = with_networks = 0
+    for doc, ours in zip(outcome["docs"], outcome["ours"], strict=True):
+        plain = {**doc, "requests": [{k: v for k, v in r.items() if k != "network_metadata"}
+                                     for r in doc["requests"]]}
+        for spec, mine, without in zip(doc["requests"], ours, numa_cases.gantt_answers(plain), strict=True):
+            if "network_metadata" in spec and isinstance(mine, list):
+                with_networks += 1
+                decided += mine != without
+    assert decided > with_networks // 10, (decided, with_networks)
 
 
 def test_novas_stored_topology_reads_as_the_plain_one(outcome: dict[str, Any]) -> None:

@@ -136,7 +136,7 @@ class Claims:
                 continue
             limits = {rc: float(arr[row]) for rc, arr in ranking.limits.items() if arr[row] == arr[row]}
             if chosen is None:
-                if early and table.fits(row, ctx.resources, limits or None) is not None:
+                if early and table.fits(row, resources_at(table, ctx, row, limits), limits or None) is not None:
                     continue  # filled by this request's earlier instances: Nova's claim fails, the next is tried
                 claimed = self._claim_row(ctx, consumer, placed, row, key, limits)
                 if claimed is None:
@@ -152,10 +152,11 @@ class Claims:
                 continue
             # Alternates: later candidates that still fit now, devices and NUMA cells included; not claimed (the
             # conductor's retry claims them).
-            if key[0] == chosen.host or table.fits(row, ctx.resources, limits or None) is not None \
+            resources = resources_at(table, ctx, row, limits)
+            if key[0] == chosen.host or table.fits(row, resources, limits or None) is not None \
                     or not self._takes_devices(row, ctx):
                 continue
-            alternate = self.selections.at(row, dict(ctx.resources), self._shown_limits(ranking, ctx, row, limits),
+            alternate = self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
                                            None, weight)
             if table.layout != ranking.layout:
                 break
@@ -198,9 +199,10 @@ class Claims:
             if row >= table.n or table.host_names[row] in taken:
                 continue
             limits = {rc: float(arr[row]) for rc, arr in ranking.limits.items() if arr[row] == arr[row]}
-            if table.fits(row, ctx.resources, limits or None) is not None or not self._takes_devices(row, ctx):
+            resources = resources_at(table, ctx, row, limits)
+            if table.fits(row, resources, limits or None) is not None or not self._takes_devices(row, ctx):
                 continue
-            out.append(self.selections.at(row, dict(ctx.resources), self._shown_limits(ranking, ctx, row, limits),
+            out.append(self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
                                           None, weight))
             if len(out) >= wanted:
                 break
@@ -212,7 +214,8 @@ class Claims:
         a twin request's), or None when the node has no room left (the walk goes on)."""
         table = self.table
         spec = ctx.spec
-        allocation = Allocation(consumer_uuid=consumer, host=key[0], nodename=key[1], resources=dict(ctx.resources),
+        allocation = Allocation(consumer_uuid=consumer, host=key[0], nodename=key[1],
+                                resources=dict(resources_at(table, ctx, row, limits)),
                                 project_id=spec.project_id, user_id=spec.user_id, request_id=spec.request_id,
                                 group=ctx.hard_group)
         if ctx.numa is not None and table.node_numa(row) is not None:
@@ -262,7 +265,7 @@ class Claims:
         return numa.claim(table.node_numa(row), ctx.numa, cpu_ratio=limits.cpu_allocation_ratio,
                           ram_ratio=limits.ram_allocation_ratio,
                           pack=self.config.compute.packing_host_numa_cells_allocation_strategy,
-                          pools=table.node_pci_pools(row), pci_requests=ctx.pci_requests)
+                          pools=table.node_pci_pools(row), pci_requests=ctx.pci_requests, networks=ctx.networks)
 
     def _takes_devices(self, row: int, ctx: RequestContext) -> bool:
         """Whether node ``row`` can take what the claim takes beyond resources now: the guest's NUMA cells and its
@@ -280,6 +283,20 @@ class Claims:
             if flt in ranking.applied:
                 shown.update(flt.selection_limits(self.table, ctx, row))
         return shown
+
+
+def resources_at(table: HostTable, ctx: RequestContext, row: int, limits: dict[str, float] | None) -> dict[str, int]:
+    """What a claim on node ``row`` takes: the request's resources, or, for a dedicated guest that Nova's PCPU
+    query would not have found there (no room for its PCPU, or the thread policy's trait not as asked), those of
+    Nova's VCPU query (``RequestContext.fallback``), as Nova claims a host's first allocation request."""
+    fallback = ctx.fallback
+    if fallback is None:
+        return ctx.resources
+    traits = table.node_traits(row)
+    if fallback.required <= traits and not (fallback.forbidden & traits) \
+            and table.fits(row, ctx.resources, limits or None) is None:
+        return ctx.resources
+    return fallback.resources
 
 
 def _tie_history(ctx: RequestContext, ranking: Ranking) -> tuple[TieHistory | None, TieStep | None]:

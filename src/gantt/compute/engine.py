@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any
 
 import numpy as np
@@ -273,10 +273,18 @@ def _check_repeat(ctx: RequestContext, held: Allocation) -> None:
         why = "force_nodes does not name its node"
     elif dest is not None and ((dest.host and dest.host != held.host) or (dest.node and dest.node != held.nodename)):
         why = "requested_destination names another host"
-    elif {rc: n for rc, n in ctx.resources.items() if n} != {rc: n for rc, n in held.resources.items() if n}:
+    elif _nonzero(held.resources) not in [_nonzero(asked) for asked in _queries(ctx)]:
         why = "the requested resources differ from what it holds"
     if why is not None:
         raise Conflict(f"consumer {held.consumer_uuid!r} holds an allocation on {held.host!r} and {why}: a move "
                        "needs migration_uuid (or release the allocation first)", field="$.instance_uuids")
 
 
+def _queries(ctx: RequestContext) -> list[dict[str, int]]:
+    """What the request's claim may hold: its resources, or those of Nova's fallback query (a dedicated guest on a
+    host answering VCPU only)."""
+    return [ctx.resources, *([ctx.fallback.resources] if ctx.fallback is not None else [])]
+
+
+def _nonzero(resources: Mapping[str, int]) -> dict[str, int]:
+    return {rc: n for rc, n in resources.items() if n}

@@ -14,7 +14,7 @@ from typing import Any
 
 import os_traits
 
-from gantt.compute.numa import GuestTopology, instance_topology
+from gantt.compute.numa import GuestTopology, Networks, instance_topology
 from gantt.compute.pci import PciRequest, affinity_policy, requests_from_extra_specs, requests_from_ports
 from gantt.config import Config
 from gantt.model import Allocation, InvalidRequest, NodeKey, RequestSpec, check_resource_class
@@ -174,6 +174,39 @@ def _with_features(required: frozenset[str], forbidden: frozenset[str], extra_sp
     return required, features
 
 
+def _networks(spec: RequestSpec) -> Networks | None:
+    metadata = spec.network_metadata
+    if metadata is None or not (metadata.physnets or metadata.tunneled):
+        return None
+    return Networks(frozenset(metadata.physnets), metadata.tunneled)
+
+
+@dataclass(frozen=True, slots=True)
+class PcpuFallback:
+    """Nova's second Placement query for a guest whose hw:cpu_policy is ``dedicated`` (unless ``[workarounds]
+    disable_fallback_pcpu_query``): hosts still configured with ``vcpu_pin_set`` report their pinnable CPUs as
+    VCPU, so Nova asks again without the CPU policies' translation and weighs the hosts of both answers together.
+
+    ``resources``: what the second query asks (VCPU in place of PCPU, no PCPU for isolated emulator threads).
+    ``required`` / ``forbidden``: the traits only the first query asks (the thread policy's HW_CPU_HYPERTHREADING),
+    which the second drops. A node the first query admits is claimed with the request's own resources (Nova claims
+    a host's first allocation request, the PCPU one); a node only the second admits, with these."""
+
+    resources: dict[str, int]
+    required: frozenset[str]
+    forbidden: frozenset[str]
+
+
+def pcpu_fallback(spec: RequestSpec, config: Config, guest: GuestTopology | None, required: frozenset[str],
+                  forbidden: frozenset[str]) -> PcpuFallback | None:
+    """The fallback query of a request whose first query asks ``required`` / ``forbidden`` traits, or None."""
+    if guest is None or not guest.cpu_pinning_requested or config.workarounds.disable_fallback_pcpu_query:
+        return None
+    plain_required, plain_forbidden = traits_from_spec(spec, None)
+    return PcpuFallback(resources=resources_from_spec(spec, None), required=required - plain_required,
+                        forbidden=forbidden - plain_forbidden)
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything a filter or weigher may read about the request; per-instance fields move as instances land."""
@@ -213,6 +246,8 @@ class RequestContext:
     # claims nothing (the instance keeps what it holds).
     check_type: bool = False
     rebuild: bool = False
+    fallback: PcpuFallback | None = None  # Nova's VCPU query beside the PCPU one (a dedicated guest)
+    networks: Networks | None = None  # the cells a NUMA guest lands on must serve these (network_metadata)
 
     @classmethod
     def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
@@ -244,7 +279,9 @@ class RequestContext:
             raise InvalidRequest("a rebuild checks one instance on its own host: it takes neither several "
                                  "instances nor a migration_uuid", field="$.scheduler_hints._nova_check_type")
         features: frozenset[str] = frozenset()
-        if not rebuild:  # Nova runs its request filters for every request but a rebuild
+        fallback = None
+        if not rebuild:  # Nova runs its request filters (and asks Placement) for every request but a rebuild
+            fallback = pcpu_fallback(spec, config, guest, required, forbidden)
             required, features = _with_features(required, forbidden, extra_specs, image_props)
         return cls(
             spec=spec,
@@ -267,6 +304,8 @@ class RequestContext:
             group_rules=dict(group.rules) if group else {},
             check_type=bool(check_type),
             rebuild=rebuild,
+            fallback=fallback,
+            networks=_networks(spec),
         )
 
     @property

@@ -228,7 +228,7 @@ NOT_USED: dict[str, dict[str, str]] = {
 
 # Sections whose every option is some service's (nova-compute's, oslo.log's, …): a name Gantt does not know there
 # is read, not used, rather than a typo in a placement option.
-LENIENT = {"DEFAULT", "compute"}
+LENIENT = {"DEFAULT", "compute", "workarounds"}
 
 
 def set_aside_unused(data: dict[str, Any]) -> dict[str, list[str]]:

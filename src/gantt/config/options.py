@@ -17,6 +17,7 @@ from gantt.config.scheduling import (
     FilterSchedulerSection,
     MetricsSection,
     SchedulerSection,
+    WorkaroundsSection,
 )
 from gantt.config.service import GanttSection
 from gantt.config.tuning import TuningSection
@@ -32,6 +33,7 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
     metrics: MetricsSection = field(default_factory=MetricsSection)
     default: DefaultSection = field(default_factory=DefaultSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
+    workarounds: WorkaroundsSection = field(default_factory=WorkaroundsSection)
     gantt: GanttSection = field(default_factory=GanttSection)
     pci: PciSection = field(default_factory=PciSection)
     oslo_policy: OsloPolicySection = field(default_factory=OsloPolicySection)
@@ -91,7 +93,7 @@ DEFAULT_NAMESPACE = "compute"
 NAMESPACE_KINDS = ("compute", "volume")
 # A compute-kind namespace's own sections: what decides placements. [gantt] (store, token, limits),
 # [oslo_policy] and [cors] (the Placement face, default namespace only) are the service's, set once at the top.
-_NAMESPACE_SECTIONS = {"filter_scheduler", "scheduler", "metrics", "DEFAULT", "compute", "pci"}
+_NAMESPACE_SECTIONS = {"filter_scheduler", "scheduler", "metrics", "DEFAULT", "compute", "pci", "workarounds"}
 
 
 class Namespace(Struct, kw_only=True):

@@ -166,4 +166,14 @@ class ComputeSection(Struct, forbid_unknown_fields=False, kw_only=True):
     packing_host_numa_cells_allocation_strategy: bool = False
 
 
+class WorkaroundsSection(Struct, forbid_unknown_fields=False, kw_only=True):
+    """nova.conf's ``[workarounds]``: mostly nova-compute's and the conductor's (ignored), and this one of the
+    scheduler's. A guest whose ``hw:cpu_policy`` is ``dedicated`` asks for PCPU; hosts still configured with
+    ``vcpu_pin_set`` report their pinnable CPUs as VCPU only, so Nova's scheduler asks Placement a second time
+    with VCPU in place of PCPU (and without the thread policy's trait) and weighs both answers together. True:
+    the PCPU query alone."""
+
+    disable_fallback_pcpu_query: bool = False
+
+
 prepare_types(globals())  # build msgspec type info before any thread decodes (see gantt.model.prepare)

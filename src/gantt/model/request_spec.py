@@ -115,6 +115,15 @@ class PciRequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     request_id: Text | None = None
 
 
+class NetworkMetadata(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The instance's networks as NUMA affinity reads them (Nova's RequestSpec.network_metadata): the physical
+    networks of its ports and whether one is tunnelled. A guest with a NUMA topology lands on host cells that have
+    NIC affinity to them, where the host declares any (NUMATopologyFilter)."""
+
+    physnets: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
+    tunneled: bool = False
+
+
 class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     flavor: Flavor | None = None
     image: Image | None = None
@@ -149,6 +158,7 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     # Nova's seam sets it when the RequestSpec carries the devices as request groups, as Nova's API makes them
     # while that option is on.
     pci_in_placement: bool | None = None
+    network_metadata: NetworkMetadata | None = None
 
     def __post_init__(self) -> None:
         check_json("scheduler_hints", self.scheduler_hints)

@@ -37,7 +37,7 @@ OPTS = [
 ]
 
 # The sections of Gantt's Config filled from Nova's options of the same names ([gantt] apart).
-_SECTIONS = ("filter_scheduler", "scheduler", "metrics", "DEFAULT", "compute", "pci")
+_SECTIONS = ("filter_scheduler", "scheduler", "metrics", "DEFAULT", "compute", "pci", "workarounds")
 # Sections whose options decide placements: one Gantt neither implements nor lists as not used must be at its default.
 _DECIDING = ("filter_scheduler", "scheduler", "metrics", "pci")
 

@@ -27,9 +27,9 @@ scheduler_hints                                        as they are (lists of str
                                                        lists as RequestSpec.get_scheduler_hint does)
 scheduler_hints._nova_check_type = rebuild             as it is: Gantt checks the forced host (the instance's)
                                                        with Nova's RUN_ON_REBUILD filters and claims nothing;
-                                                       requested_resources, ports, SR-IOV PCI requests and
-                                                       network metadata, which that check never reads, are
-                                                       not refused then
+                                                       requested_resources, ports and SR-IOV PCI requests,
+                                                       which that check never reads, are not refused then,
+                                                       nor network metadata sent
 instance_group (uuid, name, policy, members, hosts,    instance_group.*
 rules)
 ignore_hosts / force_hosts / force_nodes               as they are
@@ -54,8 +54,9 @@ pci_requests from the flavor's pci_passthrough:alias   not sent: Gantt derives t
                                                        its [pci] alias option (which must match Nova's)
 pci_requests without an alias (SR-IOV, vDPA and       pci_requests: spec, count, numa_policy, request_id,
 remote-managed ports)                                  after the flavor's, as Nova's API orders them
-network_metadata with physnets or tunneled, when the   refused (NUMA affinity of networks); without a guest NUMA
-guest has a NUMA topology                              topology Nova's scheduler never reads it
+network_metadata.physnets / tunneled                  network_metadata.*: a NUMA guest's cells must serve them
+                                                       (Nova's NUMATopologyFilter); without a guest NUMA topology
+                                                       neither reads it
 requested_networks: networks by id, none or auto      not sent: Nova 34's scheduler reads them only for routed
                                                        networks (``[scheduler]
                                                        query_placement_for_routed_network_aggregates``, which
@@ -172,7 +173,7 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     if not rebuild:  # nor the PCI and NUMA filters
         if ports := _pci(_get(spec, "pci_requests")):
             out["pci_requests"] = ports
-        _network(spec)
+        _network(spec, out)
     if migration_uuid is not None:
         out["migration_uuid"] = migration_uuid
     if request_id is not None:
@@ -353,12 +354,11 @@ def pci_placement(taken: Sequence[tuple[Any, int]], requests: Sequence[PciReques
     return allocations, mappings
 
 
-def _network(spec: objects.RequestSpec) -> None:
+def _network(spec: objects.RequestSpec, out: dict[str, Any]) -> None:
     metadata = _get(spec, "network_metadata")
-    if metadata is None or _get(spec, "numa_topology") is None:
-        return
-    if _get(metadata, "physnets") or _get(metadata, "tunneled"):
-        raise Unsupported("network_metadata", "NUMA affinity of the instance's networks")
+    physnets, tunneled = sorted(_get(metadata, "physnets") or ()), bool(_get(metadata, "tunneled"))
+    if physnets or tunneled:
+        out["network_metadata"] = {"physnets": physnets, "tunneled": tunneled}
 
 
 # ------------------------------------------------------------------------------------------------ answers

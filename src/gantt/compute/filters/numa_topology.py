@@ -30,7 +30,7 @@ import numpy as np
 
 from gantt.compute.filters.base import CapacityUnknown, Filter, register
 from gantt.compute.journal import Rows
-from gantt.compute.numa import DEDICATED, MIXED, REQUIRE, SHARED, GuestCell, GuestTopology, fit
+from gantt.compute.numa import DEDICATED, MIXED, REQUIRE, SHARED, GuestCell, GuestTopology, Networks, fit
 from gantt.compute.pci import PciRequest
 from gantt.compute.request import RequestContext
 from gantt.compute.state import CellArrays, HostTable
@@ -46,15 +46,16 @@ def _needs_smt(ctx: RequestContext) -> bool:
 
 class _Ask(NamedTuple):
     """What one request asks of a node's cells: the guest topology, Nova's packing option, SMT siblings (for
-    ``require``) and the PCI devices the fit must place with their NUMA affinity."""
+    ``require``), the PCI devices the fit must place with their NUMA affinity and the networks its cells serve."""
 
     guest: GuestTopology
     pack: bool
     needs_smt: bool
     requests: tuple[PciRequest, ...]
+    networks: Networks | None
 
     def key(self, name: str) -> tuple[object, ...]:
-        return (name, self.guest, self.pack, self.needs_smt, tuple(r.key for r in self.requests))
+        return (name, self.guest, self.pack, self.needs_smt, tuple(r.key for r in self.requests), self.networks)
 
 
 @register
@@ -66,7 +67,7 @@ class NUMATopologyFilter(Filter):
         if ctx.numa is None:
             return None
         return _Ask(ctx.numa, self.config.compute.packing_host_numa_cells_allocation_strategy, _needs_smt(ctx),
-                    ctx.pci_requests)
+                    ctx.pci_requests, ctx.networks)
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         ask = self._ask(ctx)
@@ -128,7 +129,8 @@ def _fits(table: HostTable, ask: _Ask, row: int) -> bool:
         return False
     limits = table.numa_limits(row)
     return fit(host, ask.guest, cpu_ratio=limits.cpu_allocation_ratio, ram_ratio=limits.ram_allocation_ratio,
-               pack=ask.pack, pools=table.node_pci_pools(row), pci_requests=ask.requests) is not None
+               pack=ask.pack, pools=table.node_pci_pools(row), pci_requests=ask.requests,
+               networks=ask.networks) is not None
 
 
 def _necessary(table: HostTable, guest: GuestTopology, rows: Rows, needs_smt: bool) -> np.ndarray:

@@ -39,18 +39,27 @@ class ResourceFilter(Filter):
             first: tuple[int, np.ndarray] | None = ctx.scratch.get(self.FIRST)  # (layout, mask), as set below
             if first is not None and first[0] == table.layout and len(first[1]) >= table.n:
                 return first[1]
+        mask = self._fitting(table, ctx.resources)
+        if ctx.fallback is not None:
+            # Nova's two queries' candidates together: the PCPU one's (with its own traits), the VCPU one's
+            fallback, n = ctx.fallback, table.n
+            mask = (mask[:n] & _having(table, fallback.required, fallback.forbidden)) \
+                | self._fitting(table, fallback.resources)[:n]
+        if ctx.instance_index == 0 and max(ctx.spec.num_instances, len(ctx.spec.instance_uuids or ())) > 1:
+            ctx.scratch[self.FIRST] = (table.layout, mask.copy())  # the kept mask is patched in place
+        return mask
+
+    def _fitting(self, table: HostTable, resources: dict[str, int]) -> np.ndarray:
+        """The nodes with room for every class of ``resources`` (do not modify: a memoized mask)."""
         wanted: list[tuple[int, int]] = []
-        for rc, amount in ctx.resources.items():
+        for rc, amount in resources.items():
             j = table.rc_index.get(rc)
             if j is None:
                 return np.zeros(table.n, dtype=np.bool_)
             wanted.append((j, amount))
         # Patched on the rows whose usage changed since the last request of the same size, not recomputed.
         key = (self.name, tuple(sorted(wanted)))
-        mask = table.derived.usage_mask(key, lambda rows: _fits(table, wanted, rows))
-        if ctx.instance_index == 0 and max(ctx.spec.num_instances, len(ctx.spec.instance_uuids or ())) > 1:
-            ctx.scratch[self.FIRST] = (table.layout, mask.copy())  # the kept mask is patched in place
-        return mask
+        return table.derived.usage_mask(key, lambda rows: _fits(table, wanted, rows))
 
     def nearest_miss(self, table: HostTable, ctx: RequestContext, others: np.ndarray) -> list[NearestMiss]:
         """For each requested class that some otherwise-eligible node lacks: the best such node, and the gap."""
@@ -104,6 +113,14 @@ class ResourceFilter(Filter):
             count[~_fits(table, [(j, amount)], rows) & (count >= 1)] = 0.0  # units or step refuse it anyway
             np.minimum(out, np.maximum(count, 0.0), out=out)
         return out
+
+
+def _having(table: HostTable, required: frozenset[str], forbidden: frozenset[str]) -> np.ndarray | bool:
+    """The nodes with every ``required`` trait and none ``forbidden`` (True: nothing asked)."""
+    if not required and not forbidden:
+        return True
+    having: np.ndarray = table.factor("traits").map(lambda traits: required <= traits and not (forbidden & traits))
+    return having[:table.n]
 
 
 def _unit_constraint(table: HostTable, j: int, amount: int, rows: np.ndarray) -> str:
@@ -182,6 +199,8 @@ class TraitsFilter(_PlacementQuery):
     factor = "traits"
 
     def query(self, ctx: RequestContext) -> tuple[frozenset[str], frozenset[str]]:
+        if ctx.fallback is not None:  # the traits only the PCPU query asks: ResourceFilter's, per query
+            return ctx.required_traits - ctx.fallback.required, ctx.forbidden_traits - ctx.fallback.forbidden
         return ctx.required_traits, ctx.forbidden_traits
 
     def predicate(self, table: HostTable, required: frozenset[str],

@@ -4,7 +4,7 @@ what the fit takes (``fit``). None of it knows of tables or filters. This face r
 filters and the state use.
 """
 
-from gantt.compute.numa.fit import CellFit, claim, claims_of, fit
+from gantt.compute.numa.fit import CellFit, Networks, claim, claims_of, fit
 from gantt.compute.numa.guest import (
                                       DEDICATED,
                                       ISOLATE,
@@ -19,4 +19,4 @@ from gantt.compute.numa.guest import (
 from gantt.compute.numa.host import HostCell, HostNUMA, with_claims
 
 __all__ = ["DEDICATED", "ISOLATE", "MIXED", "PREFER", "REQUIRE", "SHARED", "CellFit", "GuestCell", "GuestTopology",
-           "HostCell", "HostNUMA", "claim", "claims_of", "fit", "instance_topology", "with_claims"]
+           "HostCell", "HostNUMA", "Networks", "claim", "claims_of", "fit", "instance_topology", "with_claims"]

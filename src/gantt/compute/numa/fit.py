@@ -186,16 +186,35 @@ def _ordered(host: HostNUMA, guest: GuestTopology, pack: bool,
     return cells
 
 
+@dataclass(frozen=True, slots=True)
+class Networks:
+    """What the instance's networks ask of the cells it lands on (Nova's RequestSpec.network_metadata)."""
+
+    physnets: frozenset[str]
+    tunneled: bool
+
+    def served(self, host: HostNUMA, chosen: Sequence[int]) -> bool:
+        """Nova's ``_numa_cells_support_network_metadata``: no physnet the chosen cells do not serve may be served
+        by another cell, and tunnelled networks, when asked and not served by a chosen cell, by no cell at all (a
+        network no cell declares affinity to may go anywhere)."""
+        cells = [c for c in host.cells if c.id in chosen]
+        missing = self.physnets.difference(*(c.physnets for c in cells))
+        if missing and any(c.physnets & missing for c in host.cells):
+            return False
+        return not self.tunneled or any(c.tunneled for c in cells) or not any(c.tunneled for c in host.cells)
+
+
 def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float, ram_ratio: float,
         pack: bool = False, pools: Sequence[Pool] = (),
-        pci_requests: Sequence[PciRequest] = ()) -> list[CellFit] | None:
+        pci_requests: Sequence[PciRequest] = (), networks: Networks | None = None) -> list[CellFit] | None:
     """The first way ``guest`` fits ``host`` in Nova's search order (Nova's ``numa_fit_instance_to_host``), one
     CellFit per guest cell, or None when it does not fit.
 
     ``pack``: ``[compute] packing_host_numa_cells_allocation_strategy``. ``pools``: the host's PCI pools left
     (``gantt.compute.pci.freeze_pools`` tuples); Nova orders the cells by their free devices, those with devices first
     when the guest asks for some (``pci_requests``), last otherwise; and a way of fitting the cells holds only
-    when the devices can be taken with the NUMA affinity each request's policy asks for.
+    when the devices can be taken with the NUMA affinity each request's policy asks for, and the cells serve the
+    instance's ``networks`` as Nova's check asks.
     """
     if host is None or guest is None or not host.cells or not guest.cells:
         return None
@@ -236,6 +255,8 @@ def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float,
         if len(chosen) == len(guest.cells):
             if pci_requests and take(pools, pci_requests, host.affinity([c.host_cell for c in chosen])) is None:
                 continue
+            if networks is not None and not networks.served(host, [c.host_cell for c in chosen]):
+                continue
             return chosen
     return None
 
@@ -259,11 +280,11 @@ def claims_of(host: HostNUMA, guest: GuestTopology, fits: list[CellFit]) -> list
 
 
 def claim(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float, ram_ratio: float,
-          pack: bool = False, pools: Sequence[Pool] = (),
-          pci_requests: Sequence[PciRequest] = ()) -> list[NUMACellClaim] | None:
+          pack: bool = False, pools: Sequence[Pool] = (), pci_requests: Sequence[PciRequest] = (),
+          networks: Networks | None = None) -> list[NUMACellClaim] | None:
     """The cells, CPUs and pages the guest would take on ``host`` now (None: it does not fit, devices included)."""
     fits = fit(host, guest, cpu_ratio=cpu_ratio, ram_ratio=ram_ratio, pack=pack, pools=pools,
-               pci_requests=pci_requests)
+               pci_requests=pci_requests, networks=networks)
     if fits is None or host is None or guest is None:
         return None
     return claims_of(host, guest, fits)

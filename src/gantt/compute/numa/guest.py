@@ -73,6 +73,12 @@ class GuestTopology:
     def pinned(self) -> bool:
         return self.cpu_policy in (DEDICATED, MIXED)
 
+    @property
+    def cpu_pinning_requested(self) -> bool:
+        """Nova's ``ResourceRequest.cpu_pinning_requested``: a ``dedicated`` hw:cpu_policy (or hw_cpu_policy)
+        translated to PCPU, not one implied by ``resources:PCPU`` nor a mixed policy."""
+        return self.cpu_policy == DEDICATED and any(rc == "PCPU" for rc, _ in self.resources)
+
 
 def _bad(message: str, where: str) -> InvalidRequest:
     return InvalidRequest(message, field=where)

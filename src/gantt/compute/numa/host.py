@@ -24,16 +24,22 @@ class HostCell:
     siblings: tuple[frozenset[int], ...]
     pages: tuple[tuple[int, int, int], ...]  # (size_kb, total, free) in the order reported
     socket: int | None = None
+    # the physical networks (and whether tunnelled ones) the cell's NICs serve; none: no affinity declared, which
+    # Nova's check reads as it reads a cell without network_metadata
+    physnets: frozenset[str] = frozenset()
+    tunneled: bool = False
 
     @classmethod
     def of(cls, cell: NUMACell) -> HostCell:
         pcpus = frozenset(cell.pcpuset)
+        network = cell.network_metadata
         return cls(id=cell.id, cpuset=frozenset(cell.cpuset), pcpuset=pcpus, memory=cell.memory,
                    cpu_usage=cell.cpu_usage, memory_usage=cell.memory_usage,
                    free_pcpus=pcpus - frozenset(cell.pinned_cpus),
                    siblings=tuple(frozenset(s) for s in cell.siblings),
                    pages=tuple((p.size_kb, p.total, p.total - p.used - p.reserved) for p in cell.mempages),
-                   socket=cell.socket)
+                   socket=cell.socket, physnets=frozenset(network.physnets) if network else frozenset(),
+                   tunneled=bool(network and network.tunneled))
 
     @property
     def avail_memory(self) -> int:
@@ -114,5 +120,5 @@ def with_claims(host: HostNUMA, claims: list[NUMACellClaim]) -> tuple[HostNUMA, 
             id=cell.id, cpuset=cell.cpuset, pcpuset=cell.pcpuset, memory=cell.memory,
             cpu_usage=cell.cpu_usage + cpus[cell.id], memory_usage=cell.memory_usage + memory[cell.id],
             free_pcpus=cell.free_pcpus - pinned[cell.id], siblings=cell.siblings, pages=tuple(new_pages),
-            socket=cell.socket))
+            socket=cell.socket, physnets=cell.physnets, tunneled=cell.tunneled))
     return HostNUMA(tuple(new_cells)), ok

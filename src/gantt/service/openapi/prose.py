@@ -343,6 +343,8 @@ PROPERTIES: dict[str, dict[str, str]] = {
                         "the flavor's, in order",
         "pci_in_placement": "Hold the flavor's PCI devices on their Placement providers too (the pools' rp_uuid); "
                             "null: [filter_scheduler] pci_in_placement",
+        "network_metadata": "The instance's networks (Nova's network_metadata): a NUMA guest lands on host cells "
+                            "with NIC affinity to them (NUMATopologyFilter)",
     },
     "PciRequestSpec": {"spec": "Device specs, any of which a pool may match: each key's value must equal the "
                                "pool's (without case; null: the pool lacks the key), e.g. physical_network, "
@@ -351,6 +353,8 @@ PROPERTIES: dict[str, dict[str, str]] = {
                        "The devices' NUMA affinity: required, legacy, preferred or socket (null: the flavor's or "
                        "image's, else legacy)",
                        "request_id": "The caller's id for the request (Nova's InstancePCIRequest.request_id)"},
+    "NetworkMetadata": {"physnets": "Physical networks of the instance's ports",
+                        "tunneled": "Whether one of its networks is tunnelled"},
     "Flavor": {"name": "Flavor name (a label)", "vcpus": "vCPUs", "memory_mb": "RAM, MiB",
                "root_gb": "Root disk, GiB", "ephemeral_gb": "Ephemeral disk, GiB", "swap": "Swap, MiB",
                "extra_specs": "Flavor extra specs (capabilities:…, aggregate_instance_extra_specs:…, trait:…, "
