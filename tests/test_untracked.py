@@ -90,6 +90,18 @@ def why_not_acyclic(cls: type[msgspec.Struct]) -> list[str]:
     return problems
 
 
+class _Tracked(msgspec.Struct):
+    x: int
+
+
+class _Bad(msgspec.Struct, gc=False):
+    fine: dict[str, list[tuple[int, str | None]]]
+    json: FreeForm | None
+    anything: Any
+    deep: list[dict[str, _Tracked]]
+    objects: list[object]
+
+
 UNTRACKED = [cls for cls in _structs() if untracked(cls)]
 
 
@@ -115,17 +127,6 @@ def test_an_untracked_struct_holds_nothing_that_leads_back(cls: type[msgspec.Str
 def test_the_walk_finds_what_could_lead_back() -> None:
     """It is no walk that passes everything: a field of Any, of an object, or of a tracked Struct is found, at any
     depth of containers; Any inside free-form JSON is not."""
-
-    class Tracked(msgspec.Struct):
-        x: int
-
-    class Bad(msgspec.Struct, gc=False):
-        fine: dict[str, list[tuple[int, str | None]]]
-        json: FreeForm | None
-        anything: Any
-        deep: list[dict[str, Tracked]]
-        objects: list[object]
-
-    assert why_not_acyclic(Bad) == ["Bad.anything: Any outside free-form JSON",
-                                    "Bad.deep[]{}: Tracked, a tracked Struct (it may hold anything leading back)",
-                                    "Bad.objects[]: Any outside free-form JSON"]
+    assert why_not_acyclic(_Bad) == ["_Bad.anything: Any outside free-form JSON",
+                                     "_Bad.deep[]{}: _Tracked, a tracked Struct (it may hold anything leading back)",
+                                     "_Bad.objects[]: CustomType <class 'object'>"]
