@@ -21,6 +21,7 @@ import pytest
 import gantt
 from gantt.model import Allocation, AllocationPart, FreeForm, HostReport, HostStats, Inventory, Metric, Provider
 from gantt.model.limits import MAX_JSON_BYTES
+from gantt.resources.providers import view
 from gantt.store.base import Batch, Change, RepeatOf, lifted
 
 _SCALARS = (mi.NoneType, mi.BoolType, mi.IntType, mi.FloatType, mi.StrType, mi.BytesType, mi.LiteralType,
@@ -113,7 +114,7 @@ def test_the_records_a_report_a_touch_and_a_claim_make_are_untracked() -> None:
     made = [report, report.stats, lifted(report, 2.0), Change(revision=1, kind="host", host=report),
             Allocation(consumer_uuid="c", host="h", nodename="n", resources={"VCPU": 1},
                        extra=[AllocationPart(host="h2", nodename="n2", resources={"DISK_GB": 1})]),
-            RepeatOf("h", "n", 1, 1.0), Batch(reports=[report])]
+            RepeatOf("h", "n", 1, 1.0), Batch(reports=[report]), view(report)]
     for obj in made:
         assert not gc.is_tracked(obj), type(obj).__name__
         assert type(obj) in UNTRACKED

@@ -69,9 +69,11 @@ class DuplicateName(Conflict):
     placement_code = "placement.duplicate_name"
 
 
-@dataclass(frozen=True)
-class ProviderView:
-    """One provider as Placement shows it, with the record it comes from."""
+class ProviderView(msgspec.Struct, frozen=True, gc=False):
+    """One provider as Placement shows it, with the record it comes from. One is made per report and per touch
+    applied (the replica's index follows each node's record): a Struct untracked by the cyclic collector, where a
+    frozen dataclass was a tracked object with a tracked ``__dict__``, built field by field through
+    ``object.__setattr__``."""
 
     uuid: str
     name: str
