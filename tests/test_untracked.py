@@ -49,7 +49,8 @@ def _structs() -> list[type[msgspec.Struct]]:
 
 
 def untracked(cls: type) -> bool:
-    return getattr(cls, "__struct_config__", None) is not None and cls.__struct_config__.gc is False
+    config = getattr(cls, "__struct_config__", None)
+    return config is not None and config.gc is False
 
 
 def why_not_acyclic(cls: type[msgspec.Struct]) -> list[str]:
@@ -59,7 +60,7 @@ def why_not_acyclic(cls: type[msgspec.Struct]) -> list[str]:
     def walk(t: Any, where: str, json: bool) -> None:
         if isinstance(t, mi.Metadata):
             # FreeForm's bound: decoded JSON, or a Python value check_json takes (JSON types, at most MAX_DEPTH)
-            free = bool(t.extra) and t.extra.get("max_bytes") == MAX_JSON_BYTES
+            free = t.extra is not None and t.extra.get("max_bytes") == MAX_JSON_BYTES
             walk(t.type, where, json or free)
         elif isinstance(t, _SCALARS):
             pass
