@@ -26,7 +26,6 @@ from gantt.store import planner, sqlite_batch
 from gantt.store.base import Batch, CommitResult
 from gantt.store.sqlite_feed import KeptChanges, compact
 from gantt.store.sqlite_file import read_head
-from gantt.store.sqlite_lock import WriteLock
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,6 @@ class Owner(Protocol):
 
     path: str
     retention: int
-    busy_timeout: float
     groups: int  # transactions committed by the writer
     batches: int
     commit_seconds: float  # time spent in COMMIT (the fsync), summed
@@ -53,8 +51,6 @@ class Owner(Protocol):
     def _begin_immediate(self, conn: sqlite3.Connection) -> None: ...
 
     def _refuse_if_lost(self) -> None: ...
-
-    def _waited(self) -> None: ...
 
     def _note_write(self, error: BaseException | str | None) -> None: ...
 
@@ -132,8 +128,6 @@ class Writer:
         self._foreign = 0
         # The feed's floor as last known: a stale (lower) one only makes a compaction come early.
         self._floor_hint = floor
-        # Taken before SQLite's lock: the writers of the file (other processes') queue on it (sqlite_lock.py)
-        self._lock = WriteLock(f"{owner.path}-wlock")
 
     def enqueue(self, pending: Pending) -> Pending:
         with self._cond:
@@ -176,7 +170,6 @@ class Writer:
         try:
             self._write_groups(conn)
         finally:
-            self._lock.close()
             self._owner._give_back(conn)
 
     def _checkpoint_loop(self) -> None:
@@ -227,21 +220,12 @@ class Writer:
                 # (its statements and its fsync) join this transaction instead of waiting for the next lock and
                 # fsync of their own. Two workers take turns on the lock, so most groups begin with a wait.
                 owner._refuse_if_lost()
-                self._lock_file(owner)
-                try:
-                    owner._begin_immediate(conn)
-                    group = self._take()
-                    self.commit_group(conn, group, begun=True)
-                finally:
-                    self._lock.release()
+                owner._begin_immediate(conn)
+                group = self._take()
+                self.commit_group(conn, group, begun=True)
             except BaseException as exc:  # the whole transaction failed: every caller in it gets the error
                 self._fail(group or self._take(), exc)  # no group: the lock was never had, they fail with it
             owner.writer_cpu_seconds += time.thread_time() - cpu
-
-    def _lock_file(self, owner: Owner) -> None:
-        if not self._lock.acquire(owner.busy_timeout, owner._waited):
-            raise StoreUnavailable(f"{owner.path}: cannot take the write lock: another writer of the file has held "
-                                   f"it for {owner.busy_timeout:g} s")
 
     def _fail(self, group: list[Pending], exc: BaseException) -> None:
         error: BaseException = exc
@@ -374,7 +358,6 @@ class Writer:
         synced = time.perf_counter()
         self._kept.committing = revision  # from here readers may find it in the file before it is kept
         conn.execute("COMMIT")  # the fsync: every batch of the group is durable from here
-        self._lock.release()  # the other processes' writers go on while this one settles its group
         owner.commit_seconds += time.perf_counter() - synced
         owner._refuse_if_lost()  # ... unless it went into files deleted meanwhile: then it is not acknowledged
         self._head = revision
