@@ -344,12 +344,8 @@ class Replica(Follower):
         elif not repeats(old, merge_reports(old, report)):
             self._liveness.drop(key)
             return None
-        else:
-            # The same figures (repeats): the record's object from here, so that the decoded copy (its lists and
-            # dicts) goes now rather than wait in the liveness batch, outliving the young collections meanwhile.
-            report.stats = old.stats
         assert old.reported_at is not None  # repeats() holds
-        self._liveness.take(report, RepeatOf(key[0], key[1], revision, old.reported_at))
+        self._liveness.take(report, RepeatOf(key[0], key[1], revision, old.reported_at), old.stats)
         return old.stats
 
     def liveness_pending(self) -> int:
