@@ -9,19 +9,23 @@ One replica on a temporary SQLite file (every host registered with bench/http_ap
 releases each placement after it (``DELETE /v1/allocations/{consumer}``).
 
 Per round it prints the process's CPU per placement, the event loop thread's share, the writer thread's, the
-claims per group commit and the context switches per placement (all threads). Lower run-to-run noise than
-bench/http_api.py on a shared machine (no client process competing, no sockets), so an A/B of the code below
-HTTP shows in fewer runs; the HTTP layer itself (uvicorn's parser and cycle, socket I/O) is not in it.
+claims per group commit and the context switches per placement (all threads), the cyclic collector's
+collections per 1,000 operations by generation and its CPU per operation (``gc.callbacks``), and the process's
+RSS and ``len(gc.garbage)`` after the round (a long run of rounds is a soak: both stay flat). Lower run-to-run
+noise than bench/http_api.py on a shared machine (no client process competing, no sockets), so an A/B of the code
+below HTTP shows in fewer runs; the HTTP layer itself (uvicorn's parser and cycle, socket I/O) is not in it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -47,6 +51,34 @@ def switches() -> int:
         except FileNotFoundError:  # a thread that ended meanwhile
             pass
     return total
+
+
+class Collections:
+    """The cyclic collector's work (``gc.callbacks``): collections by generation and their CPU, each timed by the
+    clock of the thread it ran on (the one whose allocation crossed the threshold, whichever that was)."""
+
+    def __init__(self) -> None:
+        self.count = [0, 0, 0]
+        self.cpu = [0.0, 0.0, 0.0]
+        self._started: dict[int, float] = {}
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        now = time.thread_time()
+        if phase == "start":
+            self._started[threading.get_ident()] = now
+            return
+        generation = info["generation"]
+        self.count[generation] += 1
+        self.cpu[generation] += now - self._started.pop(threading.get_ident(), now)
+
+    def taken(self) -> tuple[list[int], float]:
+        return list(self.count), sum(self.cpu)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 class Driver:
@@ -169,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
                     await asyncio.sleep(1.0)  # the repeats' liveness batch written
                 collect_less_often()  # as a served worker: its collector settings, its frozen heap
                 freeze_long_lived()
+                collections = Collections()
                 for r in range(args.rounds):
+                    counted, collected = collections.taken()
                     cpu, loop_cpu, writer_cpu = time.process_time(), time.thread_time(), store.writer_cpu_seconds
                     groups, batches, switched = store.groups, store.batches, switches()
                     if bodies:
@@ -183,7 +217,11 @@ def main(argv: list[str] | None = None) -> int:
                         "loop_ms": round((time.thread_time() - loop_cpu) * per, 4),
                         "writer_ms": round((store.writer_cpu_seconds - writer_cpu) * per, 4),
                         "batches_per_group": round((store.batches - batches) / max(1, store.groups - groups), 2),
-                        "switches": round((switches() - switched) / args.placements, 2)})
+                        "switches": round((switches() - switched) / args.placements, 2),
+                        # per 1,000 operations: young, middle and full collections; the collector's CPU per op
+                        **{f"gc{g}_per_1000": round((collections.count[g] - counted[g]) * per, 3) for g in range(3)},
+                        "gc_ms": round((collections.taken()[1] - collected) * per, 4),
+                        "rss_mb": round(rss_mb(), 1), "gc_garbage": len(gc.garbage)})
 
             uvloop.run(run())
         finally:

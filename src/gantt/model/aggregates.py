@@ -25,7 +25,8 @@ def _finite_text(key: str, value: str) -> None:
         raise ValueError(f"metadata.{key} must be a finite number, not {value!r}")
 
 
-class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True):
+# gc=False: carried by store changes, never in a cycle (model.hosts; tests/test_untracked.py).
+class Aggregate(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     id: AggregateId | Name
     name: Text | None = None
     uuid: Text | None = None

@@ -24,7 +24,8 @@ def group_node(group: str) -> tuple[str, str]:
     return (GROUP_HOST, group)
 
 
-class AllocationPart(Struct, forbid_unknown_fields=True, omit_defaults=True):
+# gc=False: made per claim, never in a cycle (model.hosts; tests/test_untracked.py).
+class AllocationPart(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """What a consumer holds on one more node beyond its first (a sharing disk pool, a child provider)."""
 
     host: str
@@ -32,7 +33,7 @@ class AllocationPart(Struct, forbid_unknown_fields=True, omit_defaults=True):
     resources: dict[str, int]
 
 
-class NUMACellClaim(Struct, forbid_unknown_fields=True, omit_defaults=True):
+class NUMACellClaim(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """What an instance takes of one host NUMA cell (as Nova's numa_usage_from_instance_numa counts it): memory,
     shared vCPUs, the host CPUs it pins (with their siblings under the isolate policy, and the one its emulator
     threads may take) and the page size its memory comes in (None: the cell's smallest, or no page list)."""
@@ -44,14 +45,14 @@ class NUMACellClaim(Struct, forbid_unknown_fields=True, omit_defaults=True):
     pagesize_kb: int | None = None
 
 
-class PciTaken(Struct, forbid_unknown_fields=True):
+class PciTaken(Struct, forbid_unknown_fields=True, gc=False):
     """Devices a claim took from one of its node's PCI pools: the pool (every key but ``count``) and how many."""
 
     pool: dict[str, str | int | None]
     count: int
 
 
-class Allocation(Struct, omit_defaults=True):
+class Allocation(Struct, omit_defaults=True, gc=False):
     """Resources a consumer (an instance UUID) holds, on one node or, as Placement allocates, several. Keyed by
     ``consumer_uuid``: one record per consumer, so that writing it is one compare-and-set over every node it
     touches.

@@ -36,7 +36,8 @@ def check_resource_class(name: str, where: str) -> None:
 RecordKind = Literal["resource_class", "trait"]
 
 
-class Record(Struct, forbid_unknown_fields=True, omit_defaults=True):
+# gc=False: carried by store changes, never in a cycle (model.hosts; tests/test_untracked.py).
+class Record(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """A named record of the catalog beside the nodes: a custom resource class or a custom trait (Placement's
     CRUD). Standard classes and traits come from os-resource-classes and os-traits and are never stored."""
 

@@ -24,7 +24,8 @@ CpuSet = Annotated[list[CpuId], Meta(max_length=MAX_CPUS)]
 Count = Annotated[int, Meta(ge=0, le=2**31 - 1)]
 
 
-class NUMAPages(Struct, forbid_unknown_fields=True, omit_defaults=True):
+# gc=False: parts of a host's record, never in a cycle (model.hosts; tests/test_untracked.py).
+class NUMAPages(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """One page size in one cell (Nova's NUMAPagesTopology); free pages are ``total - used - reserved``."""
 
     size_kb: Annotated[int, Meta(gt=0, le=2**31 - 1)]
@@ -33,14 +34,14 @@ class NUMAPages(Struct, forbid_unknown_fields=True, omit_defaults=True):
     reserved: Count = 0
 
 
-class NUMANetworkMetadata(Struct, forbid_unknown_fields=True, omit_defaults=True):
+class NUMANetworkMetadata(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """The physical networks (and whether tunnelled networks) a cell has NIC affinity to."""
 
     physnets: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
     tunneled: bool = False
 
 
-class NUMACell(Struct, forbid_unknown_fields=True, omit_defaults=True):
+class NUMACell(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """One host NUMA cell (Nova's NUMACell): shared CPUs (``cpuset``), dedicated ones (``pcpuset``), memory in
     MiB, what instances use of them, the pinned dedicated CPUs, the thread siblings and the pages per size."""
 
@@ -73,7 +74,7 @@ def _unwrap_nova_object(value: Any) -> Any:
     return value
 
 
-class NUMATopology(Struct, forbid_unknown_fields=True, omit_defaults=True):
+class NUMATopology(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """A host's NUMA cells (Nova's NUMATopology). No cells: the host has no NUMA topology."""
 
     cells: Annotated[list[NUMACell], Meta(max_length=MAX_NUMA_CELLS)] = field(default_factory=list)
@@ -116,7 +117,7 @@ PCI_POOL_FIELDS = ("vendor_id", "product_id", "numa_node", "count")
 PciPool = Annotated[dict[Key, Text | int | None], Meta(max_length=MAX_PCI_TAGS + len(PCI_POOL_FIELDS))]
 
 
-class PciDevicePoolData(Struct, forbid_unknown_fields=True):
+class PciDevicePoolData(Struct, forbid_unknown_fields=True, gc=False):
     """``nova_object.data`` of one PciDevicePool (version 1.1: numa_node added)."""
 
     product_id: Text
@@ -130,7 +131,7 @@ _NOVA_OBJECT = {"name": "nova_object.name", "namespace": "nova_object.namespace"
                 "version": "nova_object.version", "data": "nova_object.data", "changes": "nova_object.changes"}
 
 
-class PciDevicePoolObject(Struct, forbid_unknown_fields=True, rename=_NOVA_OBJECT):
+class PciDevicePoolObject(Struct, forbid_unknown_fields=True, rename=_NOVA_OBJECT, gc=False):
     name: Literal["PciDevicePool"]
     namespace: Literal["nova"]
     version: Text
@@ -138,11 +139,11 @@ class PciDevicePoolObject(Struct, forbid_unknown_fields=True, rename=_NOVA_OBJEC
     changes: Annotated[list[Text], Meta(max_length=8)] | None = None
 
 
-class PciDevicePoolListData(Struct, forbid_unknown_fields=True):
+class PciDevicePoolListData(Struct, forbid_unknown_fields=True, gc=False):
     objects: Annotated[list[PciDevicePoolObject], Meta(max_length=MAX_PCI_POOLS)]
 
 
-class PciDevicePoolList(Struct, forbid_unknown_fields=True, rename=_NOVA_OBJECT):
+class PciDevicePoolList(Struct, forbid_unknown_fields=True, rename=_NOVA_OBJECT, gc=False):
     """The versioned-object primitive of Nova's PciDevicePoolList, as compute_nodes.pci_stats holds it."""
 
     name: Literal["PciDevicePoolList"]

@@ -31,7 +31,12 @@ from gantt.model.limits import (
 from gantt.model.prepare import prepare_types
 
 
-class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True):
+# The records of nodes and what they hold are made per report, per touch and per claim and live as long as the
+# table: ``gc=False`` (on every Struct of this module, allocations, hardware, the store's Change and Batch) keeps
+# them out of the cyclic collector's generations (its young collections counted them, its full ones walked every
+# record a touch replaced). They cannot form a cycle: their fields hold scalars, other gc=False Structs and
+# containers of those, or free-form JSON (tests/test_untracked.py walks the types to prove it).
+class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """One resource class on one host, as Placement sees it."""
 
     total: int
@@ -68,7 +73,7 @@ class Inventory(Struct, forbid_unknown_fields=True, omit_defaults=True):
         return (self.total - self.reserved) * self.allocation_ratio
 
 
-class ServiceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
+class ServiceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     disabled: bool = False
     disabled_reason: Text | None = None
     forced_down: bool = False
@@ -79,7 +84,7 @@ def _finite(name: str, value: float | None, low: float, high: float) -> None:
         raise ValueError(f"{name} must be a finite number in [{low:g}, {high:g}]")
 
 
-class Metric(Struct, omit_defaults=True):
+class Metric(Struct, omit_defaults=True, gc=False):
     name: Text
     value: float
     source: Text = ""
@@ -99,7 +104,7 @@ def _stored_json(name: str, text: str, type_: Any) -> Any:
             from None
 
 
-class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
+class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """The ``stats`` of ``update_resource_stats``: Nova's compute_nodes fields. A report replaces what it names."""
 
     uuid: Text | None = None
@@ -171,7 +176,7 @@ class HostStats(Struct, forbid_unknown_fields=True, omit_defaults=True):
                     raise ValueError(f"traits must be upper-case names, not {trait!r}")
 
 
-class Provider(Struct, forbid_unknown_fields=True, omit_defaults=True):
+class Provider(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """What Placement knows of a node beyond its stats: its identity in a provider tree and its generation.
 
     A node is a resource provider (design §5). A host that only reports through ``/v1`` has no ``Provider`` yet:
@@ -192,7 +197,7 @@ class Provider(Struct, forbid_unknown_fields=True, omit_defaults=True):
     inventories_set: bool = False
 
 
-class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True):
+class HostReport(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """``update_resource_stats(name, stats)`` as one message. ``node`` defaults to the host's own name."""
 
     host: Name
@@ -326,7 +331,7 @@ def _merged_stats(old: HostStats, new: HostStats) -> HostStats:
     return msgspec.structs.replace(old, **changes)
 
 
-class InstanceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True):
+class InstanceInfo(Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """What a host runs, for the affinity filters (Nova's update_instance_info / sync_instance_info)."""
 
     host: Name

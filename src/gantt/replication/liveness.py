@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from gantt.model import HostReport, NodeKey
+from gantt.model import HostReport, HostStats, NodeKey
 from gantt.store.base import Batch, RepeatOf, Store
 
 
@@ -29,7 +29,10 @@ class Liveness:
         self._lock = threading.Lock()  # taking the pending reports to write
         self._writing = threading.Lock()  # one batch of them written at a time, in order
 
-    def take(self, report: HostReport, seen: RepeatOf) -> None:
+    def take(self, report: HostReport, seen: RepeatOf, stats: HostStats) -> None:
+        """``report`` repeats the record ``seen`` names, whose ``stats`` it is given to wait with: the decoded copy
+        (its lists and dicts) goes now, rather than outlive the young collections until the flush."""
+        report.stats = stats
         with self._lock:
             self._pending[(report.host, report.nodename)] = (report, seen)
 

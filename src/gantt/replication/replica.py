@@ -345,7 +345,7 @@ class Replica(Follower):
             self._liveness.drop(key)
             return None
         assert old.reported_at is not None  # repeats() holds
-        self._liveness.take(report, RepeatOf(key[0], key[1], revision, old.reported_at))
+        self._liveness.take(report, RepeatOf(key[0], key[1], revision, old.reported_at), old.stats)
         return old.stats
 
     def liveness_pending(self) -> int:

@@ -69,9 +69,11 @@ class DuplicateName(Conflict):
     placement_code = "placement.duplicate_name"
 
 
-@dataclass(frozen=True)
-class ProviderView:
-    """One provider as Placement shows it, with the record it comes from."""
+class ProviderView(msgspec.Struct, frozen=True, gc=False):
+    """One provider as Placement shows it, with the record it comes from. One is made per report and per touch
+    applied (the replica's index follows each node's record): a Struct untracked by the cyclic collector, where a
+    frozen dataclass was a tracked object with a tracked ``__dict__``, built field by field through
+    ``object.__setattr__``."""
 
     uuid: str
     name: str
@@ -83,10 +85,13 @@ class ProviderView:
     record: HostReport
 
 
-def view(record: HostReport) -> ProviderView | None:
-    """The provider a node record is, or None when it has no uuid."""
+def view(record: HostReport, key: NodeKey | None = None) -> ProviderView | None:
+    """The provider a node record is, or None when it has no uuid. ``key``: the record's node key, when the caller
+    holds one (a view lives as long as its record: a tuple of its own per report and per touch was most of what
+    the cyclic collector's young generation held under reports)."""
     p = record.provider
-    key = (record.host, record.nodename)
+    if key is None:
+        key = (record.host, record.nodename)
     if p is not None:
         return ProviderView(p.uuid, p.name, p.generation, p.parent_provider_uuid, p.root_provider_uuid or p.uuid,
                             p.updated_at or p.created_at or record.reported_at or 0.0, key, record)
@@ -334,8 +339,8 @@ class ProviderIndex:
 
     def put(self, record: HostReport) -> None:
         key = (record.host, record.nodename)
-        found = view(record)
         old = self.by_key.get(key)
+        found = view(record, key if old is None else old.key)
         # (A touch's record shares its stats and provider with the one it lifts: the shape is the same.)
         if old is None or found is None or ((record.stats is not old.record.stats
                                              or record.provider is not old.record.provider)

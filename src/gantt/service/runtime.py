@@ -128,9 +128,9 @@ class Service:
         self._liveness_timer: asyncio.TimerHandle | None = None  # the next write of repeated reports, if due
         self._liveness_tasks: set[asyncio.Task[None]] = set()
         self._placement: Placement | None = None
-        # Host report bodies taken as repeats, by digest (``report_again``): the report and the record's stats it
-        # repeated; and each node's last such digest, so that a host's changed body drops its old one.
-        self._repeats: dict[bytes, tuple[HostReport, HostStats]] = {}
+        # Host report bodies taken as repeats, by digest (``report_again``): the report, holding the record's stats
+        # it repeated; and each node's last such digest, so that a host's changed body drops its old one.
+        self._repeats: dict[bytes, HostReport] = {}
         self._repeat_of: dict[NodeKey, bytes] = {}
 
     @property
@@ -210,10 +210,9 @@ class Service:
         seen = self._repeats.get(digest)
         if seen is None:
             return False
-        report, stats = seen
-        again = copy.copy(report)  # the one taken before may still wait in the liveness batch
+        again = copy.copy(seen)  # the one taken before may still wait in the liveness batch
         again.reported_at = self.replica.clock()
-        return self.heartbeat(again, stats) is not None
+        return self.heartbeat(again, seen.stats) is not None
 
     def remember(self, digest: bytes, report: HostReport, repeated: HostStats | None) -> None:
         """After the long way: ``report`` (body ``digest``) repeated the record's stats ``repeated``, or was
@@ -225,7 +224,7 @@ class Service:
         if repeated is not None:
             kept = copy.copy(report)
             kept.stats = repeated  # the record's: a decoded copy of every host's stats would be ~KBs a host more
-            self._repeats[digest] = (kept, repeated)
+            self._repeats[digest] = kept
             self._repeat_of[key] = digest
 
     def _liveness_due(self) -> None:

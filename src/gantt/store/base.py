@@ -103,13 +103,15 @@ class Compacted(GanttError):
     title = "Compacted"
 
 
-class Expect(Struct, array_like=True):
+# gc=False (here and below): a batch, its changes and their parts are made per write and per feed read, and
+# never form a cycle (model.hosts; tests/test_untracked.py).
+class Expect(Struct, array_like=True, gc=False):
     host: str
     node: str
     revision: int  # 0: the node has never been written
 
 
-class RepeatOf(Struct, array_like=True):
+class RepeatOf(Struct, array_like=True, gc=False):
     """A replica took a report of this node for a repeat of the record it held when the node's usage revision was
     ``revision`` (``Replica.heartbeat``), that record's time (lifted by the touches it had applied) being
     ``reported_at``. Every write of a node's record moves its usage revision, so a store that still holds that
@@ -124,7 +126,7 @@ class RepeatOf(Struct, array_like=True):
     reported_at: float
 
 
-class Generation(Struct, array_like=True):
+class Generation(Struct, array_like=True, gc=False):
     """A provider generation a batch expects the store to hold for a node (None: the node must not exist)."""
 
     host: str
@@ -132,7 +134,7 @@ class Generation(Struct, array_like=True):
     generation: int | None
 
 
-class ConsumerGeneration(Struct, array_like=True):
+class ConsumerGeneration(Struct, array_like=True, gc=False):
     """The consumer generation a batch expects the store to hold for a consumer (None: it holds no allocation;
     an allocation never written through Placement is at 0)."""
 
@@ -140,7 +142,7 @@ class ConsumerGeneration(Struct, array_like=True):
     generation: int | None
 
 
-class Membership(Struct, array_like=True):
+class Membership(Struct, array_like=True, gc=False):
     """A host joins (``join``) or leaves an aggregate, applied by the store to the aggregate it holds at commit:
     two writers adding members to one aggregate cannot drop each other's (Placement's provider aggregates, from
     any number of processes). Joining an aggregate the store does not hold creates it, its id and uuid
@@ -151,7 +153,7 @@ class Membership(Struct, array_like=True):
     join: bool
 
 
-class Merge(Struct, array_like=True):
+class Merge(Struct, array_like=True, gc=False):
     """The record of node ``(host, node)`` is the node ``(into_host, into_node)`` under another name: both carry
     resource provider ``uuid``. The store makes them one at ``into`` (``model.merge_nodes``), moving the parts of
     allocations on the old name to the new one (the consumers' generations stay: Placement sees nothing move) and
@@ -165,14 +167,14 @@ class Merge(Struct, array_like=True):
     uuid: str
 
 
-class Capacity(Struct, array_like=True):
+class Capacity(Struct, array_like=True, gc=False):
     """Check every node a batch's allocations touch for room, as Placement does on write (``store.planner``).
     ``default_ratios``: the allocation ratio of a class a host's classic fields imply without naming one."""
 
     default_ratios: dict[str, float] = field(default_factory=dict)
 
 
-class Batch(Struct, omit_defaults=True):
+class Batch(Struct, omit_defaults=True, gc=False):
     """One atomic write. Empty lists are the common case; a claim uses ``expect`` + ``allocations``."""
 
     expect: list[Expect] = field(default_factory=list)
@@ -229,7 +231,7 @@ ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "
                      "allocation_deleted", "instances", "usage", "record", "record_deleted", "touch"]
 
 
-class Change(Struct, omit_defaults=True):
+class Change(Struct, omit_defaults=True, gc=False):
     revision: int
     kind: ChangeKind
     host: HostReport | None = None  # kind "host": the merged record
@@ -246,13 +248,13 @@ class Change(Struct, omit_defaults=True):
     at: float | None = None  # kind "touch": ``node`` reported at this time, and nothing else changed
 
 
-class NodeRevision(Struct, array_like=True):
+class NodeRevision(Struct, array_like=True, gc=False):
     host: str
     node: str
     revision: int
 
 
-class Snapshot(Struct):
+class Snapshot(Struct, gc=False):
     revision: int
     hosts: list[HostReport]
     aggregates: list[Aggregate]
@@ -262,7 +264,7 @@ class Snapshot(Struct):
     records: list[Record] = field(default_factory=list)
 
 
-class CommitResult(Struct):
+class CommitResult(Struct, gc=False):
     revision: int
     changes: list[Change]
     quiet: int = 0  # touches not written: the node's liveness was fresher than ``Batch.touch_interval``
