@@ -283,3 +283,22 @@ def test_the_benchmark_loads_aggregates_first_as_a_replica_loads_its_snapshot() 
             except NoValidHost as exc:
                 answers.append(str(exc))
         assert answers[0] == answers[1]
+
+
+def test_a_bulk_load_makes_one_capabilities_struct_per_distinct_set_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's nodes report 4 distinct capability sets: a cold start makes (and encodes) a HostCaps for
+    each of those, not one per node, and interns them as per-report updates do (the table test above)."""
+    made: list[Any] = []
+    struct = reports_module.HostCaps
+
+    def counted(**fields: Any) -> Any:
+        made.append(fields)
+        return struct(**fields)
+
+    monkeypatch.setattr(reports_module, "HostCaps", counted)
+    reports = build_reports(2000, 5)
+    table = HostTable(clock=lambda: NOW, initial_rows=64)
+    table.load(reports, now=NOW)
+    distinct = {(r.stats.hypervisor_type, r.stats.hypervisor_version) for r in reports}
+    assert len(made) == len(distinct) == 4
+    assert {table.node_caps(row).hypervisor_version for row in range(table.n)} == {v for _, v in distinct}
