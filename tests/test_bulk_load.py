@@ -10,7 +10,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from gantt.bench.cloud import build_aggregates, build_reports, build_requests, make_config
+from gantt.bench.cloud import build_aggregates, build_reports, build_requests, load_table, make_config
 from gantt.compute.engine import Engine
 from gantt.compute.state import reports as reports_module
 from gantt.compute.state.table import HostTable
@@ -245,3 +245,60 @@ def test_host_ip4_reads_every_address_as_the_part_by_part_rule_does() -> None:
         cases.append(".".join(str(int(rng.integers(0, 300))).zfill(int(rng.choice([1, 1, 2, 3]))) for _ in range(4)))
     wrong = [ip for ip in cases if reports_module._ipv4_int(ip) != _ipv4_by_parts(ip)]
     assert not wrong, wrong[:10]
+
+
+def test_the_benchmark_loads_aggregates_first_as_a_replica_loads_its_snapshot() -> None:
+    """``bench.cloud.load_table`` (every in-process benchmark's cold start) loads as ``load_snapshot`` does: the
+    aggregates first, so no row is written a second time for its aggregate set. Its table holds every node in the
+    aggregates the other order puts it in, and decides alike."""
+    reports = varied_reports()
+    aggs = build_aggregates(reports, 3)
+    recoded: list[str] = []
+    recode = HostTable._recode_hosts
+
+    def counted(self: HostTable, hosts: Any) -> None:
+        hosts = list(hosts)
+        recoded.extend(h for h in hosts if self._columns.rows_of_host.get(h))
+        recode(self, hosts)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(HostTable, "_recode_hosts", counted)
+        first = load_table(reports, aggs, NOW)
+    assert not recoded
+    after = HostTable(clock=lambda: NOW, initial_rows=len(reports))
+    after.load(reports, now=NOW)
+    for agg in aggs:
+        after.update_aggregate(agg)
+    assert first.n == after.n == len(reports)
+    for row in range(first.n):
+        assert (first.host_names[row], first.node_names[row]) == (after.host_names[row], after.node_names[row])
+        assert [a.key for a in first.node_aggregates(row)] == [a.key for a in after.node_aggregates(row)]
+    config, _, _ = make_config(3)
+    ea, eb = Engine(first, config), Engine(after, config)
+    for spec in build_requests(60, 3):
+        answers = []
+        for engine in (ea, eb):
+            try:
+                answers.append([[(s.host, s.weight) for s in alts] for alts in engine.select_destinations(spec)])
+            except NoValidHost as exc:
+                answers.append(str(exc))
+        assert answers[0] == answers[1]
+
+
+def test_a_bulk_load_makes_one_capabilities_struct_per_distinct_set_of_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's nodes report 4 distinct capability sets: a cold start makes (and encodes) a HostCaps for
+    each of those, not one per node, and interns them as per-report updates do (the table test above)."""
+    made: list[Any] = []
+    struct = reports_module.HostCaps
+
+    def counted(**fields: Any) -> Any:
+        made.append(fields)
+        return struct(**fields)
+
+    monkeypatch.setattr(reports_module, "HostCaps", counted)
+    reports = build_reports(2000, 5)
+    table = HostTable(clock=lambda: NOW, initial_rows=64)
+    table.load(reports, now=NOW)
+    distinct = {(r.stats.hypervisor_type, r.stats.hypervisor_version) for r in reports}
+    assert len(made) == len(distinct) == 4
+    assert {table.node_caps(row).hypervisor_version for row in range(table.n)} == {v for _, v in distinct}

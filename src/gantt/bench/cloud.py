@@ -162,9 +162,11 @@ def hold_claims(engine: Engine, live: deque[str], answer: list[list[Selection]],
 
 
 def load_table(reports: list[HostReport], aggs: list[Aggregate], now: float) -> HostTable:
-    """A fresh table holding ``reports`` and ``aggs``, its clock stopped at ``now``."""
+    """A fresh table holding ``reports`` and ``aggs``, its clock stopped at ``now``: loaded as a replica loads its
+    store's snapshot (``gantt.replication.audit.load_snapshot``), the aggregates first, so that each node's
+    aggregate set is known when its row is written rather than written again for every host an aggregate names."""
     table = HostTable(clock=lambda: now, initial_rows=len(reports))
-    table.load(reports, now=now)
     for agg in aggs:
         table.update_aggregate(agg)
+    table.load(reports, now=now)
     return table

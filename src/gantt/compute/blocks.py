@@ -40,6 +40,25 @@ def patch_blocks(bounds: np.ndarray, values: np.ndarray, changed: np.ndarray, *,
     bounds[blocks] = reduce.reduce(values[rows], axis=1)
 
 
+def code_block_max(values: np.ndarray, codes: np.ndarray, ncodes: int) -> np.ndarray:
+    """The highest of ``values`` per (code, block of ``BLOCK`` rows): ``out[c, b]`` over the rows of block ``b``
+    whose code is ``c`` (-inf where none is). The maxima of a class of rows whose codes are ``allowed`` are then
+    ``out[allowed].max(axis=0)``: bounds for that class alone, where ``block_reduce`` bounds every row."""
+    n = len(values)
+    nblocks = -(-n // BLOCK)
+    out = np.full(ncodes * nblocks, -np.inf)
+    np.maximum.at(out, codes[:n].astype(np.intp) * nblocks + np.arange(n) // BLOCK, values)
+    return out.reshape(ncodes, nblocks)
+
+
+def patch_code_blocks(maxima: np.ndarray, values: np.ndarray, codes: np.ndarray, changed: np.ndarray) -> None:
+    """Recompute ``maxima`` (from ``code_block_max``) on the (code, block) cells of the ``changed`` rows."""
+    for code, block in {(int(codes[row]), row // BLOCK) for row in changed.tolist()}:
+        start = block * BLOCK
+        part = values[start:start + BLOCK]
+        maxima[code, block] = part[codes[start:start + BLOCK] == code].max()
+
+
 def blocks_with(mask: np.ndarray) -> np.ndarray:
     """Per block of ``BLOCK`` rows: does ``mask`` mark any row of it (a pass over the mask's bytes as words)."""
     n = len(mask)

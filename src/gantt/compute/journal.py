@@ -357,6 +357,10 @@ class _Sum:
     seq: int
     total: np.ndarray
     blockmax: np.ndarray | None = None  # per block of ``BLOCK`` rows, the highest total; built on first need
+    # per (aggregate-set code, block), the highest total (``blocks.code_block_max``) and the codes it was built
+    # on (they move only with the static revision, which drops the entry); built on first need
+    codemax: np.ndarray | None = None
+    codes: np.ndarray | None = None
 
 
 class WeightedSums:
@@ -394,6 +398,18 @@ class WeightedSums:
                 entry.blockmax = blocks.block_reduce(entry.total, highest=True)
             return entry.total, entry.blockmax
 
+    def code_blocks(self, total: np.ndarray, codes: np.ndarray, ncodes: int) -> np.ndarray | None:
+        """The maxima of the kept sum ``total`` (as ``get_blocks`` gave it) per (code, block), patched with it
+        from here on; None when ``total`` is no longer kept (rebuilt or dropped since)."""
+        with self._lock:
+            entry = next((e for e in self._entries.values() if e.total is total), None)
+            if entry is None:
+                return None
+            if entry.codemax is None or entry.codemax.shape[0] != ncodes:
+                entry.codemax = blocks.code_block_max(entry.total, codes, ncodes)
+                entry.codes = codes
+            return entry.codemax
+
     def _entry(self, key: Hashable, terms: list[SumTerm], *, n: int, static_revision: int,
                journal: RowJournal) -> _Sum:
         seq = journal.seq
@@ -420,6 +436,11 @@ class WeightedSums:
             entry.total[changed] = weighted_sum(terms, changed)
             if entry.blockmax is not None:
                 blocks.patch_blocks(entry.blockmax, entry.total, changed, highest=True)
+            if entry.codemax is not None and entry.codes is not None:
+                if len(changed) > 256:  # a burst of reports: one pass costs less than a cell at a time
+                    entry.codemax = blocks.code_block_max(entry.total, entry.codes, entry.codemax.shape[0])
+                else:
+                    blocks.patch_code_blocks(entry.codemax, entry.total, entry.codes, changed)
         entry.seq = seq
         return True
 

@@ -19,6 +19,9 @@ from gantt.config import Config
 
 # Request classes whose combined static mask is kept: one byte per row each (32 MB at 1,000,000 rows).
 COMBINED_CLASSES = 32
+# Aggregate sets beyond which a class's rows are not bounded per set (``allowed_codes``): the per-set block maxima
+# of a kept sum take one float per set and block of rows.
+MAX_CODES = 128
 _MISSING: Any = object()  # a cache's answer for a key it does not hold (None is a mask: every row passes)
 
 # A static filter's masks for one request class, and their AND (None: none of them removes anything)
@@ -47,6 +50,8 @@ class MaskCache:
         self.static_filters = tuple(f for f in filters if f.static and not f.refines)
         self.classes: OrderedDict[tuple[Hashable, ...], StaticClass] = OrderedDict()
         self._classes_revision = -1
+        # Per static mask (by identity, the entry holding it): the aggregate-set codes of the rows it keeps
+        self._codes: OrderedDict[int, tuple[np.ndarray, int, int, np.ndarray]] = OrderedDict()
 
     def filter_mask(self, flt: Filter, ctx: RequestContext,
                      keys: list[Hashable] | None = None, cache_key: Any = _MISSING) -> np.ndarray | None:
@@ -140,3 +145,33 @@ class MaskCache:
             while len(self._combined) > min(COMBINED_CLASSES, self.config.gantt.mask_cache_size):
                 self._combined.popitem(last=False)
         return combined
+
+    def allowed_codes(self, masks: Sequence[np.ndarray | None], n: int) -> np.ndarray | None:
+        """Per aggregate-set code, whether a row that every one of the static ``masks`` keeps can have it: per
+        mask, the codes of the rows it keeps, ANDed (a superset of the rows' codes, which is all a bound needs).
+        None when it allows every code (nothing to gain), or there are more than ``MAX_CODES`` codes."""
+        table = self.table
+        revision = table.static_revision
+        ncodes = table.static_cache(("aggset_count",), lambda: len(table.factor("aggregates").values))
+        if ncodes > MAX_CODES:
+            return None
+        allowed: np.ndarray | None = None
+        for mask in masks:
+            if mask is None:
+                continue
+            with self._lock:
+                entry = self._codes.get(id(mask))
+                if entry is not None:
+                    self._codes.move_to_end(id(mask))
+            if entry is None or entry[0] is not mask or entry[1] != revision or entry[2] != n:
+                present = np.zeros(ncodes, dtype=np.bool_)
+                present[table.col("aggset_code")[:n][mask[:n]]] = True
+                entry = (mask, revision, n, present)
+                with self._lock:
+                    self._codes[id(mask)] = entry
+                    while len(self._codes) > self.config.gantt.mask_cache_size:
+                        self._codes.popitem(last=False)
+            allowed = entry[3].copy() if allowed is None else np.logical_and(allowed, entry[3], out=allowed)
+        if allowed is None or allowed.all():
+            return None
+        return allowed

@@ -8,7 +8,7 @@ candidates, summed), computed without per-row Python.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -233,16 +233,18 @@ class Ranker:
         if checks:
             ranking = self._settle(ctx, mask, steps, limits, checks)
         else:
-            ranking = self._score(ctx, mask, steps, limits, contributions, lazy=lazy)
+            ranking = self._score(ctx, mask, steps, limits, contributions, lazy=lazy,
+                                  static=[steps[i][1] for i in static_steps])
         ranking.applied = tuple(applied)
         return ranking
 
     def _score(self, ctx: RequestContext, mask: np.ndarray, steps: Steps,
                limits: dict[str, np.ndarray], contributions: dict[str, np.ndarray] | None,
                bounds: Bounds | None = None, *,
-               lazy: bool = False) -> Ranking:
+               lazy: bool = False, static: Sequence[np.ndarray | None] = ()) -> Ranking:
         """``lazy`` (a decision): over ``BLOCK_MIN_ROWS`` rows, the ranking may read the kept weighted sum
-        through a ``BlockPick`` instead of masking every row's score."""
+        through a ``BlockPick`` instead of masking every row's score; ``static``: the static filters' masks,
+        whose aggregate sets bound that read (``_class_bounds``)."""
         table = self.table
         n = table.n
         count = int(np.count_nonzero(mask))
@@ -261,7 +263,7 @@ class Ranker:
         else:
             score, offset = np.zeros(count if rows is not None else n), 0.0
         if blockmax is not None and by_blocks:
-            pick = BlockPick(score, mask, blockmax, extremes.has)
+            pick = BlockPick(score, mask, self._class_bounds(score, blockmax, static, n), extremes.has)
             return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, offset=offset, pick=pick)
         top = float(blockmax.max()) if blockmax is not None else None  # every row a candidate (see Weighing.weigh)
         if rows is None and count < n:
@@ -273,6 +275,22 @@ class Ranker:
         # the one pass of a decision over every row that is seldom needed.
         return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset,
                        shared=shared, top=top)
+
+    def _class_bounds(self, total: np.ndarray, blockmax: np.ndarray, static: Sequence[np.ndarray | None],
+                      n: int) -> np.ndarray:
+        """Bounds per block of the kept sum ``total`` over the rows of the aggregate sets the ``static`` masks
+        allow, when they allow fewer than all (``MaskCache.allowed_codes``); else its ``blockmax``. A class that
+        aggregates restrict (a zone, an extra spec's aggregate) spread over every block often has its best rows
+        below the maxima of every block, held by rows of other aggregates (a weight multiplier's aggregate): by
+        those maxima the pick read its whole budget of blocks for nothing, then took a pass over every row."""
+        allowed = self.masks.allowed_codes(static, n)
+        if allowed is None:
+            return blockmax
+        table = self.table
+        maxima = table.derived.weighted_sum_code_blocks(total, table.col("aggset_code")[:n], len(allowed))
+        if maxima is None or not allowed.any():
+            return blockmax
+        return maxima[allowed].max(axis=0)  # type: ignore[no-any-return]  # numpy's stubs type max as Any
 
     def _settle(self, ctx: RequestContext, mask: np.ndarray, steps: Steps,
                 limits: dict[str, np.ndarray], checks: list[Callable[[int], bool]]) -> Ranking:

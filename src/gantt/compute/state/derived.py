@@ -117,6 +117,11 @@ class Derived:
         return self._weighted_sums.get_blocks(key, terms, n=self._columns.n, static_revision=changes.static_revision,
                                               journal=changes.journal)
 
+    def weighted_sum_code_blocks(self, total: np.ndarray, codes: np.ndarray, ncodes: int) -> np.ndarray | None:
+        """The maxima per (aggregate-set code, block) of a kept sum ``weighted_sum_blocks`` gave (``codes`` the
+        live rows' codes, ``ncodes`` how many there are), patched with it; None when it is no longer kept."""
+        return self._weighted_sums.code_blocks(total, codes, ncodes)
+
     def weighted_sum(self, key: Hashable, terms: list[SumTerm], rows: np.ndarray | None = None, *,
                      copy: bool = True) -> np.ndarray:
         """The weighers' per-row sum (``journal.weighted_sum``) for ``terms`` of usage columns (live rows), over

@@ -11,6 +11,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from gantt.compute.numa import HostNUMA
@@ -332,7 +333,20 @@ def _write_identities(columns: Columns, rows: list[int], index: np.ndarray, stat
         cols["disabled"][service_rows] = [service.disabled for _, service in services]
         cols["forced_down"][service_rows] = [service.forced_down for _, service in services]
     caps_code, traits_code = columns.caps.code, columns.traitsets.code
-    cols["caps_code"][index] = [_new_caps_code(stats, caps_code) for stats in stats_list]
+    # A cloud's nodes report few distinct capabilities: each distinct set of the fields a HostCaps is made of
+    # is made into one (and encoded to be interned) once, where one per report was a fifth of a cold start.
+    # Equal bytes are equal fields, so equal HostCaps; unequal bytes of equal HostCaps meet again in the interner.
+    seen: dict[bytes, int] = {}
+    encode = _CAPS_FIELDS.encode
+    caps: list[int] = []
+    for stats in stats_list:
+        key = encode((stats.hypervisor_type, stats.hypervisor_version, stats.cpu_info, stats.supported_instances,
+                      stats.stats))
+        code = seen.get(key)
+        if code is None:
+            code = seen[key] = _new_caps_code(stats, caps_code)
+        caps.append(code)
+    cols["caps_code"][index] = caps
     cols["traits_code"][index] = [0 if stats.traits is None else traits_code(frozenset(stats.traits))
                                   for stats in stats_list]
 
@@ -411,6 +425,7 @@ _NUMBERS = (*_COUNTS, "disk_available_least", "hypervisor_version",
 _CHUNK = 1 << 16
 _AT = {name: k for k, name in enumerate(_NUMBERS)}
 _NUMBERS_OF = operator.attrgetter(*_NUMBERS)
+_CAPS_FIELDS = msgspec.json.Encoder(order="sorted")
 
 
 def _new_caps_code(stats: HostStats, code: Callable[[HostCaps], int]) -> int:

@@ -477,9 +477,13 @@ class HostTable:
 
     def _recode_hosts(self, hosts: Iterable[str]) -> None:
         codes = self._columns.cols["aggset_code"]
+        rows_of_host = self._columns.rows_of_host
         for host in hosts:
+            rows = rows_of_host.get(host)
+            if not rows:  # not loaded yet (aggregates load first): its row takes its code when written
+                continue
             code = self._aggregates.code_of(host)
-            for row in self._columns.rows_of_host.get(host, ()):
+            for row in rows:
                 codes[row] = code
 
     # ------------------------------------------------------------------------------------ accounting
