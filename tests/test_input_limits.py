@@ -28,6 +28,7 @@ from gantt.model import (
     PciDevicePoolList,
     PciDevicePoolListData,
     PciDevicePoolObject,
+    PciRequestSpec,
     RequestSpec,
     decode,
 )
@@ -159,7 +160,7 @@ REQUIRED: dict[type, dict[str, Any]] = {
     RequestSpec: {"flavor": {}}, Aggregate: {"id": 1}, Inventory: {"total": 1}, Metric: {"name": "m", "value": 1.0},
     ReportIn: {"name": "h", "stats": {}}, InstancesIn: {"instances": []},
     volume.BackendReport: {"host": "node1@lvm"}, CapacityQuestion: {"requests": [{"flavor": {}}]},
-    NUMACell: {"id": 0}, NUMAPages: {"size_kb": 4, "total": 1},
+    NUMACell: {"id": 0}, NUMAPages: {"size_kb": 4, "total": 1}, PciRequestSpec: {"spec": [{}]},
 }
 # Free-form JSON whose shape is checked in code, by where it sits: a valid value.
 SCHEMA_IN_FREE_FORM: dict[str, Any] = {".nova_object.data": {"cells": []}}

@@ -32,6 +32,7 @@ from gantt.model import (
     NodeKey,
     NotFound,
     Provider,
+    prepare_types,
 )
 
 # Placement's inventory defaults: an inventory that names only its total may be allocated in any unit size.
@@ -476,3 +477,6 @@ class ProviderQuery:
             if in_use.get(rc, 0) + amount > inv.capacity:
                 return False
         return True
+
+
+prepare_types(globals())  # build msgspec type info before any thread encodes (see model.prepare_types)
