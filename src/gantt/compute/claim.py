@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
-from gantt.compute import numa, pci
+from gantt.compute import groups, numa, pci
 from gantt.compute.order import PickOrder
 from gantt.compute.ranking import Ranker, Ranking
 from gantt.compute.request import RequestContext
@@ -154,10 +154,10 @@ class Claims:
             # conductor's retry claims them).
             resources = resources_at(table, ctx, row, limits)
             if key[0] == chosen.host or table.fits(row, resources, limits or None) is not None \
-                    or not self._takes_devices(row, ctx):
+                    or not self._takes_devices(row, ctx) or (landing := self._landing(row, ctx)) is False:
                 continue
             alternate = self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
-                                           None, weight)
+                                           None, weight, landing)
             if table.layout != ranking.layout:
                 break
             selections.append(alternate)
@@ -200,10 +200,11 @@ class Claims:
                 continue
             limits = {rc: float(arr[row]) for rc, arr in ranking.limits.items() if arr[row] == arr[row]}
             resources = resources_at(table, ctx, row, limits)
-            if table.fits(row, resources, limits or None) is not None or not self._takes_devices(row, ctx):
+            if table.fits(row, resources, limits or None) is not None or not self._takes_devices(row, ctx) \
+                    or (landing := self._landing(row, ctx)) is False:
                 continue
             out.append(self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
-                                          None, weight))
+                                          None, weight, landing))
             if len(out) >= wanted:
                 break
         return out
@@ -224,16 +225,22 @@ class Claims:
             if allocation.numa is None:
                 return None  # taken meanwhile by a claim this ranking did not see
         try:
-            if ctx.move_source is None:
-                chosen = table.claim(key, allocation, limits=limits or None, pci=ctx.pci_requests,
-                                     pci_parts=self._pci_parts(ctx))
-            else:
-                allocation.migration_uuid = spec.migration_uuid
-                held = table.move(key, allocation, ctx.move_source, limits=limits or None, pci=ctx.pci_requests,
-                                  pci_parts=self._pci_parts(ctx))
-                ctx.moved[consumer] = (ctx.move_source, held)
-                placed.append(held)
-                chosen = allocation
+            with table.lock:  # the groups' providers chosen and claimed in one hold (gantt.compute.groups)
+                if ctx.groups is not None:
+                    landing = groups.assign(table, row, ctx.groups)
+                    if landing is None:
+                        raise ClaimRejected(f"{key}: its providers no longer take the request's groups")
+                    allocation.extra, allocation.mappings = list(landing.parts), dict(landing.mappings)
+                if ctx.move_source is None:
+                    chosen = table.claim(key, allocation, limits=limits or None, pci=ctx.pci_requests,
+                                         pci_parts=self._pci_parts(ctx))
+                else:
+                    allocation.migration_uuid = spec.migration_uuid
+                    held = table.move(key, allocation, ctx.move_source, limits=limits or None,
+                                      pci=ctx.pci_requests, pci_parts=self._pci_parts(ctx))
+                    ctx.moved[consumer] = (ctx.move_source, held)
+                    placed.append(held)
+                    chosen = allocation
         except SourceMoved:
             raise
         except ClaimRejected:
@@ -241,6 +248,13 @@ class Claims:
                 self.stats.claim_conflicts += 1
             return None
         return chosen, chosen is allocation
+
+    def _landing(self, row: int, ctx: RequestContext) -> groups.Assignment | bool | None:
+        """Where the request's groups would land on node ``row`` now (None: it has none; False: they do not)."""
+        if ctx.groups is None:
+            return None
+        found = groups.assign(self.table, row, ctx.groups)
+        return False if found is None else found
 
     def _pci_parts(self, ctx: RequestContext) -> bool:
         """Whether the claim holds the flavor's PCI devices on their Placement providers (pci_in_placement)."""
@@ -252,7 +266,7 @@ class Claims:
         """The claimed node's Selection, read by key when rows were renumbered while it was read."""
         table = self.table
         shown = self._shown_limits(ranking, ctx, row, limits)
-        selection = self.selections.at(row, chosen.resources, shown, chosen.consumer_uuid, weight)
+        selection = self.selections.at(row, chosen.resources, shown, chosen.consumer_uuid, weight, chosen)
         if table.layout != ranking.layout:
             now = table.row_of(key)
             shown = self._shown_limits(ranking, ctx, now, limits) if now is not None else dict(limits)
