@@ -170,10 +170,18 @@ def groups_from_spec(spec: RequestSpec, extra_specs: dict[str, str]) -> Groups |
     reference. The policy is the request's, else the flavor's ``group_policy`` extra spec (Nova ignores any other
     value than none and isolate, with a warning)."""
     if not spec.request_groups:
+        if spec.same_subtree:
+            raise InvalidRequest("same_subtree names request groups, and there are none", field="$.same_subtree")
         return None
     out = []
+    ids: set[str] = set()
     for i, group in enumerate(spec.request_groups):
         where = f"$.request_groups[{i}]"
+        if group.id in ids:
+            raise InvalidRequest(f"two request groups are named {group.id!r}", field=f"{where}.id")
+        ids.add(group.id)
+        if not any(group.resources.values()):  # Placement's request groups each ask for something
+            raise InvalidRequest(f"request group {group.id!r} asks for no resources", field=f"{where}.resources")
         for name, traits in (("required_traits", group.required_traits),
                              ("forbidden_traits", group.forbidden_traits)):
             for trait in traits:
@@ -183,6 +191,10 @@ def groups_from_spec(spec: RequestSpec, extra_specs: dict[str, str]) -> Groups |
         out.append(Group(group.id, tuple((rc, n) for rc, n in sorted(group.resources.items()) if n > 0),
                          frozenset(group.required_traits), frozenset(group.forbidden_traits), member_of,
                          forbidden_aggregates, group.in_tree))
+    for i, subtree in enumerate(spec.same_subtree or ()):
+        if unknown := set(subtree) - ids:
+            raise InvalidRequest(f"same_subtree names no request group {sorted(unknown)[0]!r}",
+                                 field=f"$.same_subtree[{i}]")
     policy = spec.group_policy or extra_specs.get("group_policy")
     return Groups(tuple(out), policy == "isolate", tuple(frozenset(s) for s in spec.same_subtree or ()))
 

@@ -143,8 +143,6 @@ class RequestGroupSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     def __post_init__(self) -> None:
         for rc in self.resources:
             check_resource_class(rc, "request_groups.resources")
-        if not any(self.resources.values()):
-            raise ValueError(f"request group {self.id!r} asks for no resources")
 
 
 class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -211,12 +209,6 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
                     raise ValueError(f"resources.{rc} must be >= 0")
         if self.flavor is None and not self.resources:
             raise ValueError("flavor must be given when resources is not")
-        ids = [g.id for g in self.request_groups or ()]
-        if len(set(ids)) != len(ids):
-            raise ValueError("request_groups must have distinct ids")
-        for subtree in self.same_subtree or ():
-            if unknown := set(subtree) - set(ids):
-                raise ValueError(f"same_subtree names no request group {sorted(unknown)[0]!r}")
         if self.migration_uuid is not None:
             if not self.instance_uuids or len(self.instance_uuids) != 1:
                 raise ValueError("a move (migration_uuid) names exactly one instance in instance_uuids")
