@@ -162,3 +162,28 @@ def test_bad_groups_are_refused_naming_the_field(cloud: Any) -> None:
             _boot(replica, "vm-1", groups)
     with pytest.raises(InvalidRequest):
         _boot(replica, "vm-1", [_group("g")], same_subtree=[["g", "h"]])
+
+
+def test_same_subtree_and_in_tree(cloud: Any) -> None:
+    """A port's groups (Nova's extended resource request: bandwidth and packet rate) in one subtree: the packet
+    rate's provider (the agent) above the bandwidth's; a bandwidth provider beside it, first in Gantt's order, does
+    not do. ``in_tree`` keeps a group in the tree of the provider it names."""
+    replica, face = cloud
+    bw, pps = "NET_BW_EGR_KILOBIT_PER_SEC", "NET_PACKET_RATE_KILOPACKET_PER_SEC"
+    beside, agent, under = (f"0000a11c-0000-0000-0000-00000000030{i}" for i in range(3))
+    for uuid, parent, inventory in ((beside, CN2, {bw: Inventory(total=1000)}),
+                                    (agent, CN2, {pps: Inventory(total=100)}),
+                                    (under, agent, {bw: Inventory(total=1000)})):
+        face.create_provider(f"nic{uuid[-1]}", uuid, parent=parent)
+        face.set_inventories(uuid, 0, inventory, reserved_may_equal_total=True)
+    port = [{"id": "port-bw", "resources": {bw: 500}}, {"id": "port-pps", "resources": {pps: 10}}]
+    loose = _boot(replica, "vm-1", port)[0]
+    assert loose.mappings == {"port-bw": [beside], "port-pps": [agent]}
+    held = _boot(replica, "vm-2", port, same_subtree=[["port-bw", "port-pps"]])[0]
+    assert held.mappings == {"port-bw": [under], "port-pps": [agent]}
+    with pytest.raises(NoValidHost):  # 500 left under the agent (and beside it, which same_subtree rules out)
+        _boot(replica, "vm-3", [{"id": "port-bw", "resources": {bw: 600}}, port[1]],
+              same_subtree=[["port-bw", "port-pps"]])
+    with pytest.raises(NoValidHost):  # cn2's device lacks the trait
+        _boot(replica, "vm-4", [_group("g", in_tree=CN2)])
+    assert _boot(replica, "vm-5", [_group("g", in_tree=DEV1B)])[0].host == "cn1"

@@ -154,7 +154,10 @@ class Claims:
             # conductor's retry claims them).
             resources = resources_at(table, ctx, row, limits)
             if key[0] == chosen.host or table.fits(row, resources, limits or None) is not None \
-                    or not self._takes_devices(row, ctx) or (landing := self._landing(row, ctx)) is False:
+                    or not self._takes_devices(row, ctx):
+                continue
+            takes, landing = self._landing(row, ctx)
+            if not takes:
                 continue
             alternate = self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
                                            None, weight, landing)
@@ -200,8 +203,10 @@ class Claims:
                 continue
             limits = {rc: float(arr[row]) for rc, arr in ranking.limits.items() if arr[row] == arr[row]}
             resources = resources_at(table, ctx, row, limits)
-            if table.fits(row, resources, limits or None) is not None or not self._takes_devices(row, ctx) \
-                    or (landing := self._landing(row, ctx)) is False:
+            if table.fits(row, resources, limits or None) is not None or not self._takes_devices(row, ctx):
+                continue
+            takes, landing = self._landing(row, ctx)
+            if not takes:
                 continue
             out.append(self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
                                           None, weight, landing))
@@ -249,12 +254,12 @@ class Claims:
             return None
         return chosen, chosen is allocation
 
-    def _landing(self, row: int, ctx: RequestContext) -> groups.Assignment | bool | None:
-        """Where the request's groups would land on node ``row`` now (None: it has none; False: they do not)."""
+    def _landing(self, row: int, ctx: RequestContext) -> tuple[bool, groups.Assignment | None]:
+        """Whether node ``row`` takes the request's groups now, and where they would land (None: it has none)."""
         if ctx.groups is None:
-            return None
+            return True, None
         found = groups.assign(self.table, row, ctx.groups)
-        return False if found is None else found
+        return found is not None, found
 
     def _pci_parts(self, ctx: RequestContext) -> bool:
         """Whether the claim holds the flavor's PCI devices on their Placement providers (pci_in_placement)."""
