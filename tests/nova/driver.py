@@ -127,18 +127,22 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
     # Nova asks Placement for the outside groups beside the flavor's (ResourceRequest._add_request_group);
     # Gantt asks for them as request groups, on the node's child providers
     outside = [g for g in groups if g.requester_id in {r["requester_id"] for r in case.get("requested_resources", ())}]
-    asked = dict(ctx.resources)
     group_required: set[str] = set()
     group_forbidden: set[str] = set()
     for g in ctx.groups.groups if ctx.groups else ():
-        for rc, n in g.resources:
-            asked[rc] = asked.get(rc, 0) + n
         group_required |= g.required
         group_forbidden |= g.forbidden
+
+    def with_groups(resources: dict[str, int]) -> dict[str, int]:
+        out = dict(resources)
+        for g in ctx.groups.groups if ctx.groups else ():
+            for rc, n in g.resources:
+                out[rc] = out.get(rc, 0) + n
+        return out
     return {
         "translated": translated,
         "pairs": {  # name: [what Gantt reads, what Nova reads]
-            "resources": [asked, dict(nova_req.merged_resources())],
+            "resources": [with_groups(ctx.resources), dict(nova_req.merged_resources())],
             "request_groups": [
                 [[g.id, dict(g.resources), sorted(g.required), sorted(g.forbidden), sorted(map(sorted, g.member_of))]
                  for g in (ctx.groups.groups if ctx.groups else ())],
@@ -180,7 +184,7 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
             "network_metadata": [[sorted(ctx.networks.physnets), ctx.networks.tunneled] if ctx.networks else None,
                                  _nova_networks(_v(spec, "network_metadata"))],
             # the manager's second Placement query for a dedicated guest ([workarounds] at Nova's default)
-            "pcpu_fallback": [ctx.fallback.resources if ctx.fallback else None,
+            "pcpu_fallback": [with_groups(ctx.fallback.resources) if ctx.fallback else None,
                               dict(scheduler_utils.ResourceRequest.from_request_spec(
                                   spec, enable_pinning_translate=False).merged_resources())
                               if nova_req.cpu_pinning_requested else None],

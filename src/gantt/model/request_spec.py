@@ -142,7 +142,7 @@ class RequestGroupSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
 
     def __post_init__(self) -> None:
         for rc in self.resources:
-            check_resource_class(rc, "request_groups.resources")
+            check_resource_class(rc, "resources")
 
 
 class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
