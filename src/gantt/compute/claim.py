@@ -7,6 +7,8 @@ with its claim; rows renumbered before anything was claimed send the caller back
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import msgspec
 
 from gantt.compute import groups, numa, pci
@@ -230,7 +232,8 @@ class Claims:
             if allocation.numa is None:
                 return None  # taken meanwhile by a claim this ranking did not see
         try:
-            with table.lock:  # the groups' providers chosen and claimed in one hold (gantt.compute.groups)
+            # the groups' providers chosen and claimed in one hold (gantt.compute.groups); the claim locks anyway
+            with table.lock if ctx.groups is not None else nullcontext():
                 if ctx.groups is not None:
                     landing = groups.assign(table, row, ctx.groups)
                     if landing is None:
