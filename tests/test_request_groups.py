@@ -187,3 +187,24 @@ def test_same_subtree_and_in_tree(cloud: Any) -> None:
     with pytest.raises(NoValidHost):  # cn2's device lacks the trait
         _boot(replica, "vm-4", [_group("g", in_tree=CN2)])
     assert _boot(replica, "vm-5", [_group("g", in_tree=DEV1B)])[0].host == "cn1"
+
+
+def test_a_scheduler_behind_never_books_a_device_another_took(cloud: Any, tmp_path: Path) -> None:
+    """The device's provider is compared in the claim's commit like the node: a second scheduler on the same store
+    that has not seen the first's claims decides on a stale view, and its commit is refused, not overbooked."""
+    replica, _ = cloud
+    behind = Replica.open(f"sqlite:///{tmp_path}/gantt.sqlite", Config.from_dict({"gantt": {"seed": 1}}),
+                          follow=False)
+    try:
+        _boot(replica, "vm-1", [_group("g", fpga=2)])
+        _boot(replica, "vm-2", [_group("g", fpga=2)])  # both devices of the kind full now
+        with pytest.raises(NoValidHost):  # both look free to it: its commit conflicts, the catch-up shows them full
+            _boot(behind, "vm-3", [_group("g", fpga=2)])
+        fresh = Replica.open(f"sqlite:///{tmp_path}/gantt.sqlite", follow=False)
+        try:
+            assert fresh.table.allocation("vm-3") is None
+            assert {fresh.table.allocation(c).mappings["g"][0] for c in ("vm-1", "vm-2")} == {DEV1A, DEV1B}
+        finally:
+            fresh.close()
+    finally:
+        behind.close()
