@@ -29,6 +29,7 @@ from gantt.model import (
     PciDevicePoolListData,
     PciDevicePoolObject,
     PciRequestSpec,
+    RequestGroupSpec,
     RequestSpec,
     decode,
 )
@@ -161,6 +162,7 @@ REQUIRED: dict[type, dict[str, Any]] = {
     ReportIn: {"name": "h", "stats": {}}, InstancesIn: {"instances": []},
     volume.BackendReport: {"host": "node1@lvm"}, CapacityQuestion: {"requests": [{"flavor": {}}]},
     NUMACell: {"id": 0}, NUMAPages: {"size_kb": 4, "total": 1}, PciRequestSpec: {"spec": [{}]},
+    RequestGroupSpec: {"id": "g"},
 }
 # Free-form JSON whose shape is checked in code, by where it sits: a valid value.
 SCHEMA_IN_FREE_FORM: dict[str, Any] = {".nova_object.data": {"cells": []}}

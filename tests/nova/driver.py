@@ -61,8 +61,12 @@ def _build(case: dict[str, Any]) -> Any:
         spec.request_level_params = objects.RequestLevelParams(
             root_required=set(p.get("root_required", ())), root_forbidden=set(p.get("root_forbidden", ())),
             same_subtree=[set(s) for s in p.get("same_subtree", ())])
-    spec.requested_resources = [objects.RequestGroup(requester_id=r["requester_id"], resources=r["resources"])
-                                for r in case.get("requested_resources", ())]
+    spec.requested_resources = [
+        objects.RequestGroup(requester_id=r["requester_id"], resources=r["resources"],
+                             required_traits=set(r.get("required_traits", ())),
+                             forbidden_traits=set(r.get("forbidden_traits", ())),
+                             aggregates=[list(a) for a in r.get("aggregates", ())])
+        for r in case.get("requested_resources", ())]
     pci = []
     for r in case.get("port_pci_requests", ()):
         request = objects.InstancePCIRequest(count=1, spec=[dict(r["spec"])], alias_name=None,
@@ -120,15 +124,35 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
     rpc_uuids = case.get("rpc_instance_uuids")
     count = len(rpc_uuids) if rpc_uuids else spec.num_instances
     uuids = rpc_uuids or ([spec.instance_uuid] if count == 1 else None)
+    # Nova asks Placement for the outside groups beside the flavor's (ResourceRequest._add_request_group);
+    # Gantt asks for them as request groups, on the node's child providers
+    outside = [g for g in groups if g.requester_id in {r["requester_id"] for r in case.get("requested_resources", ())}]
+    group_required: set[str] = set()
+    group_forbidden: set[str] = set()
+    for g in ctx.groups.groups if ctx.groups else ():
+        group_required |= g.required
+        group_forbidden |= g.forbidden
+
+    def with_groups(resources: dict[str, int]) -> dict[str, int]:
+        out = dict(resources)
+        for g in ctx.groups.groups if ctx.groups else ():
+            for rc, n in g.resources:
+                out[rc] = out.get(rc, 0) + n
+        return out
     return {
         "translated": translated,
         "pairs": {  # name: [what Gantt reads, what Nova reads]
-            "resources": [ctx.resources, dict(nova_req.merged_resources())],
+            "resources": [with_groups(ctx.resources), dict(nova_req.merged_resources())],
+            "request_groups": [
+                [[g.id, dict(g.resources), sorted(g.required), sorted(g.forbidden), sorted(map(sorted, g.member_of))]
+                 for g in (ctx.groups.groups if ctx.groups else ())],
+                [[g.requester_id, dict(g.resources), sorted(g.required_traits), sorted(g.forbidden_traits),
+                  sorted(sorted(a) for a in g.aggregates)] for g in outside]],
             # the PCI requests Nova's PciPassthroughFilter hands PciDeviceStats: count, specs, NUMA policy
             "pci_requests": [[[r.count, list(r.specs), r.numa_policy] for r in ctx.pci_requests],
                              [[r.count, list(r.spec), r.numa_policy or "legacy"] for r in spec.pci_requests.requests]],
-            "required_traits": [sorted(ctx.required_traits), sorted(nova_required)],
-            "forbidden_traits": [sorted(ctx.forbidden_traits), sorted(nova_forbidden)],
+            "required_traits": [sorted(ctx.required_traits | group_required), sorted(nova_required)],
+            "forbidden_traits": [sorted(ctx.forbidden_traits | group_forbidden), sorted(nova_forbidden)],
             "hints": [{k: ctx.hint(k) for k in spec.scheduler_hints},
                       {k: spec.get_scheduler_hint(k) for k in spec.scheduler_hints}],
             "project_user_az": [[gantt_spec.project_id, gantt_spec.user_id, gantt_spec.availability_zone],
@@ -160,7 +184,7 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
             "network_metadata": [[sorted(ctx.networks.physnets), ctx.networks.tunneled] if ctx.networks else None,
                                  _nova_networks(_v(spec, "network_metadata"))],
             # the manager's second Placement query for a dedicated guest ([workarounds] at Nova's default)
-            "pcpu_fallback": [ctx.fallback.resources if ctx.fallback else None,
+            "pcpu_fallback": [with_groups(ctx.fallback.resources) if ctx.fallback else None,
                               dict(scheduler_utils.ResourceRequest.from_request_spec(
                                   spec, enable_pinning_translate=False).merged_resources())
                               if nova_req.cpu_pinning_requested else None],

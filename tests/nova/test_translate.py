@@ -134,12 +134,34 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
                                                  [{"network_id": "auto"}], []])
     if rng.random() < 0.15:  # translated since Gantt takes the ports' PCI requests
         case["port_pci_requests"] = _port_pci_requests(rng)
+    if i % 5 == 2:  # translated since Gantt places request groups on child providers (its own rng: the rest stays)
+        case["requested_resources"] = _outside_groups(random.Random(i))
     if rng.random() < 0.25:
         _make_unsupported(rng, case, rng.choice(UNSUPPORTED))
     elif rng.random() < 0.15:  # the manager asks Neutron about ports given by id (gantt.nova.prefilters)
         case["requested_networks"] = [{"port_id": _uuid(rng)}, {"network_id": _uuid(rng)}]
         case["ports_asked"] = True
     return case
+
+
+def _outside_groups(rng: random.Random) -> list[dict[str, Any]]:
+    """requested_resources as Nova's API makes them: a QoS port's bandwidth group (by port uuid, a physnet and vnic
+    type trait), a Cyborg device profile's (device_profile_N, an FPGA and its trait), maybe in aggregates."""
+    out: list[dict[str, Any]] = []
+    for n in range(rng.randint(1, 2)):
+        if rng.random() < 0.5:
+            group: dict[str, Any] = {"requester_id": _uuid(rng),
+                                     "resources": {"NET_BW_EGR_KILOBIT_PER_SEC": rng.choice([1000, 2000])},
+                                     "required_traits": ["CUSTOM_PHYSNET_PHYSNET0", "CUSTOM_VNIC_TYPE_NORMAL"]}
+        else:
+            group = {"requester_id": f"device_profile_{n}", "resources": {"FPGA": rng.randint(1, 2)},
+                     "required_traits": ["CUSTOM_FAKE_DEVICE"]}
+        if rng.random() < 0.3:
+            group["forbidden_traits"] = ["CUSTOM_BROKEN"]
+        if rng.random() < 0.3:
+            group["aggregates"] = [[_uuid(rng), _uuid(rng)]]
+        out.append(group)
+    return out
 
 
 def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> None:
@@ -153,7 +175,8 @@ def _make_unsupported(rng: random.Random, case: dict[str, Any], kind: str) -> No
     if kind == "same_subtree":
         case["request_level_params"] = {"same_subtree": [["_a", "_b"]]}
     elif kind == "requested_resources":
-        case["requested_resources"] = [{"requester_id": "port-1", "resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}}]
+        # a group with no requester id (Nova's _add_request_group refuses it too): which group would it map?
+        case["requested_resources"] = [{"requester_id": None, "resources": {"NET_BW_EGR_KILOBIT_PER_SEC": 1000}}]
     elif kind == "cross_cell":
         case.setdefault("requested_destination", {})["allow_cross_cell_move"] = True
     elif kind == "other_cell":
@@ -177,6 +200,10 @@ def _node(rng: random.Random, n: int) -> dict[str, Any]:
     if rng.random() < 0.3:
         sel["limits"] = {"numa_topology": {"cpu_allocation_ratio": 4.0, "ram_allocation_ratio": 1.5},
                          "VCPU": 64.0}
+    if n % 3 == 0:  # a request group on a child provider of the node (rng untouched)
+        device = str(uuid.UUID(int=1000 + n, version=4))
+        sel["providers"] = {device: {"FPGA": 1}}
+        sel["mappings"] = {"device_profile_0": [device]}
     return sel
 
 
@@ -285,8 +312,9 @@ def test_selections_become_nova_selections() -> None:
                 assert sel["cell_uuid"] == cell_of(want["host"])
                 assert sel["availability_zone"] == want.get("availability_zone", "nova")
                 assert sel["allocation_request"] == {
-                    "allocations": {want["uuid"]: {"resources": want["allocation"]}},
-                    "mappings": {g: [want["uuid"]] for g in case["groups"]}}
+                    "allocations": {want["uuid"]: {"resources": want["allocation"]},
+                                    **{p: {"resources": r} for p, r in want.get("providers", {}).items()}},
+                    "mappings": {**{g: [want["uuid"]] for g in case["groups"]}, **want.get("mappings", {})}}
                 assert sel["allocation_request_version"] == "1.36"
                 numa = (want.get("limits") or {}).get("numa_topology")
                 assert (sel["numa_limits"] or None) == (numa and {**numa}), sel
@@ -309,7 +337,9 @@ def test_a_rebuild_check_is_translated_with_what_nova_reads_for_it() -> None:
         case.pop("rpc_instance_uuids", None)
         case["scheduler_hints"]["_nova_check_type"] = ["rebuild"]
         case["force_hosts"] = ["host1"]
-        if i < len(kinds) * 5:
+        if i < len(kinds) * 5 and kinds[i % len(kinds)] == "requested_resources":
+            case["requested_resources"] = _outside_groups(rng)  # a QoS port's, a device profile's: not read
+        elif i < len(kinds) * 5:
             _make_unsupported(rng, case, kinds[i % len(kinds)])
             case.pop("expect")
         specs.append(case)

@@ -36,10 +36,12 @@ HOST_TRAITS = ["COMPUTE_STATUS_DISABLED", "COMPUTE_IMAGE_TYPE_QCOW2", "COMPUTE_I
 
 # Filters Gantt registers that Nova 34 no longer ships, so there is nothing to run them against: Nova removed
 # AggregateCore/Ram/DiskFilter in 20.0.0 (Placement enforces allocation ratios) and AvailabilityZoneFilter in
-# 27.0.0 (the map_az_to_placement_aggregate prefilter replaced it); the always-on four are Placement's query
-# (resources, traits, member_of, the AZ as an aggregate), not Nova filters. README "Nova parity" lists them.
+# 27.0.0 (the map_az_to_placement_aggregate prefilter replaced it); the always-on five are Placement's query
+# (resources, traits, member_of, request groups on child providers, the AZ as an aggregate), not Nova filters.
+# README "Nova parity" lists them.
 NO_NOVA_REFERENCE = frozenset({"AggregateCoreFilter", "AggregateRamFilter", "AggregateDiskFilter",
-                               "AvailabilityZoneFilter", "ResourceFilter", "TraitsFilter", "MemberOfFilter"})
+                               "AvailabilityZoneFilter", "ResourceFilter", "TraitsFilter", "MemberOfFilter",
+                               "RequestGroupsFilter"})
 
 
 def _maybe(rng: random.Random, p: float, value: Any) -> Any:

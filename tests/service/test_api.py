@@ -99,6 +99,23 @@ def test_aggregate_id_must_match_path(server: ServerProcess, tag: str) -> None:
     assert response.status_code == 400 and response.json()["field"] == "$.id"
 
 
+def test_bad_request_groups_are_a_400_naming_the_field_and_claim_nothing(server: ServerProcess, tag: str) -> None:
+    """Request groups (Nova's requested_resources) that cannot be read: the problem names the field, nothing is
+    booked (tests/test_request_groups.py places good ones)."""
+    httpx.post(f"{server.url}/v1/resource-stats", json={"name": f"{tag}-g", "stats": host_stats()})
+    group = {"id": "g", "resources": {"FPGA": 1}}
+    for groups, field in (([{**group, "required_traits": ["not a trait"]}], "$.request_groups[0].required_traits"),
+                          ([group, group], "$.request_groups[1].id"),
+                          ([{**group, "resources": {"FPGA": 0}}], "$.request_groups[0].resources"),
+                          ([{**group, "resources": {"fpga": 1}}], "$.request_groups[0].resources"),
+                          ([{"resources": {"FPGA": 1}}], "$.request_groups[0]")):
+        response = httpx.post(f"{server.url}/v1/select_destinations",
+                              json={**_flavor(), "instance_uuids": [f"{tag}-vm"], "request_groups": groups})
+        assert response.status_code == 400, (groups, response.text)
+        assert response.json()["field"].startswith(field), (groups, response.json())
+    assert httpx.get(f"{server.url}/v1/allocations/{tag}-vm").status_code == 404
+
+
 def test_select_release_and_allocations(client: SchedulerClient, tag: str) -> None:
     client.update_resource_stats(f"{tag}-h", host_stats(vcpus=4))
     consumer = f"{tag}-vm"

@@ -7,9 +7,11 @@ with its claim; rows renumbered before anything was claimed send the caller back
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import msgspec
 
-from gantt.compute import numa, pci
+from gantt.compute import groups, numa, pci
 from gantt.compute.order import PickOrder
 from gantt.compute.ranking import Ranker, Ranking
 from gantt.compute.request import RequestContext
@@ -156,8 +158,11 @@ class Claims:
             if key[0] == chosen.host or table.fits(row, resources, limits or None) is not None \
                     or not self._takes_devices(row, ctx):
                 continue
+            takes, landing = self._landing(row, ctx)
+            if not takes:
+                continue
             alternate = self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
-                                           None, weight)
+                                           None, weight, landing)
             if table.layout != ranking.layout:
                 break
             selections.append(alternate)
@@ -202,8 +207,11 @@ class Claims:
             resources = resources_at(table, ctx, row, limits)
             if table.fits(row, resources, limits or None) is not None or not self._takes_devices(row, ctx):
                 continue
+            takes, landing = self._landing(row, ctx)
+            if not takes:
+                continue
             out.append(self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
-                                          None, weight))
+                                          None, weight, landing))
             if len(out) >= wanted:
                 break
         return out
@@ -224,16 +232,23 @@ class Claims:
             if allocation.numa is None:
                 return None  # taken meanwhile by a claim this ranking did not see
         try:
-            if ctx.move_source is None:
-                chosen = table.claim(key, allocation, limits=limits or None, pci=ctx.pci_requests,
-                                     pci_parts=self._pci_parts(ctx))
-            else:
-                allocation.migration_uuid = spec.migration_uuid
-                held = table.move(key, allocation, ctx.move_source, limits=limits or None, pci=ctx.pci_requests,
-                                  pci_parts=self._pci_parts(ctx))
-                ctx.moved[consumer] = (ctx.move_source, held)
-                placed.append(held)
-                chosen = allocation
+            # the groups' providers chosen and claimed in one hold (gantt.compute.groups); the claim locks anyway
+            with table.lock if ctx.groups is not None else nullcontext():
+                if ctx.groups is not None:
+                    landing = groups.assign(table, row, ctx.groups)
+                    if landing is None:
+                        raise ClaimRejected(f"{key}: its providers no longer take the request's groups")
+                    allocation.extra, allocation.mappings = list(landing.parts), dict(landing.mappings)
+                if ctx.move_source is None:
+                    chosen = table.claim(key, allocation, limits=limits or None, pci=ctx.pci_requests,
+                                         pci_parts=self._pci_parts(ctx))
+                else:
+                    allocation.migration_uuid = spec.migration_uuid
+                    held = table.move(key, allocation, ctx.move_source, limits=limits or None,
+                                      pci=ctx.pci_requests, pci_parts=self._pci_parts(ctx))
+                    ctx.moved[consumer] = (ctx.move_source, held)
+                    placed.append(held)
+                    chosen = allocation
         except SourceMoved:
             raise
         except ClaimRejected:
@@ -241,6 +256,13 @@ class Claims:
                 self.stats.claim_conflicts += 1
             return None
         return chosen, chosen is allocation
+
+    def _landing(self, row: int, ctx: RequestContext) -> tuple[bool, groups.Assignment | None]:
+        """Whether node ``row`` takes the request's groups now, and where they would land (None: it has none)."""
+        if ctx.groups is None:
+            return True, None
+        found = groups.assign(self.table, row, ctx.groups)
+        return found is not None, found
 
     def _pci_parts(self, ctx: RequestContext) -> bool:
         """Whether the claim holds the flavor's PCI devices on their Placement providers (pci_in_placement)."""
@@ -252,7 +274,7 @@ class Claims:
         """The claimed node's Selection, read by key when rows were renumbered while it was read."""
         table = self.table
         shown = self._shown_limits(ranking, ctx, row, limits)
-        selection = self.selections.at(row, chosen.resources, shown, chosen.consumer_uuid, weight)
+        selection = self.selections.at(row, chosen.resources, shown, chosen.consumer_uuid, weight, chosen)
         if table.layout != ranking.layout:
             now = table.row_of(key)
             shown = self._shown_limits(ranking, ctx, now, limits) if now is not None else dict(limits)

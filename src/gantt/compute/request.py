@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import os_traits
 
+from gantt.compute.groups import Group, Groups
 from gantt.compute.numa import GuestTopology, Networks, instance_topology
 from gantt.compute.pci import PciRequest, affinity_policy, requests_from_extra_specs, requests_from_ports
 from gantt.config import Config
@@ -131,10 +132,16 @@ def member_of_from_spec(spec: RequestSpec) -> tuple[tuple[frozenset[str], ...], 
     ``["in:a,b"]`` (any of), ``["!a"]`` or ``["!in:a,b"]`` (none of). (``requested_destination.aggregates`` is
     the engine's pre-selection.)
     """
+    return parse_member_of(spec.member_of or (), "$.member_of")
+
+
+def parse_member_of(member_of: Sequence[Sequence[str]], field: str
+                    ) -> tuple[tuple[frozenset[str], ...], frozenset[str]]:
+    """``member_of_from_spec`` for the lists at ``field`` (the request's, or a request group's)."""
     groups: list[frozenset[str]] = []
     forbidden: set[str] = set()
-    for i, group in enumerate(spec.member_of or ()):
-        where = f"$.member_of[{i}]"
+    for i, group in enumerate(member_of):
+        where = f"{field}[{i}]"
         if any(ref.startswith("!") for ref in group):
             if len(group) != 1:
                 raise InvalidRequest("a forbidden aggregate ('!a' or '!in:a,b') must be the only entry of its "
@@ -156,6 +163,40 @@ def _refs(entry: str, where: str) -> frozenset[str]:
         raise InvalidRequest(f"malformed member_of entry {entry!r}: use 'a', 'in:a,b', '!a' or '!in:a,b'",
                              field=where)
     return frozenset(refs)
+
+
+def groups_from_spec(spec: RequestSpec, extra_specs: dict[str, str]) -> Groups | None:
+    """The request's groups (None when it has none); InvalidRequest naming the field of a bad trait or aggregate
+    reference. The policy is the request's, else the flavor's ``group_policy`` extra spec (Nova ignores any other
+    value than none and isolate, with a warning)."""
+    if not spec.request_groups:
+        if spec.same_subtree:
+            raise InvalidRequest("same_subtree names request groups, and there are none", field="$.same_subtree")
+        return None
+    out = []
+    ids: set[str] = set()
+    for i, group in enumerate(spec.request_groups):
+        where = f"$.request_groups[{i}]"
+        if group.id in ids:
+            raise InvalidRequest(f"two request groups are named {group.id!r}", field=f"{where}.id")
+        ids.add(group.id)
+        if not any(group.resources.values()):  # Placement's request groups each ask for something
+            raise InvalidRequest(f"request group {group.id!r} asks for no resources", field=f"{where}.resources")
+        for name, traits in (("required_traits", group.required_traits),
+                             ("forbidden_traits", group.forbidden_traits)):
+            for trait in traits:
+                if not valid_trait(trait):
+                    raise InvalidRequest(f"{trait!r} is not a trait", field=f"{where}.{name}")
+        member_of, forbidden_aggregates = parse_member_of(group.member_of, f"{where}.member_of")
+        out.append(Group(group.id, tuple((rc, n) for rc, n in sorted(group.resources.items()) if n > 0),
+                         frozenset(group.required_traits), frozenset(group.forbidden_traits), member_of,
+                         forbidden_aggregates, group.in_tree))
+    for i, subtree in enumerate(spec.same_subtree or ()):
+        if unknown := set(subtree) - ids:
+            raise InvalidRequest(f"same_subtree names no request group {sorted(unknown)[0]!r}",
+                                 field=f"$.same_subtree[{i}]")
+    policy = spec.group_policy or extra_specs.get("group_policy")
+    return Groups(tuple(out), policy == "isolate", tuple(frozenset(s) for s in spec.same_subtree or ()))
 
 
 def _with_features(required: frozenset[str], forbidden: frozenset[str], extra_specs: dict[str, str],
@@ -248,6 +289,7 @@ class RequestContext:
     rebuild: bool = False
     fallback: PcpuFallback | None = None  # Nova's VCPU query beside the PCPU one (a dedicated guest)
     networks: Networks | None = None  # the cells a NUMA guest lands on must serve these (network_metadata)
+    groups: Groups | None = None  # request groups on the node's child providers (gantt.compute.groups)
 
     @classmethod
     def build(cls, spec: RequestSpec, config: Config, now: float) -> RequestContext:
@@ -306,6 +348,7 @@ class RequestContext:
             rebuild=rebuild,
             fallback=fallback,
             networks=_networks(spec),
+            groups=None if rebuild else groups_from_spec(spec, extra_specs),
         )
 
     @property

@@ -127,6 +127,7 @@ from gantt.model.request_spec import (
     PciRequestSpec,
     Policy,
     RequestedDestination,
+    RequestGroupSpec,
     RequestSpec,
 )
 
@@ -145,7 +146,8 @@ __all__ = [
     "NodeKey", "NodeRoom", "NotFound", "PciDevicePoolData", "PciDevicePoolList", "PciDevicePoolListData",
     "PciDevicePoolObject", "PciPool", "PciRequestSpec", "PciTaken", "Policy", "Provider", "Record", "RecordKind",
     "ReplicaBehind",
-    "RequestCapacity", "RequestSpec", "RequestedDestination", "Selection", "ServiceInfo", "StoreUnavailable",
+    "RequestCapacity", "RequestGroupSpec",
+    "RequestSpec", "RequestedDestination", "Selection", "ServiceInfo", "StoreUnavailable",
     "Text", "Utilization", "Without", "WriteFailure", "ZoneUsage", "aggregate_node", "check_depth", "check_json",
     "check_json_text", "check_reserved", "check_resource_class", "decode", "emptied_by", "group_node",
     "merge_nodes", "merge_reports", "pci_pools", "prepare_types", "repeats", "same_stats", "to_builtins", "valid_name",

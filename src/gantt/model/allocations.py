@@ -91,6 +91,8 @@ class Allocation(Struct, omit_defaults=True, gc=False):
     numa: list[NUMACellClaim] | None = None
     # PCI devices taken on the first node (the flavor's pci_passthrough:alias), counted in flight like resources
     pci: list[PciTaken] = field(default_factory=list)
+    # The request's groups (RequestSpec.request_groups) by id: the provider (uuid) in ``extra`` each one took
+    mappings: dict[str, list[str]] = field(default_factory=dict)
 
     def placement_generation(self) -> int:
         """The consumer generation Placement shows and compares: the face's own, or 1 on a claim it never wrote.

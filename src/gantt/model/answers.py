@@ -29,6 +29,11 @@ class Selection(Struct, omit_defaults=True):
     limits: dict[str, float | NUMATopologyLimits] = field(default_factory=dict)
     consumer_uuid: str | None = None  # set on the claimed (first) entry only
     weight: float | None = None
+    # The request's groups (RequestSpec.request_groups): what the claim holds (an alternate's would hold) on the
+    # node's child providers, by provider uuid, and the provider each group took, by group id (Placement's
+    # allocation request ``allocations`` beyond the node and ``mappings``)
+    providers: dict[str, dict[str, int]] = field(default_factory=dict)
+    mappings: dict[str, list[str]] = field(default_factory=dict)
 
 
 class Candidate(Struct):

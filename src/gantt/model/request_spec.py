@@ -124,6 +124,27 @@ class NetworkMetadata(Struct, forbid_unknown_fields=True, omit_defaults=True):
     tunneled: bool = False
 
 
+class RequestGroupSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """A numbered request group from outside the flavor (Nova's RequestSpec.requested_resources: a Cyborg device
+    profile's group, a QoS port's): ``resources`` from ONE provider of the chosen node's tree below the node
+    (a child provider: the device, the NIC), which carries ``required_traits``, none of ``forbidden_traits`` and
+    is in an aggregate of every ``member_of`` entry (Placement's syntax, as the request's own). ``id`` names the
+    group (Nova's requester_id, Placement's suffix) in the answer's ``mappings``."""
+
+    id: Text
+    resources: Annotated[dict[Key, Annotated[int, Meta(ge=0)]], Meta(max_length=MAX_LIST)] = field(
+        default_factory=dict)
+    required_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
+    forbidden_traits: Annotated[list[Text], Meta(max_length=MAX_LIST)] = field(default_factory=list)
+    member_of: Annotated[list[Annotated[list[AggregateRefs], Meta(max_length=MAX_LIST)]],
+                         Meta(max_length=MAX_LIST)] = field(default_factory=list)
+    in_tree: Text | None = None  # a provider uuid: the group's provider is in that provider's tree
+
+    def __post_init__(self) -> None:
+        for rc in self.resources:
+            check_resource_class(rc, "resources")
+
+
 class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     flavor: Flavor | None = None
     image: Image | None = None
@@ -159,6 +180,14 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     # while that option is on.
     pci_in_placement: bool | None = None
     network_metadata: NetworkMetadata | None = None
+    # Request groups satisfied by the chosen node's child providers, claimed on them in the same commit; the
+    # answer's Selection maps each to its provider. ``group_policy``: isolate (every group on a provider of its
+    # own) or none (default: the flavor's ``group_policy`` extra spec). ``same_subtree``: each entry's groups
+    # (by id) on providers of one subtree (one of them the others' ancestor or all siblings under one of them).
+    request_groups: Annotated[list[RequestGroupSpec], Meta(max_length=MAX_LIST)] | None = None
+    group_policy: Literal["none", "isolate"] | None = None
+    same_subtree: Annotated[list[Annotated[list[Text], Meta(max_length=MAX_LIST)]],
+                            Meta(max_length=MAX_LIST)] | None = None
 
     def __post_init__(self) -> None:
         check_json("scheduler_hints", self.scheduler_hints)

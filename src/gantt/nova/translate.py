@@ -43,8 +43,15 @@ requested_destination.allow_cross_cell_move = True     refused: a cross-cell res
                                                        CrossCellMigrationTask, which Gantt does not implement
 request_level_params.root_required / root_forbidden    required_traits / forbidden_traits (a Gantt node is its
                                                        tree's root provider)
-request_level_params.same_subtree (non-empty)          refused
-requested_resources (non-empty: ports' QoS, Cyborg)    refused: their groups land on child providers
+request_level_params.same_subtree                      same_subtree, when it names only requested_resources'
+                                                       groups (a port's); else refused
+requested_resources (ports' QoS, Cyborg device         request_groups: requester_id as the group's id,
+profiles)                                              resources (zero amounts dropped, as Nova strips them),
+                                                       required/forbidden traits, aggregates and forbidden
+                                                       aggregates as member_of, in_tree; a group without a
+                                                       requester_id, with no resources or use_same_provider
+                                                       False is refused. Gantt places each on a child provider
+                                                       of the node's tree and claims it in the node's commit
 requested_resources: the flavor's PCI groups           not sent: Gantt's claim holds the devices on their
 (pci_in_placement: ``<request_id>-<n>``)               providers (``pci_placement`` maps the groups to them)
 numa_topology                                          not sent: Gantt derives the guest topology from the flavor
@@ -163,11 +170,10 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     _request_level(spec, out)
     # the flavor's PCI devices as request groups (pci_in_placement): Gantt claims them on their providers itself
     flavors = {g for ids in pci_groups(spec) for g in ids}
-    if (groups := [g.requester_id or "?" for g in _get(spec, "requested_resources") or ()
-                   if g.requester_id not in flavors]) and not rebuild:
-        raise Unsupported("requested_resources",
-                          f"request groups from outside the flavor (ports, device profiles: {', '.join(groups)}) "
-                          "need child resource providers")
+    if (groups := [g for g in _get(spec, "requested_resources") or () if g.requester_id not in flavors]) \
+            and not rebuild:  # ports' and device profiles': on the node's child providers
+        out["request_groups"] = [_request_group(g) for g in groups]
+    _same_subtree(spec, out, rebuild)
     if flavors and not rebuild:  # Nova makes them while [filter_scheduler] pci_in_placement is on: per request
         out["pci_in_placement"] = True
     if not rebuild:  # nor the PCI and NUMA filters
@@ -281,12 +287,46 @@ def _request_level(spec: objects.RequestSpec, out: dict[str, Any]) -> None:
     params = _get(spec, "request_level_params")
     if params is None:
         return
-    if _get(params, "same_subtree"):
-        raise Unsupported("request_level_params.same_subtree", "Gantt's nodes have no provider subtrees")
     if required := _get(params, "root_required"):
         out["required_traits"] = sorted(required)
     if forbidden := _get(params, "root_forbidden"):
         out["forbidden_traits"] = sorted(forbidden)
+
+
+def _request_group(group: objects.RequestGroup) -> dict[str, Any]:
+    """A group of ``requested_resources`` as Gantt's (``gantt.model.RequestGroupSpec``), as Nova's
+    ``RequestGroup.to_queryparams`` asks Placement for it (its requester id is the suffix)."""
+    gid = _get(group, "requester_id")
+    resources = {rc: n for rc, n in (_get(group, "resources") or {}).items() if n}
+    if not gid or not resources or _get(group, "use_same_provider") is False:
+        raise Unsupported("requested_resources", f"a request group Gantt cannot place (requester_id {gid!r}: "
+                          "none, no resources, or resources from several providers)")
+    out: dict[str, Any] = {"id": str(gid), "resources": resources}
+    for name in ("required_traits", "forbidden_traits"):
+        if traits := _get(group, name):
+            out[name] = sorted(traits)
+    member_of = [["in:" + ",".join(sorted(aggs))] for aggs in _get(group, "aggregates") or () if aggs]
+    if forbidden := _get(group, "forbidden_aggregates"):
+        member_of.append(["!in:" + ",".join(sorted(forbidden))])
+    if member_of:
+        out["member_of"] = member_of
+    if (in_tree := _get(group, "in_tree")) is not None:
+        out["in_tree"] = str(in_tree)
+    return out
+
+
+def _same_subtree(spec: objects.RequestSpec, out: dict[str, Any], rebuild: bool) -> None:
+    """request_level_params.same_subtree over the request groups Gantt places (a port's groups): each set's
+    providers in one subtree; a set naming any other group (the flavor's, all on the node) is refused."""
+    subtrees = _get(_get(spec, "request_level_params"), "same_subtree") or []
+    if not subtrees or rebuild:
+        return
+    ids = {g["id"] for g in out.get("request_groups", ())}
+    for subtree in subtrees:
+        if not set(subtree) <= ids:
+            raise Unsupported("request_level_params.same_subtree",
+                              f"{sorted(subtree)} names groups Gantt places on the node itself (the flavor's)")
+    out["same_subtree"] = [sorted(s) for s in subtrees]
 
 
 def _pci(requests: objects.InstancePCIRequests | None) -> list[dict[str, Any]]:
@@ -428,6 +468,9 @@ def _selection(selection: Selection, cell: str, default_az: str, groups: list[st
     if extra is not None:  # the PCI devices' providers (pci_in_placement)
         allocations.update(extra[0])
         mappings.update(extra[1])
+    for uuid, resources in selection.providers.items():  # the request groups' (requested_resources)
+        allocations[uuid] = {"resources": dict(resources)}
+    mappings.update(selection.mappings)
     allocation_request = {"allocations": allocations, "mappings": mappings}
     numa = selection.limits.get("numa_topology")
     limits: dict[str, Any] = {}

@@ -161,8 +161,10 @@ class Claims:
                 if key in replica._dirty:  # 503 until the follower has re-read the store
                     raise StoreUnavailable(f"{key[0]}/{key[1]}: an earlier commit went unanswered; resynchronizing")
                 expects[key] = Expect(key[0], key[1], replica.node_revisions.get(key, 0))
-                for part in allocation.extra:  # PCI devices on their providers (pci_in_placement)
+                for part in allocation.extra:  # PCI devices, request groups: on their providers
                     node = (part.host, part.nodename)
+                    if not table.within_capacity(node):  # a re-validation counts the parts' providers too
+                        raise ClaimConflict(f"{node[0]}/{node[1]} no longer has room", [node])
                     expects[node] = Expect(node[0], node[1], replica.node_revisions.get(node, 0))
                 if allocation.group:
                     group = group_node(allocation.group)

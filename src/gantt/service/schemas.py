@@ -193,6 +193,7 @@ class AllocationView(Struct, omit_defaults=True):
     consumer_type: str | None = None
     numa: list[NUMACellClaim] | None = None
     pci: list[PciTaken] = field(default_factory=list)  # PCI devices taken on the first node
+    mappings: dict[str, list[str]] = field(default_factory=dict)  # the request groups' providers, by group id
 
     @classmethod
     def of(cls, allocation: Allocation) -> AllocationView:

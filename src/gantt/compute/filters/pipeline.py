@@ -15,7 +15,7 @@ from gantt.compute.filters import (  # noqa: F401  isort: skip
 # (one usage mask, patched from the journal), then traits and aggregate membership; then Nova's request filters.
 # Each is cheap: a patched mask, or a static one cached per request class.
 ALWAYS_ON = (
-    "ResourceFilter", "TraitsFilter", "MemberOfFilter",
+    "ResourceFilter", "TraitsFilter", "MemberOfFilter", "RequestGroupsFilter",
     "AvailabilityZoneRequestFilter", "require_tenant_aggregate", "isolate_aggregates", "require_image_type_support",
     "transform_image_metadata", "compute_status_filter",
 )

@@ -10,7 +10,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from gantt.compute.filters.base import Filter, register
+from gantt.compute import groups
+from gantt.compute.filters.base import CapacityUnknown, Filter, register
 from gantt.compute.filters.hoststate import aggregate_keys
 from gantt.compute.journal import Rows
 from gantt.compute.request import RequestContext
@@ -224,3 +225,24 @@ class MemberOfFilter(_PlacementQuery):
         wanted = [aggregate_keys(table, refs) for refs in required]
         banned = aggregate_keys(table, forbidden)
         return lambda aggs: all(aggs & keys for keys in wanted) and not (aggs & banned)
+
+
+@register
+class RequestGroupsFilter(Filter):
+    """The request's groups (``request_groups``: Nova's device profiles' and ports' ``requested_resources``): the
+    node's child providers take every group now, as Placement's allocation candidates over its tree would
+    (``gantt.compute.groups``)."""
+
+    name = "RequestGroupsFilter"
+    always_on = True
+
+    def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if ctx.groups is None:
+            return None
+        return groups.candidates(table, ctx.groups)
+
+    def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
+        if ctx.groups is None:
+            return None
+        raise CapacityUnknown(self.name, "places each instance's groups on the child providers the claims before "
+                                         "it left, which it does not count in advance")

@@ -183,6 +183,11 @@ class Intake:
         child = report.provider is not None and report.provider.parent_provider_uuid is not None
         if child and report.provider is not None:
             self._ledger.child_providers[report.provider.uuid] = key
+            p = report.provider
+            place = (key, p.parent_provider_uuid or "", p.root_provider_uuid or p.parent_provider_uuid or "")
+            if self._ledger.child_tree.get(p.uuid) != place:  # a new child, or moved: the trees are static state
+                self._ledger.child_tree[p.uuid] = place
+                static = True
         if bool(columns.cols["child"][row]) != child:
             columns.cols["child"][row] = child
             static = True

@@ -66,6 +66,8 @@ class Ledger:
         self._allocations: dict[str, Allocation] = {}
         # Child providers' nodes by uuid (the intake keeps it): a pci_in_placement claim's devices are held there
         self.child_providers: dict[str, NodeKey] = {}
+        # ... and where each sits: (its node, parent uuid, root uuid), for request groups (gantt.compute.groups)
+        self.child_tree: dict[str, tuple[NodeKey, str, str]] = {}
         # consumer -> when this table first held its allocation, on the table's clock: a claim's age for
         # claim_timeout. Not ``created_at``, the claiming server's wall clock, which another server's may be behind
         # or ahead of, and which steps; an allocation loaded from a snapshot is as old as the load (the safe side:
@@ -192,6 +194,10 @@ class Ledger:
         missing = self.fits(row, resources, limits)
         if missing is not None:
             raise ClaimRejected(f"{key} has no room for {missing}")
+        for part in allocation.extra:  # the request groups' providers the caller chose (gantt.compute.groups)
+            part_row = self._columns.row_of.get((part.host, part.nodename))
+            if part_row is None or self.fits(part_row, part.resources) is not None:
+                raise ClaimRejected(f"{key}: provider {part.host}/{part.nodename} has no room for {part.resources}")
         affinity = None
         if allocation.numa:
             cells = self._columns.numa[row]
@@ -206,7 +212,7 @@ class Ledger:
                 raise ClaimRejected(f"{key} has no room for the PCI devices asked")
             allocation.pci = [PciTaken(pool=dict(pool), count=count) for pool, count in taken]
             if pci_parts:
-                allocation.extra = self._pci_parts(key, pci, taken)
+                allocation.extra = [*allocation.extra, *self._pci_parts(key, pci, taken)]
         return row
 
     def _pci_parts(self, key: NodeKey, pci: Sequence[PciRequest], taken: list[tuple[Pool, int]]

@@ -316,6 +316,9 @@ class HostTable:
         pools: tuple[Pool, ...] = values[codes[row]]
         return pools
 
+    def provider_tree(self) -> Mapping[str, tuple[NodeKey, str, str]]:
+        return self._ledger.child_tree  # child providers by uuid: (their node, parent uuid, root uuid)
+
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
 

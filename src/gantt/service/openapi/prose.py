@@ -345,7 +345,18 @@ PROPERTIES: dict[str, dict[str, str]] = {
                             "null: [filter_scheduler] pci_in_placement",
         "network_metadata": "The instance's networks (Nova's network_metadata): a NUMA guest lands on host cells "
                             "with NIC affinity to them (NUMATopologyFilter)",
+        "request_groups": "Request groups (Nova's requested_resources: device profiles', ports'), each taken from "
+                          "one child provider of the chosen node's tree and claimed there in the same commit",
+        "group_policy": "isolate: every request group on a provider of its own; none (default: the flavor's "
+                        "group_policy extra spec): groups may share one",
+        "same_subtree": "Sets of request group ids whose providers lie in one subtree",
     },
+    "RequestGroupSpec": {"id": "The group's name in the answer's mappings (Nova's requester_id)",
+                         "resources": "Amounts by resource class, all from one provider",
+                         "required_traits": "Traits that provider must have",
+                         "forbidden_traits": "Traits it may not have",
+                         "member_of": "Aggregate UUIDs it must be in, as the request's member_of",
+                         "in_tree": "A provider uuid: the group's provider is in that provider's tree"},
     "PciRequestSpec": {"spec": "Device specs, any of which a pool may match: each key's value must equal the "
                                "pool's (without case; null: the pool lacks the key), e.g. physical_network, "
                                "remote_managed, dev_type, trusted",
@@ -403,7 +414,8 @@ PROPERTIES: dict[str, dict[str, str]] = {
                        "extra": "Its parts on further nodes (a Placement allocation across providers)",
                        "consumer_generation": "Placement's consumer generation (written through /placement)",
                        "consumer_type": "Placement's consumer type (1.38); absent: none given",
-                       "numa": "The NUMA cells, pinned CPUs and pages the claim holds on its node"},
+                       "numa": "The NUMA cells, pinned CPUs and pages the claim holds on its node",
+                       "mappings": "The request groups' providers (uuids in `extra`), by group id"},
     "NUMACellClaim": {"cell": "The host NUMA cell's id", "memory_mb": "Memory taken, MiB",
                       "cpus": "Shared vCPUs placed on the cell", "pinned_cpus": "Host CPUs pinned",
                       "pagesize_kb": "The page size the memory comes in; absent: the cell's smallest"},
@@ -418,6 +430,9 @@ PROPERTIES: dict[str, dict[str, str]] = {
                   "limits": "Nova's limits: capacity after overcommit, by resource; `numa_topology` on a node "
                             "NUMATopologyFilter passed for a NUMA guest",
                   "consumer_uuid": "The consumer claimed for (first entry only)",
+                  "providers": "The request groups' amounts on the node's child providers, by provider uuid "
+                               "(held by the claim; an alternate's: what a claim there would hold now)",
+                  "mappings": "Each request group's provider (uuid), by group id, as Placement's mappings",
                   "weight": "The node's weight when it was chosen"},
     "Candidates": {"candidates": "Nodes that pass every filter, best first",
                    "explanation": "How many nodes each filter removed"},

@@ -1,0 +1,256 @@
+"""Request groups on a node's provider tree: Nova's ``requested_resources`` (a Cyborg device profile's groups, a QoS
+port's) as Placement's allocation candidates place them, decided and claimed by Gantt in one commit.
+
+Each group takes all its resources from ONE provider below the chosen node (a child provider of its tree: the
+FPGA, the NIC's bandwidth provider), which carries the group's required traits, none of its forbidden ones and is
+in an aggregate of every ``member_of`` entry. ``group_policy=isolate`` puts every group on a provider of its own;
+``same_subtree`` keeps the providers of the groups it names in one subtree. Groups that share a provider must fit
+there together (their sum within capacity and ``max_unit``), as Placement's combination step checks.
+
+Three uses: ``RequestGroupsFilter`` keeps the nodes whose tree can take every group now (a vectorized reduction per
+group, then the exact assignment only when several groups could compete); the claim takes the first assignment
+(``assign``) and holds its parts on the child providers in the node's commit; an alternate's Selection shows the
+assignment a claim there would take now. A group is never satisfied by the node's own (root) provider: what the
+flavor asks is there, and Nova's outside groups ask for what lives on child providers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gantt.compute.state.table import HostTable
+from gantt.model import AllocationPart
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """One request group, parsed: each ``member_of`` entry is "in any of these" (aggregate ids or uuids)."""
+
+    id: str
+    resources: tuple[tuple[str, int], ...]
+    required: frozenset[str]
+    forbidden: frozenset[str]
+    member_of: tuple[frozenset[str], ...]
+    forbidden_aggregates: frozenset[str]
+    in_tree: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Groups:
+    groups: tuple[Group, ...]
+    isolate: bool
+    same_subtree: tuple[frozenset[str], ...]
+
+    @property
+    def exact_needed(self) -> bool:
+        """Whether a tree that has a provider for each group alone may still fail them together."""
+        return len(self.groups) > 1
+
+
+# ------------------------------------------------------------------------------------------------ the trees
+
+
+@dataclass(frozen=True, slots=True)
+class Trees:
+    """The table's provider trees by row: each child row's root row (-1: not a child, or its root has no row),
+    each root row's child rows in row order, each child row's parent row."""
+
+    root_of: np.ndarray
+    children: dict[int, list[int]]
+    parent: dict[int, int]
+
+
+def trees(table: HostTable) -> Trees:
+    """The trees as the child providers' reports last placed them (rebuilt when the table's static state moves:
+    a new row, a provider given another parent)."""
+
+    def build() -> Trees:
+        n = table.n
+        placed = table.provider_tree()
+        uuids = table.node_uuids
+        by_uuid = {uuids[row]: row for row in range(n) if uuids[row]}
+        root_of = np.full(n, -1, dtype=np.int64)
+        children: dict[int, list[int]] = {}
+        parent: dict[int, int] = {}
+        for key, parent_uuid, root_uuid in placed.values():
+            row, root = table.row_of(key), by_uuid.get(root_uuid)
+            if row is None or root is None or row >= n or root == row:
+                continue
+            root_of[row] = root
+            children.setdefault(root, []).append(row)
+            parent[row] = by_uuid.get(parent_uuid, root)
+        for rows in children.values():
+            rows.sort()
+        return Trees(root_of, children, parent)
+
+    return table.static_cache(("provider_trees",), build)
+
+
+# ------------------------------------------------------------------------------------------ one provider
+
+
+def _aggregate_keys(table: HostTable, refs: frozenset[str]) -> frozenset[str]:
+    return frozenset(agg.key for agg in table.aggregates() if agg.key in refs or agg.uuid in refs)
+
+
+def _where(table: HostTable, group: Group) -> np.ndarray:
+    """Per row: a provider that alone can take ``group`` now (room within units and step, traits, aggregates)."""
+    n = table.n
+    ok = np.ones(n, dtype=np.bool_)
+    rc = table.rc
+    for name, amount in group.resources:
+        j = table.rc_index.get(name)
+        if j is None:
+            return np.zeros(n, dtype=np.bool_)
+        step = rc["step_size"][:n, j]
+        ok &= table.has_inventory[:n, j] & (rc["free"][:n, j] >= amount - 1e-9) \
+            & (rc["max_unit"][:n, j] >= amount) & (rc["min_unit"][:n, j] <= amount) \
+            & (step > 0) & (np.fmod(amount, np.maximum(step, 1)) == 0)
+    if group.required or group.forbidden:
+        ok &= table.factor("traits").map(lambda t: group.required <= t and not (group.forbidden & t))[:n]
+    if group.member_of or group.forbidden_aggregates:
+        wanted = [_aggregate_keys(table, refs) for refs in group.member_of]
+        banned = _aggregate_keys(table, group.forbidden_aggregates)
+        ok &= table.factor("aggregates").map(lambda a: all(a & k for k in wanted) and not (a & banned))[:n]
+    return ok
+
+
+def candidates(table: HostTable, groups: Groups) -> np.ndarray:
+    """Per row: a root whose tree can take every group now."""
+    n = table.n
+    tree = trees(table)
+    out = np.ones(n, dtype=np.bool_)
+    for group in groups.groups:
+        served = _where(table, group) & (tree.root_of[:n] >= 0)
+        if group.in_tree is not None:
+            served &= _in_tree(table, tree, group.in_tree)
+        has = np.zeros(n, dtype=np.bool_)
+        has[tree.root_of[:n][served]] = True
+        out &= has
+    if groups.exact_needed or groups.same_subtree:
+        for row in np.flatnonzero(out).tolist():
+            out[row] = assign(table, row, groups) is not None
+    return out
+
+
+def _in_tree(table: HostTable, tree: Trees, uuid: str) -> np.ndarray:
+    """The rows of the tree ``uuid`` (a root or a child provider) is in."""
+    n = table.n
+    uuids = table.node_uuids
+    row = next((r for r in range(n) if uuids[r] == uuid), None)
+    if row is None:
+        return np.zeros(n, dtype=np.bool_)
+    root = int(tree.root_of[row]) if tree.root_of[row] >= 0 else row
+    in_tree: np.ndarray = tree.root_of[:n] == root
+    return in_tree
+
+
+# ------------------------------------------------------------------------------------------- assignment
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Where each group lands: ``rows[i]`` is group i's provider row; ``parts`` what the claim holds on each
+    provider (the groups on it summed), ``mappings`` each group's provider uuid (Placement's answer shape)."""
+
+    rows: tuple[int, ...]
+    parts: list[AllocationPart]
+    mappings: dict[str, list[str]]
+    providers: dict[str, dict[str, int]]
+
+
+def assign(table: HostTable, row: int, groups: Groups) -> Assignment | None:
+    """The first way (providers in row order) node ``row``'s tree takes every group now, or None. Call under the
+    table lock when the answer is claimed."""
+    tree = trees(table)
+    kids = tree.children.get(row, [])
+    options: list[list[int]] = []
+    for group in groups.groups:
+        mine = [k for k in kids if _serves(table, tree, k, group)]
+        if not mine:
+            return None
+        options.append(mine)
+    for rows in _choices(table, groups, options, [], {}):
+        if _subtrees_hold(tree, groups, rows):
+            return _assignment(table, groups, tuple(rows))
+    return None
+
+
+def _serves(table: HostTable, tree: Trees, row: int, group: Group) -> bool:
+    if table.fits(row, dict(group.resources)) is not None:
+        return False
+    traits = table.node_traits(row)
+    if not group.required <= traits or group.forbidden & traits:
+        return False
+    if group.member_of or group.forbidden_aggregates:
+        keys = {agg.key for agg in table.node_aggregates(row)}
+        if any(not keys & _aggregate_keys(table, refs) for refs in group.member_of) \
+                or keys & _aggregate_keys(table, group.forbidden_aggregates):
+            return False
+    if group.in_tree is not None:
+        uuids = table.node_uuids
+        tree_root = int(tree.root_of[row])
+        if uuids[tree_root] != group.in_tree and not any(uuids[k] == group.in_tree for k in tree.children[tree_root]):
+            return False
+    return True
+
+
+def _choices(table: HostTable, groups: Groups, options: list[list[int]], chosen: list[int],
+             taken: dict[int, dict[str, int]]) -> Iterator[list[int]]:
+    """Every assignment of the remaining groups (depth first, providers in row order) that fits together."""
+    i = len(chosen)
+    if i == len(options):
+        yield list(chosen)
+        return
+    for row in options[i]:
+        if groups.isolate and row in chosen:
+            continue
+        held = dict(taken.get(row, {}))
+        for rc, amount in groups.groups[i].resources:
+            held[rc] = held.get(rc, 0) + amount
+        if row in taken and table.fits(row, held) is not None:
+            continue  # the groups already there and this one do not fit together
+        before = taken.get(row)
+        taken[row] = held
+        chosen.append(row)
+        yield from _choices(table, groups, options, chosen, taken)
+        chosen.pop()
+        if before is None:
+            del taken[row]
+        else:
+            taken[row] = before
+
+
+def _subtrees_hold(tree: Trees, groups: Groups, rows: Sequence[int]) -> bool:
+    """``same_subtree``: the providers of each named set of groups lie in the subtree of one of them."""
+    by_id = {g.id: r for g, r in zip(groups.groups, rows, strict=True)}
+    for subtree in groups.same_subtree:
+        members = {by_id[g] for g in subtree if g in by_id}
+        if len(members) > 1 and not any(all(_under(tree, m, top) for m in members) for top in members):
+            return False
+    return True
+
+
+def _under(tree: Trees, row: int, top: int) -> bool:
+    while row != top:
+        if row not in tree.parent:
+            return False
+        row = tree.parent[row]
+    return True
+
+
+def _assignment(table: HostTable, groups: Groups, rows: tuple[int, ...]) -> Assignment:
+    held: dict[int, dict[str, int]] = {}
+    mappings: dict[str, list[str]] = {}
+    uuids = table.node_uuids
+    for group, row in zip(groups.groups, rows, strict=True):
+        mine = held.setdefault(row, {})
+        for rc, amount in group.resources:
+            mine[rc] = mine.get(rc, 0) + amount
+        mappings[group.id] = [str(uuids[row])]
+    parts = [AllocationPart(host=table.host_names[r], nodename=table.node_names[r], resources=dict(res))
+             for r, res in held.items()]
+    return Assignment(rows, parts, mappings, {str(uuids[r]): dict(res) for r, res in held.items()})
