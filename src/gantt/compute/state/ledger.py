@@ -80,6 +80,9 @@ class Ledger:
         self._group_allocations: dict[str, set[str]] = {}
         self.expired_claims = 0
         self.settled_claims = 0  # claims on nodes that never list instances, left to the reports after the timeout
+        # Unconfirmed allocations whose NUMA cells and PCI devices their node's report shows already
+        # (``confirm_shown`` on a node whose usage is its allocations): those parts no longer count on top of it
+        self._shown: set[str] = set()
 
     # ------------------------------------------------------------------------------------------- reading
 
@@ -382,12 +385,14 @@ class Ledger:
                 holders.discard(consumer_uuid)
                 if not holders:
                     del self._node_allocations[key]  # an empty set per node that ever held a claim adds up at scale
+        shown = consumer_uuid in self._shown
+        self._shown.discard(consumer_uuid)
         row = self._columns.row_of.get((alloc.host, alloc.nodename))
         if row is not None:
             self._instances.unplace(row, alloc.host, consumer_uuid)
             if not alloc.confirmed:
-                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
-                if alloc.numa:
+                self._add_inflight(row, alloc.resources, -1, pci=None if shown else alloc.pci)
+                if alloc.numa and not shown:
                     self.count_numa(row, (alloc.host, alloc.nodename))
         for part in alloc.extra:
             row = self._columns.row_of.get((part.host, part.nodename))
@@ -400,7 +405,8 @@ class Ledger:
         claims = []
         for consumer in self._node_allocations.get(key, ()):
             alloc = self._allocations[consumer]
-            if alloc.numa and not alloc.confirmed and (alloc.host, alloc.nodename) == key:
+            if alloc.numa and not alloc.confirmed and (alloc.host, alloc.nodename) == key \
+                    and consumer not in self._shown:
                 claims.extend(alloc.numa)
         self._columns.count_numa_claims(row, claims)
         self._touched(row)
@@ -434,6 +440,7 @@ class Ledger:
                 self._add_inflight(row, alloc.on(key), +1, instance=False)
                 continue
             self._instances.add(row, (consumer,))
+            self._shown.discard(consumer)  # the new row's report has not been seen to show it
             if not alloc.confirmed:
                 self._add_inflight(row, alloc.resources, +1, pci=alloc.pci)
         self.count_numa(row, key)
@@ -454,10 +461,7 @@ class Ledger:
             if alloc.confirmed or (alloc.host, alloc.nodename) != key:
                 continue
             if alloc.listed_as in reported:
-                alloc.confirmed = True  # the report's topology has its cells and CPUs now
-                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
-                if alloc.numa:
-                    self.count_numa(row, key)
+                self._confirm(row, key, alloc)  # the report's topology has its cells and CPUs now
             elif alloc.created_at and now - self._seen.get(consumer, now) > self.claim_timeout \
                     and not held_until_released(alloc):
                 log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
@@ -485,8 +489,49 @@ class Ledger:
             if (alloc.host, alloc.nodename) != key:
                 continue
             if not alloc.confirmed and alloc.created_at and now - self._seen.get(consumer, now) > self.claim_timeout:
-                alloc.confirmed = True
-                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
-                if alloc.numa:
-                    self.count_numa(row, key)
+                self._confirm(row, key, alloc)
                 self.settled_claims += 1
+
+    def _confirm(self, row: int, key: NodeKey, alloc: Allocation) -> None:
+        """The node's report counts the allocation now: nothing of it counts in flight any more."""
+        alloc.confirmed = True
+        shown = alloc.consumer_uuid in self._shown
+        self._shown.discard(alloc.consumer_uuid)
+        self._add_inflight(row, alloc.resources, -1, pci=None if shown else alloc.pci)
+        if alloc.numa and not shown:
+            self.count_numa(row, key)
+
+    def confirm_shown(self, host: str, consumers: Collection[str], *, dry: bool = False
+                      ) -> dict[NodeKey, list[str]]:
+        """The nodes of ``host`` show these consumers' allocations in their reports, which list no instances (the
+        caller knows: Nova's instance info listed them after the compute applied their claims, and the nodes'
+        rows were read since). On a node that reports its usage they are confirmed, as a listing report confirms
+        them; on one whose usage is its allocations (Placement set its inventories) their resources keep
+        counting, as Placement counts them, and only their NUMA cells and PCI devices stop counting on top of the
+        report's topology and pools. Returns the consumers that changed, by node; ``dry``: those that would (an
+        allocation elsewhere, confirmed or shown already, or with nothing the report could show is left alone)."""
+        wanted: dict[NodeKey, list[str]] = {}
+        for consumer in dict.fromkeys(consumers):
+            alloc = self._allocations.get(consumer)
+            if alloc is None or alloc.host != host or alloc.confirmed or consumer in self._shown:
+                continue
+            key = (alloc.host, alloc.nodename)
+            row = self._columns.row_of.get(key)
+            if row is not None and (self._columns.reports_usage[row] or alloc.numa or alloc.pci):
+                wanted.setdefault(key, []).append(consumer)
+        if not dry:
+            for key, held in wanted.items():
+                for consumer in held:
+                    self._show(self._columns.row_of[key], key, self._allocations[consumer])
+        return wanted
+
+    def _show(self, row: int, key: NodeKey, alloc: Allocation) -> None:
+        if self._columns.reports_usage[row]:
+            self._confirm(row, key, alloc)
+            return
+        self._shown.add(alloc.consumer_uuid)
+        if alloc.pci:
+            self._columns.add_pci_inflight(row, ((tuple(sorted(t.pool.items())), t.count) for t in alloc.pci), -1)
+            self._touched(row)
+        if alloc.numa:
+            self.count_numa(row, key)
