@@ -2,11 +2,13 @@
 
 Accounting (design §1): per node and resource class ``used = reported + in flight``. An allocation counts in
 flight (the ``inflight`` columns) until it is *confirmed*: its node's report lists its consumer, or, on a node that
-never lists instances, ``claim_timeout`` has passed (the report alone counts it from then on). A scheduler claim
-that a listing node leaves unlisted past ``claim_timeout`` is released (the build never happened). Any other
-allocation (written through the Placement face, or a move's migration hold: ``held_until_released``) ends only
-by a release or a rewrite, as in Placement: on a listing node it counts on top of the report for as long as the
-node does not list its consumer.
+never lists instances, ``claim_timeout`` has passed (the report alone counts it from then on) or a caller that
+knows the report shows it says so (``confirm_shown``: Nova's seam, once instance info listed it and the node's row
+was read since; on a node whose usage is its allocations, only its NUMA cells and PCI devices stop counting). A
+scheduler claim that a listing node leaves unlisted past ``claim_timeout`` is released (the build never happened).
+Any other allocation (written through the Placement face, or a move's migration hold: ``held_until_released``)
+ends only by a release or a rewrite, as in Placement: on a listing node it counts on top of the report for as long
+as the node does not list its consumer.
 
 Claims are compare-and-sets under the table's lock: the node still exists and still has room. A move (design §6)
 books the destination for the instance and keeps the source held under the migration's UUID until confirm or
