@@ -152,3 +152,23 @@ def test_on_a_node_accounted_by_its_allocations_only_the_cells_and_devices_stop_
     replica.select_destinations(request(vcpus=1, memory_mb=512, root_gb=1, instance_uuids=["c"]))
     with pytest.raises(NoValidHost):
         replica.select_destinations(pinned(1, "d"))
+
+
+def test_a_move_from_a_node_that_shows_its_guest_holds_the_source_once(replica: Replica) -> None:
+    """An evacuation or a cold migration: the source's row keeps the instance's device (and CPUs) until the move is
+    confirmed, so the migration's hold on the source is shown by it as the instance's allocation was. Counted on
+    top, the source's one VF was held twice and no claim touching that node (the move's own batch) committed."""
+    replica.update_resource_stats("h", cell_row(vfs=1))
+    replica.update_resource_stats("g", cell_row(vfs=1))
+    [[first, *_]] = replica.select_destinations({**with_vf("a"), "force_hosts": ["h"]})
+    assert first.host == "h"
+    replica.update_resource_stats("h", cell_row(vfs=0, vcpus_used=1))
+    replica.table.confirm_shown("h", ["a"])
+    [[dest, *_]] = replica.select_destinations({**with_vf("a"), "migration_uuid": "m", "ignore_hosts": ["h"]})
+    assert dest.host == "g"
+    hold = replica.table.allocation("m")
+    assert hold is not None and hold.host == "h" and hold.confirmed
+    assert replica.table.within_capacity(KEY)
+    replica.select_destinations({**pinned(2, "b"), "force_hosts": ["h"]})  # h still takes a claim
+    with pytest.raises(NoValidHost):  # g's one VF is the moved instance's, in flight until g shows it
+        replica.select_destinations(with_vf("c"))

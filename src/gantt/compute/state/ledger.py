@@ -284,8 +284,11 @@ class Ledger:
             row = self._row_with_room(key, allocation.resources, limits, allocation, pci, pci_parts)
             held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
                                            instance_uuid=source.consumer_uuid, confirmed=False)
+            shown = self._is_shown(source)
             self._drop(source.consumer_uuid)
             self._place_recorded(held)
+            if shown:
+                self._still_shown(held)
             self._insert(row, key, allocation)
             self._changed("allocation", allocation)
             self._changed("allocation", held)
@@ -297,10 +300,14 @@ class Ledger:
             if self._allocations.get(allocation.consumer_uuid) is not allocation:
                 return False
             self._drop(allocation.consumer_uuid)
+            shown = False
             if self._allocations.get(held.consumer_uuid) is held:
+                shown = self._is_shown(held)
                 self._drop(held.consumer_uuid)
             source.confirmed = False  # derived again on insertion
             self._place_recorded(source)
+            if shown:
+                self._still_shown(source)
             self._changed("allocation", source)
             return True
 
@@ -526,6 +533,21 @@ class Ledger:
                 for consumer in held:
                     self._show(self._columns.row_of[key], key, self._allocations[consumer])
         return wanted
+
+    def _is_shown(self, alloc: Allocation) -> bool:
+        """Whether the node's report counts the allocation (wholly, or its NUMA cells and PCI devices)."""
+        return alloc.confirmed or alloc.consumer_uuid in self._shown
+
+    def _still_shown(self, alloc: Allocation) -> None:
+        """``alloc`` holds what an allocation its node's report counted held there (a move's hold on its source,
+        a failed move's source given back): the report still counts it, on a node whose reports list no instances
+        (a listing node's list decides): a cell's row keeps a moving instance's usage on its source until the
+        move is confirmed. Counted on top, the source's NUMA cells or PCI devices would be held twice, and no claim
+        on that node could commit."""
+        key = (alloc.host, alloc.nodename)
+        row = self._columns.row_of.get(key)
+        if row is not None and not self._is_shown(alloc) and not self._columns.reports_instances[row]:
+            self._show(row, key, alloc)
 
     def _show(self, row: int, key: NodeKey, alloc: Allocation) -> None:
         if self._columns.reports_usage[row]:
