@@ -60,10 +60,10 @@ def _read_nodes(reader: cells.CellReader, context: Any, keys: set[cells.NodeKey]
     holds the others as read). Returns the nodes read. The caller holds the reader's lock."""
     wanted: dict[str, dict[str, cells.NodeKey]] = {}
     for uuid, view in reader.cells.items():
-        for key in keys & view.nodes.keys():
-            node_uuid = view.nodes[key].stats.uuid
-            if node_uuid and key[0] in view.services:
-                wanted.setdefault(uuid, {})[node_uuid] = key
+        for asked in keys & view.nodes.keys():
+            node_uuid = view.nodes[asked].stats.uuid
+            if node_uuid and asked[0] in view.services:
+                wanted.setdefault(uuid, {})[node_uuid] = asked
     if not wanted:
         return set()
     mappings = [cm for cm in reader.mappings(context) if cm.uuid in wanted]
