@@ -41,11 +41,10 @@ log = logging.getLogger(__name__)
 def confirm_listed(reader: cells.CellReader, context: Any, host: str, uuids: list[str]) -> int:
     """``update_instance_info`` listed ``uuids`` on ``host``: read the nodes their claims are on, then confirm the
     claims there. Returns how many were confirmed."""
-    table = reader.replica.table
-    if not table.confirm_shown(host, uuids, dry=True):  # most casts: nothing counted on top of a row
+    if not reader.replica.table.confirm_shown(host, uuids, dry=True):  # most casts: nothing counted on top
         return 0
     with reader._lock:  # no pass that read before the cast writes after the confirmation
-        wanted = table.confirm_shown(host, uuids, dry=True)
+        wanted = reader.replica.table.confirm_shown(host, uuids, dry=True)
         read = _read_nodes(reader, context, set(wanted))
         consumers = [consumer for key in read if key in wanted for consumer in wanted[key]]
         done = reader.replica.table.confirm_shown(host, consumers) if consumers else {}
