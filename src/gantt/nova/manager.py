@@ -30,7 +30,7 @@ from nova.scheduler import utils as scheduler_utils
 from gantt.compute.pci import take
 from gantt.model import GanttError, NotFound, Selection
 from gantt.model import NoValidHost as GanttNoValidHost
-from gantt.nova import cells, conf, instances, prefilters, refusal, translate
+from gantt.nova import cells, conf, confirm, instances, prefilters, refusal, translate
 from gantt.replication.replica import Replica
 
 CONF = nova.conf.CONF
@@ -340,7 +340,12 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
 
     def update_instance_info(self, context: Any, host_name: str, instance_info: Any) -> None:
         many = instance_info.objects if isinstance(instance_info, objects.InstanceList) else [instance_info]
-        self._instances(self.replica.update_instance_info, host_name, [str(i.uuid) for i in many])
+        uuids = [str(i.uuid) for i in many]
+        self._instances(self.replica.update_instance_info, host_name, uuids)
+        try:  # the compute has applied these claims to its node's row: a read from now on shows them
+            confirm.confirm_listed(self.reader, nova_context.get_admin_context(), host_name, uuids)
+        except Exception:  # the claims stay counted on top of the row (safe) until claim_timeout
+            log.exception("instance info from %s: its claims could not be confirmed", host_name)
 
     def delete_instance_info(self, context: Any, host_name: str, instance_uuid: str) -> None:
         """The instance left the host (deleted, shelved, or the source of a finished move). Its Gantt claim on that

@@ -2,11 +2,13 @@
 
 Accounting (design §1): per node and resource class ``used = reported + in flight``. An allocation counts in
 flight (the ``inflight`` columns) until it is *confirmed*: its node's report lists its consumer, or, on a node that
-never lists instances, ``claim_timeout`` has passed (the report alone counts it from then on). A scheduler claim
-that a listing node leaves unlisted past ``claim_timeout`` is released (the build never happened). Any other
-allocation (written through the Placement face, or a move's migration hold: ``held_until_released``) ends only
-by a release or a rewrite, as in Placement: on a listing node it counts on top of the report for as long as the
-node does not list its consumer.
+never lists instances, ``claim_timeout`` has passed (the report alone counts it from then on) or a caller that
+knows the report shows it says so (``confirm_shown``: Nova's seam, once instance info listed it and the node's row
+was read since; on a node whose usage is its allocations, only its NUMA cells and PCI devices stop counting). A
+scheduler claim that a listing node leaves unlisted past ``claim_timeout`` is released (the build never happened).
+Any other allocation (written through the Placement face, or a move's migration hold: ``held_until_released``)
+ends only by a release or a rewrite, as in Placement: on a listing node it counts on top of the report for as long
+as the node does not list its consumer.
 
 Claims are compare-and-sets under the table's lock: the node still exists and still has room. A move (design §6)
 books the destination for the instance and keeps the source held under the migration's UUID until confirm or
@@ -82,6 +84,9 @@ class Ledger:
         self._group_allocations: dict[str, set[str]] = {}
         self.expired_claims = 0
         self.settled_claims = 0  # claims on nodes that never list instances, left to the reports after the timeout
+        # Unconfirmed allocations whose NUMA cells and PCI devices their node's report shows already
+        # (``confirm_shown`` on a node whose usage is its allocations): those parts no longer count on top of it
+        self._shown: set[str] = set()
 
     # ------------------------------------------------------------------------------------------- reading
 
@@ -285,8 +290,11 @@ class Ledger:
             row = self._row_with_room(key, allocation.resources, limits, allocation, pci, pci_parts)
             held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
                                            instance_uuid=source.consumer_uuid, confirmed=False)
+            shown = self._is_shown(source)
             self._drop(source.consumer_uuid)
             self._place_recorded(held)
+            if shown:
+                self._still_shown(held)
             self._insert(row, key, allocation)
             self._changed("allocation", allocation)
             self._changed("allocation", held)
@@ -298,10 +306,14 @@ class Ledger:
             if self._allocations.get(allocation.consumer_uuid) is not allocation:
                 return False
             self._drop(allocation.consumer_uuid)
+            shown = False
             if self._allocations.get(held.consumer_uuid) is held:
+                shown = self._is_shown(held)
                 self._drop(held.consumer_uuid)
             source.confirmed = False  # derived again on insertion
             self._place_recorded(source)
+            if shown:
+                self._still_shown(source)
             self._changed("allocation", source)
             return True
 
@@ -388,12 +400,14 @@ class Ledger:
                 holders.discard(consumer_uuid)
                 if not holders:
                     del self._node_allocations[key]  # an empty set per node that ever held a claim adds up at scale
+        shown = consumer_uuid in self._shown
+        self._shown.discard(consumer_uuid)
         row = self._columns.row_of.get((alloc.host, alloc.nodename))
         if row is not None:
             self._instances.unplace(row, alloc.host, consumer_uuid)
             if not alloc.confirmed:
-                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
-                if alloc.numa:
+                self._add_inflight(row, alloc.resources, -1, pci=None if shown else alloc.pci)
+                if alloc.numa and not shown:
                     self.count_numa(row, (alloc.host, alloc.nodename))
         for part in alloc.extra:
             row = self._columns.row_of.get((part.host, part.nodename))
@@ -406,7 +420,8 @@ class Ledger:
         claims = []
         for consumer in self._node_allocations.get(key, ()):
             alloc = self._allocations[consumer]
-            if alloc.numa and not alloc.confirmed and (alloc.host, alloc.nodename) == key:
+            if alloc.numa and not alloc.confirmed and (alloc.host, alloc.nodename) == key \
+                    and consumer not in self._shown:
                 claims.extend(alloc.numa)
         self._columns.count_numa_claims(row, claims)
         self._touched(row)
@@ -440,6 +455,7 @@ class Ledger:
                 self._add_inflight(row, alloc.on(key), +1, instance=False)
                 continue
             self._instances.add(row, (consumer,))
+            self._shown.discard(consumer)  # the new row's report has not been seen to show it
             if not alloc.confirmed:
                 self._add_inflight(row, alloc.resources, +1, pci=alloc.pci)
         self.count_numa(row, key)
@@ -460,10 +476,7 @@ class Ledger:
             if alloc.confirmed or (alloc.host, alloc.nodename) != key:
                 continue
             if alloc.listed_as in reported:
-                alloc.confirmed = True  # the report's topology has its cells and CPUs now
-                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
-                if alloc.numa:
-                    self.count_numa(row, key)
+                self._confirm(row, key, alloc)  # the report's topology has its cells and CPUs now
             elif alloc.created_at and now - self._seen.get(consumer, now) > self.claim_timeout \
                     and not held_until_released(alloc):
                 log.warning("claim of %s on %s/%s unconfirmed after %.0f s: released",
@@ -491,8 +504,64 @@ class Ledger:
             if (alloc.host, alloc.nodename) != key:
                 continue
             if not alloc.confirmed and alloc.created_at and now - self._seen.get(consumer, now) > self.claim_timeout:
-                alloc.confirmed = True
-                self._add_inflight(row, alloc.resources, -1, pci=alloc.pci)
-                if alloc.numa:
-                    self.count_numa(row, key)
+                self._confirm(row, key, alloc)
                 self.settled_claims += 1
+
+    def _confirm(self, row: int, key: NodeKey, alloc: Allocation) -> None:
+        """The node's report counts the allocation now: nothing of it counts in flight any more."""
+        alloc.confirmed = True
+        shown = alloc.consumer_uuid in self._shown
+        self._shown.discard(alloc.consumer_uuid)
+        self._add_inflight(row, alloc.resources, -1, pci=None if shown else alloc.pci)
+        if alloc.numa and not shown:
+            self.count_numa(row, key)
+
+    def confirm_shown(self, host: str, consumers: Collection[str], *, dry: bool = False
+                      ) -> dict[NodeKey, list[str]]:
+        """The nodes of ``host`` show these consumers' allocations in their reports, which list no instances (the
+        caller knows: Nova's instance info listed them after the compute applied their claims, and the nodes'
+        rows were read since). On a node that reports its usage they are confirmed, as a listing report confirms
+        them; on one whose usage is its allocations (Placement set its inventories) their resources keep
+        counting, as Placement counts them, and only their NUMA cells and PCI devices stop counting on top of the
+        report's topology and pools. Returns the consumers that changed, by node; ``dry``: those that would (an
+        allocation elsewhere, confirmed or shown already, or with nothing the report could show is left alone)."""
+        wanted: dict[NodeKey, list[str]] = {}
+        for consumer in dict.fromkeys(consumers):
+            alloc = self._allocations.get(consumer)
+            if alloc is None or alloc.host != host or alloc.confirmed or consumer in self._shown:
+                continue
+            key = (alloc.host, alloc.nodename)
+            row = self._columns.row_of.get(key)
+            if row is not None and (self._columns.reports_usage[row] or alloc.numa or alloc.pci):
+                wanted.setdefault(key, []).append(consumer)
+        if not dry:
+            for key, held in wanted.items():
+                for consumer in held:
+                    self._show(self._columns.row_of[key], key, self._allocations[consumer])
+        return wanted
+
+    def _is_shown(self, alloc: Allocation) -> bool:
+        """Whether the node's report counts the allocation (wholly, or its NUMA cells and PCI devices)."""
+        return alloc.confirmed or alloc.consumer_uuid in self._shown
+
+    def _still_shown(self, alloc: Allocation) -> None:
+        """``alloc`` holds what an allocation its node's report counted held there (a move's hold on its source,
+        a failed move's source given back): the report still counts it, on a node whose reports list no instances
+        (a listing node's list decides): a cell's row keeps a moving instance's usage on its source until the
+        move is confirmed. Counted on top, the source's NUMA cells or PCI devices would be held twice, and no claim
+        on that node could commit."""
+        key = (alloc.host, alloc.nodename)
+        row = self._columns.row_of.get(key)
+        if row is not None and not self._is_shown(alloc) and not self._columns.reports_instances[row]:
+            self._show(row, key, alloc)
+
+    def _show(self, row: int, key: NodeKey, alloc: Allocation) -> None:
+        if self._columns.reports_usage[row]:
+            self._confirm(row, key, alloc)
+            return
+        self._shown.add(alloc.consumer_uuid)
+        if alloc.pci:
+            self._columns.add_pci_inflight(row, ((tuple(sorted(t.pool.items())), t.count) for t in alloc.pci), -1)
+            self._touched(row)
+        if alloc.numa:
+            self.count_numa(row, key)

@@ -526,6 +526,10 @@ class HostTable:
         back. ``pci_parts``: the flavor's devices are held on their Placement providers too (pci_in_placement)."""
         return self._ledger.claim(key, allocation, limits=limits, pci=pci, pci_parts=pci_parts)
 
+    def confirm_shown(self, host: str, consumers: Collection[str], *, dry: bool = False) -> dict[NodeKey, list[str]]:
+        with self._lock:  # Ledger.confirm_shown
+            return self._ledger.confirm_shown(host, consumers, dry=dry)
+
     def put_allocation(self, allocation: Allocation) -> None:
         """Record an allocation decided elsewhere (the store committed it): no capacity check."""
         self._ledger.put_allocation(allocation)
