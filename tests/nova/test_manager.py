@@ -23,8 +23,8 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
              "two_schedulers", "new_compute", "updated_node", "periodic_read", "incremental_read", "host_fields",
-             "move", "same_host_resize", "rebuild", "seed_instances", "unreachable_cell", "configuration",
-             "separate_processes", "request_filters"]
+             "move", "evacuate", "same_host_resize", "rebuild", "seed_instances", "unreachable_cell",
+             "configuration", "separate_processes", "request_filters"]
 
 
 # The real broker wherever it can run (CI must have it: tests/nova/rabbit.py fails the run without it); oslo.messaging's
@@ -274,6 +274,21 @@ def test_repeat_and_move(run: dict[str, Any]) -> None:
     # from the host it runs on (the instance deleted): its claim is released
     assert got["deleted"]
     assert got["after_delete"] == {got["migration"]: source}
+
+
+def test_an_evacuation_books_the_destination_beside_the_source(run: dict[str, Any]) -> None:
+    """As Nova's scheduler: one allocation of the instance on the source and the destination, which the source's
+    compute trims when it comes back up (or the destination's, when the rebuild fails there); the migration holds
+    nothing. Regression: the source was held under the migration, which no compute drops."""
+    got = _scenario(run, "evacuate")
+    assert got["boot"]["selections"][0][0]["host"] == "e1"
+    [[dest]] = got["evacuate"]["selections"]
+    flavor = {"VCPU": 1, "MEMORY_MB": 256, "DISK_GB": 1}
+    assert dest["host"] == "e2"
+    # the Selection's allocation request is the destination's, as Nova's (its claim doubles it up)
+    assert dest["allocation_request"]["allocations"] == {dest["uuid"]: {"resources": flavor}}
+    assert got["repeat"] == got["evacuate"]
+    assert got["allocations"] == {got["instance"]: [["e2", flavor], ["e1", flavor]]}
 
 
 def test_same_host_resize(run: dict[str, Any]) -> None:
