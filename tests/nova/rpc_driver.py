@@ -768,6 +768,26 @@ def evacuate(w: World) -> dict[str, Any]:
     return out
 
 
+def max_attempts(w: World) -> dict[str, Any]:
+    """[scheduler] max_attempts set after the scheduler started (a functional test's flags) counts from the next
+    request, as Nova reads it at each one: the claimed host and max_attempts - 1 alternates."""
+    from nova import context
+
+    w.begin()
+    for h in ("a1", "a2", "a3", "a4", "a5", "a6"):
+        w.compute(h)
+    w.scheduler("sched-x")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    out: dict[str, Any] = {"default": _select(api, ctxt, spec(), [str(uuidlib.uuid4())])}
+    w.conf.set_override("max_attempts", 5, group="scheduler")
+    try:
+        out["five"] = _select(api, ctxt, spec(), [str(uuidlib.uuid4())])
+    finally:
+        w.conf.clear_override("max_attempts", group="scheduler")
+    return out
+
+
 def same_host_resize(w: World) -> dict[str, Any]:
     """A resize nova-api let stay on the instance's host (``ignore_hosts`` empty: ``allow_resize_to_same_host``,
     or a cold migration to a node with COMPUTE_SAME_HOST_COLD_MIGRATE while that option stays off, as here): the
@@ -1164,8 +1184,9 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, updated_node, periodic_read,
-                                     incremental_read, host_fields, move, evacuate, same_host_resize, rebuild,
-                                     seed_instances, unreachable_cell, store_down, broker_restart, configuration,
+                                     incremental_read, host_fields, move, evacuate, max_attempts, same_host_resize,
+                                     rebuild, seed_instances, unreachable_cell, store_down, broker_restart,
+                                     configuration,
                                      separate_processes, request_filters, two_cells,
                                      tenant_aggregates)}
 

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
              "two_schedulers", "new_compute", "updated_node", "periodic_read", "incremental_read", "host_fields",
-             "move", "evacuate", "same_host_resize", "rebuild", "seed_instances", "unreachable_cell",
+             "move", "evacuate", "max_attempts", "same_host_resize", "rebuild", "seed_instances", "unreachable_cell",
              "configuration", "separate_processes", "request_filters"]
 
 
@@ -289,6 +289,12 @@ def test_an_evacuation_books_the_destination_beside_the_source(run: dict[str, An
     assert dest["allocation_request"]["allocations"] == {dest["uuid"]: {"resources": flavor}}
     assert got["repeat"] == got["evacuate"]
     assert got["allocations"] == {got["instance"]: [["e2", flavor], ["e1", flavor]]}
+
+
+def test_max_attempts_is_read_at_each_request(run: dict[str, Any]) -> None:
+    got = _scenario(run, "max_attempts")
+    assert [len(choices) for choices in got["default"]["selections"]] == [3]
+    assert [len(choices) for choices in got["five"]["selections"]] == [5]
 
 
 def test_same_host_resize(run: dict[str, Any]) -> None:

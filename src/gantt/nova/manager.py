@@ -231,11 +231,11 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
             raise exception.NoValidHost(reason=str(exc)) from exc
-        wanted = CONF.scheduler.max_attempts - 1
-        if return_objects and return_alternates and len(cells) > 1 and wanted > 0:
-            # Nova fills each instance's alternates from the chosen host's cell, walking on down the weighed list;
-            # the seam keeps only that cell's, so the core gathers more (a cell's worth each) for it to cut
-            spec["alternates"] = wanted * len(cells)
+        # Nova reads [scheduler] max_attempts at each request (a change after start counts from the next one), and
+        # gathers no alternates it does not return. It fills each instance's alternates from the chosen host's cell,
+        # walking on down the weighed list; the seam keeps only that cell's, so the core gathers a cell's worth each
+        wanted = max(CONF.scheduler.max_attempts - 1, 0) if return_objects and return_alternates else 0
+        spec["alternates"] = wanted * max(len(cells), 1)
         placed = self.replica.providers.placed_roots
         if placed:  # providers made through Placement that no cell has a compute node for: no host Nova has
             spec["ignore_hosts"] = [*(spec.get("ignore_hosts") or []), *sorted(placed)]
