@@ -1184,9 +1184,9 @@ def separate_processes(w: World) -> dict[str, Any]:
 
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, updated_node, periodic_read,
-                                     incremental_read, host_fields, move, evacuate, max_attempts, same_host_resize,
-                                     rebuild, seed_instances, unreachable_cell, store_down, broker_restart,
-                                     configuration,
+                                     incremental_read, host_fields, move, same_host_resize, rebuild,
+                                     evacuate, max_attempts,
+                                     seed_instances, unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes, request_filters, two_cells,
                                      tenant_aggregates)}
 
