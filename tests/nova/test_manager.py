@@ -23,8 +23,9 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
              "two_schedulers", "new_compute", "updated_node", "periodic_read", "incremental_read", "host_fields",
-             "move", "evacuate", "max_attempts", "same_host_resize", "rebuild", "seed_instances", "unreachable_cell",
-             "configuration", "separate_processes", "request_filters"]
+             "move", "same_host_resize", "rebuild", "seed_instances", "unreachable_cell", "configuration",
+             "evacuate", "max_attempts",
+             "separate_processes", "request_filters"]
 
 
 # The real broker wherever it can run (CI must have it: tests/nova/rabbit.py fails the run without it); oslo.messaging's
