@@ -196,6 +196,75 @@ def test_anti_affinity_holds_through_a_move() -> None:
     assert len(set(taken)) == 4
 
 
+def _evacuate(consumer: str, migration: str, source: str, **fields: Any) -> dict[str, Any]:
+    """As Nova's conductor asks for an evacuation: its source host ignored (it is down)."""
+    return _move(consumer, migration, ignore_hosts=[source], evacuation=True, **fields)
+
+
+def _parts(sched: Scheduler | Replica, consumer: str) -> list[tuple[str, int]]:
+    return [(key[0], resources["VCPU"]) for key, resources in sched.allocation(consumer).parts()]
+
+
+def test_an_evacuation_books_the_destination_beside_the_source_in_the_instances_allocation() -> None:
+    """Nova's scheduler books an evacuation in the instance's own allocation, on its source and its destination
+    (the report client's ``_move_operation_alloc_request``); the source's compute drops its part when it comes
+    back up, the destination's compute its own if the rebuild fails there (both through Placement, rewriting the
+    instance's allocations). Regression: Gantt held the source under the migration's UUID, which no compute ever
+    drops: the source kept the usage for good, and a failed rebuild left the instance nothing on its source."""
+    sched = make_scheduler(3, filters=FILTERS)
+    _placed(sched, "vm", "h0")
+    [[dest, *_]] = sched.select_destinations(_evacuate("vm", "mig", "h0"))
+    assert dest.host in ("h1", "h2") and dest.consumer_uuid == "vm" and dest.allocation == {
+        "VCPU": 2, "MEMORY_MB": 512, "DISK_GB": 1}
+    assert _parts(sched, "vm") == [(dest.host, 2), ("h0", 2)]  # where it runs now first
+    with pytest.raises(NotFound):
+        sched.allocation("mig")  # the migration holds nothing
+    assert _in_use(sched, "h0") == 2 and _in_use(sched, dest.host) == 2
+    # a repeat (a lost answer) answers where the instance went and claims nothing more
+    assert sched.select_destinations(_evacuate("vm", "mig", "h0"))[0][0].host == dest.host
+    assert [_in_use(sched, h) for h in ("h0", "h1", "h2")].count(0) == 1
+    sched.release("vm")  # the instance deleted: both parts go
+    assert [_in_use(sched, h) for h in ("h0", "h1", "h2")] == [0, 0, 0]
+    with pytest.raises(ValueError, match="migration_uuid"):
+        sched.select_destinations(request(instance_uuids=["vm"], evacuation=True))
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_an_evacuation_through_replicas_on_one_store(backend: str, tmp_path: Path) -> None:
+    """The doubled allocation is one record in the store, replacing the instance's (one commit); a twin request
+    on another replica answers the same decision (the loser's local claim rolled back to the source it held), and
+    a replica started afterwards counts both parts."""
+    url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path}/g.sqlite"
+    store = open_store(url)
+    a = Replica(store, _config()).start(follow=False)
+    b = Replica(store if backend == "memory" else open_store(url), _config()).start(follow=False)
+    for name in ("h0", "h1", "h2", "h3"):
+        a.update_resource_stats(name, host_stats(vcpus=4))
+    _placed(a, "vm", "h0")
+    b.catch_up()
+    answers: list[str] = []
+    errors: list[BaseException] = []
+
+    def evacuate(replica: Replica) -> None:
+        try:
+            answers.append(replica.select_destinations(_evacuate("vm", "mig", "h0"))[0][0].host)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=evacuate, args=(r,)) for r in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(answers)) == 1 and answers[0] != "h0"
+    [held] = store.snapshot().allocations
+    assert [(key[0], r["VCPU"]) for key, r in held.parts()] == [(answers[0], 2), ("h0", 2)]
+    for replica in (a, b, Replica(store, _config()).start(follow=False)):
+        replica.catch_up()
+        assert _parts(replica, "vm") == [(answers[0], 2), ("h0", 2)]
+        assert [_in_use(replica.scheduler, h) for h in ("h0", "h1", "h2", "h3")].count(2) == 2
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_moves_through_replicas_on_one_store(backend: str, tmp_path: Path) -> None:
     url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path}/g.sqlite"

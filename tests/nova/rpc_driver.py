@@ -735,6 +735,59 @@ def move(w: World) -> dict[str, Any]:
     return out
 
 
+def evacuate(w: World) -> dict[str, Any]:
+    """An evacuation (nova-api's accepted migration of type evacuation; the conductor ignores the down source):
+    the destination booked beside the source in the instance's own allocation, as Nova's scheduler books it, the
+    migration holding nothing; asked again, the same answer."""
+    from nova import context, objects
+
+    cell = w.begin()
+    w.compute("e1")
+    w.compute("e2")
+    sched = w.scheduler("sched-e")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    instance = str(uuidlib.uuid4())
+    objects.InstanceMapping(ctxt, instance_uuid=instance, cell_mapping=cell, project_id="p").create()
+    out: dict[str, Any] = {"boot": _select(api, ctxt, spec(1, 256, 1, instance_uuid=instance, force_hosts=["e1"]),
+                                           [instance])}
+    migration = str(uuidlib.uuid4())
+    with _cell(w) as cctxt:
+        down = objects.Service.get_by_compute_host(cctxt, "e1")
+        down.forced_down = True
+        down.save()
+        objects.Migration(cctxt, uuid=migration, instance_uuid=instance, status="accepted",
+                          migration_type="evacuation", source_compute="e1", source_node="e1",
+                          old_instance_type_id=1, new_instance_type_id=1).create()
+    request = spec(1, 256, 1, instance_uuid=instance, ignore_hosts=["e1"])
+    out["evacuate"] = _select(api, ctxt, request, [instance], alternates=False)
+    out["repeat"] = _select(api, ctxt, request, [instance], alternates=False)
+    out["allocations"] = {a.consumer_uuid: [[key[0], resources] for key, resources in a.parts()]
+                          for a in sched.manager.replica.allocations()}
+    out.update(instance=instance, migration=migration)
+    return out
+
+
+def max_attempts(w: World) -> dict[str, Any]:
+    """[scheduler] max_attempts set after the scheduler started (a functional test's flags) counts from the next
+    request, as Nova reads it at each one: the claimed host and max_attempts - 1 alternates."""
+    from nova import context
+
+    w.begin()
+    for h in ("a1", "a2", "a3", "a4", "a5", "a6"):
+        w.compute(h)
+    w.scheduler("sched-x")
+    api = w.client()
+    ctxt = context.get_admin_context()
+    out: dict[str, Any] = {"default": _select(api, ctxt, spec(), [str(uuidlib.uuid4())])}
+    w.conf.set_override("max_attempts", 5, group="scheduler")
+    try:
+        out["five"] = _select(api, ctxt, spec(), [str(uuidlib.uuid4())])
+    finally:
+        w.conf.clear_override("max_attempts", group="scheduler")
+    return out
+
+
 def same_host_resize(w: World) -> dict[str, Any]:
     """A resize nova-api let stay on the instance's host (``ignore_hosts`` empty: ``allow_resize_to_same_host``,
     or a cold migration to a node with COMPUTE_SAME_HOST_COLD_MIGRATE while that option stays off, as here): the
@@ -1132,6 +1185,7 @@ def separate_processes(w: World) -> dict[str, Any]:
 SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_host, unsupported, aggregates,
                                      instance_info, two_schedulers, new_compute, updated_node, periodic_read,
                                      incremental_read, host_fields, move, same_host_resize, rebuild,
+                                     evacuate, max_attempts,
                                      seed_instances, unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes, request_filters, two_cells,
                                      tenant_aggregates)}

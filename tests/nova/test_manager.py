@@ -24,6 +24,7 @@ SRC = HERE.parents[1] / "src"
 SCENARIOS = ["boot_with_alternates", "versions", "no_valid_host", "unsupported", "aggregates", "instance_info",
              "two_schedulers", "new_compute", "updated_node", "periodic_read", "incremental_read", "host_fields",
              "move", "same_host_resize", "rebuild", "seed_instances", "unreachable_cell", "configuration",
+             "evacuate", "max_attempts",
              "separate_processes", "request_filters"]
 
 
@@ -274,6 +275,27 @@ def test_repeat_and_move(run: dict[str, Any]) -> None:
     # from the host it runs on (the instance deleted): its claim is released
     assert got["deleted"]
     assert got["after_delete"] == {got["migration"]: source}
+
+
+def test_an_evacuation_books_the_destination_beside_the_source(run: dict[str, Any]) -> None:
+    """As Nova's scheduler: one allocation of the instance on the source and the destination, which the source's
+    compute trims when it comes back up (or the destination's, when the rebuild fails there); the migration holds
+    nothing. Regression: the source was held under the migration, which no compute drops."""
+    got = _scenario(run, "evacuate")
+    assert got["boot"]["selections"][0][0]["host"] == "e1"
+    [[dest]] = got["evacuate"]["selections"]
+    flavor = {"VCPU": 1, "MEMORY_MB": 256, "DISK_GB": 1}
+    assert dest["host"] == "e2"
+    # the Selection's allocation request is the destination's, as Nova's (its claim doubles it up)
+    assert dest["allocation_request"]["allocations"] == {dest["uuid"]: {"resources": flavor}}
+    assert got["repeat"] == got["evacuate"]
+    assert got["allocations"] == {got["instance"]: [["e2", flavor], ["e1", flavor]]}
+
+
+def test_max_attempts_is_read_at_each_request(run: dict[str, Any]) -> None:
+    got = _scenario(run, "max_attempts")
+    assert [len(choices) for choices in got["default"]["selections"]] == [3]
+    assert [len(choices) for choices in got["five"]["selections"]] == [5]
 
 
 def test_same_host_resize(run: dict[str, Any]) -> None:

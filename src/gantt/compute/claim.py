@@ -245,9 +245,11 @@ class Claims:
                 else:
                     allocation.migration_uuid = spec.migration_uuid
                     held = table.move(key, allocation, ctx.move_source, limits=limits or None,
-                                      pci=ctx.pci_requests, pci_parts=self._pci_parts(ctx))
+                                      pci=ctx.pci_requests, pci_parts=self._pci_parts(ctx),
+                                      doubled=spec.evacuation)
                     ctx.moved[consumer] = (ctx.move_source, held)
-                    placed.append(held)
+                    if held is not allocation:  # an evacuation's source stays in the instance's own allocation
+                        placed.append(held)
                     chosen = allocation
         except SourceMoved:
             raise

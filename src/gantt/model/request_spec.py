@@ -169,6 +169,10 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     # A move (resize, migration, evacuation) of the one instance named in instance_uuids (design §6): the
     # instance is placed anew and its current allocation is held under this UUID until confirm or revert.
     migration_uuid: Name | None = None
+    # The move is an evacuation (its source host is down): as Nova's scheduler books one, the instance holds its
+    # source beside the destination in one allocation (Placement's doubled allocation) until the source's compute
+    # drops that part; the migration holds nothing.
+    evacuation: bool = False
     # How many unclaimed alternates to gather at most (default: [scheduler] max_attempts - 1). A caller that keeps
     # only some of them (Nova's seam: those in the chosen host's cell) asks for more, then cuts.
     alternates: Annotated[int, Meta(ge=0, le=MAX_LIST)] | None = None
@@ -214,6 +218,8 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
                 raise ValueError("a move (migration_uuid) names exactly one instance in instance_uuids")
             if self.migration_uuid == self.instance_uuids[0]:
                 raise ValueError("migration_uuid must differ from the instance's UUID")
+        elif self.evacuation:
+            raise ValueError("an evacuation is a move: it needs migration_uuid")
 
 
 prepare_types(globals())

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import nova.conf
 import oslo_messaging as messaging
@@ -44,6 +44,14 @@ _sentinel = object()
 MOVING = ("pre-migrating", "accepted", "queued", "preparing")
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class _Move(NamedTuple):
+    """The migration a move is made under, and whether it is an evacuation's (the source host is down: Nova
+    books the destination beside the source in the instance's own allocation, and the migration holds nothing)."""
+
+    uuid: str
+    evacuation: bool
 
 
 def _expected(*exceptions: type[Exception]) -> Callable[[_F], _F]:
@@ -214,18 +222,20 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
         cells = self._cell_hosts()
         # a rebuild's check (the instance's own host, the new image) claims nothing: never a move
         rebuild = scheduler_utils.request_is_rebuild(spec_obj)
+        move = None if rebuild else self._migration_of(instances)
         try:
             spec = translate.request_spec(spec_obj, instances, cell_uuid=cell_uuid, cells=cells,
-                                          migration_uuid=None if rebuild else self._migration_of(instances),
+                                          migration_uuid=move.uuid if move else None,
+                                          evacuation=move.evacuation if move else False,
                                           request_id=getattr(context, "request_id", None), ports_asked=True)
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
             raise exception.NoValidHost(reason=str(exc)) from exc
-        wanted = CONF.scheduler.max_attempts - 1
-        if return_objects and return_alternates and len(cells) > 1 and wanted > 0:
-            # Nova fills each instance's alternates from the chosen host's cell, walking on down the weighed list;
-            # the seam keeps only that cell's, so the core gathers more (a cell's worth each) for it to cut
-            spec["alternates"] = wanted * len(cells)
+        # Nova reads [scheduler] max_attempts at each request (a change after start counts from the next one), and
+        # gathers no alternates it does not return. It fills each instance's alternates from the chosen host's cell,
+        # walking on down the weighed list; the seam keeps only that cell's, so the core gathers a cell's worth each
+        wanted = max(CONF.scheduler.max_attempts - 1, 0) if return_objects and return_alternates else 0
+        spec["alternates"] = wanted * max(len(cells), 1)
         placed = self.replica.providers.placed_roots
         if placed:  # providers made through Placement that no cell has a compute node for: no host Nova has
             spec["ignore_hosts"] = [*(spec.get("ignore_hosts") or []), *sorted(placed)]
@@ -289,10 +299,11 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
             log.exception("select_destinations for %s: cannot read Nova's databases", instances)
             raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
 
-    def _migration_of(self, instances: list[str] | None) -> str | None:
+    def _migration_of(self, instances: list[str] | None) -> _Move | None:
         """The migration a move is made under, for an instance that already holds a Gantt allocation: the
-        conductor made it (in the instance's cell) before asking, and the RequestSpec does not name it. Without one
-        the request repeats a boot, which Gantt answers with the allocation it made (never a second one)."""
+        conductor (nova-api, for an evacuation) made it in the instance's cell before asking, and the RequestSpec
+        does not name it. Without one the request repeats a boot, which Gantt answers with the allocation it made
+        (never a second one)."""
         if not instances or len(instances) != 1:
             return None
         uuid = instances[0]
@@ -312,9 +323,9 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
         if not moving:
             return None
         latest = max(moving, key=lambda m: (m.created_at is not None, m.created_at, m.id))
-        log.info("select_destinations for %s: a move (%s, migration %s)", uuid,
-                 latest.migration_type if latest.obj_attr_is_set("migration_type") else "?", latest.uuid)
-        return str(latest.uuid)
+        kind = latest.migration_type if latest.obj_attr_is_set("migration_type") else None
+        log.info("select_destinations for %s: a move (%s, migration %s)", uuid, kind or "?", latest.uuid)
+        return _Move(str(latest.uuid), kind == "evacuation")
 
     def _cell_hosts(self) -> dict[str, set[str]]:
         """Each cell's hosts, as last read: a requested destination's cell keeps only its own as candidates."""

@@ -78,7 +78,8 @@ vTPM secret security, accelerators)                    required traits
 (owner_nova_filter, remote_managed_ports_filter)       the manager's (gantt.nova.prefilters): required_traits
 retry / limits / security_groups / id                  not read by Nova 34's scheduler: not sent
 (a move's migration)                                   migration_uuid, given by the caller: a RequestSpec does not
-                                                       name the migration holding the source allocation
+                                                       name the migration holding the source allocation;
+                                                       evacuation, when that migration is one (the caller's too)
 =====================================================  =========================================================
 """
 
@@ -124,17 +125,18 @@ def _get(obj: Any, name: str) -> Any:
 
 
 def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None = None, *,
-                 migration_uuid: str | None = None, cell_uuid: str | None = None,
+                 migration_uuid: str | None = None, evacuation: bool = False, cell_uuid: str | None = None,
                  cells: Mapping[str, Collection[str]] | None = None,
                  request_id: str | None = None, ports_asked: bool = False) -> dict[str, Any]:
     """Gantt's RequestSpec (builtins, for ``gantt.model.decode``) for what Nova's scheduler would place.
 
     ``instance_uuids``: select_destinations' argument (None from a 4.3 caller). ``migration_uuid``: on a move,
-    the migration whose consumer holds the source allocation. ``cell_uuid``: the cell Gantt's hosts are in when
-    there is one; ``cells``: each cell's hosts when there are several (it wins over ``cell_uuid``). A requested
-    destination's cell may name one of them. ``ports_asked``: the caller asks Neutron about the ports given by id
-    (``gantt.nova.prefilters``); else such a port is refused. Raises Unsupported naming the first field Gantt
-    cannot honour."""
+    the migration whose consumer holds the source allocation; ``evacuation``: that migration is an evacuation's
+    (the instance keeps its source beside the destination, as Nova books it). ``cell_uuid``: the cell Gantt's
+    hosts are in when there is one; ``cells``: each cell's hosts when there are several (it wins over
+    ``cell_uuid``). A requested destination's cell may name one of them. ``ports_asked``: the caller asks Neutron
+    about the ports given by id (``gantt.nova.prefilters``); else such a port is refused. Raises Unsupported
+    naming the first field Gantt cannot honour."""
     for name in spec.fields:
         if name not in _KNOWN and spec.obj_attr_is_set(name):
             raise Unsupported(name, "a RequestSpec field this translation does not know (newer Nova?)")
@@ -182,6 +184,8 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
         _network(spec, out)
     if migration_uuid is not None:
         out["migration_uuid"] = migration_uuid
+        if evacuation:
+            out["evacuation"] = True
     if request_id is not None:
         out["request_id"] = request_id
     return out

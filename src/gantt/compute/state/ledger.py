@@ -273,12 +273,15 @@ class Ledger:
 
     def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
              limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = (),
-             pci_parts: bool = False) -> Allocation:
+             pci_parts: bool = False, doubled: bool = False) -> Allocation:
         """Move ``source``'s consumer to node ``key`` as ``allocation``, holding the source for the migration.
 
         One compare-and-set: the consumer still holds ``source``, the migration holds nothing yet, the node has
         room for the whole new allocation (the source keeps its resources until confirm or revert, as Nova's
         migration-based allocations do, also on the same node). Returns the migration's allocation.
+
+        ``doubled`` (an evacuation): the consumer keeps its source in the same allocation instead (``_double``),
+        and that allocation is returned.
         """
         migration = allocation.migration_uuid
         assert migration is not None
@@ -288,6 +291,8 @@ class Ledger:
             if migration in self._allocations:  # a twin request made this move: answer with it
                 raise SourceMoved(f"migration {migration} holds an allocation already")
             row = self._row_with_room(key, allocation.resources, limits, allocation, pci, pci_parts)
+            if doubled:
+                return self._double(row, key, allocation, source)
             held = msgspec.structs.replace(source, consumer_uuid=migration, migration_uuid=None,
                                            instance_uuid=source.consumer_uuid, confirmed=False)
             shown = self._is_shown(source)
@@ -299,6 +304,24 @@ class Ledger:
             self._changed("allocation", allocation)
             self._changed("allocation", held)
             return held
+
+    def _double(self, row: int, key: NodeKey, allocation: Allocation, source: Allocation) -> Allocation:
+        """An evacuation, booked as Nova's scheduler books one (its report client's
+        ``_move_operation_alloc_request``): one allocation of the instance on the destination and on every node
+        its source holds, with the source's amounts there (a destination part on a node the source holds already,
+        a shared provider's, is not added). Its source's compute drops that part when it comes back up (Placement:
+        the instance's allocations rewritten without it), its destination's if the rebuild fails there; until
+        then it counts in flight on those nodes. The destination comes first: the instance runs there now. The
+        source's NUMA cells and PCI devices are no longer counted on its node, whose host is down (Nova's API
+        evacuates from no other)."""
+        held = {node for node, _ in source.parts()}
+        allocation.extra = [*(AllocationPart(host=node[0], nodename=node[1], resources=dict(resources))
+                              for node, resources in source.parts() if node != key),
+                            *(part for part in allocation.extra if (part.host, part.nodename) not in held)]
+        self._drop(source.consumer_uuid)
+        self._insert(row, key, allocation)
+        self._changed("allocation", allocation)
+        return allocation
 
     def unmove(self, allocation: Allocation, held: Allocation, source: Allocation) -> bool:
         """Undo ``move`` while nothing else has replaced its allocations (a failed commit). Whether it did."""

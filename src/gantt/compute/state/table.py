@@ -539,10 +539,11 @@ class HostTable:
 
     def move(self, key: NodeKey, allocation: Allocation, source: Allocation, *,
              limits: dict[str, float] | None = None, pci: Sequence[PciRequest] = (),
-             pci_parts: bool = False) -> Allocation:
+             pci_parts: bool = False, doubled: bool = False) -> Allocation:
         """Move ``source``'s consumer to node ``key`` as ``allocation`` in one compare-and-set, holding the source
-        under the migration; returns the migration's allocation (see ``Ledger.move``)."""
-        return self._ledger.move(key, allocation, source, limits=limits, pci=pci, pci_parts=pci_parts)
+        under the migration (``doubled``: in the same allocation); returns the holder (see ``Ledger.move``)."""
+        return self._ledger.move(key, allocation, source, limits=limits, pci=pci, pci_parts=pci_parts,
+                                 doubled=doubled)
 
     def unmove(self, allocation: Allocation, held: Allocation, source: Allocation) -> bool:
         """Undo ``move`` while nothing else has replaced its allocations (a failed commit). Whether it did."""

@@ -338,6 +338,8 @@ PROPERTIES: dict[str, dict[str, str]] = {
         "member_of": "Aggregate UUIDs: each inner list is \"in any of these\", and every list must hold",
         "request_id": "The caller's request id, kept with the claims",
         "migration_uuid": "Make this a move of the one instance named: the source is held under this UUID",
+        "evacuation": "The move is an evacuation (its source host is down): the instance holds its source "
+                      "beside the destination, nothing is held under migration_uuid",
         "alternates": "How many unclaimed alternates to gather (default [scheduler] max_attempts - 1)",
         "pci_requests": "PCI requests beside the flavor's pci_passthrough:alias (SR-IOV ports'), taken after "
                         "the flavor's, in order",
