@@ -112,7 +112,8 @@ def test_the_guard_fails_a_test_in_which_novas_own_scheduler_decides(tmp_path: P
 
 # Runs in Nova's environment, whose test libraries read subunit (Gantt's own environment does not have them): one
 # JSON object per test, its id, status, traceback and, for a failure, whether the test method itself patches Nova's
-# own scheduling code (its source, decorators included, names it).
+# own scheduling code (its source, decorators included, names it): its filters, weighers, HostManager, manager, or
+# the claim its manager makes in Placement after filtering.
 _READ_RUN = """
 import importlib, inspect, json, re, sys
 import subunit, testtools
@@ -124,7 +125,7 @@ def patches_scheduler(test_id):
         source = inspect.getsource(getattr(getattr(importlib.import_module(module), cls), method))
     except (ImportError, AttributeError, OSError, TypeError):
         return False
-    return bool(re.search(r"nova\\.scheduler\\.(filters|host_manager|weights)", source))
+    return bool(re.search(r"nova\\.scheduler\\.(filters|host_manager|weights|manager|utils\\.claim_resources)", source))
 def keep(test):
     details = test["details"]
     out.append({"test": test["id"], "status": test["status"],
