@@ -11,7 +11,13 @@ releases each placement after it (``DELETE /v1/allocations/{consumer}``).
 Per round it prints the process's CPU per placement, the event loop thread's share, the writer thread's, the
 claims per group commit and the context switches per placement (all threads), the cyclic collector's
 collections per 1,000 operations by generation and its CPU per operation (``gc.callbacks``), and the process's
-RSS and ``len(gc.garbage)`` after the round (a long run of rounds is a soak: both stay flat). Lower run-to-run
+RSS and ``len(gc.garbage)`` after the round (a long run of rounds is a soak: both stay flat). ``--profile``: the
+measured rounds under cProfile, every thread timed by its own CPU clock, as the top functions by own time and by
+time under them, of all threads together and of each kind (the event loop, where the hot routes and decisions up
+to loop_decision_rows run; the store's writer; the feed follower; the handler threads; the deciders): where a
+placement's or a report's CPU goes. cProfile slows Python calls several-fold: read it for proportions, not for
+the CPU figures of that run. Placements only: the hosts are kept up for the whole run (no report refreshes
+them, so ``[DEFAULT] service_down_time`` is set past it). Lower run-to-run
 noise than bench/http_api.py on a shared machine (no client process competing, no sockets), so an A/B of the code
 below HTTP shows in fewer runs; the HTTP layer itself (uvicorn's parser and cycle, socket I/O) is not in it.
 """
@@ -20,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import cProfile
 import gc
 import json
 import os
@@ -33,6 +41,7 @@ import msgspec
 import uvloop
 
 from gantt.base.allocator import collect_less_often, freeze_long_lived
+from gantt.bench.profiling import ThreadProfiles, merge_rows, stats_summary, subtract_rows
 from gantt.bench.scripts import bench_script, cpu_model
 from gantt.config import Config
 from gantt.model import HostReport
@@ -165,6 +174,40 @@ def report_bodies(hosts: int, changing: float, rounds: int, seed: int = 1) -> li
     return out
 
 
+class Profiles:
+    """``--profile``: cProfile on the calling thread (the event loop) and on every thread started after this is
+    built (the store's writer, the follower, the handler pool, the deciders), each timed by its thread's CPU
+    clock; ``measure()`` around the measured rounds, whose rows alone (setup subtracted) ``summary`` sums."""
+
+    def __init__(self) -> None:
+        self.threads = ThreadProfiles().start()
+        self.loop = cProfile.Profile(time.thread_time)
+        self._rows: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def measure(self) -> Any:
+        before = self.threads.rows(stop=False)
+        self.loop.enable()
+        try:
+            yield
+        finally:
+            self.loop.disable()
+            after = self.threads.rows()
+            self.loop.create_stats()
+            self._rows = {name: subtract_rows(rows, before.get(name, {})) for name, rows in after.items()}
+            self._rows["loop"] = self.loop.stats  # type: ignore[attr-defined]  # set by create_stats
+
+    def summary(self, top: int = 25) -> dict[str, Any]:
+        """Top functions of all threads together (``all``) and of each kind of thread, with the CPU seconds each
+        kind spent under the profiler."""
+        out = {"all": stats_summary(merge_rows(self._rows.values()), top)}
+        for name, rows in sorted(self._rows.items()):
+            summary = stats_summary(rows, top)
+            if summary["seconds"] >= 0.001:  # threads that only waited say nothing
+                out[name] = summary
+        return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=10_000)
@@ -175,10 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reports", type=float, default=None, metavar="CHANGING",
                         help="host reports instead of placements: every host's once per round (after one priming "
                              "round), CHANGING of them moved since the last, the rest repeating it")
+    parser.add_argument("--profile", action="store_true",
+                        help="the measured rounds under cProfile, per thread by its CPU: the top functions (slows "
+                             "the run several-fold: read the proportions)")
     args = parser.parse_args(argv)
     http_api = bench_script(__file__, "http_api")
-    config = Config.from_dict({"filter_scheduler": {"shuffle_best_same_weighed_hosts": True},
-                               "scheduler": {"max_attempts": 1}})
+    options: dict[str, Any] = {"filter_scheduler": {"shuffle_best_same_weighed_hosts": True},
+                               "scheduler": {"max_attempts": 1}}
+    if args.reports is None:  # nothing reports: the hosts registered stay up however long the rounds take
+        options["DEFAULT"] = {"service_down_time": 10 * 365 * 86400.0}
+    config = Config.from_dict(options)
+    profiles = Profiles() if args.profile else None  # before the store and replica start their threads
     load_before = os.getloadavg()[0]
     rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="gantt-bench-app-") as tmp:
@@ -202,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
                 collect_less_often()  # as a served worker: its collector settings, its frozen heap
                 freeze_long_lived()
                 collections = Collections()
+                with profiles.measure() if profiles is not None else contextlib.nullcontext():
+                    await rounds_of(collections)
+
+            async def rounds_of(collections: Collections) -> None:
                 for r in range(args.rounds):
                     counted, collected = collections.taken()
                     cpu, loop_cpu, writer_cpu = time.process_time(), time.thread_time(), store.writer_cpu_seconds
@@ -211,13 +265,14 @@ def main(argv: list[str] | None = None) -> int:
                         await asyncio.sleep(0.5)  # and their liveness batch (idle otherwise: ~1 ms of CPU)
                     else:
                         await driver.place(args.placements, args.concurrency, args.release)
-                    per = 1000 / (args.hosts if bodies else args.placements)
+                    operations = args.hosts if bodies else args.placements
+                    per = 1000 / operations
                     rounds.append({
                         "cpu_ms": round((time.process_time() - cpu) * per, 4),
                         "loop_ms": round((time.thread_time() - loop_cpu) * per, 4),
                         "writer_ms": round((store.writer_cpu_seconds - writer_cpu) * per, 4),
                         "batches_per_group": round((store.batches - batches) / max(1, store.groups - groups), 2),
-                        "switches": round((switches() - switched) / args.placements, 2),
+                        "switches": round((switches() - switched) / operations, 2),
                         # per 1,000 operations: young, middle and full collections; the collector's CPU per op
                         **{f"gc{g}_per_1000": round((collections.count[g] - counted[g]) * per, 3) for g in range(3)},
                         "gc_ms": round((collections.taken()[1] - collected) * per, 4),
@@ -232,7 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         "release": args.release, "rounds": rounds,
         "median": {key: statistics.median(r[key] for r in rounds) for key in rounds[0]},
         "load_average_1m_before": round(load_before, 2), "load_average_1m": round(os.getloadavg()[0], 2),
-        "cpu": cpu_model()}))
+        "cpu": cpu_model(),
+        **({"profile": profiles.summary(),
+            "profiled": "cProfile slows Python calls several-fold: read the profile for its proportions, not the "
+                        "CPU figures of this run"} if profiles is not None else {})}))
     return 0
 
 

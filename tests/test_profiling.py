@@ -11,7 +11,14 @@ import threading
 import time
 from pathlib import Path
 
-from gantt.bench.profiling import Phases, Sampler, ThreadProfiles, collapsed_summary, stats_summary
+from gantt.bench.profiling import (
+    Phases,
+    Sampler,
+    ThreadProfiles,
+    collapsed_summary,
+    stats_summary,
+    subtract_rows,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -140,3 +147,64 @@ def test_the_http_benchmark_prints_the_servers_top_functions_per_phase() -> None
     # appears on the sampled stacks, and a report phase's does not need to
     # (by package: on a loaded machine the top functions of so short a phase can all be the service's)
     assert profile["placements"]["packages"].get("compute", 0) > 0, profile["placements"]
+
+
+def test_a_snapshot_subtracted_leaves_what_ran_after_it() -> None:
+    """bench/app_cpu.py's ``--profile``: the profiles run through setup and the measured rounds; a snapshot taken
+    between them (``rows(stop=False)``, the hook kept for threads started later) subtracted from the end's rows
+    leaves the rounds alone."""
+    profiles = ThreadProfiles().start()
+    release = threading.Event()
+
+    def worker() -> None:
+        _thread_spin(0.15)  # setup
+        release.wait()
+        _spin_after(0.1)  # the measured part
+
+    thread = threading.Thread(target=worker, name="Thread-4 (worker)")
+    thread.start()
+    try:
+        time.sleep(0.05)
+        while _seconds_under(profiles.rows(stop=False).get("worker", {}), "_thread_spin") < 0.1:
+            time.sleep(0.02)
+        before = profiles.rows(stop=False)
+        late = threading.Thread(target=_thread_spin, args=(0.05,), name="late")  # the hook still installed
+        late.start()
+        late.join()
+        release.set()
+        thread.join()
+        after = profiles.rows()
+    finally:
+        release.set()
+        thread.join()
+    measured = subtract_rows(after["worker"], before["worker"])
+    assert _seconds_under(measured, "_thread_spin") < 0.02  # setup's 0.15 s subtracted
+    assert 0.08 <= _seconds_under(measured, "_spin_after") < 0.5
+    assert _seconds_under(after["late"], "_thread_spin") > 0.03
+
+
+def _spin_after(seconds: float) -> None:
+    _thread_spin_inner(seconds)
+
+
+def _thread_spin_inner(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_the_in_process_benchmark_prints_its_threads_top_functions() -> None:
+    """bench/app_cpu.py ``--profile``: placements with their release under the app, the event loop's and the
+    writer's top functions; the loop's show the decision (the engine) and both handlers."""
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "app_cpu.py"), "--hosts", "300", "--placements",
+                           "200", "--rounds", "1", "--release", "--profile"], capture_output=True, text=True,
+                          timeout=240, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    profile = result["profile"]
+    assert {"all", "loop", "gantt-sqlite-writer"} <= set(profile), sorted(profile)
+    loop = {e["function"] for e in profile["loop"]["total"]}
+    assert {"select_destinations (handlers.py)", "select_steps (engine.py)"} <= loop, sorted(loop)
+    writer = {e["function"] for e in profile["gantt-sqlite-writer"]["total"]}
+    assert "commit_group (sqlite_writer.py)" in writer, sorted(writer)
+    assert result["rounds"][0]["switches"] > 0

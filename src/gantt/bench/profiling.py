@@ -31,7 +31,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TOP", "Phases", "Sampler", "ThreadProfiles", "collapsed_summary", "merge_rows", "stats_summary"]
+__all__ = ["TOP", "Phases", "Sampler", "ThreadProfiles", "collapsed_summary", "merge_rows", "stats_summary",
+           "subtract_rows"]
 
 TOP = 15
 RATE = 250  # py-spy samples per second
@@ -186,6 +187,19 @@ def merge_rows(parts: Iterable[Rows]) -> Rows:
     return {key: (cc, nc, tt, ct, callers) for key, (cc, nc, tt, ct, callers) in out.items()}
 
 
+def subtract_rows(after: Rows, before: Rows) -> Rows:
+    """What ``after`` (a later snapshot of the same profile) counted since ``before``: a benchmark's measured rounds
+    without its setup, from profiles that ran through both (callers dropped)."""
+    out: dict[tuple[str, int, str], tuple[Any, Any, Any, Any, Any]] = {}
+    for key, (cc, nc, tt, ct, _) in after.items():
+        old = before.get(key)
+        if old is not None:
+            cc, nc, tt, ct = cc - old[0], nc - old[1], tt - old[2], ct - old[3]
+        if nc > 0 or tt > 0:
+            out[key] = (cc, nc, tt, ct, {})
+    return out
+
+
 class ThreadProfiles:
     """cProfile on every thread this process starts after ``start()`` (a served replica's clients, its committer,
     its watch and feed), one profile per thread, read together by ``rows()`` while they still run.
@@ -208,10 +222,12 @@ class ThreadProfiles:
         threading.setprofile(self._hook)
         return self
 
-    def rows(self) -> dict[str, Rows]:
+    def rows(self, stop: bool = True) -> dict[str, Rows]:
         """Every thread's rows so far, added up per thread name (``Thread-3 (client)`` and ``Thread-9 (client)``
-        are both ``client``); the hook is removed, so threads started from now on are not profiled."""
-        threading.setprofile(None)  # None clears the hook
+        are both ``client``); with ``stop``, the hook is removed, so threads started from now on are not profiled
+        (without it: a snapshot to subtract from a later one, ``subtract_rows``)."""
+        if stop:
+            threading.setprofile(None)  # None clears the hook
         with self._lock:
             profiles = list(self._profiles)
         parts: dict[str, list[Rows]] = {}

@@ -26,6 +26,18 @@ access_log = logging.getLogger("gantt.access")
 
 _OPEN = ("/", "/health")  # version discovery and the load balancer's probe need no token
 _UNREAD = frozenset({"/metrics", "/v1/resource-stats"})  # served without catching up first (Service.fresh)
+_RELEASE = "/v1/allocations/"  # DELETE of one consumer's allocation: a release, served without catching up first
+
+
+def _unread(method: str, path: str) -> bool:
+    """A request whose answer reads nothing of the replica from before it: its catch-up would be for nothing.
+    A release (``DELETE /v1/allocations/{consumer}``) writes a batch that the store checks against its own
+    state (NotFound if it holds no such allocation, whichever worker placed it), and answers with a revision its
+    own write's catch-up reached, every earlier commit included; the head's read before it cost ~45 us of CPU
+    per release under two workers' writes (each read finds the WAL moved)."""
+    if path in _UNREAD:
+        return True
+    return method == "DELETE" and path.startswith(_RELEASE) and "/" not in path[len(_RELEASE):]
 
 
 def is_open(path: str) -> bool:
@@ -102,7 +114,7 @@ class Guard:
         """The refusal of a request this worker cannot bring its replica up to date for (``Service.fresh``), in
         the error format of the face it asked."""
         path = scope["path"]
-        if is_open(path) or path in _UNREAD:
+        if is_open(path) or _unread(scope["method"], path):
             return None
         error = await self.service.fresh()
         if error is None:
