@@ -40,23 +40,31 @@ def patch_blocks(bounds: np.ndarray, values: np.ndarray, changed: np.ndarray, *,
     bounds[blocks] = reduce.reduce(values[rows], axis=1)
 
 
-def code_block_max(values: np.ndarray, codes: np.ndarray, ncodes: int) -> np.ndarray:
-    """The highest of ``values`` per (code, block of ``BLOCK`` rows): ``out[c, b]`` over the rows of block ``b``
-    whose code is ``c`` (-inf where none is). The maxima of a class of rows whose codes are ``allowed`` are then
-    ``out[allowed].max(axis=0)``: bounds for that class alone, where ``block_reduce`` bounds every row."""
+def code_block_max(values: np.ndarray, codes: np.ndarray, ncodes: int, *, highest: bool = True) -> np.ndarray:
+    """The highest (lowest) of ``values`` per (code, block of ``BLOCK`` rows): ``out[c, b]`` over the rows of block
+    ``b`` whose code is ``c`` (-inf, +inf, where none is). The maxima of a class of rows whose codes are ``allowed``
+    are then ``out[allowed].max(axis=0)``: bounds for that class alone, where ``block_reduce`` bounds every row."""
     n = len(values)
     nblocks = -(-n // BLOCK)
-    out = np.full(ncodes * nblocks, -np.inf)
-    np.maximum.at(out, codes[:n].astype(np.intp) * nblocks + np.arange(n) // BLOCK, values)
+    out = np.full(ncodes * nblocks, -np.inf if highest else np.inf)
+    reduce = np.maximum if highest else np.minimum
+    reduce.at(out, codes[:n].astype(np.intp) * nblocks + np.arange(n) // BLOCK, values[:n])
     return out.reshape(ncodes, nblocks)
 
 
-def patch_code_blocks(maxima: np.ndarray, values: np.ndarray, codes: np.ndarray, changed: np.ndarray) -> None:
+def patch_code_blocks(maxima: np.ndarray, values: np.ndarray, codes: np.ndarray, changed: np.ndarray, *,
+                      highest: bool = True) -> None:
     """Recompute ``maxima`` (from ``code_block_max``) on the (code, block) cells of the ``changed`` rows."""
     for code, block in {(int(codes[row]), row // BLOCK) for row in changed.tolist()}:
         start = block * BLOCK
-        part = values[start:start + BLOCK]
-        maxima[code, block] = part[codes[start:start + BLOCK] == code].max()
+        part = values[start:start + BLOCK][codes[start:start + BLOCK] == code]
+        maxima[code, block] = part.max() if highest else part.min()
+
+
+def class_bounds(cells: np.ndarray, allowed: np.ndarray, *, highest: bool) -> np.ndarray:
+    """Per block, the bound over the rows whose codes are ``allowed`` (``cells`` from ``code_block_max``)."""
+    part = cells[allowed]
+    return part.max(axis=0) if highest else part.min(axis=0)  # type: ignore[no-any-return]  # numpy stubs: Any
 
 
 def blocks_with(mask: np.ndarray) -> np.ndarray:
@@ -133,9 +141,7 @@ def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has
             break
         if visited >= EXTREME_BUDGET:
             # the extreme rows are not candidates (down, another aggregate): one pass over every row instead
-            shadow = np.where(mask, values, -np.inf if highest else np.inf)
-            value = float(shadow.max() if highest else shadow.min())
-            return None if value in (np.inf, -np.inf) else value
+            return extreme_by_pass(values, mask, highest=highest)
         visited += len(chunk)
         rows = rows_of(chunk, n)
         picked = values.take(rows[mask.take(rows)])
@@ -144,6 +150,13 @@ def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has
             if best is None or (value > best if highest else value < best):
                 best = value
     return best
+
+
+def extreme_by_pass(values: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
+    """max (min) of ``values`` over the rows ``mask`` marks, by a pass over every row (None: it marks none)."""
+    shadow = np.where(mask, values, -np.inf if highest else np.inf)
+    value = float(shadow.max() if highest else shadow.min())
+    return None if value in (np.inf, -np.inf) else value
 
 
 def masked_best(values: np.ndarray, mask: np.ndarray, blockmax: np.ndarray, has: np.ndarray, k: int,

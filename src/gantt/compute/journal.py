@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -479,6 +479,10 @@ class _Blocks:
     seq: int
     highest: np.ndarray
     lowest: np.ndarray
+    # per (aggregate-set code, block): the highest and the lowest value (``blocks.code_block_max``), built on first
+    # need, with the codes they were built on (they move only with the static revision, which drops the entry)
+    cells: dict[bool, np.ndarray] = field(default_factory=dict)
+    codes: np.ndarray | None = None
 
 
 class BlockExtremes:
@@ -491,10 +495,24 @@ class BlockExtremes:
         self._entries: dict[str, _Blocks] = {}
 
     def get(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, *, highest: bool, n: int,
-            static_revision: int, journal: RowJournal) -> float | None:
-        """The candidates' highest (lowest) value of ``column``; None when ``mask`` marks no row."""
+            static_revision: int, journal: RowJournal,
+            allowed: tuple[np.ndarray, np.ndarray] | None = None) -> float | None:
+        """The candidates' highest (lowest) value of ``column``; None when ``mask`` marks no row.
+
+        ``allowed``: (per aggregate-set code, whether a candidate may have it; every row's code). The blocks are
+        then bounded over the rows of those sets only: a class that aggregates restrict (an extra spec's aggregate,
+        a zone) spread over every block has its extreme below most blocks' bounds, held by rows of other sets,
+        and by those bounds the search read its whole budget of blocks and then a pass over every row."""
         entry = self._entry(name, column, n=n, static_revision=static_revision, journal=journal)
         bounds = entry.highest if highest else entry.lowest
+        if allowed is not None and allowed[0].any():
+            with self._lock:
+                cells = entry.cells.get(highest)
+                if cells is None or cells.shape[0] != len(allowed[0]):
+                    entry.codes = allowed[1][:n]
+                    cells = entry.cells[highest] = blocks.code_block_max(column[:n], entry.codes, len(allowed[0]),
+                                                                         highest=highest)
+                bounds = blocks.class_bounds(cells, allowed[0], highest=highest)
         return blocks.masked_extreme(column[:n], mask[:n], bounds, has, highest=highest)
 
     def beyond(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, limit: float, *,
@@ -529,6 +547,13 @@ class BlockExtremes:
                 elif len(changed):
                     blocks.patch_blocks(entry.highest, column, changed, highest=True)
                     blocks.patch_blocks(entry.lowest, column, changed, highest=False)
+                    for highest, cells in list(entry.cells.items()):
+                        assert entry.codes is not None
+                        if len(changed) > 256:  # a burst of reports: one pass costs less than a cell at a time
+                            entry.cells[highest] = blocks.code_block_max(column, entry.codes, cells.shape[0],
+                                                                         highest=highest)
+                        else:
+                            blocks.patch_code_blocks(cells, column, entry.codes, changed, highest=highest)
                     entry.seq = seq
                 else:
                     entry.seq = seq

@@ -140,6 +140,9 @@ class Ranker:
         # subset slots read every candidate's score, so they keep the full-length scores.
         self._by_blocks = not fs.shuffle_best_same_weighed_hosts and config.gantt.subset_slots == 1
         self.block_min_rows = BLOCK_MIN_ROWS  # (tests lower it to run the block paths on small tables)
+        # By blocks, the weighers' extremes are searched by block bounds per aggregate set (``Extremes.allowed``)
+        # as the kept sum's best rows are (``_class_bounds``); off, by every row's (tests and A/B runs compare)
+        self.code_extremes = True
 
     def rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None = None, *,
              lazy: bool = False) -> Ranking:
@@ -249,9 +252,11 @@ class Ranker:
         n = table.n
         count = int(np.count_nonzero(mask))
         by_blocks = lazy and self._by_blocks and contributions is None and n >= self.block_min_rows
+        allowed: np.ndarray | None = None
         if by_blocks:
             rows = None
-            extremes = Extremes(table, mask, None, by_blocks=True)
+            allowed = self.masks.allowed_codes(static, n)
+            extremes = Extremes(table, mask, None, by_blocks=True, allowed=allowed if self.code_extremes else None)
         else:
             rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
             extremes = Extremes(table, mask, rows)
@@ -263,7 +268,7 @@ class Ranker:
         else:
             score, offset = np.zeros(count if rows is not None else n), 0.0
         if blockmax is not None and by_blocks:
-            pick = BlockPick(score, mask, self._class_bounds(score, blockmax, static, n), extremes.has)
+            pick = BlockPick(score, mask, self._class_bounds(score, blockmax, allowed, n), extremes.has)
             return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, offset=offset, pick=pick)
         top = float(blockmax.max()) if blockmax is not None else None  # every row a candidate (see Weighing.weigh)
         if rows is None and count < n:
@@ -276,14 +281,14 @@ class Ranker:
         return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset,
                        shared=shared, top=top)
 
-    def _class_bounds(self, total: np.ndarray, blockmax: np.ndarray, static: Sequence[np.ndarray | None],
+    def _class_bounds(self, total: np.ndarray, blockmax: np.ndarray, allowed: np.ndarray | None,
                       n: int) -> np.ndarray:
         """Bounds per block of the kept sum ``total`` over the rows of the aggregate sets the ``static`` masks
         allow, when they allow fewer than all (``MaskCache.allowed_codes``); else its ``blockmax``. A class that
         aggregates restrict (a zone, an extra spec's aggregate) spread over every block often has its best rows
         below the maxima of every block, held by rows of other aggregates (a weight multiplier's aggregate): by
-        those maxima the pick read its whole budget of blocks for nothing, then took a pass over every row."""
-        allowed = self.masks.allowed_codes(static, n)
+        those maxima the pick read its whole budget of blocks for nothing, then took a pass over every row.
+        ``allowed``: ``MaskCache.allowed_codes`` of the static masks."""
         if allowed is None:
             return blockmax
         table = self.table

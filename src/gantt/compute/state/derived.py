@@ -90,15 +90,18 @@ class Derived:
                                        everyone=everyone)
 
     def block_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, *,
-                      highest: bool) -> float | None:
+                      highest: bool, allowed: np.ndarray | None = None) -> float | None:
         """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks
         (``has``: ``blocks.blocks_with(mask)``), reading only the blocks of rows that can hold it; None for no
-        candidate, or below ``patch_min_rows`` (take a full pass)."""
+        candidate, or below ``patch_min_rows`` (take a full pass). ``allowed``: per aggregate-set code, whether a
+        candidate may have it (the blocks are then bounded over those sets' rows only)."""
         n = self._columns.n
         if n < self.patch_min_rows:
             return None
-        return self._block_extremes.get(name, column, mask, has, highest=highest, n=n,
-                                        static_revision=self._changes.static_revision, journal=self._changes.journal)
+        return self._block_extremes.get(
+            name, column, mask, has, highest=highest, n=n, static_revision=self._changes.static_revision,
+            journal=self._changes.journal,
+            allowed=(allowed, self._columns.cols["aggset_code"]) if allowed is not None else None)
 
     def block_beyond(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, limit: float, *,
                      below: bool) -> bool | None:
