@@ -15,7 +15,7 @@ import pytest
 from gantt import NoValidHost, Scheduler
 from gantt.compute import blocks as blocks_mod
 from gantt.compute import journal as journal_mod
-from gantt.compute.blocks import block_reduce, blocks_with, first_blocks, masked_best, masked_extreme, patch_blocks
+from gantt.compute.blocks import block_reduce, blocks_with, masked_best, masked_extreme, patch_blocks
 from gantt.model import Aggregate
 from tests.conftest import FakeClock, churn_concurrently, host_stats, request
 
@@ -33,22 +33,6 @@ def _argmax_order(values: np.ndarray, mask: np.ndarray, k: int, taken: set[int])
         out.append(i)
         score[i] = -np.inf
     return out
-
-
-def test_first_blocks_is_the_stable_sorts_prefix() -> None:
-    """The searches order only the blocks they may read: that prefix is the stable descending sort's, ties (the
-    lower position first), -inf, +inf and NaN included."""
-    rng = np.random.default_rng(11)
-    for _ in range(2000):
-        m = int(rng.integers(1, 300))
-        key = rng.integers(0, int(rng.integers(1, 6)), m).astype(float)
-        key[rng.random(m) < rng.random() * 0.5] = -np.inf
-        if rng.random() < 0.2:
-            key[rng.random(m) < 0.1] = np.inf
-        if rng.random() < 0.05:
-            key[int(rng.integers(0, m))] = np.nan
-        count = int(rng.integers(1, m + 3))
-        assert first_blocks(key, count).tolist() == np.argsort(-key, kind="stable")[:count].tolist()
 
 
 @pytest.mark.parametrize("seed", range(4))

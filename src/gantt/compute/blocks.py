@@ -78,21 +78,6 @@ def blocks_with(mask: np.ndarray) -> np.ndarray:
     return out  # type: ignore[no-any-return]  # numpy's stubs type np.append as Any
 
 
-def first_blocks(key: np.ndarray, count: int) -> np.ndarray:
-    """The first ``count`` positions of ``np.argsort(-key, kind="stable")`` (highest key first, the lower position
-    first among equals), without sorting every block: a partition finds the ``count``-th highest key and only
-    the positions at or above it are sorted. A search by block bounds reads a few blocks and stops (or runs out
-    of its budget of blocks); the stable sort of every block's bound cost as much as the rest of the search."""
-    total = len(key)
-    if count >= total or np.isnan(key).any():  # (NaN: the full sort's order, as before)
-        return np.argsort(-key, kind="stable")[:count]
-    kth = np.partition(key, total - count)[total - count]  # the count-th highest
-    above = np.flatnonzero(key > kth)
-    ties = np.flatnonzero(key == kth)[: count - len(above)]  # ascending: the lower positions first
-    chosen = np.concatenate((above, ties))
-    return chosen[np.lexsort((chosen, -key[chosen]))]  # type: ignore[no-any-return]  # numpy's stubs: Any
-
-
 def _chunks(order: np.ndarray, bounds: np.ndarray) -> Iterator[tuple[float, int, np.ndarray]]:
     """The blocks of ``order`` in growing chunks (few first: the best few rows usually lie in the first blocks):
     (bound of the chunk's first block, that block, the chunk's blocks)."""
@@ -102,16 +87,6 @@ def _chunks(order: np.ndarray, bounds: np.ndarray) -> Iterator[tuple[float, int,
         yield float(bounds[first]), first, order[start:start + size]
         start += size
         size = min(size * 4, 256)
-
-
-def _read_within(budget: int) -> int:
-    """How many blocks of the order a search by ``_chunks`` with this budget may look at: the chunks it reads
-    until it has read ``budget`` blocks, and the first block of the next one (whose bound may end the search)."""
-    start, size = 0, 4
-    while start < budget:
-        start += size
-        size = min(size * 4, 256)
-    return start + 1
 
 
 def rows_of(blocks: np.ndarray, n: int) -> np.ndarray:
@@ -125,13 +100,12 @@ def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has
     ``block_reduce(values)``, ``has`` is ``blocks_with(mask)``. Blocks are read in order of their bound, most
     extreme first, until no block left can hold a more extreme value than the one found."""
     n = len(mask)
-    # Only the blocks read within EXTREME_BUDGET need their order (then a full pass instead)
     if highest:
         keyed = np.where(has, bounds, -np.inf)
-        order = first_blocks(keyed, _read_within(EXTREME_BUDGET))
+        order = np.argsort(-keyed, kind="stable")
     else:
         keyed = np.where(has, bounds, np.inf)
-        order = first_blocks(-keyed, _read_within(EXTREME_BUDGET))
+        order = np.argsort(keyed, kind="stable")
     best: float | None = None
     visited = 0
     for bound, _, chunk in _chunks(order, keyed):
@@ -170,8 +144,7 @@ def masked_best(values: np.ndarray, mask: np.ndarray, blockmax: np.ndarray, has:
     caller tightens them)."""
     n = len(mask)
     keyed = np.where(has, blockmax, -np.inf)
-    # With a budget only the blocks read within it need their order
-    order = first_blocks(keyed, _read_within(budget)) if budget is not None else np.argsort(-keyed, kind="stable")
+    order = np.argsort(-keyed, kind="stable")
     best_rows = np.empty(0, dtype=np.intp)
     best_values = np.empty(0, dtype=values.dtype)
     excluded = np.fromiter(taken, dtype=np.intp, count=len(taken)) if taken else None
