@@ -99,6 +99,17 @@ def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has
     """max (min) of ``values`` over the rows ``mask`` marks, or None when it marks none. ``bounds`` is
     ``block_reduce(values)``, ``has`` is ``blocks_with(mask)``. Blocks are read in order of their bound, most
     extreme first, until no block left can hold a more extreme value than the one found."""
+    done, best = search_extreme(values, mask, bounds, has, highest=highest, budget=EXTREME_BUDGET)
+    if not done:
+        # the extreme rows are not candidates (down, another aggregate): one pass over every row instead
+        return extreme_by_pass(values, mask, highest=highest)
+    return best
+
+
+def search_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has: np.ndarray, *, highest: bool,
+                   budget: int) -> tuple[bool, float | None]:
+    """``masked_extreme``'s search by blocks: (True, the extreme), or (False, None) when it would read more than
+    ``budget`` blocks."""
     n = len(mask)
     if highest:
         keyed = np.where(has, bounds, -np.inf)
@@ -113,9 +124,8 @@ def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has
             break  # no candidate in this block nor in any after it
         if best is not None and (bound <= best if highest else bound >= best):
             break
-        if visited >= EXTREME_BUDGET:
-            # the extreme rows are not candidates (down, another aggregate): one pass over every row instead
-            return extreme_by_pass(values, mask, highest=highest)
+        if visited >= budget:
+            return False, None
         visited += len(chunk)
         rows = rows_of(chunk, n)
         picked = values.take(rows[mask.take(rows)])
@@ -123,7 +133,7 @@ def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has
             value = float(picked.max() if highest else picked.min())
             if best is None or (value > best if highest else value < best):
                 best = value
-    return best
+    return True, best
 
 
 def extreme_by_pass(values: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:

@@ -472,6 +472,10 @@ def weighted_sum(terms: list[SumTerm], rows: Rows) -> np.ndarray:
     return total
 
 
+FIRST_BLOCKS = 4  # blocks a search by every row's bounds reads before a class restricted to some aggregate sets
+# takes its own sets' bounds (BlockExtremes.get)
+
+
 @dataclass(slots=True)
 class _Blocks:
     static_revision: int
@@ -506,6 +510,12 @@ class BlockExtremes:
         entry = self._entry(name, column, n=n, static_revision=static_revision, journal=journal)
         bounds = entry.highest if highest else entry.lowest
         if allowed is not None and allowed[0].any():
+            # Most classes find their extreme in the first blocks by every row's bounds: the per-set bounds (a
+            # reduction over the allowed sets per block) only for those that do not
+            done, value = blocks.search_extreme(column[:n], mask[:n], bounds, has, highest=highest,
+                                                budget=FIRST_BLOCKS)
+            if done:
+                return value
             with self._lock:
                 cells = entry.cells.get(highest)
                 if cells is None or cells.shape[0] != len(allowed[0]):
