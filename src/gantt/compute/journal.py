@@ -25,6 +25,7 @@ after its columns are written and after the reader took its sequence number, so 
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -118,6 +119,22 @@ class _Patched:
     mask: np.ndarray
 
 
+class _Probe:
+    __slots__ = ("held",)
+
+    def __init__(self) -> None:
+        self.held = object()
+
+
+def _unshared() -> int:
+    """What sys.getrefcount says of an object that one slot alone holds, read as PatchedMasks reads an entry's."""
+    probe = _Probe()
+    return sys.getrefcount(probe.held)
+
+
+_UNSHARED = _unshared()
+
+
 class PatchedMasks:
     """A small LRU of usage masks, each patched on the rows changed since it was built."""
 
@@ -128,20 +145,33 @@ class PatchedMasks:
 
     def get(self, key: Hashable, *, n: int, static_revision: int, journal: RowJournal,
             compute: Callable[[Rows], np.ndarray]) -> np.ndarray:
-        """The mask for ``key``; ``compute(rows)`` evaluates it on some rows (an index array or ``slice(0, n)``)."""
+        """The mask for ``key``; ``compute(rows)`` evaluates it on some rows (an index array or ``slice(0, n)``).
+
+        A mask handed out never moves while its reader holds it: a patch copies it first, unless nothing but
+        this cache holds it (a reader holds a reference, and hands are taken under the lock, so none can be
+        taken while it is patched): then it is patched in place. At 1,000,000 rows the copy of each usage
+        filter's mask was a tenth of a decision."""
         seq = journal.seq
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
+                if entry.static_revision == static_revision and entry.n == n and entry.seq == seq:
+                    return entry.mask
         if entry is not None and entry.static_revision == static_revision and entry.n == n:
-            if entry.seq == seq:
-                return entry.mask
-            rows = journal.since(entry.seq, seq)
+            base = entry.seq
+            rows = journal.since(base, seq)
             if rows is not None and len(rows) * 16 <= n:
-                mask = entry.mask.copy()  # copied: a concurrent decision may still read the old one
-                if len(rows):
-                    mask[rows] = compute(rows)
+                values = compute(rows) if len(rows) else None
+                with self._lock:
+                    if (self._entries.get(key) is entry and entry.seq == base and values is not None
+                            and sys.getrefcount(entry.mask) <= _UNSHARED):
+                        entry.mask[rows] = values
+                        entry.seq = seq
+                        return entry.mask
+                    mask = entry.mask.copy()  # copied: a decision may still read the old one
+                if values is not None:
+                    mask[rows] = values
                 self._store(key, _Patched(static_revision, n, seq, mask))
                 return mask
         mask = compute(slice(0, n))
