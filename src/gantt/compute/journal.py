@@ -119,22 +119,6 @@ class _Patched:
     mask: np.ndarray
 
 
-class _Probe:
-    __slots__ = ("held",)
-
-    def __init__(self) -> None:
-        self.held = object()
-
-
-def _unshared() -> int:
-    """What sys.getrefcount says of an object that one slot alone holds, read as PatchedMasks reads an entry's."""
-    probe = _Probe()
-    return sys.getrefcount(probe.held)
-
-
-_UNSHARED = _unshared()
-
-
 class PatchedMasks:
     """A small LRU of usage masks, each patched on the rows changed since it was built."""
 
@@ -142,6 +126,8 @@ class PatchedMasks:
         self.size = size
         self._lock = threading.Lock()
         self._entries: OrderedDict[Hashable, _Patched] = OrderedDict()
+        probe = _Patched(0, 0, 0, np.empty(0))  # what sys.getrefcount says of a mask its entry alone holds
+        self.unshared = sys.getrefcount(probe.mask)
 
     def get(self, key: Hashable, *, n: int, static_revision: int, journal: RowJournal,
             compute: Callable[[Rows], np.ndarray]) -> np.ndarray:
@@ -165,7 +151,7 @@ class PatchedMasks:
                 values = compute(rows) if len(rows) else None
                 with self._lock:
                     if (self._entries.get(key) is entry and entry.seq == base and values is not None
-                            and sys.getrefcount(entry.mask) <= _UNSHARED):
+                            and sys.getrefcount(entry.mask) <= self.unshared):
                         entry.mask[rows] = values
                         entry.seq = seq
                         return entry.mask
