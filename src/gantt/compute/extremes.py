@@ -24,7 +24,7 @@ class Extremes:
     """
 
     def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None, *,
-                 by_blocks: bool = False, allowed: np.ndarray | None = None) -> None:
+                 by_blocks: bool = False, allowed: np.ndarray | None = None, has: np.ndarray | None = None) -> None:
         self.table = table
         self.mask = mask
         self.rows = rows
@@ -37,7 +37,7 @@ class Extremes:
         # By blocks: per aggregate-set code, whether a candidate may have it (``MaskCache.allowed_codes``; None:
         # any), so that the block bounds of a class that aggregates restrict are its own sets' (table.block_extreme)
         self.allowed = allowed
-        self._has: np.ndarray | None = None
+        self._has: np.ndarray | None = has  # (given when the caller knows it)
         self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
