@@ -184,7 +184,7 @@ class Ranker:
     def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None, lazy: bool) -> Ranking:
         table = self.table
         n = table.n
-        seq = table.derived.journal_seq()  # before any mask is read (see _candidates)
+        seq = table.derived.journal_seq()  # before any mask is read (see Derived.candidate_mask)
         steps, forced = preselect(table, self.config, ctx)
         limits: dict[str, np.ndarray] = {}
         checks: list[Callable[[int], bool]] = []
@@ -301,12 +301,11 @@ class Ranker:
 
     def _class_bounds(self, total: np.ndarray, blockmax: np.ndarray, allowed: np.ndarray | None,
                       n: int) -> np.ndarray:
-        """Bounds per block of the kept sum ``total`` over the rows of the aggregate sets the ``static`` masks
-        allow, when they allow fewer than all (``MaskCache.allowed_codes``); else its ``blockmax``. A class that
+        """Bounds per block of the kept sum ``total`` over the rows of the aggregate sets ``allowed`` (the static
+        masks', when they allow fewer than all: ``MaskCache.allowed_codes``); else its ``blockmax``. A class that
         aggregates restrict (a zone, an extra spec's aggregate) spread over every block often has its best rows
         below the maxima of every block, held by rows of other aggregates (a weight multiplier's aggregate): by
-        those maxima the pick read its whole budget of blocks for nothing, then took a pass over every row.
-        ``allowed``: ``MaskCache.allowed_codes`` of the static masks."""
+        those maxima the pick read its whole budget of blocks for nothing, then took a pass over every row."""
         if allowed is None:
             return blockmax
         table = self.table
