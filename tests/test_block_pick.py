@@ -100,6 +100,29 @@ def _cloud(clock: FakeClock, seed: int, *, blocks: bool) -> Scheduler:
     return sched
 
 
+def _check_kept_candidates(sched: Scheduler) -> int:
+    """Every kept candidate mask whose parts are alive equals the AND of its parts on every row not changed since
+    its journal position (those it patches when next asked), and its count and blocks are its own; returns how
+    many were checked. (Asking for a mask here would move its position past what its parts were patched to.)"""
+    derived = sched.table.derived
+    journal = derived._changes.journal
+    checked = 0
+    for entry in list(derived._candidates._entries.values()):
+        parts = [ref() for ref in entry.parts]
+        if entry.n != sched.table.n or any(part is None for part in parts):
+            continue
+        expected = np.logical_and.reduce([part[: entry.n] for part in parts if part is not None])
+        since = journal.since(entry.seq, journal.seq)
+        assert since is not None
+        settled = np.ones(entry.n, dtype=bool)
+        settled[since] = False
+        assert np.array_equal(entry.mask[settled], expected[settled])
+        assert entry.count == int(entry.mask.sum())
+        assert np.array_equal(entry.per_block > 0, blocks_with(entry.mask))
+        checked += 1
+    return checked
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_decisions_by_blocks_equal_the_full_scan_under_churn(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two identical clouds take the same stream of requests (zones, an isolated tenant's few nodes, every
@@ -111,6 +134,7 @@ def test_decisions_by_blocks_equal_the_full_scan_under_churn(seed: int, monkeypa
     rng = random.Random(seed)
     consumers: list[str] = []
     decided = 0
+    checked = 0
     for step in range(300):
         op = rng.random()
         if op < 0.55:
@@ -131,6 +155,8 @@ def test_decisions_by_blocks_equal_the_full_scan_under_churn(seed: int, monkeypa
             if not isinstance(answers[0], str):
                 consumers.extend(uuids)
                 decided += 1
+            if step % 10 == 0:
+                checked += _check_kept_candidates(fast)
         elif op < 0.72 and consumers:
             consumer = consumers.pop(rng.randrange(len(consumers)))
             for sched in (fast, plain):
@@ -154,7 +180,11 @@ def test_decisions_by_blocks_equal_the_full_scan_under_churn(seed: int, monkeypa
             for clock in clocks:
                 clock.advance(seconds)
     assert decided > 100
-    # the fast side really decided by blocks (kept block maxima, block extremes for the zones' minorities)
+    # the fast side really decided by blocks (kept block maxima, block extremes for the zones' minorities), and
+    # kept its candidate masks, patched on changed rows (rebuilt for each new class, clock move or heartbeat)
+    kept = fast.table.derived._candidates
+    assert kept.patched >= 10 and kept.built > 0 and checked > 10
+    assert not plain.table.derived._candidates.built
     assert any(e.blockmax is not None for e in fast.table.derived._weighted_sums._entries.values())
     assert fast.table.derived._block_extremes._entries
     assert all(e.blockmax is None for e in plain.table.derived._weighted_sums._entries.values())

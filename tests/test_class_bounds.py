@@ -78,19 +78,29 @@ def _cloud(seed: int, *, blocks: bool) -> Scheduler:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_a_class_its_aggregates_restrict_picks_by_its_own_bounds(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The ssd class's decisions by blocks equal the full scan's (hosts, alternates, weights) under claims,
-    releases and reports, and none of them needed the pass over every row that loose bounds end in."""
+    releases and reports, and none of them needed the pass over every row that loose bounds end in: neither the
+    pick's nor the weighers' extremes' (each bounded per aggregate set)."""
     monkeypatch.setattr(blocks_mod, "BLOCK", 16)  # 150 blocks of rows
+    monkeypatch.setattr(blocks_mod, "EXTREME_BUDGET", 12)
     monkeypatch.setattr(ranking_mod, "PICK_BUDGET", 12)
     fast, plain = _cloud(seed, blocks=True), _cloud(seed, blocks=False)
     tightened = 0
+    passes = 0
     block_reduce = ranking_mod.block_reduce
+    extreme_by_pass = blocks_mod.extreme_by_pass
 
     def counted(values: np.ndarray, *, highest: bool) -> np.ndarray:
         nonlocal tightened
         tightened += 1
         return block_reduce(values, highest=highest)
 
+    def counted_pass(values: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
+        nonlocal passes
+        passes += 1
+        return extreme_by_pass(values, mask, highest=highest)
+
     monkeypatch.setattr(ranking_mod, "block_reduce", counted)
+    monkeypatch.setattr(blocks_mod, "extreme_by_pass", counted_pass)
     rng = random.Random(seed)
     consumers: list[str] = []
     ssd_decided = 0
@@ -123,8 +133,29 @@ def test_a_class_its_aggregates_restrict_picks_by_its_own_bounds(seed: int, monk
                     sched.update_resource_stats(host, stats)
     assert ssd_decided > 50
     assert tightened == 0
+    assert passes == 0
     kept = fast.table.derived._weighted_sums._entries.values()
     assert any(e.codemax is not None for e in kept)  # the kept sums' per-set maxima were read
+    assert any(e.cells for e in fast.table.derived._block_extremes._entries.values())  # and the columns'
+
+
+def test_code_block_minima_follow_patches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lowest per (code, block), as the highest: a reduction over each cell's rows, after patches."""
+    monkeypatch.setattr(blocks_mod, "BLOCK", 16)
+    rng = np.random.default_rng(4)
+    for _ in range(60):
+        n = int(rng.integers(1, 500))
+        ncodes = int(rng.integers(1, 9))
+        codes = rng.integers(0, ncodes, n).astype(np.int32)
+        values = rng.integers(0, 30, n).astype(float)
+        minima = code_block_max(values, codes, ncodes, highest=False)
+        changed = rng.integers(0, n, int(rng.integers(0, 40)))
+        values[changed] = rng.integers(-10, 40, len(changed))
+        patch_code_blocks(minima, values, codes, changed, highest=False)
+        for code in range(ncodes):
+            for block in range(minima.shape[1]):
+                cell = values[block * 16:(block + 1) * 16][codes[block * 16:(block + 1) * 16] == code]
+                assert minima[code, block] == (cell.min() if len(cell) else np.inf)
 
 
 def test_allowed_codes_is_a_superset_of_the_candidates_codes() -> None:

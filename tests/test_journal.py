@@ -160,6 +160,41 @@ def test_patched_masks_rebuild_when_static_state_or_row_count_moves() -> None:
     assert isinstance(calls[-1], slice)
 
 
+def test_patched_masks_patch_in_place_only_what_no_reader_holds() -> None:
+    """A mask nobody holds any more is patched in place (no copy of every row per patch); one a reader still
+    holds, or a view of it, is copied first and never moves under its reader."""
+    journal = RowJournal()
+    masks = PatchedMasks()
+    values = np.arange(1000.0)
+
+    def compute(rows: Any) -> np.ndarray:
+        return values[rows] > 500
+
+    first = masks.get("k", n=1000, static_revision=0, journal=journal, compute=compute)
+    first_id = id(first)
+    del first
+    for step, row in enumerate((3, 7, 900, 3)):
+        values[row] = 999.0 if step % 2 == 0 else 0.0
+        journal.append(row)
+        mask = masks.get("k", n=1000, static_revision=0, journal=journal, compute=compute)
+        assert id(mask) == first_id  # patched in place: the same array
+        assert np.array_equal(mask, values > 500)
+        del mask
+    held = masks.get("k", n=1000, static_revision=0, journal=journal, compute=compute)
+    view = held[:500]
+    for row in (10, 20):
+        values[row] = 999.0
+        journal.append(row)
+        mask = masks.get("k", n=1000, static_revision=0, journal=journal, compute=compute)
+        assert mask is not held and np.array_equal(mask, values > 500)
+        assert not held[row] and not view[row]  # the reader's mask did not move
+        held = mask  # the reader lets go of the old one and takes the new (the view still holds the first)
+        del mask
+    values[30] = 999.0
+    journal.append(30)
+    assert masks.get("k", n=1000, static_revision=0, journal=journal, compute=compute) is not held
+
+
 def _cloud(clock: FakeClock, seed: int, *, shuffle: bool = False) -> Scheduler:
     rng = random.Random(seed)
     config = {

@@ -40,23 +40,31 @@ def patch_blocks(bounds: np.ndarray, values: np.ndarray, changed: np.ndarray, *,
     bounds[blocks] = reduce.reduce(values[rows], axis=1)
 
 
-def code_block_max(values: np.ndarray, codes: np.ndarray, ncodes: int) -> np.ndarray:
-    """The highest of ``values`` per (code, block of ``BLOCK`` rows): ``out[c, b]`` over the rows of block ``b``
-    whose code is ``c`` (-inf where none is). The maxima of a class of rows whose codes are ``allowed`` are then
-    ``out[allowed].max(axis=0)``: bounds for that class alone, where ``block_reduce`` bounds every row."""
+def code_block_max(values: np.ndarray, codes: np.ndarray, ncodes: int, *, highest: bool = True) -> np.ndarray:
+    """The highest (lowest) of ``values`` per (code, block of ``BLOCK`` rows): ``out[c, b]`` over the rows of block
+    ``b`` whose code is ``c`` (-inf, +inf, where none is). The maxima of a class of rows whose codes are ``allowed``
+    are then ``out[allowed].max(axis=0)``: bounds for that class alone, where ``block_reduce`` bounds every row."""
     n = len(values)
     nblocks = -(-n // BLOCK)
-    out = np.full(ncodes * nblocks, -np.inf)
-    np.maximum.at(out, codes[:n].astype(np.intp) * nblocks + np.arange(n) // BLOCK, values)
+    out = np.full(ncodes * nblocks, -np.inf if highest else np.inf)
+    reduce = np.maximum if highest else np.minimum
+    reduce.at(out, codes[:n].astype(np.intp) * nblocks + np.arange(n) // BLOCK, values[:n])
     return out.reshape(ncodes, nblocks)
 
 
-def patch_code_blocks(maxima: np.ndarray, values: np.ndarray, codes: np.ndarray, changed: np.ndarray) -> None:
+def patch_code_blocks(maxima: np.ndarray, values: np.ndarray, codes: np.ndarray, changed: np.ndarray, *,
+                      highest: bool = True) -> None:
     """Recompute ``maxima`` (from ``code_block_max``) on the (code, block) cells of the ``changed`` rows."""
     for code, block in {(int(codes[row]), row // BLOCK) for row in changed.tolist()}:
         start = block * BLOCK
-        part = values[start:start + BLOCK]
-        maxima[code, block] = part[codes[start:start + BLOCK] == code].max()
+        part = values[start:start + BLOCK][codes[start:start + BLOCK] == code]
+        maxima[code, block] = part.max() if highest else part.min()
+
+
+def class_bounds(cells: np.ndarray, allowed: np.ndarray, *, highest: bool) -> np.ndarray:
+    """Per block, the bound over the rows whose codes are ``allowed`` (``cells`` from ``code_block_max``)."""
+    part = cells[allowed]
+    return part.max(axis=0) if highest else part.min(axis=0)  # type: ignore[no-any-return]  # numpy stubs: Any
 
 
 def blocks_with(mask: np.ndarray) -> np.ndarray:
@@ -91,6 +99,17 @@ def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has
     """max (min) of ``values`` over the rows ``mask`` marks, or None when it marks none. ``bounds`` is
     ``block_reduce(values)``, ``has`` is ``blocks_with(mask)``. Blocks are read in order of their bound, most
     extreme first, until no block left can hold a more extreme value than the one found."""
+    done, best = search_extreme(values, mask, bounds, has, highest=highest, budget=EXTREME_BUDGET)
+    if not done:
+        # the extreme rows are not candidates (down, another aggregate): one pass over every row instead
+        return extreme_by_pass(values, mask, highest=highest)
+    return best
+
+
+def search_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has: np.ndarray, *, highest: bool,
+                   budget: int) -> tuple[bool, float | None]:
+    """``masked_extreme``'s search by blocks: (True, the extreme), or (False, None) when it would read more than
+    ``budget`` blocks."""
     n = len(mask)
     if highest:
         keyed = np.where(has, bounds, -np.inf)
@@ -105,11 +124,8 @@ def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has
             break  # no candidate in this block nor in any after it
         if best is not None and (bound <= best if highest else bound >= best):
             break
-        if visited >= EXTREME_BUDGET:
-            # the extreme rows are not candidates (down, another aggregate): one pass over every row instead
-            shadow = np.where(mask, values, -np.inf if highest else np.inf)
-            value = float(shadow.max() if highest else shadow.min())
-            return None if value in (np.inf, -np.inf) else value
+        if visited >= budget:
+            return False, None
         visited += len(chunk)
         rows = rows_of(chunk, n)
         picked = values.take(rows[mask.take(rows)])
@@ -117,7 +133,14 @@ def masked_extreme(values: np.ndarray, mask: np.ndarray, bounds: np.ndarray, has
             value = float(picked.max() if highest else picked.min())
             if best is None or (value > best if highest else value < best):
                 best = value
-    return best
+    return True, best
+
+
+def extreme_by_pass(values: np.ndarray, mask: np.ndarray, *, highest: bool) -> float | None:
+    """max (min) of ``values`` over the rows ``mask`` marks, by a pass over every row (None: it marks none)."""
+    shadow = np.where(mask, values, -np.inf if highest else np.inf)
+    value = float(shadow.max() if highest else shadow.min())
+    return None if value in (np.inf, -np.inf) else value
 
 
 def masked_best(values: np.ndarray, mask: np.ndarray, blockmax: np.ndarray, has: np.ndarray, k: int,

@@ -24,7 +24,7 @@ class Extremes:
     """
 
     def __init__(self, table: HostTable, mask: np.ndarray, rows: np.ndarray | None, *,
-                 by_blocks: bool = False) -> None:
+                 by_blocks: bool = False, allowed: np.ndarray | None = None, has: np.ndarray | None = None) -> None:
         self.table = table
         self.mask = mask
         self.rows = rows
@@ -34,7 +34,10 @@ class Extremes:
         # of every row); and whether a candidate passes a weigher's fixed bound is asked of them directly
         # (table.block_beyond: the least free rows are rarely candidates).
         self.by_blocks = by_blocks
-        self._has: np.ndarray | None = None
+        # By blocks: per aggregate-set code, whether a candidate may have it (``MaskCache.allowed_codes``; None:
+        # any), so that the block bounds of a class that aggregates restrict are its own sets' (table.block_extreme)
+        self.allowed = allowed
+        self._has: np.ndarray | None = has  # (given when the caller knows it)
         self._everyone: bool | None = None
         self._excluded: np.ndarray | None = None
         self._buffer: np.ndarray | None = None
@@ -70,9 +73,11 @@ class Extremes:
         lo, hi = minval, maxval
         if column is not None and self.rows is None and self.by_blocks:
             if lo is None:
-                lo = self.table.derived.block_extreme(column, raw, self.mask, self.has, highest=False)
+                lo = self.table.derived.block_extreme(column, raw, self.mask, self.has, highest=False,
+                                                      allowed=self.allowed)
             if hi is None:
-                hi = self.table.derived.block_extreme(column, raw, self.mask, self.has, highest=True)
+                hi = self.table.derived.block_extreme(column, raw, self.mask, self.has, highest=True,
+                                                      allowed=self.allowed)
         elif column is not None and self.rows is None:  # a shortlist rarely holds a small candidate set's extreme
             if lo is None:
                 lo = self.table.derived.candidate_extreme(column, raw, self.mask, highest=False, everyone=self.everyone)

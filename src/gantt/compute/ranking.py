@@ -23,6 +23,7 @@ from gantt.compute.preselect import Steps, preselect
 from gantt.compute.request import RequestContext
 from gantt.compute.state.table import HostTable
 from gantt.compute.stats import EngineStats
+from gantt.compute.ties import KEY as TIES
 from gantt.compute.weighers.base import Weigher
 from gantt.compute.weighers.pipeline import resolve as resolve_weighers
 from gantt.compute.weighing import Bounds, Weighing
@@ -140,6 +141,10 @@ class Ranker:
         # subset slots read every candidate's score, so they keep the full-length scores.
         self._by_blocks = not fs.shuffle_best_same_weighed_hosts and config.gantt.subset_slots == 1
         self.block_min_rows = BLOCK_MIN_ROWS  # (tests lower it to run the block paths on small tables)
+        # By blocks, the weighers' extremes are searched by block bounds per aggregate set (``Extremes.allowed``)
+        # as the kept sum's best rows are (``_class_bounds``); off, by every row's (tests and A/B runs compare)
+        self.code_extremes = True
+        self.keep_candidates = True  # (off: every decision ANDs its masks afresh; tests and A/B runs compare)
 
     def rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None = None, *,
              lazy: bool = False) -> Ranking:
@@ -179,6 +184,7 @@ class Ranker:
     def _rank(self, ctx: RequestContext, contributions: dict[str, np.ndarray] | None, lazy: bool) -> Ranking:
         table = self.table
         n = table.n
+        seq = table.derived.journal_seq()  # before any mask is read (see Derived.candidate_mask)
         steps, forced = preselect(table, self.config, ctx)
         limits: dict[str, np.ndarray] = {}
         checks: list[Callable[[int], bool]] = []
@@ -226,32 +232,49 @@ class Ranker:
                     limits[rc] = arr if rc not in limits else np.fmin(limits[rc], arr)
         combined = known[1] if known is not None else \
             self.masks.combine([steps[i][1] for i in sorted(static_steps)], n)
-        mask = combined.copy() if combined is not None else np.ones(n, dtype=np.bool_)
-        for i, (_, m) in enumerate(steps):
-            if m is not None and i not in static_steps:
+        usage = [m for i, (_, m) in enumerate(steps) if m is not None and i not in static_steps]
+        counted: tuple[int, np.ndarray] | None = None
+        if self._kept_candidates(ctx, lazy, known is not None and not checks, n) and (combined is not None or usage):
+            mask, count, has = table.derived.candidate_mask(
+                [*([combined] if combined is not None else []), *usage], seq)
+            counted = (count, has)
+        else:
+            mask = combined.copy() if combined is not None else np.ones(n, dtype=np.bool_)
+            for m in usage:
                 np.logical_and(mask, m[:n], out=mask)
         if checks:
             ranking = self._settle(ctx, mask, steps, limits, checks)
         else:
             ranking = self._score(ctx, mask, steps, limits, contributions, lazy=lazy,
-                                  static=[steps[i][1] for i in static_steps])
+                                  static=[steps[i][1] for i in static_steps], counted=counted)
         ranking.applied = tuple(applied)
         return ranking
 
+    def _kept_candidates(self, ctx: RequestContext, lazy: bool, first: bool, n: int) -> bool:
+        """Whether a decision keeps its candidate mask (``Derived.candidate_mask``): by blocks, over its class's
+        static mask (the first instance, no forced host, no refining filter), of a request for one instance (the
+        later instances of a request read its first one's mask: it must not move under them)."""
+        return (lazy and first and self.keep_candidates and self._by_blocks and n >= self.block_min_rows
+                and TIES not in ctx.scratch)
+
     def _score(self, ctx: RequestContext, mask: np.ndarray, steps: Steps,
                limits: dict[str, np.ndarray], contributions: dict[str, np.ndarray] | None,
-               bounds: Bounds | None = None, *,
-               lazy: bool = False, static: Sequence[np.ndarray | None] = ()) -> Ranking:
+               bounds: Bounds | None = None, *, lazy: bool = False, static: Sequence[np.ndarray | None] = (),
+               counted: tuple[int, np.ndarray] | None = None) -> Ranking:
         """``lazy`` (a decision): over ``BLOCK_MIN_ROWS`` rows, the ranking may read the kept weighted sum
         through a ``BlockPick`` instead of masking every row's score; ``static``: the static filters' masks,
-        whose aggregate sets bound that read (``_class_bounds``)."""
+        whose aggregate sets bound that read (``_class_bounds``); ``counted``: the mask's count and its blocks
+        that hold a candidate, when known (a kept mask)."""
         table = self.table
         n = table.n
-        count = int(np.count_nonzero(mask))
+        count = counted[0] if counted is not None else int(np.count_nonzero(mask))
         by_blocks = lazy and self._by_blocks and contributions is None and n >= self.block_min_rows
+        allowed: np.ndarray | None = None
         if by_blocks:
             rows = None
-            extremes = Extremes(table, mask, None, by_blocks=True)
+            allowed = self.masks.allowed_codes(static, n)
+            extremes = Extremes(table, mask, None, by_blocks=True, allowed=allowed if self.code_extremes else None,
+                                has=counted[1] if counted is not None else None)
         else:
             rows = np.flatnonzero(mask) if count > 0 and count * 3 < n else None
             extremes = Extremes(table, mask, rows)
@@ -263,7 +286,7 @@ class Ranker:
         else:
             score, offset = np.zeros(count if rows is not None else n), 0.0
         if blockmax is not None and by_blocks:
-            pick = BlockPick(score, mask, self._class_bounds(score, blockmax, static, n), extremes.has)
+            pick = BlockPick(score, mask, self._class_bounds(score, blockmax, allowed, n), extremes.has)
             return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, offset=offset, pick=pick)
         top = float(blockmax.max()) if blockmax is not None else None  # every row a candidate (see Weighing.weigh)
         if rows is None and count < n:
@@ -276,14 +299,13 @@ class Ranker:
         return Ranking(mask=mask, score=score, count=count, steps=steps, limits=limits, rows=rows, offset=offset,
                        shared=shared, top=top)
 
-    def _class_bounds(self, total: np.ndarray, blockmax: np.ndarray, static: Sequence[np.ndarray | None],
+    def _class_bounds(self, total: np.ndarray, blockmax: np.ndarray, allowed: np.ndarray | None,
                       n: int) -> np.ndarray:
-        """Bounds per block of the kept sum ``total`` over the rows of the aggregate sets the ``static`` masks
-        allow, when they allow fewer than all (``MaskCache.allowed_codes``); else its ``blockmax``. A class that
+        """Bounds per block of the kept sum ``total`` over the rows of the aggregate sets ``allowed`` (the static
+        masks', when they allow fewer than all: ``MaskCache.allowed_codes``); else its ``blockmax``. A class that
         aggregates restrict (a zone, an extra spec's aggregate) spread over every block often has its best rows
         below the maxima of every block, held by rows of other aggregates (a weight multiplier's aggregate): by
         those maxima the pick read its whole budget of blocks for nothing, then took a pass over every row."""
-        allowed = self.masks.allowed_codes(static, n)
         if allowed is None:
             return blockmax
         table = self.table

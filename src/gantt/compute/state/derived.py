@@ -4,10 +4,11 @@ a column's extremes over the candidates, the weighers' kept sums."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 
+from gantt.compute.candidates import KeptCandidates
 from gantt.compute.journal import (
     BlockExtremes,
     ColumnBounds,
@@ -37,6 +38,7 @@ class Derived:
         self._column_bounds = ColumnBounds()
         self._weighted_sums = WeightedSums()
         self._block_extremes = BlockExtremes()
+        self._candidates = KeptCandidates()
         # Below this many rows a full pass over a column costs less than the bookkeeping of a patched value.
         self.patch_min_rows = 20_000
 
@@ -90,15 +92,18 @@ class Derived:
                                        everyone=everyone)
 
     def block_extreme(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, *,
-                      highest: bool) -> float | None:
+                      highest: bool, allowed: np.ndarray | None = None) -> float | None:
         """max (or min) of the usage column ``name`` (``column`` its live rows) over the rows ``mask`` marks
         (``has``: ``blocks.blocks_with(mask)``), reading only the blocks of rows that can hold it; None for no
-        candidate, or below ``patch_min_rows`` (take a full pass)."""
+        candidate, or below ``patch_min_rows`` (take a full pass). ``allowed``: per aggregate-set code, whether a
+        candidate may have it (the blocks are then bounded over those sets' rows only)."""
         n = self._columns.n
         if n < self.patch_min_rows:
             return None
-        return self._block_extremes.get(name, column, mask, has, highest=highest, n=n,
-                                        static_revision=self._changes.static_revision, journal=self._changes.journal)
+        return self._block_extremes.get(
+            name, column, mask, has, highest=highest, n=n, static_revision=self._changes.static_revision,
+            journal=self._changes.journal,
+            allowed=(allowed, self._columns.cols["aggset_code"]) if allowed is not None else None)
 
     def block_beyond(self, name: str, column: np.ndarray, mask: np.ndarray, has: np.ndarray, limit: float, *,
                      below: bool) -> bool | None:
@@ -109,6 +114,18 @@ class Derived:
             return None
         return self._block_extremes.beyond(name, column, mask, has, limit, below=below, n=n,
                                            static_revision=self._changes.static_revision, journal=self._changes.journal)
+
+    def journal_seq(self) -> int:
+        """The journal's position now: what a reader takes before it reads the figures it patches to it."""
+        return self._changes.journal.seq
+
+    def candidate_mask(self, parts: Sequence[np.ndarray], seq: int) -> tuple[np.ndarray, int, np.ndarray]:
+        """The AND of ``parts`` (static and usage masks, each patched at least to the journal position ``seq``),
+        kept and patched on the changed rows (``candidates.KeptCandidates``; never modify it), its count, and per
+        block of ``blocks.BLOCK`` rows whether it holds a candidate."""
+        changes = self._changes
+        return self._candidates.get(parts, n=self._columns.n, static_revision=changes.static_revision,
+                                    journal=changes.journal, seq=seq)
 
     def weighted_sum_blocks(self, key: Hashable, terms: list[SumTerm]) -> tuple[np.ndarray, np.ndarray]:
         """``weighted_sum`` over every row, kept (never modify it; a later call patches it in place), with its
