@@ -1,4 +1,5 @@
-"""The candidates' extremes a decision asks of the table's shortlists (``gantt.compute.journal.ColumnBounds``), alone:
+"""The candidates' extremes a decision asks of the table's shortlists
+(``gantt.compute.extreme_caches.ColumnBounds``), alone:
 
     .venv/bin/python bench/column_bounds.py --rows 100000 --decisions 4000
 
@@ -21,7 +22,8 @@ import time
 import numpy as np
 
 from gantt.bench.scripts import cpu_model
-from gantt.compute.journal import ColumnBounds, RowJournal
+from gantt.compute.extreme_caches import ColumnBounds
+from gantt.compute.journal import RowJournal
 
 
 def run(n: int, decisions: int, seed: int = 1) -> tuple[float, float]:

@@ -16,6 +16,7 @@ from gantt import NoValidHost, Scheduler
 from gantt.compute import blocks as blocks_mod
 from gantt.compute import journal as journal_mod
 from gantt.compute.blocks import block_reduce, blocks_with, masked_best, masked_extreme, patch_blocks
+from gantt.compute.extreme_caches import BlockExtremes
 from gantt.model import Aggregate
 from tests.conftest import FakeClock, churn_concurrently, host_stats, request
 
@@ -200,7 +201,7 @@ def test_block_extremes_follow_the_journal(monkeypatch: pytest.MonkeyPatch) -> N
     n = 2000
     column = rng.integers(0, 100, n).astype(float)
     journal = journal_mod.RowJournal()
-    extremes = journal_mod.BlockExtremes()
+    extremes = BlockExtremes()
     revision = 0
     for step in range(400):
         changed = rng.integers(0, n, int(rng.integers(0, 12)))

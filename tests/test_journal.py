@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from gantt import NoValidHost, Scheduler
-from gantt.compute.journal import ColumnBounds, Liveness, PatchedMasks, RowJournal, WeightedSums
+from gantt.compute.extreme_caches import ColumnBounds
+from gantt.compute.journal import Liveness, PatchedMasks, RowJournal, WeightedSums
 from gantt.model import Aggregate, RequestSpec, decode
 from tests.conftest import FakeClock, churn_concurrently, host_stats, request
 

@@ -102,12 +102,21 @@ class Scheduler:
         return self.engine.release(consumer_uuid)
 
     def confirm_move(self, migration_uuid: str) -> Allocation:
-        """A move is done: drop the source held under ``migration_uuid`` (returned)."""
-        return self.table.confirm_move(migration_uuid)
+        """A move is done: drop the source held under ``migration_uuid`` (returned); the instance keeps its new
+        allocation, if it still has one."""
+        table = self.table
+        with table.lock:
+            return table.release(table.migration(migration_uuid).consumer_uuid)
 
     def revert_move(self, migration_uuid: str) -> Allocation:
         """Undo a move: the instance gets its source back, the destination is freed; returns the allocation."""
-        return self.table.revert_move(migration_uuid)
+        table = self.table
+        with table.lock:
+            held, _ = table.revertible(migration_uuid)
+            restored = table.reverted(held)
+            table.release(held.consumer_uuid)
+            table.put_allocation(restored)
+            return restored
 
     def allocation(self, consumer_uuid: str) -> Allocation:
         alloc = self.table.allocation(consumer_uuid)

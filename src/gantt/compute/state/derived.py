@@ -9,9 +9,8 @@ from collections.abc import Callable, Hashable, Sequence
 import numpy as np
 
 from gantt.compute.candidates import KeptCandidates
+from gantt.compute.extreme_caches import BlockExtremes, ColumnBounds
 from gantt.compute.journal import (
-    BlockExtremes,
-    ColumnBounds,
     Liveness,
     PatchedMasks,
     Rows,

@@ -561,20 +561,6 @@ class HostTable:
         """The instance's allocation a revert gives back: the source, as the migration holds it."""
         return self._ledger.reverted(held)
 
-    def confirm_move(self, migration_uuid: str) -> Allocation:
-        """Drop the source a move held (returned); the instance keeps its new allocation, if it still has one."""
-        with self._lock:
-            return self.release(self.migration(migration_uuid).consumer_uuid)
-
-    def revert_move(self, migration_uuid: str) -> Allocation:
-        """Give the instance its source back and drop the destination; returns the restored allocation."""
-        with self._lock:
-            held, _ = self.revertible(migration_uuid)
-            restored = self.reverted(held)
-            self.release(held.consumer_uuid)
-            self.put_allocation(restored)
-            return restored
-
     # ------------------------------------------------------------------------------------- instances
 
     def instances(self, row: int) -> AbstractSet[str]:
