@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from gantt.compute.numa import with_claims
-from gantt.compute.pci import PciRequest, Pool, by_request, placement_class, take
+from gantt.compute.pci import PciRequest, Pool, Room, by_request, placement_class, take
 from gantt.compute.state.columns import Columns
 from gantt.compute.state.instances import InstanceIndex
 from gantt.model import Allocation, AllocationPart, Conflict, NodeKey, NotFound, PciTaken
@@ -200,8 +200,9 @@ class Ledger:
             # the devices come from the pools the fit chose them on (Nova's apply_requests with the guest's cells)
             affinity = cells.affinity([c.cell for c in allocation.numa])
         if pci:
-            columns = self._columns
-            taken = take(columns.pci_pools(row), pci, affinity)
+            pools = self._columns.pci_pools(row)
+            rooms = self.pci_rooms(pools) if any(r.in_placement for r in pci) else None
+            taken = take(pools, pci, affinity, rooms)
             if taken is None:
                 raise ClaimRejected(f"{key} has no room for the PCI devices asked")
             allocation.pci = [PciTaken(pool=dict(pool), count=count) for pool, count in taken]
@@ -236,6 +237,32 @@ class Ledger:
                 raise ClaimRejected(f"{key}: PCI provider {provider} has no room for {resources}")
             parts.append(AllocationPart(host=part_key[0], nodename=part_key[1], resources=resources))
         return parts
+
+    def pci_rooms(self, pools: Sequence[Pool]) -> dict[str, Room]:
+        """The Placement providers the pools' ``rp_uuid`` tags name, as a request group of one device finds them
+        now: per class, the devices they can still give (a provider unknown here offers none)."""
+        columns = self._columns
+        rc = columns.rc
+        out: dict[str, Room] = {}
+        for pool in pools:
+            provider = dict(pool).get("rp_uuid")
+            if provider is None or str(provider) in out:
+                continue
+            key = self.child_providers.get(str(provider))
+            row = None if key is None else columns.row_of.get(key)
+            if row is None:
+                continue
+            free: dict[str, int] = {}
+            for name, j in columns.rc_index.items():
+                # a group of one device: min_unit and step_size must allow 1; max_unit caps the provider's part
+                if not columns.has_inventory.item(row, j) or rc["min_unit"].item(row, j) > 1 \
+                        or rc["step_size"].item(row, j) != 1:
+                    continue
+                devices = min(int(rc["free"].item(row, j) + 1e-9), int(rc["max_unit"].item(row, j)))
+                if devices > 0:
+                    free[name] = devices
+            out[str(provider)] = Room(free, columns.node_traits(row))
+        return out
 
     def put_allocation(self, allocation: Allocation) -> None:
         """Record an allocation decided elsewhere (another instance's claim arriving through the change feed).

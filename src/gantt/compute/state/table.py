@@ -52,7 +52,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gantt.compute.numa import HostNUMA
-from gantt.compute.pci import PciRequest, Pool
+from gantt.compute.pci import PciRequest, Pool, Room
 from gantt.compute.state.aggregates import AggregateIndex
 from gantt.compute.state.cells import CellArrays
 from gantt.compute.state.changes import Changes
@@ -315,6 +315,10 @@ class HostTable:
         codes, values, _ = self._columns.pci_source
         pools: tuple[Pool, ...] = values[codes[row]]
         return pools
+
+    def pci_rooms(self, row: int) -> dict[str, Room]:
+        """The Placement providers of node ``row``'s PCI pools now (``pci.take``'s ``rooms``: ``in_placement``)."""
+        return self._ledger.pci_rooms(self.node_pci_pools(row))
 
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
