@@ -20,7 +20,7 @@ numa_cells), and a claim takes the devices with the cells it fitted.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -344,7 +344,7 @@ def _placed(live: list[dict[str, Any]], requests: Sequence[PciRequest], affinity
     return None
 
 
-def _splits(caps: list[tuple[int, str, int]], wanted: int) -> Any:
+def _splits(caps: list[tuple[int, str, int]], wanted: int) -> Iterator[tuple[int, ...]]:
     """Every way of taking ``wanted`` devices from pools that can give ``caps`` each, as counts per pool, the
     most on the first pool first."""
     if not caps:
