@@ -182,8 +182,8 @@ def test_a_claim_on_other_pools_lands_while_an_earlier_claims_pool_is_gone_from_
     try:
         replica.update_resource_stats("h0", host_stats(pci_stats=pools(vf=4, gpu=2)))
         replica.select_destinations(pci("gpu:2", "a"))
-        # the compute has claimed both GPUs: its row lists no GPU pool left, and no instances
-        replica.update_resource_stats("h0", host_stats(pci_stats=pools(vf=4)[:1]))
+        # the compute has claimed both GPUs: its row lists their pool empty, and no instances
+        replica.update_resource_stats("h0", host_stats(pci_stats=pools(vf=4, gpu=0)))
         replica.select_destinations(pci("vf:1", "b"))
         assert {t.pool["product_id"] for t in replica.allocation("b").pci} == {"1520"}
         with pytest.raises(NoValidHost):  # the GPUs are gone, in the report and in the claim

@@ -127,13 +127,21 @@ class Ledger:
                     return name
         return None
 
-    def within_capacity(self, key: NodeKey) -> bool:
+    def within_capacity(self, key: NodeKey, allocation: Allocation | None = None) -> bool:
         """The node exists and no class of it is counted beyond its capacity (every allocation known counted),
-        and no two claims pin one of its CPUs."""
+        and no two claims pin one of its CPUs; no PCI pool is held beyond its count, of those ``allocation``
+        takes from when it is given (a claim on other pools makes no over-count worse: a node's report that
+        shows an earlier claim's devices used while the claim still counts in flight, until it is confirmed,
+        must not refuse every later claim there)."""
         columns = self._columns
         row = columns.row_of.get(key)
-        return row is not None and not (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any() \
-            and not columns.cols["numa_overbooked"][row] and columns.pci_within_capacity(row)
+        if row is None or (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any() \
+                or columns.cols["numa_overbooked"][row]:
+            return False
+        if allocation is None:
+            return columns.pci_within_capacity(row)
+        taken = {tuple(sorted(t.pool.items())) for t in allocation.pci}
+        return not any(pool in taken for pool, _, _ in columns.pci_overbooked(row))
 
     def migration(self, migration_uuid: str) -> Allocation:
         """The allocation holding a move's source, under the migration's UUID."""

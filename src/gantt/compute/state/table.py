@@ -516,9 +516,9 @@ class HostTable:
         """None if the node can take ``resources`` now; else the first resource class that does not fit."""
         return self._ledger.fits(row, resources, limits)
 
-    def within_capacity(self, key: NodeKey) -> bool:
-        """The node exists and none of its classes is counted beyond its capacity."""
-        return self._ledger.within_capacity(key)
+    def within_capacity(self, key: NodeKey, allocation: Allocation | None = None) -> bool:
+        """The node exists and none of its classes is counted beyond its capacity (``Ledger.within_capacity``)."""
+        return self._ledger.within_capacity(key, allocation)
 
     def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
               pci: Sequence[PciRequest] = (), pci_parts: bool = False) -> Allocation:
