@@ -169,3 +169,24 @@ def test_a_report_with_two_pools_of_one_key_lends_both() -> None:
     with pytest.raises(NoValidHost):
         sched.select_destinations(pci("vf:1", "d"))
     assert sched.table.pci_overbooked(0) == []  # three held of a key the two pools have three of
+
+
+def test_a_claim_on_other_pools_lands_while_an_earlier_claims_pool_is_gone_from_the_report(tmp_path: Path) -> None:
+    """Nova's test_pci_in_placement.PlacementPCIAllocationHealingTests.test_heal_multiple_allocations (which failed
+    when the scheduler read the compute's row between two boots): the cells' row of a node lists no instances, so
+    the first claim's devices still count in flight once the row shows them used (their pool gone). That
+    over-count must not refuse a second claim that takes other pools: the commit checks the pools it takes."""
+    url = f"sqlite:///{tmp_path}/g.sqlite"
+    config = Config.from_dict({**SECTIONS, "gantt": {"seed": 3}})
+    replica = Replica(open_store(url), config).start(follow=True)
+    try:
+        replica.update_resource_stats("h0", host_stats(pci_stats=pools(vf=4, gpu=2)))
+        replica.select_destinations(pci("gpu:2", "a"))
+        # the compute has claimed both GPUs: its row lists their pool empty, and no instances
+        replica.update_resource_stats("h0", host_stats(pci_stats=pools(vf=4, gpu=0)))
+        replica.select_destinations(pci("vf:1", "b"))
+        assert {t.pool["product_id"] for t in replica.allocation("b").pci} == {"1520"}
+        with pytest.raises(NoValidHost):  # the GPUs are gone, in the report and in the claim
+            replica.select_destinations(pci("gpu:1", "c"))
+    finally:
+        replica.close()

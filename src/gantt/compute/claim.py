@@ -289,7 +289,12 @@ class Claims:
         return numa.claim(table.node_numa(row), ctx.numa, cpu_ratio=limits.cpu_allocation_ratio,
                           ram_ratio=limits.ram_allocation_ratio,
                           pack=self.config.compute.packing_host_numa_cells_allocation_strategy,
-                          pools=table.node_pci_pools(row), pci_requests=ctx.pci_requests, networks=ctx.networks)
+                          pools=table.node_pci_pools(row), pci_requests=ctx.pci_requests, networks=ctx.networks,
+                          rooms=self._rooms(row, ctx))
+
+    def _rooms(self, row: int, ctx: RequestContext) -> dict[str, pci.Room] | None:
+        """The node's PCI providers when the devices are Placement's (pci_in_placement), for ``pci.take``."""
+        return self.table.pci_rooms(row) if any(r.in_placement for r in ctx.pci_requests) else None
 
     def _takes_devices(self, row: int, ctx: RequestContext) -> bool:
         """Whether node ``row`` can take what the claim takes beyond resources now: the guest's NUMA cells and its
@@ -297,7 +302,8 @@ class Claims:
         table = self.table
         if ctx.numa is not None and table.node_numa(row) is not None:
             return self._numa_claim(row, ctx) is not None
-        return not ctx.pci_requests or pci.supports(table.node_pci_pools(row), ctx.pci_requests)
+        return not ctx.pci_requests or pci.supports(table.node_pci_pools(row), ctx.pci_requests,
+                                                    rooms=self._rooms(row, ctx))
 
     def _shown_limits(self, ranking: Ranking, ctx: RequestContext, row: int,
                       limits: dict[str, float]) -> dict[str, float | NUMATopologyLimits]:

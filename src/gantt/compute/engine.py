@@ -116,7 +116,7 @@ class Engine:
                 rollback(self.table, placed, ctx.moved, keep=set(exc.held))
                 with self.stats.lock:
                     self.stats.commit_conflicts += 1
-                log.info("commit conflict on %s (%d conflict(s) left)", exc.keys, attempts.left)
+                log.info("commit conflict on %s (%d conflict(s) left): %s", exc.keys, attempts.left, exc.message)
                 if not attempts.spend():
                     break
             except BaseException:

@@ -20,11 +20,14 @@ numa_cells), and a claim takes the devices with the cells it fitted.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gantt.config.pci import NUMA_POLICIES, TRUE_WORDS, Alias, Spec
+import os_resource_classes as orc  # untyped: pyproject lets mypy skip it
+import os_traits
+
+from gantt.config.pci import NUMA_POLICIES, TRUE_WORDS, PciSection, Spec
 from gantt.model import InvalidRequest, PciRequestSpec
 
 ALIAS_SPEC = "pci_passthrough:alias"
@@ -37,6 +40,18 @@ Pool = tuple[tuple[str, Any], ...]  # one pool's keys and values (count included
 
 
 @dataclass(frozen=True, slots=True)
+class Room:
+    """A PCI device provider in Placement, as a request group of one device sees it: how many devices of each
+    resource class it can still give (capacity left, within max_unit), and its traits."""
+
+    free: Mapping[str, int]
+    traits: frozenset[str]
+
+
+Rooms = Mapping[str, Room]  # by provider uuid (the pools' ``rp_uuid`` tag)
+
+
+@dataclass(frozen=True, slots=True)
 class PciRequest:
     """One entry of ``pci_passthrough:alias``: ``count`` devices any of ``specs`` describes."""
 
@@ -44,11 +59,16 @@ class PciRequest:
     count: int
     specs: tuple[Spec, ...]
     numa_policy: str
+    # ``[filter_scheduler] pci_in_placement`` (a flavor's alias request): each device is a request group of one
+    # ``placement_class`` with ``placement_traits`` in Placement, so only devices whose provider has them, and room
+    # for them, serve it (Nova's allocation candidates, then the pools those candidates name)
+    in_placement: bool = False
 
     @property
     def key(self) -> Hashable:
         """The request as a hashable value (its specs are dicts)."""
-        return (self.alias, self.count, tuple(tuple(sorted(spec.items())) for spec in self.specs), self.numa_policy)
+        return (self.alias, self.count, tuple(tuple(sorted(spec.items())) for spec in self.specs), self.numa_policy,
+                self.in_placement)
 
     def pairs(self) -> frozenset[tuple[str, str]] | None:
         """The (vendor_id, product_id) pairs, lower-cased, a device must have to serve this request; None when a
@@ -83,14 +103,20 @@ def affinity_policy(extra_specs: dict[str, str], image_props: dict[str, Any]) ->
     return policy or None
 
 
-def requests_from_extra_specs(extra_specs: dict[str, str], aliases: dict[str, Alias],
-                              policy: str | None = None) -> tuple[PciRequest, ...]:
-    """The flavor's PCI requests, each with ``policy`` (``affinity_policy``) or else its alias's NUMA policy;
-    InvalidRequest (naming the extra spec) for a malformed value or unknown alias."""
+def requests_from_extra_specs(extra_specs: dict[str, str], section: PciSection, policy: str | None = None,
+                              in_placement: bool = False) -> tuple[PciRequest, ...]:
+    """The flavor's PCI requests of ``section``'s aliases, each with ``policy`` (``affinity_policy``) or else its
+    alias's NUMA policy, and ``in_placement`` (``[filter_scheduler] pci_in_placement``, under which the aliases
+    must pass ``check_aliases``); InvalidRequest (naming the extra spec) for a malformed value or unknown alias."""
     text = extra_specs.get(ALIAS_SPEC)
     if text is None:
         return ()
     where = f"$.flavor.extra_specs.{ALIAS_SPEC}"
+    try:
+        section.check(in_placement)  # as Nova's API reads its aliases for each request
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), field=where) from None
+    aliases = section.aliases
     if not isinstance(text, str) or not _REQUEST_RE.fullmatch(text):
         raise InvalidRequest(f"extra spec {ALIAS_SPEC} must be 'alias:count' entries separated by commas, "
                              f"not {text!r}", field=where)
@@ -104,7 +130,7 @@ def requests_from_extra_specs(extra_specs: dict[str, str], aliases: dict[str, Al
         if alias is None:
             known = ", ".join(sorted(aliases)) or "none"
             raise InvalidRequest(f"PCI alias {name} is not defined ([pci] alias defines: {known})", field=where)
-        out.append(PciRequest(name, count, alias.specs, policy or alias.numa_policy))
+        out.append(PciRequest(name, count, alias.specs, policy or alias.numa_policy, in_placement))
     return tuple(out)
 
 
@@ -222,31 +248,113 @@ def pool_key(pool: Pool) -> Pool:
     return tuple(item for item in pool if item[0] != "count")
 
 
-def take(pools: Sequence[Pool], requests: Sequence[PciRequest],
-         affinity: Affinity | None = None) -> list[tuple[Pool, int]] | None:
+def take(pools: Sequence[Pool], requests: Sequence[PciRequest], affinity: Affinity | None = None,
+         rooms: Rooms | None = None) -> list[tuple[Pool, int]] | None:
     """What serving every request, one after the other, takes from ``pools`` (as ``freeze_pools`` gives them):
     (pool key, devices) in the order taken; None when the pools cannot serve them all. ``affinity``: the guest's
-    NUMA cells on the host, for the requests' NUMA policies (Nova's support_requests with numa_cells)."""
+    NUMA cells on the host, for the requests' NUMA policies (Nova's support_requests with numa_cells). ``rooms``:
+    the devices' providers in Placement, which requests ``in_placement`` need (``_placed``)."""
+    if rooms is not None and any(r.in_placement for r in requests):
+        left = {(rp, rc): n for rp, room in rooms.items() for rc, n in room.free.items()}
+        return _placed([dict(pool) for pool in pools], requests, affinity, rooms, left, [], [_SEARCH_BUDGET])
+    if any(r.in_placement for r in requests):
+        return None  # no provider known: Placement would offer no candidate for the devices' groups
     live = [dict(pool) for pool in pools]
     taken: list[tuple[Pool, int]] = []
     for request in requests:
-        chosen = _candidates(live, request, affinity)
-        if not chosen:  # None, or no pool at all for a request of zero devices
+        if _consume(live, request, affinity, taken) is None:
             return None
-        wanted = request.count
-        for pool in chosen:
-            if pool["count"] > wanted:
-                pool["count"] -= wanted
-                used, wanted = wanted, 0
-            else:  # the pool is used up: it is gone, even for a later request of zero devices
-                used = pool["count"]
-                wanted -= used
-                live.remove(pool)
-            if used:
-                taken.append((tuple(sorted((k, v) for k, v in pool.items() if k != "count")), used))
-            if not wanted:
-                break
     return taken
+
+
+def _consume(live: list[dict[str, Any]], request: PciRequest, affinity: Affinity | None,
+             taken: list[tuple[Pool, int]]) -> list[tuple[Pool, int]] | None:
+    """Nova's _apply_request without a Placement allocation: the request's pools, consumed greedily in order."""
+    chosen = _candidates(live, request, affinity)
+    if not chosen:  # None, or no pool at all for a request of zero devices
+        return None
+    wanted = request.count
+    for pool in chosen:
+        if pool["count"] > wanted:
+            pool["count"] -= wanted
+            used, wanted = wanted, 0
+        else:  # the pool is used up: it is gone, even for a later request of zero devices
+            used = pool["count"]
+            wanted -= used
+            live.remove(pool)
+        if used:
+            taken.append((tuple(sorted((k, v) for k, v in pool.items() if k != "count")), used))
+        if not wanted:
+            break
+    return taken
+
+
+# Ways of splitting the devices of in_placement requests over their providers tried per ``take`` at most: Nova
+# tries Placement's allocation candidates (at most ``[scheduler] max_placement_results``); a node needing more
+# tries than this (many providers, many requests) is refused rather than searched for long.
+_SEARCH_BUDGET = 1000
+
+
+def _placed(live: list[dict[str, Any]], requests: Sequence[PciRequest], affinity: Affinity | None, rooms: Rooms,
+            left: dict[tuple[str, str], int], taken: list[tuple[Pool, int]], budget: list[int],
+            ) -> list[tuple[Pool, int]] | None:
+    """``take`` with Placement: whether some allocation candidate (each device of an ``in_placement`` request
+    on a provider that has its class, its traits and room left) lets Nova's pool claim follow it (Nova's
+    PciPassthroughFilter over a host's candidates: ``_filter_pools_based_on_placement_allocation``, then each
+    mapped provider's pool gives what is mapped to it). The splits are tried most-devices-on-the-first-pool
+    first, so the first one found is the pools' greedy order whenever that fits."""
+    if not requests:
+        return taken
+    request, rest = requests[0], requests[1:]
+    if not request.in_placement or not request.count:  # no device: no group, nothing Placement maps (as Nova)
+        live = [dict(pool) for pool in live]
+        mine = _consume(live, request, affinity, list(taken))
+        return None if mine is None else _placed(live, rest, affinity, rooms, left, mine, budget)
+    chosen = _candidates(live, request, affinity)
+    providers = [pool.get("rp_uuid") for pool in live if pool.get("rp_uuid") is not None]
+    if not chosen or len(providers) != len(set(providers)):  # Nova's _assert_one_pool_per_rp_uuid
+        return None
+    rc, traits = placement_class(request), placement_traits(request)
+    caps, index_of = [], {id(pool): index for index, pool in enumerate(live)}
+    for pool in chosen:  # in the order the request's policy takes them (nearest first)
+        rp, index = pool.get("rp_uuid"), index_of[id(pool)]
+        room = rooms.get(str(rp)) if rp is not None else None
+        if room is None or not traits <= room.traits:
+            continue
+        if (cap := min(pool["count"], left.get((str(rp), rc), 0))) > 0:
+            caps.append((index, str(rp), cap))
+    for split in _splits(caps, request.count):
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        after = [dict(pool) for pool in live]
+        now, mine, emptied = dict(left), list(taken), set()
+        for (index, rp, _), count in zip(caps, split, strict=True):
+            if count:
+                pool = after[index]
+                pool["count"] -= count
+                now[(rp, rc)] -= count
+                mine.append((tuple(sorted((k, v) for k, v in pool.items() if k != "count")), count))
+                if not pool["count"]:  # a pool the request used up is gone
+                    emptied.add(index)
+        after = [pool for index, pool in enumerate(after) if index not in emptied]
+        found = _placed(after, rest, affinity, rooms, now, mine, budget)
+        if found is not None:
+            return found
+    return None
+
+
+def _splits(caps: list[tuple[int, str, int]], wanted: int) -> Iterator[tuple[int, ...]]:
+    """Every way of taking ``wanted`` devices from pools that can give ``caps`` each, as counts per pool, the
+    most on the first pool first."""
+    if not caps:
+        if wanted == 0:
+            yield ()
+        return
+    (_, _, cap), rest = caps[0], caps[1:]
+    for count in range(min(cap, wanted), -1, -1):
+        for tail in _splits(rest, wanted - count):
+            yield (count, *tail)
 
 
 def by_request(requests: Sequence[PciRequest], taken: Sequence[tuple[Any, int]]) -> list[list[tuple[Any, int]]]:
@@ -266,15 +374,36 @@ def by_request(requests: Sequence[PciRequest], taken: Sequence[tuple[Any, int]])
 
 def placement_class(request: PciRequest) -> str:
     """The resource class Nova asks Placement for one device of a flavor's request when ``[filter_scheduler]
-    pci_in_placement`` is set (``pci_placement_translator.get_resource_class`` of the alias's one spec; Gantt's
-    aliases give no resource_class)."""
+    pci_in_placement`` is set (``pci_placement_translator.get_resource_class`` of the alias's one spec): its
+    ``resource_class``, upper-cased and made ``CUSTOM_`` unless standard, else ``CUSTOM_PCI_<VENDOR>_<PRODUCT>``."""
     spec = request.specs[0]
-    return f"CUSTOM_PCI_{spec.get('vendor_id')}_{spec.get('product_id')}".upper()
+    named = spec.get("resource_class")
+    if not named:
+        return f"CUSTOM_PCI_{spec.get('vendor_id')}_{spec.get('product_id')}".upper()
+    rc = named.upper()
+    if rc in orc.STANDARDS or orc.is_custom(rc):
+        return rc
+    return str(orc.normalize_name(rc))
 
 
-def supports(pools: Sequence[Pool], requests: Sequence[PciRequest], affinity: Affinity | None = None) -> bool:
+def placement_traits(request: PciRequest) -> frozenset[str]:
+    """The traits Nova's request group of one device requires (``pci_placement_translator.get_traits`` of the
+    alias's ``traits``, comma-separated): standard ones as they are, the others upper-cased and made ``CUSTOM_``."""
+    text = request.specs[0].get("traits")
+    if not text:
+        return frozenset()
+    standard, rest = os_traits.check_traits(text.split(","))
+    out = set(standard)
+    for name in rest:
+        upper = name.upper()
+        out.add(upper if os_traits.is_custom(upper) else os_traits.normalize_name(upper))
+    return frozenset(out)
+
+
+def supports(pools: Sequence[Pool], requests: Sequence[PciRequest], affinity: Affinity | None = None,
+             rooms: Rooms | None = None) -> bool:
     """Whether pools (as ``freeze_pools`` gives them) can serve every request, one after the other."""
-    return take(pools, requests, affinity) is not None
+    return take(pools, requests, affinity, rooms) is not None
 
 
 def devices_per_node(pools: Sequence[Pool]) -> dict[int | None, int]:

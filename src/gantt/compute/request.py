@@ -308,7 +308,9 @@ class RequestContext:
         extra_specs = dict(spec.flavor.extra_specs) if spec.flavor else {}
         image_props = dict(spec.image.properties) if spec.image else {}
         policy = affinity_policy(extra_specs, image_props)
-        pci_requests = requests_from_extra_specs(extra_specs, config.pci.aliases, policy) \
+        in_placement = config.filter_scheduler.pci_in_placement if spec.pci_in_placement is None \
+            else spec.pci_in_placement
+        pci_requests = requests_from_extra_specs(extra_specs, config.pci, policy, in_placement) \
             + requests_from_ports(spec.pci_requests, policy)
         if group is not None and group.policy in ("affinity", "anti-affinity") and not group.uuid:
             # The claim holds a hard policy against every replica's claims by the group's uuid; without one, two

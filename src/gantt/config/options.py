@@ -52,6 +52,10 @@ class Config(Struct, forbid_unknown_fields=True, kw_only=True, rename={"default"
         except msgspec.ValidationError as exc:
             raise InvalidRequest(f"configuration: {exc}", field=_path(str(exc))) from None
         config.namespaces()  # refuse a bad namespace section at load, not when its first request arrives
+        try:  # the aliases as [filter_scheduler] pci_in_placement wants them (Nova's API checks at start too)
+            config.pci.check(config.filter_scheduler.pci_in_placement)
+        except ValueError as exc:
+            raise InvalidRequest(f"configuration: {exc}", field="pci.alias") from None
         return config
 
     def namespaces(self) -> dict[str, Namespace]:

@@ -1,10 +1,13 @@
 """``[pci] alias``: Nova's PCI alias definitions (nova.pci.request), read and checked when the configuration loads.
 
-An alias is a JSON object: ``name`` (required), ``vendor_id`` and ``product_id`` (required, four hex digits),
+An alias is a JSON object: ``name`` (required), ``vendor_id`` and ``product_id`` (four hex digits),
 ``device_type`` (type-PCI, type-PF, type-VF), ``numa_policy`` (required, legacy, preferred, socket; legacy when
-absent), ``capability_type`` ("pci"), ``live_migratable`` (a boolean word). Definitions sharing a name are ORed
-device specs and must agree on numa_policy and give the same device_type. What a flavor asks of them and how a
-host's pools serve it: gantt.compute.pci.
+absent), ``capability_type`` ("pci"), ``live_migratable`` (a boolean word), and for ``[filter_scheduler]
+pci_in_placement`` ``resource_class`` and ``traits`` (comma-separated), which Placement matches, not the pools.
+Definitions sharing a name are ORed device specs and must agree on numa_policy and give the same device_type.
+``check_aliases`` holds what Nova checks against ``pci_in_placement``: every spec names vendor_id and product_id
+(or, with it, a resource_class), and with it an alias has one spec. What a flavor asks of them and how a host's
+pools serve it: gantt.compute.pci.
 """
 
 from __future__ import annotations
@@ -74,16 +77,11 @@ def _alias_spec(raw: Any, where: str) -> tuple[str, str, Spec]:
     for key, value in raw.items():
         if not isinstance(value, str):
             raise ValueError(f"{where}: {key} must be a string")
-    if "resource_class" in raw or "traits" in raw:
-        raise ValueError(f"{where}: resource_class and traits (Placement's, with [filter_scheduler] "
-                         "pci_in_placement) are not supported by Gantt: an alias names vendor_id and product_id")
     name = raw.get("name")
     if name is None or not 1 <= len(name) <= 256:
         raise ValueError(f"{where}: name must be given, 1-256 characters")
     for key in ("vendor_id", "product_id"):
-        if key not in raw:
-            raise ValueError(f"{where}: alias '{name.strip()}' must give vendor_id and product_id")
-        if not _HEX4.match(raw[key]):
+        if key in raw and not _HEX4.match(raw[key]):
             raise ValueError(f"{where}: {key} must be four hexadecimal digits, not {raw[key]!r}")
     if raw.get("capability_type", "pci") != "pci":
         raise ValueError(f"{where}: capability_type must be 'pci'")
@@ -103,6 +101,27 @@ def _alias_spec(raw: Any, where: str) -> tuple[str, str, Spec]:
     return name.strip(), policy, spec
 
 
+def check_aliases(aliases: dict[str, Alias], in_placement: bool) -> None:
+    """What Nova checks of the parsed aliases (``nova.pci.request._validate_aliases``) against ``[filter_scheduler]
+    pci_in_placement``; ValueError naming the aliases."""
+    if in_placement:
+        several = [name for name, alias in aliases.items() if len(alias.specs) > 1]
+        if several:
+            raise ValueError(f"[pci] alias {', '.join(several)}: several definitions of one alias, but "
+                             "[filter_scheduler] pci_in_placement allows one (give the devices one resource_class "
+                             "in [pci] device_spec instead)")
+    unnamed = sorted(name for name, alias in aliases.items() for spec in alias.specs
+                     if not ("vendor_id" in spec and "product_id" in spec)
+                     and not (in_placement and "resource_class" in spec))
+    if unnamed:
+        either = " or resource_class" if in_placement else ""
+        raise ValueError(f"[pci] alias {', '.join(dict.fromkeys(unnamed))} must give vendor_id and product_id{either}")
+
+
+@functools.lru_cache(maxsize=64)
+def _checked(entries: tuple[str, ...], in_placement: bool) -> None:
+    check_aliases(_parsed_aliases(entries), in_placement)
+
 
 class PciSection(Struct, forbid_unknown_fields=True, kw_only=True):
     """nova.conf's ``[pci]``: ``alias`` (one JSON object per entry, as Nova's MultiStrOpt) is the scheduler's.
@@ -119,6 +138,11 @@ class PciSection(Struct, forbid_unknown_fields=True, kw_only=True):
     def aliases(self) -> dict[str, Alias]:
         """The aliases by name."""
         return _parsed_aliases(tuple(self.alias))
+
+    def check(self, in_placement: bool) -> None:
+        """``check_aliases`` (once per distinct alias list and option value: each request that names an alias
+        asks, with the ``pci_in_placement`` it is decided under)."""
+        _checked(tuple(self.alias), in_placement)
 
 
 @functools.lru_cache(maxsize=16)

@@ -17,6 +17,7 @@ import msgspec
 from oslo_config import cfg
 
 from gantt.config import Config, novaconf
+from gantt.config.pci import parse_aliases
 from gantt.model import InvalidRequest
 
 GROUP = "gantt"
@@ -115,6 +116,20 @@ def follow_request_filters(conf: cfg.ConfigOpts, config: Config) -> None:
     if getattr(nova, _REFUSED_PER_REQUEST):
         raise InvalidRequest(f"[scheduler] {_REFUSED_PER_REQUEST} = True: Gantt does not implement this option; "
                              "leave it at Nova's default", field=f"scheduler.{_REFUSED_PER_REQUEST}")
+
+
+def follow_pci_alias(conf: cfg.ConfigOpts, config: Config) -> None:
+    """``config.pci.alias`` becomes nova.conf's ``[pci] alias`` now, in place, as Nova's API reads it for each
+    request that it turns into the PCI requests Gantt derives again from the flavor (an alias defined after the
+    scheduler started is known at once). Raises ``gantt.model.InvalidRequest`` naming it when it does not parse."""
+    entries = [entry for entry in conf.pci.alias if entry.strip()]
+    if entries == config.pci.alias:
+        return
+    try:
+        parse_aliases(entries)
+    except ValueError as exc:
+        raise InvalidRequest(f"[pci] alias: {exc}", field="pci.alias") from None
+    config.pci.alias = entries
 
 
 def _nova_decides_same_host(default: dict[str, Any]) -> None:

@@ -215,6 +215,7 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
             raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
         try:
             conf.follow_request_filters(CONF, self.gantt_config)
+            conf.follow_pci_alias(CONF, self.gantt_config)
         except GanttError as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc.message)
             raise exception.NoValidHost(reason=f"Gantt: {exc.message}") from exc
@@ -282,7 +283,8 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
                 out[consumer] = translate.pci_placement([(t.pool, t.count) for t in held.pci], requests, groups)
             for alt in choices[1:]:
                 row = table.row_of((alt.host, alt.nodename))
-                taken = take(table.node_pci_pools(row), requests) if row is not None else None
+                taken = take(table.node_pci_pools(row), requests, rooms=table.pci_rooms(row)) \
+                    if row is not None else None
                 if taken:
                     out[(alt.host, alt.nodename)] = translate.pci_placement(taken, requests, groups)
         return out

@@ -156,7 +156,7 @@ class Claims:
                 if table.allocation(allocation.consumer_uuid) is not allocation:
                     # the feed brought another booking (or the release) of this consumer: decide again from it
                     raise ClaimConflict(f"{allocation.consumer_uuid} changed meanwhile", [key])
-                if not table.within_capacity(key):
+                if not table.within_capacity(key, allocation):
                     raise ClaimConflict(f"{key[0]}/{key[1]} no longer has room", [key])
                 if key in replica._dirty:  # 503 until the follower has re-read the store
                     raise StoreUnavailable(f"{key[0]}/{key[1]}: an earlier commit went unanswered; resynchronizing")

@@ -54,8 +54,13 @@ class _Ask(NamedTuple):
     requests: tuple[PciRequest, ...]
     networks: Networks | None
 
+    # the table's revision when the devices are Placement's (pci_in_placement): their providers' usage moves
+    # apart from the node's row, so a verdict kept for the row would outlive what it was made of
+    revision: int | None = None
+
     def key(self, name: str) -> tuple[object, ...]:
-        return (name, self.guest, self.pack, self.needs_smt, tuple(r.key for r in self.requests), self.networks)
+        return (name, self.guest, self.pack, self.needs_smt, tuple(r.key for r in self.requests), self.networks,
+                self.revision)
 
 
 @register
@@ -63,14 +68,15 @@ class NUMATopologyFilter(Filter):
     name = "NUMATopologyFilter"
     refines = True
 
-    def _ask(self, ctx: RequestContext) -> _Ask | None:
+    def _ask(self, table: HostTable, ctx: RequestContext) -> _Ask | None:
         if ctx.numa is None:
             return None
+        placed = any(r.in_placement for r in ctx.pci_requests)
         return _Ask(ctx.numa, self.config.compute.packing_host_numa_cells_allocation_strategy, _needs_smt(ctx),
-                    ctx.pci_requests, ctx.networks)
+                    ctx.pci_requests, ctx.networks, table.revision if placed else None)
 
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        ask = self._ask(ctx)
+        ask = self._ask(table, ctx)
         if ask is None:
             return None
 
@@ -98,7 +104,7 @@ class NUMATopologyFilter(Filter):
                                 lambda rows: _necessary(table, guest, rows, needs_smt))
 
     def exact(self, table: HostTable, ctx: RequestContext) -> Callable[[int], bool] | None:
-        ask = self._ask(ctx)
+        ask = self._ask(table, ctx)
         if ask is None:
             return None
         verdicts = table.derived.usage_verdicts(ask.key(self.name))
@@ -130,7 +136,7 @@ def _fits(table: HostTable, ask: _Ask, row: int) -> bool:
     limits = table.numa_limits(row)
     return fit(host, ask.guest, cpu_ratio=limits.cpu_allocation_ratio, ram_ratio=limits.ram_allocation_ratio,
                pack=ask.pack, pools=table.node_pci_pools(row), pci_requests=ask.requests,
-               networks=ask.networks) is not None
+               networks=ask.networks, rooms=table.pci_rooms(row) if ask.revision is not None else None) is not None
 
 
 def _necessary(table: HostTable, guest: GuestTopology, rows: Rows, needs_smt: bool) -> np.ndarray:

@@ -5,7 +5,8 @@ so that the common case costs no Python per node: a request that asks for no dev
 otherwise each request's device count is checked against the node's devices of the (vendor, product) pairs its
 specs name (one column sum), which already removes the nodes without such devices; the exact pool-by-pool check
 then runs once per distinct pool set among the nodes left (pools are interned, so equal hosts share one check,
-and a verdict is kept for the next decisions with the same requests).
+and a verdict is kept for the next decisions with the same requests). Requests whose devices are Placement's
+(``pci_in_placement``) are checked node by node with the node's providers (``HostTable.pci_rooms``).
 NUMA affinity of the devices is NUMATopologyFilter's, as in Nova.
 """
 
@@ -39,7 +40,11 @@ class PciPassthroughFilter(Filter):
             held = columns[0] if len(columns) == 1 else np.sum(columns, axis=0)
             out &= held >= request.count
         rows = np.flatnonzero(out)
-        if len(rows):
+        if len(rows) and any(r.in_placement for r in requests):
+            # the devices' providers decide too, and their usage moves apart from the node's pools: node by node
+            out[rows] = [supports(table.node_pci_pools(row), requests, rooms=table.pci_rooms(row))
+                         for row in rows.tolist()]
+        elif len(rows):
             codes, where = np.unique(pools.codes[rows], return_inverse=True)
             # An interned pool set never changes, so its verdict is kept across decisions (until static state
             # moves and the table's static cache is dropped): only pool sets not met before are checked.

@@ -28,7 +28,7 @@ from gantt.compute.numa.guest import (
     GuestTopology,
 )
 from gantt.compute.numa.host import HostCell, HostNUMA
-from gantt.compute.pci import PciRequest, Pool, devices_per_node, take
+from gantt.compute.pci import PciRequest, Pool, Rooms, devices_per_node, take
 from gantt.model import NUMACellClaim
 
 
@@ -206,7 +206,8 @@ class Networks:
 
 def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float, ram_ratio: float,
         pack: bool = False, pools: Sequence[Pool] = (),
-        pci_requests: Sequence[PciRequest] = (), networks: Networks | None = None) -> list[CellFit] | None:
+        pci_requests: Sequence[PciRequest] = (), networks: Networks | None = None,
+        rooms: Rooms | None = None) -> list[CellFit] | None:
     """The first way ``guest`` fits ``host`` in Nova's search order (Nova's ``numa_fit_instance_to_host``), one
     CellFit per guest cell, or None when it does not fit.
 
@@ -214,7 +215,7 @@ def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float,
     (``gantt.compute.pci.freeze_pools`` tuples); Nova orders the cells by their free devices, those with devices first
     when the guest asks for some (``pci_requests``), last otherwise; and a way of fitting the cells holds only
     when the devices can be taken with the NUMA affinity each request's policy asks for, and the cells serve the
-    instance's ``networks`` as Nova's check asks.
+    instance's ``networks`` as Nova's check asks. ``rooms``: the devices' Placement providers (``take``).
     """
     if host is None or guest is None or not host.cells or not guest.cells:
         return None
@@ -253,7 +254,8 @@ def fit(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float,
             chosen.append(cell_fit)
             fitted.add(pair)
         if len(chosen) == len(guest.cells):
-            if pci_requests and take(pools, pci_requests, host.affinity([c.host_cell for c in chosen])) is None:
+            if pci_requests and take(pools, pci_requests, host.affinity([c.host_cell for c in chosen]),
+                                     rooms) is None:
                 continue
             if networks is not None and not networks.served(host, [c.host_cell for c in chosen]):
                 continue
@@ -281,10 +283,10 @@ def claims_of(host: HostNUMA, guest: GuestTopology, fits: list[CellFit]) -> list
 
 def claim(host: HostNUMA | None, guest: GuestTopology | None, *, cpu_ratio: float, ram_ratio: float,
           pack: bool = False, pools: Sequence[Pool] = (), pci_requests: Sequence[PciRequest] = (),
-          networks: Networks | None = None) -> list[NUMACellClaim] | None:
+          networks: Networks | None = None, rooms: Rooms | None = None) -> list[NUMACellClaim] | None:
     """The cells, CPUs and pages the guest would take on ``host`` now (None: it does not fit, devices included)."""
     fits = fit(host, guest, cpu_ratio=cpu_ratio, ram_ratio=ram_ratio, pack=pack, pools=pools,
-               pci_requests=pci_requests, networks=networks)
+               pci_requests=pci_requests, networks=networks, rooms=rooms)
     if fits is None or host is None or guest is None:
         return None
     return claims_of(host, guest, fits)

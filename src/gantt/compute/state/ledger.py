@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from gantt.compute.numa import with_claims
-from gantt.compute.pci import PciRequest, Pool, by_request, placement_class, take
+from gantt.compute.pci import PciRequest, Pool, Room, by_request, placement_class, take
 from gantt.compute.state.columns import Columns
 from gantt.compute.state.instances import InstanceIndex
 from gantt.model import Allocation, AllocationPart, Conflict, NodeKey, NotFound, PciTaken
@@ -134,13 +134,21 @@ class Ledger:
                     return name
         return None
 
-    def within_capacity(self, key: NodeKey) -> bool:
+    def within_capacity(self, key: NodeKey, allocation: Allocation | None = None) -> bool:
         """The node exists and no class of it is counted beyond its capacity (every allocation known counted),
-        and no two claims pin one of its CPUs."""
+        and no two claims pin one of its CPUs; no PCI pool is held beyond its count, of those ``allocation``
+        takes from when it is given (a claim on other pools makes no over-count worse: a node's report that
+        shows an earlier claim's devices used while the claim still counts in flight, until it is confirmed,
+        must not refuse every later claim there)."""
         columns = self._columns
         row = columns.row_of.get(key)
-        return row is not None and not (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any() \
-            and not columns.cols["numa_overbooked"][row] and columns.pci_within_capacity(row)
+        if row is None or (columns.rc["free"][row, : len(columns.rc_index)] < -1e-9).any() \
+                or columns.cols["numa_overbooked"][row]:
+            return False
+        if allocation is None:
+            return columns.pci_within_capacity(row)
+        taken = {tuple(sorted(t.pool.items())) for t in allocation.pci}
+        return not any(pool in taken for pool, _, _ in columns.pci_overbooked(row))
 
     def migration(self, migration_uuid: str) -> Allocation:
         """The allocation holding a move's source, under the migration's UUID."""
@@ -211,8 +219,9 @@ class Ledger:
             # the devices come from the pools the fit chose them on (Nova's apply_requests with the guest's cells)
             affinity = cells.affinity([c.cell for c in allocation.numa])
         if pci:
-            columns = self._columns
-            taken = take(columns.pci_pools(row), pci, affinity)
+            pools = self._columns.pci_pools(row)
+            rooms = self.pci_rooms(pools) if any(r.in_placement for r in pci) else None
+            taken = take(pools, pci, affinity, rooms)
             if taken is None:
                 raise ClaimRejected(f"{key} has no room for the PCI devices asked")
             allocation.pci = [PciTaken(pool=dict(pool), count=count) for pool, count in taken]
@@ -247,6 +256,32 @@ class Ledger:
                 raise ClaimRejected(f"{key}: PCI provider {provider} has no room for {resources}")
             parts.append(AllocationPart(host=part_key[0], nodename=part_key[1], resources=resources))
         return parts
+
+    def pci_rooms(self, pools: Sequence[Pool]) -> dict[str, Room]:
+        """The Placement providers the pools' ``rp_uuid`` tags name, as a request group of one device finds them
+        now: per class, the devices they can still give (a provider unknown here offers none)."""
+        columns = self._columns
+        rc = columns.rc
+        out: dict[str, Room] = {}
+        for pool in pools:
+            provider = dict(pool).get("rp_uuid")
+            if provider is None or str(provider) in out:
+                continue
+            key = self.child_providers.get(str(provider))
+            row = None if key is None else columns.row_of.get(key)
+            if row is None:
+                continue
+            free: dict[str, int] = {}
+            for name, j in columns.rc_index.items():
+                # a group of one device: min_unit and step_size must allow 1; max_unit caps the provider's part
+                if not columns.has_inventory.item(row, j) or rc["min_unit"].item(row, j) > 1 \
+                        or rc["step_size"].item(row, j) != 1:
+                    continue
+                devices = min(int(rc["free"].item(row, j) + 1e-9), int(rc["max_unit"].item(row, j)))
+                if devices > 0:
+                    free[name] = devices
+            out[str(provider)] = Room(free, columns.node_traits(row))
+        return out
 
     def put_allocation(self, allocation: Allocation) -> None:
         """Record an allocation decided elsewhere (another instance's claim arriving through the change feed).

@@ -52,7 +52,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from gantt.compute.numa import HostNUMA
-from gantt.compute.pci import PciRequest, Pool
+from gantt.compute.pci import PciRequest, Pool, Room
 from gantt.compute.state.aggregates import AggregateIndex
 from gantt.compute.state.cells import CellArrays
 from gantt.compute.state.changes import Changes
@@ -319,6 +319,10 @@ class HostTable:
     def provider_tree(self) -> Mapping[str, tuple[NodeKey, str, str]]:
         return self._ledger.child_tree  # child providers by uuid: (their node, parent uuid, root uuid)
 
+    def pci_rooms(self, row: int) -> dict[str, Room]:
+        """The Placement providers of node ``row``'s PCI pools now (``pci.take``'s ``rooms``: ``in_placement``)."""
+        return self._ledger.pci_rooms(self.node_pci_pools(row))
+
     def node_aggregates(self, row: int) -> list[Aggregate]:
         return self._aggregates.of_code(int(self._columns.cols["aggset_code"][row]))
 
@@ -515,9 +519,9 @@ class HostTable:
         """None if the node can take ``resources`` now; else the first resource class that does not fit."""
         return self._ledger.fits(row, resources, limits)
 
-    def within_capacity(self, key: NodeKey) -> bool:
-        """The node exists and none of its classes is counted beyond its capacity."""
-        return self._ledger.within_capacity(key)
+    def within_capacity(self, key: NodeKey, allocation: Allocation | None = None) -> bool:
+        """The node exists and none of its classes is counted beyond its capacity (``Ledger.within_capacity``)."""
+        return self._ledger.within_capacity(key, allocation)
 
     def claim(self, key: NodeKey, allocation: Allocation, *, limits: dict[str, float] | None = None,
               pci: Sequence[PciRequest] = (), pci_parts: bool = False) -> Allocation:

@@ -21,8 +21,16 @@ from gantt.placement.api.wire import (
     json_response,
     require_json,
 )
+from gantt.resources.providers import InventoryInUse
 
 _FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
+# How Placement's detail of an inventory in use reads: webob's explanation of a 409, then its handler's words (and
+# webob's two trailing blanks). Nova's report client raises and logs that text, and Nova's tests match it.
+_CONFLICT = "There was a conflict when trying to complete your request.\n\n {}  "
+
+
+def _in_use(detail: str, code: str = InventoryInUse.placement_code) -> PlacementError:
+    return PlacementError(409, _CONFLICT.format(detail), code=code)
 
 
 def serialize(inv: Inventory) -> dict[str, Any]:
@@ -57,6 +65,8 @@ async def _set(call: Call, verb: str, uuid: str, generation: int | None, given: 
         if message.startswith("Unknown resource class"):
             raise
         raise PlacementError(400, f"Unable to {verb} inventory for resource provider {uuid}: {message}") from None
+    except InventoryInUse as exc:
+        raise _in_use(f"update conflict: {exc.message}") from None
 
 
 async def listing(call: Call) -> Answer:
@@ -83,7 +93,11 @@ async def delete_all(call: Call) -> Answer:
     if not call.version.at_least(5):
         raise PlacementError(405, "The method DELETE is not allowed for this resource.",
                              headers={"allow": "GET, POST, PUT"})
-    await call.steps(call.placement.set_inventories_steps, call.params["uuid"], None, {}, reserved_may_equal_total=True)
+    try:
+        await call.steps(call.placement.set_inventories_steps, call.params["uuid"], None, {},
+                         reserved_may_equal_total=True)
+    except InventoryInUse as exc:
+        raise _in_use(exc.message) from None
     return empty()
 
 
@@ -131,6 +145,10 @@ async def delete(call: Call) -> Answer:
     _, current = await call.call(call.placement.provider_inventories, uuid)
     if rc not in current:
         raise PlacementError(404, f"No inventory of class {rc} found for delete")
-    await call.steps(call.placement.set_inventories_steps, uuid, None, {}, merge=True, remove=[rc],
-                    reserved_may_equal_total=True)
+    try:
+        await call.steps(call.placement.set_inventories_steps, uuid, None, {}, merge=True, remove=[rc],
+                         reserved_may_equal_total=True)
+    except InventoryInUse as exc:  # Placement's handler calls it a concurrent update
+        raise _in_use(f"Unable to delete inventory of class {rc}: {exc.message}", "placement.concurrent_update") \
+            from None
     return empty()
