@@ -58,6 +58,18 @@ def _drive(python: Path, tmp: Path, url: str) -> dict[str, Any]:
     return out
 
 
+def _run_scenario(tmp_path: Path, name: str) -> dict[str, Any]:
+    """One scenario alone, in a Nova world of its own (over fake://), for one that cannot share the module's: its
+    result, and Nova's decision path never called."""
+    python = python_or_skip()
+    work = tmp_path / "nova"
+    work.mkdir()
+    out = run_json(python, HERE / "rpc_driver.py", {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
+                                                    "scenarios": [name]}, timeout=600)
+    assert out["nova_calls"] == {}
+    return _scenario(out, name)
+
+
 def _scenario(run: dict[str, Any], name: str) -> dict[str, Any]:
     result: dict[str, Any] = run["scenarios"][name]
     assert "error" not in result or not isinstance(result["error"], str), result["error"]
@@ -416,13 +428,7 @@ def test_two_cells_requested_cell_and_alternates_from_the_chosen_hosts_cell(tmp_
     chosen host's cell's, filled to max_attempts - 1 as Nova's _get_alternate_hosts walks on down the weighed list;
     a requested cell leaves only its hosts (and Nova's ignore_hosts still holds); an unknown cell and a
     cross-cell move are refused by name."""
-    python = python_or_skip()
-    work = tmp_path / "nova"
-    work.mkdir()
-    out = run_json(python, HERE / "rpc_driver.py", {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
-                                                    "scenarios": ["two_cells"]}, timeout=600)
-    assert out["nova_calls"] == {}
-    got = _scenario(out, "two_cells")
+    got = _run_scenario(tmp_path, "two_cells")
     cells = got["cells"]
 
     def hosts(answer: dict[str, Any], cell: str) -> list[str]:
@@ -442,13 +448,7 @@ def test_tenant_aggregate_switches_turned_on_after_start_apply_to_the_next_reque
     """Nova reads [scheduler] limit_tenants_to_placement_aggregate / placement_aggregate_required_for_tenants at
     each request (its TenantAggregateFilterTest turns them on after the scheduler started): so does Gantt's
     manager, and a mask cached while they were off never answers once they are on."""
-    python = python_or_skip()
-    work = tmp_path / "nova"
-    work.mkdir()
-    out = run_json(python, HERE / "rpc_driver.py", {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
-                                                    "scenarios": ["tenant_aggregates"]}, timeout=600)
-    assert out["nova_calls"] == {}
-    got = _scenario(out, "tenant_aggregates")
+    got = _run_scenario(tmp_path, "tenant_aggregates")
     assert got["off"] == ["t1", "t1", "t2", "t2"]
     assert got["on"] == ["t1"] * 4
     assert got["no_aggregate"] == ["t2", "t2"]  # t1 holds six instances' worth more: RAMWeigher spreads to t2
