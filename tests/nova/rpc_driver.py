@@ -932,6 +932,48 @@ def tenant_aggregates(w: World) -> dict[str, Any]:
     return out
 
 
+def per_request_options(w: World) -> dict[str, Any]:
+    """Nova's [filter_scheduler] options its filters and weighers read at each request, set after the scheduler
+    started (as Nova's functional tests set flags): the next request decides with them; one Gantt cannot honour is
+    a NoValidHost naming it while it is set; one Nova reads once, when it builds its HostManager (enabled_filters),
+    is not followed either."""
+    from nova import context, objects
+
+    w.begin()
+    for name, memory in (("o1", 65536), ("o2", 16384), ("o3", 8192), ("o4", 131072)):
+        w.compute(name, memory_mb=memory)
+    with _cell(w) as cctxt:  # the largest, disabled: ComputeFilter keeps it out
+        service = objects.Service.get_by_compute_host(cctxt, "o4")
+        service.disabled = True
+        service.save()
+    overrides = (("io_ops_weight_multiplier", 0.0), ("ram_weight_multiplier", -1.0),
+                 ("image_props_weight_multiplier", 1.0), ("enabled_filters", ["AvailabilityZoneFilter"]))
+    w.conf.set_override("io_ops_weight_multiplier", 0.0, group="filter_scheduler")  # RAMWeigher alone decides
+    try:
+        w.scheduler("sched-o")
+        api, ctxt = w.client(), context.get_admin_context()
+
+        def boot() -> Any:
+            request = spec(1, 256, 1)
+            answer = _select(api, ctxt, request, [request.instance_uuid], alternates=False)
+            return answer["selections"][0][0]["host"] if "selections" in answer else answer
+
+        out: dict[str, Any] = {"spread": boot()}
+        w.conf.set_override("ram_weight_multiplier", -1.0, group="filter_scheduler")
+        out["stacked"] = boot()
+        w.conf.set_override("image_props_weight_multiplier", 1.0, group="filter_scheduler")
+        out["refused"] = [boot(), boot()]
+        w.conf.clear_override("image_props_weight_multiplier", group="filter_scheduler")
+        out["honoured_again"] = boot()
+        w.conf.clear_override("ram_weight_multiplier", group="filter_scheduler")
+        w.conf.set_override("enabled_filters", ["AvailabilityZoneFilter"], group="filter_scheduler")
+        out["filters_kept"] = boot()
+        return out
+    finally:
+        for name, _ in overrides:
+            w.conf.clear_override(name, group="filter_scheduler")
+
+
 def unreachable_cell(w: World) -> dict[str, Any]:
     """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
     a hung conductor)."""
@@ -1134,7 +1176,7 @@ SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_ho
                                      incremental_read, host_fields, move, same_host_resize, rebuild,
                                      seed_instances, unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes, request_filters, two_cells,
-                                     tenant_aggregates)}
+                                     tenant_aggregates, per_request_options)}
 
 
 if __name__ == "__main__":

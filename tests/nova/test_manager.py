@@ -455,3 +455,17 @@ def test_tenant_aggregate_switches_turned_on_after_start_apply_to_the_next_reque
     _refusal(got["required"])
     assert got["off_again"] == ["t2", "t2"]
     assert "query_placement_for_routed_network_aggregates" in _refusal(got["routed"])
+
+
+def test_filter_and_weigher_options_set_after_start_apply_to_the_next_request(tmp_path: Path) -> None:
+    """Nova's filters and weighers read their [filter_scheduler] options at each request (a functional test's
+    self.flags after the scheduler started): so does Gantt's manager; one it cannot honour is refused by name at
+    each request while it is set; enabled_filters, which Nova reads when it builds its HostManager, is not
+    followed (Nova would not follow it either)."""
+    got = _run_scenario(tmp_path, "per_request_options")
+    assert got["spread"] == "o1"  # the most free RAM (o4, larger, is disabled)
+    assert got["stacked"] == "o3"  # ram_weight_multiplier -1: the least
+    for refused in got["refused"]:
+        assert "image_props_weight_multiplier" in _refusal(refused)
+    assert got["honoured_again"] == "o3"
+    assert got["filters_kept"] == "o1"  # ComputeFilter still runs: o4 stays out
