@@ -946,9 +946,9 @@ def per_request_options(w: World) -> dict[str, Any]:
         service = objects.Service.get_by_compute_host(cctxt, "o4")
         service.disabled = True
         service.save()
-    overrides = (("io_ops_weight_multiplier", 0.0), ("ram_weight_multiplier", -1.0),
-                 ("image_props_weight_multiplier", 1.0), ("enabled_filters", ["AvailabilityZoneFilter"]))
-    w.conf.set_override("io_ops_weight_multiplier", 0.0, group="filter_scheduler")  # RAMWeigher alone decides
+    alone = ("io_ops_weight_multiplier", "cpu_weight_multiplier", "disk_weight_multiplier")
+    for name in alone:  # RAMWeigher alone decides (each boot takes a vCPU, a GB and an I/O operation too)
+        w.conf.set_override(name, 0.0, group="filter_scheduler")
     try:
         w.scheduler("sched-o")
         api, ctxt = w.client(), context.get_admin_context()
@@ -970,7 +970,7 @@ def per_request_options(w: World) -> dict[str, Any]:
         out["filters_kept"] = boot()
         return out
     finally:
-        for name, _ in overrides:
+        for name in (*alone, "ram_weight_multiplier", "image_props_weight_multiplier", "enabled_filters"):
             w.conf.clear_override(name, group="filter_scheduler")
 
 

@@ -109,8 +109,8 @@ class RequestOptions:
         self._refused: InvalidRequest | None = None
 
     def _read(self) -> tuple[Any, ...]:
-        conf = self._conf
-        return tuple(getattr(_group(conf, section), name) for section, name in self._names)
+        groups = {section: _group(self._conf, section) for section in per_request.PER_REQUEST}
+        return tuple(getattr(groups[section], name) for section, name in self._names)
 
     def follow(self, config: Config) -> bool:
         """``config`` takes nova.conf's values now; returns whether any changed (the caller's engine then needs new
