@@ -366,9 +366,12 @@ def no_valid_host(w: World) -> dict[str, Any]:
     # no node has room whatever ignore_hosts removed before: still what Placement answers (no candidate)
     ignored = spec(64, 1024, 1, ignore_hosts=["small"])
     out["ignored"] = _select(api, ctxt, ignored, [ignored.instance_uuid])
-    # room, but the group's anti-affinity rules the one host out: past Placement, in Nova's filters
+    # room, but the group's anti-affinity rules the one host out (a member runs there): past Placement, in Nova's
+    # filters
+    member = spec(1, 512, 1)
+    out["member"] = _select(api, ctxt, member, [member.instance_uuid])
     group = objects.InstanceGroup(uuid=str(uuidlib.uuid4()), name="g", policy="anti-affinity", rules={},
-                                  members=[str(uuidlib.uuid4())], hosts=["small"])
+                                  members=[member.instance_uuid], hosts=["small"])
     grouped = spec(1, 512, 1, instance_group=group, scheduler_hints={"group": [group.uuid]})
     out["group"] = _select(api, ctxt, grouped, [grouped.instance_uuid])
     return out

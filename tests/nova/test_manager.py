@@ -149,6 +149,7 @@ def test_no_valid_host_in_novas_words_and_gantts_explanation_in_the_details(run:
     assert _refusal(got) == "No valid host was found. "
     assert "VCPU" in got["error"]["details"] and "64" in got["error"]["details"]
     assert _refusal(got["ignored"]) == "No valid host was found. "  # ignore_hosts is not Placement's: still none
+    assert got["member"]["selections"][0][0]["host"] == "small"
     assert _refusal(got["group"]) == "No valid host was found. There are not enough hosts available."
     assert "ServerGroupAntiAffinityFilter" in got["group"]["error"]["details"]
 
