@@ -31,7 +31,7 @@ def test_tenant_aggregate_keeps_a_tenant_to_its_aggregate() -> None:
 
 def test_a_switch_turned_on_after_a_decision_applies_to_the_next_one() -> None:
     """Nova's request filters read their [scheduler] switches at each request; Gantt's Nova seam sets them in the
-    running scheduler's Config when nova.conf's change (gantt.nova.conf.follow_request_filters). The mask a
+    running scheduler's Config when nova.conf's change (gantt.nova.conf.RequestOptions). The mask a
     decision cached while a switch was off (every host) must not answer the next decision once it is on."""
     sched = _cloud()
     assert passing(sched, request(project_id="p1")) == {"shared", "p1-only", "gold"}

@@ -366,9 +366,12 @@ def no_valid_host(w: World) -> dict[str, Any]:
     # no node has room whatever ignore_hosts removed before: still what Placement answers (no candidate)
     ignored = spec(64, 1024, 1, ignore_hosts=["small"])
     out["ignored"] = _select(api, ctxt, ignored, [ignored.instance_uuid])
-    # room, but the group's anti-affinity rules the one host out: past Placement, in Nova's filters
+    # room, but the group's anti-affinity rules the one host out (a member runs there): past Placement, in Nova's
+    # filters
+    member = spec(1, 512, 1)
+    out["member"] = _select(api, ctxt, member, [member.instance_uuid])
     group = objects.InstanceGroup(uuid=str(uuidlib.uuid4()), name="g", policy="anti-affinity", rules={},
-                                  members=[str(uuidlib.uuid4())], hosts=["small"])
+                                  members=[member.instance_uuid], hosts=["small"])
     grouped = spec(1, 512, 1, instance_group=group, scheduler_hints={"group": [group.uuid]})
     out["group"] = _select(api, ctxt, grouped, [grouped.instance_uuid])
     return out
@@ -985,6 +988,48 @@ def tenant_aggregates(w: World) -> dict[str, Any]:
     return out
 
 
+def per_request_options(w: World) -> dict[str, Any]:
+    """Nova's [filter_scheduler] options its filters and weighers read at each request, set after the scheduler
+    started (as Nova's functional tests set flags): the next request decides with them; one Gantt cannot honour is
+    a NoValidHost naming it while it is set; one Nova reads once, when it builds its HostManager (enabled_filters),
+    is not followed either."""
+    from nova import context, objects
+
+    w.begin()
+    for name, memory in (("o1", 65536), ("o2", 16384), ("o3", 8192), ("o4", 131072)):
+        w.compute(name, memory_mb=memory)
+    with _cell(w) as cctxt:  # the largest, disabled: ComputeFilter keeps it out
+        service = objects.Service.get_by_compute_host(cctxt, "o4")
+        service.disabled = True
+        service.save()
+    alone = ("io_ops_weight_multiplier", "cpu_weight_multiplier", "disk_weight_multiplier")
+    for name in alone:  # RAMWeigher alone decides (each boot takes a vCPU, a GB and an I/O operation too)
+        w.conf.set_override(name, 0.0, group="filter_scheduler")
+    try:
+        w.scheduler("sched-o")
+        api, ctxt = w.client(), context.get_admin_context()
+
+        def boot() -> Any:
+            request = spec(1, 256, 1)
+            answer = _select(api, ctxt, request, [request.instance_uuid], alternates=False)
+            return answer["selections"][0][0]["host"] if "selections" in answer else answer
+
+        out: dict[str, Any] = {"spread": boot()}
+        w.conf.set_override("ram_weight_multiplier", -1.0, group="filter_scheduler")
+        out["stacked"] = boot()
+        w.conf.set_override("image_props_weight_multiplier", 1.0, group="filter_scheduler")
+        out["refused"] = [boot(), boot()]
+        w.conf.clear_override("image_props_weight_multiplier", group="filter_scheduler")
+        out["honoured_again"] = boot()
+        w.conf.clear_override("ram_weight_multiplier", group="filter_scheduler")
+        w.conf.set_override("enabled_filters", ["AvailabilityZoneFilter"], group="filter_scheduler")
+        out["filters_kept"] = boot()
+        return out
+    finally:
+        for name in (*alone, "ram_weight_multiplier", "image_props_weight_multiplier", "enabled_filters"):
+            w.conf.clear_override(name, group="filter_scheduler")
+
+
 def unreachable_cell(w: World) -> dict[str, Any]:
     """A cell whose database cannot be opened: logged, and the other cells' hosts still scheduled, at once (never
     a hung conductor)."""
@@ -1188,7 +1233,7 @@ SCENARIOS = {f.__name__: f for f in (boot_with_alternates, versions, no_valid_ho
                                      evacuate, max_attempts,
                                      seed_instances, unreachable_cell, store_down, broker_restart, configuration,
                                      separate_processes, request_filters, two_cells,
-                                     tenant_aggregates)}
+                                     tenant_aggregates, per_request_options)}
 
 
 if __name__ == "__main__":

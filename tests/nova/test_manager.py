@@ -59,6 +59,18 @@ def _drive(python: Path, tmp: Path, url: str) -> dict[str, Any]:
     return out
 
 
+def _run_scenario(tmp_path: Path, name: str) -> dict[str, Any]:
+    """One scenario alone, in a Nova world of its own (over fake://), for one that cannot share the module's: its
+    result, and Nova's decision path never called."""
+    python = python_or_skip()
+    work = tmp_path / "nova"
+    work.mkdir()
+    out = run_json(python, HERE / "rpc_driver.py", {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
+                                                    "scenarios": [name]}, timeout=600)
+    assert out["nova_calls"] == {}
+    return _scenario(out, name)
+
+
 def _scenario(run: dict[str, Any], name: str) -> dict[str, Any]:
     result: dict[str, Any] = run["scenarios"][name]
     assert "error" not in result or not isinstance(result["error"], str), result["error"]
@@ -138,6 +150,7 @@ def test_no_valid_host_in_novas_words_and_gantts_explanation_in_the_details(run:
     assert _refusal(got) == "No valid host was found. "
     assert "VCPU" in got["error"]["details"] and "64" in got["error"]["details"]
     assert _refusal(got["ignored"]) == "No valid host was found. "  # ignore_hosts is not Placement's: still none
+    assert got["member"]["selections"][0][0]["host"] == "small"
     assert _refusal(got["group"]) == "No valid host was found. There are not enough hosts available."
     assert "ServerGroupAntiAffinityFilter" in got["group"]["error"]["details"]
 
@@ -438,13 +451,7 @@ def test_two_cells_requested_cell_and_alternates_from_the_chosen_hosts_cell(tmp_
     chosen host's cell's, filled to max_attempts - 1 as Nova's _get_alternate_hosts walks on down the weighed list;
     a requested cell leaves only its hosts (and Nova's ignore_hosts still holds); an unknown cell and a
     cross-cell move are refused by name."""
-    python = python_or_skip()
-    work = tmp_path / "nova"
-    work.mkdir()
-    out = run_json(python, HERE / "rpc_driver.py", {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
-                                                    "scenarios": ["two_cells"]}, timeout=600)
-    assert out["nova_calls"] == {}
-    got = _scenario(out, "two_cells")
+    got = _run_scenario(tmp_path, "two_cells")
     cells = got["cells"]
 
     def hosts(answer: dict[str, Any], cell: str) -> list[str]:
@@ -464,16 +471,24 @@ def test_tenant_aggregate_switches_turned_on_after_start_apply_to_the_next_reque
     """Nova reads [scheduler] limit_tenants_to_placement_aggregate / placement_aggregate_required_for_tenants at
     each request (its TenantAggregateFilterTest turns them on after the scheduler started): so does Gantt's
     manager, and a mask cached while they were off never answers once they are on."""
-    python = python_or_skip()
-    work = tmp_path / "nova"
-    work.mkdir()
-    out = run_json(python, HERE / "rpc_driver.py", {"src": str(SRC), "tmp": str(work), "transport_url": "fake:/",
-                                                    "scenarios": ["tenant_aggregates"]}, timeout=600)
-    assert out["nova_calls"] == {}
-    got = _scenario(out, "tenant_aggregates")
+    got = _run_scenario(tmp_path, "tenant_aggregates")
     assert got["off"] == ["t1", "t1", "t2", "t2"]
     assert got["on"] == ["t1"] * 4
     assert got["no_aggregate"] == ["t2", "t2"]  # t1 holds six instances' worth more: RAMWeigher spreads to t2
     _refusal(got["required"])
     assert got["off_again"] == ["t2", "t2"]
     assert "query_placement_for_routed_network_aggregates" in _refusal(got["routed"])
+
+
+def test_filter_and_weigher_options_set_after_start_apply_to_the_next_request(tmp_path: Path) -> None:
+    """Nova's filters and weighers read their [filter_scheduler] options at each request (a functional test's
+    self.flags after the scheduler started): so does Gantt's manager; one it cannot honour is refused by name at
+    each request while it is set; enabled_filters, which Nova reads when it builds its HostManager, is not
+    followed (Nova would not follow it either)."""
+    got = _run_scenario(tmp_path, "per_request_options")
+    assert got["spread"] == "o1"  # the most free RAM (o4, larger, is disabled)
+    assert got["stacked"] == "o3"  # ram_weight_multiplier -1: the least
+    for refused in got["refused"]:
+        assert "image_props_weight_multiplier" in _refusal(refused)
+    assert got["honoured_again"] == "o3"
+    assert got["filters_kept"] == "o1"  # ComputeFilter still runs: o4 stays out

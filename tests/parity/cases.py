@@ -239,7 +239,21 @@ def _request(rng: random.Random, hosts: list[dict[str, Any]], k: int) -> dict[st
                                   "members": members, "hosts": group_hosts,
                                   "rules": {"max_server_per_host": rng.choice([1, 2])} if rng.random() < 0.3 else {}}
         spec["scheduler_hints"]["group"] = f"g{k}"
+        _stale_group(random.Random(f"group-{k}-{len(hosts)}"), hosts, spec, members)
     return spec
+
+
+def _stale_group(rng: random.Random, hosts: list[dict[str, Any]], spec: dict[str, Any], members: list[str]) -> None:
+    """The group as Nova's request spec may hold it: ``hosts`` read before a member moved or was deleted (a host
+    that runs no member listed, one that does left out), and the request for a member itself (a move). Its own
+    random stream, so that the cases drawn before it was added stay the same."""
+    group = spec["instance_group"]
+    if rng.random() < 0.5:
+        group["hosts"] = sorted({*group["hosts"], rng.choice(hosts)["host"]})
+    if group["hosts"] and rng.random() < 0.3:
+        group["hosts"].remove(rng.choice(group["hosts"]))
+    if members and rng.random() < 0.3:
+        spec["instance_uuids"] = [rng.choice(members)]
 
 
 def cloud(seed: int, requests: int) -> dict[str, Any]:

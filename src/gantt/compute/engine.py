@@ -72,6 +72,15 @@ class Engine:
         self.selections = Selections(table, self.config)
         self.claims = Claims(table, self.config, self.ranker, self.order, self.selections, self.stats)
 
+    def retune(self) -> None:
+        """The Config's options changed in place (``gantt.config.per_request``: Nova reads some at each request):
+        new filters and weighers, whose masks and memos kept across decisions start from the new values, as at
+        construction. A decision in flight finishes with the ones it began with; the table's own caches are keyed
+        by what they depend on, and stay."""
+        ranker = Ranker(self.table, self.config, self.stats)
+        self.claims = Claims(self.table, self.config, ranker, self.order, self.selections, self.stats)
+        self.ranker = ranker
+
     # ----------------------------------------------------------------------------------------- public face
 
     def select_destinations(self, spec: RequestSpec | dict[str, Any]) -> list[list[Selection]]:

@@ -11,7 +11,7 @@ Config imports nothing above the model: an option whose meaning is another packa
 file) is held raw here and read by that package when it builds itself. Modules: ``options`` (Config, namespaces),
 ``loading`` (load_config), ``scheduling`` (Nova's scheduler sections), ``pci`` (``[pci] alias``), ``service``
 (``[gantt]``), ``placement`` (``[oslo_policy]``, ``[cors]``), ``volume`` (a volume namespace's options),
-``checks``, ``novaconf``.
+``checks``, ``novaconf``, ``per_request`` (the options Nova reads at each request, set in a running Config).
 """
 
 from gantt.config.loading import load_config

@@ -11,12 +11,13 @@ as ``gantt serve`` refuses it in a file.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import msgspec
 from oslo_config import cfg
 
-from gantt.config import Config, novaconf
+from gantt.config import Config, novaconf, per_request
 from gantt.config.pci import parse_aliases
 from gantt.model import InvalidRequest
 
@@ -95,27 +96,45 @@ def gantt_config(conf: cfg.ConfigOpts) -> Config:
     return Config.from_dict(data)
 
 
-# Nova's request filters (nova.scheduler.request_filter) read these [scheduler] switches at each request, not at
-# start: a change made after start (a functional test's flags; oslo.config's mutate) applies to the next request.
-PER_REQUEST = ("limit_tenants_to_placement_aggregate", "placement_aggregate_required_for_tenants",
-               "enable_isolated_aggregate_filtering", "query_placement_for_image_type_support",
-               "image_metadata_prefilter")
-# Read at each request by Nova too, and not implemented by Gantt: refused at start unless off, and per request.
-_REFUSED_PER_REQUEST = "query_placement_for_routed_network_aggregates"
+class RequestOptions:
+    """Nova's options its scheduler reads at each request (``gantt.config.per_request.PER_REQUEST``), followed from
+    nova.conf into the running Config: a change after start (a functional test's ``self.flags``, oslo.config's
+    mutate) applies to the next request. Cheap while nothing changed: one read of each option, one comparison."""
 
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self._conf = conf
+        self._names = tuple((section, name) for section, names in per_request.PER_REQUEST.items()
+                            for name in names if name in _registered(conf, section))
+        self._lock = threading.Lock()
+        self._seen = self._read()  # what the Config was built from (``gantt_config``, just before)
+        self._refused: InvalidRequest | None = None
 
-def follow_request_filters(conf: cfg.ConfigOpts, config: Config) -> None:
-    """``config.scheduler``'s request-filter switches become nova.conf's values now, in place: the running
-    replica's filters hold this Config (their cached masks are keyed by the switches). Raises
-    ``gantt.model.InvalidRequest`` naming an option turned on since that Gantt cannot honour."""
-    nova, gantt = conf.scheduler, config.scheduler
-    for name in PER_REQUEST:
-        value = bool(getattr(nova, name))
-        if getattr(gantt, name) != value:
-            setattr(gantt, name, value)
-    if getattr(nova, _REFUSED_PER_REQUEST):
-        raise InvalidRequest(f"[scheduler] {_REFUSED_PER_REQUEST} = True: Gantt does not implement this option; "
-                             "leave it at Nova's default", field=f"scheduler.{_REFUSED_PER_REQUEST}")
+    def _read(self) -> tuple[Any, ...]:
+        groups = {section: _group(self._conf, section) for section in per_request.PER_REQUEST}
+        return tuple(getattr(groups[section], name) for section, name in self._names)
+
+    def follow(self, config: Config) -> bool:
+        """``config`` takes nova.conf's values now; returns whether any changed (the caller's engine then needs new
+        filters and weighers: ``Engine.retune``). Raises ``gantt.model.InvalidRequest`` naming a value Gantt
+        cannot honour (at each request while it is set; the Config keeps the values it had)."""
+        seen = self._read()
+        with self._lock:
+            if seen != self._seen:
+                values: dict[str, dict[str, Any]] = {}
+                for (section, name), value in zip(self._names, seen, strict=True):
+                    values.setdefault(section, {})[name] = value
+                self._seen = seen
+                try:
+                    changed = per_request.retune(config, values)
+                except InvalidRequest as exc:
+                    self._refused = exc
+                    raise
+                self._refused = None
+                return bool(changed)
+            refused = self._refused
+        if refused is not None:  # a fresh exception each time: one raised again would pile up tracebacks
+            raise InvalidRequest(refused.message, field=refused.field)
+        return False
 
 
 def follow_pci_alias(conf: cfg.ConfigOpts, config: Config) -> None:

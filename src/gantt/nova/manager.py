@@ -72,6 +72,7 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
         # read (and refused if wrong) here, at construction; the store is opened by the process that serves
         # (init_host): a launcher may fork after building the manager, and threads and connections do not survive it
         self.gantt_config = conf.gantt_config(CONF)
+        self._options = conf.RequestOptions(CONF)  # the options Nova reads at each request, followed from here on
         self.store_url = conf.store_url(CONF)
         self._replica: Replica | None = None
         self._reader: cells.CellReader | None = None
@@ -214,7 +215,8 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
             log.exception("select_destinations for %s: cannot read Nova's databases", instances)
             raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
         try:
-            conf.follow_request_filters(CONF, self.gantt_config)
+            if self._options.follow(self.gantt_config):
+                self.replica.scheduler.engine.retune()
             conf.follow_pci_alias(CONF, self.gantt_config)
         except GanttError as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc.message)

@@ -99,9 +99,11 @@ class ServerGroupAntiAffinityFilter(Filter):
     """Policy ``anti-affinity``: a host passes while it runs fewer of the group's members than
     ``rules.max_server_per_host`` (default 1).
 
-    Members count where the table knows them to run; a host the request lists in ``instance_group.hosts`` counts
-    as running at least one. The host already running the instance being scheduled passes (a move must not be
-    blocked by the instance itself).
+    As Nova's filter, a host's count is the group's members among the instances it runs (where the table knows them
+    to run: instance info, reports, and claims, this request's earlier instances' included). The group's ``hosts``
+    play no part: a host listed there that runs no member (a list older than a member's move or deletion) passes,
+    as in Nova. The host already running the instance being scheduled passes (a move must not be blocked by the
+    instance itself).
     """
 
     name = "ServerGroupAntiAffinityFilter"
@@ -115,8 +117,6 @@ class ServerGroupAntiAffinityFilter(Filter):
             host = table.instance_host(member)
             if host is not None:
                 counts[host] += 1
-        for host in set(ctx.group_hosts):
-            counts[host] = max(counts[host], 1)
         full = [host for host, count in counts.items() if count >= limit]
         if not full:
             return None

@@ -51,7 +51,7 @@ class _RequestFilter(Filter):
 
     def cache_key(self, ctx: RequestContext) -> Hashable:
         # The switch is part of the key: Nova reads it at each request, and Gantt's Nova seam follows a change made
-        # after start (gantt.nova.conf.follow_request_filters) in this same Config; a mask cached while off (None)
+        # after start (gantt.nova.conf.RequestOptions) in this same Config; a mask cached while off (None)
         # must not answer once it is on.
         return (True, self.request_key(ctx)) if self.switched_on() else False
 
