@@ -16,7 +16,7 @@ from gantt.compute.order import PickOrder
 from gantt.compute.ranking import Ranker, Ranking
 from gantt.compute.request import RequestContext
 from gantt.compute.selections import Selections
-from gantt.compute.state.ledger import ClaimRejected, SourceMoved
+from gantt.compute.state.rejected import ClaimRejected, SourceMoved
 from gantt.compute.state.table import HostTable
 from gantt.compute.stats import EngineStats
 from gantt.compute.ties import FIRST_CANDIDATES, TieHistory

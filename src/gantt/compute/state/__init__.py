@@ -2,7 +2,7 @@
 
 from gantt.compute.state.cells import CellArrays
 from gantt.compute.state.columns import Factor, HostCaps
-from gantt.compute.state.ledger import ClaimRejected, SourceMoved
+from gantt.compute.state.rejected import ClaimRejected, SourceMoved
 from gantt.compute.state.table import HostTable
 
 __all__ = ["CellArrays", "ClaimRejected", "Factor", "HostCaps", "HostTable", "SourceMoved"]

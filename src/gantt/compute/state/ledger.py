@@ -25,20 +25,14 @@ from typing import Any
 import msgspec
 
 from gantt.compute.numa import with_claims
-from gantt.compute.pci import PciRequest, Pool, Room, by_request, placement_class, take
+from gantt.compute.pci import PciRequest, Pool, Room, take
+from gantt.compute.state import pci_providers
 from gantt.compute.state.columns import Columns
 from gantt.compute.state.instances import InstanceIndex
+from gantt.compute.state.rejected import ClaimRejected, SourceMoved
 from gantt.model import Allocation, AllocationPart, Conflict, NodeKey, NotFound, PciTaken
 
 log = logging.getLogger(__name__)
-
-
-class ClaimRejected(Exception):
-    """A claim on one node failed its compare-and-set; the engine moves to the next candidate."""
-
-
-class SourceMoved(ClaimRejected):
-    """A move's source allocation is no longer the instance's: no other node can take the move either."""
 
 
 def held_until_released(allocation: Allocation) -> bool:
@@ -226,62 +220,13 @@ class Ledger:
                 raise ClaimRejected(f"{key} has no room for the PCI devices asked")
             allocation.pci = [PciTaken(pool=dict(pool), count=count) for pool, count in taken]
             if pci_parts:
-                allocation.extra = [*allocation.extra, *self._pci_parts(key, pci, taken)]
+                allocation.extra = [*allocation.extra, *pci_providers.parts(
+                    key, pci, taken, self._columns, self.child_providers, self.fits)]
         return row
 
-    def _pci_parts(self, key: NodeKey, pci: Sequence[PciRequest], taken: list[tuple[Pool, int]]
-                   ) -> list[AllocationPart]:
-        """What the flavor's devices hold on their Placement providers (Nova's PCI request groups, one device each,
-        of the class ``placement_class`` names): the provider is the one the pool's ``rp_uuid`` tag names, as Nova's
-        PCI claim takes the devices of the providers Placement allocated. An SR-IOV port's devices are not in
-        Placement (Nova 34). ClaimRejected when a device's provider is unknown or has no room for it."""
-        held: dict[str, dict[str, int]] = {}
-        for request, entries in zip(pci, by_request(pci, taken), strict=True):
-            if not request.alias:
-                continue
-            rc = placement_class(request)
-            for pool, count in entries:
-                provider = dict(pool).get("rp_uuid")
-                if provider is None:
-                    raise ClaimRejected(f"{key}: a device the flavor asks for is not reported in Placement")
-                resources = held.setdefault(str(provider), {})
-                resources[rc] = resources.get(rc, 0) + count
-        parts = []
-        for provider, resources in held.items():
-            part_key = self.child_providers.get(provider)
-            row = None if part_key is None else self._columns.row_of.get(part_key)
-            if part_key is None or row is None:
-                raise ClaimRejected(f"{key}: PCI provider {provider} is unknown")
-            if self.fits(row, resources) is not None:
-                raise ClaimRejected(f"{key}: PCI provider {provider} has no room for {resources}")
-            parts.append(AllocationPart(host=part_key[0], nodename=part_key[1], resources=resources))
-        return parts
-
     def pci_rooms(self, pools: Sequence[Pool]) -> dict[str, Room]:
-        """The Placement providers the pools' ``rp_uuid`` tags name, as a request group of one device finds them
-        now: per class, the devices they can still give (a provider unknown here offers none)."""
-        columns = self._columns
-        rc = columns.rc
-        out: dict[str, Room] = {}
-        for pool in pools:
-            provider = dict(pool).get("rp_uuid")
-            if provider is None or str(provider) in out:
-                continue
-            key = self.child_providers.get(str(provider))
-            row = None if key is None else columns.row_of.get(key)
-            if row is None:
-                continue
-            free: dict[str, int] = {}
-            for name, j in columns.rc_index.items():
-                # a group of one device: min_unit and step_size must allow 1; max_unit caps the provider's part
-                if not columns.has_inventory.item(row, j) or rc["min_unit"].item(row, j) > 1 \
-                        or rc["step_size"].item(row, j) != 1:
-                    continue
-                devices = min(int(rc["free"].item(row, j) + 1e-9), int(rc["max_unit"].item(row, j)))
-                if devices > 0:
-                    free[name] = devices
-            out[str(provider)] = Room(free, columns.node_traits(row))
-        return out
+        """The room of the Placement providers the pools' ``rp_uuid`` tags name (``pci_providers.rooms``)."""
+        return pci_providers.rooms(self._columns, self.child_providers, pools)
 
     def put_allocation(self, allocation: Allocation) -> None:
         """Record an allocation decided elsewhere (another instance's claim arriving through the change feed).
