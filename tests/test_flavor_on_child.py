@@ -113,3 +113,16 @@ def test_a_class_a_root_holds_stays_on_the_root(cloud: Any, tmp_path: Path) -> N
     [choices] = replica.select_destinations({"flavor": flavor, "instance_uuids": ["vm-1"]})
     assert (choices[0].host, choices[0].providers) == ("cn1", {})
     assert _held(face, "vm-1") == {CN1: {**ROOT, "CUSTOM_ROOTY": 1}}
+
+
+def test_isolate_separates_numbered_groups_only_and_instances_share_the_first_candidates(cloud: Any) -> None:
+    """Placement's group_policy=isolate keeps the numbered groups apart, never the unnumbered one from them: the
+    port's group and the flavor's magic may share cn1's child. Two instances: cn2's child takes one only."""
+    replica, face = cloud
+    port = {"id": "port-1", "resources": {MAGIC: 1}}
+    chosen = _select(replica, "vm-1", request_groups=[port], group_policy="isolate")[0]
+    assert (chosen.host, chosen.mappings) == ("cn1", {"port-1": [KID1], "": [KID1]})
+    assert _held(face, "vm-1") == {CN1: ROOT, KID1: {MAGIC: 2}}
+    flavor = {"vcpus": 1, "memory_mb": 512, "root_gb": 1, "extra_specs": {f"resources:{MAGIC}": "1"}}
+    both = replica.select_destinations({"flavor": flavor, "instance_uuids": ["vm-2", "vm-3"]})
+    assert sorted(choices[0].host for choices in both) == ["cn1", "cn2"]
