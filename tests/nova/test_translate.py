@@ -204,6 +204,10 @@ def _node(rng: random.Random, n: int) -> dict[str, Any]:
         device = str(uuid.UUID(int=1000 + n, version=4))
         sel["providers"] = {device: {"FPGA": 1}}
         sel["mappings"] = {"device_profile_0": [device]}
+    elif n % 3 == 1:  # a flavor class only the node's child provider holds: the unnumbered group "" there too
+        child = str(uuid.UUID(int=2000 + n, version=4))
+        sel["providers"] = {child: {"CUSTOM_MAGIC": 1}}
+        sel["mappings"] = {"": [child]}
     return sel
 
 
@@ -314,7 +318,9 @@ def test_selections_become_nova_selections() -> None:
                 assert sel["allocation_request"] == {
                     "allocations": {want["uuid"]: {"resources": want["allocation"]},
                                     **{p: {"resources": r} for p, r in want.get("providers", {}).items()}},
-                    "mappings": {**{g: [want["uuid"]] for g in case["groups"]}, **want.get("mappings", {})}}
+                    "mappings": {**{g: [want["uuid"]] for g in case["groups"]},
+                                 **{g: [*([want["uuid"]] if g in case["groups"] else []), *us]
+                                    for g, us in want.get("mappings", {}).items()}}}
                 assert sel["allocation_request_version"] == "1.36"
                 numa = (want.get("limits") or {}).get("numa_topology")
                 assert (sel["numa_limits"] or None) == (numa and {**numa}), sel

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from gantt.base.ids import new_uuid
+from gantt.compute import groups
 from gantt.compute.claim import Claims, rollback
 from gantt.compute.commit import Attempts, ClaimConflict, CommitHook, CommitSteps, TableReplaced
 from gantt.compute.order import PickOrder
@@ -102,7 +103,7 @@ class Engine:
         commit = self._commit_now if in_place or self.commit_steps is None else self.commit_steps
         attempts = Attempts(self.config.gantt.claim_retries)
         while True:
-            ctx = RequestContext.build(spec, self.config, self.table.clock())
+            ctx = self._context(spec)
             try:
                 placed, answer = self._place_all(ctx)
             except _LostBorrowed:
@@ -169,8 +170,15 @@ class Engine:
         ctx = self._dry_context(spec)
         return self.ranker.explain(ctx, self.ranker.rank(ctx))
 
-    def _dry_context(self, spec: RequestSpec) -> RequestContext:
+    def _context(self, spec: RequestSpec) -> RequestContext:
+        """The request read against this table: the flavor's classes only child providers hold go to them."""
         ctx = RequestContext.build(spec, self.config, self.table.clock())
+        if not ctx.rebuild:  # a rebuild claims nothing
+            ctx.resources, ctx.groups = groups.spill(self.table, ctx.resources, ctx.groups)
+        return ctx
+
+    def _dry_context(self, spec: RequestSpec) -> RequestContext:
+        ctx = self._context(spec)
         if spec.migration_uuid and spec.instance_uuids:  # a move's dry run: what the move itself would rank
             source = self.table.allocation(spec.instance_uuids[0])
             if source is not None and source.migration_uuid != spec.migration_uuid:

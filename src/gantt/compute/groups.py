@@ -36,6 +36,7 @@ class Group:
     member_of: tuple[frozenset[str], ...]
     forbidden_aggregates: frozenset[str]
     in_tree: str | None
+    unnumbered: bool = False  # a class of the flavor's own group its node lacks (``spill``): exempt from isolate
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,8 +207,9 @@ def _choices(table: HostTable, groups: Groups, options: list[list[int]], chosen:
         yield list(chosen)
         return
     for row in options[i]:
-        if groups.isolate and row in chosen:
-            continue
+        if groups.isolate and not groups.groups[i].unnumbered \
+                and any(r == row and not g.unnumbered for g, r in zip(groups.groups, chosen, strict=False)):
+            continue  # Placement's isolate separates the numbered groups only
         held = dict(taken.get(row, {}))
         for rc, amount in groups.groups[i].resources:
             held[rc] = held.get(rc, 0) + amount
@@ -250,7 +252,44 @@ def _assignment(table: HostTable, groups: Groups, rows: tuple[int, ...]) -> Assi
         mine = held.setdefault(row, {})
         for rc, amount in group.resources:
             mine[rc] = mine.get(rc, 0) + amount
-        mappings[group.id] = [str(uuids[row])]
+        mapped = mappings.setdefault(group.id, [])  # the unnumbered classes may come from several providers
+        if str(uuids[row]) not in mapped:
+            mapped.append(str(uuids[row]))
     parts = [AllocationPart(host=table.host_names[r], nodename=table.node_names[r], resources=dict(res))
              for r, res in held.items()]
     return Assignment(rows, parts, mappings, {str(uuids[r]): dict(res) for r, res in held.items()})
+
+
+# ------------------------------------------------------------------------- the flavor's group on the tree
+
+
+UNNUMBERED = ""  # Placement's name of the request's unsuffixed group in an allocation request's mappings
+
+
+def spill(table: HostTable, resources: dict[str, int], request: Groups | None
+          ) -> tuple[dict[str, int], Groups | None]:
+    """The flavor's (unnumbered) classes that no root provider has an inventory of but a child provider does
+    (``resources:CUSTOM_MAGIC=1`` with the magic on a child of the node), moved out of the node's own resources
+    into groups of their own: Placement takes each class of the unnumbered group whole from any ONE provider of
+    the tree, so each such class becomes a one-class group on a child. A class some root has stays the root's
+    (Gantt does not mix: a tree holding it on both is read at its root)."""
+    roots = table.roots()
+    if roots is None or not resources:
+        return resources, request
+    n = table.n
+    child = ~roots[:n]
+    moved: list[Group] = []
+    kept: dict[str, int] = {}
+    for rc, amount in resources.items():
+        j = table.rc_index.get(rc)
+        has = table.has_inventory[:n, j] if j is not None else None
+        if has is None or amount <= 0 or (has & roots[:n]).any() or not (has & child).any():
+            kept[rc] = amount
+            continue
+        moved.append(Group(UNNUMBERED, ((rc, amount),), frozenset(), frozenset(), (), frozenset(), None,
+                           unnumbered=True))
+    if not moved:
+        return resources, request
+    if request is None:
+        return kept, Groups(tuple(moved), False, ())
+    return kept, Groups((*request.groups, *moved), request.isolate, request.same_subtree)

@@ -475,7 +475,8 @@ def _selection(selection: Selection, cell: str, default_az: str, groups: list[st
         mappings.update(extra[1])
     for uuid, resources in selection.providers.items():  # the request groups' (requested_resources)
         allocations[uuid] = {"resources": dict(resources)}
-    mappings.update(selection.mappings)
+    for group, uuids in selection.mappings.items():  # "" (the flavor's classes on a child) keeps the node too
+        mappings[group] = [*mappings.get(group, []), *(u for u in uuids if u not in mappings.get(group, []))]
     allocation_request = {"allocations": allocations, "mappings": mappings}
     numa = selection.limits.get("numa_topology")
     limits: dict[str, Any] = {}
