@@ -11,7 +11,8 @@ import time
 
 import httpx
 
-ENV = {**os.environ, "COLUMNS": "300"}  # one line per message, not folded at 80 columns
+# one line per message, not folded at 80 columns; a demo that hangs prints its threads' stacks on SIGABRT
+ENV = {**os.environ, "COLUMNS": "300", "PYTHONFAULTHANDLER": "1"}
 SMALL = ["--hosts", "30", "--requests", "60"]
 
 
@@ -44,7 +45,13 @@ def test_stay_keeps_the_live_view_up_until_ctrl_c() -> None:
         assert answer.status_code == 200 and "<html" in answer.text.lower()
         assert proc.poll() is None
         proc.send_signal(signal.SIGINT)  # Ctrl-C
-        assert proc.wait(timeout=30) == 0
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # faulthandler: where it hangs, in the failure's message
+            hung, _ = proc.communicate(timeout=30)
+            raise AssertionError(f"the demo did not stop within 30 s of Ctrl-C:\n{hung[-6000:]}") from None
+        assert proc.returncode == 0
         rest = proc.stdout.read()  # type: ignore[union-attr]
         assert "server stopped" in rest
         try:

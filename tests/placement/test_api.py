@@ -271,16 +271,23 @@ def test_a_placement_provider_is_a_gantt_node(http: httpx.Client, v1: httpx.Clie
     assert hosts[rp["uuid"]]["hypervisor_hostname"] == "placement-made"
 
 
-def test_child_providers_are_never_candidates(http: httpx.Client, v1: httpx.Client) -> None:
+def test_a_child_is_never_a_candidate_but_lends_its_root_a_class_only_it_holds(http: httpx.Client,
+                                                                             v1: httpx.Client) -> None:
+    """As Placement's unnumbered group: a class only a child provider holds is taken whole from that child, under
+    the root that is the candidate; a class the root holds is read at the root."""
     root = create(http)
     numa = create(http, parent=root["uuid"])
     assert put_inventory(http, numa["uuid"], 0, CUSTOM_TREE_ONLY=1).status_code == 400
     assert http.put("/resource_classes/CUSTOM_TREE_ONLY").status_code in (201, 204)
     assert put_inventory(http, numa["uuid"], 0, CUSTOM_TREE_ONLY=64).status_code == 200
     spec = {"resources": {"CUSTOM_TREE_ONLY": 1}}
-    refused = v1.post("/v1/select_destinations", json=spec)
-    assert refused.status_code == 409, refused.text  # only the child has it, and a child is no candidate
+    lent = v1.post("/v1/select_destinations", json=spec)
+    assert lent.status_code == 200, lent.text
+    chosen = lent.json()["selections"][0][0]
+    assert chosen["uuid"] == root["uuid"]
+    assert chosen["providers"] == {numa["uuid"]: {"CUSTOM_TREE_ONLY": 1}}
     assert put_inventory(http, root["uuid"], 0, CUSTOM_TREE_ONLY=1).status_code == 200
     placed = v1.post("/v1/select_destinations", json=spec)
     assert placed.status_code == 200, placed.text
     assert placed.json()["selections"][0][0]["uuid"] == root["uuid"]
+    assert not placed.json()["selections"][0][0].get("providers")
