@@ -229,6 +229,37 @@ def test_an_evacuation_books_the_destination_beside_the_source_in_the_instances_
         sched.select_destinations(request(instance_uuids=["vm"], evacuation=True))
 
 
+def _two_replicas_with_vm_on_h0(store: Store, other: Store) -> tuple[Replica, Replica]:
+    """Two replicas of one store (``other``: the same, or another handle on it), four hosts, "vm" placed on h0."""
+    a = Replica(store, _config()).start(follow=False)
+    b = Replica(other, _config()).start(follow=False)
+    for name in ("h0", "h1", "h2", "h3"):
+        a.update_resource_stats(name, host_stats(vcpus=4))
+    _placed(a, "vm", "h0")
+    b.catch_up()
+    return a, b
+
+
+def _twins(a: Replica, b: Replica, spec: dict[str, Any]) -> list[str]:
+    """The same request sent to both replicas at once: both answer it, with one host other than h0."""
+    answers: list[str] = []
+    errors: list[BaseException] = []
+
+    def ask(replica: Replica) -> None:
+        try:
+            answers.append(replica.select_destinations(spec)[0][0].host)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask, args=(r,)) for r in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(set(answers)) == 1 and answers[0] != "h0"
+    return answers
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_an_evacuation_through_replicas_on_one_store(backend: str, tmp_path: Path) -> None:
     """The doubled allocation is one record in the store, replacing the instance's (one commit); a twin request
@@ -236,27 +267,8 @@ def test_an_evacuation_through_replicas_on_one_store(backend: str, tmp_path: Pat
     a replica started afterwards counts both parts."""
     url = "memory://" if backend == "memory" else f"sqlite:///{tmp_path}/g.sqlite"
     store = open_store(url)
-    a = Replica(store, _config()).start(follow=False)
-    b = Replica(store if backend == "memory" else open_store(url), _config()).start(follow=False)
-    for name in ("h0", "h1", "h2", "h3"):
-        a.update_resource_stats(name, host_stats(vcpus=4))
-    _placed(a, "vm", "h0")
-    b.catch_up()
-    answers: list[str] = []
-    errors: list[BaseException] = []
-
-    def evacuate(replica: Replica) -> None:
-        try:
-            answers.append(replica.select_destinations(_evacuate("vm", "mig", "h0"))[0][0].host)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=evacuate, args=(r,)) for r in (a, b)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(set(answers)) == 1 and answers[0] != "h0"
+    a, b = _two_replicas_with_vm_on_h0(store, store if backend == "memory" else open_store(url))
+    answers = _twins(a, b, _evacuate("vm", "mig", "h0"))
     [held] = store.snapshot().allocations
     assert [(key[0], r["VCPU"]) for key, r in held.parts()] == [(answers[0], 2), ("h0", 2)]
     for replica in (a, b, Replica(store, _config()).start(follow=False)):
@@ -275,28 +287,8 @@ def test_moves_through_replicas_on_one_store(backend: str, tmp_path: Path) -> No
 def moves_through_two_replicas(store: Store, other: Store) -> None:
     """Two replicas (``other``: the same store, or another handle on it): twin moves, then confirm racing
     revert. Also run on etcd (tests/etcd/test_replicas.py)."""
-    a = Replica(store, _config()).start(follow=False)
-    b = Replica(other, _config()).start(follow=False)
-    for name in ("h0", "h1", "h2", "h3"):
-        a.update_resource_stats(name, host_stats(vcpus=4))
-    _placed(a, "vm", "h0")
-    b.catch_up()
-    # the same move sent to both at once: one decision, both answer it
-    answers: list[str] = []
-    errors: list[BaseException] = []
-
-    def move(replica: Replica) -> None:
-        try:
-            answers.append(replica.select_destinations(_move("vm", "mig"))[0][0].host)
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=move, args=(r,)) for r in (a, b)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors and len(set(answers)) == 1 and answers[0] != "h0"
+    a, b = _two_replicas_with_vm_on_h0(store, other)
+    answers = _twins(a, b, _move("vm", "mig"))  # the same move sent to both at once: one decision, both answer it
     snap = store.snapshot()
     held = {x.consumer_uuid: x.host for x in snap.allocations}
     assert held == {"vm": answers[0], "mig": "h0"}
