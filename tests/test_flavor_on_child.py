@@ -18,6 +18,7 @@ from gantt.config import Config
 from gantt.model import HostReport, Inventory, NoValidHost, Selection
 from gantt.placement.facade import Placement
 from gantt.replication.replica import Replica
+from tests.test_request_groups import held_by_provider
 
 CN1 = "0000c41d-0000-0000-0000-000000000001"
 CN2 = "0000c41d-0000-0000-0000-000000000002"
@@ -51,12 +52,6 @@ def cloud(tmp_path: Path) -> Iterator[tuple[Replica, Placement]]:
         replica.close()
 
 
-def _held(face: Placement, consumer: str) -> dict[str, dict[str, int]]:
-    held, views = face.consumers.consumer_allocations(consumer)
-    assert held is not None
-    return {views[key].uuid: dict(resources) for key, resources in held.parts()}
-
-
 def _select(replica: Replica, consumer: str, magic: int = 1, **fields: Any) -> list[Selection]:
     flavor = {"vcpus": 1, "memory_mb": 512, "root_gb": 1, "extra_specs": {f"resources:{MAGIC}": str(magic)}}
     [choices] = replica.select_destinations({"flavor": flavor, "instance_uuids": [consumer], **fields})
@@ -68,10 +63,10 @@ def test_a_flavor_class_only_children_hold_is_taken_from_a_child_in_the_nodes_co
     chosen = _select(replica, "vm-1")[0]
     assert (chosen.host, chosen.allocation) == ("cn2", ROOT)  # the node's own part: what the root holds
     assert chosen.providers == {KID2: {MAGIC: 1}}
-    assert _held(face, "vm-1") == {CN2: ROOT, KID2: {MAGIC: 1}}
+    assert held_by_provider(face, "vm-1") == {CN2: ROOT, KID2: {MAGIC: 1}}
     # cn2's child is full now: the next boot goes to cn1's, though cn2 has the most memory
     assert _select(replica, "vm-2")[0].host == "cn1"
-    assert _held(face, "vm-2") == {CN1: ROOT, KID1: {MAGIC: 1}}
+    assert held_by_provider(face, "vm-2") == {CN1: ROOT, KID1: {MAGIC: 1}}
     with pytest.raises(NoValidHost):  # more than any child has
         _select(replica, "vm-3", magic=11)
     replica.release("vm-1")
@@ -94,8 +89,8 @@ def test_a_move_holds_the_childs_part_of_the_source_under_the_migration(cloud: A
     assert _select(replica, "vm-1")[0].host == "cn2"
     moved = _select(replica, "vm-1", migration_uuid="mig-1")[0]
     assert (moved.host, moved.providers) == ("cn1", {KID1: {MAGIC: 1}})
-    assert _held(face, "vm-1") == {CN1: ROOT, KID1: {MAGIC: 1}}
-    assert _held(face, "mig-1") == {CN2: ROOT, KID2: {MAGIC: 1}}  # the source, child's part included
+    assert held_by_provider(face, "vm-1") == {CN1: ROOT, KID1: {MAGIC: 1}}
+    assert held_by_provider(face, "mig-1") == {CN2: ROOT, KID2: {MAGIC: 1}}  # the source, child's part included
     # the source's magic is still used while the migration holds it: nothing else fits on cn2's child
     assert _select(replica, "vm-2")[0].host == "cn1"
     replica.release("mig-1")  # confirmed
@@ -112,7 +107,7 @@ def test_a_class_a_root_holds_stays_on_the_root(cloud: Any, tmp_path: Path) -> N
     flavor = {"vcpus": 1, "memory_mb": 512, "root_gb": 1, "extra_specs": {"resources:CUSTOM_ROOTY": "1"}}
     [choices] = replica.select_destinations({"flavor": flavor, "instance_uuids": ["vm-1"]})
     assert (choices[0].host, choices[0].providers) == ("cn1", {})
-    assert _held(face, "vm-1") == {CN1: {**ROOT, "CUSTOM_ROOTY": 1}}
+    assert held_by_provider(face, "vm-1") == {CN1: {**ROOT, "CUSTOM_ROOTY": 1}}
 
 
 def test_isolate_separates_numbered_groups_only_and_instances_share_the_first_candidates(cloud: Any) -> None:
@@ -122,7 +117,7 @@ def test_isolate_separates_numbered_groups_only_and_instances_share_the_first_ca
     port = {"id": "port-1", "resources": {MAGIC: 1}}
     chosen = _select(replica, "vm-1", request_groups=[port], group_policy="isolate")[0]
     assert (chosen.host, chosen.mappings) == ("cn1", {"port-1": [KID1], "": [KID1]})
-    assert _held(face, "vm-1") == {CN1: ROOT, KID1: {MAGIC: 2}}
+    assert held_by_provider(face, "vm-1") == {CN1: ROOT, KID1: {MAGIC: 2}}
     flavor = {"vcpus": 1, "memory_mb": 512, "root_gb": 1, "extra_specs": {f"resources:{MAGIC}": "1"}}
     both = replica.select_destinations({"flavor": flavor, "instance_uuids": ["vm-2", "vm-3"]})
     assert sorted(choices[0].host for choices in both) == ["cn1", "cn2"]

@@ -61,7 +61,7 @@ def cloud(tmp_path: Path) -> Iterator[tuple[Replica, Placement]]:
         replica.close()
 
 
-def _held(face: Placement, consumer: str) -> dict[str, dict[str, int]]:
+def held_by_provider(face: Placement, consumer: str) -> dict[str, dict[str, int]]:
     """What Placement shows the consumer holds, by provider uuid."""
     held, views = face.consumers.consumer_allocations(consumer)
     assert held is not None
@@ -87,7 +87,7 @@ def test_a_device_group_lands_on_the_child_that_has_the_device_in_the_nodes_comm
     assert (chosen.host, chosen.uuid) == ("cn1", CN1)
     assert chosen.mappings == {"device_profile_0": [DEV1A]}
     assert chosen.providers == {DEV1A: {"FPGA": 1}}
-    assert _held(face, "vm-1") == {CN1: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}, DEV1A: {"FPGA": 1}}
+    assert held_by_provider(face, "vm-1") == {CN1: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}, DEV1A: {"FPGA": 1}}
     # the device's usage counts: 1 left on DEV1A, 2 on DEV1B; a group of 2 takes DEV1B
     second = _boot(replica, "vm-2", [_group("g", fpga=2)])[0]
     assert second.mappings == {"g": [DEV1B]}
@@ -110,18 +110,18 @@ def test_a_tree_without_a_provider_for_the_group_is_no_candidate(cloud: Any) -> 
     assert (chosen.host, chosen.mappings) == ("cn2", {"g": [DEV2]})
     with pytest.raises(NoValidHost):  # nothing of the class anywhere
         _boot(replica, "vm-3", [{"id": "g", "resources": {"CUSTOM_UNUSED": 1}}])
-    assert set(_held(face, "vm-2")) == {CN2, DEV2}
+    assert set(held_by_provider(face, "vm-2")) == {CN2, DEV2}
 
 
 def test_groups_share_a_provider_unless_isolated(cloud: Any) -> None:
     replica, face = cloud
     both = _boot(replica, "vm-1", [_group("a"), _group("b")])[0]
     assert both.mappings == {"a": [DEV1A], "b": [DEV1A]}  # one provider takes both (policy none)
-    assert _held(face, "vm-1")[DEV1A] == {"FPGA": 2}  # one part, the groups summed
+    assert held_by_provider(face, "vm-1")[DEV1A] == {"FPGA": 2}  # one part, the groups summed
     replica.release("vm-1")
     apart = _boot(replica, "vm-2", [_group("a"), _group("b")], group_policy="isolate")[0]
     assert apart.mappings == {"a": [DEV1A], "b": [DEV1B]}
-    assert _held(face, "vm-2") == {CN1: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}, DEV1A: {"FPGA": 1},
+    assert held_by_provider(face, "vm-2") == {CN1: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}, DEV1A: {"FPGA": 1},
                                    DEV1B: {"FPGA": 1}}
     with pytest.raises(NoValidHost):  # three groups, two devices: isolate cannot (the flavor's policy too)
         _boot(replica, "vm-3", [_group("a"), _group("b"), _group("c")],
@@ -140,7 +140,8 @@ def test_alternates_show_where_the_groups_would_land(cloud: Any) -> None:
     assert choices[0].mappings == {"g": ["0000a11c-0000-0000-0000-000000000201"]}
     assert choices[1].consumer_uuid is None and choices[1].mappings == {"g": [DEV1A]}
     assert choices[1].providers == {DEV1A: {"FPGA": 1}}
-    assert set(_held(face, "vm-1")) == {CN2, "0000a11c-0000-0000-0000-000000000201"}  # the alternate: nothing held
+    # the alternate: nothing held
+    assert set(held_by_provider(face, "vm-1")) == {CN2, "0000a11c-0000-0000-0000-000000000201"}
 
 
 def test_a_repeated_request_answers_with_the_groups_it_holds(cloud: Any) -> None:
