@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
 import statistics
 import tempfile
 import time
@@ -198,6 +199,9 @@ def _stay(server: Any) -> None:
     """Wait for Ctrl-C while the service runs (it is in a session of its own: the terminal's Ctrl-C reaches only
     this process, which then stops it)."""
     console.print(f"[green]●[/] the service stays up: open {server.url}/ui/ (the live view); Ctrl-C to stop it")
+    # Python leaves SIGINT ignored when it started ignored (a job started in the background by a script, CI's
+    # runner): the Ctrl-C this promises must reach it whatever the parent did
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         while server.proc is not None and server.proc.poll() is None:
             time.sleep(0.5)
