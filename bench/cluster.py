@@ -274,6 +274,7 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
         "latency_ms": {"p50": pct(0.50), "p90": pct(0.90), "p99": pct(0.99), "max": pct(1.0)},
         "group_commits": sum(p["store"]["group_commits"] for p in parts),
         "group_refused": sum(p["store"]["group_refused"] for p in parts),
+        "group_timing_ms": group_timing([p["store"] for p in parts]),
         "allocations_in_store": len(snap.allocations),
         "overcommit": len(problems),
         "acknowledged_missing": len(missing),
@@ -308,6 +309,22 @@ def run(url: str, instances: int, args: argparse.Namespace, etcd_pids: list[int]
             "profiled": "cProfile slows Python calls several-fold: read the profile for its proportions, "
                         "not the rates of this run"} if args.profile else {}),
     }
+
+
+def group_timing(stats: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Where a claim's commit waited, from the stores' counters (``EtcdStats``), in ms: per txn the committer
+    sent, how long it held the txn back for claims on their way (``linger``) and its call to etcd (``call``: the
+    round trip, and the interpreter lock taken back after it); per claim answered, its caller's wake-up until it
+    ran again (``wake``). What the rest of a request's latency is: its decision, and its wait in the queue while
+    the txn before it was in flight."""
+    rounds = sum(s["group_rounds"] for s in stats)
+    answered = sum(s["commits"] + s["claim_conflicts"] for s in stats)
+
+    def per(name: str, n: int) -> float | None:
+        return round(sum(s[name] for s in stats) * 1000 / n, 2) if n else None
+
+    return {"linger": per("group_linger_s", rounds), "call": per("group_call_s", rounds),
+            "wake": per("group_wake_s", answered)}
 
 
 def share(threads: int, worker: int, workers: int) -> int:

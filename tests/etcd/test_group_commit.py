@@ -165,6 +165,28 @@ def test_a_refused_claim_fails_alone_and_the_others_of_its_txn_land(store_url: s
         assert sorted(a.consumer_uuid for a in store.snapshot().allocations) == ["c-n0", "c-n1", "c-n3"]
 
 
+def test_the_committer_counts_where_its_claims_waited(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two txns (one claim held in the committer for a second, then three shared): two rounds, each call to etcd
+    timed on its own (the committer's hold is no part of it), and every caller's wake-up after its answer."""
+    with EtcdStore(store_url + "?group_workers=1") as store:
+        revisions = {f"n{i}": store.commit(Batch(reports=[report(f"n{i}")])).revision for i in range(4)}
+        real = store._group.commit_group
+
+        def held_a_second(group: list) -> None:  # type: ignore[type-arg]
+            if len(group) == 1:
+                time.sleep(1.0)
+            real(group)
+
+        monkeypatch.setattr(store._group, "commit_group", held_a_second)
+        claim_behind_a_held_committer(store, monkeypatch, [
+            partial(store.commit, Batch(expect=[Expect(n, n, r)], allocations=[alloc(f"c-{n}", n)]))
+            for n, r in revisions.items()])
+        stats = store.stats
+        assert stats.group_rounds == 2 and stats.group_commits == 1 and stats.commits == 4 + 4
+        assert 0 < stats.group_call_s < 1.0  # the two calls, not the second the first claim was held
+        assert stats.group_wake_s > 0 and stats.group_linger_s >= 0
+
+
 def test_a_shared_txn_is_read_back_without_an_error_escaping_its_committer(store_url: str,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A shared txn answers one response per claim and one more, for ``last-write``: the claims are read back

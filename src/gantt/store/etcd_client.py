@@ -75,6 +75,13 @@ class EtcdStats:
     group_refused: int = 0  # claims refused inside such a txn (their own compares failed)
     group_split: int = 0  # such txns where some claims landed and others were refused
     group_timeouts: int = 0  # claims whose committer did not answer in time (StoreUnavailable; should stay 0)
+    # Where a claim's commit waits (seconds, summed; per round or per claim in bench/cluster.py): the committer
+    # holding a txn back for claims on their way, its call to etcd (the round trip, and the interpreter lock
+    # taken back after it), and a caller's wake-up once answered (until it runs again: the lock, under load).
+    group_rounds: int = 0  # txns the committer sent (shared or of one claim)
+    group_linger_s: float = 0.0
+    group_call_s: float = 0.0
+    group_wake_s: float = 0.0
 
 
 class EtcdClient:
@@ -97,7 +104,7 @@ class EtcdClient:
         self.known = 0
         self.closed = False
 
-    def count(self, name: str, n: int = 1) -> None:
+    def count(self, name: str, n: float = 1) -> None:
         with self._stats_lock:
             setattr(self.stats, name, getattr(self.stats, name) + n)
 

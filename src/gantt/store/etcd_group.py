@@ -65,6 +65,7 @@ class _Pending:
     done: _Done = field(default_factory=_Done)
     result: CommitResult | None = None
     error: BaseException | None = None
+    answered: float = 0.0  # time.perf_counter() when the committer answered it (its caller's wake-up from there)
 
 
 def claim_keys(batch: Batch) -> frozenset[tuple[str, ...]]:
@@ -151,6 +152,8 @@ class GroupCommit:
             log.error("etcd group commit: no answer within %.0fs (%s)", self.patience(),
                       "never sent" if queued else "outcome unknown")
             raise StoreUnavailable("etcd group commit did not answer in time")
+        if item.answered:
+            self._client.count("group_wake_s", time.perf_counter() - item.answered)
         if item.error is not None:
             raise item.error
         assert item.result is not None
@@ -171,8 +174,12 @@ class GroupCommit:
                     if not self.queue:
                         self._workers -= 1
                         return
+                lingered = time.perf_counter()
                 self._linger()
+                lingered = time.perf_counter() - lingered
                 group = self._take_group()
+            self._client.count("group_rounds")
+            self._client.count("group_linger_s", lingered)
             try:
                 self.commit_group(group)
             except BaseException as exc:  # every claim of a failed call shares its fate (e.g. StoreUnavailable)
@@ -243,11 +250,13 @@ class GroupCommit:
             return
         if not live:
             return
+        request = wire.txn([], [
+            *(wire.nested(wire.txn(plan.compares, self._txns.write_ops(plan.ops), self._txns.failure_ops(plan)))
+              for _, plan in live),
+            self._txns.last_write_op()])
+        called = time.perf_counter()
         try:
-            resp = self._client.call("TxnBytes", wire.txn([], [
-                *(wire.nested(wire.txn(plan.compares, self._txns.write_ops(plan.ops), self._txns.failure_ops(plan)))
-                  for _, plan in live),
-                self._txns.last_write_op()]))
+            resp = self._client.call("TxnBytes", request)
         except InvalidRequest as exc:
             # A cluster that refuses the shared txn (a --max-txn-ops below etcd's default, or a size limit) must
             # not refuse claims that would each pass alone: commit them one by one, as with ?group=0.
@@ -255,6 +264,7 @@ class GroupCommit:
             for item, plan in live:
                 self._commit_alone(item, plan)
             return
+        self._client.count("group_call_s", time.perf_counter() - called)
         revision = resp.header.revision
         self._client.saw(revision)
         self._client.count("group_commits")
@@ -277,14 +287,18 @@ class GroupCommit:
                     item.result = self._txns.refused(plan, nested.responses) or self._txns.commit(item.batch)
             except BaseException as exc:
                 item.error = exc
+            item.answered = time.perf_counter()
             item.done.set()
 
 
     def _commit_alone(self, item: _Pending, plan: TxnPlan) -> None:
         """One queued claim in its own txn (a group of one, or a shared txn the cluster refused); its waiter wakes."""
+        called = time.perf_counter()
         try:
             item.result = self._txns.commit(item.batch, plan)
         except BaseException as exc:
             item.error = exc
+        item.answered = time.perf_counter()
+        self._client.count("group_call_s", item.answered - called)
         item.done.set()
 
