@@ -29,6 +29,9 @@ def test_one_instance_of_two_workers_profiled(healthy: LocalCluster) -> None:
     # the instance's 4 callers split between its 2 workers, as a served instance's connections are
     assert run["threads_per_instance"] == 4 and run["threads_per_process"] == [2, 2]
     assert run["overcommit"] == 0 and run["acknowledged_missing"] == 0
+    # where the claims' commits waited: every txn sent was a call to etcd, every claim answered woke its caller
+    timing = run["group_timing_ms"]
+    assert timing["call"] > 0 and timing["wake"] > 0 and timing["linger"] >= 0, timing
     profile = run["profile"]
     assert {"all", "client", "gantt-etcd-commit"} <= set(profile)
     functions = {kind: [e["function"] for e in profile[kind]["total"]] for kind in profile}
