@@ -108,11 +108,13 @@ class Follower(ABC):
 
     # ------------------------------------------------------------------------------------------ the feed
 
-    def catch_up(self, timeout: float = 0.0) -> int:
-        """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many."""
+    def catch_up(self, timeout: float = 0.0, head: int | None = None) -> int:
+        """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many.
+        ``head``: a revision known to be committed (``Store.changes``), which spares the store reading its own."""
         since = self.revision
         try:
-            changes = self.store.changes(since, timeout=timeout)
+            changes = self.store.changes(since, timeout=timeout) if head is None \
+                else self.store.changes(since, timeout=timeout, head=head)
         except Compacted:
             log.warning("%s change feed compacted past revision %d: re-snapshotting", self.store.namespace,
                         self.revision)
@@ -147,7 +149,8 @@ class Follower(ABC):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StoreUnavailable(f"change feed did not reach revision {revision} within {timeout:.0f}s")
-            self.catch_up(timeout=min(remaining, 0.5))
+            # ``revision`` is committed (a head read, a write's): the store need not read its head again
+            self.catch_up(timeout=min(remaining, 0.5), head=revision)
 
     # ---------------------------------------------------------------------------------------- for /health
 

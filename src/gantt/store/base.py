@@ -298,7 +298,10 @@ class Store(abc.ABC):
     def snapshot(self) -> Snapshot: ...
 
     @abc.abstractmethod
-    def changes(self, since: int, timeout: float = 1.0) -> list[Change]: ...
+    def changes(self, since: int, timeout: float = 1.0, *, head: int | None = None) -> list[Change]:
+        """Every change after ``since``, waiting up to ``timeout`` for one. ``head``: a revision the caller knows
+        is committed (the head it has just read, or its own write's): a store that would read its head first, to
+        learn whether there is anything to read, may take this instead."""
 
     @abc.abstractmethod
     def commit(self, batch: Batch) -> CommitResult: ...

@@ -278,10 +278,15 @@ class SQLiteStore(Store):
         except sqlite3.Error as exc:  # read before every request: a 503 naming the file, not a 500
             raise StoreUnavailable(f"{self.path}: cannot read the head revision: {exc}") from None
 
-    def changes(self, since: int, timeout: float = 1.0, *, limit: int = 20_000) -> list[Change]:
-        """Every change after ``since`` (up to about ``limit``, always whole revisions), waiting up to ``timeout``."""
+    def changes(self, since: int, timeout: float = 1.0, *, limit: int = 20_000,
+                head: int | None = None) -> list[Change]:
+        """Every change after ``since`` (up to about ``limit``, always whole revisions), waiting up to ``timeout``.
+        ``head`` (``Store.changes``): taken for the head on the first pass, which then reads no head of its own:
+        the caller has just read it (a request's catch-up, ``Follower.behind``) or committed it (a write's), and
+        under another process's writes each read transaction finds the WAL moved (~20-50 us of CPU)."""
         deadline = time.monotonic() + max(timeout, 0.0)
         kept = self._kept
+        known = head
         while True:
             # Our own commits first: when this object wrote everything after `since`, not even the head is read.
             local = kept.head
@@ -289,19 +294,25 @@ class SQLiteStore(Store):
                 cached = kept.cached(since, local, limit)
                 if cached is not None:
                     return cached
-            with self._reader() as conn:
-                head = read_head(conn, self.path)
-            if head > since:
-                cached = kept.cached(since, head, limit)
-                if cached is None and head <= kept.committing:
+            if known is not None and known > since:
+                top, known, hinted = known, None, True
+            else:
+                with self._reader() as conn:
+                    top, hinted = read_head(conn, self.path), False
+            if top > since:
+                cached = kept.cached(since, top, limit)
+                if cached is None and top <= kept.committing:
                     # Our own writer's group, committed and about to be kept in memory: wait for that.
-                    kept.wait_kept(head)
-                    cached = kept.cached(since, head, limit)
+                    kept.wait_kept(top)
+                    cached = kept.cached(since, top, limit)
                 if cached is not None:
                     return cached
                 with self._reader() as conn:
-                    return read_changes(conn, since, limit, kept)
-            # since >= head >= floor here, so nothing asked for can have been compacted away
+                    changes = read_changes(conn, since, limit, kept)
+                if changes or not hinted:
+                    return changes
+                continue  # nothing there yet after all (a head not committed): read the head, and wait for it
+            # since >= top >= floor here, so nothing asked for can have been compacted away
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self._closed:
                 return []
