@@ -57,17 +57,25 @@ def test_a_known_head_reads_the_same_changes_without_the_head(tmp_path: Path,
         since = ours.head()
         for i in range(1, 4):
             theirs.commit(_report(i))
-        ours.commit(_report(9))  # ours after theirs: a gap in what this store object kept
         head = theirs.head()
         reads = _counting_heads(monkeypatch)
         plain = ours.changes(since, timeout=0)
-        assert len(reads) == 1  # before: the head, then the rows
+        assert len(reads) == 1  # the head, then the rows
         known = ours.changes(since, timeout=0, head=head)
         assert len(reads) == 1  # no head read for the known one
         assert [(c.revision, c.kind, c.host) for c in known] == [(c.revision, c.kind, c.host) for c in plain]
         assert [c.revision for c in known] == list(range(since + 1, head + 1))
         # a known head below the real one: everything after since still comes (whole revisions, as read)
         assert [c.revision for c in ours.changes(since, timeout=0, head=since + 1)] == [c.revision for c in plain]
+        assert len(reads) == 1
+
+        # Our own commit after theirs (the follower woken by it): its revision is a head known without a read
+        ours.commit(_report(9))
+        mine = ours.head()
+        assert len(reads) == 2
+        after = ours.changes(since, timeout=0)
+        assert len(reads) == 2
+        assert [c.revision for c in after] == list(range(since + 1, mine + 1))
     finally:
         ours.close()
         theirs.close()

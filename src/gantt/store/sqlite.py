@@ -286,7 +286,7 @@ class SQLiteStore(Store):
         under another process's writes each read transaction finds the WAL moved (~20-50 us of CPU)."""
         deadline = time.monotonic() + max(timeout, 0.0)
         kept = self._kept
-        known = head
+        known, spent = head, False
         while True:
             # Our own commits first: when this object wrote everything after `since`, not even the head is read.
             local = kept.head
@@ -294,8 +294,11 @@ class SQLiteStore(Store):
                 cached = kept.cached(since, local, limit)
                 if cached is not None:
                     return cached
+                if known is None and not spent:
+                    known = local  # committed by this object: a head known without reading it (the follower, woken
+                    # by our own commit after another process's)
             if known is not None and known > since:
-                top, known, hinted = known, None, True
+                top, known, hinted, spent = known, None, True, True
             else:
                 with self._reader() as conn:
                     top, hinted = read_head(conn, self.path), False
