@@ -20,7 +20,7 @@ from gantt.model import HostReport
 from gantt.replication.replica import Replica
 from gantt.service.app import create_app
 from gantt.store import sqlite as sqlite_module
-from gantt.store.base import Batch
+from gantt.store.base import Batch, Compacted
 from gantt.store.sqlite import SQLiteStore
 from tests.conftest import host_stats
 
@@ -81,6 +81,34 @@ def test_a_known_head_reads_the_same_changes_without_the_head(tmp_path: Path,
         theirs.close()
 
 
+def test_the_changes_committed_by_now_in_one_read(tmp_path: Path) -> None:
+    """``shared_changes``: what ``changes`` reads after a head read, in one statement; nothing when nothing moved;
+    Compacted below the floor; None past the limit (the caller reads in parts)."""
+    url = f"sqlite:///{tmp_path}/gantt.sqlite"
+    ours, theirs = SQLiteStore(url), SQLiteStore(url)
+    try:
+        ours.commit(_report(0))
+        since = ours.head()
+        assert ours.shared_changes(since) == []
+        for i in range(1, 4):
+            theirs.commit(_report(i))
+        ours.commit(_report(9))
+        theirs.commit(_report(5))
+        read = ours.shared_changes(since)
+        assert read is not None
+        assert [(c.revision, c.kind, c.host) for c in read] == \
+            [(c.revision, c.kind, c.host) for c in ours.changes(since, timeout=0)]
+        assert [c.revision for c in read] == list(range(since + 1, theirs.head() + 1))
+        assert ours.shared_changes(since, limit=2) is None
+        assert ours.shared_changes(theirs.head()) == []
+        theirs.compact(keep=1)
+        with pytest.raises(Compacted):
+            ours.shared_changes(since)
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def test_a_head_not_committed_yet_is_waited_for_not_spun_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = SQLiteStore(f"sqlite:///{tmp_path}/gantt.sqlite", poll_interval=0.01)
     try:
@@ -120,7 +148,7 @@ def test_a_placement_after_another_workers_write_reads_the_head_once(tmp_path: P
         answer = _ask(app, "POST", "/v1/select_destinations", json={"flavor": FLAVOR})
         assert answer.status_code == 200, answer.text
         assert serving.revision >= placed_at and serving.table.allocation(consumer) is not None
-        assert len(reads) == 1  # before: two (Guard's, then the feed's own before its rows)
+        assert len(reads) == 0  # before: two (Guard's, then the feed's own before its rows): one read of the feed
         # the release's write catches up past its own revision with no head read either
         mine = answer.json()["selections"][0][0]["consumer_uuid"]
         placing.select_destinations({"flavor": FLAVOR})  # another worker's write again: a gap before ours

@@ -340,6 +340,13 @@ class Store(abc.ABC):
         seen by the next request here (``Follower.behind``)."""
         return None
 
+    def shared_changes(self, since: int) -> list[Change] | None:
+        """Every change after ``since`` committed by any process, where one cheap local read gives them all (SQLite:
+        one read of the file's feed); None where no such read exists, or more follow than one read takes (then
+        ``shared_head`` and ``changes`` up to it). A request's catch-up in one read where it took two: the head,
+        then the feed up to it (``Replica.caught_up_now``)."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release connections and files."""
 

@@ -38,7 +38,7 @@ import msgspec
 from gantt.model import StoreUnavailable, WriteFailure
 from gantt.model.namespaces import DEFAULT, check_name
 from gantt.store.base import Batch, Change, CommitResult, NodeRevision, Snapshot, Store, lifted
-from gantt.store.sqlite_feed import KeptChanges, compact, read_changes
+from gantt.store.sqlite_feed import KeptChanges, compact, read_all_changes, read_changes
 from gantt.store.sqlite_file import (
     DEC_AGG,
     DEC_ALLOC,
@@ -277,6 +277,15 @@ class SQLiteStore(Store):
             return self.head()
         except sqlite3.Error as exc:  # read before every request: a 503 naming the file, not a 500
             raise StoreUnavailable(f"{self.path}: cannot read the head revision: {exc}") from None
+
+    def shared_changes(self, since: int, *, limit: int = 20_000) -> list[Change] | None:
+        """``Store.shared_changes``: one read of the file's feed, every process's changes after ``since`` (ours taken
+        from memory, not decoded again)."""
+        try:
+            with self._reader() as conn:
+                return read_all_changes(conn, since, limit, self._kept)
+        except sqlite3.Error as exc:  # read before every request: a 503 naming the file, not a 500
+            raise StoreUnavailable(f"{self.path}: cannot read the change feed: {exc}") from None
 
     def changes(self, since: int, timeout: float = 1.0, *, limit: int = 20_000,
                 head: int | None = None) -> list[Change]:
