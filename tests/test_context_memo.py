@@ -230,3 +230,48 @@ def test_the_memo_is_bounded() -> None:
     for vcpus in range(1, 11):
         memo.build(_spec(flavor={**FLAVOR, "vcpus": vcpus}), config, 0.0)
     assert len(memo._built) <= 4
+
+
+def test_the_same_seeded_requests_pick_the_same_hosts_with_and_without_the_memo() -> None:
+    """A run of mixed requests (flavors, traits, a server group, forced hosts, projects) on two schedulers of the
+    same seed, one building every context afresh: the same picks and alternates, request by request."""
+    import random
+
+    from tests.conftest import make_scheduler, request
+
+    def run(memo: bool) -> list[Any]:
+        sched = make_scheduler({f"h{i}": {"vcpus": 16 + i % 5, "memory_mb": 32768, "local_gb": 500,
+                                          "traits": ["CUSTOM_A"] if i % 3 == 0 else []} for i in range(24)},
+                               filter_scheduler={"shuffle_best_same_weighed_hosts": True, "host_subset_size": 3},
+                               gantt={"seed": 11})
+        if not memo:
+            sched.engine.contexts.build = RequestContext.build  # type: ignore[method-assign]  # every context afresh
+        rng = random.Random(5)
+        picks: list[Any] = []
+        held: list[str] = []
+        for i in range(200):
+            kind = rng.randrange(5)
+            spec = request(vcpus=1 + kind % 3, memory_mb=512 * (1 + kind % 2), project_id=f"p{rng.randrange(3)}")
+            if kind == 1:
+                spec["required_traits"] = ["CUSTOM_A"]
+            elif kind == 2:
+                spec["instance_group"] = {"uuid": "g-1", "policy": "anti-affinity", "hosts": [], "members": []}
+                spec["instance_uuids"] = [f"vm-{i}"]
+            elif kind == 3:
+                spec["force_hosts"] = [f"h{rng.randrange(24)}"]
+            try:
+                [[chosen, *alternates]] = sched.select_destinations(spec)
+            except Exception as exc:  # the refusal is part of what must be equal
+                picks.append(type(exc).__name__)
+                continue
+            picks.append((chosen.host, [a.host for a in alternates]))
+            held.append(chosen.consumer_uuid or "")
+            if len(held) > 40:
+                sched.release(held.pop(0))
+        picks.append(sched.engine.contexts.hits if memo else None)
+        return picks
+
+    memoized, fresh = run(True), run(False)
+    assert memoized[:-1] == fresh[:-1]
+    assert memoized[-1] > 150  # most contexts came from the memo
+    assert len({p[0] for p in memoized if isinstance(p, tuple)}) > 5  # the run spread over many hosts
