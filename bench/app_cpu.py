@@ -6,7 +6,10 @@ One replica on a temporary SQLite file (every host registered with bench/http_ap
 ``gantt serve`` over it (Guard, the hot routes, the handlers, decisions on the event loop up to
 [tuning] loop_decision_rows, the claim handed to the store's writer thread, the feed follower), driven by
 ``--concurrency`` requests at once on one uvloop loop as a worker's connections would drive it. ``--release``
-releases each placement after it (``DELETE /v1/allocations/{consumer}``).
+releases each placement after it (``DELETE /v1/allocations/{consumer}``). ``--rival RATE``: another worker, a
+process of its own with its own replica of the same file, places and releases RATE times a second meanwhile, so
+that the measured replica catches up with another process's commits (head reads, the feed's reads and applies)
+as each of ``gantt serve --workers 2`` does; its CPU is not the measured process's.
 
 Per round it prints the process's CPU per placement, the event loop thread's share, the writer thread's, the
 claims per group commit and the context switches per placement (all threads), the cyclic collector's
@@ -30,6 +33,7 @@ import contextlib
 import cProfile
 import gc
 import json
+import multiprocessing
 import os
 import statistics
 import tempfile
@@ -157,6 +161,31 @@ class Driver:
         await asyncio.gather(*(one() for _ in range(concurrency)))
 
 
+def rival(url: str, rate: float, options: dict[str, Any], ready: Any, halt: Any) -> None:
+    """``--rival``: another worker's placements and releases on the same file, ``rate`` a second (each placement
+    after the first 100 releases the oldest held), from a replica of its own that follows the feed."""
+    from collections import deque
+
+    http_api = bench_script(__file__, "http_api")
+    replica = Replica(SQLiteStore(url), Config.from_dict(options)).start()
+    spec = {"flavor": http_api.FLAVOR, "project_id": "rival", "user_id": "rival"}
+    held: deque[str] = deque()
+    ready.set()
+    start, n = time.perf_counter(), 0
+    try:
+        while not halt.is_set():
+            wait = start + n / rate - time.perf_counter()
+            if wait > 0 and halt.wait(wait):
+                break
+            [[chosen, *_]] = replica.select_destinations(spec)
+            held.append(chosen.consumer_uuid or "")
+            if len(held) > 100:
+                replica.release(held.popleft())
+            n += 1
+    finally:
+        replica.close()
+
+
 def report_bodies(hosts: int, changing: float, rounds: int, seed: int = 1) -> list[list[bytes]]:
     """``--reports``: for the priming round and each measured one, every host's report as bench/mixed.py sends
     it, its figures moved since its last one with probability ``changing`` (the rest repeat it exactly)."""
@@ -218,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reports", type=float, default=None, metavar="CHANGING",
                         help="host reports instead of placements: every host's once per round (after one priming "
                              "round), CHANGING of them moved since the last, the rest repeating it")
+    parser.add_argument("--rival", type=float, default=0.0, metavar="RATE",
+                        help="another worker (a process of its own on the same file) places and releases RATE "
+                             "times a second meanwhile")
     parser.add_argument("--profile", action="store_true",
                         help="the measured rounds under cProfile, per thread by its CPU: the top functions (slows "
                              "the run several-fold: read the proportions)")
@@ -239,6 +271,13 @@ def main(argv: list[str] | None = None) -> int:
                 replica.report_many([HostReport.of(f"host-{i:06d}", http_api.host_stats(i))
                                      for i in range(start, min(args.hosts, start + 1000))])
             replica.sync()
+            if args.rival:
+                spawn = multiprocessing.get_context("spawn")
+                ready, halt = spawn.Event(), spawn.Event()
+                other = spawn.Process(target=rival, args=(store.url, args.rival, options, ready, halt), daemon=True)
+                other.start()
+                if not ready.wait(600):
+                    raise RuntimeError("the rival worker did not start")
             body = msgspec.json.encode({"flavor": http_api.FLAVOR, "project_id": "bench", "user_id": "bench"})
             driver = Driver(create_app(replica, config=config), body)
 
@@ -280,11 +319,14 @@ def main(argv: list[str] | None = None) -> int:
 
             uvloop.run(run())
         finally:
+            if args.rival:
+                halt.set()
+                other.join(30)
             replica.close()
     print(json.dumps({
         "hosts": args.hosts, "placements_per_round": args.placements if args.reports is None else 0,
         "reports_changing": args.reports, "concurrency": args.concurrency,
-        "release": args.release, "rounds": rounds,
+        "release": args.release, "rival_per_s": args.rival, "rounds": rounds,
         "median": {key: statistics.median(r[key] for r in rounds) for key in rounds[0]},
         "load_average_1m_before": round(load_before, 2), "load_average_1m": round(os.getloadavg()[0], 2),
         "cpu": cpu_model(),

@@ -51,15 +51,23 @@ def two(tmp_path: Path) -> Any:
 
 
 def _counting_heads(replica: Replica, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The catch-ups before a request: reads of the store's head, or of every change committed by now (one read
+    where the store has it: ``Store.shared_changes``)."""
     reads: list[int] = []
-    shared_head = replica.store.shared_head
+    shared_head, shared_changes = replica.store.shared_head, replica.store.shared_changes
 
     def counted() -> int | None:
         head = shared_head()
         reads.append(head or 0)
         return head
 
+    def counted_changes(since: int) -> Any:
+        changes = shared_changes(since)
+        reads.append(since)
+        return changes
+
     monkeypatch.setattr(replica.store, "shared_head", counted)
+    monkeypatch.setattr(replica.store, "shared_changes", counted_changes)
     return reads
 
 

@@ -29,6 +29,7 @@ from gantt.base.ids import new_uuid
 from gantt.compute import groups
 from gantt.compute.claim import Claims, rollback
 from gantt.compute.commit import Attempts, ClaimConflict, CommitHook, CommitSteps, TableReplaced
+from gantt.compute.context_memo import ContextMemo
 from gantt.compute.order import PickOrder
 from gantt.compute.ranking import Ranker
 from gantt.compute.request import RequestContext
@@ -72,6 +73,7 @@ class Engine:
         self.order = PickOrder(table, self.config, rng or random.Random(self.config.gantt.seed))
         self.selections = Selections(table, self.config)
         self.claims = Claims(table, self.config, self.ranker, self.order, self.selections, self.stats)
+        self.contexts = ContextMemo()  # RequestContext.build once per request class
 
     def retune(self) -> None:
         """The Config's options changed in place (``gantt.config.per_request``: Nova reads some at each request):
@@ -172,7 +174,7 @@ class Engine:
 
     def _context(self, spec: RequestSpec) -> RequestContext:
         """The request read against this table: the flavor's classes only child providers hold go to them."""
-        ctx = RequestContext.build(spec, self.config, self.table.clock())
+        ctx = self.contexts.build(spec, self.config, self.table.clock())
         if not ctx.rebuild:  # a rebuild claims nothing
             ctx.resources, ctx.groups = groups.spill(self.table, ctx.resources, ctx.groups)
         return ctx

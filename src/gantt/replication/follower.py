@@ -17,8 +17,8 @@ import logging
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from typing import Self
+from collections.abc import Awaitable, Callable
+from typing import Any, Self
 
 from gantt.model import StoreUnavailable, WriteFailure
 from gantt.store.base import Change, Compacted, Store
@@ -108,11 +108,13 @@ class Follower(ABC):
 
     # ------------------------------------------------------------------------------------------ the feed
 
-    def catch_up(self, timeout: float = 0.0) -> int:
-        """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many."""
+    def catch_up(self, timeout: float = 0.0, head: int | None = None) -> int:
+        """Apply whatever the feed has beyond our revision (waiting up to ``timeout``); returns how many.
+        ``head``: a revision known to be committed (``Store.changes``), which spares the store reading its own."""
         since = self.revision
         try:
-            changes = self.store.changes(since, timeout=timeout)
+            changes = self.store.changes(since, timeout=timeout) if head is None \
+                else self.store.changes(since, timeout=timeout, head=head)
         except Compacted:
             log.warning("%s change feed compacted past revision %d: re-snapshotting", self.store.namespace,
                         self.revision)
@@ -135,6 +137,42 @@ class Follower(ABC):
         head = self.store.shared_head()
         return head if head is not None and head > self.revision else None
 
+    def read_now(self) -> tuple[int, list[Change]] | None:
+        """(the cursor, every change committed after it by any process) in one local read of the store
+        (``Store.shared_changes``), for ``apply_read``; None where the store has no such read, more follow than
+        one read takes, or the feed was compacted past the cursor: then ``behind`` and ``catch_up_to`` (which
+        re-snapshots)."""
+        since = self.revision
+        try:
+            changes = self.store.shared_changes(since)
+        except Compacted:
+            return None
+        return None if changes is None else (since, changes)
+
+    def apply_read(self, since: int, changes: list[Change]) -> None:
+        """Apply what ``read_now`` read from ``since`` (nothing when the cursor has moved past it meanwhile)."""
+        if changes:
+            self.apply(changes, since=since)
+        self.last_sync = time.monotonic()
+
+    async def read_in(self, offload: Callable[..., Awaitable[Any]]) -> bool:
+        """A request's catch-up from the running loop in one read of the store (``read_now``), applied here where
+        no other thread holds the state's lock, else on a handler thread (``offload``) rather than stall the loop
+        behind the feed; False where the store has no such read (the caller then reads its head and catches up
+        to it)."""
+        read = self.read_now()
+        if read is None:
+            return False
+        if self._uncontended():
+            self.apply_read(*read)
+        else:
+            await offload(self.apply_read, *read)
+        return True
+
+    def _uncontended(self) -> bool:
+        """Whether no other thread holds the state's lock now (a replica with a lock says; none here)."""
+        return True
+
     def catch_up_to(self, revision: int, timeout: float = 5.0) -> None:
         """Apply the feed up to ``revision`` (``behind``'s answer): StoreUnavailable if it cannot within
         ``timeout``."""
@@ -147,7 +185,8 @@ class Follower(ABC):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StoreUnavailable(f"change feed did not reach revision {revision} within {timeout:.0f}s")
-            self.catch_up(timeout=min(remaining, 0.5))
+            # ``revision`` is committed (a head read, a write's): the store need not read its head again
+            self.catch_up(timeout=min(remaining, 0.5), head=revision)
 
     # ---------------------------------------------------------------------------------------- for /health
 

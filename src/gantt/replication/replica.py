@@ -300,7 +300,7 @@ class Replica(Follower):
         # would only ask the store for its head, one query per write for nothing.
         if self.revision < result.revision:
             try:
-                self.catch_up()
+                self.catch_up(head=result.revision)  # committed: no read of the store's head for it
             except GanttError as exc:
                 log.debug("catch-up after a write: %s", exc)
         # Only a feed that has not brought our revision yet (etcd's may lag its commit) leaves the write to be

@@ -199,7 +199,9 @@ async def select_destinations(request: Request) -> Response:
     with svc.metrics.deciding():
         replica = svc.replica
         # The replica runs it where it costs least: this loop, a decider's, or a handler thread (Replica.perform).
-        answer = await replica.perform(replica.selecting(spec, request.state.request_id), svc, decision=True)
+        # the id Guard gave the request, read from its scope: ``request.state`` builds a State object per call
+        answer = await replica.perform(replica.selecting(spec, request.scope["state"]["request_id"]), svc,
+                                       decision=True)
     return json_response(Selections(selections=answer))
 
 

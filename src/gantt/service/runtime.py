@@ -258,6 +258,10 @@ class Service:
         if replica is None:
             return None
         try:
+            # Every change committed before now in one read (SQLite), where the head's read and then the feed's
+            # were two read transactions, each finding the WAL moved under another worker's writes
+            if isinstance(replica, Replica) and await replica.read_in(self.run):
+                return None
             head = replica.behind()
             if head is not None:
                 if isinstance(replica, Replica):  # in place where that is cheap, else on a handler thread

@@ -298,7 +298,10 @@ class Store(abc.ABC):
     def snapshot(self) -> Snapshot: ...
 
     @abc.abstractmethod
-    def changes(self, since: int, timeout: float = 1.0) -> list[Change]: ...
+    def changes(self, since: int, timeout: float = 1.0, *, head: int | None = None) -> list[Change]:
+        """Every change after ``since``, waiting up to ``timeout`` for one. ``head``: a revision the caller knows
+        is committed (the head it has just read, or its own write's): a store that would read its head first, to
+        learn whether there is anything to read, may take this instead."""
 
     @abc.abstractmethod
     def commit(self, batch: Batch) -> CommitResult: ...
@@ -335,6 +338,13 @@ class Store(abc.ABC):
         read of the file); None where no such read exists (memory: one process holds it all; etcd: it would be a
         round trip). A replica reads it before each request so that a write another process acknowledged is
         seen by the next request here (``Follower.behind``)."""
+        return None
+
+    def shared_changes(self, since: int) -> list[Change] | None:
+        """Every change after ``since`` committed by any process, where one cheap local read gives them all (SQLite:
+        one read of the file's feed); None where no such read exists, or more follow than one read takes (then
+        ``shared_head`` and ``changes`` up to it). A request's catch-up in one read where it took two: the head,
+        then the feed up to it (``Replica.caught_up_now``)."""
         return None
 
     def close(self) -> None:  # noqa: B027 - optional for backends without resources

@@ -171,7 +171,7 @@ class EtcdStore(Store):
         self._client.saw(newest)  # so changes() waits for the stream to deliver it
         return newest
 
-    def changes(self, since: int, timeout: float = 1.0) -> list[Change]:
+    def changes(self, since: int, timeout: float = 1.0, *, head: int | None = None) -> list[Change]:
         return self._feed.changes(since, timeout)
 
     def compact(self, revision: int) -> None:

@@ -40,7 +40,7 @@ class MemoryStore(Store):
                 records=list(self._records.values()),
             )
 
-    def changes(self, since: int, timeout: float = 1.0) -> list[Change]:
+    def changes(self, since: int, timeout: float = 1.0, *, head: int | None = None) -> list[Change]:
         with self._cond:
             if self._history and since < self._history[0].revision - 1:
                 raise Compacted(f"revision {since} is compacted; oldest kept is {self._history[0].revision}")
