@@ -127,8 +127,8 @@ def _options(kind: str, cloud: dict[str, Any], start: dict[str, dict[str, Any]])
                    # a candidate without a metric the weigher needs fails the whole request: not by default here
                    "metrics": {**given["metrics"], "required": False}, "pci": given.get("pci", {})}
         # room for most nodes (the cases that change these lower them)
-        options["filter_scheduler"].update(max_io_ops_per_host=16, max_instances_per_host=100,
-                                           enabled_filters=FILTERS + (["PciPassthroughFilter"] if kind == "pci" else []))
+        filters = FILTERS + (["PciPassthroughFilter"] if kind == "pci" else [])
+        options["filter_scheduler"].update(enabled_filters=filters, max_io_ops_per_host=16, max_instances_per_host=100)
     for section, values in start.items():
         options.setdefault(section, {}).update(copy.deepcopy(values))
     return {**options, "gantt": {"seed": 1}}
