@@ -134,10 +134,17 @@ def requests_from_extra_specs(extra_specs: dict[str, str], section: PciSection, 
     return tuple(out)
 
 
-def requests_from_ports(requests: Sequence[PciRequestSpec] | None, policy: str | None) -> tuple[PciRequest, ...]:
-    """The PCI requests no alias makes (``RequestSpec.pci_requests``: SR-IOV ports'), each with its own NUMA
-    policy, else ``policy`` (the flavor's or image's, ``affinity_policy``), as Nova's API sets them."""
-    return tuple(PciRequest("", r.count, tuple(dict(spec) for spec in r.spec), r.numa_policy or policy or "legacy")
+def requests_from_ports(requests: Sequence[PciRequestSpec] | None, policy: str | None,
+                        in_placement: bool = False) -> tuple[PciRequest, ...]:
+    """The PCI requests the caller made (``RequestSpec.pci_requests``: SR-IOV ports', and those the caller made of
+    the flavor's aliases), each with its own NUMA policy, else ``policy`` (the flavor's or image's,
+    ``affinity_policy``), as Nova's API sets them; an alias's ``in_placement`` as the flavor's would be."""
+    for i, r in enumerate(requests or ()):
+        if r.count < 1 and r.alias is None:  # a flavor may ask an alias for none ("a1:0"); a port asks for one
+            raise InvalidRequest("a PCI request without an alias asks for at least one device",
+                                 field=f"$.pci_requests[{i}].count")
+    return tuple(PciRequest(r.alias or "", r.count, tuple(dict(spec) for spec in r.spec),
+                            r.numa_policy or policy or "legacy", in_placement and r.alias is not None)
                  for r in requests or ())
 
 
