@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import os_traits
@@ -314,6 +314,8 @@ class RequestContext:
         given = any(r.alias is not None for r in spec.pci_requests or ())
         pci_requests = (() if given else requests_from_extra_specs(extra_specs, config.pci, policy, in_placement)) \
             + requests_from_ports(spec.pci_requests, policy, in_placement)
+        if (spec.group_policy or extra_specs.get("group_policy")) == "isolate":  # as request groups, in Placement
+            pci_requests = tuple(replace(r, isolate=True) for r in pci_requests)
         if group is not None and group.policy in ("affinity", "anti-affinity") and not group.uuid:
             # The claim holds a hard policy against every replica's claims by the group's uuid; without one, two
             # schedulers could each place a member by a stale view (two anti-affine members on one host).

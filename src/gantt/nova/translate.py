@@ -379,12 +379,14 @@ def pci_groups(spec: objects.RequestSpec) -> list[list[str]]:
 
 def alias_requests(spec: objects.RequestSpec) -> list[PciRequest]:
     """The flavor's PCI requests as Nova's API made them (an alias each), in Gantt's terms, in order, as the
-    request groups of pci_in_placement ask for them (their devices on providers with the class and traits)."""
+    request groups of pci_in_placement ask for them (their devices on providers with the class and traits; each
+    on a provider of its own under the flavor's ``group_policy=isolate``, as Placement places request groups)."""
     out = []
+    isolate = (_get(_get(spec, "flavor"), "extra_specs") or {}).get("group_policy") == "isolate"
     for request in _get(_get(spec, "pci_requests"), "requests") or ():
         if (alias := _get(request, "alias_name")) is not None:
             out.append(PciRequest(str(alias), request.count, tuple(dict(s) for s in _get(request, "spec") or ()),
-                                  _get(request, "numa_policy") or "legacy", in_placement=True))
+                                  _get(request, "numa_policy") or "legacy", in_placement=True, isolate=isolate))
     return out
 
 
