@@ -10,7 +10,8 @@ The periodic pass is incremental (``CellReader.poll``): per cell, one cheap quer
 is within ``OVERLAP`` of the latest one seen (uuid and time only), and the services' few columns (their heartbeat
 moves every report_interval, and Nova's "is up" verdict is time's, so it is judged again on every pass). Only the
 nodes whose row moved, or whose service's state (disabled, reason, up) changed, are read and decoded; the others
-of every cell that answered are heartbeaten from the reports the reader holds, one liveness batch for all. A node
+of every cell that answered are heartbeaten from the reports the reader holds, one liveness batch for all (each by
+a token while its record holds, ``gantt.nova.heartbeats``: no merge or comparison per node). A node
 created or deleted, a service created or deleted, a cell come or gone, or more changes than a full read costs,
 take the full read; so do every ``FULL_READ_EVERY``-th pass and ``reset`` (SIGHUP), as a safety net for a change no
 query above can see (a row rewritten with its old ``updated_at``).
