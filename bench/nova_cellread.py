@@ -13,6 +13,11 @@ Gantt's ``CellReader`` on them, then times, ``--repeat`` times each (median and 
 - ``heartbeats``: ``poll`` after every service heartbeated (``last_seen_up``, ``updated_at``, as nova-compute's
   servicegroup writes every report_interval): no node read;
 - ``one_node``: ``poll`` after one node's row changed as nova-compute's resource tracker writes it after a claim.
+
+``--ab``: instead, the heartbeats alone, A/B in this one process on CPU clocks (the process's and this thread's,
+seconds), alternated A B B A ``--repeat`` times: a quiet ``poll`` and a full ``refresh``, A with the reader's
+heartbeat tokens dropped before the pass (every node the long way: a merge and a comparison each, as before
+gantt.nova.heartbeats), B with them kept (each node an identity check).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent)]
 import nova_rpc  # noqa: E402 - this checkout's src on the path, Nova monkey-patched, the bulk rows
 from gantt.config import Config  # noqa: E402
 from gantt.nova import cells  # noqa: E402
+from gantt.nova.heartbeats import Heartbeats  # noqa: E402
 from gantt.replication.replica import Replica  # noqa: E402
 
 
@@ -48,11 +54,48 @@ def _figures(values: list[float]) -> dict[str, Any]:
     return {"median_s": round(statistics.median(values), 4), "all_s": [round(v, 4) for v in values]}
 
 
+def _cpu(step: Callable[[], Any]) -> tuple[float, float]:
+    """(process CPU, this thread's CPU) seconds ``step`` took."""
+    process, thread = time.process_time(), time.thread_time()
+    step()
+    return time.process_time() - process, time.thread_time() - thread
+
+
+def _ab(reader: Any, ctxt: Any, repeat: int) -> dict[str, Any]:
+    """Quiet polls and full refreshes, A (tokens dropped: the long way) and B (tokens kept), A B B A each round."""
+    reader.poll(ctxt)  # the rows within the tie window of the first read, once
+    time.sleep(1.1)
+    reader.poll(ctxt)  # every node has its token now
+    runs: dict[str, list[tuple[float, float]]] = {f"{kind}_{side}": [] for kind in ("heartbeats", "quiet", "full")
+                                                  for side in ("A", "B")}
+    held = [report for view in reader.cells.values() for report in view.nodes.values()]
+
+    def heartbeats(_: Any) -> None:  # the step alone: every node of the cell, as a quiet pass gives them
+        reader._heartbeat(held)
+
+    for _ in range(repeat):
+        for side in ("A", "B", "B", "A"):
+            for kind, step in (("heartbeats", heartbeats), ("quiet", reader.poll), ("full", reader.refresh)):
+                if side == "A":
+                    reader._beats = Heartbeats()  # no token: every node the long way
+                slow = reader.slow_heartbeats
+                runs[f"{kind}_{side}"].append(_cpu(lambda step=step: step(ctxt)))
+                assert side == "A" or reader.slow_heartbeats - slow < 10, "the tokens did not hold"
+    out: dict[str, Any] = {}
+    for name, values in runs.items():
+        out[name] = {"process_cpu_median_s": round(statistics.median(v[0] for v in values), 4),
+                     "thread_cpu_median_s": round(statistics.median(v[1] for v in values), 4),
+                     "process_cpu_all_s": [round(v[0], 4) for v in values]}
+    out["nodes_heartbeaten"] = len(held)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="a quiet pass's profile on stderr")
+    parser.add_argument("--ab", action="store_true", help="heartbeats by token (B) against the long way (A), CPU")
     args = parser.parse_args(argv)
     from nova import context, objects
 
@@ -70,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
             reader = cells.CellReader(replica)
             first = _timed(lambda: reader.refresh(ctxt))  # every report written
             out: dict[str, Any] = {"nodes": args.nodes, "first_full_s": round(first, 4)}
+            if args.ab:
+                out.update(_ab(reader, ctxt, args.repeat), machine=nova_rpc.machine())
+                json.dump(out, sys.stdout, indent=1)
+                print()
+                return 0
             full = [_timed(lambda: reader.refresh(ctxt)) for _ in range(args.repeat)]
             reader.poll(ctxt)  # the rows within the tie window of the last read, once
             time.sleep(1.1)

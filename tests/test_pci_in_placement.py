@@ -209,3 +209,24 @@ def test_a_request_that_fits_only_when_an_earlier_one_takes_the_other_provider(u
                                        PF2: {GPU_RC: 1}}
     finally:
         replica.close()
+
+
+def test_group_policy_isolate_takes_each_device_from_a_provider_of_its_own(url: str) -> None:
+    """Each device is a request group of its own in Placement; under the flavor's ``group_policy=isolate`` every
+    group gets a provider no other group has (Placement's ``_satisfies_group_policy``), so two VFs come from two PFs,
+    never both from PF1; three cannot be had from two PFs. Without it (Nova then asks with ``none``) PF1 gives two.
+    Against Nova's code on generated hosts: tests/parity/test_pci_alias_parity.py."""
+    replica, face = _cloud(url, in_placement=True)
+    try:
+        isolate = {"group_policy": "isolate"}
+        with pytest.raises(NoValidHost):  # the request's own group_policy, as the flavor's: 3 VFs, 2 PFs
+            _boot(replica, "vm-3", 3, group_policy="isolate")
+        replica.select_destinations({"flavor": {"vcpus": 1, "memory_mb": 512, "root_gb": 1,
+                                                "extra_specs": {"pci_passthrough:alias": "vf:2", **isolate}},
+                                     "instance_uuids": ["vm-2"]})
+        assert _held(face, "vm-2") == {ROOT: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}, PF1: {RC: 1}, PF2: {RC: 1}}
+        replica.release("vm-2")
+        _boot(replica, "vm-5", 2)  # group_policy none: PF1 gives both, first in the pools' order
+        assert _held(face, "vm-5")[PF1] == {RC: 2} and PF2 not in _held(face, "vm-5")
+    finally:
+        replica.close()

@@ -9,6 +9,7 @@ for want of an effect). The options Gantt refuses unless at Nova's default are r
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from gantt import Scheduler
 from gantt.config import Config
 from gantt.config.per_request import PER_REQUEST, retune
 from gantt.model import GanttError, InvalidRequest
-from tests.parity import cases, numa_cases
+from tests.parity import cases, numa_cases, pci_cases
 
 NOW = cases.NOW
 FILTERS = ["ComputeFilter", "IoOpsFilter", "AggregateIoOpsFilter", "NumInstancesFilter",
@@ -63,11 +64,24 @@ CHANGES: dict[tuple[str, str], tuple[str, dict[str, dict[str, Any]], Any]] = {
     ("compute", "packing_host_numa_cells_allocation_strategy"): (
         "numa", {"compute": {"packing_host_numa_cells_allocation_strategy": False}}, True),
     ("workarounds", "disable_fallback_pcpu_query"): ("numa", {}, True),
+    # the cloud's own aliases, each naming another device: the flavors' pci_passthrough:alias ask for other pools
+    ("pci", "alias"): ("pci", {}, lambda cloud: _other_devices(cloud["options"]["pci"]["alias"])),
 }
 # Nova reads them at each request; Gantt does not implement them, so a change is refused (as at start)
 REFUSED = {("filter_scheduler", "image_props_weight_multiplier"): 1.0,
            ("scheduler", "query_placement_for_routed_network_aggregates"): True,
            ("scheduler", "max_placement_results"): 10}
+
+
+def _other_devices(entries: list[str]) -> list[str]:
+    """``[pci] alias`` with the same names, device types and policies, each entry naming the next device."""
+    out = []
+    for text in entries:
+        entry = json.loads(text)
+        at = pci_cases.DEVICES.index((entry["vendor_id"].lower(), entry["product_id"].lower()))
+        entry["vendor_id"], entry["product_id"] = pci_cases.DEVICES[(at + 1) % len(pci_cases.DEVICES)]
+        out.append(json.dumps(entry))
+    return out
 
 
 def _cloud(kind: str, seed: int) -> dict[str, Any]:
@@ -94,9 +108,11 @@ def _cloud(kind: str, seed: int) -> dict[str, Any]:
     for case in cloud["requests"]:
         spec = case["spec"]
         spec.pop("availability_zone", None)  # (most of its zones hold few hosts, or none)
-        # no PCI asked (the claim would want devices no filter here looks for); the nodes keep theirs (PCIWeigher)
+        # no PCI asked (the claim would want devices no filter here looks for) but in the PCI cloud, the flavors'
+        # only; the nodes keep theirs (PCIWeigher)
         spec.pop("pci_requests", None)
-        spec["flavor"]["extra_specs"].pop("pci_passthrough:alias", None)
+        if kind != "pci":
+            spec["flavor"]["extra_specs"].pop("pci_passthrough:alias", None)
     return cloud
 
 
@@ -111,7 +127,8 @@ def _options(kind: str, cloud: dict[str, Any], start: dict[str, dict[str, Any]])
                    # a candidate without a metric the weigher needs fails the whole request: not by default here
                    "metrics": {**given["metrics"], "required": False}, "pci": given.get("pci", {})}
         # room for most nodes (the cases that change these lower them)
-        options["filter_scheduler"].update(enabled_filters=FILTERS, max_io_ops_per_host=16, max_instances_per_host=100)
+        filters = FILTERS + (["PciPassthroughFilter"] if kind == "pci" else [])
+        options["filter_scheduler"].update(enabled_filters=filters, max_io_ops_per_host=16, max_instances_per_host=100)
     for section, values in start.items():
         options.setdefault(section, {}).update(copy.deepcopy(values))
     return {**options, "gantt": {"seed": 1}}
@@ -166,11 +183,12 @@ def test_a_retuned_scheduler_decides_as_one_started_with_the_option(option: tupl
     for seed in range(3):
         cloud = _cloud(kind, seed)
         before = _options(kind, cloud, start)
+        changed = value(cloud) if callable(value) else value
         after = copy.deepcopy(before)
-        after.setdefault(section, {})[name] = value
+        after.setdefault(section, {})[name] = changed
         running = _scheduler(cloud, before)
         old = (_ranked(running, cloud), _placed(_scheduler(cloud, before), cloud))  # masks and memos kept
-        assert retune(running.config, {section: {name: value}}) == [f"{section}.{name}"]
+        assert retune(running.config, {section: {name: changed}}) == [f"{section}.{name}"]
         running.engine.retune()
         fresh = _scheduler(cloud, after)
         new = (_ranked(fresh, cloud), _placed(fresh, cloud))

@@ -68,6 +68,8 @@ def _build(case: dict[str, Any]) -> Any:
                              aggregates=[list(a) for a in r.get("aggregates", ())])
         for r in case.get("requested_resources", ())]
     pci = []
+    if (boot := case.get("boot_alias")) is not None:
+        pci.extend(_boot_alias_requests(flavor, boot["entries"], boot["today"]))
     for r in case.get("port_pci_requests", ()):
         request = objects.InstancePCIRequest(count=1, spec=[dict(r["spec"])], alias_name=None,
                                              request_id=r["request_id"], requester_id=f"port-{r['request_id']}")
@@ -86,6 +88,22 @@ def _build(case: dict[str, Any]) -> Any:
     spec.numa_topology = hardware.numa_get_constraints(
         spec.flavor, spec.image or objects.ImageMeta(properties=objects.ImageMetaProps()))
     return spec
+
+
+def _boot_alias_requests(flavor: Any, entries: list[str], today: list[str]) -> list[Any]:
+    """The flavor's PCI requests as Nova's API made them under ``entries`` (by Nova's own code); ``[pci] alias`` is
+    ``today`` afterwards, as when an operator changed it between the boot and a move."""
+    import nova.conf
+    from nova.pci import request as pci_request
+
+    conf = nova.conf.CONF
+    conf.set_override("alias", entries, group="pci")
+    pci_request.get_alias_from_config.cache_clear()  # Nova parses [pci] alias once per process
+    try:
+        return list(pci_request.get_pci_requests_from_flavor(flavor).requests)
+    finally:
+        conf.set_override("alias", today, group="pci")
+        pci_request.get_alias_from_config.cache_clear()
 
 
 def _spec_case(case: dict[str, Any]) -> dict[str, Any]:

@@ -136,12 +136,27 @@ def generate_spec(rng: random.Random, i: int) -> dict[str, Any]:
         case["port_pci_requests"] = _port_pci_requests(rng)
     if i % 5 == 2:  # translated since Gantt places request groups on child providers (its own rng: the rest stays)
         case["requested_resources"] = _outside_groups(random.Random(i))
+    if i % 6 == 4:  # the flavor's PCI aliases, as Nova's API made them at boot (its own rng: the rest stays)
+        case["boot_alias"] = _boot_alias(random.Random(i), case["flavor"]["extra_specs"])
     if rng.random() < 0.25:
         _make_unsupported(rng, case, rng.choice(UNSUPPORTED))
     elif rng.random() < 0.15:  # the manager asks Neutron about ports given by id (gantt.nova.prefilters)
         case["requested_networks"] = [{"port_id": _uuid(rng)}, {"network_id": _uuid(rng)}]
         case["ports_asked"] = True
     return case
+
+
+# [pci] alias when the instances booted, and now: a1 names another device since, a2 is gone. A move asks for the
+# devices the instance has (the RequestSpec's pci_requests, which Nova's PciPassthroughFilter reads), not today's.
+BOOT_ALIASES = ['{"name": "a1", "vendor_id": "8086", "product_id": "1520"}',
+                '{"name": "a2", "vendor_id": "10de", "product_id": "1db4", "device_type": "type-PF", '
+                '"numa_policy": "preferred"}']
+TODAYS_ALIASES = ['{"name": "a1", "vendor_id": "15b3", "product_id": "101e"}']
+
+
+def _boot_alias(rng: random.Random, extra_specs: dict[str, str]) -> dict[str, Any]:
+    extra_specs["pci_passthrough:alias"] = rng.choice(["a1:1", "a1:2,a2:1", "a2:1", "a1:0"])
+    return {"entries": BOOT_ALIASES, "today": TODAYS_ALIASES}
 
 
 def _outside_groups(rng: random.Random) -> list[dict[str, Any]]:
@@ -246,6 +261,26 @@ def test_every_generated_spec_decodes_and_reads_as_nova_reads_it() -> None:
         for name, (gantt_reads, nova_reads) in got["pairs"].items():
             assert gantt_reads == nova_reads, (name, case, got["translated"])
     assert translated > N_SPECS // 2
+
+
+def test_the_flavors_pci_requests_are_those_nova_made_at_boot_not_todays_alias() -> None:
+    """Nova keeps the instance's PCI requests (RequestSpec.pci_requests, made by its API from [pci] alias at boot)
+    and its PciPassthroughFilter reads those for a move, even after the operator changed [pci] alias: Gantt takes
+    the same requests (the pairs above compare them with Nova's), never derives them again from today's aliases
+    (a1 names another device today, a2 is gone; Gantt's Config here defines no alias at all)."""
+    specs, _, result = _run()
+    seen = 0
+    for case, got in zip(specs, result["specs"], strict=True):
+        if "boot_alias" not in case or "expect" in case:
+            continue
+        seen += 1
+        wanted = [entry["alias"] for entry in got["translated"]["pci_requests"] if "alias" in entry]
+        assert wanted == [part.split(":")[0] for part in case["flavor"]["extra_specs"]["pci_passthrough:alias"]
+                          .split(",")], got["translated"]
+        for entry in got["translated"]["pci_requests"]:
+            if entry.get("alias") == "a1":
+                assert entry["spec"] == [{"vendor_id": "8086", "product_id": "1520"}]  # as at boot
+    assert seen >= 20
 
 
 def test_a_port_given_by_id_is_translated_once_the_caller_asks_neutron_about_it() -> None:

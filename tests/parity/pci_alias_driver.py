@@ -12,7 +12,9 @@ Reads ``{"aliases": [...], "supports": [...]}`` on stdin.
   would keep the host, i.e. whether some allocation candidate Placement could make (each group on a provider with
   its class, its traits and room, the providers' room shared by all groups; enumerated here by brute force, which
   is Placement's rule for granular groups under ``group_policy=none``) lets ``PciDeviceStats.support_requests`` with
-  that candidate's mappings succeed.
+  that candidate's mappings succeed. The case's flavor may set ``group_policy``: the policy Nova asks Placement
+  with is Nova's own ``resources_from_request_spec``'s (the flavor's, else ``none`` for these groups), and under
+  ``isolate`` a candidate gives every group a provider of its own (Placement's ``_satisfies_group_policy``).
 """
 
 from __future__ import annotations
@@ -72,15 +74,30 @@ def _alias_case(case: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _candidates(groups: list[Any], providers: dict[str, Any]) -> Any:
+def _group_policy(groups: list[Any], flavor_alias: str, given: str | None) -> str | None:
+    """The group_policy Nova's scheduler asks Placement for these groups with (its resources_from_request_spec)."""
+    from nova.scheduler import utils
+
+    extra = {"pci_passthrough:alias": flavor_alias, **({"group_policy": given} if given else {})}
+    flavor = objects.Flavor(vcpus=1, memory_mb=512, root_gb=1, ephemeral_gb=0, swap=0, extra_specs=extra)
+    spec = objects.RequestSpec(flavor=flavor, image=objects.ImageMeta(properties=objects.ImageMetaProps()),
+                               is_bfv=False, requested_resources=groups, scheduler_hints={})
+    policy: str | None = utils.resources_from_request_spec(None, spec, None).group_policy
+    return policy
+
+
+def _candidates(groups: list[Any], providers: dict[str, Any], isolate: bool = False) -> Any:
     """Every allocation candidate for the groups (one device each): a provider per group that has the group's
-    class and traits, no provider given more of a class than it has room for."""
+    class and traits, no provider given more of a class than it has room for; under ``isolate``, no provider
+    given two groups."""
     choices = []
     for group in groups:
         [(rc, _)] = group.resources.items()
         choices.append([rp for rp, p in providers.items()
                         if p["free"].get(rc, 0) > 0 and group.required_traits <= set(p["traits"])])
     for picked in itertools.product(*choices):
+        if isolate and len(set(picked)) < len(picked):
+            continue
         used: dict[tuple[str, str], int] = {}
         for group, rp in zip(groups, picked, strict=True):
             [(rc, _)] = group.resources.items()
@@ -89,7 +106,7 @@ def _candidates(groups: list[Any], providers: dict[str, Any]) -> Any:
             yield {group.requester_id: [rp] for group, rp in zip(groups, picked, strict=True)}
 
 
-def _supports_case(case: dict[str, Any]) -> bool | str:
+def _supports_case(case: dict[str, Any], policy: str | None = None) -> bool | str:
     """True when a candidate lets the pools give every device asked; "short" when the only candidates Nova's
     filter accepts give fewer (``_filter_pools`` counts the devices of every pool a candidate names against the
     request, not those of the providers it maps to: a group on a provider whose pool the spec excludes, or that
@@ -97,10 +114,11 @@ def _supports_case(case: dict[str, Any]) -> bool | str:
     _configure(case["entries"], True)
     requests = _requests(case["flavor_alias"])
     groups = list(_groups(requests))
+    isolate = _group_policy(groups, case["flavor_alias"], policy or case.get("group_policy")) == "isolate"
     pools = objects.PciDevicePoolList(objects=[objects.PciDevicePool.from_dict(dict(p)) for p in case["pools"]])
     wanted = sum(r.count for r in requests.requests)
     short = False
-    for mapping in _candidates(groups, case["providers"]):
+    for mapping in _candidates(groups, case["providers"], isolate):
         # Placement maps the unsuffixed group to the root provider in every candidate
         stats = pci_stats.PciDeviceStats(None, stats=pools)
         before = sum(p["count"] for p in stats.pools)
@@ -115,8 +133,12 @@ def _supports_case(case: dict[str, Any]) -> bool | str:
 
 def main() -> None:
     doc = json.load(sys.stdin)
+    supports = doc.get("supports", ())
     json.dump({"aliases": [_alias_case(c) for c in doc.get("aliases", ())],
-               "supports": [_supports_case(c) for c in doc.get("supports", ())]}, sys.stdout)
+               "supports": [_supports_case(c) for c in supports],
+               # the isolate cases Placement would have answered otherwise under group_policy=none
+               "isolate_differs": sum(c.get("group_policy") == "isolate" and _supports_case(c, "none")
+                                      != _supports_case(c) for c in supports)}, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -126,7 +126,8 @@ class Claims:
         early = ctx.instance_index > 0 and FIRST_CANDIDATES in ctx.scratch
         picked = -1  # Nova's pick (the first in order), which heads its list for the next instance even when
         # its claim fails and a later node is claimed
-        for row, weight in self.order.walk(ranking, history if history is not None and history.steps else None):
+        for row, weight in self.order.walk(ranking, history if history is not None and history.steps else None,
+                                           max_attempts):
             if picked < 0:
                 picked = row
             key = (table.host_names[row], table.node_names[row]) if row < table.n else None
@@ -198,7 +199,8 @@ class Claims:
         history: TieHistory | None = ctx.scratch.get(TIES)
         if history is not None and history.layout != ranking.layout:
             history = None  # rows renumbered since the claims: their picks name other rows now
-        for row, weight in self.order.walk(ranking, history if history is not None and history.steps else None):
+        for row, weight in self.order.walk(ranking, history if history is not None and history.steps else None,
+                                           wanted + 1):
             if table.layout != ranking.layout:
                 break  # advice: stop rather than name the wrong nodes
             if row >= table.n or table.host_names[row] in taken:

@@ -34,7 +34,8 @@ class PickOrder:
         self._slots: tuple[int, np.ndarray] | None = None  # _slot_rows: (table layout, per row: of my slot)
         self._slots_lock = threading.Lock()
 
-    def walk(self, ranking: Ranking, history: TieHistory | None = None) -> Iterator[tuple[int, float]]:
+    def walk(self, ranking: Ranking, history: TieHistory | None = None, attempts: int | None = None
+             ) -> Iterator[tuple[int, float]]:
         """(row, weight) in Nova's pick order: a random one of the best ``host_subset_size``, then by weight.
 
         With ``shuffle_best_same_weighed_hosts`` the nodes tied for the best weight are shuffled first. Consumes
@@ -44,9 +45,13 @@ class PickOrder:
         the alternates are those of the exact candidates, in the same order; only the rows walked are checked.
         Equal weights go the lowest row first, or, for a later instance of a multi-instance request
         (``history``), the order Nova's re-sorted list leaves them in (``gantt.compute.ties``).
+
+        ``attempts``: the chosen node and the alternates the request asks for (``Claims.attempts``: its
+        ``alternates`` + 1, else ``[scheduler] max_attempts`` as the Config holds it now); the walk finds the best
+        rows, and shuffles the ties for the best weight, that many beyond the subset at a time.
         """
         fs = self.config.filter_scheduler
-        batch = fs.host_subset_size + self.config.scheduler.max_attempts
+        batch = fs.host_subset_size + (self.config.scheduler.max_attempts if attempts is None else attempts)
         w = _Walk(ranking, history, batch)
         head: list[tuple[int, float]] = []  # (position in score, weight)
         if fs.shuffle_best_same_weighed_hosts and w.remaining:

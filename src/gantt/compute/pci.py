@@ -63,12 +63,15 @@ class PciRequest:
     # ``placement_class`` with ``placement_traits`` in Placement, so only devices whose provider has them, and room
     # for them, serve it (Nova's allocation candidates, then the pools those candidates name)
     in_placement: bool = False
+    # ``group_policy=isolate`` (the flavor's): Placement gives every request group a provider of its own, so each
+    # device of an ``in_placement`` request comes from a provider no other device of the request's takes
+    isolate: bool = False
 
     @property
     def key(self) -> Hashable:
         """The request as a hashable value (its specs are dicts)."""
         return (self.alias, self.count, tuple(tuple(sorted(spec.items())) for spec in self.specs), self.numa_policy,
-                self.in_placement)
+                self.in_placement, self.isolate)
 
     def pairs(self) -> frozenset[tuple[str, str]] | None:
         """The (vendor_id, product_id) pairs, lower-cased, a device must have to serve this request; None when a
@@ -134,10 +137,17 @@ def requests_from_extra_specs(extra_specs: dict[str, str], section: PciSection, 
     return tuple(out)
 
 
-def requests_from_ports(requests: Sequence[PciRequestSpec] | None, policy: str | None) -> tuple[PciRequest, ...]:
-    """The PCI requests no alias makes (``RequestSpec.pci_requests``: SR-IOV ports'), each with its own NUMA
-    policy, else ``policy`` (the flavor's or image's, ``affinity_policy``), as Nova's API sets them."""
-    return tuple(PciRequest("", r.count, tuple(dict(spec) for spec in r.spec), r.numa_policy or policy or "legacy")
+def requests_from_ports(requests: Sequence[PciRequestSpec] | None, policy: str | None,
+                        in_placement: bool = False) -> tuple[PciRequest, ...]:
+    """The PCI requests the caller made (``RequestSpec.pci_requests``: SR-IOV ports', and those the caller made of
+    the flavor's aliases), each with its own NUMA policy, else ``policy`` (the flavor's or image's,
+    ``affinity_policy``), as Nova's API sets them; an alias's ``in_placement`` as the flavor's would be."""
+    for i, r in enumerate(requests or ()):
+        if r.count < 1 and r.alias is None:  # a flavor may ask an alias for none ("a1:0"); a port asks for one
+            raise InvalidRequest("a PCI request without an alias asks for at least one device",
+                                 field=f"$.pci_requests[{i}].count")
+    return tuple(PciRequest(r.alias or "", r.count, tuple(dict(spec) for spec in r.spec),
+                            r.numa_policy or policy or "legacy", in_placement and r.alias is not None)
                  for r in requests or ())
 
 
@@ -256,7 +266,8 @@ def take(pools: Sequence[Pool], requests: Sequence[PciRequest], affinity: Affini
     the devices' providers in Placement, which requests ``in_placement`` need (``_placed``)."""
     if rooms is not None and any(r.in_placement for r in requests):
         left = {(rp, rc): n for rp, room in rooms.items() for rc, n in room.free.items()}
-        return _placed([dict(pool) for pool in pools], requests, affinity, rooms, left, [], [_SEARCH_BUDGET])
+        return _placed([dict(pool) for pool in pools], requests, affinity, rooms, left, [], [_SEARCH_BUDGET],
+                       frozenset())
     if any(r.in_placement for r in requests):
         return None  # no provider known: Placement would offer no candidate for the devices' groups
     live = [dict(pool) for pool in pools]
@@ -297,19 +308,20 @@ _SEARCH_BUDGET = 1000
 
 def _placed(live: list[dict[str, Any]], requests: Sequence[PciRequest], affinity: Affinity | None, rooms: Rooms,
             left: dict[tuple[str, str], int], taken: list[tuple[Pool, int]], budget: list[int],
-            ) -> list[tuple[Pool, int]] | None:
+            used: frozenset[str]) -> list[tuple[Pool, int]] | None:
     """``take`` with Placement: whether some allocation candidate (each device of an ``in_placement`` request
     on a provider that has its class, its traits and room left) lets Nova's pool claim follow it (Nova's
     PciPassthroughFilter over a host's candidates: ``_filter_pools_based_on_placement_allocation``, then each
     mapped provider's pool gives what is mapped to it). The splits are tried most-devices-on-the-first-pool
-    first, so the first one found is the pools' greedy order whenever that fits."""
+    first, so the first one found is the pools' greedy order whenever that fits. ``used``: the providers the
+    devices taken so far are on (under ``isolate``, Placement's ``_satisfies_group_policy``: one device each)."""
     if not requests:
         return taken
     request, rest = requests[0], requests[1:]
     if not request.in_placement or not request.count:  # no device: no group, nothing Placement maps (as Nova)
         live = [dict(pool) for pool in live]
         mine = _consume(live, request, affinity, list(taken))
-        return None if mine is None else _placed(live, rest, affinity, rooms, left, mine, budget)
+        return None if mine is None else _placed(live, rest, affinity, rooms, left, mine, budget, used)
     chosen = _candidates(live, request, affinity)
     providers = [pool.get("rp_uuid") for pool in live if pool.get("rp_uuid") is not None]
     if not chosen or len(providers) != len(set(providers)):  # Nova's _assert_one_pool_per_rp_uuid
@@ -319,9 +331,10 @@ def _placed(live: list[dict[str, Any]], requests: Sequence[PciRequest], affinity
     for pool in chosen:  # in the order the request's policy takes them (nearest first)
         rp, index = pool.get("rp_uuid"), index_of[id(pool)]
         room = rooms.get(str(rp)) if rp is not None else None
-        if room is None or not traits <= room.traits:
+        if room is None or not traits <= room.traits or (request.isolate and str(rp) in used):
             continue
-        if (cap := min(pool["count"], left.get((str(rp), rc), 0))) > 0:
+        cap = min(pool["count"], left.get((str(rp), rc), 0))
+        if (cap := min(cap, 1) if request.isolate else cap) > 0:
             caps.append((index, str(rp), cap))
     for split in _splits(caps, request.count):
         budget[0] -= 1
@@ -338,7 +351,8 @@ def _placed(live: list[dict[str, Any]], requests: Sequence[PciRequest], affinity
                 if not pool["count"]:  # a pool the request used up is gone
                     emptied.add(index)
         after = [pool for index, pool in enumerate(after) if index not in emptied]
-        found = _placed(after, rest, affinity, rooms, now, mine, budget)
+        mapped = used | {rp for (_, rp, _), count in zip(caps, split, strict=True) if count}
+        found = _placed(after, rest, affinity, rooms, now, mine, budget, mapped)
         if found is not None:
             return found
     return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import os_traits
@@ -265,7 +265,7 @@ class RequestContext:
     member_of: tuple[frozenset[str], ...] = ()  # each group: in any of these aggregates (ids or uuids)
     forbidden_aggregates: frozenset[str] = frozenset()
     # the flavor's pci_passthrough:alias, one request per entry (an alias [pci] alias does not define is refused),
-    # then the spec's own (SR-IOV ports')
+    # then the spec's own (SR-IOV ports'); or only the spec's own, when the caller made the flavor's (``alias``)
     pci_requests: tuple[PciRequest, ...] = ()
     # server group bookkeeping: hosts and members grow as this request's instances are placed
     group_policy: str | None = None
@@ -310,8 +310,12 @@ class RequestContext:
         policy = affinity_policy(extra_specs, image_props)
         in_placement = config.filter_scheduler.pci_in_placement if spec.pci_in_placement is None \
             else spec.pci_in_placement
-        pci_requests = requests_from_extra_specs(extra_specs, config.pci, policy, in_placement) \
-            + requests_from_ports(spec.pci_requests, policy)
+        # the flavor's as the caller made them (Nova's, kept from boot by a move), else as [pci] alias says now
+        given = any(r.alias is not None for r in spec.pci_requests or ())
+        pci_requests = (() if given else requests_from_extra_specs(extra_specs, config.pci, policy, in_placement)) \
+            + requests_from_ports(spec.pci_requests, policy, in_placement)
+        if (spec.group_policy or extra_specs.get("group_policy")) == "isolate":  # as request groups, in Placement
+            pci_requests = tuple(replace(r, isolate=True) for r in pci_requests)
         if group is not None and group.policy in ("affinity", "anti-affinity") and not group.uuid:
             # The claim holds a hard policy against every replica's claims by the group's uuid; without one, two
             # schedulers could each place a member by a stale view (two anti-affine members on one host).

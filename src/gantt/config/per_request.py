@@ -7,8 +7,9 @@ them with oslo.config's mutate: Nova's next request decides with them. Gantt's N
 ``retune`` and gives its engine new filters and weighers (``Engine.retune``). What Nova reads when it builds its
 HostManager (``enabled_filters``, ``available_filters``, ``weight_classes``, ``track_instance_changes``,
 ``[metrics] weight_setting``, ``image_props_weight_setting``) or its service is read once, at start, as in Nova.
-``pci_in_placement`` is not here: Nova's API and conductor read it, when they make the request's groups, which the
-seam translates per request.
+``[pci] alias`` is here: Nova's API reads it for each request it turns into PCI requests (an alias defined after the
+scheduler started is known to the next request). ``pci_in_placement`` is not: Nova's API and conductor read it, when
+they make the request's groups, which the seam translates per request.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ PER_REQUEST: dict[str, tuple[str, ...]] = {
     # hardware.numa_fit_instance_to_host; the manager's PCPU -> VCPU fallback query
     "compute": ("packing_host_numa_cells_allocation_strategy",),
     "workarounds": ("disable_fallback_pcpu_query",),
+    # nova.pci.request.get_pci_requests_from_flavor (checked whole, as at load: a list that does not parse is refused)
+    "pci": ("alias",),
 }
 
 

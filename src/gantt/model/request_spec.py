@@ -104,15 +104,17 @@ PciNumaPolicy = Literal["required", "legacy", "preferred", "socket"]
 
 
 class PciRequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """A PCI request that no flavor alias makes: Nova's InstancePCIRequest for an SR-IOV (or vDPA, or
-    remote-managed) port. ``count`` devices of one pool that some entry of ``spec`` describes: the pool has every
-    key's value (compared without case; null: the pool has no such key). ``numa_policy``: the devices' NUMA
-    affinity (the port's, else the flavor's or image's; legacy when null)."""
+    """A PCI request: Nova's InstancePCIRequest for an SR-IOV (or vDPA, or remote-managed) port, or with ``alias``
+    one the caller made of the flavor's ``pci_passthrough:alias`` (Nova's API, at boot or resize; a move keeps the
+    instance's). ``count`` devices of one pool that some entry of ``spec`` describes: the pool has every key's value
+    (compared without case; null: the pool has no such key). ``numa_policy``: the devices' NUMA affinity (the
+    port's or alias's, else the flavor's or image's; legacy when null)."""
 
     spec: Annotated[list[Annotated[dict[Key, Text | None], Meta(max_length=64)]], Meta(min_length=1, max_length=16)]
-    count: Annotated[int, Meta(ge=1, le=MAX_LIST)] = 1
+    count: Annotated[int, Meta(ge=0, le=MAX_LIST)] = 1  # 0: an alias asked for none ("a1:0"), as Nova keeps it
     numa_policy: PciNumaPolicy | None = None
     request_id: Text | None = None
+    alias: Text | None = None
 
 
 class NetworkMetadata(Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -176,8 +178,9 @@ class RequestSpec(Struct, forbid_unknown_fields=True, omit_defaults=True):
     # How many unclaimed alternates to gather at most (default: [scheduler] max_attempts - 1). A caller that keeps
     # only some of them (Nova's seam: those in the chosen host's cell) asks for more, then cuts.
     alternates: Annotated[int, Meta(ge=0, le=MAX_LIST)] | None = None
-    # PCI requests beside the flavor's pci_passthrough:alias (which Gantt derives itself): SR-IOV ports', taken
-    # after the flavor's, in this order, as Nova's API appends them.
+    # PCI requests beside the flavor's pci_passthrough:alias (which Gantt derives from [pci] alias): SR-IOV ports',
+    # taken after the flavor's, in this order, as Nova's API appends them. When one names an ``alias``, these are
+    # all of them, the flavor's too, in the caller's order, and the flavor's extra spec is not read again.
     pci_requests: Annotated[list[PciRequestSpec], Meta(max_length=MAX_LIST)] | None = None
     # Hold the flavor's PCI devices on their Placement providers too (None: [filter_scheduler] pci_in_placement).
     # Nova's seam sets it when the RequestSpec carries the devices as request groups, as Nova's API makes them

@@ -10,7 +10,8 @@ The periodic pass is incremental (``CellReader.poll``): per cell, one cheap quer
 is within ``OVERLAP`` of the latest one seen (uuid and time only), and the services' few columns (their heartbeat
 moves every report_interval, and Nova's "is up" verdict is time's, so it is judged again on every pass). Only the
 nodes whose row moved, or whose service's state (disabled, reason, up) changed, are read and decoded; the others
-of every cell that answered are heartbeaten from the reports the reader holds, one liveness batch for all. A node
+of every cell that answered are heartbeaten from the reports the reader holds, one liveness batch for all (each by
+a token while its record holds, ``gantt.nova.heartbeats``: no merge or comparison per node). A node
 created or deleted, a service created or deleted, a cell come or gone, or more changes than a full read costs,
 take the full read; so do every ``FULL_READ_EVERY``-th pass and ``reset`` (SIGHUP), as a safety net for a change no
 query above can see (a row rewritten with its old ``updated_at``).
@@ -45,6 +46,7 @@ from nova.db.main import models
 from oslo_utils import timeutils
 
 from gantt.model import GanttError, HostReport, HostStats, decode
+from gantt.nova.heartbeats import Heartbeats
 
 log = logging.getLogger(__name__)
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -263,6 +265,8 @@ class CellReader:
         self.passes = 0  # periodic passes (``poll``), incremental or full
         self.nodes_read = 0  # node rows read and decoded, by every kind of read
         self.heartbeats = 0  # nodes heartbeaten without a write of their report
+        self.slow_heartbeats = 0  # of which taken the long way (no token yet, or it no longer held)
+        self._beats = Heartbeats()
         self.full_every = FULL_READ_EVERY
         self.written = 0  # node reports written (changed)
         self.deleted = 0
@@ -402,10 +406,12 @@ class CellReader:
                 if report is None or service is None:
                     continue
                 key = (report.host, report.nodename)
+                if old.get(key) == report:
+                    report = old[key]  # the one held: the node's heartbeat token names it
                 fresh[key] = report
                 view.took(report, _stamp(node))
                 view.services[node.host] = _service_state(service.disabled, service.disabled_reason, up)
-                (unchanged if old.get(key) == report else changed).append(report)
+                (unchanged if old.get(key) is report else changed).append(report)
             gone.extend(key for key in old if key not in fresh)
             view.signature = tuple(signature)
             view.ties_from = began - TIE
@@ -419,6 +425,7 @@ class CellReader:
             self.written += len(changed)
         self._heartbeat(unchanged)
         for host, node in gone:
+            self._beats.forget((host, node))
             try:
                 self.replica.delete_host(host, node, force=True)
                 self.deleted += 1
@@ -433,13 +440,10 @@ class CellReader:
 
     def _heartbeat(self, reports: list[HostReport]) -> None:
         """The nodes whose report did not change are alive: their reports, as held, taken by the replica's liveness
-        batch (written as touches, one batch for all), or written when the replica's record differs."""
-        for report in reports:
-            stamped = _copy(report)
-            if not self.replica.heartbeat(self.replica.report_batch(stamped).reports[0]):
-                self.replica.report(stamped)
+        batch (written as touches, one batch for all), or written when the replica's record differs; by each
+        node's token while its record holds (``gantt.nova.heartbeats``)."""
+        self.slow_heartbeats += self._beats.beat(self.replica, reports)
         self.heartbeats += len(reports)
-        self.replica.flush_liveness()
 
     def poll(self, context: Any) -> int:
         """The periodic pass: the nodes changed since the last pass read, the others heartbeaten; every

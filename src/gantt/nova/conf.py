@@ -18,7 +18,6 @@ import msgspec
 from oslo_config import cfg
 
 from gantt.config import Config, novaconf, per_request
-from gantt.config.pci import parse_aliases
 from gantt.model import InvalidRequest
 
 GROUP = "gantt"
@@ -97,9 +96,10 @@ def gantt_config(conf: cfg.ConfigOpts) -> Config:
 
 
 class RequestOptions:
-    """Nova's options its scheduler reads at each request (``gantt.config.per_request.PER_REQUEST``), followed from
-    nova.conf into the running Config: a change after start (a functional test's ``self.flags``, oslo.config's
-    mutate) applies to the next request. Cheap while nothing changed: one read of each option, one comparison."""
+    """Nova's options its scheduler reads at each request (``gantt.config.per_request.PER_REQUEST``, ``[pci] alias``
+    and ``[scheduler] max_attempts`` among them), followed from nova.conf into the running Config: a change after
+    start (a functional test's ``self.flags``, oslo.config's mutate) applies to the next request, which reads them
+    from that Config only. Cheap while nothing changed: one read of each option, one comparison."""
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self._conf = conf
@@ -110,7 +110,7 @@ class RequestOptions:
         self._refused: InvalidRequest | None = None
 
     def _read(self) -> tuple[Any, ...]:
-        groups = {section: _group(self._conf, section) for section in per_request.PER_REQUEST}
+        groups = {section: _group(self._conf, section) for section in {section for section, _ in self._names}}
         return tuple(getattr(groups[section], name) for section, name in self._names)
 
     def follow(self, config: Config) -> bool:
@@ -135,20 +135,6 @@ class RequestOptions:
         if refused is not None:  # a fresh exception each time: one raised again would pile up tracebacks
             raise InvalidRequest(refused.message, field=refused.field)
         return False
-
-
-def follow_pci_alias(conf: cfg.ConfigOpts, config: Config) -> None:
-    """``config.pci.alias`` becomes nova.conf's ``[pci] alias`` now, in place, as Nova's API reads it for each
-    request that it turns into the PCI requests Gantt derives again from the flavor (an alias defined after the
-    scheduler started is known at once). Raises ``gantt.model.InvalidRequest`` naming it when it does not parse."""
-    entries = [entry for entry in conf.pci.alias if entry.strip()]
-    if entries == config.pci.alias:
-        return
-    try:
-        parse_aliases(entries)
-    except ValueError as exc:
-        raise InvalidRequest(f"[pci] alias: {exc}", field="pci.alias") from None
-    config.pci.alias = entries
 
 
 def _nova_decides_same_host(default: dict[str, Any]) -> None:

@@ -214,10 +214,11 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
         except Exception as exc:  # a cell or API database down: a clear refusal, never a hung conductor
             log.exception("select_destinations for %s: cannot read Nova's databases", instances)
             raise exception.NoValidHost(reason=f"Gantt cannot read Nova's databases: {exc}") from exc
+        # the options Nova reads at each request ([pci] alias and max_attempts among them) into the Config: this
+        # request reads them there, once
         try:
             if self._options.follow(self.gantt_config):
                 self.replica.scheduler.engine.retune()
-            conf.follow_pci_alias(CONF, self.gantt_config)
         except GanttError as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc.message)
             raise exception.NoValidHost(reason=f"Gantt: {exc.message}") from exc
@@ -234,10 +235,10 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
         except translate.Unsupported as exc:
             log.warning("select_destinations for %s refused: %s", instances, exc)
             raise exception.NoValidHost(reason=str(exc)) from exc
-        # Nova reads [scheduler] max_attempts at each request (a change after start counts from the next one), and
-        # gathers no alternates it does not return. It fills each instance's alternates from the chosen host's cell,
-        # walking on down the weighed list; the seam keeps only that cell's, so the core gathers a cell's worth each
-        wanted = max(CONF.scheduler.max_attempts - 1, 0) if return_objects and return_alternates else 0
+        # Nova gathers no alternates it does not return. It fills each instance's alternates from the chosen host's
+        # cell, walking on down the weighed list; the seam keeps only that cell's, so the core gathers a cell's worth
+        max_attempts = self.gantt_config.scheduler.max_attempts
+        wanted = max(max_attempts - 1, 0) if return_objects and return_alternates else 0
         spec["alternates"] = wanted * max(len(cells), 1)
         placed = self.replica.providers.placed_roots
         if placed:  # providers made through Placement that no cell has a compute node for: no host Nova has
@@ -257,7 +258,7 @@ class SchedulerManager(manager.Manager):  # type: ignore[misc]  # nova is untype
         try:
             return translate.selections(
                 answer, return_objects=return_objects, return_alternates=return_alternates,
-                max_attempts=CONF.scheduler.max_attempts,
+                max_attempts=max_attempts,
                 cell_uuid={s.host: host_cells.get(s.host, cell_uuid or "") for c in answer for s in c},
                 groups=translate.request_groups(spec), claimed=not rebuild,
                 placement=self._pci_placement(spec_obj, answer))

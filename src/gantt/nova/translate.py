@@ -57,10 +57,13 @@ requested_resources: the flavor's PCI groups           not sent: Gantt's claim h
 numa_topology                                          not sent: Gantt derives the guest topology from the flavor
                                                        and image, as Nova's API derived this one
                                                        (hardware.numa_get_constraints)
-pci_requests from the flavor's pci_passthrough:alias   not sent: Gantt derives them from the same extra spec and
-                                                       its [pci] alias option (which must match Nova's)
+pci_requests from the flavor's pci_passthrough:alias   pci_requests with ``alias``: spec, count, numa_policy,
+                                                       request_id, as Nova's API made them (at boot or resize; a
+                                                       move keeps the instance's, whatever [pci] alias says now),
+                                                       which PciPassthroughFilter reads; Gantt then derives none
+                                                       from the extra spec. Sent for a rebuild's check too
 pci_requests without an alias (SR-IOV, vDPA and       pci_requests: spec, count, numa_policy, request_id,
-remote-managed ports)                                  after the flavor's, as Nova's API orders them
+remote-managed ports)                                  in Nova's order (after the flavor's)
 network_metadata.physnets / tunneled                  network_metadata.*: a NUMA guest's cells must serve them
                                                        (Nova's NUMATopologyFilter); without a guest NUMA topology
                                                        neither reads it
@@ -178,9 +181,10 @@ def request_spec(spec: objects.RequestSpec, instance_uuids: Sequence[str] | None
     _same_subtree(spec, out, rebuild)
     if flavors and not rebuild:  # Nova makes them while [filter_scheduler] pci_in_placement is on: per request
         out["pci_in_placement"] = True
-    if not rebuild:  # nor the PCI and NUMA filters
-        if ports := _pci(_get(spec, "pci_requests")):
-            out["pci_requests"] = ports
+    # nor the PCI and NUMA filters: a rebuild sends the flavor's alone, which Gantt would otherwise derive again
+    if pci := _pci(_get(spec, "pci_requests"), aliases_only=rebuild):
+        out["pci_requests"] = pci
+    if not rebuild:
         _network(spec, out)
     if migration_uuid is not None:
         out["migration_uuid"] = migration_uuid
@@ -333,12 +337,14 @@ def _same_subtree(spec: objects.RequestSpec, out: dict[str, Any], rebuild: bool)
     out["same_subtree"] = [sorted(s) for s in subtrees]
 
 
-def _pci(requests: objects.InstancePCIRequests | None) -> list[dict[str, Any]]:
-    """The PCI requests no flavor alias made (SR-IOV, vDPA and remote-managed ports', which Nova's API appends
-    after the flavor's), as Gantt's ``pci_requests``; the alias ones Gantt derives from the flavor itself."""
+def _pci(requests: objects.InstancePCIRequests | None, aliases_only: bool = False) -> list[dict[str, Any]]:
+    """The instance's PCI requests as Nova holds them, in its order, as Gantt's ``pci_requests``: the flavor's
+    aliases' (``alias``: as Nova's API made them when it booted or resized the instance, which a move keeps, as
+    PciPassthroughFilter reads them), then SR-IOV, vDPA and remote-managed ports'. ``aliases_only``: the flavor's."""
     out: list[dict[str, Any]] = []
     for request in _get(requests, "requests") or ():
-        if _get(request, "alias_name") is not None:
+        alias = _get(request, "alias_name")
+        if aliases_only and alias is None:
             continue
         specs = []
         for spec in _get(request, "spec") or ():
@@ -353,6 +359,8 @@ def _pci(requests: objects.InstancePCIRequests | None) -> list[dict[str, Any]]:
         for name in ("numa_policy", "request_id"):
             if (value := _get(request, name)) is not None:
                 item[name] = str(value)
+        if alias is not None:
+            item["alias"] = str(alias)
         out.append(item)
     return out
 
@@ -371,12 +379,14 @@ def pci_groups(spec: objects.RequestSpec) -> list[list[str]]:
 
 def alias_requests(spec: objects.RequestSpec) -> list[PciRequest]:
     """The flavor's PCI requests as Nova's API made them (an alias each), in Gantt's terms, in order, as the
-    request groups of pci_in_placement ask for them (their devices on providers with the class and traits)."""
+    request groups of pci_in_placement ask for them (their devices on providers with the class and traits; each
+    on a provider of its own under the flavor's ``group_policy=isolate``, as Placement places request groups)."""
     out = []
+    isolate = (_get(_get(spec, "flavor"), "extra_specs") or {}).get("group_policy") == "isolate"
     for request in _get(_get(spec, "pci_requests"), "requests") or ():
         if (alias := _get(request, "alias_name")) is not None:
             out.append(PciRequest(str(alias), request.count, tuple(dict(s) for s in _get(request, "spec") or ()),
-                                  _get(request, "numa_policy") or "legacy", in_placement=True))
+                                  _get(request, "numa_policy") or "legacy", in_placement=True, isolate=isolate))
     return out
 
 

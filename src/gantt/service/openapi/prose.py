@@ -342,7 +342,7 @@ PROPERTIES: dict[str, dict[str, str]] = {
                       "beside the destination, nothing is held under migration_uuid",
         "alternates": "How many unclaimed alternates to gather (default [scheduler] max_attempts - 1)",
         "pci_requests": "PCI requests beside the flavor's pci_passthrough:alias (SR-IOV ports'), taken after "
-                        "the flavor's, in order",
+                        "the flavor's, in order; with an alias named, every one (the flavor's too)",
         "pci_in_placement": "Hold the flavor's PCI devices on their Placement providers too (the pools' rp_uuid); "
                             "null: [filter_scheduler] pci_in_placement",
         "network_metadata": "The instance's networks (Nova's network_metadata): a NUMA guest lands on host cells "
@@ -365,7 +365,9 @@ PROPERTIES: dict[str, dict[str, str]] = {
                        "count": "Devices from one matching pool's kind", "numa_policy":
                        "The devices' NUMA affinity: required, legacy, preferred or socket (null: the flavor's or "
                        "image's, else legacy)",
-                       "request_id": "The caller's id for the request (Nova's InstancePCIRequest.request_id)"},
+                       "request_id": "The caller's id for the request (Nova's InstancePCIRequest.request_id)",
+                       "alias": "The flavor's alias the caller made it of: then the request's pci_requests are all "
+                                "of them and the flavor's pci_passthrough:alias is not read again"},
     "NetworkMetadata": {"physnets": "Physical networks of the instance's ports",
                         "tunneled": "Whether one of its networks is tunnelled"},
     "Flavor": {"name": "Flavor name (a label)", "vcpus": "vCPUs", "memory_mb": "RAM, MiB",
