@@ -125,10 +125,7 @@ class Intake:
         first = columns.add_rows(keys)
         end = first + len(keys)
         self._instances.add_rows(len(keys))
-        code_of = self._aggregates.code_of
-        codes: dict[str, int] = {}
-        aggset = [codes[host] if host in codes else codes.setdefault(host, code_of(host)) for host, _ in keys]
-        columns.cols["aggset_code"][first:end] = aggset
+        columns.cols["aggset_code"][first:end] = self._aggregates.codes_of(host for host, _ in keys)
         held = self._ledger.holds
         simple_rows: list[int] = []
         simple_stats: list[Any] = []
