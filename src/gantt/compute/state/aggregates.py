@@ -38,6 +38,7 @@ class AggregateIndex:
         # in a dozen sets hold a dozen sets, not a million): its code is one lookup (its hash is kept), with no
         # set built per host, and an aggregate's change moves each host from one shared set to another.
         self._host_aggregates: dict[str, frozenset[str]] = {}
+        self._shared: dict[frozenset[str], frozenset[str]] = {_NONE: _NONE}  # grows as the set interner does
         self._aggsets: Interner[frozenset[str]] = Interner(frozenset())
         self._cache = cache
 
@@ -90,7 +91,8 @@ class AggregateIndex:
             held = memberships.get(host, _NONE)
             after = moved.get(held)
             if after is None:
-                after = moved[held] = held | {key} if joined else held - {key}
+                after = held | {key} if joined else held - {key}
+                after = moved[held] = self._shared.setdefault(after, after)  # one object per distinct set
             memberships[host] = after
 
     def delete_aggregate(self, aggregate_id: int | str) -> tuple[Aggregate, set[str]]:

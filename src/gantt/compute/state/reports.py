@@ -325,13 +325,12 @@ def _write_identities(columns: Columns, rows: list[int], index: np.ndarray, stat
     """New rows' names and address, their service's state, and their interned capabilities and traits."""
     cols = columns.cols
     # never-reported rows hold None in these lists: a value written as None where the report names none is the same
-    uuids = [stats.uuid for stats in stats_list]
-    _put(columns.node_uuids, rows, uuids)
+    _put(columns.node_uuids, rows, [stats.uuid for stats in stats_list])
     _put(columns.hypervisor_hostnames, rows, [stats.hypervisor_hostname for stats in stats_list])
     ips = [stats.host_ip for stats in stats_list]
     _put(columns.host_ips, rows, ips)
-    named = [k for k, ip in enumerate(ips) if ip is not None]
-    cols["host_ip4"][index[named]] = _ipv4_ints([ips[k] for k in named])
+    named = [(k, ip) for k, ip in enumerate(ips) if ip is not None]
+    cols["host_ip4"][index[[k for k, _ in named]]] = _ipv4_ints([ip for _, ip in named])
     services = [(row, stats.service) for row, stats in zip(rows, stats_list, strict=True)
                 if stats.service is not None]
     if services:
