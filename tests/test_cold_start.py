@@ -6,6 +6,9 @@ import random
 from collections.abc import Callable, Hashable
 from typing import Any
 
+import msgspec
+import numpy as np
+
 from gantt.bench.cloud import build_reports
 from gantt.compute.state import reports as reports_module
 from gantt.compute.state.aggregates import AggregateIndex
@@ -90,3 +93,25 @@ def test_addresses_read_at_once_are_read_as_one_by_one() -> None:
     mixed = [*strict[:50], "01.2.3.4", "1.2.3", "not-an-ip", "", "1.2.3.4\x00", *strict[50:100]]
     for batch in (strict, mixed, []):
         assert list(reports_module._ipv4_ints(batch)) == [reports_module._ipv4_int(ip) for ip in batch]
+
+
+def test_numbers_read_as_records_equal_the_array_of_tuples() -> None:
+    """``_numbers_of`` reads the numbers every report names as records in C and sets the ones none names to NaN;
+    a part where a number is named by some reports only is read value by value. Every way gives what the array
+    of each report's tuple of numbers gives (None as NaN), bit for bit."""
+    rng = random.Random(3)
+    base = [r.stats for r in build_reports(300, 7)]
+    parts: list[list[Any]] = [base, base[:1], base[:2]]
+    for _ in range(30):
+        part = [msgspec.structs.replace(s) for s in rng.sample(base, rng.randrange(1, 60))]
+        for name in rng.sample(reports_module._NUMBERS, rng.randrange(0, 4)):
+            everyone = rng.random() < 0.5
+            for stats in part:
+                if everyone or rng.random() < 0.3:
+                    setattr(stats, name, None if rng.random() < 0.7 else rng.choice([0, 1.5, 2**60 + 1]))
+        parts.append(part)
+    for part in parts:
+        want = np.array(list(map(reports_module._NUMBERS_OF, part)), dtype=np.float64)
+        got = reports_module._numbers_of(part)
+        assert got.shape == want.shape and np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(np.isnan(got), np.isnan(want))

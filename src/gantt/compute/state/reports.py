@@ -311,7 +311,7 @@ def _write_numbers(columns: Columns, index: np.ndarray,
     numbers = np.empty((len(index), len(_NUMBERS)), dtype=np.float64)
     for start in range(0, len(index), _CHUNK):  # in chunks: a million tuples at once would hold ~200 MB more
         part = stats_list[start:start + _CHUNK]
-        numbers[start:start + len(part)] = np.array(list(map(_NUMBERS_OF, part)), dtype=np.float64)
+        numbers[start:start + len(part)] = _numbers_of(part)
     named = ~np.isnan(numbers)
     for k, name in enumerate(_COUNTS):
         cols[name][index[named[:, k]]] = numbers[named[:, k], k]
@@ -319,6 +319,27 @@ def _write_numbers(columns: Columns, index: np.ndarray,
     k = _AT["hypervisor_version"]
     cols["hypervisor_version"][index[named[:, k]]] = numbers[named[:, k], k]
     return numbers, named
+
+
+def _numbers_of(part: list[HostStats]) -> np.ndarray:
+    """Every number of ``_NUMBERS`` per report of ``part`` (NaN: not named). The numbers every report names are
+    read into a record array in C, at half the cost of an array of tuples (a fifth of a cold start); the ones no
+    report names are NaN. When a number is named by some reports and not others, value by value."""
+    first = _NUMBERS_OF(part[0])
+    absent = [k for k, value in enumerate(first)
+              if value is None and list(map(_GETTERS[k], part)).count(None) == len(part)]
+    named = [k for k in range(len(_NUMBERS)) if k not in absent]
+    if len(named) >= 2:  # (an attrgetter of one name gives no tuple)
+        try:
+            records = np.fromiter(map(operator.attrgetter(*(_NUMBERS[k] for k in named)), part),
+                                  dtype=np.dtype([(_NUMBERS[k], np.float64) for k in named]), count=len(part))
+        except (TypeError, ValueError):  # a None among the values: named by some reports only
+            pass
+        else:
+            out = np.full((len(part), len(_NUMBERS)), np.nan)
+            out[:, named] = records.view(np.float64).reshape(len(part), len(named))
+            return out
+    return np.array(list(map(_NUMBERS_OF, part)), dtype=np.float64)
 
 
 def _write_identities(columns: Columns, rows: list[int], index: np.ndarray, stats_list: list[HostStats]) -> None:
@@ -444,6 +465,7 @@ _NUMBERS = (*_COUNTS, "disk_available_least", "hypervisor_version",
 _CHUNK = 1 << 16
 _AT = {name: k for k, name in enumerate(_NUMBERS)}
 _NUMBERS_OF = operator.attrgetter(*_NUMBERS)
+_GETTERS = [operator.attrgetter(name) for name in _NUMBERS]
 _CAPS_FIELDS = msgspec.json.Encoder(order="sorted")
 
 
