@@ -263,13 +263,9 @@ class BlockExtremes:
                 elif len(changed):
                     blocks.patch_blocks(entry.highest, column, changed, highest=True)
                     blocks.patch_blocks(entry.lowest, column, changed, highest=False)
-                    for highest, cells in list(entry.cells.items()):
+                    for highest, cells in entry.cells.items():
                         assert entry.codes is not None
-                        if len(changed) > 256:  # a burst of reports: one pass costs less than a cell at a time
-                            entry.cells[highest] = blocks.code_block_max(column, entry.codes, cells.shape[0],
-                                                                         highest=highest)
-                        else:
-                            blocks.patch_code_blocks(cells, column, entry.codes, changed, highest=highest)
+                        blocks.patch_code_blocks(cells, column, entry.codes, changed, highest=highest)
                     entry.seq = seq
                 else:
                     entry.seq = seq

@@ -320,10 +320,7 @@ class WeightedSums:
             if entry.blockmax is not None:
                 blocks.patch_blocks(entry.blockmax, entry.total, changed, highest=True)
             if entry.codemax is not None and entry.codes is not None:
-                if len(changed) > 256:  # a burst of reports: one pass costs less than a cell at a time
-                    entry.codemax = blocks.code_block_max(entry.total, entry.codes, entry.codemax.shape[0])
-                else:
-                    blocks.patch_code_blocks(entry.codemax, entry.total, entry.codes, changed)
+                blocks.patch_code_blocks(entry.codemax, entry.total, entry.codes, changed)
         entry.seq = seq
         return True
 

@@ -8,8 +8,9 @@ static cache: an aggregate's change moves ``static_revision``.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Callable, Collection, Hashable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from typing import Protocol, TypeVar
 
 import numpy as np
@@ -20,6 +21,7 @@ from gantt.model import Aggregate, NotFound
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_NONE: frozenset[str] = frozenset()
 
 
 class StaticCache(Protocol):
@@ -32,7 +34,11 @@ class AggregateIndex:
     def __init__(self, cache: StaticCache) -> None:
         """``cache(key, build)``: the table's memo of values derived from static state."""
         self._aggregates: dict[str, Aggregate] = {}
-        self._host_aggregates: dict[str, set[str]] = {}
+        # Each host's memberships as a frozenset shared by every host in the same aggregates (a million hosts
+        # in a dozen sets hold a dozen sets, not a million): its code is one lookup (its hash is kept), with no
+        # set built per host, and an aggregate's change moves each host from one shared set to another.
+        self._host_aggregates: dict[str, frozenset[str]] = {}
+        self._shared: dict[frozenset[str], frozenset[str]] = {_NONE: _NONE}  # grows as the set interner does
         self._aggsets: Interner[frozenset[str]] = Interner(frozenset())
         self._cache = cache
 
@@ -46,7 +52,15 @@ class AggregateIndex:
 
     def code_of(self, host: str) -> int:
         """The aggregate-set code of ``host``'s memberships now (a new set gets a new code)."""
-        return self._aggsets.code(frozenset(self._host_aggregates.get(host, ())))
+        return self._aggsets.code(self._host_aggregates.get(host, _NONE))
+
+    def codes_of(self, hosts: Iterable[str]) -> list[int]:
+        """``code_of`` each of ``hosts`` (a cold start's million: one lookup each, the distinct sets interned in
+        the order of their first host, as one ``code_of`` per host in turn would)."""
+        sets = list(map(self._host_aggregates.get, hosts, itertools.repeat(_NONE)))
+        code = self._aggsets.code
+        codes = {held: code(held) for held in dict.fromkeys(sets)}
+        return list(map(codes.__getitem__, sets))
 
     def sets(self) -> list[frozenset[str]]:
         """Per aggregate-set code, the keys of its aggregates (a copy: codes are added under the table's lock)."""
@@ -64,16 +78,22 @@ class AggregateIndex:
         old_hosts = set(old.hosts) if old else set()
         new_hosts = set(aggregate.hosts)
         self._aggregates[key] = aggregate
-        for host in old_hosts - new_hosts:
-            self._host_aggregates.get(host, set()).discard(key)
-        memberships = self._host_aggregates
-        for host in new_hosts - old_hosts:
-            held = memberships.get(host)
-            if held is None:
-                memberships[host] = {key}
-            else:  # (not setdefault: it would build a set per host to throw away; 1,000,000 of them at a load)
-                held.add(key)
+        self._move(old_hosts - new_hosts, key, joined=False)
+        self._move(new_hosts - old_hosts, key, joined=True)
         return old_hosts ^ new_hosts
+
+    def _move(self, hosts: Iterable[str], key: str, *, joined: bool) -> None:
+        """Each of ``hosts`` joins (or leaves) aggregate ``key``: from its shared set to the shared set with (or
+        without) ``key``, made once per distinct set."""
+        memberships = self._host_aggregates
+        moved: dict[frozenset[str], frozenset[str]] = {}
+        for host in hosts:
+            held = memberships.get(host, _NONE)
+            after = moved.get(held)
+            if after is None:
+                after = held | {key} if joined else held - {key}
+                after = moved[held] = self._shared.setdefault(after, after)  # one object per distinct set
+            memberships[host] = after
 
     def delete_aggregate(self, aggregate_id: int | str) -> tuple[Aggregate, set[str]]:
         """Remove the aggregate; returns it and the hosts it held."""
@@ -81,8 +101,7 @@ class AggregateIndex:
         old = self._aggregates.pop(key, None)
         if old is None:
             raise NotFound(f"no such aggregate {aggregate_id!r}", field="id")
-        for host in old.hosts:
-            self._host_aggregates.get(host, set()).discard(key)
+        self._move(old.hosts, key, joined=False)
         return old, set(old.hosts)
 
     # ------------------------------------------------------------------------------- derived per set

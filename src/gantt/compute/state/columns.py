@@ -390,13 +390,12 @@ class Columns:
             lst.extend(itertools.repeat(None, count))
         self.pci_reported.extend(itertools.repeat((), count))
         self.pci_taken.extend({} for _ in range(count))
-        row_of = self.row_of
+        self.row_of.update(zip(keys, range(first, first + count), strict=True))
         rows_of_host = self.rows_of_host
-        for row, key in enumerate(keys, first):
-            row_of[key] = row
-            held = rows_of_host.get(key[0])
+        for row, host in enumerate(self.host_names[first:], first):
+            held = rows_of_host.get(host)
             if held is None:
-                rows_of_host[key[0]] = {row}
+                rows_of_host[host] = {row}
             else:
                 held.add(row)
         self.n = first + count

@@ -4,8 +4,9 @@ the ledger (a report lists instances, confirms claims, settles or expires them),
 from __future__ import annotations
 
 import gc
+import operator
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from gantt.model import HostReport, NodeKey
 # From this many rows, figures computed again for the rows together (numpy over an index array) cost less than
 # row by row: one such pass costs about what a few rows do one at a time.
 VECTOR_ROWS = 8
+_KEY = operator.attrgetter("host", "nodename")  # a report's node key, (host, nodename)
 
 
 class Intake:
@@ -92,29 +94,23 @@ class Intake:
                 for report in pending:
                     self.update(report, now=at(report), whole=whole)
                 return
-            columns = self._columns
-            row_of = columns.row_of
-            fresh: list[HostReport] = []
-            keys: list[NodeKey] = []
-            seen: set[NodeKey] = set()
-            for report in pending:
-                key = (report.host, report.nodename)
-                if key in row_of or key in seen:  # a node already held, or named twice: the rest one by one
-                    break
-                seen.add(key)
-                fresh.append(report)
-                keys.append(key)
-            if fresh:
-                # The batch allocates a few objects per node and frees none, with no cycles among them: the
-                # cyclic collector would walk the growing heap again and again for nothing (a third of the time).
-                collecting = gc.isenabled()
-                gc.disable()
-                try:
-                    self._load_new(fresh, keys, now, clock_now, whole)
-                finally:
-                    if collecting:
-                        gc.enable()
-            for report in pending[len(fresh):]:
+            # The batch allocates a few objects per node (its keys first) and frees none, with no cycles among
+            # them: the cyclic collector would walk the growing heap again and again for nothing (a third of the time).
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                row_of = self._columns.row_of
+                keys: list[NodeKey] = list(map(_KEY, pending))
+                cut = len(keys)
+                # a cold start's reports are all of new nodes, each named once: two checks in C instead of a loop
+                if len(dict.fromkeys(keys)) != cut or not row_of.keys().isdisjoint(keys):
+                    cut = _first_held_or_repeated(keys, row_of)
+                if cut:
+                    self._load_new(pending[:cut], keys[:cut], now, clock_now, whole)
+            finally:
+                if collecting:
+                    gc.enable()
+            for report in pending[cut:]:
                 self.update(report, now=at(report), whole=whole)
 
     def _load_new(self, reports: list[HostReport], keys: list[NodeKey], now: float | None, clock_now: float,
@@ -125,10 +121,7 @@ class Intake:
         first = columns.add_rows(keys)
         end = first + len(keys)
         self._instances.add_rows(len(keys))
-        code_of = self._aggregates.code_of
-        codes: dict[str, int] = {}
-        aggset = [codes[host] if host in codes else codes.setdefault(host, code_of(host)) for host, _ in keys]
-        columns.cols["aggset_code"][first:end] = aggset
+        columns.cols["aggset_code"][first:end] = self._aggregates.codes_of(host for host, _ in keys)
         held = self._ledger.holds
         simple_rows: list[int] = []
         simple_stats: list[Any] = []
@@ -263,3 +256,14 @@ class Intake:
         self._columns.cols["aggset_code"][row] = self._aggregates.code_of(host)
         self._ledger.restore_row(row, (host, node))
         return row
+
+
+def _first_held_or_repeated(keys: list[NodeKey], held: Container[NodeKey]) -> int:
+    """The position of the first of ``keys`` that ``held`` holds or that an earlier key names (``len(keys)``: none):
+    the bulk path takes the reports before it, the rest go one by one."""
+    seen: set[NodeKey] = set()
+    for at, key in enumerate(keys):
+        if key in held or key in seen:
+            return at
+        seen.add(key)
+    return len(keys)

@@ -6,6 +6,7 @@ the ledger's; the table calls them after ``apply_stats``.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import socket
 from collections.abc import Callable
@@ -264,6 +265,16 @@ def _ipv4_int(ip: str) -> int:
         return -1
 
 
+def _ipv4_ints(ips: list[str]) -> list[int] | np.ndarray:
+    """``_ipv4_int`` of each of ``ips``: every one read in C at once when all are strict dotted quads (a cold
+    start's million), else one by one."""
+    try:
+        packed = b"".join(map(socket.inet_pton, itertools.repeat(socket.AF_INET, len(ips)), ips))
+    except (OSError, ValueError, TypeError):
+        return [_ipv4_int(ip) for ip in ips]
+    return np.frombuffer(packed, dtype=">u4").astype(np.int64)
+
+
 def simple_for_new_row(stats: HostStats) -> bool:
     """Whether ``apply_new_rows`` can write ``stats`` (no metrics, NUMA cells, PCI pools or instance list)."""
     return stats.metrics is None and stats.numa_topology is None and stats.pci_stats is None \
@@ -300,7 +311,7 @@ def _write_numbers(columns: Columns, index: np.ndarray,
     numbers = np.empty((len(index), len(_NUMBERS)), dtype=np.float64)
     for start in range(0, len(index), _CHUNK):  # in chunks: a million tuples at once would hold ~200 MB more
         part = stats_list[start:start + _CHUNK]
-        numbers[start:start + len(part)] = np.array(list(map(_NUMBERS_OF, part)), dtype=np.float64)
+        numbers[start:start + len(part)] = _numbers_of(part)
     named = ~np.isnan(numbers)
     for k, name in enumerate(_COUNTS):
         cols[name][index[named[:, k]]] = numbers[named[:, k], k]
@@ -310,22 +321,37 @@ def _write_numbers(columns: Columns, index: np.ndarray,
     return numbers, named
 
 
+def _numbers_of(part: list[HostStats]) -> np.ndarray:
+    """Every number of ``_NUMBERS`` per report of ``part`` (NaN: not named). The numbers every report names are
+    read into a record array in C, at half the cost of an array of tuples (a fifth of a cold start); the ones no
+    report names are NaN. When a number is named by some reports and not others, value by value."""
+    first = _NUMBERS_OF(part[0])
+    absent = [k for k, value in enumerate(first)
+              if value is None and list(map(_GETTERS[k], part)).count(None) == len(part)]
+    named = [k for k in range(len(_NUMBERS)) if k not in absent]
+    if len(named) >= 2:  # (an attrgetter of one name gives no tuple)
+        try:
+            records = np.fromiter(map(operator.attrgetter(*(_NUMBERS[k] for k in named)), part),
+                                  dtype=np.dtype([(_NUMBERS[k], np.float64) for k in named]), count=len(part))
+        except (TypeError, ValueError):  # a None among the values: named by some reports only
+            pass
+        else:
+            out = np.full((len(part), len(_NUMBERS)), np.nan)
+            out[:, named] = records.view(np.float64).reshape(len(part), len(named))
+            return out
+    return np.array(list(map(_NUMBERS_OF, part)), dtype=np.float64)
+
+
 def _write_identities(columns: Columns, rows: list[int], index: np.ndarray, stats_list: list[HostStats]) -> None:
     """New rows' names and address, their service's state, and their interned capabilities and traits."""
     cols = columns.cols
-    node_uuids, hv_names, host_ips = columns.node_uuids, columns.hypervisor_hostnames, columns.host_ips
-    ip_rows: list[int] = []
-    ip_values: list[int] = []
-    for row, stats in zip(rows, stats_list, strict=True):
-        if stats.uuid is not None:
-            node_uuids[row] = stats.uuid
-        if stats.hypervisor_hostname is not None:
-            hv_names[row] = stats.hypervisor_hostname
-        if stats.host_ip is not None:
-            host_ips[row] = stats.host_ip
-            ip_rows.append(row)
-            ip_values.append(_ipv4_int(stats.host_ip))
-    cols["host_ip4"][ip_rows] = ip_values
+    # never-reported rows hold None in these lists: a value written as None where the report names none is the same
+    _put(columns.node_uuids, rows, [stats.uuid for stats in stats_list])
+    _put(columns.hypervisor_hostnames, rows, [stats.hypervisor_hostname for stats in stats_list])
+    ips = [stats.host_ip for stats in stats_list]
+    _put(columns.host_ips, rows, ips)
+    named = [(k, ip) for k, ip in enumerate(ips) if ip is not None]
+    cols["host_ip4"][index[[k for k, _ in named]]] = _ipv4_ints([ip for _, ip in named])
     services = [(row, stats.service) for row, stats in zip(rows, stats_list, strict=True)
                 if stats.service is not None]
     if services:
@@ -347,8 +373,22 @@ def _write_identities(columns: Columns, rows: list[int], index: np.ndarray, stat
             code = seen[key] = _new_caps_code(stats, caps_code)
         caps.append(code)
     cols["caps_code"][index] = caps
-    cols["traits_code"][index] = [0 if stats.traits is None else traits_code(frozenset(stats.traits))
-                                  for stats in stats_list]
+    # the same for the traits: a set and an intern per distinct list of traits, not per report
+    traits: dict[tuple[str, ...] | None, int] = {None: 0}
+    listed = [None if stats.traits is None else tuple(stats.traits) for stats in stats_list]
+    for names in dict.fromkeys(listed):  # in the order of their first row, as one intern per row numbers them
+        if names is not None:
+            traits[names] = traits_code(frozenset(names))
+    cols["traits_code"][index] = list(map(traits.__getitem__, listed))
+
+
+def _put(values: list[Any], rows: list[int], new: list[Any]) -> None:
+    """``values[row] = v`` for each row of ``rows`` and v of ``new``; one slice write when the rows run on."""
+    if rows and rows[-1] - rows[0] == len(rows) - 1:  # ascending and distinct (new rows): a run
+        values[rows[0]:rows[-1] + 1] = new
+        return
+    for row, value in zip(rows, new, strict=True):
+        values[row] = value
 
 
 def _write_inventories(columns: Columns, rows: list[int], stats_list: list[HostStats],
@@ -425,6 +465,7 @@ _NUMBERS = (*_COUNTS, "disk_available_least", "hypervisor_version",
 _CHUNK = 1 << 16
 _AT = {name: k for k, name in enumerate(_NUMBERS)}
 _NUMBERS_OF = operator.attrgetter(*_NUMBERS)
+_GETTERS = [operator.attrgetter(name) for name in _NUMBERS]
 _CAPS_FIELDS = msgspec.json.Encoder(order="sorted")
 
 

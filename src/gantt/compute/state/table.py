@@ -485,6 +485,8 @@ class HostTable:
     def _recode_hosts(self, hosts: Iterable[str]) -> None:
         codes = self._columns.cols["aggset_code"]
         rows_of_host = self._columns.rows_of_host
+        if not rows_of_host:  # no row yet (a snapshot loads its aggregates first): nothing to recode
+            return
         for host in hosts:
             rows = rows_of_host.get(host)
             if not rows:  # not loaded yet (aggregates load first): its row takes its code when written
