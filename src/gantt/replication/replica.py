@@ -47,8 +47,7 @@ from gantt.model import (
     Utilization,
     check_reserved,
     decode,
-    merge_reports,
-    repeats,
+    repeated_by,
 )
 from gantt.model.activity import Activity, Overview
 from gantt.replication.audit import load_snapshot
@@ -341,7 +340,7 @@ class Replica(Follower):
         if stats is not None:  # as repeats() would find: the same merge into the same record, at another time
             if old.stats is not stats or old.reported_at in (None, report.reported_at) or report.provider:
                 return None
-        elif not repeats(old, merge_reports(old, report)):
+        elif not repeated_by(old, report):
             self._liveness.drop(key)
             return None
         assert old.reported_at is not None  # repeats() holds

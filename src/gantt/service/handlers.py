@@ -103,13 +103,13 @@ async def report(request: Request) -> Response:
         return json_response(Written(revision=svc.replica.revision))
     body = decoded(raw, ReportIn)
     host_report = HostReport.of(list(body.name) if isinstance(body.name, tuple) else body.name, body.stats)
-    batch = svc.replica.report_batch(host_report)
+    host_report.reported_at = svc.replica.clock()
     repeated = svc.heartbeat(host_report)
     svc.remember(digest, host_report, repeated)
     if repeated is not None:
         # The replica holds these figures already, at the revision it answers with; only the time is written later.
         return json_response(Written(revision=svc.replica.revision))
-    return json_response(Written(revision=await svc.write(batch)))
+    return json_response(Written(revision=await svc.write(svc.replica.report_batch(host_report))))
 
 
 async def report_batch(request: Request) -> Response:
