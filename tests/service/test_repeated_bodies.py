@@ -142,5 +142,36 @@ def test_a_body_taken_before_is_written_once_another_worker_changed_the_record(
     b.sync()
     for replica in (a, b):
         assert _used(replica, "h1") == 1
-    _post(app, now, first, first)  # a repeat again, the long way and then from its digest
+    _post(app, now, first, first)  # repeats of the record it wrote: from its digest
+    assert decodes.count == 1 and a.liveness_pending() == 1
+
+
+def test_a_written_body_is_known_by_its_digest_until_its_record_is_replaced(
+        served: tuple[Replica, Replica, list[float], Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A body written (a new node, or moved figures) repeats the record it wrote: the host's next report, most
+    often that body again, is taken from its digest, and counts for the node's liveness as any repeat. Once the
+    record holds other figures (written through another worker), the same body is a change, written in full."""
+    a, b, now, app = served
+    decodes = Decodes(monkeypatch)
+    first, moved = _body("h1", vcpus_used=1), _body("h1", vcpus_used=2)
+    _post(app, now, first)  # a new node: written
+    assert decodes.count == 1 and a.liveness_pending() == 0
+    _post(app, now, first)
+    assert decodes.count == 1 and a.liveness_pending() == 1  # from its digest, taken for liveness
+    assert a.flush_liveness() == 1
+    assert _held(a, "h1") == (now[0], 1)
+    _post(app, now, moved)  # written, and then known
+    assert decodes.count == 2 and _held(a, "h1") == (now[0], 2)
+    _post(app, now, moved)
     assert decodes.count == 2 and a.liveness_pending() == 1
+    a.flush_liveness()
+    assert _held(a, "h1") == (now[0], 2)
+    now[0] += 30.0
+    b.update_resource_stats("h1", host_stats(uuid="uuid-h1", vcpus_used=5))
+    a.sync()
+    _post(app, now, moved)  # the record holds other figures now: decoded, and written
+    assert decodes.count == 3 and a.liveness_pending() == 0
+    b.sync()
+    for replica in (a, b):
+        assert _used(replica, "h1") == 2
+    assert _held(a, "h1") == (now[0], 2)

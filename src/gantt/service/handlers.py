@@ -109,7 +109,9 @@ async def report(request: Request) -> Response:
     if repeated is not None:
         # The replica holds these figures already, at the revision it answers with; only the time is written later.
         return json_response(Written(revision=svc.replica.revision))
-    return json_response(Written(revision=await svc.write(svc.replica.report_batch(host_report))))
+    revision = await svc.write(svc.replica.report_batch(host_report))
+    svc.written(digest, host_report)
+    return json_response(Written(revision=revision))
 
 
 async def report_batch(request: Request) -> Response:

@@ -24,7 +24,7 @@ import msgspec
 from starlette.requests import ClientDisconnect, Request
 
 from gantt.config import Config
-from gantt.model import MAX_INT64, GanttError, HostReport, HostStats, InvalidRequest, NodeKey, decode
+from gantt.model import MAX_INT64, GanttError, HostReport, HostStats, InvalidRequest, NodeKey, decode, same_stats
 from gantt.placement.facade import Placement
 from gantt.replication.replica import (  # type: ignore[attr-defined]  # Batch: the store's, not re-exported
     LIVENESS_DELAY,
@@ -226,6 +226,16 @@ class Service:
             kept.stats = repeated  # the record's: a decoded copy of every host's stats would be ~KBs a host more
             self._repeats[digest] = kept
             self._repeat_of[key] = digest
+
+    def written(self, digest: bytes, report: HostReport) -> None:
+        """After the long way wrote ``report`` (body ``digest``), applied here: while the node's record is the one
+        it wrote (its time, figures equal to the report's), the same body again repeats that record, and most
+        often the host's next report is that body. Kept (``remember``), so that it is taken from its digest instead
+        of decoded and compared once more after every change."""
+        view = self.replica.providers.by_key.get((report.host, report.nodename))
+        if view is not None and view.record.reported_at == report.reported_at \
+                and same_stats(report.stats, view.record.stats):
+            self.remember(digest, report, view.record.stats)
 
     def _liveness_due(self) -> None:
         task = asyncio.ensure_future(self._write_liveness())
