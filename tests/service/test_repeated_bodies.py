@@ -175,3 +175,63 @@ def test_a_written_body_is_known_by_its_digest_until_its_record_is_replaced(
     for replica in (a, b):
         assert _used(replica, "h1") == 2
     assert _held(a, "h1") == (now[0], 2)
+
+
+@pytest.fixture
+def two_served(tmp_path: Path) -> Iterator[tuple[Replica, Replica, list[float], Any, Any]]:
+    """Two workers of one SQLite file, each a service over its replica, one clock."""
+    with sqlite_replica_pair(tmp_path, CONFIG, T0) as (a, b, now, _):
+        yield a, b, now, create_app(a), create_app(b)
+
+
+def test_a_body_one_worker_took_is_known_to_the_other_from_the_feed(
+        two_served: tuple[Replica, Replica, list[float], Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeat's touch and a written report's record carry their body's digest: the other worker takes the host's
+    next report from it too (with shared connections, a host's reports reach either worker), as a report in
+    every way, its time written and seen alike."""
+    a, b, now, app_a, app_b = two_served
+    first, moved = _body("h1", vcpus_used=1), _body("h1", vcpus_used=2)
+    _post(app_a, now, first)  # written through a
+    b.sync()
+    decodes = Decodes(monkeypatch)
+    _post(app_b, now, first)  # b knows the body from the written record's change
+    assert decodes.count == 0 and b.liveness_pending() == 1
+    assert b.flush_liveness() == 1
+    assert _held(b, "h1") == (now[0], 1)
+    _post(app_b, now, moved)  # written through b, and decoded there
+    assert decodes.count == 1 and _held(b, "h1") == (now[0], 2)
+    a.sync()
+    _post(app_a, now, moved)
+    assert decodes.count == 1 and a.liveness_pending() == 1
+    a.flush_liveness()
+    b.sync()
+    _post(app_b, now, moved)  # and from a's touch
+    assert decodes.count == 1 and b.liveness_pending() == 1
+    b.flush_liveness()
+    a.sync()
+    for replica in (a, b):
+        assert _used(replica, "h1") == 2 and replica.host("h1")["last_report_seconds_ago"] == 0
+
+
+def test_a_repeat_taken_on_a_stale_view_teaches_no_worker_its_body(
+        two_served: tuple[Replica, Replica, list[float], Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Worker a takes a body for a repeat of the record it holds while worker b has just written other figures:
+    the touch a writes counts for liveness only, and must not tell b that the body repeats b's (newer) record, or
+    b would take the old figures for a repeat and drop the change they are."""
+    a, b, now, app_a, app_b = two_served
+    first = _body("h1", vcpus_used=1)
+    _post(app_a, now, first)
+    b.sync()
+    now[0] += 30.0
+    _post(app_b, now, _body("h1", vcpus_used=4))  # b writes other figures; a has not read them
+    _post(app_a, now, first)  # a: a repeat of the record it holds (stale)
+    assert a.liveness_pending() == 1
+    a.flush_liveness()
+    b.sync()
+    decodes = Decodes(monkeypatch)
+    _post(app_b, now, first)  # at b, the old figures are a change: decoded and written
+    assert decodes.count == 1 and b.liveness_pending() == 0
+    a.sync()
+    for replica in (a, b):
+        assert _used(replica, "h1") == 1
+    assert _held(b, "h1") == (now[0], 1)
