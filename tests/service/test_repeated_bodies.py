@@ -235,3 +235,45 @@ def test_a_repeat_taken_on_a_stale_view_teaches_no_worker_its_body(
     for replica in (a, b):
         assert _used(replica, "h1") == 1
     assert _held(b, "h1") == (now[0], 1)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"k": value}
+    return value
+
+
+@pytest.mark.parametrize(("stats", "field"), [
+    ({"vcpus_used": -1}, "$.stats.vcpus_used"),
+    ({"cpu_info": _nested(33)}, "$.stats.cpu_info"),  # one level past the bound: walked, refused
+    ({"cpu_info": "DEEP"}, "$.stats.cpu_info"),  # 600 levels
+    ({"stats": {"s": "x" * 140_000}}, "$.stats.stats"),
+    ({"inventories": {"VCPU": {"total": 4, "reserved": 8}}}, "$.stats.inventories.VCPU.reserved"),
+])
+def test_bad_input_beside_known_bodies_is_refused_naming_its_field_and_writes_nothing(
+        two_served: tuple[Replica, Replica, list[float], Any, Any], stats: dict[str, Any], field: str) -> None:
+    """However cheap the way of a known body, a body that is not one (any byte differs) is decoded and checked in
+    full: a 400 naming the field, nothing written, nothing taken for liveness, on a node whose bodies both
+    workers know."""
+    a, b, now, app_a, app_b = two_served
+    first = _body("h1", vcpus_used=1)
+    _post(app_a, now, first, first)
+    a.flush_liveness()
+    b.sync()
+    revision, held = a.store.snapshot().revision, _held(a, "h1")
+    bad = msgspec.json.encode({"name": "h1", "stats": {**host_stats(uuid="uuid-h1", vcpus_used=1), **stats}})
+    bad = bad.replace(b'"DEEP"', b'{"k":' * 600 + b"1" + b"}" * 600)
+
+    async def send(app: Any) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gantt") as client:
+            return await client.post("/v1/resource-stats", content=bad, headers={"content-type": "application/json"})
+
+    for app, replica in ((app_a, a), (app_b, b)):
+        now[0] += 30.0
+        refused = asyncio.run(send(app))
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["field"] == field, refused.json()
+        assert replica.liveness_pending() == 0
+    assert a.store.snapshot().revision == revision and _held(a, "h1") == held
