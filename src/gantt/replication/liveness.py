@@ -96,10 +96,13 @@ class Bodies:
     def keep(self, key: NodeKey, digest: bytes, report: HostReport, stats: HostStats | None = None) -> None:
         """Body ``digest`` reports ``report`` (a copy is kept: no time, no provider), which repeats the record whose
         stats are ``stats`` (or its own)."""
+        held = report.stats if stats is None else stats
+        known = self._by_digest.get(digest)
+        if known is not None and known.stats is held and self._of_node.get(key) == digest:
+            return  # known already, for the same record's stats (a touch of a node whose body is known: most)
         kept = copy.copy(report)
         kept.reported_at = kept.provider = kept.held_over = None
-        if stats is not None:
-            kept.stats = stats  # the record's: a decoded copy of every host's stats would be ~KBs a host more
+        kept.stats = held  # the record's: a decoded copy of every host's stats would be ~KBs a host more
         with self._lock:
             old = self._of_node.get(key)
             if old is not None and old != digest:
