@@ -35,6 +35,7 @@ import gc
 import json
 import multiprocessing
 import os
+import random
 import statistics
 import tempfile
 import threading
@@ -148,13 +149,17 @@ class Driver:
 
         await asyncio.gather(*(one() for _ in range(concurrency)))
 
-    async def report(self, bodies: list[bytes], concurrency: int) -> None:
-        """Each body once, ``POST /v1/resource-stats``, ``concurrency`` at a time."""
+    async def report(self, bodies: list[bytes], concurrency: int, others: list[Driver] | None = None,
+                     seed: int = 0) -> None:
+        """Each body once, ``POST /v1/resource-stats``, ``concurrency`` at a time; with ``others`` (the other
+        workers' apps), each to one of them all at random, as bench/mixed.py's shared connections spread them."""
         left = list(reversed(bodies))
+        drivers = [self, *(others or [])]
+        pick = random.Random(seed).choice
 
         async def one() -> None:
             while left:
-                status, data = await self.call("POST", "/v1/resource-stats", left.pop())
+                status, data = await pick(drivers).call("POST", "/v1/resource-stats", left.pop())
                 if status != 200:
                     raise RuntimeError(f"resource-stats answered {status}: {data[:300]!r}")
 
@@ -186,11 +191,21 @@ def rival(url: str, rate: float, options: dict[str, Any], ready: Any, halt: Any)
         replica.close()
 
 
+def first_bodies(hosts: int, changing: float, rounds: int, seed: int = 1) -> list[list[bytes]]:
+    """``--reports --unprimed``: round r sends the r-th share of the hosts their first report since their
+    registration (bench/mixed.py's, its figures at epoch 0), moved with probability ``changing``: bench/mixed.py's
+    phases without ``--prime``, where no body can have been seen before."""
+    mixed = bench_script(__file__, "mixed")
+    rng = random.Random(seed)
+    share = -(-hosts // rounds)
+    return [[msgspec.json.encode({"name": f"host-{i:06d}",
+                                  "stats": mixed.report_stats(i, 1 if rng.random() < changing else 0)})
+             for i in range(r * share, min(hosts, (r + 1) * share))] for r in range(rounds)]
+
+
 def report_bodies(hosts: int, changing: float, rounds: int, seed: int = 1) -> list[list[bytes]]:
     """``--reports``: for the priming round and each measured one, every host's report as bench/mixed.py sends
     it, its figures moved since its last one with probability ``changing`` (the rest repeat it exactly)."""
-    import random
-
     mixed = bench_script(__file__, "mixed")
     rng, epoch = random.Random(seed), [0] * hosts
     out, last = [], [b""] * hosts
@@ -250,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rival", type=float, default=0.0, metavar="RATE",
                         help="another worker (a process of its own on the same file) places and releases RATE "
                              "times a second meanwhile")
+    parser.add_argument("--unprimed", action="store_true",
+                        help="with --reports: hosts registered with bench/mixed.py's report and no priming round; "
+                             "each round sends a share of the hosts their first report since (bench/mixed.py "
+                             "without --prime)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="replicas of the one SQLite file, each with its app (gantt serve --workers N: the "
+                             "others follow each one's writes through the feed); each report to one at random")
     parser.add_argument("--profile", action="store_true",
                         help="the measured rounds under cProfile, per thread by its CPU: the top functions (slows "
                              "the run several-fold: read the proportions)")
@@ -264,29 +286,38 @@ def main(argv: list[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     rounds: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="gantt-bench-app-") as tmp:
-        store = SQLiteStore(f"sqlite:///{tmp}/gantt.sqlite")
-        replica = Replica(store, config).start()
+        stores = [SQLiteStore(f"sqlite:///{tmp}/gantt.sqlite") for _ in range(args.workers)]
+        replicas = [Replica(one, config).start() for one in stores]
+        replica = replicas[0]
+        registered = bench_script(__file__, "mixed").report_stats if args.unprimed else http_api.host_stats
         try:
             for start in range(0, args.hosts, 1000):
-                replica.report_many([HostReport.of(f"host-{i:06d}", http_api.host_stats(i))
+                replica.report_many([HostReport.of(f"host-{i:06d}", registered(i, 0) if args.unprimed
+                                                   else registered(i))
                                      for i in range(start, min(args.hosts, start + 1000))])
-            replica.sync()
+            for one in replicas:
+                one.sync()
             if args.rival:
                 spawn = multiprocessing.get_context("spawn")
                 ready, halt = spawn.Event(), spawn.Event()
-                other = spawn.Process(target=rival, args=(store.url, args.rival, options, ready, halt), daemon=True)
+                other = spawn.Process(target=rival, args=(stores[0].url, args.rival, options, ready, halt), daemon=True)
                 other.start()
                 if not ready.wait(600):
                     raise RuntimeError("the rival worker did not start")
             body = msgspec.json.encode({"flavor": http_api.FLAVOR, "project_id": "bench", "user_id": "bench"})
-            driver = Driver(create_app(replica, config=config), body)
+            driver, *others = [Driver(create_app(one, config=config), body) for one in replicas]
 
-            bodies = report_bodies(args.hosts, args.reports, args.rounds) if args.reports is not None else []
+            if args.reports is None:
+                bodies = []
+            elif args.unprimed:
+                bodies = [[], *first_bodies(args.hosts, args.reports, args.rounds)]
+            else:
+                bodies = report_bodies(args.hosts, args.reports, args.rounds)
 
             async def run() -> None:
                 await driver.place(300, args.concurrency, args.release)  # warm caches
                 if bodies:
-                    await driver.report(bodies[0], args.concurrency)
+                    await driver.report(bodies[0], args.concurrency, others)
                     await asyncio.sleep(1.0)  # the repeats' liveness batch written
                 collect_less_often()  # as a served worker: its collector settings, its frozen heap
                 freeze_long_lived()
@@ -297,20 +328,23 @@ def main(argv: list[str] | None = None) -> int:
             async def rounds_of(collections: Collections) -> None:
                 for r in range(args.rounds):
                     counted, collected = collections.taken()
-                    cpu, loop_cpu, writer_cpu = time.process_time(), time.thread_time(), store.writer_cpu_seconds
-                    groups, batches, switched = store.groups, store.batches, switches()
+                    cpu, loop_cpu = time.process_time(), time.thread_time()
+                    writer_cpu = sum(one.writer_cpu_seconds for one in stores)
+                    groups, batches = sum(one.groups for one in stores), sum(one.batches for one in stores)
+                    switched = switches()
                     if bodies:
-                        await driver.report(bodies[r + 1], args.concurrency)
+                        await driver.report(bodies[r + 1], args.concurrency, others, seed=r + 1)
                         await asyncio.sleep(0.5)  # and their liveness batch (idle otherwise: ~1 ms of CPU)
                     else:
                         await driver.place(args.placements, args.concurrency, args.release)
-                    operations = args.hosts if bodies else args.placements
+                    operations = len(bodies[r + 1]) if bodies else args.placements
                     per = 1000 / operations
                     rounds.append({
                         "cpu_ms": round((time.process_time() - cpu) * per, 4),
                         "loop_ms": round((time.thread_time() - loop_cpu) * per, 4),
-                        "writer_ms": round((store.writer_cpu_seconds - writer_cpu) * per, 4),
-                        "batches_per_group": round((store.batches - batches) / max(1, store.groups - groups), 2),
+                        "writer_ms": round((sum(one.writer_cpu_seconds for one in stores) - writer_cpu) * per, 4),
+                        "batches_per_group": round((sum(one.batches for one in stores) - batches)
+                                                   / max(1, sum(one.groups for one in stores) - groups), 2),
                         "switches": round((switches() - switched) / operations, 2),
                         # per 1,000 operations: young, middle and full collections; the collector's CPU per op
                         **{f"gc{g}_per_1000": round((collections.count[g] - counted[g]) * per, 3) for g in range(3)},
@@ -322,10 +356,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.rival:
                 halt.set()
                 other.join(30)
-            replica.close()
+            for one in replicas:
+                one.close()
     print(json.dumps({
         "hosts": args.hosts, "placements_per_round": args.placements if args.reports is None else 0,
-        "reports_changing": args.reports, "concurrency": args.concurrency,
+        "reports_changing": args.reports, "unprimed": args.unprimed, "workers": args.workers,
+        "concurrency": args.concurrency,
         "release": args.release, "rival_per_s": args.rival, "rounds": rounds,
         "median": {key: statistics.median(r[key] for r in rounds) for key in rounds[0]},
         "load_average_1m_before": round(load_before, 2), "load_average_1m": round(os.getloadavg()[0], 2),

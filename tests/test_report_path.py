@@ -158,3 +158,132 @@ def test_a_number_changing_type_in_free_form_json_is_written_not_taken_for_a_rep
     finally:
         replica.stop()
         store.close()
+
+
+def _reference_same_json(a: Any, b: Any) -> bool:
+    """``_same_json`` as it was written first (a generator per container): the cheaper loop must say the same."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return all(_reference_same_json(value, b[key]) for key, value in a.items())
+    if isinstance(a, list):
+        return all(_reference_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return True
+
+
+class _Dict(dict[str, Any]):
+    pass
+
+
+def _json(rng: Any, depth: int) -> Any:
+    roll = rng.random()
+    if depth > 3 or roll < 0.5:
+        return rng.choice([1, 1.0, True, False, 0, 0.0, None, "1", "x", 46, 46.0])
+    if roll < 0.75:
+        return [_json(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
+    items = {f"k{i}": _json(rng, depth + 1) for i in range(rng.randrange(0, 4))}
+    return _Dict(items) if rng.random() < 0.1 else items
+
+
+def _retyped(rng: Any, value: Any) -> Any:
+    """An equal value with, now and then, a number or container of another type (46 -> 46.0, 1 -> True, a dict
+    -> its subclass)."""
+    if isinstance(value, dict):
+        out = {key: _retyped(rng, item) for key, item in value.items()}
+        return _Dict(out) if rng.random() < 0.05 else out
+    if isinstance(value, list):
+        return [_retyped(rng, item) for item in value]
+    if rng.random() < 0.1 and type(value) in (int, float, bool) and value in (0, 1, 46):
+        return rng.choice([t(value) for t in (int, float, bool) if t(value) == value])
+    return value
+
+
+def test_the_type_comparison_of_free_form_json_says_what_the_first_one_said() -> None:
+    import random
+
+    from gantt.model.hosts import _same_json
+
+    rng = random.Random(11)
+    differ = 0
+    for _ in range(4000):
+        a = _json(rng, 0)
+        b = _retyped(rng, a)
+        assert a == b
+        expected = _reference_same_json(a, b)
+        assert _same_json(a, b) is expected, (a, b)
+        differ += not expected
+    assert 200 < differ < 3800  # both answers were asked for, many times
+
+
+def test_a_report_repeats_its_record_as_the_merge_would_say() -> None:
+    """``repeated_by`` (no merge built when the report names the record's stats exactly) answers as
+    ``repeats(old, merge_reports(old, report))``: same figures at another time, the same at the same time or with
+    no time, a moved figure, a partial report, a number's type, a provider."""
+    from gantt.model import Provider, repeated_by, repeats
+
+    base = host_stats(vcpus_used=2, num_io_ops=1, cpu_info={"arch": "x86_64", "bits": 46}, stats={"k": "1"})
+    old = _report(base, 10.0)
+    provider = Provider(uuid="u", name="h")
+    cases = [_report(base, 20.0), _report(base, 10.0), HostReport(host="h", stats=old.stats),
+             _report({**base, "num_io_ops": 2}, 20.0),
+             HostReport(host="h", stats=HostStats(vcpus_used=2), reported_at=20.0),
+             HostReport(host="h", stats=HostStats(vcpus_used=3), reported_at=20.0),
+             _report({**base, "cpu_info": {"arch": "x86_64", "bits": 46.0}}, 20.0),
+             HostReport(host="h", stats=old.stats, reported_at=20.0, provider=provider)]
+    answers = []
+    for report in cases:
+        expected = repeats(old, merge_reports(old, report))
+        assert repeated_by(old, report) is expected, report
+        answers.append(expected)
+    assert answers == [True, False, False, False, True, False, False, False]
+    # generated: reports naming a random part of the record, now and then a field moved or retyped
+    import random
+
+    rng = random.Random(5)
+    inventory = {"total": 64, "reserved": 4, "min_unit": 1, "max_unit": 16, "step_size": 1, "allocation_ratio": 2.0}
+    full = {**base, "inventories": {"VCPU": inventory, "CUSTOM_X": {**inventory, "total": 8}},
+            "metrics": [{"name": "cpu.percent", "value": 3.0}], "service": {"disabled": False}}
+    moves = {"vcpus_used": 3, "num_io_ops": 7, "cpu_info": {"arch": "x86_64", "bits": 46.0}, "stats": {"k": 1},
+             "metrics": [{"name": "cpu.percent", "value": 4.0}], "service": {"disabled": True},
+             "inventories": {"VCPU": {**inventory, "reserved": 5}}, "host_ip": "10.0.0.9"}
+    for held_inventories in (True, False):
+        held = dict(full) if held_inventories else {k: v for k, v in full.items() if k != "inventories"}
+        record = _report(held, 10.0)
+        for _ in range(400):
+            named = {k: v for k, v in full.items() if rng.random() < 0.5}
+            if "inventories" in named and rng.random() < 0.5:
+                named["inventories"] = {"CUSTOM_X": full["inventories"]["CUSTOM_X"]}  # one class of two
+            if rng.random() < 0.4:
+                field = rng.choice(list(moves))
+                named[field] = moves[field]
+            report = HostReport(host="h", stats=msgspec.convert(named, HostStats), reported_at=20.0)
+            expected = repeats(record, merge_reports(record, report))
+            assert repeated_by(record, report) is expected, named
+            answers.append(expected)
+    assert 300 < answers.count(True) < 700
+    unstamped = HostReport(host="h", stats=old.stats)
+    assert not repeated_by(unstamped, _report(base, 20.0)) and not repeats(unstamped, merge_reports(unstamped,
+                                                                                                 _report(base, 20.0)))
+
+
+@pytest.mark.parametrize("kinds", ["d", "l", "dl"])
+def test_free_form_json_is_refused_one_level_past_the_bound_however_it_is_checked(kinds: str) -> None:
+    """``check_json`` walks a value only when its encoding opens more than MAX_DEPTH containers: the answers are
+    the walk's, at the bound, past it, far past it (deeper than the encoder goes), with brackets inside strings,
+    wide and shallow, and in a value that is no JSON at all."""
+    from gantt.model import check_json
+
+    check_json("cpu_info", _nested(MAX_DEPTH, kinds))
+    for depth in (MAX_DEPTH + 1, 5000):
+        with pytest.raises(ValueError, match=f"at most {MAX_DEPTH} levels"):
+            check_json("cpu_info", _nested(depth, kinds))
+    check_json("stats", {"a": "[[[[" * 40, "b": "{" * 100})  # brackets in strings nest nothing
+    check_json("stats", {f"k{i}": [{"x": [1]}] for i in range(50)})  # 150 containers, 4 deep: walked, taken
+    with pytest.raises(ValueError, match="JSON values only"):
+        check_json("stats", {"a": object()})
+    with pytest.raises(ValueError, match=f"at most {MAX_DEPTH} levels"):
+        check_json("stats", {"a": object(), "b": _nested(MAX_DEPTH + 1, kinds)})
+    for value in ({}, [], None, 0, ""):
+        check_json("stats", value)
+    with pytest.raises(ValueError, match="bytes of JSON"):
+        check_json("stats", {"a": "x" * (128 * 1024)})

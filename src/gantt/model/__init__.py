@@ -87,6 +87,7 @@ from gantt.model.hosts import (
     check_reserved,
     merge_nodes,
     merge_reports,
+    repeated_by,
     repeats,
     same_stats,
 )
@@ -150,5 +151,6 @@ __all__ = [
     "RequestSpec", "RequestedDestination", "Selection", "ServiceInfo", "StoreUnavailable",
     "Text", "Utilization", "Without", "WriteFailure", "ZoneUsage", "aggregate_node", "check_depth", "check_json",
     "check_json_text", "check_reserved", "check_resource_class", "decode", "emptied_by", "group_node",
-    "merge_nodes", "merge_reports", "pci_pools", "prepare_types", "repeats", "same_stats", "to_builtins", "valid_name",
+    "merge_nodes", "merge_reports", "pci_pools", "prepare_types", "repeated_by", "repeats", "same_stats",
+    "to_builtins", "valid_name",
 ]

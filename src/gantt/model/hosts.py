@@ -304,13 +304,30 @@ def same_stats(a: HostStats, b: HostStats) -> bool:
     return a == b and _same_json(a.cpu_info, b.cpu_info) and _same_json(a.stats, b.stats)
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None)})  # JSON's scalars: nothing inside them to compare
+
+
 def _same_json(a: Any, b: Any) -> bool:
     """Of equal values (given), whether they have the same types throughout."""
-    if type(a) is not type(b):
+    kind = type(a)
+    if kind is not type(b):
         return False
-    if isinstance(a, dict):
+    # A loop, not a generator per container: every repeated report compares its cpu_info and stats so, and the
+    # generators were most of that. A scalar costs its type test; anything else recurses.
+    if kind is dict:
+        for key, value in a.items():
+            other = b[key]
+            leaf = type(value)
+            if leaf is not type(other) or (leaf not in _LEAVES and not _same_json(value, other)):
+                return False
+    elif kind is list:
+        for value, other in zip(a, b, strict=True):
+            leaf = type(value)
+            if leaf is not type(other) or (leaf not in _LEAVES and not _same_json(value, other)):
+                return False
+    elif isinstance(a, dict):  # a subclass, as built in Python (the library face)
         return all(_same_json(value, b[key]) for key, value in a.items())
-    if isinstance(a, list):
+    elif isinstance(a, list):
         return all(_same_json(x, y) for x, y in zip(a, b, strict=True))
     return True
 
@@ -322,6 +339,31 @@ def repeats(old: HostReport, merged: HostReport) -> bool:
     return (old.reported_at is not None and merged.reported_at is not None and merged.reported_at != old.reported_at
             and merged.provider == old.provider
             and (merged.stats is old.stats or same_stats(merged.stats, old.stats)))
+
+
+def repeated_by(old: HostReport, report: HostReport) -> bool:
+    """``repeats(old, merge_reports(old, report))``, without building the merge: a report without a provider
+    repeats the record when it names the record's stats exactly (most reports), or when each field it names holds
+    what the record holds (the merge keeps the rest). Building the merge to compare it (a HostStats validated
+    again) was most of what a changed report cost before the store's writer merges it for good."""
+    if report.provider is not None:
+        return repeats(old, merge_reports(old, report))
+    if old.reported_at is None or report.reported_at in (None, old.reported_at):
+        return False
+    new, held = report.stats, old.stats
+    if same_stats(new, held):
+        return True
+    for name in HostStats.__struct_fields__:
+        value = getattr(new, name)
+        if value is None:
+            continue  # kept as the record holds it
+        mine = getattr(held, name)
+        if name == "inventories" and held.inventories:  # merged class by class
+            if any(mine.get(rc) != inventory for rc, inventory in value.items()):
+                return False
+        elif value != mine or (name in ("cpu_info", "stats") and not _same_json(value, mine)):
+            return False
+    return True
 
 
 def _merged_stats(old: HostStats, new: HostStats) -> HostStats:

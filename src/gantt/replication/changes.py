@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from gantt.compute.state import HostTable
 from gantt.model import NodeKey, NotFound, aggregate_node, group_node
+from gantt.replication.liveness import Bodies
 from gantt.resources.catalog import Catalog
 from gantt.resources.providers import ProviderIndex
 from gantt.store.base import Change, lifted
@@ -22,6 +23,7 @@ class Held(Protocol):
 
     revision: int
     providers: ProviderIndex
+    bodies: Bodies
     catalog: Catalog
     instance_info: dict[str, list[str]]
     node_revisions: dict[NodeKey, int]
@@ -95,7 +97,13 @@ def _apply_effect(held: Held, table: HostTable, change: Change, fed: bool = Fals
         elif kind == "host" and change.host is not None:
             table.update(change.host, whole=True, observed=True)
             held.providers.put(change.host)
+            node = (change.host.host, change.host.nodename)
+            if change.digest is not None:  # the body that wrote it, taken again from its digest
+                held.bodies.keep(node, change.digest, change.host)
+            else:
+                held.bodies.forget(node)
         elif kind == "host_deleted" and change.node is not None:
+            held.bodies.forget(change.node)
             held.providers.remove(change.node)
             table.remove(change.node[0], change.node[1])
         elif kind == "record" and change.record is not None:
@@ -122,6 +130,7 @@ def _touch(held: Held, table: HostTable, changes: list[Change]) -> None:
     """Apply touch changes, in order."""
     applied = held._applied
     touches: list[tuple[NodeKey, float]] = []
+    bodies: list[bytes | None] = []
     for change in changes:
         assert change.node is not None and change.at is not None
         key = ("node", *change.node)
@@ -129,12 +138,16 @@ def _touch(held: Held, table: HostTable, changes: list[Change]) -> None:
             continue  # a later record of the node is applied already (our own write, ahead of the feed)
         applied[key] = change.revision
         touches.append((change.node, change.at))
+        bodies.append(change.digest)
     table.touch_many(touches, observed=True)
     providers = held.providers
-    for node, at in touches:
+    for (node, at), body in zip(touches, bodies, strict=True):
         view = providers.by_key.get(node)
         if view is not None:  # Placement's updated_at follows the report time as it would on a rewrite
-            providers.put(lifted(view.record, at))
+            record = lifted(view.record, at)
+            providers.put(record)
+            if body is not None:  # the repeat's body, which repeats the record still: known in every worker
+                held.bodies.keep(node, body, record)
 
 def _bump(held: Held, host: str, node: str, revision: int) -> None:
     key = (host, node)

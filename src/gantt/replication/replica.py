@@ -47,8 +47,7 @@ from gantt.model import (
     Utilization,
     check_reserved,
     decode,
-    merge_reports,
-    repeats,
+    repeated_by,
 )
 from gantt.model.activity import Activity, Overview
 from gantt.replication.audit import load_snapshot
@@ -56,7 +55,7 @@ from gantt.replication.changes import apply_locked
 from gantt.replication.claims import Claims
 from gantt.replication.driver import Runtime, drive_here, drive_on_loop
 from gantt.replication.follower import Follower
-from gantt.replication.liveness import Liveness
+from gantt.replication.liveness import Bodies, Liveness
 from gantt.replication.naming import reports_batch, write_reports
 from gantt.replication.steps import CONTENDED, OFF_LOOP, Steps, writing
 from gantt.resources.catalog import Catalog
@@ -123,6 +122,7 @@ class Replica(Follower):
         self._claims = Claims(self)
         # Placement's view of the same records: providers by uuid and name, and the custom classes and traits.
         self.providers = ProviderIndex()
+        self.bodies = Bodies()  # host report bodies known to repeat their node's record, by digest
         self.catalog = Catalog()
         self.scheduler = self._new_scheduler(self._new_table())
         # This process's last decisions and refusals (GET /v1/overview); kept across reloads, as stats are.
@@ -323,10 +323,10 @@ class Replica(Follower):
             report.reported_at = self.clock()
         return reports_batch(self, [report], self._touch_interval)  # with its merges: one node, one record
 
-    def heartbeat(self, report: HostReport, stats: HostStats | None = None) -> HostStats | None:
-        """Take ``report`` (stamped) to be written later with others if it repeats its node's record here (only the
-        time moved; with ``stats``, found to repeat those before, while the record holds that very object): the
-        record's stats; else None, taking nothing (written now). ``stop`` writes what is pending (liveness.py)."""
+    def heartbeat(self, report: HostReport, stats: HostStats | None = None,
+                  body: bytes | None = None) -> HostStats | None:
+        """Take ``report`` (stamped; ``body``: its digest, liveness.Bodies) to be written later with others if it
+        repeats its node's record (only its time moved; or ``stats``, still held): the record's stats; else None."""
         if self.store.last_write_error is not None:
             return None  # a store that failed to write (or lost its file): written now, refused if it must be
         key = (report.host, report.nodename)
@@ -341,11 +341,11 @@ class Replica(Follower):
         if stats is not None:  # as repeats() would find: the same merge into the same record, at another time
             if old.stats is not stats or old.reported_at in (None, report.reported_at) or report.provider:
                 return None
-        elif not repeats(old, merge_reports(old, report)):
+        elif not repeated_by(old, report):
             self._liveness.drop(key)
             return None
         assert old.reported_at is not None  # repeats() holds
-        self._liveness.take(report, RepeatOf(key[0], key[1], revision, old.reported_at), old.stats)
+        self._liveness.take(report, RepeatOf(key[0], key[1], revision, old.reported_at, body), old.stats)
         return old.stats
 
     def liveness_pending(self) -> int:

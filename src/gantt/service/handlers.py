@@ -103,12 +103,14 @@ async def report(request: Request) -> Response:
         return json_response(Written(revision=svc.replica.revision))
     body = decoded(raw, ReportIn)
     host_report = HostReport.of(list(body.name) if isinstance(body.name, tuple) else body.name, body.stats)
-    batch = svc.replica.report_batch(host_report)
-    repeated = svc.heartbeat(host_report)
+    host_report.reported_at = svc.replica.clock()
+    repeated = svc.heartbeat(host_report, body=digest)
     svc.remember(digest, host_report, repeated)
     if repeated is not None:
         # The replica holds these figures already, at the revision it answers with; only the time is written later.
         return json_response(Written(revision=svc.replica.revision))
+    batch = svc.replica.report_batch(host_report)
+    batch.body = digest  # carried by its change: every worker knows the body then (liveness.Bodies)
     return json_response(Written(revision=await svc.write(batch)))
 
 

@@ -24,7 +24,7 @@ import msgspec
 from starlette.requests import ClientDisconnect, Request
 
 from gantt.config import Config
-from gantt.model import MAX_INT64, GanttError, HostReport, HostStats, InvalidRequest, NodeKey, decode
+from gantt.model import MAX_INT64, GanttError, HostReport, HostStats, InvalidRequest, decode
 from gantt.placement.facade import Placement
 from gantt.replication.replica import (  # type: ignore[attr-defined]  # Batch: the store's, not re-exported
     LIVENESS_DELAY,
@@ -128,10 +128,6 @@ class Service:
         self._liveness_timer: asyncio.TimerHandle | None = None  # the next write of repeated reports, if due
         self._liveness_tasks: set[asyncio.Task[None]] = set()
         self._placement: Placement | None = None
-        # Host report bodies taken as repeats, by digest (``report_again``): the report, holding the record's stats
-        # it repeated; and each node's last such digest, so that a host's changed body drops its old one.
-        self._repeats: dict[bytes, HostReport] = {}
-        self._repeat_of: dict[NodeKey, bytes] = {}
 
     @property
     def replica(self) -> Replica:
@@ -191,41 +187,40 @@ class Service:
         replica = self.replica
         return await replica.perform(replica.writing(batch), self)
 
-    def heartbeat(self, report: HostReport, stats: HostStats | None = None) -> HostStats | None:
+    def heartbeat(self, report: HostReport, stats: HostStats | None = None,
+                  body: bytes | None = None) -> HostStats | None:
         """``replica.heartbeat`` (a report that repeats its node's record, taken to be written later; the record's
         stats it repeats, else None), with the write of what it took due LIVENESS_DELAY after the first: one batch,
         on a handler thread, for all the reports repeated meanwhile, where each cost a commit hand-off, a catch-up
         and an apply on the loop."""
-        repeated = self.replica.heartbeat(report, stats)
+        repeated = self.replica.heartbeat(report, stats, body)
         if repeated is not None and self._liveness_timer is None:
             self._liveness_timer = asyncio.get_running_loop().call_later(LIVENESS_DELAY, self._liveness_due)
         return repeated
 
     def report_again(self, digest: bytes) -> bool:
-        """A host report whose body is byte for byte one this worker took as a repeat (``remember``), taken again
-        as a repeat stamped now without decoding or comparing it, while its node's record still holds the very
-        stats object it repeated (any write of the record since, but a touch, replaced it). False: the caller
-        decodes it and takes the long way. Most reports of a real cloud repeat their host's last one exactly, and
-        decoding, checking and comparing one (~900 bytes, as nova-compute sends) was most of its cost here."""
-        seen = self._repeats.get(digest)
+        """A host report whose body is byte for byte one known to repeat its node's record (``replica.bodies``:
+        taken the long way here, or learned from the feed), taken again as a repeat stamped now without decoding or
+        comparing it, while its node's record still holds the very stats object it repeated (any write of the
+        record since, but a touch, replaced it). False: the caller decodes it and takes the long way. Most reports
+        of a real cloud repeat their host's last one exactly, and decoding, checking and comparing one (~900
+        bytes, as nova-compute sends) was most of its cost here."""
+        seen = self.replica.bodies.get(digest)
         if seen is None:
             return False
         again = copy.copy(seen)  # the one taken before may still wait in the liveness batch
         again.reported_at = self.replica.clock()
-        return self.heartbeat(again, seen.stats) is not None
+        return self.heartbeat(again, seen.stats, digest) is not None
 
     def remember(self, digest: bytes, report: HostReport, repeated: HostStats | None) -> None:
-        """After the long way: ``report`` (body ``digest``) repeated the record's stats ``repeated``, or was
-        written (None). One digest kept per node, the last repeat's."""
+        """After the long way: ``report`` (body ``digest``) repeated the record's stats ``repeated``, or is to be
+        written (None: the body its record was written from, if any, is forgotten; the write's change brings this
+        one back, in every worker)."""
         key = (report.host, report.nodename)
-        old = self._repeat_of.pop(key, None)
-        if old is not None:
-            del self._repeats[old]
         if repeated is not None:
-            kept = copy.copy(report)
-            kept.stats = repeated  # the record's: a decoded copy of every host's stats would be ~KBs a host more
-            self._repeats[digest] = kept
-            self._repeat_of[key] = digest
+            self.replica.bodies.keep(key, digest, report, repeated)
+        else:
+            self.replica.bodies.forget(key)
 
     def _liveness_due(self) -> None:
         task = asyncio.ensure_future(self._write_liveness())
@@ -315,7 +310,10 @@ class Service:
         if coding not in ("", "identity"):
             raise UnsupportedMediaType(f"Content-Encoding {coding!r} is not accepted: send the JSON as is",
                                        field="content-encoding")
-        kind = media.decode("latin-1").split(";", 1)[0].strip().lower() if media is not None else ""
+        if media == b"application/json":  # as every client of the hot routes sends it: nothing to parse
+            kind = "application/json"
+        else:
+            kind = media.decode("latin-1").split(";", 1)[0].strip().lower() if media is not None else ""
         if kind != "application/json" and not (kind.startswith("application/") and kind.endswith("+json")):
             raise UnsupportedMediaType(f"expected application/json, got {kind or 'no content type'}",
                                        field="content-type")

@@ -124,6 +124,7 @@ class RepeatOf(Struct, array_like=True, gc=False):
     node: str
     revision: int
     reported_at: float
+    body: bytes | None = None  # the digest of the report's body, for its touch to carry (``Change.digest``)
 
 
 class Generation(Struct, array_like=True, gc=False):
@@ -225,6 +226,8 @@ class Batch(Struct, omit_defaults=True, gc=False):
     repeat_of: list[RepeatOf] = field(default_factory=list)
     # Nodes known under two names, made one after the batch's reports (``Merge``).
     merges: list[Merge] = field(default_factory=list)
+    # The digest of the body of the batch's one report (a host's POST), carried by the change it makes.
+    body: bytes | None = None
 
 
 ChangeKind = Literal["host", "host_deleted", "aggregate", "aggregate_deleted", "allocation",
@@ -246,6 +249,9 @@ class Change(Struct, omit_defaults=True, gc=False):
     instances: InstanceInfo | None = None  # kind "instances"
     record: Record | None = None  # kind "record" / "record_deleted"
     at: float | None = None  # kind "touch": ``node`` reported at this time, and nothing else changed
+    # kinds "host" and "touch": the digest of a report body that repeats the record as this change leaves it (the
+    # report it was planned from), for every replica to take that body again without decoding it (liveness.Bodies)
+    digest: bytes | None = None
 
 
 class NodeRevision(Struct, array_like=True, gc=False):

@@ -275,18 +275,20 @@ def _plan_reports(batch: Batch, reads: Reads, out: Plan) -> None:
         # In the store's order: the last report written is the node's, whatever the clocks of the servers that
         # stamped them say (``merge_reports``).
         merged = merge_reports(old, report)
+        # The batch's one report's body repeats the record it leaves (merged with it, or repeating it).
+        body = batch.body if len(batch.reports) == 1 and not batch.merges else None
         if not written and old is not None and repeats(old, merged):
             # A host whose numbers did not move (most reports of a real cloud): its liveness is all that changed.
             # Rewriting the record and sending it through the feed would cost a full write and a full apply on
             # every replica per report; a touch keeps the time apart, and moves no usage revision because usage
             # did not change. Within touch_interval of the time already held, not even that is written: the node
             # then looks up to that much older everywhere alike, a small fraction of service_down_time.
-            _plan_touch(batch, out, key, old.reported_at, merged.reported_at)
+            _plan_touch(batch, out, key, old.reported_at, merged.reported_at, body)
             continue
         out.touches.pop(key, None)
         out.hosts[key] = merged
         out.bumped[key] = None
-        out.changes.append(Change(revision=0, kind="host", host=merged))
+        out.changes.append(Change(revision=0, kind="host", host=merged, digest=body))
         if old is not None and merged.stats is not old.stats and providers.capacity_lowered(old, merged):
             out.reshaped.add(key)
 
@@ -381,6 +383,7 @@ def _plan_repeat(batch: Batch, reads: Reads, out: Plan, key: NodeKey, seen: Repe
     node's liveness only, so that a newer report is never rolled back. Where it was the older one (the replica's
     view was behind by the feed's delay when it came), the host's next report, compared with a view caught up
     by then, is written in full."""
+    body = seen.body
     if held is not None and seen.revision > 0 and held[0] == seen.revision:
         touched_at = held[1]
         held_at: float | None = seen.reported_at if touched_at is None else touched_at
@@ -389,12 +392,15 @@ def _plan_repeat(batch: Batch, reads: Reads, out: Plan, key: NodeKey, seen: Repe
         if old is None:
             return  # deleted after the report arrived, as if the report had been written at once, before
         held_at = old.reported_at
+        body = None  # the record may hold other figures than the body's now
     if report.reported_at is not None:
-        _plan_touch(batch, out, key, held_at, report.reported_at)
+        _plan_touch(batch, out, key, held_at, report.reported_at, body)
 
 
-def _plan_touch(batch: Batch, out: Plan, key: NodeKey, held_at: float | None, at: float | None) -> None:
-    """A report of ``key`` stamped ``at`` that repeats the record the store holds, its time ``held_at``.
+def _plan_touch(batch: Batch, out: Plan, key: NodeKey, held_at: float | None, at: float | None,
+                body: bytes | None = None) -> None:
+    """A report of ``key`` stamped ``at`` that repeats the record the store holds, its time ``held_at``; ``body``:
+    the digest of that report's body, when known.
 
     Quiet (nothing written) only within ``touch_interval`` after the time held: a report stamped earlier than
     that comes through a server whose clock is behind the one that wrote it (or stepped back), and is written, so
@@ -404,7 +410,7 @@ def _plan_touch(batch: Batch, out: Plan, key: NodeKey, held_at: float | None, at
         out.quiet += 1
     else:
         out.touches[key] = at
-        out.changes.append(Change(revision=0, kind="touch", node=key, at=at))
+        out.changes.append(Change(revision=0, kind="touch", node=key, at=at, digest=body))
 
 
 def _plan_host_deletions(batch: Batch, reads: Reads, out: Plan) -> None:
