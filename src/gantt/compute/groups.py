@@ -1,17 +1,19 @@
 """Request groups on a node's provider tree: Nova's ``requested_resources`` (a Cyborg device profile's groups, a QoS
 port's) as Placement's allocation candidates place them, decided and claimed by Gantt in one commit.
 
-Each group takes all its resources from ONE provider below the chosen node (a child provider of its tree: the
-FPGA, the NIC's bandwidth provider), which carries the group's required traits, none of its forbidden ones and is
-in an aggregate of every ``member_of`` entry. ``group_policy=isolate`` puts every group on a provider of its own;
+Each group takes all its resources from ONE provider of the chosen node's tree (the node's own provider, or a
+child provider: the FPGA, the NIC's bandwidth provider, a physical GPU's vGPUs), which carries the group's required
+traits, none of its forbidden ones and is in an aggregate of every ``member_of`` entry. The flavor's numbered groups
+(``resources1:VGPU=1``, ``trait1:…``) are groups too. ``group_policy=isolate`` puts every group on a provider of its own;
 ``same_subtree`` keeps the providers of the groups it names in one subtree. Groups that share a provider must fit
 there together (their sum within capacity and ``max_unit``), as Placement's combination step checks.
 
 Three uses: ``RequestGroupsFilter`` keeps the nodes whose tree can take every group now (a vectorized reduction per
 group, then the exact assignment only when several groups could compete); the claim takes the first assignment
 (``assign``) and holds its parts on the child providers in the node's commit; an alternate's Selection shows the
-assignment a claim there would take now. A group is never satisfied by the node's own (root) provider: what the
-flavor asks is there, and Nova's outside groups ask for what lives on child providers.
+assignment a claim there would take now. A group the node's own (root) provider takes is added to what the
+claim holds on the node (and must fit there beside the flavor's own classes), as Placement sums the groups that
+share a provider.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Group:
     forbidden_aggregates: frozenset[str]
     in_tree: str | None
     unnumbered: bool = False  # a class of the flavor's own group its node lacks (``spill``): exempt from isolate
+    flavor: bool = False  # one of the flavor's numbered groups (``resources1:…``): its id is the suffix
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,21 +122,29 @@ def _where(table: HostTable, group: Group) -> np.ndarray:
     return ok
 
 
-def candidates(table: HostTable, groups: Groups) -> np.ndarray:
-    """Per row: a root whose tree can take every group now."""
+def candidates(table: HostTable, groups: Groups, base: dict[str, int] | None = None) -> np.ndarray:
+    """Per row: a root whose tree can take every group now (``base``: what the node's own provider gives the
+    unnumbered group, which a group taken there must fit beside)."""
     n = table.n
     tree = trees(table)
+    roots = table.roots()
+    is_root = np.ones(n, dtype=np.bool_) if roots is None else roots[:n]
+    root_of = tree.root_of[:n]
+    anchor = np.where(root_of >= 0, root_of, np.arange(n))  # a root is its own tree's anchor
     out = np.ones(n, dtype=np.bool_)
+    on_root = False  # a group a root may take beside the flavor's classes there: the sums are checked exactly
     for group in groups.groups:
-        served = _where(table, group) & (tree.root_of[:n] >= 0)
+        served = _where(table, group) & ((root_of >= 0) | is_root)
         if group.in_tree is not None:
             served &= _in_tree(table, tree, group.in_tree)
+        if base and (served & is_root).any() and any(rc in base for rc, _ in group.resources):
+            on_root = True
         has = np.zeros(n, dtype=np.bool_)
-        has[tree.root_of[:n][served]] = True
+        has[anchor[served]] = True
         out &= has
-    if groups.exact_needed or groups.same_subtree:
+    if groups.exact_needed or groups.same_subtree or on_root:
         for row in np.flatnonzero(out).tolist():
-            out[row] = assign(table, row, groups) is not None
+            out[row] = assign(table, row, groups, base) is not None
     return out
 
 
@@ -146,6 +157,7 @@ def _in_tree(table: HostTable, tree: Trees, uuid: str) -> np.ndarray:
         return np.zeros(n, dtype=np.bool_)
     root = int(tree.root_of[row]) if tree.root_of[row] >= 0 else row
     in_tree: np.ndarray = tree.root_of[:n] == root
+    in_tree[root] = True  # the root itself
     return in_tree
 
 
@@ -155,28 +167,33 @@ def _in_tree(table: HostTable, tree: Trees, uuid: str) -> np.ndarray:
 @dataclass(frozen=True, slots=True)
 class Assignment:
     """Where each group lands: ``rows[i]`` is group i's provider row; ``parts`` what the claim holds on each
-    provider (the groups on it summed), ``mappings`` each group's provider uuid (Placement's answer shape)."""
+    child provider (the groups on it summed), ``on_node`` what the groups the node's own provider takes add to the
+    node's part, ``mappings`` each group's provider uuid (Placement's answer shape), ``providers`` the parts by
+    child provider uuid."""
 
     rows: tuple[int, ...]
     parts: list[AllocationPart]
     mappings: dict[str, list[str]]
     providers: dict[str, dict[str, int]]
+    on_node: dict[str, int]
 
 
-def assign(table: HostTable, row: int, groups: Groups) -> Assignment | None:
-    """The first way (providers in row order) node ``row``'s tree takes every group now, or None. Call under the
-    table lock when the answer is claimed."""
+def assign(table: HostTable, row: int, groups: Groups, base: dict[str, int] | None = None) -> Assignment | None:
+    """The first way (providers in row order, the node's own first) node ``row``'s tree takes every group now, or
+    None; ``base``: what the node's own provider gives the unnumbered group already. Call under the table lock
+    when the answer is claimed."""
     tree = trees(table)
-    kids = tree.children.get(row, [])
+    providers = [row, *tree.children.get(row, [])]
     options: list[list[int]] = []
     for group in groups.groups:
-        mine = [k for k in kids if _serves(table, tree, k, group)]
+        mine = [k for k in providers if _serves(table, tree, k, group)]
         if not mine:
             return None
         options.append(mine)
-    for rows in _choices(table, groups, options, [], {}):
+    taken = {row: dict(base)} if base else {}
+    for rows in _choices(table, groups, options, [], taken):
         if _subtrees_hold(tree, groups, rows):
-            return _assignment(table, groups, tuple(rows))
+            return _assignment(table, groups, tuple(rows), row)
     return None
 
 
@@ -193,8 +210,9 @@ def _serves(table: HostTable, tree: Trees, row: int, group: Group) -> bool:
             return False
     if group.in_tree is not None:
         uuids = table.node_uuids
-        tree_root = int(tree.root_of[row])
-        if uuids[tree_root] != group.in_tree and not any(uuids[k] == group.in_tree for k in tree.children[tree_root]):
+        tree_root = int(tree.root_of[row]) if tree.root_of[row] >= 0 else row
+        if uuids[tree_root] != group.in_tree \
+                and not any(uuids[k] == group.in_tree for k in tree.children.get(tree_root, ())):
             return False
     return True
 
@@ -244,7 +262,7 @@ def _under(tree: Trees, row: int, top: int) -> bool:
     return True
 
 
-def _assignment(table: HostTable, groups: Groups, rows: tuple[int, ...]) -> Assignment:
+def _assignment(table: HostTable, groups: Groups, rows: tuple[int, ...], node: int) -> Assignment:
     held: dict[int, dict[str, int]] = {}
     mappings: dict[str, list[str]] = {}
     uuids = table.node_uuids
@@ -255,9 +273,10 @@ def _assignment(table: HostTable, groups: Groups, rows: tuple[int, ...]) -> Assi
         mapped = mappings.setdefault(group.id, [])  # the unnumbered classes may come from several providers
         if str(uuids[row]) not in mapped:
             mapped.append(str(uuids[row]))
+    on_node = held.pop(node, {})
     parts = [AllocationPart(host=table.host_names[r], nodename=table.node_names[r], resources=dict(res))
              for r, res in held.items()]
-    return Assignment(rows, parts, mappings, {str(uuids[r]): dict(res) for r, res in held.items()})
+    return Assignment(rows, parts, mappings, {str(uuids[r]): dict(res) for r, res in held.items()}, on_node)
 
 
 # ------------------------------------------------------------------------- the flavor's group on the tree

@@ -239,7 +239,7 @@ class RequestGroupsFilter(Filter):
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         if ctx.groups is None:
             return None
-        return groups.candidates(table, ctx.groups)
+        return groups.candidates(table, ctx.groups, ctx.resources)
 
     def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         if ctx.groups is None:
