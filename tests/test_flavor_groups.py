@@ -130,3 +130,20 @@ def test_a_group_takes_the_nodes_own_provider_when_it_holds_the_class(cloud: Any
     chosen = _boot(replica, "vm-3", {"resources1:CUSTOM_ROOTY": "1", "resources2:VGPU": "1",
                                      "group_policy": "isolate"})[0]
     assert (chosen.host, chosen.allocation["CUSTOM_ROOTY"], chosen.mappings["1"]) == ("cn1", 1, [CN1])
+
+
+def test_the_unnumbered_groups_traits_are_read_across_the_providers_giving_it_resources(cloud: Any) -> None:
+    """Placement (nested trees) checks the unnumbered group's required traits on the union of the providers giving
+    it resources, and its forbidden ones on each of them. Before: the node's own provider alone."""
+    replica, face = cloud
+    face.put_record("resource_class", "CUSTOM_MAGIC")
+    face.set_inventories(GPU1B, face.provider(GPU1B).generation,
+                         {"VGPU": Inventory(total=2, max_unit=2), "CUSTOM_MAGIC": Inventory(total=4)},
+                         reserved_may_equal_total=True)
+    magic = {"resources:CUSTOM_MAGIC": "1"}
+    chosen = _boot(replica, "vm-1", {**magic, f"trait:{TYPE_B}": "required"})[0]  # the child has it, cn1 not
+    assert (chosen.host, chosen.mappings) == ("cn1", {"": [GPU1B]})
+    with pytest.raises(NoValidHost):  # the only provider of the magic has the forbidden trait
+        _boot(replica, "vm-2", {**magic, f"trait:{TYPE_B}": "forbidden"})
+    with pytest.raises(NoValidHost):  # a root-required trait stays the node's own (request_level_params)
+        _boot(replica, "vm-3", magic, required_traits=[TYPE_B])

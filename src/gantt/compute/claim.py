@@ -161,8 +161,9 @@ class Claims:
             takes, landing = self._landing(row, ctx)
             if not takes:
                 continue
-            alternate = self.selections.at(row, _plus(resources, landing.on_node if landing else {}), self._shown_limits(ranking, ctx, row, limits),
-                                           None, weight, landing)
+            shown = _plus(resources, landing.on_node) if landing else dict(resources)
+            alternate = self.selections.at(row, shown, self._shown_limits(ranking, ctx, row, limits), None, weight,
+                                           landing)
             if table.layout != ranking.layout:
                 break
             selections.append(alternate)
@@ -210,8 +211,9 @@ class Claims:
             takes, landing = self._landing(row, ctx)
             if not takes:
                 continue
-            out.append(self.selections.at(row, _plus(resources, landing.on_node if landing else {}), self._shown_limits(ranking, ctx, row, limits),
-                                          None, weight, landing))
+            shown = _plus(resources, landing.on_node) if landing else dict(resources)
+            out.append(self.selections.at(row, shown, self._shown_limits(ranking, ctx, row, limits), None, weight,
+                                          landing))
             if len(out) >= wanted:
                 break
         return out

@@ -4,9 +4,9 @@ port's) as Placement's allocation candidates place them, decided and claimed by 
 Each group takes all its resources from ONE provider of the chosen node's tree (the node's own provider, or a
 child provider: the FPGA, the NIC's bandwidth provider, a physical GPU's vGPUs), which carries the group's required
 traits, none of its forbidden ones and is in an aggregate of every ``member_of`` entry. The flavor's numbered groups
-(``resources1:VGPU=1``, ``trait1:…``) are groups too. ``group_policy=isolate`` puts every group on a provider of its own;
-``same_subtree`` keeps the providers of the groups it names in one subtree. Groups that share a provider must fit
-there together (their sum within capacity and ``max_unit``), as Placement's combination step checks.
+(``resources1:VGPU=1``, ``trait1:…``) are groups too. ``group_policy=isolate`` puts every group on a provider of
+its own; ``same_subtree`` keeps the providers of the groups it names in one subtree. Groups that share a provider
+must fit there together (their sum within capacity and ``max_unit``), as Placement's combination step checks.
 
 Three uses: ``RequestGroupsFilter`` keeps the nodes whose tree can take every group now (a vectorized reduction per
 group, then the exact assignment only when several groups could compete); the claim takes the first assignment
@@ -47,11 +47,14 @@ class Groups:
     groups: tuple[Group, ...]
     isolate: bool
     same_subtree: tuple[frozenset[str], ...]
+    # the unnumbered group's required traits when some of its classes are on children (``spill``): held by the
+    # node's provider and the children that give it resources together, as Placement checks them
+    unnumbered_required: frozenset[str] = frozenset()
 
     @property
     def exact_needed(self) -> bool:
         """Whether a tree that has a provider for each group alone may still fail them together."""
-        return len(self.groups) > 1
+        return len(self.groups) > 1 or bool(self.unnumbered_required)
 
 
 # ------------------------------------------------------------------------------------------------ the trees
@@ -192,9 +195,21 @@ def assign(table: HostTable, row: int, groups: Groups, base: dict[str, int] | No
         options.append(mine)
     taken = {row: dict(base)} if base else {}
     for rows in _choices(table, groups, options, [], taken):
-        if _subtrees_hold(tree, groups, rows):
+        if _subtrees_hold(tree, groups, rows) and _unnumbered_traits_hold(table, groups, rows, row, bool(base)):
             return _assignment(table, groups, tuple(rows), row)
     return None
+
+
+def _unnumbered_traits_hold(table: HostTable, groups: Groups, rows: Sequence[int], node: int, on_node: bool) -> bool:
+    """Placement's rule for the unnumbered group spread over a tree: its required traits among the traits of the
+    providers that give it resources (the node's, when it gives any, and the children its classes landed on)."""
+    if not groups.unnumbered_required:
+        return True
+    held = set(table.node_traits(node)) if on_node else set()
+    for group, row in zip(groups.groups, rows, strict=True):
+        if group.unnumbered:
+            held |= table.node_traits(row)
+    return groups.unnumbered_required <= held
 
 
 def _serves(table: HostTable, tree: Trees, row: int, group: Group) -> bool:
@@ -285,13 +300,17 @@ def _assignment(table: HostTable, groups: Groups, rows: tuple[int, ...], node: i
 UNNUMBERED = ""  # Placement's name of the request's unsuffixed group in an allocation request's mappings
 
 
-def spill(table: HostTable, resources: dict[str, int], request: Groups | None
+def spill(table: HostTable, resources: dict[str, int], request: Groups | None,
+          required: frozenset[str] = frozenset(), forbidden: frozenset[str] = frozenset()
           ) -> tuple[dict[str, int], Groups | None]:
     """The flavor's (unnumbered) classes that no root provider has an inventory of but a child provider does
     (``resources:CUSTOM_MAGIC=1`` with the magic on a child of the node), moved out of the node's own resources
     into groups of their own: Placement takes each class of the unnumbered group whole from any ONE provider of
     the tree, so each such class becomes a one-class group on a child. A class some root has stays the root's
-    (Gantt does not mix: a tree holding it on both is read at its root)."""
+    (Gantt does not mix: a tree holding it on both is read at its root). ``required`` / ``forbidden``: the
+    unnumbered group's traits (the flavor's and image's ``trait:``), which Placement then reads across the providers
+    giving the group resources: a child taking a class must have none of the forbidden ones, and the required ones
+    must be among theirs and the node's together (the caller stops asking them of the node alone)."""
     roots = table.roots()
     if roots is None or not resources:
         return resources, request
@@ -305,10 +324,10 @@ def spill(table: HostTable, resources: dict[str, int], request: Groups | None
         if has is None or amount <= 0 or (has & roots[:n]).any() or not (has & child).any():
             kept[rc] = amount
             continue
-        moved.append(Group(UNNUMBERED, ((rc, amount),), frozenset(), frozenset(), (), frozenset(), None,
+        moved.append(Group(UNNUMBERED, ((rc, amount),), frozenset(), forbidden, (), frozenset(), None,
                            unnumbered=True))
     if not moved:
         return resources, request
     if request is None:
-        return kept, Groups(tuple(moved), False, ())
-    return kept, Groups((*request.groups, *moved), request.isolate, request.same_subtree)
+        return kept, Groups(tuple(moved), False, (), required)
+    return kept, Groups((*request.groups, *moved), request.isolate, request.same_subtree, required)

@@ -115,6 +115,19 @@ def traits_from_spec(spec: RequestSpec,
     return frozenset(required), frozenset(forbidden)
 
 
+def unnumbered_traits(spec: RequestSpec) -> tuple[frozenset[str], frozenset[str]]:
+    """The unnumbered group's own traits, (required, forbidden): the flavor's and the image's ``trait:T``, which
+    Nova asks Placement of the group's providers (unlike ``required_traits``, the root's: ``root_required``).
+    Checked by ``traits_from_spec``."""
+    required: set[str] = set()
+    forbidden: set[str] = set()
+    for props in (spec.flavor.extra_specs if spec.flavor else {}, spec.image.properties if spec.image else {}):
+        for key, value in props.items():
+            if key.startswith("trait:"):
+                (required if value == "required" else forbidden).add(key[len("trait:"):])
+    return frozenset(required), frozenset(forbidden)
+
+
 _CUSTOM_TRAIT = re.compile(r"CUSTOM_[A-Z0-9_]+")
 # Nova's ResourceRequest.XS_KEYPAT: resources[SUFFIX]:CLASS and trait[SUFFIX]:TRAIT
 _EXTRA_SPEC = re.compile(r"^(resources|trait)([a-zA-Z0-9_-]{1,64})?:(.*)$")
