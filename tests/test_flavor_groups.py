@@ -147,3 +147,31 @@ def test_the_unnumbered_groups_traits_are_read_across_the_providers_giving_it_re
         _boot(replica, "vm-2", {**magic, f"trait:{TYPE_B}": "forbidden"})
     with pytest.raises(NoValidHost):  # a root-required trait stays the node's own (request_level_params)
         _boot(replica, "vm-3", magic, required_traits=[TYPE_B])
+
+
+@pytest.mark.parametrize("extra_specs", [
+    {"resources1:VGPU": "1"},
+    {"resources1:VGPU": "1", "resources2:VGPU": "1", "group_policy": "isolate"},
+    {"resources1:VGPU": "1", "resources2:VGPU": "1", "group_policy": "none"},
+    {"resources1:VGPU": "2", f"trait1:{TYPE_B}": "required"},
+    {"resources:CUSTOM_MAGIC": "1", "resources1:VGPU": "1"},
+])
+def test_capacity_counts_the_groups_as_claims_take_them(cloud: Any, extra_specs: dict[str, str]) -> None:
+    """The capacity question counts what claiming one by one reaches (before: refused, RequestGroupsFilter)."""
+    replica, face = cloud
+    face.put_record("resource_class", "CUSTOM_MAGIC")
+    face.set_inventories(GPU1B, face.provider(GPU1B).generation,
+                         {"VGPU": Inventory(total=2, max_unit=2), "CUSTOM_MAGIC": Inventory(total=3)},
+                         reserved_may_equal_total=True)
+    flavor = {"vcpus": 1, "memory_mb": 512, "root_gb": 1, "extra_specs": extra_specs}
+    answer = replica.capacity({"requests": [{"flavor": flavor}]})
+    [counted] = answer.requests
+    booked: dict[str, int] = {}
+    for i in range(20):
+        try:
+            host = _boot(replica, f"vm-{i}", extra_specs)[0].host
+        except NoValidHost:
+            break
+        booked[host] = booked.get(host, 0) + 1
+    assert counted.instances == sum(booked.values()) > 0
+    assert {r.host: r.instances for r in counted.top} == booked

@@ -170,6 +170,10 @@ class Engine:
         ctx = self._dry_context(spec)
         return self.ranker.explain(ctx, self.ranker.rank(ctx))
 
+    def context(self, spec: RequestSpec) -> RequestContext:
+        """The request read against this table, as a decision reads it (``gantt.compute.capacity`` asks too)."""
+        return self._context(spec)
+
     def _context(self, spec: RequestSpec) -> RequestContext:
         """The request read against this table: the flavor's classes only child providers hold go to them."""
         ctx = RequestContext.build(spec, self.config, self.table.clock())

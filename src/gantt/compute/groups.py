@@ -181,19 +181,24 @@ class Assignment:
     on_node: dict[str, int]
 
 
-def assign(table: HostTable, row: int, groups: Groups, base: dict[str, int] | None = None) -> Assignment | None:
+def assign(table: HostTable, row: int, groups: Groups, base: dict[str, int] | None = None,
+           used: dict[int, dict[str, int]] | None = None) -> Assignment | None:
     """The first way (providers in row order, the node's own first) node ``row``'s tree takes every group now, or
-    None; ``base``: what the node's own provider gives the unnumbered group already. Call under the table lock
-    when the answer is claimed."""
+    None; ``base``: what the node's own provider gives the unnumbered group already; ``used``: what earlier
+    instances counted but not claimed take, by row (``headroom``). Call under the table lock when the answer is
+    claimed."""
     tree = trees(table)
     providers = [row, *tree.children.get(row, [])]
+    used = used or {}
     options: list[list[int]] = []
     for group in groups.groups:
-        mine = [k for k in providers if _serves(table, tree, k, group)]
+        mine = [k for k in providers if _serves(table, tree, k, group, used.get(k))]
         if not mine:
             return None
         options.append(mine)
-    taken = {row: dict(base)} if base else {}
+    taken = {r: dict(amounts) for r, amounts in used.items()}
+    if base:
+        taken[row] = _sum(taken.get(row, {}), base)
     for rows in _choices(table, groups, options, [], taken):
         if _subtrees_hold(tree, groups, rows) and _unnumbered_traits_hold(table, groups, rows, row, bool(base)):
             return _assignment(table, groups, tuple(rows), row)
@@ -212,8 +217,15 @@ def _unnumbered_traits_hold(table: HostTable, groups: Groups, rows: Sequence[int
     return groups.unnumbered_required <= held
 
 
-def _serves(table: HostTable, tree: Trees, row: int, group: Group) -> bool:
-    if table.fits(row, dict(group.resources)) is not None:
+def _sum(amounts: dict[str, int], more: dict[str, int] | tuple[tuple[str, int], ...]) -> dict[str, int]:
+    out = dict(amounts)
+    for rc, amount in more.items() if isinstance(more, dict) else more:
+        out[rc] = out.get(rc, 0) + amount
+    return out
+
+
+def _serves(table: HostTable, tree: Trees, row: int, group: Group, used: dict[str, int] | None = None) -> bool:
+    if table.fits(row, _sum(used or {}, group.resources)) is not None:
         return False
     traits = table.node_traits(row)
     if not group.required <= traits or group.forbidden & traits:
@@ -292,6 +304,28 @@ def _assignment(table: HostTable, groups: Groups, rows: tuple[int, ...], node: i
     parts = [AllocationPart(host=table.host_names[r], nodename=table.node_names[r], resources=dict(res))
              for r, res in held.items()]
     return Assignment(rows, parts, mappings, {str(uuids[r]): dict(res) for r, res in held.items()}, on_node)
+
+
+def headroom(table: HostTable, groups: Groups, base: dict[str, int], bound: np.ndarray) -> np.ndarray:
+    """Per row, how many more instances the node's tree takes, each as a claim takes it (the first assignment on
+    what the ones before left, ``base`` on the node each time), at most ``bound`` (what the other filters let in).
+    Trees are disjoint: no node's count depends on another's, so the sum is what claiming one by one would reach."""
+    n = table.n
+    out = np.zeros(n)
+    for row in np.flatnonzero(candidates(table, groups, base) & (bound[:n] > 0)).tolist():
+        used: dict[int, dict[str, int]] = {}
+        count = 0
+        while count < bound[row]:
+            found = assign(table, row, groups, base, used)
+            if found is None:
+                break
+            count += 1
+            for group, r in zip(groups.groups, found.rows, strict=True):
+                used[r] = _sum(used.get(r, {}), group.resources)
+            if base:
+                used[row] = _sum(used.get(row, {}), base)
+        out[row] = count
+    return out
 
 
 # ------------------------------------------------------------------------- the flavor's group on the tree
