@@ -175,3 +175,19 @@ def test_capacity_counts_the_groups_as_claims_take_them(cloud: Any, extra_specs:
         booked[host] = booked.get(host, 0) + 1
     assert counted.instances == sum(booked.values()) > 0
     assert {r.host: r.instances for r in counted.top} == booked
+
+
+def test_a_group_of_traits_alone_names_a_provider_for_same_subtree(cloud: Any) -> None:
+    """Placement 1.36 takes a resourceless group when same_subtree names it (else it refuses the query): a provider
+    with its traits, the others' providers in its subtree. Before: refused whatever same_subtree said."""
+    replica, face = cloud
+    face.put_record("trait", "CUSTOM_CARD")
+    face.set_provider_traits(CN1, face.provider(CN1).generation, ["CUSTOM_CARD"])
+    card = {"id": "card", "resources": {}, "required_traits": ["CUSTOM_CARD"]}
+    vgpu = {"id": "vgpu", "resources": {"VGPU": 1}}
+    chosen = _boot(replica, "vm-1", {}, request_groups=[card, vgpu], same_subtree=[["card", "vgpu"]])[0]
+    assert chosen.host == "cn1" and chosen.mappings["card"] == [CN1] and chosen.mappings["vgpu"][0] in (GPU1A, GPU1B)
+    assert set(chosen.providers) == set(chosen.mappings["vgpu"])  # nothing held for the card's group
+    with pytest.raises(InvalidRequest) as refused:
+        _boot(replica, "vm-2", {}, request_groups=[card, vgpu])
+    assert refused.value.field == "$.request_groups[0].resources"

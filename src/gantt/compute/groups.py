@@ -294,9 +294,8 @@ def _assignment(table: HostTable, groups: Groups, rows: tuple[int, ...], node: i
     mappings: dict[str, list[str]] = {}
     uuids = table.node_uuids
     for group, row in zip(groups.groups, rows, strict=True):
-        mine = held.setdefault(row, {})
-        for rc, amount in group.resources:
-            mine[rc] = mine.get(rc, 0) + amount
+        if group.resources:  # a group of traits alone (same_subtree) names its provider and holds nothing there
+            held[row] = _sum(held.get(row, {}), group.resources)
         mapped = mappings.setdefault(group.id, [])  # the unnumbered classes may come from several providers
         if str(uuids[row]) not in mapped:
             mapped.append(str(uuids[row]))

@@ -185,7 +185,7 @@ def groups_from_spec(spec: RequestSpec, extra_specs: dict[str, str]) -> Groups |
     """The request's groups (None when it has none); InvalidRequest naming the field of a bad trait or aggregate
     reference. The policy is the request's, else the flavor's ``group_policy`` extra spec (Nova ignores any other
     value than none and isolate, with a warning)."""
-    out = flavor_groups(extra_specs)
+    out = flavor_groups(extra_specs, spec)
     if not spec.request_groups and not out:
         if spec.same_subtree:
             raise InvalidRequest("same_subtree names request groups, and there are none", field="$.same_subtree")
@@ -196,8 +196,11 @@ def groups_from_spec(spec: RequestSpec, extra_specs: dict[str, str]) -> Groups |
         if group.id in ids:
             raise InvalidRequest(f"two request groups are named {group.id!r}", field=f"{where}.id")
         ids.add(group.id)
-        if not any(group.resources.values()):  # Placement's request groups each ask for something
-            raise InvalidRequest(f"request group {group.id!r} asks for no resources", field=f"{where}.resources")
+        if not any(group.resources.values()) and not (group.required_traits or group.forbidden_traits) \
+                or not any(group.resources.values()) and not _in_subtree(spec, group.id):
+            # Placement 1.36: a group without resources only names a provider for same_subtree, by its traits
+            raise InvalidRequest(f"request group {group.id!r} asks for no resources (a group of traits alone "
+                                 "must be named in same_subtree)", field=f"{where}.resources")
         for name, traits in (("required_traits", group.required_traits),
                              ("forbidden_traits", group.forbidden_traits)):
             for trait in traits:
@@ -219,11 +222,16 @@ def groups_from_spec(spec: RequestSpec, extra_specs: dict[str, str]) -> Groups |
     return Groups(tuple(out), policy == "isolate", tuple(frozenset(s) for s in spec.same_subtree or ()))
 
 
-def flavor_groups(extra_specs: dict[str, str]) -> list[Group]:
+def _in_subtree(spec: RequestSpec | None, gid: str) -> bool:
+    return spec is not None and any(gid in subtree for subtree in spec.same_subtree or ())
+
+
+def flavor_groups(extra_specs: dict[str, str], spec: RequestSpec | None = None) -> list[Group]:
     """The flavor's numbered groups (``resources1:VGPU=1``, ``trait1:CUSTOM_X=required``, any suffix Nova's
     ``XS_KEYPAT`` takes), each taken whole from one provider of the node's tree, as Placement takes them; the
     group's id is its suffix (Placement's name in ``mappings``). Its amounts were checked by
-    ``resources_from_spec``; a group whose amounts are all 0 asks nothing (Nova strips it)."""
+    ``resources_from_spec``; a group whose amounts are all 0 asks nothing (Nova strips it). A group of traits
+    alone names a provider only for ``spec``'s same_subtree (as Placement 1.36 takes it)."""
     found: dict[str, tuple[dict[str, int], set[str], set[str]]] = {}
     for key, value in extra_specs.items():
         matched = _EXTRA_SPEC.match(key)
@@ -252,9 +260,10 @@ def flavor_groups(extra_specs: dict[str, str]) -> list[Group]:
         if required & forbidden:
             raise InvalidRequest(f"trait {sorted(required & forbidden)[0]} is both required and forbidden",
                                  field=f"$.flavor.extra_specs.trait{suffix}")
-        if not asked:  # Placement 1.36 refuses a resourceless group outside same_subtree: Nova finds no host
-            raise InvalidRequest(f"the flavor's group {suffix!r} asks for traits and no resources",
-                                 field=f"$.flavor.extra_specs.trait{suffix}")
+        if not asked and not _in_subtree(spec, suffix):
+            # Placement 1.36 refuses a resourceless group outside same_subtree: Nova finds no host
+            raise InvalidRequest(f"the flavor's group {suffix!r} asks for traits and no resources, and no "
+                                 "same_subtree names it", field=f"$.flavor.extra_specs.trait{suffix}")
         out.append(Group(suffix, asked, frozenset(required), frozenset(forbidden), (), frozenset(), None,
                          flavor=True))
     return out
