@@ -196,8 +196,8 @@ def groups_from_spec(spec: RequestSpec, extra_specs: dict[str, str]) -> Groups |
         if group.id in ids:
             raise InvalidRequest(f"two request groups are named {group.id!r}", field=f"{where}.id")
         ids.add(group.id)
-        if not any(group.resources.values()) and not (group.required_traits or group.forbidden_traits) \
-                or not any(group.resources.values()) and not _in_subtree(spec, group.id):
+        if not any(group.resources.values()) and (not (group.required_traits or group.forbidden_traits)
+                                                  or not _in_subtree(spec, group.id)):
             # Placement 1.36: a group without resources only names a provider for same_subtree, by its traits
             raise InvalidRequest(f"request group {group.id!r} asks for no resources (a group of traits alone "
                                  "must be named in same_subtree)", field=f"{where}.resources")
