@@ -118,6 +118,13 @@ def make_flavor(rng: random.Random, world: list[Provider]) -> dict[str, Any]:
             extra[f"resources{suffix}:{rc}"] = str(n)
         for trait in rng.sample(TRAITS, rng.choice([0, 0, 0, 1, 2])):
             extra[f"trait{suffix}:{trait}"] = rng.choice(["required", "required", "forbidden"])
+    same_subtree = sorted(rng.sample(suffixes, 2)) if len(suffixes) > 1 and rng.random() < 0.35 else None
+    if same_subtree and rng.random() < 0.3:  # a group of traits alone: named by same_subtree (Placement 1.36)
+        bare = same_subtree[0]
+        for rc in groups.pop(bare):
+            del extra[f"resources{bare}:{rc}"]
+        if not any(k.startswith(f"trait{bare}:") for k in extra):
+            extra[f"trait{bare}:{rng.choice(TRAITS)}"] = "required"
     flavor = {"vcpus": rng.randint(1, 2), "memory_mb": rng.choice([256, 512]), "root_gb": rng.randint(0, 2)}
     named = {rc for g in groups.values() for rc in g}
     unnumbered = {rc: n for rc, n in (("VCPU", flavor["vcpus"]), ("MEMORY_MB", flavor["memory_mb"]),
@@ -129,15 +136,15 @@ def make_flavor(rng: random.Random, world: list[Provider]) -> dict[str, Any]:
     for trait in rng.sample(TRAITS, rng.choice([0, 0, 1])):
         root_traits[trait] = rng.choice(["required", "forbidden"])
         extra[f"trait:{trait}"] = root_traits[trait]
-    if len(groups) > 1 or rng.random() < 0.5:  # Placement refuses several numbered groups without a policy
+    if len(suffixes) > 1 or rng.random() < 0.5:  # Placement refuses several numbered groups without a policy
         extra["group_policy"] = rng.choice(["none", "isolate"])
-    same_subtree = sorted(rng.sample(suffixes, 2)) if len(suffixes) > 1 and rng.random() < 0.35 else None
     params = [("resources", ",".join(f"{rc}:{n}" for rc, n in sorted(unnumbered.items())))]
     if root_traits:
         params.append(("required", ",".join(("!" if v == "forbidden" else "") + t
                                              for t, v in sorted(root_traits.items()))))
-    for suffix, asked in groups.items():
-        params.append((f"resources{suffix}", ",".join(f"{rc}:{n}" for rc, n in sorted(asked.items()))))
+    for suffix in suffixes:
+        if suffix in groups:
+            params.append((f"resources{suffix}", ",".join(f"{rc}:{n}" for rc, n in sorted(groups[suffix].items()))))
         traits = [("!" if extra[k] == "forbidden" else "") + k.partition(":")[2]
                   for k in sorted(extra) if k.startswith(f"trait{suffix}:")]
         if traits:
