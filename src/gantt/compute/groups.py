@@ -311,7 +311,10 @@ def headroom(table: HostTable, groups: Groups, base: dict[str, int], bound: np.n
     Trees are disjoint: no node's count depends on another's, so the sum is what claiming one by one would reach."""
     n = table.n
     out = np.zeros(n)
-    for row in np.flatnonzero(candidates(table, groups, base) & (bound[:n] > 0)).tolist():
+    ok = candidates(table, groups, base) & (bound[:n] > 0)
+    if not base and not any(group.resources for group in groups.groups):  # nothing consumed: no count but bound's
+        return np.where(ok, bound[:n], 0.0)
+    for row in np.flatnonzero(ok).tolist():
         used: dict[int, dict[str, int]] = {}
         count = 0
         while count < bound[row]:
