@@ -44,8 +44,8 @@ from tests.placement.real_placement import RealPlacement
 from tests.placement.test_candidates_parity import Consumer, Provider, allocate, canonical, clear_world, write_world
 
 SEED = int(os.environ.get("GANTT_PARITY_SEED", "20261128"))
-WORLDS = int(os.environ.get("GANTT_PARITY_WORLDS", "60"))
-FLAVORS = 8
+WORLDS = int(os.environ.get("GANTT_PARITY_WORLDS", "24"))
+FLAVORS = 16
 GROUP_CLASSES = ["VGPU", "SRIOV_NET_VF", "CUSTOM_X"]
 CHILD_ONLY = "CUSTOM_MAGIC"  # only child providers hold it: the unnumbered group takes it from one of them
 TRAITS = ["CUSTOM_T1", "CUSTOM_T2", "CUSTOM_T3"]
