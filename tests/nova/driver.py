@@ -108,7 +108,7 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
     try:
         ctx = RequestContext.build(gantt_spec, Config(), 0.0)
     except InvalidRequest as exc:  # what Placement 1.36 refuses (Nova finds no host): the test checks which
-        return {"refused": exc.field, "message": str(exc)}
+        return {"refused": exc.field, "message": str(exc), "translated": translated}
 
     # What Nova's scheduler reads from the same object
     nova_req = scheduler_utils.ResourceRequest.from_request_spec(spec, enable_pinning_translate=True)
