@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gantt.compute.request import resources_from_spec, traits_from_spec
+from gantt.compute.request import flavor_groups, resources_from_spec, traits_from_spec
 from gantt.model import (
     Aggregate,
     HostReport,
@@ -70,10 +70,13 @@ def test_resources_from_flavor_follow_nova() -> None:
     explicit = decode({"flavor": {"vcpus": 2, "memory_mb": 1, "extra_specs": {"resources:PCPU": "2"}}},
                       RequestSpec)
     assert resources_from_spec(explicit) == {"PCPU": 2, "MEMORY_MB": 1}
-    # a granular group naming a class replaces the flavor's figure of it, as in Nova, rather than adding to it
+    # a granular group naming a class replaces the flavor's figure of it, as in Nova, rather than adding to it;
+    # the group is a group of its own (one provider of the tree), not the node's part
     granular = decode({"flavor": {"vcpus": 1, "memory_mb": 512, "extra_specs": {"resources1:MEMORY_MB": "64"}}},
                       RequestSpec)
-    assert resources_from_spec(granular) == {"VCPU": 1, "MEMORY_MB": 64}
+    assert resources_from_spec(granular) == {"VCPU": 1}
+    [group] = flavor_groups(granular.flavor.extra_specs)
+    assert (group.id, group.resources) == ("1", (("MEMORY_MB", 64),))
     extra = decode({"flavor": {"vcpus": 1}, "resources": {"CUSTOM_FPGA": 2}}, RequestSpec)
     assert resources_from_spec(extra) == {"VCPU": 1, "CUSTOM_FPGA": 2}
     only = decode({"resources": {"DISK_GB": 100}}, RequestSpec)

@@ -112,8 +112,8 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
 
     from gantt.compute.request import RequestContext
     from gantt.config import Config
-    from gantt.model import RequestSpec, decode, to_builtins
-    from gantt.nova.translate import Unsupported, request_spec
+    from gantt.model import InvalidRequest, RequestSpec, decode, to_builtins
+    from gantt.nova.translate import Unsupported, request_groups, request_spec
 
     spec = _build(case)
     try:
@@ -123,7 +123,10 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
         return {"unsupported": exc.field, "message": str(exc)}
     json.dumps(translated)  # builtins only: what the HTTP face or a store would carry
     gantt_spec = decode(translated, RequestSpec)
-    ctx = RequestContext.build(gantt_spec, Config(), 0.0)
+    try:
+        ctx = RequestContext.build(gantt_spec, Config(), 0.0)
+    except InvalidRequest as exc:  # what Placement 1.36 refuses (Nova finds no host): the test checks which
+        return {"refused": exc.field, "message": str(exc), "translated": translated}
 
     # What Nova's scheduler reads from the same object
     nova_req = scheduler_utils.ResourceRequest.from_request_spec(spec, enable_pinning_translate=True)
@@ -144,7 +147,10 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
     uuids = rpc_uuids or ([spec.instance_uuid] if count == 1 else None)
     # Nova asks Placement for the outside groups beside the flavor's (ResourceRequest._add_request_group);
     # Gantt asks for them as request groups, on the node's child providers
-    outside = [g for g in groups if g.requester_id in {r["requester_id"] for r in case.get("requested_resources", ())}]
+    # and the flavor's numbered groups as request groups too, named by their suffixes
+    numbered = set(request_groups(translated)) - {""}
+    outside = [g for g in groups if g.requester_id in {r["requester_id"] for r in case.get("requested_resources", ())}
+               or g.requester_id in numbered]
     group_required: set[str] = set()
     group_forbidden: set[str] = set()
     for g in ctx.groups.groups if ctx.groups else ():
@@ -163,9 +169,9 @@ def _spec_case(case: dict[str, Any]) -> dict[str, Any]:
             "resources": [with_groups(ctx.resources), dict(nova_req.merged_resources())],
             "request_groups": [
                 [[g.id, dict(g.resources), sorted(g.required), sorted(g.forbidden), sorted(map(sorted, g.member_of))]
-                 for g in (ctx.groups.groups if ctx.groups else ())],
+                 for g in sorted(ctx.groups.groups if ctx.groups else (), key=lambda g: g.id)],
                 [[g.requester_id, dict(g.resources), sorted(g.required_traits), sorted(g.forbidden_traits),
-                  sorted(sorted(a) for a in g.aggregates)] for g in outside]],
+                  sorted(sorted(a) for a in g.aggregates)] for g in sorted(outside, key=lambda g: g.requester_id)]],
             # the PCI requests Nova's PciPassthroughFilter hands PciDeviceStats: count, specs, NUMA policy
             "pci_requests": [[[r.count, list(r.specs), r.numa_policy] for r in ctx.pci_requests],
                              [[r.count, list(r.spec), r.numa_policy or "legacy"] for r in spec.pci_requests.requests]],

@@ -252,15 +252,32 @@ def _run() -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
 
 def test_every_generated_spec_decodes_and_reads_as_nova_reads_it() -> None:
     specs, _, result = _run()
-    translated = 0
+    translated = refused = 0
     for case, got in zip(specs, result["specs"], strict=True):
         if "expect" in case:
             continue
         assert "unsupported" not in got, (case, got)
+        if "refused" in got:  # as Placement refuses the query Nova makes of it (Nova: no valid host)
+            assert _placement_refuses(case["flavor"]["extra_specs"]), (case, got)
+            refused += 1
+            continue
         translated += 1
         for name, (gantt_reads, nova_reads) in got["pairs"].items():
             assert gantt_reads == nova_reads, (name, case, got["translated"])
-    assert translated > N_SPECS // 2
+    assert translated > N_SPECS // 2 and refused > 0, (translated, refused)
+
+
+def _placement_refuses(extra_specs: dict[str, str]) -> bool:
+    """Whether Placement 1.36 refuses the flavor's groups: several numbered groups without a group_policy, or a
+    numbered group with traits and no resources (outside same_subtree, which a flavor cannot name)."""
+    asked: dict[str, bool] = {}
+    for key, value in extra_specs.items():
+        prefix, _, _ = key.partition(":")
+        for stem in ("resources", "trait"):
+            if prefix.startswith(stem) and prefix != stem:
+                suffix = prefix[len(stem):]
+                asked[suffix] = asked.get(suffix, False) or (stem == "resources" and int(value) > 0)
+    return not all(asked.values()) or (len(asked) > 1 and "group_policy" not in extra_specs)
 
 
 def test_the_flavors_pci_requests_are_those_nova_made_at_boot_not_todays_alias() -> None:
@@ -293,7 +310,8 @@ def test_numa_guests_networks_and_dedicated_guests_fallback_are_translated() -> 
     """network_metadata reaches what Nova's NUMATopologyFilter reads, and a dedicated guest asks Nova's VCPU
     fallback query too (the pairs compared above): both must be exercised, not only absent."""
     specs, _, result = _run()
-    translated = [got for case, got in zip(specs, result["specs"], strict=True) if "expect" not in case]
+    translated = [got for case, got in zip(specs, result["specs"], strict=True)
+                  if "expect" not in case and "refused" not in got]
     assert sum(got["pairs"]["network_metadata"][0] is not None for got in translated) >= 10
     assert sum(got["pairs"]["pcpu_fallback"][0] is not None for got in translated) >= 10
 
@@ -302,7 +320,8 @@ def test_bfv_drops_the_root_disk_as_nova_does() -> None:
     specs, _, result = _run()
     seen = 0
     for case, got in zip(specs, result["specs"], strict=True):
-        if "expect" in case or not case["is_bfv"] or "resources:DISK_GB" in case["flavor"]["extra_specs"]:
+        if "expect" in case or "refused" in got or not case["is_bfv"] \
+                or "resources:DISK_GB" in case["flavor"]["extra_specs"]:
             continue
         flavor = case["flavor"]
         swap_gb = -(-flavor["swap"] // 1024)

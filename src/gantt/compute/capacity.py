@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from gantt.compute import groups
 from gantt.compute.engine import Engine
 from gantt.compute.filters.base import Filter
 from gantt.compute.request import RequestContext
@@ -71,8 +72,8 @@ def _counts(engine: Engine, spec: RequestSpec, path: str) -> np.ndarray:
                              field=f"{path}.instance_uuids")
     if spec.migration_uuid:
         raise InvalidRequest("a capacity question is not a move", field=f"{path}.migration_uuid")
-    ctx = RequestContext.build(spec, engine.config, engine.table.clock())
-    if not ctx.resources:
+    ctx = engine.context(spec)  # the flavor's classes only children hold go to them, as a decision reads them
+    if not ctx.resources and ctx.groups is None:
         raise InvalidRequest("the request asks for no resources: any number of it fits", field=f"{path}.flavor")
     ranking = engine.ranker.rank(ctx)
     ran: Iterable[Filter] = ranking.applied or [f for f in engine.ranker.filters if f.always_on]
@@ -82,6 +83,8 @@ def _counts(engine: Engine, spec: RequestSpec, path: str) -> np.ndarray:
         head = flt.headroom(engine.table, ctx)
         if head is not None:
             np.minimum(room, head[:n], out=room)
+    if ctx.groups is not None:  # last: each tree is walked at most as far as the other filters let in
+        room = np.minimum(room, groups.headroom(engine.table, ctx.groups, ctx.resources, room))
     counts = np.where(ranking.mask[:n], room, 0.0)
     counts[~np.isfinite(counts)] = 0.0  # unreachable with resources asked: ResourceFilter bounds every row
     return counts

@@ -162,8 +162,9 @@ class Claims:
             takes, landing = self._landing(row, ctx)
             if not takes:
                 continue
-            alternate = self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
-                                           None, weight, landing)
+            shown = _plus(resources, landing.on_node) if landing else dict(resources)
+            alternate = self.selections.at(row, shown, self._shown_limits(ranking, ctx, row, limits), None, weight,
+                                           landing)
             if table.layout != ranking.layout:
                 break
             selections.append(alternate)
@@ -212,8 +213,9 @@ class Claims:
             takes, landing = self._landing(row, ctx)
             if not takes:
                 continue
-            out.append(self.selections.at(row, dict(resources), self._shown_limits(ranking, ctx, row, limits),
-                                          None, weight, landing))
+            shown = _plus(resources, landing.on_node) if landing else dict(resources)
+            out.append(self.selections.at(row, shown, self._shown_limits(ranking, ctx, row, limits), None, weight,
+                                          landing))
             if len(out) >= wanted:
                 break
         return out
@@ -237,10 +239,11 @@ class Claims:
             # the groups' providers chosen and claimed in one hold (gantt.compute.groups); the claim locks anyway
             with table.lock if ctx.groups is not None else nullcontext():
                 if ctx.groups is not None:
-                    landing = groups.assign(table, row, ctx.groups)
+                    landing = groups.assign(table, row, ctx.groups, allocation.resources)
                     if landing is None:
                         raise ClaimRejected(f"{key}: its providers no longer take the request's groups")
                     allocation.extra, allocation.mappings = list(landing.parts), dict(landing.mappings)
+                    allocation.resources = _plus(allocation.resources, landing.on_node)
                 if ctx.move_source is None:
                     chosen = table.claim(key, allocation, limits=limits or None, pci=ctx.pci_requests,
                                          pci_parts=self._pci_parts(ctx))
@@ -265,7 +268,7 @@ class Claims:
         """Whether node ``row`` takes the request's groups now, and where they would land (None: it has none)."""
         if ctx.groups is None:
             return True, None
-        found = groups.assign(self.table, row, ctx.groups)
+        found = groups.assign(self.table, row, ctx.groups, resources_at(self.table, ctx, row, None))
         return found is not None, found
 
     def _pci_parts(self, ctx: RequestContext) -> bool:
@@ -329,6 +332,14 @@ def resources_at(table: HostTable, ctx: RequestContext, row: int, limits: dict[s
             and table.fits(row, ctx.resources, limits or None) is None:
         return ctx.resources
     return fallback.resources
+
+
+def _plus(resources: dict[str, int], more: dict[str, int]) -> dict[str, int]:
+    """``resources`` with ``more`` added (the groups the node's own provider takes, beside the flavor's classes)."""
+    out = dict(resources)
+    for rc, amount in more.items():
+        out[rc] = out.get(rc, 0) + amount
+    return out
 
 
 def _tie_history(ctx: RequestContext, ranking: Ranking) -> tuple[TieHistory | None, TieStep | None]:

@@ -32,7 +32,7 @@ from gantt.compute.commit import Attempts, ClaimConflict, CommitHook, CommitStep
 from gantt.compute.context_memo import ContextMemo
 from gantt.compute.order import PickOrder
 from gantt.compute.ranking import Ranker
-from gantt.compute.request import RequestContext
+from gantt.compute.request import RequestContext, unnumbered_traits
 from gantt.compute.selections import Selections
 from gantt.compute.state.table import HostTable
 from gantt.compute.stats import EngineStats
@@ -172,11 +172,21 @@ class Engine:
         ctx = self._dry_context(spec)
         return self.ranker.explain(ctx, self.ranker.rank(ctx))
 
+    def context(self, spec: RequestSpec) -> RequestContext:
+        """The request read against this table, as a decision reads it (``gantt.compute.capacity`` asks too)."""
+        return self._context(spec)
+
     def _context(self, spec: RequestSpec) -> RequestContext:
         """The request read against this table: the flavor's classes only child providers hold go to them."""
         ctx = self.contexts.build(spec, self.config, self.table.clock())
         if not ctx.rebuild:  # a rebuild claims nothing
-            ctx.resources, ctx.groups = groups.spill(self.table, ctx.resources, ctx.groups)
+            required, forbidden = unnumbered_traits(ctx.spec)
+            ctx.resources, ctx.groups = groups.spill(self.table, ctx.resources, ctx.groups,
+                                                     required - frozenset(ctx.spec.required_traits or ()),
+                                                     forbidden)
+            if ctx.groups is not None and ctx.groups.unnumbered_required:
+                # read across the node and the children its classes land on (groups.spill), not the node alone
+                ctx.required_traits -= ctx.groups.unnumbered_required
         return ctx
 
     def _dry_context(self, spec: RequestSpec) -> RequestContext:

@@ -37,13 +37,14 @@ def resources_from_spec(spec: RequestSpec, guest: GuestTopology | None = _DERIVE
         specs = flavor.extra_specs
         if guest is not None and guest.resources:
             resources.update(guest.resources)
+        named: set[str] = set()  # every class some group names, the numbered ones' included (Nova's merge)
         for key, value in specs.items():
-            if not key.startswith("resources"):
+            # resources:RC=N, and the numbered groups' resources1:RC=N, which are taken as groups of their own
+            # (``groups_from_spec``) and only hide the flavor's own figures here
+            matched = _EXTRA_SPEC.match(key)
+            if matched is None or matched[1] != "resources" or not matched[3]:
                 continue
-            # resources:RC=N and granular resources1:RC=N; granular groups are merged onto the one node.
-            prefix, _, rc = key.partition(":")
-            if not rc or not (prefix == "resources" or prefix[len("resources"):].lstrip("_").isalnum()):
-                continue
+            prefix, rc = key.partition(":")[0], matched[3]
             try:
                 check_resource_class(rc, f"flavor.extra_specs.{key}")
                 amount = int(value)
@@ -53,16 +54,18 @@ def resources_from_spec(spec: RequestSpec, guest: GuestTopology | None = _DERIVE
                                      field=f"$.flavor.extra_specs.{key}") from None
             if amount < 0:
                 raise InvalidRequest(f"extra spec {key} must be >= 0", field=f"$.flavor.extra_specs.{key}")
+            named.add(rc)
             if prefix == "resources":
                 resources[rc] = amount
-            else:
-                resources[rc] = resources.get(rc, 0) + amount
+        named.update(resources)
         # The flavor's own figures only for the classes no group names (Nova's from_request_spec): a flavor
         # asking resources:PCPU=N (or a dedicated policy) asks no VCPU besides, whatever its vcpus say.
-        if "VCPU" not in resources and "PCPU" not in resources:
+        if "VCPU" not in named and "PCPU" not in named:
             resources["VCPU"] = flavor.vcpus
-        resources.setdefault("MEMORY_MB", flavor.memory_mb)
-        resources.setdefault("DISK_GB", flavor.root_gb + flavor.ephemeral_gb + swap_gb)
+        if "MEMORY_MB" not in named:
+            resources["MEMORY_MB"] = flavor.memory_mb
+        if "DISK_GB" not in named:
+            resources["DISK_GB"] = flavor.root_gb + flavor.ephemeral_gb + swap_gb
     if spec.resources:
         if flavor is None:
             resources = dict(spec.resources)
@@ -92,11 +95,9 @@ def traits_from_spec(spec: RequestSpec,
         sources.append(("image.properties", spec.image.properties))
     for where, props in sources:
         for key, value in props.items():
-            if not key.startswith("trait") or ":" not in key:
+            if not key.startswith("trait:"):  # trait1:T is a numbered group's (``groups_from_spec``)
                 continue
-            prefix, _, trait = key.partition(":")
-            if prefix != "trait" and not prefix[len("trait"):].isdigit():
-                continue
+            trait = key.partition(":")[2]
             if value == "required":
                 required.add(trait)
             elif value == "forbidden":
@@ -114,7 +115,22 @@ def traits_from_spec(spec: RequestSpec,
     return frozenset(required), frozenset(forbidden)
 
 
+def unnumbered_traits(spec: RequestSpec) -> tuple[frozenset[str], frozenset[str]]:
+    """The unnumbered group's own traits, (required, forbidden): the flavor's and the image's ``trait:T``, which
+    Nova asks Placement of the group's providers (unlike ``required_traits``, the root's: ``root_required``).
+    Checked by ``traits_from_spec``."""
+    required: set[str] = set()
+    forbidden: set[str] = set()
+    for props in (spec.flavor.extra_specs if spec.flavor else {}, spec.image.properties if spec.image else {}):
+        for key, value in props.items():
+            if key.startswith("trait:"):
+                (required if value == "required" else forbidden).add(key[len("trait:"):])
+    return frozenset(required), frozenset(forbidden)
+
+
 _CUSTOM_TRAIT = re.compile(r"CUSTOM_[A-Z0-9_]+")
+# Nova's ResourceRequest.XS_KEYPAT: resources[SUFFIX]:CLASS and trait[SUFFIX]:TRAIT
+_EXTRA_SPEC = re.compile(r"^(resources|trait)([a-zA-Z0-9_-]{1,64})?:(.*)$")
 
 
 _STANDARD_TRAITS = frozenset(os_traits.get_traits())
@@ -169,19 +185,22 @@ def groups_from_spec(spec: RequestSpec, extra_specs: dict[str, str]) -> Groups |
     """The request's groups (None when it has none); InvalidRequest naming the field of a bad trait or aggregate
     reference. The policy is the request's, else the flavor's ``group_policy`` extra spec (Nova ignores any other
     value than none and isolate, with a warning)."""
-    if not spec.request_groups:
+    out = flavor_groups(extra_specs, spec)
+    if not spec.request_groups and not out:
         if spec.same_subtree:
             raise InvalidRequest("same_subtree names request groups, and there are none", field="$.same_subtree")
         return None
-    out = []
-    ids: set[str] = set()
-    for i, group in enumerate(spec.request_groups):
+    ids: set[str] = {g.id for g in out}
+    for i, group in enumerate(spec.request_groups or ()):
         where = f"$.request_groups[{i}]"
         if group.id in ids:
             raise InvalidRequest(f"two request groups are named {group.id!r}", field=f"{where}.id")
         ids.add(group.id)
-        if not any(group.resources.values()):  # Placement's request groups each ask for something
-            raise InvalidRequest(f"request group {group.id!r} asks for no resources", field=f"{where}.resources")
+        if not any(group.resources.values()) and (not (group.required_traits or group.forbidden_traits)
+                                                  or not _in_subtree(spec, group.id)):
+            # Placement 1.36: a group without resources only names a provider for same_subtree, by its traits
+            raise InvalidRequest(f"request group {group.id!r} asks for no resources (a group of traits alone "
+                                 "must be named in same_subtree)", field=f"{where}.resources")
         for name, traits in (("required_traits", group.required_traits),
                              ("forbidden_traits", group.forbidden_traits)):
             for trait in traits:
@@ -196,7 +215,58 @@ def groups_from_spec(spec: RequestSpec, extra_specs: dict[str, str]) -> Groups |
             raise InvalidRequest(f"same_subtree names no request group {sorted(unknown)[0]!r}",
                                  field=f"$.same_subtree[{i}]")
     policy = spec.group_policy or extra_specs.get("group_policy")
+    if policy not in ("none", "isolate") and sum(1 for g in out if g.flavor) > 1:
+        # Nova asks Placement without a policy, which refuses the query (400): no host
+        raise InvalidRequest("a flavor with several numbered groups needs group_policy 'none' or 'isolate' (as "
+                             "Placement does)", field="$.flavor.extra_specs.group_policy")
     return Groups(tuple(out), policy == "isolate", tuple(frozenset(s) for s in spec.same_subtree or ()))
+
+
+def _in_subtree(spec: RequestSpec | None, gid: str) -> bool:
+    return spec is not None and any(gid in subtree for subtree in spec.same_subtree or ())
+
+
+def flavor_groups(extra_specs: dict[str, str], spec: RequestSpec | None = None) -> list[Group]:
+    """The flavor's numbered groups (``resources1:VGPU=1``, ``trait1:CUSTOM_X=required``, any suffix Nova's
+    ``XS_KEYPAT`` takes), each taken whole from one provider of the node's tree, as Placement takes them; the
+    group's id is its suffix (Placement's name in ``mappings``). Its amounts were checked by
+    ``resources_from_spec``; a group whose amounts are all 0 asks nothing (Nova strips it). A group of traits
+    alone names a provider only for ``spec``'s same_subtree (as Placement 1.36 takes it)."""
+    found: dict[str, tuple[dict[str, int], set[str], set[str]]] = {}
+    for key, value in extra_specs.items():
+        matched = _EXTRA_SPEC.match(key)
+        if matched is None or not matched[2] or not matched[3]:
+            continue
+        kind, suffix, name = matched[1], matched[2], matched[3]
+        resources, required, forbidden = found.setdefault(suffix, ({}, set(), set()))
+        if kind == "resources":
+            try:
+                amount = int(value)
+            except ValueError:
+                raise InvalidRequest(f"extra spec {key} must be an integer",
+                                     field=f"$.flavor.extra_specs.{key}") from None
+            resources[name] = amount
+        elif value in ("required", "forbidden"):
+            if not valid_trait(name):
+                raise InvalidRequest(f"{name!r} is not a trait", field=f"$.flavor.extra_specs.{key}")
+            (required if value == "required" else forbidden).add(name)
+        else:
+            raise InvalidRequest(f"{key} must be 'required' or 'forbidden'", field=f"$.flavor.extra_specs.{key}")
+    out = []
+    for suffix, (resources, required, forbidden) in sorted(found.items()):
+        asked = tuple((rc, n) for rc, n in sorted(resources.items()) if n > 0)
+        if not asked and not required and not forbidden:
+            continue
+        if required & forbidden:
+            raise InvalidRequest(f"trait {sorted(required & forbidden)[0]} is both required and forbidden",
+                                 field=f"$.flavor.extra_specs.trait{suffix}")
+        if not asked and not _in_subtree(spec, suffix):
+            # Placement 1.36 refuses a resourceless group outside same_subtree: Nova finds no host
+            raise InvalidRequest(f"the flavor's group {suffix!r} asks for traits and no resources, and no "
+                                 "same_subtree names it", field=f"$.flavor.extra_specs.trait{suffix}")
+        out.append(Group(suffix, asked, frozenset(required), frozenset(forbidden), (), frozenset(), None,
+                         flavor=True))
+    return out
 
 
 def _with_features(required: frozenset[str], forbidden: frozenset[str], extra_specs: dict[str, str],

@@ -44,7 +44,8 @@ requested_destination.allow_cross_cell_move = True     refused: a cross-cell res
 request_level_params.root_required / root_forbidden    required_traits / forbidden_traits (a Gantt node is its
                                                        tree's root provider)
 request_level_params.same_subtree                      same_subtree, when it names only requested_resources'
-                                                       groups (a port's); else refused
+                                                       groups (a port's) and the flavor's numbered ones; else
+                                                       refused
 requested_resources (ports' QoS, Cyborg device         request_groups: requester_id as the group's id,
 profiles)                                              resources (zero amounts dropped, as Nova strips them),
                                                        required/forbidden traits, aggregates and forbidden
@@ -324,16 +325,17 @@ def _request_group(group: objects.RequestGroup) -> dict[str, Any]:
 
 
 def _same_subtree(spec: objects.RequestSpec, out: dict[str, Any], rebuild: bool) -> None:
-    """request_level_params.same_subtree over the request groups Gantt places (a port's groups): each set's
-    providers in one subtree; a set naming any other group (the flavor's, all on the node) is refused."""
+    """request_level_params.same_subtree over the request groups Gantt places (a port's groups, the flavor's
+    numbered ones): each set's providers in one subtree; a set naming a group the request does not have (the
+    unnumbered one, which Placement refuses there) is refused."""
     subtrees = _get(_get(spec, "request_level_params"), "same_subtree") or []
     if not subtrees or rebuild:
         return
-    ids = {g["id"] for g in out.get("request_groups", ())}
+    ids = {g["id"] for g in out.get("request_groups", ())} | (set(request_groups(out)) - {""})
     for subtree in subtrees:
         if not set(subtree) <= ids:
             raise Unsupported("request_level_params.same_subtree",
-                              f"{sorted(subtree)} names groups Gantt places on the node itself (the flavor's)")
+                              f"{sorted(subtree)} names groups the request does not have")
     out["same_subtree"] = [sorted(s) for s in subtrees]
 
 
@@ -486,7 +488,8 @@ def _selection(selection: Selection, cell: str, default_az: str, groups: list[st
     for uuid, resources in selection.providers.items():  # the request groups' (requested_resources)
         allocations[uuid] = {"resources": dict(resources)}
     for group, uuids in selection.mappings.items():  # "" (the flavor's classes on a child) keeps the node too
-        mappings[group] = [*mappings.get(group, []), *(u for u in uuids if u not in mappings.get(group, []))]
+        kept = mappings.get(group, []) if group == "" else []  # a numbered group has its one provider
+        mappings[group] = [*kept, *(u for u in uuids if u not in kept)]
     allocation_request = {"allocations": allocations, "mappings": mappings}
     numa = selection.limits.get("numa_topology")
     limits: dict[str, Any] = {}

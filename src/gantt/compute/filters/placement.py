@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from gantt.compute import groups
-from gantt.compute.filters.base import CapacityUnknown, Filter, register
+from gantt.compute.filters.base import Filter, register
 from gantt.compute.filters.hoststate import aggregate_keys
 from gantt.compute.journal import Rows
 from gantt.compute.request import RequestContext
@@ -239,10 +239,9 @@ class RequestGroupsFilter(Filter):
     def mask(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
         if ctx.groups is None:
             return None
-        return groups.candidates(table, ctx.groups)
+        return groups.candidates(table, ctx.groups, ctx.resources)
 
     def headroom(self, table: HostTable, ctx: RequestContext) -> np.ndarray | None:
-        if ctx.groups is None:
-            return None
-        raise CapacityUnknown(self.name, "places each instance's groups on the child providers the claims before "
-                                         "it left, which it does not count in advance")
+        """None: the groups' count needs what the other filters let in first (``groups.headroom``, which the
+        capacity question applies last)."""
+        return None
