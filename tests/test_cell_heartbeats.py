@@ -36,6 +36,16 @@ def _time(replica: Replica, host: str) -> float:
     return float(replica.table.col("updated_at")[replica.table.row(host, host)])
 
 
+def _registered_and_beaten_once(replica: Replica, now: list[float]) -> tuple[list[HostReport], Heartbeats]:
+    """Every host written through the replica, then one pass 20 s later: no token yet, so every node the long way."""
+    held = [_report(h) for h in HOSTS]
+    replica.report_many([HostReport(host=r.host, node=r.node, stats=r.stats) for r in held])
+    beats = Heartbeats()
+    now[0] += 20.0
+    assert beats.beat(replica, held) == len(HOSTS)
+    return held, beats
+
+
 @pytest.fixture
 def pair(tmp_path: Path) -> Iterator[tuple[Replica, Replica, list[float], str]]:
     with sqlite_replica_pair(tmp_path, CONFIG, T0) as replicas:
@@ -45,11 +55,7 @@ def pair(tmp_path: Path) -> Iterator[tuple[Replica, Replica, list[float], str]]:
 def test_a_quiet_pass_takes_every_node_by_its_token_and_counts_everywhere(
         pair: tuple[Replica, Replica, list[float], str]) -> None:
     a, b, now, _ = pair
-    held = [_report(h) for h in HOSTS]
-    a.report_many([HostReport(host=r.host, node=r.node, stats=r.stats) for r in held])
-    beats = Heartbeats()
-    now[0] += 20.0
-    assert beats.beat(a, held) == len(HOSTS)  # no token yet: the long way, once
+    held, beats = _registered_and_beaten_once(a, now)
     now[0] += 20.0
     revision = a.store.head()
     assert beats.beat(a, held) == 0
@@ -64,11 +70,7 @@ def test_a_quiet_pass_takes_every_node_by_its_token_and_counts_everywhere(
 def test_a_record_changed_by_another_writer_is_written_back_the_long_way(
         pair: tuple[Replica, Replica, list[float], str]) -> None:
     a, b, now, _ = pair
-    held = [_report(h) for h in HOSTS]
-    a.report_many([HostReport(host=r.host, node=r.node, stats=r.stats) for r in held])
-    beats = Heartbeats()
-    now[0] += 20.0
-    assert beats.beat(a, held) == len(HOSTS)
+    held, beats = _registered_and_beaten_once(a, now)
     now[0] += 20.0
     b.report_many([_report("c1", vcpus_used=9)])  # through Gantt's own API, say
     a.sync()
@@ -86,11 +88,7 @@ def test_a_changed_report_is_never_taken_by_the_old_token(pair: tuple[Replica, R
     """The reader's report moved while the record still holds the old one (its write failed, say): the token names
     the old report, so the new one takes the long way, which writes it."""
     a, b, now, _ = pair
-    held = [_report(h) for h in HOSTS]
-    a.report_many([HostReport(host=r.host, node=r.node, stats=r.stats) for r in held])
-    beats = Heartbeats()
-    now[0] += 20.0
-    assert beats.beat(a, held) == len(HOSTS)
+    held, beats = _registered_and_beaten_once(a, now)
     held[2] = _report("c2", vcpus_used=5)
     now[0] += 20.0
     assert beats.beat(a, held) == 1
