@@ -160,3 +160,34 @@ def test_a_placement_after_another_workers_write_reads_the_head_once(tmp_path: P
     finally:
         serving.close()
         placing.close()
+
+
+def test_the_one_read_catch_up_gives_changes_in_feed_order_whatever_order_sqlite_returns(tmp_path: Path) -> None:
+    """SQLite promises no order for a compound SELECT without ORDER BY (the floor row, then the feed's rows):
+    a planner returning the feed's rows in another order must not reorder the changes a replica applies."""
+    import sqlite3
+
+    from gantt.store.sqlite_feed import KeptChanges, read_all_changes
+
+    replica = Replica(SQLiteStore(f"sqlite:///{tmp_path}/gantt.sqlite"), CONFIG).start()
+    try:
+        replica.report_many([HostReport.of(f"h{i}", host_stats()) for i in range(3)])
+        replica.report_many([HostReport.of("h3", host_stats())])
+    finally:
+        replica.close()
+    conn = sqlite3.connect(tmp_path / "gantt.sqlite")
+    try:
+        expected = read_all_changes(conn, 0, 100, KeptChanges(100))
+        assert expected is not None and len(expected) >= 4
+
+        class Reversing:
+            """The real connection, the compound's rows after the floor handed back in reverse."""
+
+            def execute(self, sql: str, args: Any = ()) -> Any:
+                rows = conn.execute(sql, args).fetchall()
+                return type("Rows", (), {"fetchall": lambda _self: rows[:1] + rows[:0:-1]})()
+
+        reversed_read = read_all_changes(Reversing(), 0, 100, KeptChanges(100))  # type: ignore[arg-type]  # stands in for execute alone
+        assert reversed_read == expected
+    finally:
+        conn.close()
