@@ -18,6 +18,7 @@ from gantt.config import Config
 from gantt.model import HostReport, InvalidRequest, Inventory, NoValidHost, Selection
 from gantt.placement.facade import Placement
 from gantt.replication.replica import Replica
+from tests.test_flavor_on_child import root_also_holds
 from tests.test_request_groups import held_by_provider
 
 CN1 = "00000f1a-0000-0000-0000-000000000001"
@@ -114,11 +115,7 @@ def test_a_group_takes_the_nodes_own_provider_when_it_holds_the_class(cloud: Any
     """Placement takes a group from any provider of the tree, the root included; what the root gives it is summed
     with the flavor's own classes there. Before: a port's group was never taken from the root (no host)."""
     replica, face = cloud
-    face.put_record("resource_class", "CUSTOM_ROOTY")
-    generation = face.provider(CN1).generation
-    face.set_inventories(CN1, generation, {"VCPU": Inventory(total=8), "MEMORY_MB": Inventory(total=4096),
-                                           "DISK_GB": Inventory(total=100), "CUSTOM_ROOTY": Inventory(total=3)},
-                         reserved_may_equal_total=True)
+    root_also_holds(face, CN1, 4096, "CUSTOM_ROOTY", 3)
     port = {"id": "port-1", "resources": {"CUSTOM_ROOTY": 2}}
     chosen = _boot(replica, "vm-1", {}, request_groups=[port])[0]
     assert (chosen.host, chosen.allocation, chosen.mappings) == ("cn1", {**ROOT, "CUSTOM_ROOTY": 2},

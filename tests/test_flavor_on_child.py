@@ -38,6 +38,15 @@ def _node(face: Placement, replica: Replica, name: str, uuid: str, memory_mb: in
     face.set_inventories(kid, 0, {MAGIC: Inventory(total=magic, max_unit=magic)}, reserved_may_equal_total=True)
 
 
+def root_also_holds(face: Placement, uuid: str, memory_mb: int, resource_class: str, total: int) -> None:
+    """The compute node's own provider (as ``_node`` made it) given an inventory of a custom class beside its own."""
+    face.put_record("resource_class", resource_class)
+    face.set_inventories(uuid, face.provider(uuid).generation,
+                         {"VCPU": Inventory(total=8), "MEMORY_MB": Inventory(total=memory_mb),
+                          "DISK_GB": Inventory(total=100), resource_class: Inventory(total=total)},
+                         reserved_may_equal_total=True)
+
+
 @pytest.fixture
 def cloud(tmp_path: Path) -> Iterator[tuple[Replica, Placement]]:
     """cn1 and cn2 (more memory: RAMWeigher's pick), each with a child holding the magic (1 on cn2, 10 on cn1)."""
@@ -99,11 +108,7 @@ def test_a_move_holds_the_childs_part_of_the_source_under_the_migration(cloud: A
 
 def test_a_class_a_root_holds_stays_on_the_root(cloud: Any, tmp_path: Path) -> None:
     replica, face = cloud
-    face.put_record("resource_class", "CUSTOM_ROOTY")
-    generation = face.provider(CN1).generation
-    face.set_inventories(CN1, generation, {"VCPU": Inventory(total=8), "MEMORY_MB": Inventory(total=4096),
-                                           "DISK_GB": Inventory(total=100), "CUSTOM_ROOTY": Inventory(total=2)},
-                         reserved_may_equal_total=True)
+    root_also_holds(face, CN1, 4096, "CUSTOM_ROOTY", 2)
     flavor = {"vcpus": 1, "memory_mb": 512, "root_gb": 1, "extra_specs": {"resources:CUSTOM_ROOTY": "1"}}
     [choices] = replica.select_destinations({"flavor": flavor, "instance_uuids": ["vm-1"]})
     assert (choices[0].host, choices[0].providers) == ("cn1", {})
